@@ -1,0 +1,21 @@
+"""livens: structure-preserving simulation of mechanical systems with holonomic constraints.
+
+The GGL variational integrators and energy-momentum scheme (Kinon, Betsch, Schneider 2023), the
+Livens energy-consistent scheme (Kinon, Betsch), and the classical schemes they are compared with.
+See ``lv.schemes.names()`` and ``lv.examples.names()``.
+"""
+from . import _jaxconfig  # noqa: F401
+from . import examples, schemes
+from .checks import consistent_initial_state
+from .errors import BlowUpError, ConvergenceError, FileFormatError, SimulationError, SimulationInterrupted
+from .simulate import simulate
+from .solution import Solution, load
+from .system import Problem, Symmetry, System
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "System", "Problem", "Symmetry", "simulate", "Solution", "load", "consistent_initial_state",
+    "ConvergenceError", "BlowUpError", "SimulationError", "SimulationInterrupted", "FileFormatError",
+    "examples", "schemes",
+]

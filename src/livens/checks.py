@@ -1,0 +1,201 @@
+"""Checks of user input, run before any JAX tracing of a time step.
+
+Each check raises ``ValueError`` (or ``TypeError``) with the offending value and the fix.
+"""
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from . import _jaxconfig  # noqa: F401
+
+
+def _as_vector(name: str, x, d: int | None = None) -> np.ndarray:
+    try:
+        a = np.asarray(x, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a real vector; could not convert {x!r}: {exc}") from None
+    if np.iscomplexobj(np.asarray(x)):
+        raise ValueError(f"{name} must be real; got a complex array.")
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be a vector of shape (d,); got shape {a.shape}.")
+    if d is not None and a.shape[0] != d:
+        raise ValueError(f"{name} has {a.shape[0]} entries but the system has d = {d} coordinates.")
+    if not np.all(np.isfinite(a)):
+        bad = np.flatnonzero(~np.isfinite(a)).tolist()
+        raise ValueError(f"{name} has non-finite entries at indices {bad}: {a[bad].tolist()}.")
+    return a
+
+
+def constraint_label(system, k: int) -> str:
+    names = system.constraint_names
+    if names is not None and k < len(names):
+        return f"{names[k]} (#{k})"
+    return f"g[{k}]"
+
+
+def _evaluate(name: str, fn, *args, shape=None) -> np.ndarray:
+    try:
+        out = fn(*[jnp.asarray(a) for a in args])
+    except Exception as exc:  # user code: report what failed, not JAX's internals
+        raise ValueError(f"{name} raised {type(exc).__name__} at the initial state: {exc}") from exc
+    arr = np.asarray(out)
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name} returned complex values at the initial state; it must be real.")
+    arr = arr.astype(float)
+    if shape is not None and arr.shape != shape:
+        raise ValueError(f"{name} returned shape {arr.shape} at the initial state; expected {shape}.")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} returned non-finite values at the initial state: {arr}.")
+    return arr
+
+
+def validate_problem(problem):
+    """Check a Problem's data; return (q0, v0, p0) as float arrays."""
+    from .mechanics import mechanics
+
+    system = problem.system
+    q0 = _as_vector("q0", problem.q0)
+    d = q0.shape[0]
+    if system.constant_mass:
+        dm = system.mass_matrix.shape[0]
+        if dm != d:
+            raise ValueError(f"q0 has {d} entries but the mass matrix is {dm} x {dm}.")
+    if problem.v0 is None and problem.p0 is None:
+        raise ValueError("Give the initial velocity v0 or the initial momentum p0.")
+    M = _evaluate("mass_matrix", system.mass_matrix, q0, shape=(d, d)) if not system.constant_mass else system.mass_matrix
+    if not np.allclose(M, M.T, rtol=1e-12, atol=1e-14 * max(1.0, np.abs(M).max())):
+        i, j = np.unravel_index(np.argmax(np.abs(M - M.T)), M.shape)
+        raise ValueError(
+            f"The mass matrix is not symmetric: M[{i},{j}] = {M[i, j]!r} but M[{j},{i}] = {M[j, i]!r}. "
+            "Give a symmetric M."
+        )
+    w = np.linalg.eigvalsh(M)
+    if w.min() < -1e-10 * max(1.0, abs(w).max()):
+        raise ValueError(
+            f"The mass matrix is not positive semi-definite at q0: smallest eigenvalue {w.min():.6g}. "
+            "Check the masses and inertias."
+        )
+    if problem.v0 is not None:
+        v0 = _as_vector("v0", problem.v0, d)
+        p0 = M @ v0 if problem.p0 is None else _as_vector("p0", problem.p0, d)
+    else:
+        p0 = _as_vector("p0", problem.p0, d)
+        if w.min() <= 1e-12 * max(1.0, abs(w).max()):
+            raise ValueError(
+                "The mass matrix is singular, so v0 cannot be computed from p0; give v0 instead."
+            )
+        v0 = np.linalg.solve(M, p0)
+    for name in ("h", "t_end"):
+        val = getattr(problem, name)
+        if val is not None and not (isinstance(val, (int, float, np.floating)) and math.isfinite(val) and val > 0):
+            raise ValueError(f"Problem.{name} must be a positive finite number; got {val!r}.")
+    if not problem.check:
+        return q0, v0, p0
+    _evaluate("potential", system.potential, q0, shape=())
+    if system.dissipation is not None:
+        _evaluate("dissipation", system.dissipation, q0, shape=(d, d))
+    if system.external_force is not None:
+        _evaluate("external_force", system.external_force, q0, v0, 0.0, shape=(d,))
+    if system.constraints is not None:
+        g0 = np.atleast_1d(_evaluate("constraints", system.constraints, q0))
+        if g0.ndim != 1:
+            raise ValueError(f"constraints must return a vector of shape (m,); got shape {g0.shape}.")
+        mech = mechanics(system, q0)
+        G0 = np.asarray(mech.G(jnp.asarray(q0)))
+        check_initial_state(system, q0, v0, g0, G0, problem.consistency_tol)
+        check_constraint_rank(system, G0)
+    return q0, v0, p0
+
+
+def check_initial_state(system, q0, v0, g0, G0, tol):
+    """Refuse an initial state off the constraint manifold, naming each violated constraint."""
+    gv0 = G0 @ v0
+    bad_g = [k for k in range(g0.shape[0]) if abs(g0[k]) > tol]
+    bad_v = [k for k in range(gv0.shape[0]) if abs(gv0[k]) > tol]
+    if bad_g or bad_v:
+        parts = []
+        if bad_g:
+            parts.append("position level |g(q0)|: " + ", ".join(f"{constraint_label(system, k)} = {g0[k]:.3e}" for k in bad_g))
+        if bad_v:
+            parts.append("velocity level |G(q0) v0|: " + ", ".join(f"{constraint_label(system, k)} = {gv0[k]:.3e}" for k in bad_v))
+        raise ValueError(
+            f"The initial state is off the constraint manifold (tolerance {tol:g}); "
+            + "; ".join(parts)
+            + ". Project it with lv.consistent_initial_state(system, q0, v0), or correct q0 and v0."
+        )
+
+
+def check_constraint_rank(system, G0, rtol: float = 1e-10):
+    """Refuse redundant or dependent constraints: rank G(q0) < m, found by SVD."""
+    m = G0.shape[0]
+    if m == 0:
+        return
+    u, s, vt = np.linalg.svd(G0)
+    smax = s.max() if s.size else 0.0
+    rank = int(np.sum(s > rtol * max(smax, 1e-300)))
+    if rank < m:
+        # left singular vectors of the missing singular values name the dependent constraints
+        null = u[:, rank:]
+        involved = sorted({k for col in null.T for k in np.flatnonzero(np.abs(col) > 1e-6)})
+        names = ", ".join(constraint_label(system, k) for k in involved)
+        raise ValueError(
+            f"The constraints are redundant or dependent at q0: rank G(q0) = {rank} < m = {m}. "
+            f"Constraints involved: {names}. Remove one of them (each constraint must be independent)."
+        )
+
+
+def check_step(h, t_end, tol, max_iter):
+    """Check the run arguments before any tracing."""
+    for name, val in (("h", h), ("t_end", t_end)):
+        if isinstance(val, bool) or not isinstance(val, (int, float, np.floating, np.integer)) or not math.isfinite(val):
+            raise ValueError(f"{name} must be a finite number; got {val!r}.")
+    if h <= 0:
+        raise ValueError(f"The step size h must be positive; got h = {h!r}.")
+    if t_end < h * (1 - 1e-12):
+        raise ValueError(f"t_end must be at least one step h; got t_end = {t_end!r} < h = {h!r}.")
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not (math.isfinite(tol) and tol > 0):
+        raise ValueError(f"The Newton tolerance tol must be a positive number (e.g. 1e-9); got {tol!r}.")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer (e.g. 40); got {max_iter!r}.")
+
+
+def consistent_initial_state(system, q0, v0, tol: float = 1e-14, max_iter: int = 50):
+    """Project (q0, v0) onto the constraint manifold.
+
+    q0 is moved onto g(q) = 0 by Gauss-Newton steps q <- q - G^T (G G^T)^-1 g(q) (the minimum-norm
+    correction), and v0 M-orthogonally onto G(q) v = 0 where M is regular (Euclidean otherwise).
+    Returns numpy arrays (q, v).
+    """
+    from .mechanics import mechanics
+
+    q = _as_vector("q0", q0)
+    v = _as_vector("v0", v0, q.shape[0])
+    if system.constraints is None:
+        return q, v
+    mech = mechanics(system, q)
+    for _ in range(max_iter):
+        gq = np.asarray(mech.g(jnp.asarray(q)))
+        if np.max(np.abs(gq)) <= tol:
+            break
+        G = np.asarray(mech.G(jnp.asarray(q)))
+        q = q - G.T @ np.linalg.solve(G @ G.T, gq)
+    else:
+        raise ValueError(
+            f"consistent_initial_state: could not project q0 onto g(q) = 0 in {max_iter} steps "
+            f"(max |g| = {np.max(np.abs(gq)):.3e}); start closer to the constraint manifold."
+        )
+    G = np.asarray(mech.G(jnp.asarray(q)))
+    M = np.asarray(mech.M(jnp.asarray(q)))
+    Minv = None
+    try:
+        w = np.linalg.eigvalsh(M)
+        if w.min() > 1e-12 * max(1.0, abs(w).max()):
+            Minv = np.linalg.inv(M)
+    except np.linalg.LinAlgError:
+        pass
+    W = Minv if Minv is not None else np.eye(q.shape[0])
+    v = v - W @ G.T @ np.linalg.solve(G @ W @ G.T, G @ v)
+    return q, v

@@ -1,0 +1,180 @@
+"""Derived functions of a System, all by JAX automatic differentiation (002 §2-3).
+
+Nothing here is written by hand: the gradient of V, the constraint Jacobian G = Dg, Hessian-vector
+products sum_k gamma_k D^2 g_k(q) w, the secondary constraint g_v(q, p) = G(q) M^-1 p (002 eq 29)
+and its partial derivatives, and D_q of the kinetic energy for a configuration-dependent M.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _jaxconfig  # noqa: F401
+from .system import System
+
+
+@dataclass(frozen=True, eq=False)
+class Mechanics:
+    """Pure functions derived from a :class:`System`; d coordinates, m constraints."""
+
+    system: System
+    d: int
+    m: int
+    constant_mass: bool
+    M_const: np.ndarray | None
+    Minv_const: np.ndarray | None
+
+    # --- mass -----------------------------------------------------------------------------
+    def M(self, q):
+        """Mass matrix M(q)."""
+        if self.constant_mass:
+            return jnp.asarray(self.M_const)
+        return jnp.asarray(self.system.mass_matrix(q))
+
+    def Minv(self, q=None):
+        """M^-1 (only for a constant, regular M; schemes check this before use)."""
+        if self.Minv_const is None:
+            raise ValueError("M^-1 is not available: the mass matrix is singular or configuration dependent.")
+        return jnp.asarray(self.Minv_const)
+
+    # --- energies ---------------------------------------------------------------------------
+    def V(self, q):
+        """Potential V(q)."""
+        return self.system.potential(q)
+
+    def dV(self, q):
+        """Gradient of V."""
+        return jax.grad(self.V)(q)
+
+    def T(self, q, v):
+        """Kinetic energy T(q, v) = 1/2 v.M(q)v."""
+        return 0.5 * v @ (self.M(q) @ v)
+
+    def L(self, q, v):
+        """Lagrangian L = T - V (002 eq 3)."""
+        return self.T(q, v) - self.V(q)
+
+    def D1L(self, q, v):
+        """D_1 L(q, v) = D_q T - DV (includes 1/2 v.DM v for configuration-dependent M)."""
+        if self.constant_mass:
+            return -self.dV(q)
+        return jax.grad(self.L, argnums=0)(q, v)
+
+    def D2L(self, q, v):
+        """D_2 L(q, v) = M(q) v (fiber derivative, 002 eq 2c)."""
+        return self.M(q) @ v
+
+    def dT_dq(self, q, v):
+        """D_q T(q, v) for configuration-dependent M (zero for constant M)."""
+        return jax.grad(self.T, argnums=0)(q, v)
+
+    def H(self, q, p):
+        """Hamiltonian H = 1/2 p.M^-1 p + V (002 eq 7); regular constant M only."""
+        return 0.5 * p @ (self.Minv() @ p) + self.V(q)
+
+    def E(self, q, v, p):
+        """Generalized (Livens) energy E(q, v, p) = p.v - L(q, v) (002 eq 4, 003 eq 31)."""
+        return p @ v - self.L(q, v)
+
+    # --- constraints ------------------------------------------------------------------------
+    def g(self, q):
+        """Holonomic constraints g(q), shape (m,)."""
+        if self.m == 0:
+            return jnp.zeros((0,), dtype=q.dtype)
+        return jnp.atleast_1d(self.system.constraints(q))
+
+    def G(self, q):
+        """Constraint Jacobian G(q) = Dg(q), shape (m, d)."""
+        if self.m == 0:
+            return jnp.zeros((0, self.d), dtype=q.dtype)
+        return jax.jacfwd(self.g)(q)
+
+    def hess_g(self, q, k):
+        """Hessian D^2 g_k(q) (for tests and small systems; schemes use :meth:`hess_g_vec`)."""
+        return jax.hessian(lambda x: self.g(x)[k])(q)
+
+    def hess_g_vec(self, q, gam, w):
+        """sum_k gamma_k D^2 g_k(q) w, a Hessian-vector product (002 eq 55b, 76b)."""
+        if self.m == 0:
+            return jnp.zeros_like(q)
+        return jax.jvp(lambda x: self.G(x).T @ gam, (q,), (w,))[1]
+
+    def gv(self, q, p):
+        """Secondary constraint g_v(q, p) = G(q) M^-1 p (002 eq 29)."""
+        return self.G(q) @ (self.Minv() @ p)
+
+    def D1gv(self, q, p):
+        """D_1 g_v(q, p), shape (m, d)."""
+        return jax.jacfwd(self.gv, argnums=0)(q, p)
+
+    def D2gv(self, q, p):
+        """D_2 g_v(q, p) = G(q) M^-1, shape (m, d)."""
+        return jax.jacfwd(self.gv, argnums=1)(q, p)
+
+    def C(self, q):
+        """Rayleigh dissipation matrix C(q) (000 eq 53), zero when the system has none."""
+        if self.system.dissipation is None:
+            return jnp.zeros((self.d, self.d), dtype=q.dtype)
+        return jnp.asarray(self.system.dissipation(q))
+
+    def F(self, q, v, t):
+        """External force F(q, v, t), zero when the system has none."""
+        if self.system.external_force is None:
+            return jnp.zeros_like(q)
+        return jnp.asarray(self.system.external_force(q, v, t))
+
+    @property
+    def has_dissipation(self) -> bool:
+        return self.system.dissipation is not None
+
+    @property
+    def has_external_force(self) -> bool:
+        return self.system.external_force is not None
+
+
+def _mass_inverse(M: np.ndarray) -> np.ndarray | None:
+    """M^-1 for a symmetric positive-definite M, None where M is singular."""
+    try:
+        w = np.linalg.eigvalsh(0.5 * (M + M.T))
+    except np.linalg.LinAlgError:
+        return None
+    if w.min() <= 1e-12 * max(1.0, abs(w).max()):
+        return None
+    return np.linalg.inv(M)
+
+
+_CACHE: dict[int, Mechanics] = {}
+
+
+def mechanics(system: System, q0=None) -> Mechanics:
+    """The :class:`Mechanics` of a system (cached per System object).
+
+    ``q0`` is used to determine d and m; the System's own dimension is read from its mass matrix
+    when that is constant.
+    """
+    key = id(system)
+    hit = _CACHE.get(key)
+    if hit is not None and hit.system is system:
+        return hit
+    if system.constant_mass:
+        M = np.asarray(system.mass_matrix, dtype=float)
+        d = M.shape[0]
+        Minv = _mass_inverse(M)
+    else:
+        if q0 is None:
+            raise ValueError("A configuration-dependent mass matrix needs q0 to determine the dimension.")
+        d = int(np.asarray(q0).shape[0])
+        M, Minv = None, None
+    if system.constraints is None:
+        m = 0
+    else:
+        if q0 is None:
+            q0 = np.zeros(d)
+        m = int(np.atleast_1d(np.asarray(system.constraints(jnp.asarray(q0, dtype=float)))).shape[0])
+    mech = Mechanics(system=system, d=d, m=m, constant_mass=system.constant_mass, M_const=M, Minv_const=Minv)
+    _CACHE[key] = mech
+    return mech

@@ -1,0 +1,119 @@
+"""The scheme interface: residual R(x; state_n, h, t_n) = 0, first guess, state update.
+
+A scheme is plain data and pure functions (DESIGN: Schemes). The time loop never looks inside:
+it packs the named unknowns into one vector, calls Newton on the residual and hands the solution
+to ``update``. New schemes plug in through :func:`livens.schemes.register`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+import jax.numpy as jnp
+
+
+class State(NamedTuple):
+    """What the time loop carries from step to step.
+
+    q, p: nodal coordinates and momenta; v: the scheme's velocity (nodal, or that of the last
+    interval, used for the first guess); lam, gam: the last multipliers (first guess);
+    extra: scheme-specific data (e.g. the previous node of a two-step scheme), a pytree.
+    """
+
+    q: Any
+    p: Any
+    v: Any
+    lam: Any
+    gam: Any
+    extra: Any = ()
+
+
+@dataclass(frozen=True)
+class Param:
+    """A scheme parameter with default and admissible range (closed/open ends)."""
+
+    name: str
+    default: float
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+
+    def check(self, value, scheme: str) -> float:
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{scheme}: parameter {self.name} must be a number; got {value!r}.") from None
+        lo_ok = x > self.low if self.low_open else x >= self.low
+        hi_ok = x < self.high if self.high_open else x <= self.high
+        if not (lo_ok and hi_ok):
+            lb = "(" if self.low_open else "["
+            rb = ")" if self.high_open else "]"
+            raise ValueError(
+                f"{scheme}: {self.name} = {x!r} is outside its range {lb}{self.low:g}, {self.high:g}{rb}."
+            )
+        return x
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One integration scheme.
+
+    unknowns: ((name, size), ...) with size "d", "m", "k" (= d - m) or an int.
+    residual(u, state, h, t, params, mech) -> R  (u: dict of named unknowns)
+    guess(state, h, t, params, mech, mode) -> dict of named unknowns ("simple" or "advanced")
+    update(u, state, h, t, params, mech) -> (State, outputs) where outputs is a dict with
+        "v" (the velocity this step reports), "lam", "gam" (arrays, gam may be absent).
+    start(problem_state, h, params, mech) -> State, optional (e.g. two-step schemes).
+    enforced(sol) -> dict name -> residual array, the constraints the scheme is built to meet.
+    """
+
+    name: str
+    paper: str
+    unknowns: tuple
+    residual: Callable
+    guess: Callable
+    update: Callable
+    velocity_kind: str  # "nodal", "interval" (v^{n+1} of step n->n+1) or "leading" (v^n)
+    description: str = ""
+    params: tuple = ()
+    needs_mass_inverse: bool = True
+    allows_singular_mass: bool = False
+    allows_configuration_mass: bool = False
+    has_gamma: bool = False
+    supports_dissipation: bool = False
+    start: Callable | None = None
+    enforced: Callable | None = None
+    tangent: Callable | None = None  # structured tangent dR/dx, optional
+    keeps: str = ""
+    order: int | None = None
+
+    def sizes(self, d: int, m: int) -> list[tuple[str, int]]:
+        out = []
+        for name, size in self.unknowns:
+            n = {"d": d, "m": m, "k": d - m}.get(size, size)
+            out.append((name, int(n)))
+        return out
+
+    def pack(self, u: dict, d: int, m: int):
+        parts = [jnp.reshape(u[name], (n,)) for name, n in self.sizes(d, m)]
+        return jnp.concatenate(parts) if parts else jnp.zeros((0,))
+
+    def unpack(self, x, d: int, m: int) -> dict:
+        out, i = {}, 0
+        for name, n in self.sizes(d, m):
+            out[name] = x[i : i + n]
+            i += n
+        return out
+
+    def resolve_params(self, given: dict, alias_params: dict | None = None) -> dict:
+        """Defaults, then alias values, then user values; each checked against its range."""
+        known = {p.name: p for p in self.params}
+        for k in given:
+            if k not in known:
+                hint = f" Known parameters: {', '.join(known)}." if known else " It takes no parameters."
+                raise ValueError(f"{self.name}: unknown parameter {k!r}.{hint}")
+        vals = {p.name: p.default for p in self.params}
+        vals.update(alias_params or {})
+        vals.update({k: v for k, v in given.items() if v is not None})
+        return {k: known[k].check(v, self.name) for k, v in vals.items()}

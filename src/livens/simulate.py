@@ -1,0 +1,294 @@
+"""The time loop: chunks of ``lax.scan`` over jit-compiled Newton steps (DESIGN: Newton, time loop).
+
+h, t_end, the tolerance, max_iter and scheme parameters are runtime values: changing them never
+recompiles. Between chunks the loop updates the progress bar, stops on a failed step (Newton
+non-convergence, NaN) or an energy blow-up, and keeps every converged step.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from . import _jaxconfig  # noqa: F401
+from .checks import check_step
+from .errors import BlowUpError, ConvergenceError, SimulationInterrupted
+from .mechanics import Mechanics, mechanics
+from .newton import newton
+from .schemes import get as get_scheme
+from .schemes.base import Scheme, State
+from .system import Problem
+
+DEFAULT_CHUNK = 512
+_RUNNERS: dict = {}
+
+
+def _mass_requirements(scheme: Scheme, mech: Mechanics):
+    """Refuse a singular or configuration-dependent M for a scheme that needs M^-1."""
+    from .schemes import names, get
+
+    if not scheme.needs_mass_inverse:
+        return
+    if mech.constant_mass and mech.Minv_const is not None:
+        return
+    accepting = [n for n in names() if not get(n)[0].needs_mass_inverse]
+    what = "configuration dependent" if not mech.constant_mass else "singular"
+    raise ValueError(
+        f"Scheme {scheme.name!r} needs M^-1, but the mass matrix of this system is {what}. "
+        f"Schemes that accept it: {', '.join(accepting) or '(none registered)'}."
+    )
+
+
+def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int):
+    key = (mech, scheme, mode, chunk)
+    hit = _RUNNERS.get(key)
+    if hit is not None:
+        return hit
+    d, m = mech.d, mech.m
+
+    def one_step(state: State, t, h, tol, max_iter, params):
+        u0 = scheme.guess(state, h, t, params, mech, mode)
+        x0 = scheme.pack(u0, d, m)
+
+        def R(x):
+            return scheme.residual(scheme.unpack(x, d, m), state, h, t, params, mech)
+
+        tangent = None
+        if scheme.tangent is not None:
+            tangent = lambda x: scheme.tangent(scheme.unpack(x, d, m), state, h, t, params, mech)  # noqa: E731
+        res = newton(R, x0, tol, max_iter, tangent)
+        u = scheme.unpack(res.x, d, m)
+        new_state, out = scheme.update(u, state, h, t, params, mech)
+        return new_state, out, res
+
+    def run_chunk(state: State, t0, n0, n_stop, h, tol, max_iter, params):
+        # shapes of one step's outputs, for the skipped steps after a failure or past the end
+        out_shape = jax.eval_shape(lambda s: one_step(s, t0, h, tol, max_iter, params)[1], state)
+
+        def body(carry, _):
+            state, n, failed = carry
+            t = t0 + (n - n0).astype(t0.dtype) * h
+            active = (n < n_stop) & ~failed
+
+            def do(s):
+                new, out, res = one_step(s, t, h, tol, max_iter, params)
+                ok = res.converged & jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.p))
+                return new, out, res.iterations, res.residual, ok
+
+            def skip(s):
+                zeros = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), out_shape)
+                return s, zeros, jnp.int32(0), jnp.zeros((), t0.dtype), jnp.bool_(True)
+
+            new, out, it, rn, ok = lax.cond(active, do, skip, state)
+            bad = active & ~ok
+            keep = jax.tree_util.tree_map(lambda a, b: jnp.where(bad, a, b), state, new)
+            rec = {"q": new.q, "p": new.p, "iterations": it, "residual": rn, "ok": ok | ~active, **out}
+            return (keep, n + active.astype(n.dtype) * (~bad).astype(n.dtype), failed | bad), rec
+
+        (state, n, failed), recs = lax.scan(body, (state, n0, jnp.bool_(False)), None, length=chunk)
+        return state, n, failed, recs
+
+    runner = jax.jit(run_chunk)
+    _RUNNERS[key] = runner
+    return runner
+
+
+def resolve(problem: Problem, scheme, params: dict):
+    """(Scheme, parameter values) for a name or alias, checked against the problem."""
+    sch, alias_params = get_scheme(scheme)
+    vals = sch.resolve_params(params, alias_params)
+    mech = mechanics(problem.system, problem.q0)
+    _mass_requirements(sch, mech)
+    if mech.has_dissipation and not sch.supports_dissipation:
+        from .schemes import names, get
+
+        ok = [n for n in names() if get(n)[0].supports_dissipation]
+        raise ValueError(
+            f"Scheme {sch.name!r} does not treat a dissipation matrix C(q); schemes that do: {', '.join(ok)}."
+        )
+    return sch, vals, mech
+
+
+def initial_state(problem: Problem, mech: Mechanics) -> State:
+    z = jnp.zeros((mech.m,))
+    return State(q=jnp.asarray(problem.q0), p=jnp.asarray(problem.p0), v=jnp.asarray(problem.v0), lam=z, gam=z)
+
+
+def simulate(
+    problem: Problem,
+    scheme: str = "VI-S",
+    h: float | None = None,
+    t_end: float | None = None,
+    tol: float = 1e-9,
+    max_iter: int = 40,
+    guess: str = "simple",
+    progress: bool | None = None,
+    blowup_factor: float | None = None,
+    chunk: int = DEFAULT_CHUNK,
+    **params: Any,
+):
+    """Integrate ``problem`` with ``scheme`` from t = 0 to ``t_end`` with step ``h``.
+
+    Parameters
+    ----------
+    problem: a :class:`~livens.Problem` (e.g. ``lv.examples.load("heavy-top")``).
+    scheme: canonical name or paper alias (``lv.schemes.names()``), e.g. "VI-S", "ggl-theta-a".
+    h, t_end: step size and end time; default to the problem's (the paper's) values.
+    tol, max_iter: Newton stops on ||R||_inf <= tol; a step that needs more than max_iter
+        iterations stops the run with :class:`~livens.ConvergenceError`.
+    guess: "simple" (state n) or "advanced" (q^n + h v^n), 002 Table 2.
+    progress: show a progress bar (default: on a terminal, for runs longer than 2 s).
+    blowup_factor: stop with :class:`~livens.BlowUpError` when |E - E0| exceeds
+        blowup_factor * max(|E0|, 1).
+    chunk: steps per compiled ``lax.scan`` chunk (fixed, so that h and t_end never recompile).
+    **params: scheme parameters, e.g. ``theta=0.5``.
+
+    Returns a :class:`~livens.Solution`. The failed-run errors carry ``.solution`` with every
+    converged step.
+    """
+    from .solution import Solution
+
+    h = problem.h if h is None else h
+    t_end = problem.t_end if t_end is None else t_end
+    if h is None or t_end is None:
+        raise ValueError("Give h and t_end: the problem has no default step size or end time.")
+    check_step(h, t_end, tol, max_iter)
+    if guess not in ("simple", "advanced"):
+        raise ValueError(f"guess must be 'simple' or 'advanced'; got {guess!r}.")
+    if blowup_factor is not None and not (blowup_factor > 0):
+        raise ValueError(f"blowup_factor must be positive; got {blowup_factor!r}.")
+    if not (isinstance(chunk, int) and chunk >= 1):
+        raise ValueError(f"chunk must be a positive integer; got {chunk!r}.")
+    sch, vals, mech = resolve(problem, scheme, params)
+    n_steps = max(1, int(round(t_end / h)))
+    state = initial_state(problem, mech)
+    if sch.start is not None:
+        state = sch.start(state, float(h), vals, mech)
+    runner = _make_runner(mech, sch, guess, chunk)
+    jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
+    meta = dict(h=float(h), t_end=float(n_steps * h), tol=float(tol), max_iter=int(max_iter), guess=guess)
+    collected: list[dict] = []
+    wall0 = time.perf_counter()
+    compile_time = None
+    n_done = 0
+    failure = None
+    energy0 = None
+    bar = _progress_bar(n_steps, progress)
+    try:
+        while n_done < n_steps:
+            t0 = time.perf_counter()
+            state, n, failed, recs = runner(
+                state,
+                jnp.asarray(n_done * h, dtype=jnp.float64),
+                jnp.asarray(n_done, dtype=jnp.int64),
+                jnp.asarray(n_steps, dtype=jnp.int64),
+                jnp.asarray(h, dtype=jnp.float64),
+                jnp.asarray(tol, dtype=jnp.float64),
+                jnp.asarray(max_iter, dtype=jnp.int32),
+                jparams,
+            )
+            recs = jax.device_get(recs)
+            n_new = int(n) - n_done
+            if compile_time is None:
+                compile_time = time.perf_counter() - t0
+            rec = {k: np.asarray(v)[:n_new] for k, v in recs.items() if k != "ok"}
+            collected.append(rec)
+            if bool(failed):
+                bad = np.asarray(recs["ok"])
+                i_bad = int(np.flatnonzero(~bad)[0])
+                failure = ("convergence", n_done + n_new, float(np.asarray(recs["residual"])[i_bad]),
+                           int(np.asarray(recs["iterations"])[i_bad]))
+                n_done += n_new
+                break
+            n_done += n_new
+            if bar is not None:
+                bar.update(n_new)
+            if blowup_factor is not None and n_new:
+                energy0, blown = _check_blowup(mech, problem, rec, energy0, blowup_factor)
+                if blown is not None:
+                    failure = ("blowup", n_done - n_new + blown[0] + 1, blown[1], 0)
+                    # keep the steps up to and including the first blown-up one
+                    keep = blown[0] + 1
+                    collected[-1] = {k: v[:keep] for k, v in rec.items()}
+                    n_done = n_done - n_new + keep
+                    break
+    except KeyboardInterrupt:
+        failure = ("interrupt", n_done, float("nan"), 0)
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - wall0
+    meta.update(wall_time=wall, compile_time=compile_time or 0.0, steps=n_done)
+    sol = Solution.from_records(problem, sch, vals, mech, collected, meta)
+    if failure is not None:
+        kind, step, resid, its = failure
+        t_fail = step * h
+        if kind == "convergence":
+            raise ConvergenceError(
+                f"Newton did not converge in step {step} (t = {t_fail:.6g} -> {t_fail + h:.6g}) of {sch.name} "
+                f"with h = {h:g}: residual ||R||_inf = {resid:.3e} after {its} iterations (tol = {tol:g}, "
+                f"max_iter = {max_iter}). The {n_done} converged steps are kept in error.solution. "
+                "Try a smaller h, a larger max_iter, or guess='advanced'.",
+                solution=sol, step=step, time=t_fail, residual=resid,
+            )
+        if kind == "blowup":
+            raise BlowUpError(
+                f"Energy blow-up in step {step - 1} (t = {step * h:.6g}) of {sch.name} with h = {h:g}: "
+                f"|E - E0| = {resid:.3e} exceeds blowup_factor = {blowup_factor:g} times max(|E0|, 1). "
+                f"The {n_done} steps up to it are kept in error.solution.",
+                solution=sol, step=step - 1, time=step * h, residual=resid,
+            )
+        raise SimulationInterrupted(
+            f"Run interrupted after {n_done} steps (t = {n_done * h:.6g}); the steps so far are in error.solution.",
+            solution=sol, step=n_done, time=n_done * h, residual=resid,
+        )
+    return sol
+
+
+def _progress_bar(total: int, progress: bool | None):
+    if progress is False:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover
+        return None
+    import sys
+
+    disable = None if progress is None else False
+    if progress is None and not sys.stderr.isatty():
+        return None
+    return tqdm(total=total, unit="step", delay=2.0, disable=disable, leave=False)
+
+
+_ENERGY_FN: dict = {}
+
+
+def _energy_batch(mech: Mechanics):
+    fn = _ENERGY_FN.get(mech)
+    if fn is None:
+        if mech.Minv_const is not None:
+            fn = jax.jit(jax.vmap(mech.H))
+        else:
+            fn = None
+        _ENERGY_FN[mech] = fn
+    return fn
+
+
+def _check_blowup(mech, problem, rec, energy0, factor):
+    fn = _energy_batch(mech)
+    if fn is None:
+        return energy0, None
+    if energy0 is None:
+        energy0 = float(mech.H(jnp.asarray(problem.q0), jnp.asarray(problem.p0)))
+    E = np.asarray(fn(jnp.asarray(rec["q"]), jnp.asarray(rec["p"])))
+    dev = np.abs(E - energy0)
+    lim = factor * max(abs(energy0), 1.0)
+    over = np.flatnonzero(~(dev <= lim))
+    if over.size:
+        return energy0, (int(over[0]), float(dev[over[0]]))
+    return energy0, None

@@ -1,0 +1,444 @@
+"""Solution: the arrays of a run, its diagnostics, and lossless export (netCDF, CSV).
+
+Arrays (DESIGN: Public API): t (N+1,), q and p (N+1, d), v (N+1, d) for nodal velocities or
+(N, d) for "interval"/"leading" ones (see ``velocity_kind``), lam and gam (N, m), newton_iterations
+and newton_residual (N,).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _jaxconfig  # noqa: F401
+from .errors import FileFormatError
+
+FORMAT_VERSION = 1
+_VMAPS: dict = {}
+
+
+def _vmapped(fn):
+    hit = _VMAPS.get(fn)
+    if hit is None:
+        hit = jax.jit(jax.vmap(fn))
+        _VMAPS[fn] = hit
+    return hit
+
+
+@dataclass(eq=False)
+class Solution:
+    """The result of :func:`livens.simulate`."""
+
+    t: np.ndarray
+    q: np.ndarray
+    p: np.ndarray
+    v: np.ndarray
+    lam: np.ndarray
+    gam: np.ndarray | None
+    newton_iterations: np.ndarray
+    newton_residual: np.ndarray
+    velocity_kind: str
+    scheme: str
+    params: dict
+    meta: dict
+    problem: Any = None  # the Problem (None after loading a file whose system cannot be rebuilt)
+    stored: dict = field(default_factory=dict)  # diagnostics read from a file
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_records(cls, problem, scheme, params, mech, records: list[dict], meta: dict) -> "Solution":
+        d, m = mech.d, mech.m
+
+        def cat(key, shape):
+            parts = [r[key] for r in records if key in r and len(r[key])]
+            return np.concatenate(parts) if parts else np.zeros((0,) + shape)
+
+        qn, pn = cat("q", (d,)), cat("p", (d,))
+        vn = cat("v", (d,))
+        lam = cat("lam", (m,))
+        gam = cat("gam", (m,)) if scheme.has_gamma else None
+        n = qn.shape[0]
+        h = meta["h"]
+        q = np.vstack([np.asarray(problem.q0)[None, :], qn])
+        p = np.vstack([np.asarray(problem.p0)[None, :], pn])
+        v = np.vstack([np.asarray(problem.v0)[None, :], vn]) if scheme.velocity_kind == "nodal" else vn
+        meta = dict(meta)
+        meta.update(example=problem.name, package_version=_version(), steps=n,
+                    problem_parameters=dict(problem.parameters))
+        return cls(
+            t=np.arange(n + 1) * h, q=q, p=p, v=v, lam=lam, gam=gam,
+            newton_iterations=cat("iterations", ()).astype(np.int32), newton_residual=cat("residual", ()),
+            velocity_kind=scheme.velocity_kind, scheme=scheme.name, params=dict(params), meta=meta,
+            problem=problem,
+        )
+
+    # ------------------------------------------------------------------ basic properties
+    @property
+    def h(self) -> float:
+        return float(self.meta["h"])
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.q.shape[0] - 1)
+
+    @property
+    def mechanics(self):
+        from .mechanics import mechanics
+
+        if self.problem is None:
+            raise ValueError(
+                "This Solution has no system attached (it was loaded from a file of a user-defined system); "
+                "diagnostics stored in the file are available, others need lv.load(path, problem=...)."
+            )
+        return mechanics(self.problem.system, self.problem.q0)
+
+    def _vmap(self, fn, *arrays):
+        return np.asarray(_vmapped(fn)(*[jnp.asarray(a) for a in arrays]))
+
+    def _stored(self, key):
+        if self.problem is None and key in self.stored:
+            return self.stored[key]
+        return None
+
+    @property
+    def _nodal_v(self) -> bool:
+        return self.velocity_kind == "nodal"
+
+    # ------------------------------------------------------------------ diagnostics
+    def energy(self) -> dict[str, np.ndarray]:
+        """Energies at the nodes: "kinetic", "potential", "total"; "livens" E(q, v, p) = p.v - L
+        (002 eq 4, 003 eq 31) where the scheme has nodal velocities.
+
+        The kinetic energy is 1/2 v.M(q)v for nodal velocities, else 1/2 p.M^-1 p (002 eq 7).
+        """
+        keys = [k for k in ("kinetic", "potential", "total", "livens") if f"energy_{k}" in self.stored]
+        if self.problem is None and keys:
+            return {k: self.stored[f"energy_{k}"] for k in keys}
+        mech = self.mechanics
+        V = self._vmap(mech.V, self.q)
+        if self._nodal_v:
+            T = self._vmap(mech.T, self.q, self.v)
+        else:
+            T = 0.5 * np.einsum("ni,ij,nj->n", self.p, np.asarray(mech.Minv()), self.p)
+        out = {"kinetic": T, "potential": V, "total": T + V}
+        if self._nodal_v:
+            out["livens"] = self._vmap(mech.E, self.q, self.v, self.p)
+        return out
+
+    def energy_increments(self, kind: str = "total") -> np.ndarray:
+        """E^{n+1} - E^n per step, shape (N,)."""
+        return np.diff(self.energy()[kind])
+
+    def momentum_maps(self) -> dict[str, np.ndarray]:
+        """J_xi = p . xi q (002 eq 45) at the nodes for each of the problem's symmetries."""
+        if self.problem is None:
+            return {k[len("J:"):]: v for k, v in self.stored.items() if k.startswith("J:")}
+        return {s.name: np.asarray(s.momentum_map(self.q, self.p)) for s in self.problem.symmetries}
+
+    def constraint_residual(self, level: str = "position") -> np.ndarray:
+        """Nodal constraint residuals, shape (N+1, m).
+
+        "position": g(q^n); "velocity": G(q^n) M^-1 p^n (002 eq 29), or G(q^n) v^n where M is
+        singular or configuration dependent and the scheme has nodal velocities.
+        """
+        if level not in ("position", "velocity"):
+            raise ValueError(f"level must be 'position' or 'velocity'; got {level!r}.")
+        hit = self._stored(f"residual_{level}")
+        if hit is not None:
+            return hit
+        mech = self.mechanics
+        if mech.m == 0:
+            return np.zeros((self.q.shape[0], 0))
+        if level == "position":
+            return self._vmap(mech.g, self.q)
+        G = self._vmap(mech.G, self.q)
+        if mech.Minv_const is not None:
+            w = self.p @ np.asarray(mech.Minv()).T
+        elif self._nodal_v:
+            w = self.v
+        else:
+            raise ValueError("The velocity-level residual needs M^-1 or nodal velocities; this run has neither.")
+        return np.einsum("nij,nj->ni", G, w)
+
+    def enforced_residuals(self) -> dict[str, np.ndarray]:
+        """Residuals of the constraints the scheme is built to satisfy, per step, named after
+        where they are evaluated (e.g. VI-S: "velocity G(q_bar) M^-1 p^{n+1}")."""
+        if self.problem is None:
+            return {k[len("enforced:"):]: v for k, v in self.stored.items() if k.startswith("enforced:")}
+        from .schemes import get
+
+        sch, _ = get(self.scheme)
+        if sch.enforced is None:
+            return {"position g(q^{n+1})": self.constraint_residual("position")[1:]}
+        return sch.enforced(self)
+
+    def dissipated_work(self) -> np.ndarray:
+        """Work W_diss(t_n) done by the viscous forces, shape (N+1,), W(0) = 0 (000 eq 55).
+
+        Quadrature per step: h v.C(q)v with the scheme's velocity of that step, C at the node where
+        that velocity lives ("leading": q^n, "interval": q^{n+1/2}, "nodal": trapezoidal).
+        """
+        hit = self._stored("dissipated_work")
+        if hit is not None:
+            return hit
+        mech = self.mechanics
+        if not mech.has_dissipation:
+            return np.zeros(self.q.shape[0])
+        h = self.h
+
+        def power(q, v):
+            return v @ (mech.C(q) @ v)
+
+        if self.velocity_kind == "leading":
+            P = self._vmap(power, self.q[:-1], self.v)
+        elif self.velocity_kind == "interval":
+            P = self._vmap(power, 0.5 * (self.q[:-1] + self.q[1:]), self.v)
+        else:
+            Pn = self._vmap(power, self.q, self.v)
+            P = 0.5 * (Pn[:-1] + Pn[1:])
+        return np.concatenate([[0.0], np.cumsum(h * P)])
+
+    def summary(self) -> dict[str, float]:
+        """Figures for the CLI: steps, times, energy error, momentum drift, residuals, iterations."""
+        out: dict[str, float] = {
+            "steps": self.n_steps,
+            "wall time [s]": float(self.meta.get("wall_time", float("nan"))),
+            "compile time [s]": float(self.meta.get("compile_time", float("nan"))),
+        }
+        run = out["wall time [s]"] - out["compile time [s]"]
+        out["steps/s"] = self.n_steps / run if run > 0 else float("nan")
+        E = self.energy()
+        key = "livens" if "livens" in E else "total"
+        E0 = E[key][0]
+        out[f"max |dE|/|E0| ({key})"] = float(np.max(np.abs(E[key] - E0)) / max(abs(E0), 1e-300))
+        for name, J in self.momentum_maps().items():
+            out[f"max drift {name}"] = float(np.max(np.abs(J - J[0])))
+        try:
+            out["max |g|"] = float(np.max(np.abs(self.constraint_residual("position")), initial=0.0))
+            out["max |g_v|"] = float(np.max(np.abs(self.constraint_residual("velocity")), initial=0.0))
+        except ValueError:
+            pass
+        out["mean Newton iterations"] = float(np.mean(self.newton_iterations)) if self.n_steps else 0.0
+        return out
+
+    # ------------------------------------------------------------------ export
+    def to_dataset(self):
+        """An xarray Dataset with every array, the diagnostics and the metadata."""
+        import xarray as xr
+
+        d = self.q.shape[1]
+        m = self.lam.shape[1] if self.lam.ndim == 2 else 0
+        vdim = "time" if self._nodal_v else "step"
+        data = {
+            "q": (("time", "coord"), self.q),
+            "p": (("time", "coord"), self.p),
+            "v": ((vdim, "coord"), self.v),
+            "lam": (("step", "constraint"), self.lam.reshape(-1, m)),
+            "newton_iterations": (("step",), self.newton_iterations),
+            "newton_residual": (("step",), self.newton_residual),
+        }
+        if self.gam is not None:
+            data["gam"] = (("step", "constraint"), self.gam.reshape(-1, m))
+        diag = self._diagnostics_for_file()
+        for k, (dims, arr) in diag.items():
+            data[k] = (dims, arr)
+        ds = xr.Dataset(data, coords={"time": self.t, "step": np.arange(self.n_steps)})
+        names = None
+        if self.problem is not None:
+            names = self.problem.system.constraint_names
+        attrs = {
+            "livens_format": FORMAT_VERSION,
+            "scheme": self.scheme,
+            "velocity_kind": self.velocity_kind,
+            "params": json.dumps(self.params),
+            "meta": json.dumps(_jsonable(self.meta)),
+            "d": d,
+            "m": m,
+        }
+        if names:
+            attrs["constraint_names"] = json.dumps(list(names))
+        ds.attrs.update(attrs)
+        return ds
+
+    def _diagnostics_for_file(self) -> dict:
+        out: dict = {}
+        try:
+            for k, arr in self.energy().items():
+                out[f"energy_{k}"] = (("time",), np.asarray(arr))
+            for k, arr in self.momentum_maps().items():
+                out[f"J:{k}"] = (("time",), np.asarray(arr))
+            for level in ("position", "velocity"):
+                try:
+                    out[f"residual_{level}"] = (("time", "constraint"), self.constraint_residual(level))
+                except ValueError:
+                    pass
+            for k, arr in self.enforced_residuals().items():
+                out[f"enforced:{k}"] = (("step", "constraint"), np.asarray(arr).reshape(self.n_steps, -1))
+            out["dissipated_work"] = (("time",), self.dissipated_work())
+        except ValueError:
+            pass
+        return out
+
+    def to_netcdf(self, path) -> str:
+        """Write the Solution to a netCDF4 file (atomically: temporary file, then rename)."""
+        path = os.fspath(path)
+        ds = self.to_dataset()
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".nc.tmp", dir=directory)
+        os.close(fd)
+        try:
+            ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        return path
+
+    def to_csv(self, path) -> str:
+        """Write nodal data as CSV with named columns (pgfplots, spreadsheets).
+
+        One row per node t^n: t, q_i, p_i, energies, momentum maps, nodal constraint residuals;
+        per-step quantities (v for non-nodal schemes, lam, gam, Newton iterations) are written in
+        the row of the step's end node t^{n+1} ("leading" velocities in the row of t^n); the
+        remaining row holds NaN.
+        """
+        path = os.fspath(path)
+        cols: dict[str, np.ndarray] = {"t": self.t}
+        n1 = self.q.shape[0]
+
+        def steps(arr, leading=False):
+            out = np.full((n1,) + arr.shape[1:], np.nan)
+            if leading:
+                out[:-1] = arr
+            else:
+                out[1:] = arr
+            return out
+
+        for i in range(self.q.shape[1]):
+            cols[f"q{i + 1}"] = self.q[:, i]
+        for i in range(self.p.shape[1]):
+            cols[f"p{i + 1}"] = self.p[:, i]
+        v = self.v if self._nodal_v else steps(self.v, self.velocity_kind == "leading")
+        for i in range(self.v.shape[1]):
+            cols[f"v{i + 1}"] = v[:, i]
+        for k, (dims, arr) in self._diagnostics_for_file().items():
+            arr = np.asarray(arr)
+            if dims[0] == "step":
+                arr = steps(arr)
+            if arr.ndim == 1:
+                cols[_csv_name(k)] = arr
+            else:
+                for j in range(arr.shape[1]):
+                    cols[f"{_csv_name(k)}_{j + 1}"] = arr[:, j]
+        for j in range(self.lam.shape[1] if self.lam.ndim == 2 else 0):
+            cols[f"lambda{j + 1}"] = steps(self.lam[:, j])
+            if self.gam is not None:
+                cols[f"gamma{j + 1}"] = steps(self.gam[:, j])
+        cols["newton_iterations"] = steps(self.newton_iterations.astype(float))
+        header = ",".join(cols)
+        table = np.column_stack([np.asarray(c, dtype=float) for c in cols.values()])
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".csv.tmp", dir=directory)
+        os.close(fd)
+        try:
+            np.savetxt(tmp, table, delimiter=",", header=header, comments="", fmt="%.17g")
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        return path
+
+    def __repr__(self) -> str:
+        return (f"Solution(scheme={self.scheme!r}, params={self.params}, steps={self.n_steps}, "
+                f"h={self.h:g}, d={self.q.shape[1]}, m={self.lam.shape[1] if self.lam.ndim == 2 else 0})")
+
+
+def _csv_name(key: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_]+", "_", key).strip("_")
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return x
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("livens")
+    except Exception:  # pragma: no cover
+        return "0+unknown"
+
+
+def load(path, problem=None) -> Solution:
+    """Read a Solution written by :meth:`Solution.to_netcdf`.
+
+    The system is reattached from the example named in the file (with its recorded parameters),
+    or from ``problem`` for a user-defined system; without it the stored diagnostics are used.
+    Loading never executes code from the file.
+    """
+    import xarray as xr
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"No such result file: {path!r}.")
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            ds = ds.load()
+    except Exception as exc:
+        raise FileFormatError(
+            f"{path!r} is not a readable livens result file (truncated, corrupted or not netCDF4/HDF5): "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    version = ds.attrs.get("livens_format")
+    if version is None:
+        raise FileFormatError(f"{path!r} is a netCDF file but not a livens result file (no 'livens_format' attribute).")
+    if int(version) > FORMAT_VERSION:
+        raise FileFormatError(
+            f"{path!r} has livens file format {int(version)}, newer than this livens reads ({FORMAT_VERSION}); "
+            "upgrade livens."
+        )
+    try:
+        meta = json.loads(ds.attrs["meta"])
+        params = json.loads(ds.attrs["params"])
+        stored = {k: np.asarray(ds[k].values) for k in ds.data_vars
+                  if k.startswith(("energy_", "J:", "residual_", "enforced:", "dissipated_work"))}
+        sol = Solution(
+            t=np.asarray(ds["time"].values), q=np.asarray(ds["q"].values), p=np.asarray(ds["p"].values),
+            v=np.asarray(ds["v"].values), lam=np.asarray(ds["lam"].values),
+            gam=np.asarray(ds["gam"].values) if "gam" in ds else None,
+            newton_iterations=np.asarray(ds["newton_iterations"].values),
+            newton_residual=np.asarray(ds["newton_residual"].values),
+            velocity_kind=str(ds.attrs["velocity_kind"]), scheme=str(ds.attrs["scheme"]),
+            params=params, meta=meta, problem=None, stored=stored,
+        )
+    except (KeyError, ValueError) as exc:
+        raise FileFormatError(f"{path!r} is missing livens data ({exc}); the file is incomplete or foreign.") from None
+    if problem is None and meta.get("example"):
+        from . import examples
+
+        if meta["example"] in examples.names():
+            try:
+                problem = examples.load(meta["example"], **meta.get("problem_parameters", {}))
+            except Exception:
+                problem = None
+    sol.problem = problem
+    return sol

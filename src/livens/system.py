@@ -1,0 +1,191 @@
+"""What a user writes: a constrained mechanical system, a problem, and its symmetries.
+
+A :class:`System` is the Lagrangian L(q, v) = 1/2 v.M(q)v - V(q) with holonomic constraints
+g(q) = 0 (002 eq 3, 24), optionally a Rayleigh dissipation matrix C(q) (000 eq 53-54) and an
+external force F(q, v, t). Every argument is a function of ``jax.numpy`` arrays; derivatives are
+never written by hand (see :mod:`livens.mechanics`).
+
+A :class:`Problem` adds the initial state and the paper's defaults (h, t_end); a
+:class:`Symmetry` is a constant Lie-algebra matrix xi whose momentum map J = p . xi q
+(002 eq 45) is monitored.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import _jaxconfig  # noqa: F401  (float64 before any array is made)
+
+
+def _skew(axis) -> np.ndarray:
+    a = np.asarray(axis, dtype=float)
+    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
+
+
+@dataclass(frozen=True, eq=False)
+class System:
+    """A mechanical system with holonomic constraints (002 §2.3).
+
+    Parameters
+    ----------
+    mass_matrix:
+        A constant (d, d) array, or a function ``q -> M(q)``. It may be singular (003 §6.1) or
+        configuration dependent (003 §6.2); schemes that need M^-1 refuse such matrices.
+    potential:
+        ``q -> V(q)``, a scalar.
+    constraints:
+        ``q -> g(q)``, shape (m,). ``None`` means an unconstrained system (m = 0).
+    dissipation:
+        Optional ``q -> C(q)``, the (d, d) Rayleigh dissipation matrix of 000 eq 53-54.
+    external_force:
+        Optional ``(q, v, t) -> F``, shape (d,).
+    invariants:
+        Optional declaration of the potential as a sum of functions of quadratic invariants
+        (002 eq 122-126): a pair ``(pi, potentials)`` where ``pi: q -> (r,)`` and
+        ``potentials: pi -> (r,)`` gives V_i(pi_i) so that V(q) = sum_i V_i(pi_i(q)). Used by
+        the energy-momentum schemes for Greenspan's discrete gradient.
+    coordinate_names, constraint_names:
+        Optional names, used in messages and in the Solution.
+    name:
+        A label for files and messages.
+    """
+
+    mass_matrix: Any
+    potential: Callable
+    constraints: Callable | None = None
+    dissipation: Callable | None = None
+    external_force: Callable | None = None
+    invariants: tuple | None = None
+    coordinate_names: tuple[str, ...] | None = None
+    constraint_names: tuple[str, ...] | None = None
+    name: str = "system"
+
+    def __post_init__(self):
+        if not (callable(self.mass_matrix)):
+            M = np.asarray(self.mass_matrix, dtype=float)
+            if M.ndim != 2 or M.shape[0] != M.shape[1]:
+                raise ValueError(
+                    f"mass_matrix must be a square (d, d) array or a function q -> M(q); got shape {M.shape}."
+                )
+            object.__setattr__(self, "mass_matrix", M)
+        if not callable(self.potential):
+            raise TypeError(f"potential must be a function q -> V(q); got {type(self.potential).__name__}.")
+        for name in ("constraints", "dissipation", "external_force"):
+            f = getattr(self, name)
+            if f is not None and not callable(f):
+                raise TypeError(f"{name} must be a function or None; got {type(f).__name__}.")
+
+    @property
+    def constant_mass(self) -> bool:
+        """True when M is a constant array (not a function of q)."""
+        return not callable(self.mass_matrix)
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """A symmetry q -> exp(alpha xi) q with constant xi (002 eq 16-17); J = p . xi q (eq 45).
+
+    For a translation, xi q is the constant generator itself; use :meth:`translation`, which
+    stores the generator in ``shift`` (J = p . shift).
+    """
+
+    name: str
+    xi: np.ndarray | None = None
+    shift: np.ndarray | None = None
+
+    def generator(self, q):
+        """The infinitesimal generator xi_Q(q) (002 eq 10a, 17)."""
+        if self.shift is not None:
+            return self.shift
+        return self.xi @ q
+
+    def momentum_map(self, q, p):
+        """J_xi = p . xi_Q(q) (002 eq 15, 45); works on arrays of shape (..., d)."""
+        q = np.asarray(q)
+        p = np.asarray(p)
+        if self.shift is not None:
+            return p @ self.shift
+        return np.einsum("...i,ij,...j->...", p, self.xi, q)
+
+    @classmethod
+    def rotation(cls, axis, blocks: int | Sequence[int] = 1, dim: int | None = None, name: str | None = None):
+        """Rotation about ``axis`` acting on blocks of 3 coordinates (002 eq 105-107, 119-121).
+
+        ``blocks`` is the number of leading 3-blocks (an int) or a list of block indices;
+        ``dim`` the total dimension d (default 3 * number of blocks).
+        """
+        idx = list(range(blocks)) if isinstance(blocks, int) else list(blocks)
+        d = dim if dim is not None else 3 * (max(idx) + 1)
+        xi = np.zeros((d, d))
+        e = _skew(axis)
+        for b in idx:
+            xi[3 * b : 3 * b + 3, 3 * b : 3 * b + 3] = e
+        a = np.asarray(axis, float)
+        label = name or f"J_rot[{','.join(f'{x:g}' for x in a)}]"
+        return cls(label, xi=xi)
+
+    @classmethod
+    def translation(cls, direction, blocks: int | Sequence[int] = 1, dim: int | None = None, name: str | None = None):
+        """Translation of the listed 3-blocks along ``direction`` (002 eq 118)."""
+        idx = list(range(blocks)) if isinstance(blocks, int) else list(blocks)
+        d = dim if dim is not None else 3 * (max(idx) + 1)
+        shift = np.zeros(d)
+        e = np.asarray(direction, dtype=float)
+        for b in idx:
+            shift[3 * b : 3 * b + 3] = e
+        label = name or f"L_trans[{','.join(f'{x:g}' for x in e)}]"
+        return cls(label, shift=shift)
+
+    @classmethod
+    def matrix(cls, xi, name: str = "J_xi"):
+        """Any constant matrix xi of the Lie algebra."""
+        return cls(name, xi=np.asarray(xi, dtype=float))
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """A system with its initial state, the paper's defaults and the monitored symmetries.
+
+    Give ``v0`` or ``p0`` (``p0 = M v0`` is computed; ``v0 = M^-1 p0`` needs a regular M).
+    The initial state must lie on the constraint manifold: |g(q0)| and |G(q0) v0| at most
+    ``consistency_tol`` (1e-10); use :func:`livens.consistent_initial_state` to project it.
+    """
+
+    system: System
+    q0: Any
+    v0: Any = None
+    p0: Any = None
+    h: float | None = None
+    t_end: float | None = None
+    symmetries: tuple = ()
+    name: str = "problem"
+    parameters: dict = field(default_factory=dict)
+    consistency_tol: float = 1e-10
+    check: bool = True
+
+    def __post_init__(self):
+        from .checks import validate_problem
+
+        object.__setattr__(self, "symmetries", tuple(self.symmetries))
+        q0, v0, p0 = validate_problem(self)
+        object.__setattr__(self, "q0", q0)
+        object.__setattr__(self, "v0", v0)
+        object.__setattr__(self, "p0", p0)
+
+    @property
+    def d(self) -> int:
+        return int(self.q0.shape[0])
+
+    def replace(self, **changes) -> "Problem":
+        """A copy with some fields changed (e.g. ``h``, ``t_end``, ``q0``)."""
+        kw = dict(
+            system=self.system, q0=self.q0, v0=self.v0, p0=None, h=self.h, t_end=self.t_end,
+            symmetries=self.symmetries, name=self.name, parameters=dict(self.parameters),
+            consistency_tol=self.consistency_tol, check=self.check,
+        )
+        if "p0" in changes and "v0" not in changes:
+            kw["v0"] = None
+        kw.update(changes)
+        return Problem(**kw)
