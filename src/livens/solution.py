@@ -291,8 +291,7 @@ class Solution:
         ds = self.to_dataset()
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".nc.tmp", dir=directory)
-        os.close(fd)
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
         try:
             ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True)
             os.replace(tmp, path)
