@@ -1,0 +1,295 @@
+"""Variational integrators with the midpoint discrete Lagrangian (004 §4, eq 13-18).
+
+Discrete Lagrangian (004 eq 18, written for any L(q, v) = 1/2 v.M(q)v - V(q)):
+
+    L_d(q_i, q_{i+1}) = h L((q_i + q_{i+1})/2, (q_{i+1} - q_i)/h)
+
+which for a constant M is 1/2 (q_{i+1} - q_i).M(q_{i+1} - q_i)/h - h V((q_i + q_{i+1})/2).
+
+``vi-lagrange``: the discrete Euler-Lagrange equations with Lagrange multipliers (004 eq 14)
+
+    D_2 L_d(q_{i-1}, q_i) + D_1 L_d(q_i, q_{i+1}) + h G(q_i)^T lambda_i = 0,   g(q_{i+1}) = 0,
+
+a two-step scheme started by the constrained discrete Legendre transform (004 eq 15)
+
+    p_0 + D_1 L_d(q_0, q_1) + h/2 G(q_0)^T lambda_0 = 0,   g(q_1) = 0.
+
+``vi-nullspace``: the discrete null space method (004 eq 16, 17). Eq 14 is premultiplied by P(q_i)^T,
+P(q) an orthonormal basis of null(G(q)), and q_{i+1} = F(w_{i+1}, q_i) is a nodal reparametrization,
+so that only k = d - m unknowns w_{i+1} are solved for:
+
+    P(q_i)^T [D_2 L_d(q_{i-1}, q_i) + D_1 L_d(q_i, F(w_{i+1}, q_i))] = 0          (16)
+    P(q_0)^T [p_0 + D_1 L_d(q_0, F(w_1, q_0))] = 0                                (17)
+
+004 builds F from the geometry of its examples (rotations of the pendulum rods; Leyendecker et al.
+2008). For a generic system F is taken here as the closest-point projection onto g = 0 of the
+tangent step, F(w, q_i) = Proj(q_i + P(q_i) w): Proj(y) = u with u = y + G(u)^T mu, g(u) = 0, found
+by an inner Newton iteration and differentiated implicitly. Any such local chart of the constraint
+manifold gives the same q_{i+1}: (16) is (14) with the multiplier term removed by P^T (004: "(16) and
+(14) are equivalent"), so ``vi-nullspace`` reproduces the ``vi-lagrange`` trajectory to the Newton
+tolerance; lambda_i is recovered afterwards by least squares from (14).
+
+Position-momentum form. Both schemes report the nodal momenta of the constrained discrete Legendre
+transform, p_i = D_2 L_d(q_{i-1}, q_i) + h/2 G(q_i)^T lambda_i = -D_1 L_d(q_i, q_{i+1}) - h/2 G(q_i)^T
+lambda_i (the two agree by eq 14; i = 0 is eq 15 with the given p_0), and the interval velocities
+(q_{i+1} - q_i)/h (velocity_kind "interval"). Because p_i needs lambda_i, which eq 14 at node i
+determines together with q_{i+1}, the time step n -> n+1 solves eq 14 at node n+1 for q_{n+2} and
+lambda_{n+1} (one node ahead; ``start`` solves eq 15 for q_1), then reports q^{n+1}, p^{n+1} and the
+velocity (q^{n+1} - q^n)/h. An external force enters as the discrete forces
+f^-_d = f^+_d = h/2 F(q_mid, (q_{i+1} - q_i)/h, t_i + h/2) of the discrete Lagrange-d'Alembert
+principle.
+
+Both schemes are variational, hence symplectic and momentum-conserving (discrete Noether, for
+symmetries leaving L and g invariant), and second order (004 Fig. 4).
+004 assumes a positive-definite mass matrix (§1); ``needs_mass_inverse`` is set accordingly.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ..newton import newton
+from . import register
+from .base import Scheme, State
+
+_START_TOL = 1e-12
+_START_MAX_ITER = 60
+
+
+# ------------------------------------------------------------------ discrete Lagrangian (004 eq 18)
+def discrete_lagrangian(mech, q0, q1, h):
+    """L_d(q0, q1) = h L((q0 + q1)/2, (q1 - q0)/h), the midpoint discrete Lagrangian (004 eq 18)."""
+    return h * mech.L(0.5 * (q0 + q1), (q1 - q0) / h)
+
+
+def _discrete_force(mech, q0, q1, h, t):
+    """f^+_d = f^-_d = h/2 F(q_mid, (q1 - q0)/h, t + h/2), midpoint discrete forces (zero without F)."""
+    if not mech.has_external_force:
+        return jnp.zeros_like(q0)
+    return 0.5 * h * mech.F(0.5 * (q0 + q1), (q1 - q0) / h, t + 0.5 * h)
+
+
+def D1Ld(mech, q0, q1, h, t):
+    """D_1 L_d(q0, q1) plus the discrete force f^-_d of the interval [t, t + h]."""
+    return jax.grad(discrete_lagrangian, argnums=1)(mech, q0, q1, h) + _discrete_force(mech, q0, q1, h, t)
+
+
+def D2Ld(mech, q0, q1, h, t):
+    """D_2 L_d(q0, q1) plus the discrete force f^+_d of the interval [t, t + h]."""
+    return jax.grad(discrete_lagrangian, argnums=2)(mech, q0, q1, h) + _discrete_force(mech, q0, q1, h, t)
+
+
+def null_space_basis(mech, q):
+    """Orthonormal P(q) with range P = null G(q), shape (d, k), from the SVD of G(q) (004 §4)."""
+    _, _, vt = jnp.linalg.svd(mech.G(q), full_matrices=True)
+    return vt[mech.m:].T
+
+
+def _multiplier(mech, q, r, h):
+    """lambda with h G(q)^T lambda = -r in the least-squares sense (recovers lambda_i of eq 14)."""
+    G = mech.G(q)
+    return -jnp.linalg.solve(G @ G.T, G @ r) / h
+
+
+# ------------------------------------------------------------------ nodal reparametrization F(w, q)
+def _projection_system(mech, u, mu, y):
+    return jnp.concatenate([u - y - mech.G(u).T @ mu, mech.g(u)])
+
+
+def _project(mech, y):
+    """Closest point u on g(u) = 0 to y: u = y + G(u)^T mu, g(u) = 0 (Newton from (y, 0))."""
+    d, m = mech.d, mech.m
+
+    def Phi(x):
+        return _projection_system(mech, x[:d], x[d:], y)
+
+    def cond(c):
+        x, dx_norm, it = c
+        scale = 1.0 + jnp.max(jnp.abs(x[:d]))
+        return (it < 50) & (dx_norm > 1e-15 * scale) & jnp.isfinite(dx_norm)  # dx_norm starts at 1
+
+    def body(c):
+        x, _, it = c
+        dx = -jnp.linalg.solve(jax.jacfwd(Phi)(x), Phi(x))
+        return x + dx, jnp.max(jnp.abs(dx)), it + 1
+
+    x0 = jnp.concatenate([y, jnp.zeros((m,), y.dtype)])
+    x, _, _ = jax.lax.while_loop(cond, body, (x0, jnp.asarray(1.0, y.dtype), jnp.int32(0)))
+    return x[:d], x[d:]
+
+
+def make_projection(mech):
+    """Proj(y) with its implicit derivative: [I - sum mu_k D^2 g_k, -G^T; G, 0] [du; dmu] = [dy; 0]."""
+    d = mech.d
+
+    @jax.custom_jvp
+    def proj(y):
+        return _project(mech, y)[0]
+
+    @proj.defjvp
+    def proj_jvp(primals, tangents):
+        (y,), (dy,) = primals, tangents
+        u, mu = _project(mech, y)
+        A = jax.jacfwd(lambda x: _projection_system(mech, x[:d], x[d:], y))(jnp.concatenate([u, mu]))
+        rhs = jnp.concatenate([dy, jnp.zeros_like(mu)])
+        return u, jnp.linalg.solve(A, rhs)[:d]
+
+    return proj
+
+
+_PROJ: dict = {}
+
+
+def reparametrization(mech):
+    """F(w, q) = Proj(q + P(q) w), the nodal reparametrization of the discrete null space method."""
+    proj = _PROJ.get(mech)
+    if proj is None:
+        proj = make_projection(mech)
+        _PROJ[mech] = proj
+
+    def F(w, q, P):
+        return proj(q + P @ w)
+
+    return F
+
+
+# ------------------------------------------------------------------ start (004 eq 15, 17)
+_START_SOLVERS: dict = {}
+
+
+def _start_solver(mech, kind):
+    key = (mech, kind)
+    hit = _START_SOLVERS.get(key)
+    if hit is not None:
+        return hit
+    d, m = mech.d, mech.m
+
+    def solve(q0, p0, h):
+        if kind == "lagrange":
+            def R(x):  # 004 eq 15
+                q1, lam = x[:d], x[d:]
+                return jnp.concatenate([p0 + D1Ld(mech, q0, q1, h, 0.0) + 0.5 * h * mech.G(q0).T @ lam,
+                                        mech.g(q1)])
+
+            x0 = jnp.concatenate([q0, jnp.zeros((m,), q0.dtype)])
+            res = newton(R, x0, _START_TOL, _START_MAX_ITER)
+            q1, lam = res.x[:d], res.x[d:]
+        else:
+            F = reparametrization(mech)
+            P = null_space_basis(mech, q0)
+
+            def R(w):  # 004 eq 17
+                return P.T @ (p0 + D1Ld(mech, q0, F(w, q0, P), h, 0.0))
+
+            res = newton(R, jnp.zeros((d - m,), q0.dtype), _START_TOL, _START_MAX_ITER)
+            q1 = F(res.x, q0, P)
+            lam = 2.0 * _multiplier(mech, q0, p0 + D1Ld(mech, q0, q1, h, 0.0), h)
+        full = jnp.concatenate([p0 + D1Ld(mech, q0, q1, h, 0.0) + 0.5 * h * mech.G(q0).T @ lam, mech.g(q1)])
+        return q1, lam, jnp.max(jnp.abs(full)), res.iterations
+
+    fn = jax.jit(solve)
+    _START_SOLVERS[key] = fn
+    return fn
+
+
+def _make_start(kind):
+    def start(state: State, h, params, mech) -> State:
+        """Solve the constrained discrete Legendre transform (004 eq 15 / 17) for q_1 and lambda_0."""
+        q1, lam0, resid, its = _start_solver(mech, kind)(state.q, state.p, jnp.asarray(h, jnp.float64))
+        scale = 1.0 + float(jnp.max(jnp.abs(state.p)))
+        if not (float(resid) <= 1e-9 * scale):
+            name = "vi-lagrange" if kind == "lagrange" else "vi-nullspace"
+            raise ValueError(
+                f"{name}: the start step (004 eq {'15' if kind == 'lagrange' else '17'}) did not converge: "
+                f"residual {float(resid):.3e} after {int(its)} Newton iterations with h = {h:g}. "
+                "Try a smaller h."
+            )
+        return State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam, extra={"q_next": q1})
+    return start
+
+
+# ------------------------------------------------------------------ vi-lagrange (004 eq 14)
+def _lagrange_residual(u, s: State, h, t, params, mech):
+    """004 eq 14 at node n+1: D_2 L_d(q^n, q^{n+1}) + D_1 L_d(q^{n+1}, q^{n+2}) + h G^T lambda = 0."""
+    q0, q1 = s.q, s.extra["q_next"]
+    q2, lam = u["q2"], u["lam"]
+    return jnp.concatenate([
+        D2Ld(mech, q0, q1, h, t) + D1Ld(mech, q1, q2, h, t + h) + h * mech.G(q1).T @ lam,
+        mech.g(q2),
+    ])
+
+
+def _lagrange_guess(s: State, h, t, params, mech, mode):
+    q1 = s.extra["q_next"]
+    q2 = 2.0 * q1 - s.q if mode == "advanced" else q1
+    return {"q2": q2, "lam": s.lam}
+
+
+def _advance(q2, lam1, s: State, h, t, mech):
+    """Node n+1 of the position-momentum form: p^{n+1} by the constrained discrete Legendre transform."""
+    q0, q1 = s.q, s.extra["q_next"]
+    p1 = D2Ld(mech, q0, q1, h, t) + 0.5 * h * mech.G(q1).T @ lam1
+    v = (q1 - q0) / h
+    new = State(q=q1, p=p1, v=v, lam=lam1, gam=s.gam, extra={"q_next": q2})
+    return new, {"v": v, "lam": s.lam}
+
+
+def _lagrange_update(u, s: State, h, t, params, mech):
+    return _advance(u["q2"], u["lam"], s, h, t, mech)
+
+
+VI_LAGRANGE = register(
+    Scheme(
+        name="vi-lagrange",
+        paper="004 eq 14, 15, 18 (Schmidt, Leyendecker, Ortiz 2009)",
+        unknowns=(("q2", "d"), ("lam", "m")),
+        residual=_lagrange_residual,
+        guess=_lagrange_guess,
+        update=_lagrange_update,
+        velocity_kind="interval",
+        description="variational integrator, midpoint discrete Lagrangian, Lagrange multipliers (two-step)",
+        start=_make_start("lagrange"),
+        keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
+        order=2,
+    ),
+)
+
+
+# ------------------------------------------------------------------ vi-nullspace (004 eq 16, 17)
+def _nullspace_residual(u, s: State, h, t, params, mech):
+    """004 eq 16 at node n+1, for w with q^{n+2} = F(w, q^{n+1})."""
+    q0, q1 = s.q, s.extra["q_next"]
+    P = null_space_basis(mech, q1)
+    q2 = reparametrization(mech)(u["w"], q1, P)
+    return P.T @ (D2Ld(mech, q0, q1, h, t) + D1Ld(mech, q1, q2, h, t + h))
+
+
+def _nullspace_guess(s: State, h, t, params, mech, mode):
+    q1 = s.extra["q_next"]
+    if mode == "advanced":
+        return {"w": null_space_basis(mech, q1).T @ (q1 - s.q)}
+    return {"w": jnp.zeros((mech.d - mech.m,), q1.dtype)}
+
+
+def _nullspace_update(u, s: State, h, t, params, mech):
+    q0, q1 = s.q, s.extra["q_next"]
+    q2 = reparametrization(mech)(u["w"], q1, null_space_basis(mech, q1))
+    lam1 = _multiplier(mech, q1, D2Ld(mech, q0, q1, h, t) + D1Ld(mech, q1, q2, h, t + h), h)
+    return _advance(q2, lam1, s, h, t, mech)
+
+
+VI_NULLSPACE = register(
+    Scheme(
+        name="vi-nullspace",
+        paper="004 eq 16, 17, 18 (discrete null space method; Leyendecker, Marsden, Ortiz 2008)",
+        unknowns=(("w", "k"),),
+        residual=_nullspace_residual,
+        guess=_nullspace_guess,
+        update=_nullspace_update,
+        velocity_kind="interval",
+        description="discrete null space method: the vi-lagrange trajectory from d - m unknowns per step",
+        start=_make_start("nullspace"),
+        keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
+        order=2,
+    ),
+)
