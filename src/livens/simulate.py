@@ -130,6 +130,9 @@ def simulate(
     progress: bool | None = None,
     blowup_factor: float | None = None,
     chunk: int = DEFAULT_CHUNK,
+    out=None,
+    save_every: int = 1,
+    resume=None,
     **params: Any,
 ):
     """Integrate ``problem`` with ``scheme`` from t = 0 to ``t_end`` with step ``h``.
@@ -146,10 +149,16 @@ def simulate(
     blowup_factor: stop with :class:`~livens.BlowUpError` when |E - E0| exceeds
         blowup_factor * max(|E0|, 1).
     chunk: steps per compiled ``lax.scan`` chunk (fixed, so that h and t_end never recompile).
+    out: a netCDF path; results are appended chunk by chunk while the run goes, so a crash or
+        Ctrl-C leaves a loadable file; a finished run rewrites it atomically with its diagnostics.
+    save_every: keep every k-th node (and the step ending there); memory and file stay bounded
+        for very long runs. Diagnostics that need consecutive steps then refuse with a message.
+    resume: a Solution (e.g. ``lv.load(path)``) to continue from its last saved node up to ``t_end``;
+        the returned Solution holds the continuation only.
     **params: scheme parameters, e.g. ``theta=0.5``.
 
     Returns a :class:`~livens.Solution`. The failed-run errors carry ``.solution`` with every
-    converged step.
+    converged (saved) step.
     """
     from .solution import Solution
 
@@ -157,21 +166,39 @@ def simulate(
     t_end = problem.t_end if t_end is None else t_end
     if h is None or t_end is None:
         raise ValueError("Give h and t_end: the problem has no default step size or end time.")
-    check_step(h, t_end, tol, max_iter)
+    t_start = 0.0 if resume is None else float(resume.t[-1])
+    check_step(h, t_end - t_start if resume is not None else t_end, tol, max_iter)
     if guess not in ("simple", "advanced"):
         raise ValueError(f"guess must be 'simple' or 'advanced'; got {guess!r}.")
     if blowup_factor is not None and not (blowup_factor > 0):
         raise ValueError(f"blowup_factor must be positive; got {blowup_factor!r}.")
     if not (isinstance(chunk, int) and chunk >= 1):
         raise ValueError(f"chunk must be a positive integer; got {chunk!r}.")
+    if isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1:
+        raise ValueError(f"save_every must be a positive integer; got {save_every!r}.")
     sch, vals, mech = resolve(problem, scheme, params)
-    n_steps = max(1, int(round(t_end / h)))
-    state = initial_state(problem, mech)
-    if sch.start is not None:
-        state = sch.start(state, float(h), vals, mech)
+    n_steps = max(1, int(round((t_end - t_start) / h)))
+    if resume is None:
+        state = initial_state(problem, mech)
+        if sch.start is not None:
+            state = sch.start(state, float(h), vals, mech)
+        offset = 0
+    else:
+        state, offset = _resume_state(resume, sch, mech, h)
     runner = _make_runner(mech, sch, guess, chunk)
     jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
-    meta = dict(h=float(h), t_end=float(n_steps * h), tol=float(tol), max_iter=int(max_iter), guess=guess)
+    meta = dict(h=float(h), t_end=float(t_start + n_steps * h), tol=float(tol), max_iter=int(max_iter), guess=guess,
+                save_every=int(save_every), t_start=t_start, step_offset=offset)
+    start_node = {"t": t_start, "q": np.asarray(state.q), "p": np.asarray(state.p), "v": np.asarray(state.v)}
+    stream = None
+    if out is not None:
+        from .stream import NetCDFStream
+
+        stream = NetCDFStream(out, mech.d, mech.m, sch.has_gamma, sch.velocity_kind,
+                              {"scheme": sch.name, "params": vals, "meta": {**meta, "example": problem.name,
+                               "problem_parameters": dict(problem.parameters)}})
+        stream.append([t_start], start_node["q"][None], start_node["p"][None], start_node["v"][None],
+                      {"index": np.zeros(0, np.int64)})
     collected: list[dict] = []
     wall0 = time.perf_counter()
     compile_time = None
@@ -184,7 +211,7 @@ def simulate(
             t0 = time.perf_counter()
             state, n, failed, recs = runner(
                 state,
-                jnp.asarray(n_done * h, dtype=jnp.float64),
+                jnp.asarray(t_start + n_done * h, dtype=jnp.float64),
                 jnp.asarray(n_done, dtype=jnp.int64),
                 jnp.asarray(n_steps, dtype=jnp.int64),
                 jnp.asarray(h, dtype=jnp.float64),
@@ -197,26 +224,24 @@ def simulate(
             if compile_time is None:
                 compile_time = time.perf_counter() - t0
             rec = {k: np.asarray(v)[:n_new] for k, v in recs.items() if k != "ok"}
-            collected.append(rec)
             if bool(failed):
                 bad = np.asarray(recs["ok"])
                 i_bad = int(np.flatnonzero(~bad)[0])
                 failure = ("convergence", n_done + n_new, float(np.asarray(recs["residual"])[i_bad]),
                            int(np.asarray(recs["iterations"])[i_bad]))
-                n_done += n_new
-                break
+            elif blowup_factor is not None and n_new:
+                energy0, blown = _check_blowup(mech, problem, rec, energy0, blowup_factor)
+                if blown is not None:
+                    keep = blown[0] + 1  # the steps up to and including the first blown-up one
+                    rec = {k: v[:keep] for k, v in rec.items()}
+                    failure = ("blowup", n_done + keep, blown[1], 0)
+                    n_new = keep
+            _collect(rec, n_done, offset, save_every, h, t_start, collected, stream, sch.velocity_kind)
             n_done += n_new
             if bar is not None:
                 bar.update(n_new)
-            if blowup_factor is not None and n_new:
-                energy0, blown = _check_blowup(mech, problem, rec, energy0, blowup_factor)
-                if blown is not None:
-                    failure = ("blowup", n_done - n_new + blown[0] + 1, blown[1], 0)
-                    # keep the steps up to and including the first blown-up one
-                    keep = blown[0] + 1
-                    collected[-1] = {k: v[:keep] for k, v in rec.items()}
-                    n_done = n_done - n_new + keep
-                    break
+            if failure is not None:
+                break
     except KeyboardInterrupt:
         failure = ("interrupt", n_done, float("nan"), 0)
     finally:
@@ -224,30 +249,70 @@ def simulate(
             bar.close()
     wall = time.perf_counter() - wall0
     meta.update(wall_time=wall, compile_time=compile_time or 0.0, steps=n_done)
-    sol = Solution.from_records(problem, sch, vals, mech, collected, meta)
+    sol = Solution.from_records(problem, sch, vals, mech, collected, meta, start_node)
+    if stream is not None and failure is None:
+        sol.to_netcdf(out)
     if failure is not None:
         kind, step, resid, its = failure
-        t_fail = step * h
+        t_fail = t_start + step * h
+        where = f" Saved in {out!r}." if out is not None else ""
         if kind == "convergence":
             raise ConvergenceError(
-                f"Newton did not converge in step {step} (t = {t_fail:.6g} -> {t_fail + h:.6g}) of {sch.name} "
-                f"with h = {h:g}: residual ||R||_inf = {resid:.3e} after {its} iterations (tol = {tol:g}, "
-                f"max_iter = {max_iter}). The {n_done} converged steps are kept in error.solution. "
-                "Try a smaller h, a larger max_iter, or guess='advanced'.",
-                solution=sol, step=step, time=t_fail, residual=resid,
+                f"Newton did not converge in step {offset + step} (t = {t_fail:.6g} -> {t_fail + h:.6g}) of "
+                f"{sch.name} with h = {h:g}: residual ||R||_inf = {resid:.3e} after {its} iterations "
+                f"(tol = {tol:g}, max_iter = {max_iter}). The {n_done} converged steps are kept in "
+                f"error.solution.{where} Try a smaller h, a larger max_iter, or guess='advanced'.",
+                solution=sol, step=offset + step, time=t_fail, residual=resid,
             )
         if kind == "blowup":
             raise BlowUpError(
-                f"Energy blow-up in step {step - 1} (t = {step * h:.6g}) of {sch.name} with h = {h:g}: "
+                f"Energy blow-up in step {offset + step - 1} (t = {t_fail:.6g}) of {sch.name} with h = {h:g}: "
                 f"|E - E0| = {resid:.3e} exceeds blowup_factor = {blowup_factor:g} times max(|E0|, 1). "
-                f"The {n_done} steps up to it are kept in error.solution.",
-                solution=sol, step=step - 1, time=step * h, residual=resid,
+                f"The {n_done} steps up to it are kept in error.solution.{where}",
+                solution=sol, step=offset + step - 1, time=t_fail, residual=resid,
             )
         raise SimulationInterrupted(
-            f"Run interrupted after {n_done} steps (t = {n_done * h:.6g}); the steps so far are in error.solution.",
-            solution=sol, step=n_done, time=n_done * h, residual=resid,
+            f"Run interrupted after {n_done} steps (t = {t_fail:.6g}); the steps so far are in "
+            f"error.solution.{where}",
+            solution=sol, step=offset + n_done, time=t_fail, residual=resid,
         )
     return sol
+
+
+def _collect(rec, n_done, offset, save_every, h, t_start, collected, stream, velocity_kind):
+    """Keep the nodes whose global index is a multiple of save_every (and the steps ending there)."""
+    n_new = len(rec["iterations"])
+    if n_new == 0:
+        return
+    node = offset + n_done + np.arange(1, n_new + 1)  # global index of the node each step ends at
+    keep = node % save_every == 0
+    kept = {k: v[keep] for k, v in rec.items()}
+    kept["t"] = t_start + (n_done + np.arange(1, n_new + 1))[keep] * h
+    kept["index"] = node[keep] - 1
+    collected.append(kept)
+    if stream is not None:
+        steps = {k: kept[k] for k in ("v", "lam", "iterations", "residual", "index")}
+        if "gam" in kept:
+            steps["gam"] = kept["gam"]
+        stream.append(kept["t"], kept["q"], kept["p"], kept["v"], steps)
+
+
+def _resume_state(sol, sch: Scheme, mech: Mechanics, h) -> tuple[State, int]:
+    """The State at the last saved node of ``sol`` and its global step index."""
+    if sol.scheme != sch.name:
+        raise ValueError(f"Cannot resume a {sol.scheme!r} run with scheme {sch.name!r}; use the same scheme.")
+    if abs(sol.h - h) > 1e-14 * max(1.0, abs(h)):
+        raise ValueError(f"Cannot resume a run made with h = {sol.h:g} with h = {h:g}; use the same h.")
+    if sch.start is not None:
+        raise ValueError(f"Scheme {sch.name!r} carries extra state between steps and cannot be resumed from a file.")
+    m = mech.m
+    lam = sol.lam[-1] if len(sol.lam) else np.zeros(m)
+    gam = sol.gam[-1] if (sol.gam is not None and len(sol.gam)) else np.zeros(m)
+    v = sol.v[-1] if len(sol.v) else sol.problem.v0
+    offset = int(sol.meta.get("step_offset", 0)) + int(round((sol.t[-1] - sol.t[0]) / sol.h))
+    st = State(q=jnp.asarray(sol.q[-1]), p=jnp.asarray(sol.p[-1]), v=jnp.asarray(v), lam=jnp.asarray(lam),
+               gam=jnp.asarray(gam))
+    return st, offset
 
 
 def _progress_bar(total: int, progress: bool | None):

@@ -52,7 +52,8 @@ class Solution:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_records(cls, problem, scheme, params, mech, records: list[dict], meta: dict) -> "Solution":
+    def from_records(cls, problem, scheme, params, mech, records: list[dict], meta: dict, start: dict) -> "Solution":
+        """Assemble the Solution from the time loop's per-chunk records and the start node."""
         d, m = mech.d, mech.m
 
         def cat(key, shape):
@@ -63,16 +64,14 @@ class Solution:
         vn = cat("v", (d,))
         lam = cat("lam", (m,))
         gam = cat("gam", (m,)) if scheme.has_gamma else None
-        n = qn.shape[0]
-        h = meta["h"]
-        q = np.vstack([np.asarray(problem.q0)[None, :], qn])
-        p = np.vstack([np.asarray(problem.p0)[None, :], pn])
-        v = np.vstack([np.asarray(problem.v0)[None, :], vn]) if scheme.velocity_kind == "nodal" else vn
+        q = np.vstack([np.asarray(start["q"])[None, :], qn])
+        p = np.vstack([np.asarray(start["p"])[None, :], pn])
+        v = np.vstack([np.asarray(start["v"])[None, :], vn]) if scheme.velocity_kind == "nodal" else vn
+        t = np.concatenate([[start["t"]], cat("t", ())])
         meta = dict(meta)
-        meta.update(example=problem.name, package_version=_version(), steps=n,
-                    problem_parameters=dict(problem.parameters))
+        meta.update(example=problem.name, package_version=_version(), problem_parameters=dict(problem.parameters))
         return cls(
-            t=np.arange(n + 1) * h, q=q, p=p, v=v, lam=lam, gam=gam,
+            t=t, q=q, p=p, v=v, lam=lam, gam=gam,
             newton_iterations=cat("iterations", ()).astype(np.int32), newton_residual=cat("residual", ()),
             velocity_kind=scheme.velocity_kind, scheme=scheme.name, params=dict(params), meta=meta,
             problem=problem,
@@ -86,6 +85,17 @@ class Solution:
     @property
     def n_steps(self) -> int:
         return int(self.q.shape[0] - 1)
+
+    @property
+    def save_every(self) -> int:
+        return int(self.meta.get("save_every", 1))
+
+    def _consecutive(self, what: str):
+        if self.save_every != 1:
+            raise ValueError(
+                f"{what} needs consecutive steps, but this run kept every {self.save_every}th node "
+                "(save_every); rerun with save_every=1 for it."
+            )
 
     @property
     def mechanics(self):
@@ -105,6 +115,12 @@ class Solution:
         if self.problem is None and key in self.stored:
             return self.stored[key]
         return None
+
+    def _step_index(self) -> np.ndarray:
+        """Global index of each stored step (the step that ends at each stored node after the first)."""
+        k = self.save_every
+        first = int(round(self.t[0] / self.h)) if self.h > 0 else 0
+        return first + k * np.arange(1, self.n_steps + 1) - 1
 
     @property
     def _nodal_v(self) -> bool:
@@ -173,6 +189,7 @@ class Solution:
             return {k[len("enforced:"):]: v for k, v in self.stored.items() if k.startswith("enforced:")}
         from .schemes import get
 
+        self._consecutive("enforced_residuals()")
         sch, _ = get(self.scheme)
         if sch.enforced is None:
             return {"position g(q^{n+1})": self.constraint_residual("position")[1:]}
@@ -190,6 +207,7 @@ class Solution:
         mech = self.mechanics
         if not mech.has_dissipation:
             return np.zeros(self.q.shape[0])
+        self._consecutive("dissipated_work()")
         h = self.h
 
         def power(q, v):
@@ -207,12 +225,12 @@ class Solution:
     def summary(self) -> dict[str, float]:
         """Figures for the CLI: steps, times, energy error, momentum drift, residuals, iterations."""
         out: dict[str, float] = {
-            "steps": self.n_steps,
+            "steps": int(self.meta.get("steps", self.n_steps)),
             "wall time [s]": float(self.meta.get("wall_time", float("nan"))),
             "compile time [s]": float(self.meta.get("compile_time", float("nan"))),
         }
         run = out["wall time [s]"] - out["compile time [s]"]
-        out["steps/s"] = self.n_steps / run if run > 0 else float("nan")
+        out["steps/s"] = out["steps"] / run if run > 0 else float("nan")
         E = self.energy()
         key = "livens" if "livens" in E else "total"
         E0 = E[key][0]
@@ -248,7 +266,7 @@ class Solution:
         diag = self._diagnostics_for_file()
         for k, (dims, arr) in diag.items():
             data[k] = (dims, arr)
-        ds = xr.Dataset(data, coords={"time": self.t, "step": np.arange(self.n_steps)})
+        ds = xr.Dataset(data, coords={"time": self.t, "step": self._step_index()})
         names = None
         if self.problem is not None:
             names = self.problem.system.constraint_names
@@ -278,9 +296,10 @@ class Solution:
                     out[f"residual_{level}"] = (("time", "constraint"), self.constraint_residual(level))
                 except ValueError:
                     pass
-            for k, arr in self.enforced_residuals().items():
-                out[f"enforced:{k}"] = (("step", "constraint"), np.asarray(arr).reshape(self.n_steps, -1))
-            out["dissipated_work"] = (("time",), self.dissipated_work())
+            if self.save_every == 1:
+                for k, arr in self.enforced_residuals().items():
+                    out[f"enforced:{k}"] = (("step", "constraint"), np.asarray(arr).reshape(self.n_steps, -1))
+                out["dissipated_work"] = (("time",), self.dissipated_work())
         except ValueError:
             pass
         return out
