@@ -1,0 +1,156 @@
+"""Run configuration files for ``livens run --config run.toml``, validated before anything runs.
+
+Example::
+
+    example = "heavy-top"          # or: system = "mypackage.models:make_problem"
+    scheme = "VI-A"
+    h = 0.002
+    t_end = 2.0
+    tol = 1e-9
+    max_iter = 40
+    guess = "simple"               # or "advanced"
+    blowup_factor = 10.0           # optional
+    save_every = 1                 # optional
+    [parameters]                   # example parameters (see `livens list`)
+    mass = 0.7069
+    [scheme_parameters]            # e.g. theta, vartheta
+    theta = 0.5
+
+Unknown keys are refused with the nearest valid key suggested. A user-defined system is named as
+``module:function`` and imported explicitly; the function must return a :class:`livens.Problem`.
+Nothing from the file is evaluated as code.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import math
+import tomllib
+from dataclasses import dataclass, field
+
+_TOP = {
+    "example": str, "system": str, "scheme": str, "h": float, "t_end": float, "tol": float,
+    "max_iter": int, "guess": str, "blowup_factor": float, "save_every": int,
+    "parameters": dict, "scheme_parameters": dict,
+}
+
+
+class ConfigError(ValueError):
+    """A run configuration file is malformed; the message names the key and the fix."""
+
+
+def _suggest(key: str, valid) -> str:
+    near = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
+    return f" Did you mean {near[0]!r}?" if near else f" Valid keys: {', '.join(sorted(valid))}."
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A validated run configuration."""
+
+    example: str | None = None
+    system: str | None = None
+    scheme: str = "VI-S"
+    h: float | None = None
+    t_end: float | None = None
+    tol: float = 1e-9
+    max_iter: int = 40
+    guess: str = "simple"
+    blowup_factor: float | None = None
+    save_every: int = 1
+    parameters: dict = field(default_factory=dict)
+    scheme_parameters: dict = field(default_factory=dict)
+    path: str = ""
+
+    def problem(self):
+        """Build the Problem: the named example, or ``module:function`` imported explicitly."""
+        if self.example is not None:
+            from . import examples
+
+            return examples.load(self.example, **self.parameters)
+        module_name, _, func_name = self.system.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigError(f"{self.path}: system = {self.system!r}: cannot import module {module_name!r} ({exc}).") from None
+        fn = getattr(module, func_name, None)
+        if fn is None or not callable(fn):
+            raise ConfigError(f"{self.path}: system = {self.system!r}: module {module_name!r} has no function {func_name!r}.")
+        problem = fn(**self.parameters)
+        from .system import Problem
+
+        if not isinstance(problem, Problem):
+            raise ConfigError(
+                f"{self.path}: system = {self.system!r} returned {type(problem).__name__}, not a livens.Problem."
+            )
+        return problem
+
+    def run_kwargs(self) -> dict:
+        """Keyword arguments for :func:`livens.simulate`."""
+        kw = dict(scheme=self.scheme, tol=self.tol, max_iter=self.max_iter, guess=self.guess,
+                  save_every=self.save_every, **self.scheme_parameters)
+        for k in ("h", "t_end", "blowup_factor"):
+            if getattr(self, k) is not None:
+                kw[k] = getattr(self, k)
+        return kw
+
+
+def parse_run_config(data: dict, path: str = "<config>") -> RunConfig:
+    """Validate a parsed TOML table into a :class:`RunConfig`."""
+    for key, value in data.items():
+        if key not in _TOP:
+            raise ConfigError(f"{path}: unknown key {key!r}.{_suggest(key, _TOP)}")
+        want = _TOP[key]
+        ok = isinstance(value, want) and not isinstance(value, bool)
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            raise ConfigError(f"{path}: {key} must be {want.__name__}; got {value!r} ({type(value).__name__}).")
+    if ("example" in data) == ("system" in data):
+        raise ConfigError(f"{path}: give exactly one of 'example' (see `livens list`) or 'system' = \"module:function\".")
+    if "system" in data:
+        mod, sep, fn = data["system"].partition(":")
+        if not sep or not mod or not fn.isidentifier():
+            raise ConfigError(f"{path}: system must be \"module:function\"; got {data['system']!r}.")
+    if "example" in data:
+        from . import examples
+
+        if data["example"] not in examples.names():
+            raise ConfigError(f"{path}: unknown example {data['example']!r}.{_suggest(data['example'], examples.names())}")
+        allowed = examples.parameters(data["example"])
+        for k in data.get("parameters", {}):
+            if k not in allowed:
+                raise ConfigError(f"{path}: example {data['example']!r} has no parameter {k!r}.{_suggest(k, allowed)}")
+    for key in ("h", "t_end", "tol", "blowup_factor"):
+        if key in data and not (math.isfinite(float(data[key])) and float(data[key]) > 0):
+            raise ConfigError(f"{path}: {key} must be a positive number; got {data[key]!r}.")
+    if "max_iter" in data and data["max_iter"] < 1:
+        raise ConfigError(f"{path}: max_iter must be at least 1; got {data['max_iter']!r}.")
+    if "save_every" in data and data["save_every"] < 1:
+        raise ConfigError(f"{path}: save_every must be at least 1; got {data['save_every']!r}.")
+    if data.get("guess", "simple") not in ("simple", "advanced"):
+        raise ConfigError(f"{path}: guess must be \"simple\" or \"advanced\"; got {data['guess']!r}.")
+    from . import schemes
+
+    scheme = data.get("scheme", "VI-S")
+    try:
+        sch, alias_params = schemes.get(scheme)
+        sch.resolve_params(data.get("scheme_parameters", {}), alias_params)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return RunConfig(path=path, **data)
+
+
+def load_run_config(path) -> RunConfig:
+    """Read and validate a TOML run configuration."""
+    import os
+
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"No such configuration file: {path!r}.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}.") from None
+    return parse_run_config(data, path)
