@@ -1,0 +1,106 @@
+"""Stability study: long runs over step sizes, detection of an energy blow-up and its time
+(002 §6.3, Figs 31-33: four-particle system, T up to 1000, h = 0.01, 0.05, 0.25, 0.675).
+
+A run is unstable when its energy leaves the band |E - E0| <= blowup_factor * max(|E0|, 1)
+(``lv.simulate(..., blowup_factor=...)`` stops it with ``BlowUpError``) or when Newton's method
+stops converging (``ConvergenceError``), which is how an energy blow-up ends in an implicit
+scheme. The blow-up time is the time of the first step outside the band (or of the failed step).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .convergence import _write_rows
+from .runs import OK, RunSpec, _items, scheme_label
+
+
+@dataclass(frozen=True)
+class StabilityStudy:
+    example: str
+    schemes: tuple
+    hs: tuple
+    t_end: float
+    blowup_factor: float = 1.0
+    tol: float = 1e-9
+    max_iter: int = 40
+    max_points: int = 4000
+    example_params: tuple = ()
+
+    @classmethod
+    def make(cls, example, schemes, hs, t_end, blowup_factor=1.0, tol=1e-9, max_iter=40, max_points=4000,
+             example_params=None):
+        sch = tuple((s, ()) if isinstance(s, str) else (s[0], _items(s[1])) for s in schemes)
+        return cls(example, sch, tuple(float(h) for h in hs), float(t_end), float(blowup_factor), float(tol),
+                   int(max_iter), int(max_points), _items(example_params))
+
+    def spec(self, scheme, params, h) -> RunSpec:
+        return RunSpec(self.example, scheme, float(h), self.t_end, params, self.example_params, self.tol,
+                       self.max_iter, blowup_factor=self.blowup_factor, record="energy",
+                       max_points=self.max_points)
+
+    def runs(self) -> list[RunSpec]:
+        return [self.spec(s, p, h) for s, p in self.schemes for h in self.hs]
+
+    def reduce(self, results: dict) -> "StabilityResult":
+        rows, traces = [], {}
+        for s, p in self.schemes:
+            label = scheme_label(s, dict(p))
+            for h in self.hs:
+                r = results[self.spec(s, p, h)]
+                stable = r.status == OK
+                err = r.trace.max_energy_error() if r.trace is not None else float("nan")
+                rows.append({
+                    "scheme": label, "h": h, "t_end": self.t_end,
+                    "status": "stable" if stable else r.status,
+                    "t_blowup": None if stable else r.t_fail,
+                    "t_reached": r.t_reached, "max_rel_energy_error": err,
+                    "mean_iterations": r.mean_iterations,
+                })
+                if r.trace is not None:
+                    traces[(label, h)] = r.trace
+        return StabilityResult(self, rows, traces)
+
+
+@dataclass
+class StabilityResult:
+    study: StabilityStudy
+    rows: list
+    traces: dict
+
+    def row(self, scheme: str, h: float) -> dict:
+        for r in self.rows:
+            if r["scheme"] == scheme and abs(r["h"] - h) <= 1e-12 * h:
+                return r
+        raise KeyError((scheme, h))
+
+    def stable(self, scheme: str, h: float) -> bool:
+        return self.row(scheme, h)["status"] == "stable"
+
+    def to_csv(self, path: str) -> str:
+        """Columns: scheme, h, t_end, status, t_blowup, t_reached, max_rel_energy_error, mean_iterations."""
+        return _write_rows(path, self.rows, ["scheme", "h", "t_end", "status", "t_blowup", "t_reached",
+                                             "max_rel_energy_error", "mean_iterations"])
+
+    def energy_csv(self, path: str, h: float) -> str:
+        """The (thinned) energy histories for one h: columns scheme, h, t, E."""
+        rows = []
+        for (s, hh), tr in self.traces.items():
+            if abs(hh - h) <= 1e-12 * h:
+                rows.extend({"scheme": s, "h": hh, "t": float(t), "E": float(e)} for t, e in zip(tr.t, tr.E))
+        return _write_rows(path, rows, ["scheme", "h", "t", "E"])
+
+    def figure(self, stem: str, h: float, title: str = "") -> list:
+        from ..plots import stability_figure
+
+        traces = [tr for (s, hh), tr in self.traces.items() if abs(hh - h) <= 1e-12 * h]
+        status = {r["scheme"]: r for r in self.rows if abs(r["h"] - h) <= 1e-12 * h}
+        return stability_figure(traces, stem, title=title or f"{self.study.example}: energy, h = {h:g}",
+                                status=status)
+
+    def table(self) -> str:
+        lines = [f"{'scheme':24s} {'h':>8s} {'status':>15s} {'t_blowup':>10s} {'max|E-E0|/E0':>13s}"]
+        for r in self.rows:
+            tb = "" if r["t_blowup"] is None else f"{r['t_blowup']:.4g}"
+            lines.append(f"{r['scheme']:24s} {r['h']:8g} {r['status']:>15s} {tb:>10s} {r['max_rel_energy_error']:13.3e}")
+        return "\n".join(lines)
+
