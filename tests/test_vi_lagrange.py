@@ -1,0 +1,119 @@
+"""Variational integrators of 004 (eq 14-18) on the double spherical pendulum (004 §4.1).
+
+What 004 promises: the Lagrange-multiplier form (eq 14, 15) and the discrete null space method
+(eq 16, 17) are equivalent, so they give the same trajectory; both are second order (Fig. 4); the
+maximal velocity over [0, 10] is the one of Table 1; L3 (rotation about e3) is conserved (Fig. 3).
+Table 1 as printed in 004 (all 17 digits survived in our text copy):
+"""
+import numpy as np
+import pytest
+
+import livens as lv
+
+TOL = 1e-12
+TABLE_1 = {  # 004 Table 1: h -> max_j ||u_h'(t_j)||
+    1e-1: 14.437579674951671,
+    1e-2: 11.992045771547241,
+    1e-3: 11.979460050283279,
+    1e-4: 11.979355188823591,
+    1e-5: 11.979353929835233,
+}
+SCHEMES = ("vi-lagrange", "vi-nullspace")
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    return lv.examples.load("double-spherical-pendulum")
+
+
+@pytest.fixture(scope="module")
+def runs(pendulum):
+    """The Table 1 runs on [0, 10] for h = 0.1 and 0.01, both schemes."""
+    return {(s, h): lv.simulate(pendulum, s, h=h, t_end=10.0, tol=TOL) for s in SCHEMES for h in (0.1, 0.01)}
+
+
+def _max_velocity(sol):
+    """max_i ||(u_{i+1} - u_i)/h|| over the run (the interval velocities of the scheme)."""
+    assert sol.velocity_kind == "interval"
+    np.testing.assert_allclose(sol.v, np.diff(sol.q, axis=0) / sol.h, rtol=0, atol=1e-12)
+    return float(np.max(np.linalg.norm(sol.v, axis=1)))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("h", [0.1, 0.01])
+def test_table_1_maximal_velocity(runs, scheme, h):
+    vmax = _max_velocity(runs[(scheme, h)])
+    assert runs[(scheme, h)].n_steps == round(10.0 / h)
+    assert abs(vmax - TABLE_1[h]) <= 1e-9 * TABLE_1[h], (vmax, TABLE_1[h])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme, h, tol", [("vi-lagrange", 1e-3, 1e-10), ("vi-nullspace", 1e-3, 1e-10),
+                                            ("vi-lagrange", 1e-4, 1e-9)])
+def test_table_1_maximal_velocity_small_steps(pendulum, scheme, h, tol):
+    """Eq 14 is in momentum units with terms M (u_{i+1} - u_i)/h, whose round-off grows like 1/h
+    (about 3e-12 at h = 1e-3): the Newton tolerance is set above it."""
+    sol = lv.simulate(pendulum, scheme, h=h, t_end=10.0, tol=tol)
+    vmax = _max_velocity(sol)
+    assert abs(vmax - TABLE_1[h]) <= 1e-9 * TABLE_1[h], (vmax, TABLE_1[h])
+
+
+@pytest.mark.parametrize("h", [0.1, 0.01])
+def test_lagrange_and_nullspace_give_the_same_trajectory(runs, h):
+    a, b = runs[("vi-lagrange", h)], runs[("vi-nullspace", h)]
+    # same equations solved to the Newton tolerance; the chaotic motion amplifies differences
+    # over 10 s, so compare the first 2 s tightly and the whole run loosely
+    n = round(2.0 / h)
+    assert np.max(np.abs(a.q[: n + 1] - b.q[: n + 1])) < 1e-10
+    assert np.max(np.abs(a.p[: n + 1] - b.p[: n + 1])) < 1e-8
+    assert np.max(np.abs(a.lam[:n] - b.lam[:n])) < 1e-7 * max(1.0, np.max(np.abs(a.lam)))
+    assert np.max(np.abs(a.q - b.q)) < 1e-8
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_constraints_and_angular_momentum(runs, scheme):
+    for h in (0.1, 0.01):
+        sol = runs[(scheme, h)]
+        assert np.max(np.abs(sol.constraint_residual("position"))) <= TOL
+        J = sol.momentum_maps()["J3"]
+        assert J[0] == pytest.approx(10.0 * 1.0 + 5.0 * 2.5)  # L3 = m1 (x1 x x1') + m2 (x2 x x2'), t = 0
+        assert np.max(np.abs(J - J[0])) < 50 * TOL * abs(J[0]), np.max(np.abs(J - J[0]))
+
+
+def test_nullspace_solves_k_unknowns(pendulum):
+    from livens.schemes import get
+
+    sch, _ = get("vi-nullspace")
+    assert sch.sizes(6, 2) == [("w", 4)]
+    assert get("vi-lagrange")[0].sizes(6, 2) == [("q2", 6), ("lam", 2)]
+
+
+def test_discrete_legendre_transform_start(pendulum, runs):
+    """The reported p_0 is the given p0 (004 eq 15); the momenta of later nodes are those of the
+    constrained discrete Legendre transform, p_i = D2 L_d(q_{i-1}, q_i) + h/2 G(q_i)^T lambda_i."""
+    sol = runs[("vi-lagrange", 0.01)]
+    np.testing.assert_array_equal(sol.p[0], pendulum.p0)
+    M = np.asarray(pendulum.system.mass_matrix)
+    h, i = sol.h, 7
+    u = sol.q
+    d2 = M @ (u[i] - u[i - 1]) / h - 0.5 * h * np.array([0, 0, 9.81 * 15.0, 0, 0, 9.81 * 5.0])
+    G = np.zeros((2, 6))
+    G[0, :3], G[1, 3:] = u[i, :3], u[i, 3:]
+    np.testing.assert_allclose(sol.p[i], d2 + 0.5 * h * G.T @ sol.lam[i], rtol=0, atol=1e-10)
+    # the same momentum from the right: p_i = -D1 L_d(q_i, q_{i+1}) - h/2 G(q_i)^T lambda_i
+    d1 = -M @ (u[i + 1] - u[i]) / h - 0.5 * h * np.array([0, 0, 9.81 * 15.0, 0, 0, 9.81 * 5.0])
+    np.testing.assert_allclose(sol.p[i], -d1 - 0.5 * h * G.T @ sol.lam[i], rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_second_order_convergence(pendulum, scheme):
+    """004 Fig. 4: second order against a reference run (here h_ref = h_min / 8, T = 1)."""
+    T = 1.0
+    hs = (0.04, 0.02, 0.01)
+    ref = lv.simulate(pendulum, "vi-lagrange", h=hs[-1] / 8, t_end=T, tol=TOL)
+    errs = []
+    for h in hs:
+        sol = lv.simulate(pendulum, scheme, h=h, t_end=T, tol=TOL)
+        errs.append(np.max(np.abs(sol.q[-1] - ref.q[-1])))
+    slope = np.polyfit(np.log(hs), np.log(errs), 1)[0]
+    assert abs(slope - 2.0) < 0.15, (slope, errs)
