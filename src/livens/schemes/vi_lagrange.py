@@ -21,8 +21,8 @@ so that only k = d - m unknowns w_{i+1} are solved for:
     P(q_i)^T [D_2 L_d(q_{i-1}, q_i) + D_1 L_d(q_i, F(w_{i+1}, q_i))] = 0          (16)
     P(q_0)^T [p_0 + D_1 L_d(q_0, F(w_1, q_0))] = 0                                (17)
 
-004 builds F from the geometry of its examples (rotations of the pendulum rods; Leyendecker et al.
-2008). For a generic system F is taken here as the closest-point projection onto g = 0 of the
+004 does not spell out F for its examples (it refers to Leyendecker et al. 2008b, where F comes
+from the geometry of the system). For a generic system F is taken here as the closest-point projection onto g = 0 of the
 tangent step, F(w, q_i) = Proj(q_i + P(q_i) w): Proj(y) = u with u = y + G(u)^T mu, g(u) = 0, found
 by an inner Newton iteration and differentiated implicitly. Any such local chart of the constraint
 manifold gives the same q_{i+1}: (16) is (14) with the multiplier term removed by P^T (004: "(16) and
