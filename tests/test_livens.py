@@ -63,8 +63,6 @@ def test_livens_em_keeps_the_constraint_with_singular_mass(runs):
     g = sol.constraint_residual("position")
     assert np.max(np.abs(g)) <= TOL
     assert set(sol.enforced_residuals()) == {"position g(q^{n+1})"}
-    # velocity level G(q^n) v^n (M is singular, so with the nodal v) stays small but is not imposed
-    assert np.max(np.abs(sol.constraint_residual("velocity"))) < 1e-1
     # constant M: p^n = M v^n holds at every node (003 Prop. 5.5), so E equals the total energy
     M = np.asarray(sol.problem.system.mass_matrix)
     np.testing.assert_allclose(sol.p, sol.v @ M.T, rtol=0, atol=1e-11)
