@@ -1,0 +1,413 @@
+"""Assembly: bodies, joints and forces numbered into one constrained mechanical System (000 §5).
+
+The coordinates are the bodies' own, one block after the other in the order given; the mass matrix
+is block diagonal and constant (000 eq 60, 71); the constraints are the bodies' internal ones
+followed by the joints' (g = [g_int; g_ext], 002 eq 102); the potential is the sum of the forces'
+potentials, also declared through invariants (002 eq 122-126); the dampers' Rayleigh functions give
+C(q) (000 eq 53-54, 77) by AD. Coordinates and constraints are named after their bodies and joints
+("B1.phi.x", "B1.orthonormal[d1.d2]", "P4.revolute.x"), so that messages and files say which.
+
+The System built here is an :class:`AssembledSystem`: an ordinary :class:`livens.System` that also
+carries ``layout``, the numbered description of the mechanism (bodies, offsets, joints, forces).
+The drawings of :mod:`livens.bodies.draw` read it from ``solution.problem.system.layout``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _jaxconfig  # noqa: F401
+from ..system import Problem, Symmetry, System
+from .forces import FORCE_TYPES, Damper, Gravity, Spring
+from .joints import JOINT_TYPES, FixedPoint, OnAxis, Revolute, Spherical
+from .rigid import BODY_TYPES, Point
+
+
+@dataclass(frozen=True, eq=False)
+class AssembledSystem(System):
+    """A :class:`livens.System` built by :class:`Assembly`; ``layout`` describes the mechanism
+    (bodies with their coordinate offsets, joints, forces) for drawings and introspection."""
+
+    layout: Any = None
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """The numbered mechanism: bodies (in coordinate order) with their offsets into q, and the
+    joints and forces with their defaults resolved (rest lengths, anchor points)."""
+
+    name: str
+    dim: int
+    bodies: tuple
+    offsets: tuple
+    joints: tuple
+    forces: tuple
+
+    @property
+    def d(self) -> int:
+        return int(sum(b.size for b in self.bodies))
+
+    def body(self, name: str):
+        """The body called ``name``."""
+        for b in self.bodies:
+            if b.name == name:
+                return b
+        raise KeyError(f"No body {name!r} in {self.name!r}; bodies: {', '.join(b.name for b in self.bodies)}.")
+
+    def index(self, body) -> int:
+        """The position of ``body`` (or its name) in the body list."""
+        name = body if isinstance(body, str) else body.name
+        for i, b in enumerate(self.bodies):
+            if b.name == name:
+                return i
+        raise KeyError(f"No body {name!r} in {self.name!r}; bodies: {', '.join(b.name for b in self.bodies)}.")
+
+    def coordinates(self, q, body):
+        """The body's block q[..., offset:offset + size] (jax or numpy, any leading shape)."""
+        i = self.index(body)
+        o = self.offsets[i]
+        return q[..., o : o + self.bodies[i].size]
+
+    def x(self, q, point: Point):
+        """The placement x(q) = phi + X_i d_i of ``point`` (000 eq 58); works on stacks q[..., d]."""
+        if point.is_ground:
+            X = np.asarray(point.X, dtype=float)
+            if isinstance(q, np.ndarray):
+                return np.broadcast_to(X, q.shape[:-1] + X.shape)
+            return jnp.asarray(X)
+        return point.body.place(self.coordinates(q, point.body), point.X)
+
+    def center(self, q, body):
+        """The position block (phi of a rigid body, x of a particle)."""
+        return self.coordinates(q, body)[..., body.position_slice()]
+
+    def center_index(self) -> np.ndarray:
+        """Indices (n_bodies, dim) of every body's position block in q."""
+        return np.array([[o + body.position_slice().start + k for k in range(self.dim)]
+                         for body, o in zip(self.bodies, self.offsets)])
+
+
+class _Placement:
+    """Positions of points at one configuration q (what joints and forces evaluate)."""
+
+    def __init__(self, layout: Layout, q):
+        self.layout = layout
+        self.q = q
+        self.bodies = layout.bodies
+
+    def x(self, point: Point):
+        return self.layout.x(self.q, point)
+
+    def center(self, body):
+        return self.layout.center(self.q, body)
+
+    def centers(self):
+        """All position blocks at once, shape (n_bodies, dim)."""
+        return self.q[..., self.layout.center_index()]
+
+
+def _unit(i: int, dim: int) -> np.ndarray:
+    e = np.zeros(dim)
+    e[i] = 1.0
+    return e
+
+
+@dataclass(frozen=True, eq=False)
+class Assembly:
+    """A mechanism built from blocks (000 §5): ``bodies`` (PointMass, RigidBody, PlanarRigidBody),
+    ``joints`` (FixedPoint, Spherical, Revolute, Distance, OnAxis) and ``forces`` (Gravity, Spring,
+    Damper). Use :meth:`system` for the :class:`AssembledSystem` and :meth:`problem` for a Problem
+    with the bodies' initial state and the symmetries that apply.
+    """
+
+    bodies: tuple
+    joints: tuple = ()
+    forces: tuple = ()
+    name: str = "assembly"
+    _layout: Any = field(default=None, init=False, repr=False)
+    _plan: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        bodies, joints, forces = tuple(self.bodies), tuple(self.joints), tuple(self.forces)
+        object.__setattr__(self, "bodies", bodies)
+        object.__setattr__(self, "joints", joints)
+        object.__setattr__(self, "forces", forces)
+        if not bodies:
+            raise ValueError("An Assembly needs at least one body.")
+        for b in bodies:
+            if not isinstance(b, BODY_TYPES):
+                raise TypeError(f"bodies: expected PointMass, RigidBody or PlanarRigidBody; got {type(b).__name__}.")
+        for j in joints:
+            if not isinstance(j, JOINT_TYPES):
+                raise TypeError(f"joints: expected FixedPoint, Spherical, Revolute, Distance or OnAxis; got {type(j).__name__}.")
+        for f in forces:
+            if not isinstance(f, FORCE_TYPES):
+                raise TypeError(f"forces: expected Gravity, Spring or Damper; got {type(f).__name__}.")
+        dims = {b.dim for b in bodies}
+        if len(dims) != 1:
+            raise ValueError(f"All bodies must live in the same space (2D or 3D); got dimensions {sorted(dims)}: "
+                             + ", ".join(f"{b.name}: {b.dim}D" for b in bodies) + ".")
+        dim = dims.pop()
+        seen: dict[str, str] = {}
+        for kind, items in (("body", bodies), ("joint", joints), ("force", forces)):
+            for it in items:
+                if it.name in seen:
+                    raise ValueError(f"The name {it.name!r} is used twice (a {seen[it.name]} and a {kind}); names must be unique.")
+                seen[it.name] = kind
+        by_name = {b.name: b for b in bodies}
+        for el in joints + forces:
+            for p in el.points():
+                if p.is_ground:
+                    if len(p.X) != dim:
+                        raise ValueError(f"{el.name}: ground point {p.X} has {len(p.X)} coordinates; the assembly is {dim}D.")
+                elif p.body.name not in by_name or not (by_name[p.body.name] == p.body):
+                    raise ValueError(f"{el.name}: its point {p.label} is on a body that is not in this assembly "
+                                     f"(bodies: {', '.join(by_name)}).")
+        for j in joints:
+            if isinstance(j, Revolute) and dim != 2:
+                raise ValueError(f"{j.name}: Revolute is the planar revolute joint (000 eq 74); this assembly is 3D. "
+                                 "Use Spherical (and further constraints for the hinge axis) in 3D.")
+            if type(j) is Spherical and dim != 3:
+                raise ValueError(f"{j.name}: Spherical is a 3D joint; in the plane use Revolute.")
+            if isinstance(j, FixedPoint) and j.at is not None and len(j.at) != dim:
+                raise ValueError(f"{j.name}: at = {j.at} has {len(j.at)} coordinates; the assembly is {dim}D.")
+            if isinstance(j, OnAxis) and len(j.direction) != dim:
+                raise ValueError(f"{j.name}: direction {j.direction} has {len(j.direction)} entries; the assembly is {dim}D.")
+        for f in forces:
+            if isinstance(f, Gravity):
+                if len(f.b) != dim:
+                    raise ValueError(f"gravity b = {f.b} has {len(f.b)} entries; the assembly is {dim}D.")
+                for n in f.bodies or ():
+                    if n not in by_name:
+                        raise ValueError(f"gravity acts on {n!r}, which is not a body of this assembly.")
+        offsets = tuple(int(x) for x in np.cumsum([0] + [b.size for b in bodies])[:-1])
+        pre = Layout(self.name, dim, bodies, offsets, (), ())
+        q0 = np.concatenate([b.initial_state()[0] for b in bodies])
+
+        def x0(p):
+            return np.asarray(pre.x(q0, p))
+
+        layout = Layout(self.name, dim, bodies, offsets, tuple(j.resolved(x0) for j in joints),
+                        tuple(f.resolved(x0) for f in forces))
+        object.__setattr__(self, "_layout", layout)
+        object.__setattr__(self, "_plan", self._plan_constraints())
+
+    # ------------------------------------------------------------------ numbering
+    @property
+    def layout(self) -> Layout:
+        return self._layout
+
+    @property
+    def dim(self) -> int:
+        return self._layout.dim
+
+    @property
+    def d(self) -> int:
+        return self._layout.d
+
+    @property
+    def m(self) -> int:
+        return sum(len(b.internal_names) for b in self.bodies) + sum(j.size(self.dim) for j in self._layout.joints)
+
+    def coordinate_names(self) -> tuple[str, ...]:
+        return tuple(n for b in self.bodies for n in b.coordinate_names())
+
+    def constraint_names(self) -> tuple[str, ...]:
+        """Internal constraints of each body ("B1.orthonormal[d1.d1]"), then each joint's components."""
+        names = [f"{b.name}.{n}" for b in self.bodies for n in b.internal_names]
+        names += [n for j in self._layout.joints for n in j.component_names(self.dim)]
+        return tuple(names)
+
+    def initial_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """(q0, v0) from the bodies' initial placements and velocities."""
+        qs, vs = zip(*(b.initial_state() for b in self.bodies))
+        return np.concatenate(qs), np.concatenate(vs)
+
+    # ------------------------------------------------------------------ the System
+    def mass_matrix(self) -> np.ndarray:
+        """M = diag(M^(1), ..., M^(n)) (000 eq 60, 71)."""
+        return np.diag(np.concatenate([b.mass_diagonal() for b in self.bodies]))
+
+    def _plan_constraints(self):
+        """Constant data for a cheap g(q): director blocks of the rigid bodies for their Gram
+        matrices, and the linear joints as one matrix (built once; the traced g then has a few
+        primitives, which keeps the nested AD of the schemes small)."""
+        lay, dim, d = self._layout, self.dim, self.d
+        rigid = [o for b, o in zip(self.bodies, lay.offsets) if b.internal_names]
+        n_dir = dim
+        idx = np.array([[[o + dim * (i + 1) + k for k in range(dim)] for i in range(n_dir)] for o in rigid],
+                       dtype=int).reshape(len(rigid), n_dir, dim)
+        pairs = [(i, i) for i in range(n_dir)] + [(i, j) for i in range(n_dir) for j in range(i + 1, n_dir)]
+        I, J = (np.array(t, dtype=int) for t in zip(*pairs))
+        weight = np.where(I == J, 0.5, 1.0)
+        shift = np.where(I == J, 0.5, 0.0)
+        # joints: rows of the linear ones (g = A q + c, exact for a linear residual), the others as they are
+        rows_lin, A, c, nonlinear, n = [], [], [], [], 0
+        zero = jnp.zeros(d)
+        for j in lay.joints:
+            k = j.size(dim)
+            if j.linear:
+                fn = lambda q, j=j: jnp.atleast_1d(j.residual(_Placement(lay, q).x))  # noqa: E731
+                A.append(np.asarray(jax.jacfwd(fn)(zero)))
+                c.append(np.asarray(fn(zero)))
+                rows_lin += list(range(n, n + k))
+            else:
+                nonlinear.append((j, list(range(n, n + k))))
+            n += k
+        order = rows_lin + [r for _, rows in nonlinear for r in rows]
+        perm = np.argsort(np.asarray(order, dtype=int)) if order else np.zeros(0, dtype=int)
+        return dict(idx=idx, I=I, J=J, weight=weight, shift=shift,
+                    A=np.vstack(A) if A else np.zeros((0, d)), c=np.concatenate(c) if c else np.zeros(0),
+                    nonlinear=[j for j, _ in nonlinear], perm=perm, identity=bool(np.all(perm == np.arange(n))))
+
+    def internal_constraints(self, q):
+        """The bodies' orthonormality constraints, body after body (000 eq 61, 73; 002 eq 103),
+        from the Gram matrices d_i.d_j of all director frames at once."""
+        pl = self._plan
+        if pl["idx"].shape[0] == 0:
+            return jnp.zeros((0,), dtype=jnp.result_type(q))
+        D = q[pl["idx"]]
+        gram = jnp.einsum("bik,bjk->bij", D, D)
+        return (pl["weight"] * gram[:, pl["I"], pl["J"]] - pl["shift"]).reshape(-1)
+
+    def joint_constraints(self, q):
+        """The joints' constraints in joint order (000 eq 74; 002 eq 104, 117)."""
+        pl = self._plan
+        parts = [jnp.asarray(pl["A"]) @ q + pl["c"]]
+        P = _Placement(self._layout, q)
+        parts += [jnp.atleast_1d(j.residual(P.x)) for j in pl["nonlinear"]]
+        g = jnp.concatenate(parts)
+        return g if pl["identity"] else g[pl["perm"]]
+
+    def constraints(self, q):
+        """g(q) = [internal constraints of each body; joints] (002 eq 102; 000 eq 61, 73, 74)."""
+        return jnp.concatenate([self.internal_constraints(q), self.joint_constraints(q)])
+
+    def _conservative(self):
+        return [f for f in self._layout.forces if not isinstance(f, Damper)]
+
+    def invariants(self, q):
+        """pi(q): one invariant per conservative force (002 eq 122; gravity's is linear)."""
+        P = _Placement(self._layout, q)
+        return jnp.stack([jnp.asarray(v) for f in self._conservative() for v in f.invariants(P)])
+
+    def invariant_potentials(self, pi):
+        """V_i(pi_i), so that V(q) = sum_i V_i(pi_i(q)) (002 eq 123-124)."""
+        fns = [fn for f in self._conservative() for fn in f.invariant_potentials()]
+        return jnp.stack([fn(pi[i]) for i, fn in enumerate(fns)])
+
+    def potential(self, q):
+        """V(q) = sum of the forces' potentials (000 eq 72; 002 eq 116)."""
+        if not self._conservative():
+            return jnp.zeros((), dtype=jnp.result_type(q))
+        return jnp.sum(self.invariant_potentials(self.invariants(q)))
+
+    def rayleigh(self, q, v):
+        """R(q, v) = sum over dampers of 1/2 eta |v_rel|^2 (000 eq 77), v_rel by a jvp of x_A - x_B."""
+        lay = self._layout
+        total = jnp.zeros((), dtype=jnp.result_type(q))
+        for f in lay.forces:
+            if isinstance(f, Damper):
+                r, rdot = jax.jvp(lambda x, f=f: lay.x(x, f.a) - lay.x(x, f.b), (q,), (v,))
+                total = total + f.rayleigh(r, rdot)
+        return total
+
+    def dissipation(self, q):
+        """C(q) = D_v^2 R(q, v), the Hessian of the Rayleigh function in v (000 eq 53-54), by AD."""
+        return jax.hessian(lambda v: self.rayleigh(q, v))(jnp.zeros_like(q))
+
+    def system(self) -> AssembledSystem:
+        """The :class:`AssembledSystem` (M, V, g, C, names, layout)."""
+        has_g = self.m > 0
+        has_c = any(isinstance(f, Damper) for f in self._layout.forces)
+        inv = (self.invariants, self.invariant_potentials) if self._conservative() else None
+        return AssembledSystem(
+            mass_matrix=self.mass_matrix(),
+            potential=self.potential,
+            constraints=self.constraints if has_g else None,
+            dissipation=self.dissipation if has_c else None,
+            invariants=inv,
+            coordinate_names=self.coordinate_names(),
+            constraint_names=self.constraint_names() if has_g else None,
+            name=self.name,
+            layout=self._layout,
+        )
+
+    # ------------------------------------------------------------------ symmetries
+    def _elements(self):
+        return self._layout.joints + self._layout.forces
+
+    def rotation(self, axis=(0.0, 0.0, 1.0), name: str | None = None) -> Symmetry:
+        """The rotation generator xi acting on every vector block (002 eq 105-106; in 2D the matrix
+        [[0, -1], [1, 0]] per block, so that J = p.xi q is the angular momentum of 000 eq 75),
+        whether or not it is a symmetry (see :meth:`symmetries`)."""
+        d, dim = self.d, self.dim
+        if dim == 2:
+            xi = np.kron(np.eye(d // 2), np.array([[0.0, -1.0], [1.0, 0.0]]))
+            return Symmetry.matrix(xi, name=name or "J3")
+        a = np.asarray(axis, dtype=float)
+        a = a / np.linalg.norm(a)
+        return Symmetry.rotation(a, blocks=d // 3, dim=d, name=name or _axis_label("J", a))
+
+    def translation(self, direction, name: str | None = None) -> Symmetry:
+        """The translation of every body's position block along ``direction`` (002 eq 118)."""
+        e = np.asarray(direction, dtype=float)
+        shift = np.zeros(self.d)
+        for b, o in zip(self.bodies, self._layout.offsets):
+            s = b.position_slice()
+            shift[o + s.start : o + s.stop] = e
+        return Symmetry(name or _axis_label("L", e), shift=shift)
+
+    def symmetries(self) -> list[Symmetry]:
+        """The rotations and translations under which every joint and force is invariant
+        (002 eq 41): rotations about the coordinate axes, the gravity direction and slider axes
+        (the plane's one rotation in 2D), translations along the coordinate axes."""
+        dim, els = self.dim, self._elements()
+        out = []
+        if dim == 2:
+            if all(e.rotation_invariant(None, 2) for e in els):
+                out.append(self.rotation())
+        else:
+            axes = [_unit(i, 3) for i in range(3)]
+            for e in els:
+                if isinstance(e, Gravity) and np.linalg.norm(e.b) > 0:
+                    axes.append(np.asarray(e.b) / np.linalg.norm(e.b))
+                if isinstance(e, OnAxis):
+                    axes.append(np.asarray(e.direction))
+            unique: list[np.ndarray] = []
+            for a in axes:
+                if not any(np.linalg.norm(np.cross(a, u)) <= 1e-12 for u in unique):
+                    unique.append(a if a[np.argmax(np.abs(a))] > 0 else -a)
+            for a in unique:
+                if all(e.rotation_invariant(a, 3) for e in els):
+                    out.append(self.rotation(a))
+        for i in range(dim):
+            e = _unit(i, dim)
+            if all(el.translation_invariant(e, dim) for el in els):
+                out.append(self.translation(e))
+        return out
+
+    # ------------------------------------------------------------------ the Problem
+    def problem(self, h: float | None = None, t_end: float | None = None, name: str | None = None,
+                parameters: dict | None = None, symmetries=None, **kwargs) -> Problem:
+        """A Problem with the bodies' initial state, ``h`` and ``t_end``, and the symmetries that
+        apply (:meth:`symmetries`) unless ``symmetries`` is given. The initial state must satisfy
+        the constraints (see ``lv.consistent_initial_state``)."""
+        q0, v0 = self.initial_state()
+        syms = self.symmetries() if symmetries is None else list(symmetries)
+        return Problem(self.system(), q0=q0, v0=v0, h=h, t_end=t_end, symmetries=syms,
+                       name=name or self.name, parameters=dict(parameters or {}), **kwargs)
+
+
+def _axis_label(prefix: str, a: np.ndarray) -> str:
+    for i in range(len(a)):
+        if np.allclose(a, _unit(i, len(a)), atol=1e-14):
+            return f"{prefix}{i + 1}"
+    return f"{prefix}[{','.join(f'{x:.6g}' for x in a)}]"
+
+
+__all__ = ["Assembly", "AssembledSystem", "Layout"]

@@ -1,0 +1,273 @@
+"""Joints and other holonomic constraints between material points (000 §5; 002 §6).
+
+Each joint gives a block of constraint functions g(q) of the placements x(q) = phi + X_i d_i of
+its points, with a name per component ("P4.revolute.x"). The Assembly evaluates them; the
+functions are at most quadratic in q, so that the schemes' discrete derivatives stay exact.
+
+* :class:`FixedPoint`: a body point pinned to the ground, s (x_P - x0) = 0; the heavy top's
+  tip, phi/l - d3 = 0, is the point X = (0, 0, -l) with s = 1/l (002 eq 104; 000 eq 64).
+* :class:`Spherical`: a ball joint between two body points in 3D, x_A - x_B = 0.
+* :class:`Revolute`: a planar revolute joint, x_A - x_B = 0 in R^2 (000 eq 74a, b).
+* :class:`Distance`: a massless rod, 1/2 (|x_A - x_B|^2 / L^2 - 1) = 0 (002 eq 93, 117).
+* :class:`OnAxis`: a body point kept on a fixed line through ``through`` along ``direction``:
+  the components of x_P - a normal to the line vanish (a slider).
+
+Every joint also tells whether it is invariant under a rotation about an axis through the origin
+or a translation (the symmetry conditions 002 eq 41c, D g(q) xi_Q = 0 on the constraint manifold),
+so that the Assembly can list the momentum maps that apply.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import jax.numpy as jnp
+import numpy as np
+
+from .rigid import Point, _check_name
+
+_AXES = "xyz"
+
+
+def _on_axis(x0, axis, dim: int) -> bool:
+    """True when the fixed point x0 is on the rotation axis through the origin (x0 = 0 in 2D)."""
+    x0 = np.asarray(x0, dtype=float)
+    scale = max(1.0, float(np.max(np.abs(x0))))
+    if dim == 2:
+        return bool(np.max(np.abs(x0)) <= 1e-12 * scale)
+    return bool(np.max(np.abs(np.cross(x0, axis))) <= 1e-12 * scale)
+
+
+def _check_point(owner: str, p) -> Point:
+    if not isinstance(p, Point):
+        raise TypeError(f"{owner}: expected a Point (body.point(X) or ground(x)); got {type(p).__name__}.")
+    return p
+
+
+def _normals(direction, dim: int) -> np.ndarray:
+    """An orthonormal basis (rows) of the complement of ``direction``."""
+    e = np.asarray(direction, dtype=float)
+    e = e / np.linalg.norm(e)
+    if dim == 2:
+        return np.array([[-e[1], e[0]]])
+    a = np.eye(3)[int(np.argmin(np.abs(e)))]
+    n1 = np.cross(e, a)
+    n1 /= np.linalg.norm(n1)
+    n2 = np.cross(e, n1)
+    return np.array([n1, n2])
+
+
+@dataclass(frozen=True)
+class _Joint:
+    name: str
+
+    linear = False  # True where the residual is linear in q (the Assembly stacks those into one matrix)
+
+    def points(self) -> tuple[Point, ...]:
+        raise NotImplementedError
+
+    def resolved(self, x0: Callable) -> "_Joint":
+        """A copy with defaults taken from the initial placement ``x0(point)``."""
+        return self
+
+    def ground_points(self) -> list[np.ndarray]:
+        return [np.asarray(p.X) for p in self.points() if p.is_ground]
+
+    def rotation_invariant(self, axis, dim: int) -> bool:
+        """Invariant (on g = 0) under rotations about ``axis`` through the origin: every ground point
+        lies on the axis (002 eq 41c)."""
+        return all(_on_axis(x0, axis, dim) for x0 in self.ground_points())
+
+    def translation_invariant(self, direction, dim: int) -> bool:
+        """Invariant under translations of all bodies: nothing is attached to the ground."""
+        return not self.ground_points()
+
+
+def _difference_names(name: str, kind: str, dim: int) -> tuple[str, ...]:
+    return tuple(f"{name}.{kind}.{c}" for c in _AXES[:dim])
+
+
+@dataclass(frozen=True)
+class FixedPoint(_Joint):
+    """A body point pinned to the ground: scale * (x_P(q) - at) = 0 (002 eq 104 with scale = 1/l).
+
+    ``at`` defaults to the point's initial position. Components are named "<name>.fixed.x", ...
+    """
+
+    point: Point = None
+    at: tuple | None = None
+    scale: float = 1.0
+
+    kind = "fixed"
+    linear = True
+
+    def __post_init__(self):
+        _check_name(self.name)
+        _check_point(self.name, self.point)
+        if self.point.is_ground:
+            raise ValueError(f"{self.name}: the point to fix must be a body point, not a ground point.")
+        if not (np.isfinite(self.scale) and self.scale != 0):
+            raise ValueError(f"{self.name}: scale must be a finite nonzero number; got {self.scale!r}.")
+
+    def points(self):
+        return (self.point,)
+
+    def resolved(self, x0):
+        at = x0(self.point) if self.at is None else self.at
+        return replace(self, at=tuple(float(a) for a in np.asarray(at, dtype=float)))
+
+    def ground_points(self):
+        return [np.asarray(self.at)]
+
+    def size(self, dim: int) -> int:
+        return dim
+
+    def component_names(self, dim: int):
+        return _difference_names(self.name, "fixed", dim)
+
+    def residual(self, x: Callable):
+        """scale (x_P - at) (002 eq 104; 000 eq 74a)."""
+        return self.scale * (x(self.point) - jnp.asarray(self.at))
+
+
+@dataclass(frozen=True)
+class Spherical(_Joint):
+    """A spherical (ball) joint in 3D: x_A(q) - x_B(q) = 0; B may be a ground point."""
+
+    a: Point = None
+    b: Point = None
+
+    kind = "spherical"
+    planar = False
+    linear = True
+
+    def __post_init__(self):
+        _check_name(self.name)
+        _check_point(self.name, self.a)
+        _check_point(self.name, self.b)
+        if self.a.is_ground and self.b.is_ground:
+            raise ValueError(f"{self.name}: at least one point of a joint must be on a body.")
+
+    def points(self):
+        return (self.a, self.b)
+
+    def size(self, dim: int) -> int:
+        return dim
+
+    def component_names(self, dim: int):
+        return _difference_names(self.name, self.kind, dim)
+
+    def residual(self, x: Callable):
+        """x_A - x_B."""
+        return x(self.a) - x(self.b)
+
+
+@dataclass(frozen=True)
+class Revolute(Spherical):
+    """A planar revolute joint: x_A(q) - x_B(q) = 0 in R^2 (000 eq 74a for B on the ground, 74b
+    between two bars). Components "<name>.revolute.x", "<name>.revolute.y"."""
+
+    kind = "revolute"
+    planar = True
+
+
+@dataclass(frozen=True)
+class Distance(_Joint):
+    """A massless rod of length L between two points: 1/2 (|x_A - x_B|^2 / L^2 - 1) = 0
+    (002 eq 93, 117). ``length`` defaults to the initial distance."""
+
+    a: Point = None
+    b: Point = None
+    length: float | None = None
+
+    kind = "distance"
+
+    def __post_init__(self):
+        _check_name(self.name)
+        _check_point(self.name, self.a)
+        _check_point(self.name, self.b)
+        if self.a.is_ground and self.b.is_ground:
+            raise ValueError(f"{self.name}: at least one point of a rod must be on a body.")
+        if self.length is not None and not (float(self.length) > 0):
+            raise ValueError(f"{self.name}: length must be positive; got {self.length!r}.")
+
+    def points(self):
+        return (self.a, self.b)
+
+    def resolved(self, x0):
+        if self.length is not None:
+            return self
+        L = float(np.linalg.norm(np.asarray(x0(self.a)) - np.asarray(x0(self.b))))
+        if not L > 0:
+            raise ValueError(f"{self.name}: the two points start at the same place; give the rod length.")
+        return replace(self, length=L)
+
+    def size(self, dim: int) -> int:
+        return 1
+
+    def component_names(self, dim: int):
+        return (f"{self.name}.distance",)
+
+    def residual(self, x: Callable):
+        """1/2 (|x_A - x_B|^2 / L^2 - 1) (002 eq 117)."""
+        r = x(self.a) - x(self.b)
+        return jnp.atleast_1d(0.5 * (r @ r / self.length**2 - 1.0))
+
+
+@dataclass(frozen=True)
+class OnAxis(_Joint):
+    """A body point kept on the fixed line a + s e: N^T (x_P - a) = 0 with N an orthonormal basis of
+    the normal space of e (two components in 3D, one in the plane). Invariant under translations
+    along e, and in 3D under rotations about e when the line passes through the origin."""
+
+    point: Point = None
+    direction: tuple = (0.0, 0.0, 1.0)
+    through: tuple | None = None
+
+    kind = "on_axis"
+    linear = True
+
+    def __post_init__(self):
+        _check_name(self.name)
+        _check_point(self.name, self.point)
+        if self.point.is_ground:
+            raise ValueError(f"{self.name}: the point must be a body point.")
+        e = np.asarray(self.direction, dtype=float)
+        if e.ndim != 1 or e.shape[0] not in (2, 3) or not np.linalg.norm(e) > 0:
+            raise ValueError(f"{self.name}: direction must be a nonzero 2- or 3-vector; got {self.direction!r}.")
+        object.__setattr__(self, "direction", tuple(float(v) for v in e / np.linalg.norm(e)))
+
+    def points(self):
+        return (self.point,)
+
+    def resolved(self, x0):
+        a = np.zeros(len(self.direction)) if self.through is None else np.asarray(self.through, dtype=float)
+        return replace(self, through=tuple(float(v) for v in a))
+
+    def ground_points(self):
+        return [np.asarray(self.through)]
+
+    def size(self, dim: int) -> int:
+        return dim - 1
+
+    def component_names(self, dim: int):
+        return tuple(f"{self.name}.on_axis[n{k + 1}]" for k in range(dim - 1))
+
+    def residual(self, x: Callable):
+        """N^T (x_P - a)."""
+        N = _normals(self.direction, len(self.direction))
+        return jnp.asarray(N) @ (x(self.point) - jnp.asarray(self.through))
+
+    def rotation_invariant(self, axis, dim: int) -> bool:
+        if dim == 2:
+            return False
+        e = np.asarray(self.direction)
+        parallel = np.linalg.norm(np.cross(e, np.asarray(axis, dtype=float))) <= 1e-12
+        return bool(parallel and _on_axis(self.through, axis, dim))
+
+    def translation_invariant(self, direction, dim: int) -> bool:
+        return bool(np.linalg.norm(np.cross(np.r_[self.direction, [0.0] * (3 - dim)],
+                                            np.r_[np.asarray(direction, float), [0.0] * (3 - dim)])) <= 1e-12)
+
+
+JOINT_TYPES = (FixedPoint, Spherical, Revolute, Distance, OnAxis)
