@@ -1,0 +1,168 @@
+"""One-stage theta GGL variational integrators, options A and B (002 §4.3, eq 76-83).
+
+Both follow from the discrete GGL action sum (002 eq 56) with L_d = h L(q^{n+theta}, v^{n+1}) and
+G_d = h G(q^{n+theta}) (eq 66), q^{n+theta} = (1-theta) q^n + theta q^{n+1} (eq 65). Unknowns per
+step: q^{n+1}, p^{n+1}, v^{n+1}, lambda^n, gamma^n (3d + 2m); the velocity v^{n+1} belongs to the
+interval [t^n, t^{n+1}] (``velocity_kind = "interval"``).
+
+Option A, ``ggl-theta-a`` (eq 79; g_d = h g(q^{n+theta}), eq 77), theta in (0, 1):
+
+    q^{n+1} - q^n = h v^{n+1} + h M^-1 G(q^{n+theta})^T gamma^n                              (79a)
+    p^{n+1} - p^n = h D_1 L(q^{n+theta}, v^{n+1}) - h G(q^{n+theta})^T lambda^n
+                    - h sum_k gamma_k^n D^2 g_k(q^{n+theta}) v^{n+1}                           (79b)
+    M v^{n+1} = p^{n+1-theta} = theta p^n + (1-theta) p^{n+1}                                 (79c, 75)
+    g(q^{n+theta}) = 0                                                                        (79d)
+    G(q^{n+theta}) v^{n+1} = 0                                                                (79e)
+
+Alias VI-A: theta = 1/2 (second order; 002 Figs 18-19).
+
+Option B, ``ggl-theta-b`` (eq 82; trapezoidal g_d, eq 80), theta in [0, 1], vartheta in (0, 1]:
+
+    q^{n+1} - q^n = h v^{n+1} + h M^-1 G(q^{n+theta})^T gamma^n                              (82a)
+    p^{n+1} - p^n = h D_1 L(q^{n+theta}, v^{n+1})
+                    - h ((1-vartheta) G(q^n) + vartheta G(q^{n+1}))^T lambda^n
+                    - h sum_k gamma_k^n D^2 g_k(q^{n+theta}) v^{n+1}                           (82b)
+    M v^{n+1} = p^{n+1-theta} - h (theta (1-vartheta) G(q^n)^T
+                                   - (1-theta) vartheta G(q^{n+1})^T) lambda^n                 (82c)
+    g(q^{n+1}) = 0                                                                            (82d)
+    G(q^{n+theta}) v^{n+1} = 0                                                                (82e)
+
+Alias VI-B: theta = 1, vartheta = 1/2 (eq 83; first order). theta = vartheta = 1/2 is second order.
+
+Note: eq 79b/82b print "D_1 L_d(q^{n+theta}, v^{n+1})"; by eq 69a-b and 72 this is
+h D_1 L(q^{n+theta}, v^{n+1}) (L the continuous Lagrangian), which is what is used here. The
+gamma term is h sum_k gamma_k D^2 g_k M^-1 (p^{n+1} + P^n) with M v^{n+1} = p^{n+1} + P^n (eq 70,
+72), i.e. h sum_k gamma_k D^2 g_k(q^{n+theta}) v^{n+1}. A constant, regular M is required (M^-1
+enters eq 58).
+
+Both are symplectic and conserve momentum maps of the form J = p . xi q (002 §4.2, App. A.7).
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from . import register
+from .base import Param, Scheme, State
+
+
+def _q_theta(q0, q1, theta):
+    """q^{n+theta} = (1-theta) q^n + theta q^{n+1} (002 eq 65)."""
+    return (1.0 - theta) * q0 + theta * q1
+
+
+def _common(u, s: State, h, params, mech):
+    q1, p1, v1, lam, gam = u["q1"], u["p1"], u["v1"], u["lam"], u["gam"]
+    q0, p0 = s.q, s.p
+    theta = params["theta"]
+    qt = _q_theta(q0, q1, theta)
+    Gt = mech.G(qt)
+    kin = q1 - q0 - h * v1 - h * mech.Minv() @ (Gt.T @ gam)            # (79a) / (82a)
+    hess = mech.hess_g_vec(qt, gam, v1)                                 # sum_k gamma_k D^2 g_k v^{n+1}
+    p_1mtheta = theta * p0 + (1.0 - theta) * p1                         # (75)
+    return q0, p0, q1, p1, v1, lam, gam, theta, qt, Gt, kin, hess, p_1mtheta
+
+
+def _residual_a(u, s: State, h, t, params, mech):
+    """Residual of option A, 002 eq 79a-e."""
+    q0, p0, q1, p1, v1, lam, gam, theta, qt, Gt, kin, hess, p_1mt = _common(u, s, h, params, mech)
+    return jnp.concatenate([
+        kin,
+        p1 - p0 - h * mech.D1L(qt, v1) + h * Gt.T @ lam + h * hess,       # (79b)
+        mech.D2L(qt, v1) - p_1mt,                                         # (79c)
+        mech.g(qt),                                                       # (79d)
+        Gt @ v1,                                                          # (79e)
+    ])
+
+
+def _residual_b(u, s: State, h, t, params, mech):
+    """Residual of option B, 002 eq 82a-e."""
+    q0, p0, q1, p1, v1, lam, gam, theta, qt, Gt, kin, hess, p_1mt = _common(u, s, h, params, mech)
+    vt = params["vartheta"]
+    G0, G1 = mech.G(q0), mech.G(q1)
+    return jnp.concatenate([
+        kin,
+        p1 - p0 - h * mech.D1L(qt, v1) + h * ((1.0 - vt) * G0 + vt * G1).T @ lam + h * hess,   # (82b)
+        mech.D2L(qt, v1) - p_1mt + h * (theta * (1.0 - vt) * G0.T - (1.0 - theta) * vt * G1.T) @ lam,  # (82c)
+        mech.g(q1),                                                                           # (82d)
+        Gt @ v1,                                                                              # (82e)
+    ])
+
+
+def _guess(s: State, h, t, params, mech, mode):
+    """State n as first guess ("simple"), or q^n + h v^n for q^{n+1} ("advanced", 002 Table 2)."""
+    q1 = s.q + h * s.v if mode == "advanced" else s.q
+    return {"q1": q1, "p1": s.p, "v1": s.v, "lam": s.lam, "gam": s.gam}
+
+
+def _update(u, s: State, h, t, params, mech):
+    new = State(q=u["q1"], p=u["p1"], v=u["v1"], lam=u["lam"], gam=u["gam"], extra=s.extra)
+    return new, {"v": u["v1"], "lam": u["lam"], "gam": u["gam"]}
+
+
+def _theta_residuals(sol, theta):
+    mech = sol.mechanics
+    qt = (1.0 - theta) * sol.q[:-1] + theta * sol.q[1:]
+    Gt = sol._vmap(mech.G, qt)
+    return qt, np.einsum("nij,nj->ni", Gt, sol.v)
+
+
+def _enforced_a(sol):
+    """The constraints option A is built to meet: g(q^{n+theta}) and G(q^{n+theta}) v^{n+1}
+    (002 eq 79d, e)."""
+    qt, gv = _theta_residuals(sol, float(sol.params["theta"]))
+    return {
+        "position g(q^{n+theta})": sol._vmap(sol.mechanics.g, qt),
+        "velocity G(q^{n+theta}) v^{n+1}": gv,
+    }
+
+
+def _enforced_b(sol):
+    """The constraints option B is built to meet: g(q^{n+1}) and G(q^{n+theta}) v^{n+1}
+    (002 eq 82d, e)."""
+    _, gv = _theta_residuals(sol, float(sol.params["theta"]))
+    return {
+        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
+        "velocity G(q^{n+theta}) v^{n+1}": gv,
+    }
+
+
+_UNKNOWNS = (("q1", "d"), ("p1", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m"))
+
+GGL_THETA_A = register(
+    Scheme(
+        name="ggl-theta-a",
+        paper="002 eq 79 (option A, g_d = h g(q^{n+theta}), eq 77)",
+        unknowns=_UNKNOWNS,
+        residual=_residual_a,
+        guess=_guess,
+        update=_update,
+        velocity_kind="interval",
+        description="one-stage theta GGL variational integrator, constraints at q^{n+theta}",
+        params=(Param("theta", 0.5, 0.0, 1.0, low_open=True, high_open=True),),
+        has_gamma=True,
+        enforced=_enforced_a,
+        keeps="symplectic, momentum maps; g and G v at q^{n+theta}; order 2 for theta = 1/2",
+        order=2,
+    ),
+    aliases={"VI-A": {"theta": 0.5}},
+)
+
+GGL_THETA_B = register(
+    Scheme(
+        name="ggl-theta-b",
+        paper="002 eq 82 (option B, trapezoidal g_d, eq 80); VI-B eq 83",
+        unknowns=_UNKNOWNS,
+        residual=_residual_b,
+        guess=_guess,
+        update=_update,
+        velocity_kind="interval",
+        description="one-stage theta GGL variational integrator, g(q) at the nodes",
+        params=(Param("theta", 1.0, 0.0, 1.0), Param("vartheta", 0.5, 0.0, 1.0, low_open=True)),
+        has_gamma=True,
+        enforced=_enforced_b,
+        keeps="symplectic, momentum maps, g(q) at nodes; order 1 (VI-B), 2 for theta = vartheta = 1/2",
+        order=1,
+    ),
+    aliases={"VI-B": {"theta": 1.0, "vartheta": 0.5}},
+)
