@@ -14,7 +14,10 @@ Option A, ``ggl-theta-a`` (eq 79; g_d = h g(q^{n+theta}), eq 77), theta in (0, 1
     g(q^{n+theta}) = 0                                                                        (79d)
     G(q^{n+theta}) v^{n+1} = 0                                                                (79e)
 
-Alias VI-A: theta = 1/2 (second order; 002 Figs 18-19).
+Alias VI-A: theta = 1/2 (second order; 002 Figs 18-19). For theta != 1/2 the nodal constraint
+residuals have a parasitic root (our linearization of 79c-e, not in the paper):
+g(q^{n+1}) = -((1-theta)/theta) g(q^n) + O(h^2) and G M^-1 p^{n+1} = -(theta/(1-theta)) G M^-1 p^n
++ O(h), so one of them grows geometrically unless theta = 1/2; use theta != 1/2 for short runs only.
 
 Option B, ``ggl-theta-b`` (eq 82; trapezoidal g_d, eq 80), theta in [0, 1], vartheta in (0, 1]:
 
@@ -28,6 +31,8 @@ Option B, ``ggl-theta-b`` (eq 82; trapezoidal g_d, eq 80), theta in [0, 1], vart
     G(q^{n+theta}) v^{n+1} = 0                                                                (82e)
 
 Alias VI-B: theta = 1, vartheta = 1/2 (eq 83; first order). theta = vartheta = 1/2 is second order.
+g(q) = 0 holds at the nodes for every theta; by (82c) the normal part of the nodal momentum has the
+root -theta/(1-theta) (modulus <= 1 for theta <= 1/2; theta = 1 eliminates it).
 
 Note: eq 79b/82b print "D_1 L_d(q^{n+theta}, v^{n+1})"; by eq 69a-b and 72 this is
 h D_1 L(q^{n+theta}, v^{n+1}) (L the continuous Lagrangian), which is what is used here. The
