@@ -31,8 +31,7 @@ Option B, ``ggl-theta-b`` (eq 82; trapezoidal g_d, eq 80), theta in [0, 1], vart
     G(q^{n+theta}) v^{n+1} = 0                                                                (82e)
 
 Alias VI-B: theta = 1, vartheta = 1/2 (eq 83; first order). theta = vartheta = 1/2 is second order.
-g(q) = 0 holds at the nodes for every theta; by (82c) the normal part of the nodal momentum has the
-root -theta/(1-theta) (modulus <= 1 for theta <= 1/2; theta = 1 eliminates it).
+g(q) = 0 holds at the nodes for every theta (82d).
 
 Note: eq 79b/82b print "D_1 L_d(q^{n+theta}, v^{n+1})"; by eq 69a-b and 72 this is
 h D_1 L(q^{n+theta}, v^{n+1}) (L the continuous Lagrangian), which is what is used here. The
