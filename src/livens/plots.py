@@ -346,3 +346,16 @@ def stability_figure(runs, stem: str, status: dict | None = None, title: str = "
     ax.set_xlabel(_tlabel(units))
     ax.set_ylabel(_ulabel("energy $|E|$", units, "E"))
     return _finish(fig, ax, stem, curves, "t", "E", csv, title)
+
+
+def curves_figure(curves, stem: str, xlabel: str, ylabel: str, title: str = "", style: str = "-",
+                  xname: str = "t", yname: str = "value", csv: bool = True) -> list[str]:
+    """Any curves [(label, x, y), ...] in the same style as the other figures (e.g. a point's
+    coordinate, 000 Figs 12-13; the angular momentum of eq 75, Figs 15, 17; energy balances, Fig 23)."""
+    plt = _plt()
+    fig, ax = _figure(plt)
+    for label, x, y in curves:
+        ax.plot(x, y, style, lw=1, ms=2, label=label if len(curves) > 1 else None)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    return _finish(fig, ax, stem, list(curves), xname, yname, csv, title)

@@ -62,25 +62,38 @@ class ConvergenceStudy:
     t_end: float
     quantities: tuple
     reference: RunSpec | None = None
-    tol: float = 1e-12
+    tol: float | tuple = 1e-12
     max_iter: int = 40
     example_params: tuple = ()
+    record: str = "final"
+    max_points: int | None = None
 
     @classmethod
     def make(cls, example, schemes, hs, t_end, quantities, reference=None, tol=1e-12, max_iter=40,
-             example_params=None):
+             example_params=None, record="final", max_points=None):
+        """``tol`` is one Newton tolerance, or a function h -> tolerance (evaluated here, stored per h);
+        ``reference`` a RunSpec or a dict(scheme=, h=, params=); ``record``/``max_points`` as in
+        RunSpec (so that the runs can be shared with other items)."""
         sch = tuple((s, ()) if isinstance(s, str) else (s[0], _items(s[1])) for s in schemes)
+        hs = tuple(float(h) for h in hs)
+        tols = tuple(float(tol(h)) for h in hs) if callable(tol) else float(tol)
         ref = reference
         if isinstance(reference, dict):
+            rtol = float(tol(reference["h"])) if callable(tol) else float(tol)
             ref = RunSpec.make(example, reference["scheme"], reference["h"], t_end,
-                               params=reference.get("params"), example_params=example_params, tol=tol,
-                               max_iter=max_iter)
-        return cls(example, sch, tuple(float(h) for h in hs), float(t_end), tuple(quantities), ref, float(tol),
-                   int(max_iter), _items(example_params))
+                               params=reference.get("params"), example_params=example_params, tol=rtol,
+                               max_iter=max_iter, record=record, max_points=max_points)
+        return cls(example, sch, hs, float(t_end), tuple(quantities), ref, tols, int(max_iter),
+                   _items(example_params), record, max_points)
+
+    def tol_for(self, h) -> float:
+        if isinstance(self.tol, tuple):
+            return self.tol[self.hs.index(float(h))]
+        return self.tol
 
     def spec(self, scheme, params, h) -> RunSpec:
-        return RunSpec(self.example, scheme, float(h), self.t_end, params, self.example_params, self.tol,
-                       self.max_iter)
+        return RunSpec(self.example, scheme, float(h), self.t_end, params, self.example_params, self.tol_for(h),
+                       self.max_iter, record=self.record, max_points=self.max_points)
 
     def runs(self) -> list[RunSpec]:
         out = [self.spec(s, p, h) for s, p in self.schemes for h in self.hs]

@@ -19,7 +19,8 @@ class Trace:
     """Diagnostics of one run; node arrays have shape (N+1, ...), step arrays (N, ...).
 
     ``t`` are the node times and ``t_step`` the end times t^{n+1} of the steps (multipliers and
-    enforced residuals belong to the step n -> n+1). ``energy_key`` names the scheme's energy
+    enforced residuals belong to the step n -> n+1). ``v`` is the scheme's velocity: at the nodes
+    for ``velocity_kind`` "nodal", else per step. ``energy_key`` names the scheme's energy
     function: "livens" (E = p.v - L) where the scheme has nodal velocities, else "total" (H).
     """
 
@@ -37,9 +38,11 @@ class Trace:
     gam: np.ndarray | None = None
     q: np.ndarray | None = None
     p: np.ndarray | None = None
+    v: np.ndarray | None = None
     constraint_names: tuple | None = None
     coordinate_names: tuple | None = None
     linear_constraints: tuple = ()
+    work: np.ndarray | None = None
     meta: dict = field(default_factory=dict)
 
     @classmethod
@@ -57,9 +60,11 @@ class Trace:
         n1 = sol.t.shape[0]
         idx = _envelope_indices(E[key], max_points) if max_points else np.arange(n1)
         sidx = idx[idx > 0] - 1 if max_points else np.arange(max(n1 - 1, 0))
-        nodal, enforced, lam, gam, q, p = {}, {}, None, None, None, None
-        names = coord_names = None
+        nodal, enforced, lam, gam, q, p, v = {}, {}, None, None, None, None, None
+        names = coord_names = work = None
         linear: tuple = ()
+        if sol.problem is not None and sol.problem.system.dissipation is not None:
+            work = np.asarray(sol.dissipated_work())[idx]
         if include == "all":
             for level, label_ in (("position", "position g(q^n)"), ("velocity", "velocity G(q^n) M^-1 p^n")):
                 try:
@@ -74,18 +79,19 @@ class Trace:
             lam = np.asarray(sol.lam)[sidx]
             gam = None if sol.gam is None else np.asarray(sol.gam)[sidx]
             q, p = np.asarray(sol.q)[idx], np.asarray(sol.p)[idx]
+            v = np.asarray(sol.v)[idx] if sol.velocity_kind == "nodal" else np.asarray(sol.v)[sidx]
             if sol.problem is not None:
                 names = sol.problem.system.constraint_names
                 coord_names = sol.problem.system.coordinate_names
                 linear = linear_constraints(sol)
         return cls(
             label=label or sol.scheme, scheme=sol.scheme, h=sol.h, t=np.asarray(sol.t)[idx],
-            energy={k: np.asarray(v)[idx] for k, v in E.items()}, energy_key=key,
-            momentum={k: np.asarray(v)[idx] for k, v in J.items()}, nodal=nodal, enforced=enforced,
-            t_step=np.asarray(sol.t)[1:][sidx], lam=lam, gam=gam, q=q, p=p,
+            energy={k: np.asarray(x)[idx] for k, x in E.items()}, energy_key=key,
+            momentum={k: np.asarray(x)[idx] for k, x in J.items()}, nodal=nodal, enforced=enforced,
+            t_step=np.asarray(sol.t)[1:][sidx], lam=lam, gam=gam, q=q, p=p, v=v,
             constraint_names=tuple(names) if names else None,
             coordinate_names=tuple(coord_names) if coord_names else None,
-            linear_constraints=linear, meta={"thinned": bool(max_points and len(idx) < n1)},
+            linear_constraints=linear, work=work, meta={"thinned": bool(max_points and len(idx) < n1)},
         )
 
     # ------------------------------------------------------------------ derived quantities

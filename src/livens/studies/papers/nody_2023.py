@@ -1,0 +1,462 @@
+"""Reproduction of 002: Kinon, Betsch, Schneider, *Structure-preserving integrators based on a new
+variational principle for constrained mechanical systems*, Nonlinear Dyn. (2023), §6.
+
+§6.1 mathematical pendulum in 3D (Figs 2-15), §6.2 heavy top (Figs 17-20, orders eq 113-114),
+§6.3 four-particle system (Figs 23-33, Table 2, orders eq 128). Schemes VI-S (eq 55), VI-A (eq 79),
+VI-B (eq 82-83), EM (eq 84-91), EM-G (Gonzalez 1999), BS99 (002 App. A.8, not in livens).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..convergence import ConvergenceStudy, Quantity
+from ..effort import EffortStudy
+from ..reproduce import Item, Paper, register_paper
+from ..runs import RunSpec, available_example
+from ..stability import StabilityStudy
+from ._common import (TOL, Claim, FAILS, constraint_met, direction_changes, energy_conserved, energy_not_conserved,
+                      fmt, judged, missing, momentum_conserved, nonlinear, order_claims, plots, present,
+                      requirements, run_problem, traced)
+
+VIS = ("VI-S", "VI-A", "VI-B", "EM")  # the schemes of 002 Table 1
+PHI3 = 0.0375  # steady precession height of the heavy top (002 §6.2, eq 112-113)
+
+
+def _per(where, text, scheme, specs, example, check, ctx, *args, **kw) -> Claim:
+    """``check`` on the scheme's run, or "not reproduced" with the missing scheme/example."""
+    if scheme not in specs:
+        return missing(where, text, requirements(schemes=[scheme], examples=[example]) or "run not planned")
+    return check(where, text, ctx, specs[scheme], *args, **kw)
+
+
+# ================================================================================ §6.1 pendulum
+def _pendulum(quick: bool) -> Item:
+    ex = "pendulum-3d"
+    specs = {s: traced(ex, s, 0.05, 10.0) for s in present(VIS)} if available_example(ex) else {}
+
+    def make(ctx) -> list:
+        trs = {s: ctx.trace(sp) for s, sp in specs.items()}
+        have = {s: t for s, t in trs.items() if t is not None}
+        vals = list(have.values())
+        if vals:
+            ctx.add(plots.coordinate_figure(vals, ctx.stem("fig02_pendulum_q1"), "q", 0, ylabel="$q_1$",
+                                            title="1-component of the position (002 Fig. 2)"))
+            ctx.add(plots.coordinate_figure(vals, ctx.stem("fig03_pendulum_p1"), "p", 0, ylabel="$p_1$",
+                                            title="1-component of the momentum (002 Fig. 3)"))
+            ctx.add(plots.multipliers_figure(vals, ctx.stem("fig04_pendulum_lambda"), "lam",
+                                             title="multiplier $\\lambda$ (002 Fig. 4)"))
+            ctx.add(plots.multipliers_figure(vals, ctx.stem("fig05_pendulum_gamma"), "gam",
+                                             title="multiplier $\\gamma$ (002 Fig. 5)"))
+            ctx.add(plots.energy_increments_figure(vals, ctx.stem("fig08_pendulum_energy_increments"),
+                                                   title="increments of the energy function E (002 Fig. 8)"))
+            ctx.add(plots.momentum_figure(vals, ctx.stem("fig11_pendulum_J3_increments"), increments=True,
+                                          title="increments of the angular momentum $J_3$ (002 Fig. 11)"))
+        if "VI-S" in have:
+            ctx.add(plots.energy_figure(have["VI-S"], ctx.stem("fig07_pendulum_energy_VI-S"),
+                                        title="energy quantities, VI-S (002 Fig. 7)"))
+            ctx.add(plots.momentum_figure(have["VI-S"], ctx.stem("fig10_pendulum_J3_VI-S"),
+                                          title="angular momentum $J_3$, VI-S (002 Fig. 10)"))
+        if "EM" in have:
+            ctx.add(plots.energy_increments_figure(have["EM"], ctx.stem("fig09_pendulum_energy_increments_EM"),
+                                                   title="increments of E, EM (002 Fig. 9)"))
+        good = [have[s] for s in ("VI-S", "VI-B", "EM") if s in have]
+        if good:
+            ctx.add(plots.constraints_figure(good, ctx.stem("fig12_pendulum_position_constraint"), "position",
+                                             enforced=False, title="constraint on configuration level (002 Fig. 12)"))
+            ctx.add(plots.constraints_figure(good, ctx.stem("fig14_pendulum_velocity_constraint"), "velocity",
+                                             enforced=False, title="constraint on momentum level (002 Fig. 14)"))
+        if "VI-A" in have:
+            ctx.add(plots.constraints_figure(have["VI-A"], ctx.stem("fig13_pendulum_position_constraint_VI-A"),
+                                             "position", title="constraint on configuration level, VI-A (002 Fig. 13)"))
+            ctx.add(plots.constraints_figure(have["VI-A"], ctx.stem("fig15_pendulum_velocity_constraint_VI-A"),
+                                             "velocity", title="constraint on momentum level, VI-A (002 Fig. 15)"))
+
+        c = []
+        for s in ("VI-S", "VI-A", "VI-B"):
+            c.append(_per("§6.1, Fig. 8", f"{s} exhibits fluctuations of the energy function E that are typical for "
+                          "symplectic methods", s, specs, ex, energy_not_conserved, ctx))
+        c.append(_per("§6.1, Figs. 8-9", "the EM scheme conserves the energy of the pendulum up to numerical "
+                      "round-off", "EM", specs, ex, energy_conserved, ctx))
+        for s in VIS:
+            c.append(_per("§6.1, Fig. 11", f"{s} conserves the 3-component of the angular momentum (98) up to "
+                          "numerical round-off", s, specs, ex, momentum_conserved, ctx))
+        for s in ("VI-S", "VI-B", "EM"):
+            c.append(_per("§6.1, Fig. 12", f"the primary constraint on position level is correctly captured by {s}",
+                          s, specs, ex, constraint_met, ctx, "position"))
+        c.append(_per("§6.1, Fig. 13", "VI-A violates the primary constraint (at the nodes) by design", "VI-A",
+                      specs, ex, constraint_met, ctx, "position", met=False))
+        c.append(_per("§6.1, Fig. 13", "VI-A meets the position constraint where it enforces it, g(q^{n+1/2}) "
+                      "(by design, eq 79)", "VI-A", specs, ex, constraint_met, ctx, "position", kind="enforced"))
+        for s in ("VI-S", "EM"):
+            c.append(_per("§6.1, Fig. 14", f"the secondary constraint on velocity level is correctly captured by {s}",
+                          s, specs, ex, constraint_met, ctx, "velocity"))
+        c.append(_per("§6.1, Fig. 14", "the secondary constraint on velocity level is correctly captured by VI-B "
+                      "(its constraint G(q^{n+1}) v^{n+1}, eq 82e with θ = 1, sits at the node)", "VI-B", specs, ex,
+                      constraint_met, ctx, "velocity", kind="enforced", show_nodal=True))
+        c.append(_per("§6.1, Fig. 15", "VI-A violates the secondary constraint (at the nodes) by design", "VI-A",
+                      specs, ex, constraint_met, ctx, "velocity", met=False))
+        c.extend(_oscillation_claims(ctx, specs, ex))
+        return c
+
+    return Item("6.1", "Mathematical pendulum in 3D (§6.1, Figs. 2-15)", list(specs.values()), make)
+
+
+def _oscillation_claims(ctx, specs, ex) -> list:
+    """002 §6.1: "VI-A and VI-B exhibit slight oscillations in lambda and gamma, respectively"
+    (Figs 4, 5). Measured: the number of local extrema of the multiplier over the run, against
+    that of EM (smooth); an oscillation is counted where it exceeds EM's by half."""
+    text = {"VI-A": "VI-A exhibits slight oscillations in λ (read with 'respectively': VI-A in λ)",
+            "VI-B": "VI-B exhibits slight oscillations in γ (read with 'respectively': VI-B in γ)"}
+    out = []
+    for s, which in (("VI-A", "lam"), ("VI-B", "gam")):
+        where = "§6.1, Figs. 4-5"
+        why = requirements(schemes=[s, "EM"], examples=[ex])
+        if why:
+            out.append(missing(where, text[s], why))
+            continue
+        bad = run_problem(ctx, specs[s]) or run_problem(ctx, specs["EM"])
+        if bad:
+            out.append(Claim(where, text[s], "", FAILS, bad))
+            continue
+        counts = {}
+        for name in VIS:
+            if name in specs and ctx.trace(specs[name]) is not None:
+                tr = ctx.trace(specs[name])
+                counts[name] = (direction_changes(tr.lam[:, 0]), direction_changes(tr.gam[:, 0])
+                                if tr.gam is not None else -1)
+        n = counts[s][0 if which == "lam" else 1]
+        ref = counts["EM"][0 if which == "lam" else 1]
+        meas = "local extrema over T = 10 (λ, γ): " + ", ".join(f"{k} {v[0]}, {v[1]}" for k, v in counts.items())
+        out.append(judged(where, text[s], n > 1.5 * ref, meas + f"; {s} {which}: {n} vs EM {ref} (oscillation: > 1.5x EM)"))
+    return out
+
+
+# ================================================================================ §6.2 heavy top
+def _heavy_top(quick: bool) -> list:
+    ex = "heavy-top"
+    T = 1.0 if quick else 2.0
+    specs = {s: traced(ex, s, 0.002, T) for s in present(VIS)} if available_example(ex) else {}
+    hs = (1e-4, 5e-5, 2.5e-5) if quick else (1e-4, 5e-5, 2.5e-5, 1.25e-5, 6.25e-6)
+    conv_schemes = present(VIS) if available_example(ex) else []
+    ref = {"scheme": "EM", "h": 5e-7} if present(["EM"]) else None
+    conv = ConvergenceStudy.make(
+        ex, conv_schemes, hs, 0.001,
+        [Quantity("phi3", "q", (2,), exact=PHI3, label=r"relative error $e_q$ in $\varphi_3$ (eq 113)")]
+        + ([Quantity("p1", "p", (0, 1, 2), label=r"relative error $e_p$ in $\mathbf{p}_1$ (eq 114)")] if ref else []),
+        reference=ref, tol=TOL)
+
+    def make_runs(ctx) -> list:
+        have = {s: ctx.trace(sp) for s, sp in specs.items() if ctx.trace(sp) is not None}
+        if have:
+            ctx.add(plots.coordinate_figure(list(have.values()), ctx.stem("fig17_top_phi3"), "q", 2,
+                                            ylabel=r"$\varphi_3$", reference=PHI3,
+                                            title="vertical coordinate of the centre of mass, h = 0.002 (002 Fig. 17)"))
+            ctx.add(plots.energy_increments_figure(list(have.values()), ctx.stem("top_energy_increments"),
+                                                   title="heavy top: increments of the energy function"))
+            ctx.add(plots.momentum_figure(list(have.values()), ctx.stem("top_J3_increments"), increments=True,
+                                          title="heavy top: increments of $J_3$"))
+        if "VI-S" in have:
+            ctx.add(plots.constraints_figure(have["VI-S"], ctx.stem("fig20_top_velocity_constraints_VI-S"), "velocity",
+                                             title="constraints on momentum level, VI-S (002 Fig. 20)"))
+        c = []
+        for s in VIS:
+            text = f"{s} does not satisfy the condition of steady precession φ3 = 0.0375 for h = 0.002"
+            if s not in specs:
+                c.append(missing("§6.2, Fig. 17", text, requirements([s], [ex])))
+                continue
+            bad = run_problem(ctx, specs[s])
+            if bad:
+                c.append(Claim("§6.2, Fig. 17", text, "", FAILS, bad))
+                continue
+            dev = float(np.max(np.abs(have[s].q[:, 2] - PHI3))) / PHI3
+            c.append(judged("§6.2, Fig. 17", text, dev > 1e-9, f"{s}: max |φ3 - 0.0375| / 0.0375 = {fmt(dev)}"))
+        c.append(_per("§6.2", "only the EM scheme is capable of conserving the total energy: EM conserves it",
+                      "EM", specs, ex, energy_conserved, ctx))
+        for s in ("VI-S", "VI-A", "VI-B"):
+            c.append(_per("§6.2", f"only the EM scheme conserves the total energy: {s} does not", s, specs, ex,
+                          energy_not_conserved, ctx))
+        for s in VIS:
+            c.append(_per("§6.2", f"{s} conserves the total angular momentum of the top about the vertical axis",
+                          s, specs, ex, momentum_conserved, ctx))
+        if "VI-S" in have:
+            nl = nonlinear(have["VI-S"])
+            lin = list(have["VI-S"].linear_constraints)
+            c.append(constraint_met("§6.2, Fig. 20", "VI-S is not able to fulfil the velocity constraints exactly "
+                                    "(at the nodes)", ctx, specs["VI-S"], "velocity", which=nl, met=False))
+            c.append(constraint_met("§6.2, Fig. 20", "the linear external constraints (k ∈ {7, 8, 9}) are still "
+                                    "exactly fulfilled (VI-S, velocity level, at the nodes)", ctx, specs["VI-S"],
+                                    "velocity", which=lin or None))
+        else:
+            for t in ("VI-S is not able to fulfil the velocity constraints exactly (at the nodes)",
+                      "the linear external constraints (k ∈ {7, 8, 9}) are still exactly fulfilled"):
+                c.append(missing("§6.2, Fig. 20", t, requirements(["VI-S"], [ex]) or "VI-S run failed"))
+        for level in ("position", "velocity"):
+            c.append(_per("§6.2", f"VI-A does not fulfil the {level} constraints in the end points", "VI-A", specs,
+                          ex, constraint_met, ctx, level, met=False))
+        for s in ("VI-B", "EM"):
+            for level in ("position", "velocity"):
+                # VI-B (theta = 1) enforces G(q^{n+1}) v^{n+1} = 0 (eq 82e): at the node, in v
+                kind = "enforced" if (s == "VI-B" and level == "velocity") else "nodal"
+                words = "configuration" if level == "position" else "velocity"
+                extra = " (G(q^{n+1}) v^{n+1}, eq 82e with θ = 1)" if kind == "enforced" else ""
+                c.append(_per("§6.2", f"{s} exactly captures the constraints on {words} level (at the nodes){extra}",
+                              s, specs, ex, constraint_met, ctx, level, kind=kind, show_nodal=kind == "enforced"))
+        return c
+
+    def make_conv(ctx) -> list:
+        if not conv_schemes:
+            res = None
+        else:
+            res = conv.reduce(ctx.results)
+            ctx.add(res.to_csv(ctx.stem("fig18_19_top_errors.csv")))
+            ctx.add(res.orders_csv(ctx.stem("fig18_19_top_orders.csv")))
+            ctx.add(res.figure(ctx.stem("fig18_top_order_q"), "phi3", title="relative error in q (002 Fig. 18)"))
+            if ref:
+                ctx.add(res.figure(ctx.stem("fig19_top_order_p"), "p1", title="relative error in p (002 Fig. 19)"))
+        claimed = {"VI-S": 1, "BS99": 1, "VI-B": 1, "VI-A": 2, "EM": 2}
+        c = []
+        for fig, qty in (("Fig. 18", "phi3"), ("Fig. 19", "p1")):
+            def text(s, o, qty=qty):
+                return f"{s} is {'first' if o == 1 else 'second'}-order accurate ({'φ3 at t = 0.001' if qty == 'phi3' else 'p1 at t = 0.001'})"
+            if res is None or (qty == "p1" and not ref):
+                why = requirements(["EM"], [ex]) or "no scheme available"
+                c.extend(missing(f"§6.2, {fig}", text(s, claimed[s]), requirements([s], [ex]) or why) for s in claimed)
+                continue
+            c.extend(order_claims(f"§6.2, {fig}", text, res, list(claimed), qty, claimed))
+        return c
+
+    return [Item("6.2", "Heavy top (§6.2, Figs. 17, 20)", list(specs.values()), make_runs),
+            Item("6.2-orders", "Heavy top orders (§6.2, Figs. 18-19)", conv.runs() if conv_schemes else [], make_conv)]
+
+
+# ================================================================================ §6.3 four particles
+def _four_particle(quick: bool) -> list:
+    ex = "four-particle"
+    have_ex = available_example(ex)
+    em_pair = present(["EM", "EM-G"]) if have_ex else []
+    specs = {s: traced(ex, s, 0.01, 10.0) for s in em_pair}
+    items = []
+
+    def make_em(ctx) -> list:
+        have = {s: ctx.trace(sp) for s, sp in specs.items() if ctx.trace(sp) is not None}
+        if "EM-G" in have:
+            ctx.add(plots.constraints_figure(have["EM-G"], ctx.stem("fig23_fp_velocity_constraints_EM-G"), "velocity",
+                                             title="constraints on momentum level, EM-G (002 Fig. 23)"))
+        if "EM" in have:
+            ctx.add(plots.constraints_figure(have["EM"], ctx.stem("fig24_fp_velocity_constraints_EM"), "velocity",
+                                             title="constraints on momentum level, EM (002 Fig. 24)"))
+            ctx.add(plots.momentum_figure(have["EM"], ctx.stem("fig27_fp_J_increments_EM"), increments=True,
+                                          names=("J1", "J2", "J3"),
+                                          title="increments of the angular momentum, EM (002 Fig. 27)"))
+        if have:
+            ctx.add(plots.energy_increments_figure(list(have.values()), ctx.stem("fig25_fp_energy_increments"),
+                                                   title="increments of the energy function E (002 Fig. 25)"))
+            ctx.add(plots.momentum_figure(list(have.values()), ctx.stem("fig26_fp_angular_momentum"),
+                                          names=("J1", "J2", "J3"),
+                                          title="angular momentum components, EM and EM-G (002 Fig. 26)"))
+            ctx.add(plots.energy_figure(list(have.values())[0], ctx.stem("fp_energy_" + list(have)[0]),
+                                        title=f"four-particle system: energy quantities, {list(have)[0]}"))
+        c = [
+            _per("§6.3, Fig. 23", "EM-G does not exactly satisfy the secondary constraints", "EM-G", specs, ex,
+                 constraint_met, ctx, "velocity", met=False),
+            _per("§6.3, Fig. 24", "the present EM scheme satisfies the secondary constraints", "EM", specs, ex,
+                 constraint_met, ctx, "velocity"),
+        ]
+        for s in ("EM", "EM-G"):
+            c.append(_per("§6.3, Fig. 25", f"{s} conserves the total energy", s, specs, ex, energy_conserved, ctx))
+            c.append(_per("§6.3, Figs. 26-27", f"{s} conserves the angular momentum", s, specs, ex,
+                          momentum_conserved, ctx, names=("J1", "J2", "J3")))
+        return c
+
+    items.append(Item("6.3", "Four-particle system, EM and EM-G (§6.3, Figs. 23-27)", list(specs.values()), make_em))
+
+    # --- Table 2: effort
+    eff_schemes = present(list(VIS) + ["EM-G"]) if have_ex else []
+    eff = EffortStudy.make(ex, eff_schemes, 0.01, 10.0, repeat=3 if quick else 5, tol=1e-9)
+
+    def make_effort(ctx) -> list:
+        c = []
+        t1 = "EM causes the largest numerical effort (computing time, normalized to VI-S)"
+        t2 = "an advanced initial guess q^n + h v^n decreases the necessary amount of Newton iterations"
+        if not eff_schemes:
+            return [missing("§6.3, Table 2", t1, requirements(["EM"], [ex]) or "no scheme"),
+                    missing("§6.3, Table 2", t2, requirements([], [ex]) or "no scheme")]
+        res = eff.reduce(ctx.results)
+        ctx.add(res.to_csv(ctx.stem("table2_fp_effort.csv")))
+        with open(ctx.stem("table2_fp_effort.txt"), "w") as f:
+            f.write(res.table() + "\n")
+        ctx.add(ctx.stem("table2_fp_effort.txt"))
+        cand = [s for s in VIS if s in eff_schemes]
+        if "EM" not in cand:
+            c.append(missing("§6.3, Table 2", t1, requirements(["EM"])))
+        else:
+            for g in eff.guesses:
+                times = {s: res.row(s, g)["normalized_time"] for s in cand}
+                ok = all(np.isfinite(v) for v in times.values()) and max(times, key=times.get) == "EM"
+                c.append(judged("§6.3, Table 2", t1 + f" ({g} guess)", ok,
+                                ", ".join(f"{s} {v:.2f}" for s, v in times.items())
+                                + f" (t_comp / t_comp(VI-S); fastest of {max(eff.repeat, 1)} run(s) after compilation)"))
+        for s in eff_schemes:
+            a, b = res.row(s, "simple"), res.row(s, "advanced")
+            c.append(judged("§6.3, Table 2", t2 + f": {s}", b["mean_iterations"] < a["mean_iterations"],
+                            f"{s}: mean iterations simple {a['mean_iterations']:.3f}, advanced {b['mean_iterations']:.3f}"))
+        return c
+
+    items.append(Item("table2", "Computational effort (§6.3, Table 2)", eff.runs() if eff_schemes else [],
+                      make_effort))
+
+    # --- Figs 28-30: orders of EM and EM-G at t = 0.1
+    hs = (0.01, 0.005, 0.0025) if quick else (0.01, 0.005, 0.0025, 0.00125, 0.000625)
+    ref_h = 1e-4 if quick else 1e-5
+    ref = {"scheme": "EM", "h": ref_h} if present(["EM"]) else None
+    conv = ConvergenceStudy.make(
+        ex, em_pair, hs, 0.1,
+        [Quantity("q4", "q", (9, 10, 11), label=r"relative error in $\mathbf{q}_4$ (eq 128)"),
+         Quantity("p4", "p", (9, 10, 11), label=r"relative error in $\mathbf{p}_4$"),
+         Quantity("lambda", "lam", None, label=r"relative error in $\mathbf{\lambda}$")],
+        reference=ref, tol=TOL)
+
+    def make_conv(ctx) -> list:
+        claimed = {"EM": 2, "EM-G": 2}
+        rows = [("Fig. 28", "q4", "in the coordinates (q4 at t = 0.1)", 2),
+                ("Fig. 29", "p4", "in the momenta (p4 at t = 0.1)", 2),
+                ("Fig. 30", "lambda", "in the Lagrange multipliers (λ of the last step to t = 0.1)", 1)]
+        if not em_pair or ref is None:
+            why = requirements(["EM", "EM-G"], [ex]) or "reference scheme EM not available"
+            return [missing(f"§6.3, {f}", f"{s} is {'second' if o == 2 else 'first'}-order accurate {w}", why)
+                    for f, _, w, o in rows for s in claimed]
+        res = conv.reduce(ctx.results)
+        ctx.add(res.to_csv(ctx.stem("fig28_30_fp_errors.csv")))
+        ctx.add(res.orders_csv(ctx.stem("fig28_30_fp_orders.csv")))
+        c = []
+        for fig, qty, words, o in rows:
+            num = fig.split()[1]
+            ctx.add(res.figure(ctx.stem(f"fig{num}_fp_order_{qty}"), qty, title=f"four-particle system (002 {fig})"))
+            c.extend(order_claims(f"§6.3, {fig}", lambda s, oo, words=words: f"{s} is {'second' if oo == 2 else 'first'}"
+                                  f"-order accurate {words}", res, list(claimed), qty, {s: o for s in claimed}))
+        if len(em_pair) == 2:
+            h, e1 = res.errors("EM", "q4")
+            _, e2 = res.errors("EM-G", "q4")
+            ratio = e2 / e1
+            ok = bool(np.all(np.isfinite(ratio)) and np.all((ratio > 0.1) & (ratio < 10)))
+            c.append(judged("§6.3", "EM and EM-G yield comparable results concerning accuracy", ok,
+                            "error ratio EM-G / EM in q4 per h: " + ", ".join(f"{hh:g}: {r:.2f}" for hh, r in zip(h, ratio))
+                            + " (comparable: within a factor 10)"))
+        return c
+
+    items.append(Item("6.3-orders", "Four-particle orders (§6.3, Figs. 28-30)", conv.runs() if em_pair and ref else [],
+                      make_conv))
+
+    # --- Figs 31-33: stability
+    stab_schemes = present(VIS) if have_ex else []
+    plan = ((0.01, 10.0), (0.04, 40.0), (0.05, 20.0), (0.25, 100.0), (0.675, 100.0)) if quick else \
+        ((0.01, 1000.0), (0.04, 1000.0), (0.05, 1000.0), (0.25, 1000.0), (0.675, 1000.0))
+    studies = [StabilityStudy.make(ex, stab_schemes, [h], T, blowup_factor=1.0, tol=1e-9) for h, T in plan]
+
+    def make_stab(ctx) -> list:
+        texts = [
+            ("Fig. 31", 0.01, None, "for h = 0.01 all of the schemes under investigation remain stable"),
+            ("text", 0.04, None, "for h ≤ 0.04 all schemes under investigation keep stable at least until T = 1000 "
+                                  "(checked at h = 0.04)"),
+            ("Fig. 32", 0.05, ("VI-S", "VI-B"), "the lower-order schemes VI-S and VI-B experience numerical energy "
+                                                 "blow-up already for h = 0.05"),
+            ("Fig. 33", 0.25, ("VI-A",), "for h = 0.25, VI-A exhibits an energy blow-up at about t = 55"),
+            ("Fig. 33", 0.675, ("EM",), "EM keeps stable even for quite large time steps of h = 0.675"),
+        ]
+        if not stab_schemes:
+            return [missing(f"§6.3, {w}", t, requirements(list(VIS), [ex]) or "no scheme") for w, _, _, t in texts]
+        res = {h: st.reduce(ctx.results) for (h, _), st in zip(plan, studies)}
+        rows = [r for x in res.values() for r in x.rows]
+        from ..convergence import _write_rows
+
+        ctx.add(_write_rows(ctx.stem("fig31_33_fp_stability.csv"), rows,
+                            ["scheme", "h", "t_end", "status", "t_blowup", "t_reached", "max_rel_energy_error",
+                             "mean_iterations"]))
+        for h, fig in ((0.01, "fig31"), (0.05, "fig32"), (0.25, "fig33")):
+            ctx.add(res[h].figure(ctx.stem(f"{fig}_fp_stability_h{h:g}"), h,
+                                  title=f"four-particle system: energy E, h = {h:g} (002 {fig.replace('fig', 'Fig. ')})"))
+        ctx.add(res[0.675].figure(ctx.stem("fp_stability_h0.675"), 0.675, title="four-particle system: energy E, h = 0.675"))
+
+        def desc(r):
+            if r["status"] == "stable":
+                return f"{r['scheme']}: stable to T = {r['t_end']:g} (max |E-E0|/|E0| = {fmt(r['max_rel_energy_error'])})"
+            return (f"{r['scheme']}: {r['status']} at t = {r['t_blowup']:.4g} (max |E-E0|/|E0| before: "
+                    f"{fmt(r['max_rel_energy_error'])}, T = {r['t_end']:g})")
+
+        c = []
+        for where, h, who, text in texts:
+            st = res[h]
+            if who is None:  # all stable
+                rs = [st.row(s, h) for s in stab_schemes]
+                missing_s = [s for s in VIS if s not in stab_schemes]
+                ok = all(r["status"] == "stable" for r in rs)
+                cl = judged(f"§6.3, {where}", text, ok, "; ".join(desc(r) for r in rs))
+                if missing_s:
+                    cl.reason = f"schemes {', '.join(missing_s)} not available"
+                c.append(cl)
+                continue
+            for s in who:
+                t1 = text if len(who) == 1 else text + f" ({s})"
+                if s not in stab_schemes:
+                    c.append(missing(f"§6.3, {where}", t1, requirements([s])))
+                    continue
+                r = st.row(s, h)
+                if s == "EM":
+                    ok = r["status"] == "stable"
+                elif h == 0.25:
+                    ok = _blew_up(r) and 44.0 <= r["t_blowup"] <= 66.0
+                    t1 += " (about: within ±20 %)"
+                else:
+                    ok = _blew_up(r)
+                c.append(judged(f"§6.3, {where}", t1, ok, desc(r)))
+        return c
+
+    items.append(Item("6.3-stability", "Stability (§6.3, Figs. 31-33)",
+                      [s for st in studies for s in st.runs()] if stab_schemes else [], make_stab))
+    return items
+
+
+def _blew_up(row) -> bool:
+    """An energy blow-up: the run stopped early and its energy had left the band (blow-up) or
+    grew by more than half of E0 before Newton failed."""
+    if row["status"] == "stable":
+        return False
+    if row["status"] == "blow-up":
+        return True
+    return row["max_rel_energy_error"] > 0.5
+
+
+def build(quick: bool) -> list:
+    items = [_pendulum(quick)]
+    items.extend(_heavy_top(quick))
+    items.extend(_four_particle(quick))
+    items.append(Item("BS99", "Bobenko-Suris scheme (§6.2)", [], lambda ctx: [
+        missing("§6.2, Figs. 18-19", "BS99 (Bobenko and Suris, App. A.8) is first-order accurate",
+                requirements(["BS99"]) or "not planned")]))
+    return items
+
+
+def settings(quick: bool) -> list:
+    return [
+        "Newton tolerance 1e-12 for the runs behind round-off and order claims (the paper: 1e-9), 1e-9 for the "
+        "effort table and the stability study (as in the paper); max 40 iterations; simple initial guess unless stated.",
+        "thresholds: per-step energy or momentum change <= 1e-11 of the energy scale (max|T| + max|V|) or of "
+        "max(1, |J|) is round-off; > 1e-8 is 'not conserved'; a constraint is met at <= 1e-11 and violated at > 1e-9; "
+        "a fitted order agrees with a claimed order within ±0.3.",
+        "pendulum h = 0.05, T = 10; heavy top h = 0.002, T = " + ("1 (quick)" if quick else "2")
+        + "; four-particle h = 0.01, T = 10.",
+        "heavy-top orders at t = 0.001, h = " + ("1e-4, 5e-5, 2.5e-5" if quick else "1e-4 ... 6.25e-6 (5 halvings)")
+        + "; φ3 against the analytic 0.0375, p1 against EM with h = 5e-7.",
+        "four-particle orders at t = 0.1, h = " + ("0.01, 0.005, 0.0025; reference EM with h = 1e-4 (quick; paper 1e-5)"
+                                                   if quick else "0.01 ... 6.25e-4; reference EM with h = 1e-5")
+        + "; q4 and p4 are the fourth particle's position and momentum (eq 128; the paper does not say which p).",
+        "stability: blow-up when |E - E0| > max(|E0|, 1) or Newton fails with an energy error > E0/2; "
+        + ("T = 10, 40, 20, 100, 100 for h = 0.01, 0.04, 0.05, 0.25, 0.675 (quick)" if quick else "T = 1000 for every h")
+        + ".",
+        "effort: h = 0.01, T = 10, fastest of " + ("3" if quick else "5")
+        + " timed runs after a compiling run; times are wall-clock on this machine (JAX CPU), normalized to VI-S.",
+    ]
+
+
+register_paper(Paper("nody-2023", "002", "Structure-preserving integrators based on a new variational principle for "
+                     "constrained mechanical systems (Kinon, Betsch, Schneider, Nonlinear Dyn. 2023)", build, settings))
