@@ -5,7 +5,7 @@ Livens energy-consistent scheme (Kinon, Betsch), and the classical schemes they 
 See ``lv.schemes.names()`` and ``lv.examples.names()``.
 """
 from . import _jaxconfig  # noqa: F401
-from . import examples, schemes
+from . import bodies, examples, schemes
 from .checks import consistent_initial_state
 from .errors import BlowUpError, ConvergenceError, FileFormatError, SimulationError, SimulationInterrupted
 from .simulate import simulate
@@ -17,5 +17,5 @@ __version__ = "0.1.0"
 __all__ = [
     "System", "Problem", "Symmetry", "simulate", "Solution", "load", "consistent_initial_state",
     "ConvergenceError", "BlowUpError", "SimulationError", "SimulationInterrupted", "FileFormatError",
-    "examples", "schemes",
+    "bodies", "examples", "schemes",
 ]
