@@ -78,7 +78,7 @@ def overview_figure(sol, path: str) -> str:
 _STYLE = {
     "figure.figsize": (6.0, 3.8), "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
     "axes.spines.right": False, "legend.fontsize": 8, "legend.frameon": False, "font.size": 10,
-    "axes.formatter.limits": (-3, 4), "axes.formatter.use_mathtext": True,
+    "axes.formatter.limits": (-3, 4),
 }
 _ENERGY_SYMBOL = {"kinetic": "T", "potential": "V", "total": "H", "livens": "E"}
 
@@ -117,6 +117,7 @@ def save_figure(fig, stem: str) -> list[str]:
         path = stem + ext
         fig.savefig(path, **kw)
         paths.append(path)
+        fig.set_layout_engine("none")  # keep the layout of the first file: the second is not laid out again
     plt.close(fig)
     return paths
 

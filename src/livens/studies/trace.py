@@ -153,6 +153,9 @@ class Trace:
         return None
 
 
+_HESSIANS: dict = {}
+
+
 def linear_constraints(sol) -> tuple:
     """Indices k of the constraints whose Hessian D^2 g_k vanishes at q^0 (linear constraints;
     their Jacobian is constant, so velocity constraints enforced anywhere hold at the nodes,
@@ -163,8 +166,10 @@ def linear_constraints(sol) -> tuple:
     mech = sol.mechanics
     if mech.m == 0:
         return ()
-    q0 = jnp.asarray(sol.q[0])
-    hess = np.asarray(jax.jacfwd(mech.G)(q0))  # (m, d, d)
+    fn = _HESSIANS.get(mech)
+    if fn is None:
+        fn = _HESSIANS[mech] = jax.jit(jax.jacfwd(mech.G))  # one compilation, not one per primitive
+    hess = np.asarray(fn(jnp.asarray(sol.q[0])))  # (m, d, d)
     scale = max(1.0, float(np.max(np.abs(hess))))
     return tuple(int(k) for k in range(mech.m) if np.max(np.abs(hess[k])) <= 1e-14 * scale)
 

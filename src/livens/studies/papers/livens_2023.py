@@ -28,7 +28,7 @@ def _fiber_residual(tr, example) -> float:
 
     problem = problem_for(example)
     mech = mechanics(problem.system, problem.q0)
-    Mv = np.asarray(jax.vmap(lambda q, v: mech.M(q) @ v)(jnp.asarray(tr.q), jnp.asarray(tr.v)))
+    Mv = np.asarray(jax.jit(jax.vmap(lambda q, v: mech.M(q) @ v))(jnp.asarray(tr.q), jnp.asarray(tr.v)))
     return float(np.max(np.abs(tr.p - Mv)))
 
 
