@@ -19,7 +19,8 @@ from . import _jaxconfig  # noqa: F401
 from .checks import check_step
 from .errors import BlowUpError, ConvergenceError, SimulationInterrupted
 from .mechanics import Mechanics, mechanics
-from .newton import newton
+from ._fusion import fuse_small_dots
+from .newton import newton, newton_increment
 from .schemes import get as get_scheme
 from .schemes.base import Scheme, State
 from .system import Problem
@@ -61,7 +62,9 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int):
         tangent = None
         if scheme.tangent is not None:
             tangent = lambda x: scheme.tangent(scheme.unpack(x, d, m), state, h, t, params, mech)  # noqa: E731
-        res = newton(R, x0, tol, max_iter, tangent)
+        # the residual and the whole Newton update with small matrix products fused (issue 7)
+        res = newton(fuse_small_dots(R), x0, tol, max_iter,
+                     linear_step=fuse_small_dots(newton_increment(R, tangent)))
         u = scheme.unpack(res.x, d, m)
         new_state, out = scheme.update(u, state, h, t, params, mech)
         return new_state, out, res

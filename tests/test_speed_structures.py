@@ -1,0 +1,207 @@
+"""The speed structures of issue 7 change nothing but the cost.
+
+- The structured VI-S tangent (002 eq 55, damped 000 eq 57) equals the AD tangent jax.jacfwd of
+  the residual, and its block-elimination solve equals the dense solve.
+- Runs with the structured tangent and with the AD tangent take the same Newton iterates.
+- Rewriting small matrix products as fused sums (livens._fusion) keeps the values.
+- The small dense solvers (livens._linalg) are exact solves, with pivoting.
+- The compiled chunk runner is not recompiled when h, t_end, tol or max_iter change, and the
+  persistent compilation cache is switched on unless the user opts out.
+"""
+import dataclasses
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import livens as lv
+from livens import _fusion, _linalg
+from livens.schemes import get as get_scheme
+from livens.simulate import _make_runner, initial_state, resolve
+
+VI_S = get_scheme("VI-S")[0]
+
+
+def _forced_double_pendulum():
+    """Non-diagonal M (004 §4.1, relative coordinates) with a velocity-dependent external force."""
+    p = lv.examples.load("double-spherical-pendulum")
+    s = p.system
+    drag = jnp.array([0.3, 0.1, 0.2, 0.05, 0.4, 0.1])
+    system = dataclasses.replace(s, external_force=lambda q, v, t: -drag * v * jnp.abs(v) + jnp.sin(t) * q)
+    return p.replace(system=system)
+
+
+SYSTEMS = {
+    "pendulum-3d": lambda: lv.examples.load("pendulum-3d"),
+    "pendulum-3d damped": lambda: lv.examples.load("pendulum-3d", dissipation=0.7),
+    "heavy-top": lambda: lv.examples.load("heavy-top"),
+    "chain-3": lambda: lv.examples.load("pendulum-chain", n_bodies=3),
+    "double pendulum, forced": _forced_double_pendulum,
+}
+
+
+def _point(problem, h, seed):
+    """A state and an unknown vector away from the solution (the tangent must hold everywhere)."""
+    sch, vals, mech = resolve(problem, VI_S, {})
+    st = initial_state(problem, mech)
+    rng = np.random.default_rng(seed)
+    d, m = mech.d, mech.m
+    st = st._replace(q=st.q + 0.05 * rng.standard_normal(d), p=st.p + 0.05 * rng.standard_normal(d))
+    x = sch.pack(sch.guess(st, h, 0.0, vals, mech, "advanced"), d, m)
+    x = x + 0.1 * rng.standard_normal(x.shape[0]) * (1.0 + jnp.abs(x))
+    return sch, vals, mech, st, x
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+def test_vis_structured_tangent_equals_ad_tangent(name):
+    problem = SYSTEMS[name]()
+    h, t = 0.05, 0.3
+    sch, vals, mech, st, x = _point(problem, h, seed=len(name))
+    d, m = mech.d, mech.m
+
+    def R(x):
+        return sch.residual(sch.unpack(x, d, m), st, h, t, vals, mech)
+
+    def T(x):
+        return sch.tangent(sch.unpack(x, d, m), st, h, t, vals, mech)
+
+    J_ad = np.asarray(jax.jit(jax.jacfwd(R))(x))
+    J = np.asarray(jax.jit(lambda x: T(x).matrix())(x))
+    assert J.shape == J_ad.shape == (3 * d + 2 * m, 3 * d + 2 * m)
+    scale = np.max(np.abs(J_ad))
+    assert np.max(np.abs(J - J_ad)) <= 1e-13 * scale
+
+    # the block elimination is the dense solve, to the accuracy the conditioning allows
+    b = np.random.default_rng(7).standard_normal(J.shape[0])
+    dx_dense = np.linalg.solve(J_ad, b)
+    dx = np.asarray(jax.jit(lambda x, b: T(x).solve(b))(x, jnp.asarray(b)))
+    cond = np.linalg.cond(J_ad)
+    assert np.max(np.abs(dx - dx_dense)) <= 1e-14 * cond * np.max(np.abs(dx_dense))
+    # and it solves the system: backward error at round-off level
+    assert np.max(np.abs(J_ad @ dx - b)) <= 1e-12 * scale * np.max(np.abs(dx))
+
+
+@pytest.mark.parametrize("example, steps", [("heavy-top", 150), ("pendulum-3d", 150)])
+def test_structured_and_ad_tangent_take_the_same_newton_iterates(example, steps):
+    problem = lv.examples.load(example)
+    h = problem.h
+    ad = dataclasses.replace(VI_S, tangent=None)
+    a = lv.simulate(problem, VI_S, h=h, t_end=steps * h, tol=1e-12)
+    b = lv.simulate(problem, ad, h=h, t_end=steps * h, tol=1e-12)
+    # exact Newton both times: the same iteration counts and the same trajectory up to round-off
+    # (both meet ||R|| <= 1e-12; the differences stay far below the step-to-step change)
+    assert np.mean(a.newton_iterations == b.newton_iterations) >= 0.99
+    assert np.max(np.abs(a.q - b.q)) <= 1e-10
+    assert np.max(np.abs(a.p - b.p)) <= 1e-10 * max(1.0, np.max(np.abs(a.p)))
+
+
+def test_fuse_small_dots_keeps_values_and_rewrites_only_small_products():
+    rng = np.random.default_rng(0)
+    A = jnp.asarray(rng.standard_normal((3, 3)))
+    B = jnp.asarray(rng.standard_normal((100, 100)))
+    Bt = jnp.asarray(rng.standard_normal((4, 5, 3)))
+
+    def f(x, y):
+        small = A @ x[:3] + jnp.einsum("bij,j->bi", Bt, x[3:6]).sum(0)[:3]
+        big = B @ y
+        return jnp.concatenate([small, jnp.tanh(big[:3])]), jax.jacfwd(lambda z: jnp.sin(A @ z) @ A)(x[:3])
+
+    fused = _fusion.fuse_small_dots(f)
+    x = jnp.asarray(rng.standard_normal(6))
+    y = jnp.asarray(rng.standard_normal(100))
+    for u, v in zip(jax.tree_util.tree_leaves(f(x, y)), jax.tree_util.tree_leaves(fused(x, y))):
+        np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=1e-14, atol=1e-14)
+
+    def dots(fn):
+        def count(jp):
+            n = 0
+            for eqn in jp.eqns:
+                n += eqn.primitive.name == "dot_general"
+                for value in eqn.params.values():
+                    for sub in value if isinstance(value, (tuple, list)) else [value]:
+                        sub = getattr(sub, "jaxpr", sub)
+                        if hasattr(sub, "eqns"):
+                            n += count(sub)
+            return n
+
+        return count(jax.make_jaxpr(fn)(x, y).jaxpr)
+
+    assert dots(f) >= 4
+    assert dots(fused) == 1  # only the 100 x 100 product stays a matrix product
+
+
+def test_fuse_small_dots_can_be_switched_off(monkeypatch):
+    monkeypatch.setenv("LIVENS_FUSE_DOTS", "0")
+
+    def f(x):
+        return x
+
+    assert _fusion.fuse_small_dots(f) is f
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 30])
+def test_dense_solvers_are_exact_and_pivot(n):
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n))
+    if n > 1:
+        A[0, 0] = 0.0  # elimination without row exchanges would divide by zero
+        A[1, 0] = 1.0
+    B = rng.standard_normal((n, 3))
+    X_ref = np.linalg.solve(A, B)
+    cond = np.linalg.cond(A)
+    for X in (_linalg.solve(jnp.asarray(A), jnp.asarray(B)), jax.jit(_linalg.solve)(jnp.asarray(A), jnp.asarray(B))):
+        assert np.max(np.abs(np.asarray(X) - X_ref)) <= 1e-14 * cond * np.max(np.abs(X_ref))
+    x = _linalg.solver(jnp.asarray(A))(jnp.asarray(B[:, 0]))
+    assert x.shape == (n,)
+    assert np.max(np.abs(np.asarray(x) - X_ref[:, 0])) <= 1e-14 * cond * np.max(np.abs(X_ref))
+
+
+def test_runner_not_recompiled_when_h_t_end_tol_max_iter_change():
+    problem = lv.examples.load("pendulum-3d")
+    compiles = []
+
+    def listener(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration)
+
+    lv.simulate(problem, "VI-S", h=0.01, t_end=0.05)  # compile once
+    sch, _, mech = resolve(problem, "VI-S", {})
+    runner = _make_runner(mech, sch, "simple", 512)
+    size = runner._cache_size()
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        for h, t_end, tol, max_iter in [(0.02, 0.1, 1e-9, 40), (0.005, 3.0, 1e-11, 25), (0.05, 0.05, 1e-6, 7)]:
+            sol = lv.simulate(problem, "VI-S", h=h, t_end=t_end, tol=tol, max_iter=max_iter)
+            assert sol.q.shape[0] == int(round(t_end / h)) + 1
+        n_sim = len(compiles)
+        c = float(np.random.default_rng().uniform(2.0, 3.0))  # a new program: the listener must see it
+        jax.jit(lambda x: jnp.sin(x) * c)(jnp.arange(3.0)).block_until_ready()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert runner._cache_size() == size
+    assert _make_runner(mech, sch, "simple", 512) is runner
+    assert n_sim == 0
+    assert len(compiles) >= 1
+
+
+def test_persistent_compilation_cache_is_on_and_can_be_switched_off(tmp_path):
+    from livens import _jaxconfig
+
+    if os.environ.get("LIVENS_COMPILATION_CACHE", "").lower() in ("0", "off", "false", "no", "none"):
+        assert _jaxconfig.compilation_cache_dir() is None
+    else:
+        assert jax.config.jax_compilation_cache_dir
+    code = "import jax, livens; print(repr(jax.config.jax_compilation_cache_dir))"
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    off = subprocess.run([sys.executable, "-c", code], env={**env, "LIVENS_COMPILATION_CACHE": "0"},
+                         capture_output=True, text=True, check=True)
+    assert off.stdout.strip() in ("None", "''")
+    there = tmp_path / "cache"
+    on = subprocess.run([sys.executable, "-c", code], env={**env, "LIVENS_COMPILATION_CACHE": str(there)},
+                        capture_output=True, text=True, check=True)
+    assert on.stdout.strip() == repr(str(there))
+    assert there.is_dir()
