@@ -88,7 +88,7 @@ class DaskExecutor:
         futures = self.client.map(fn, items, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         out = [None] * len(items)
-        for fut in as_completed(futures):
+        for fut in as_completed(futures, loop=self.client.loop):  # this client, not a global default
             out[index[fut.key]] = fut.result()
             if done:
                 done(out[index[fut.key]])
