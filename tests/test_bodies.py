@@ -159,6 +159,32 @@ def test_spring_laws():
     np.testing.assert_allclose(jax.grad(asm.system().potential)(jnp.asarray(q0)), 0.0, atol=1e-14)
 
 
+def test_slider_rod_and_pin_constraints():
+    """OnAxis keeps a point on a line, Distance a rod length (002 eq 117, default: the initial
+    distance), FixedPoint a point in space (002 eq 104)."""
+    m = lb.PointMass("m", 1.0, (0.0, 0.0, 0.5))
+    asm = lb.Assembly([m], joints=[lb.OnAxis("slide", m.point(), direction=(0.0, 0.0, 2.0))],
+                      forces=[lb.Gravity((0.0, 0.0, -9.81))])
+    g = jax.jit(asm.system().constraints)
+    q = RNG.normal(size=3)
+    assert float(jnp.linalg.norm(g(q))) == pytest.approx(np.hypot(q[0], q[1]), rel=1e-14)
+    assert asm.constraint_names() == ("slide.on_axis[n1]", "slide.on_axis[n2]")
+    assert [s.name for s in asm.symmetries()] == ["J3"]  # not L3: gravity
+    a = np.array([0.0, 0.0, 0.5])
+    e = np.array([1.0, 1.0, 0.0]) / np.sqrt(2.0)
+    tilted = lb.Assembly([m], joints=[lb.OnAxis("s", m.point(), direction=(1.0, 1.0, 0.0), through=a)])
+    dist = np.linalg.norm(np.cross(q - a, e))
+    assert float(jnp.linalg.norm(tilted.system().constraints(jnp.asarray(q)))) == pytest.approx(dist, rel=1e-13)
+    assert tilted.symmetries() == []  # the line misses the origin and is no coordinate axis
+    top = lb.RigidBody("top", 1.0, (1.0, 1.0, 1.0), position=(0.0, 0.0, 2.0))
+    rod = lb.Assembly([top, m], joints=[lb.Distance("rod", top.point((0.0, 0.0, -1.0)), m.point()),
+                                        lb.FixedPoint("pin", top.point((0.0, 0.0, 1.0)))])
+    q0, _ = rod.initial_state()
+    np.testing.assert_allclose(rod.system().constraints(jnp.asarray(q0)), 0.0, atol=1e-15)
+    assert rod.layout.joints[0].length == pytest.approx(0.5)  # |(0, 0, 1) - (0, 0, 0.5)|
+    assert rod.layout.joints[1].at == (0.0, 0.0, 3.0)
+
+
 # ---------------------------------------------------------------- symmetries
 def _free_pair(gravity=None):
     R = np.linalg.qr(RNG.normal(size=(3, 3)))[0]

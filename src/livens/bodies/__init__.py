@@ -33,6 +33,7 @@ __all__ = [
 
 
 def __getattr__(name):
+    """Import ``livens.bodies.draw`` (matplotlib) only when asked for."""
     if name == "draw":  # matplotlib only when pictures are asked for
         import importlib
 

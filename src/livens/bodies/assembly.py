@@ -49,6 +49,7 @@ class Layout:
 
     @property
     def d(self) -> int:
+        """Number of coordinates."""
         return int(sum(b.size for b in self.bodies))
 
     def body(self, name: str):
@@ -95,14 +96,17 @@ class _Placement:
     """Positions of points at one configuration q (what joints and forces evaluate)."""
 
     def __init__(self, layout: Layout, q):
+        """Placements at the configuration ``q``."""
         self.layout = layout
         self.q = q
         self.bodies = layout.bodies
 
     def x(self, point: Point):
+        """x(q) of ``point`` (000 eq 58)."""
         return self.layout.x(self.q, point)
 
     def center(self, body):
+        """phi of ``body``."""
         return self.layout.center(self.q, body)
 
     def centers(self):
@@ -111,6 +115,7 @@ class _Placement:
 
 
 def _unit(i: int, dim: int) -> np.ndarray:
+    """The unit vector e_(i+1) of R^dim."""
     e = np.zeros(dim)
     e[i] = 1.0
     return e
@@ -132,6 +137,7 @@ class Assembly:
     _plan: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
+        """Check the blocks (types, one dimension, unique names, points on member bodies), number them and resolve defaults."""
         bodies, joints, forces = tuple(self.bodies), tuple(self.joints), tuple(self.forces)
         object.__setattr__(self, "bodies", bodies)
         object.__setattr__(self, "joints", joints)
@@ -189,6 +195,7 @@ class Assembly:
         q0 = np.concatenate([b.initial_state()[0] for b in bodies])
 
         def x0(p):
+            """Initial placement of a point."""
             return np.asarray(pre.x(q0, p))
 
         layout = Layout(self.name, dim, bodies, offsets, tuple(j.resolved(x0) for j in joints),
@@ -199,21 +206,26 @@ class Assembly:
     # ------------------------------------------------------------------ numbering
     @property
     def layout(self) -> Layout:
+        """The numbered mechanism (also carried by the System as ``system.layout``)."""
         return self._layout
 
     @property
     def dim(self) -> int:
+        """Dimension of the space, 2 or 3."""
         return self._layout.dim
 
     @property
     def d(self) -> int:
+        """Number of coordinates."""
         return self._layout.d
 
     @property
     def m(self) -> int:
+        """Number of constraints, internal and joints (e.g. 5 x 3 + 7 x 2 = 29 in 000 §5.2)."""
         return sum(len(b.internal_names) for b in self.bodies) + sum(j.size(self.dim) for j in self._layout.joints)
 
     def coordinate_names(self) -> tuple[str, ...]:
+        """Coordinate names, body after body ("B1.phi.x", ...)."""
         return tuple(n for b in self.bodies for n in b.coordinate_names())
 
     def constraint_names(self) -> tuple[str, ...]:
@@ -288,6 +300,7 @@ class Assembly:
         return jnp.concatenate([self.internal_constraints(q), self.joint_constraints(q)])
 
     def _conservative(self):
+        """The forces with a potential (all but the dampers)."""
         return [f for f in self._layout.forces if not isinstance(f, Damper)]
 
     def invariants(self, q):
@@ -339,6 +352,7 @@ class Assembly:
 
     # ------------------------------------------------------------------ symmetries
     def _elements(self):
+        """Joints and forces (what decides the symmetries)."""
         return self._layout.joints + self._layout.forces
 
     def rotation(self, axis=(0.0, 0.0, 1.0), name: str | None = None) -> Symmetry:
@@ -404,6 +418,7 @@ class Assembly:
 
 
 def _axis_label(prefix: str, a: np.ndarray) -> str:
+    """Momentum-map names: "J3" for a rotation about e3, "L1" for a translation along e1."""
     for i in range(len(a)):
         if np.allclose(a, _unit(i, len(a)), atol=1e-14):
             return f"{prefix}{i + 1}"

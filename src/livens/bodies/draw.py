@@ -44,6 +44,7 @@ class _Scene:
     """Positions of everything drawn, for a stack of configurations q (n, d)."""
 
     def __init__(self, layout: Layout, q: np.ndarray, frame_size: float | None = None):
+        """Evaluate every drawn point for the configurations ``q`` and fix common axis limits."""
         self.layout, self.dim = layout, layout.dim
         q = np.asarray(q, dtype=float)
         self.shapes, self.frames, self.particles = [], [], []
@@ -85,6 +86,7 @@ class _Scene:
 
 
 def _new_axes(fig, dim: int):
+    """Equal-aspect axes, 3D where the mechanism is."""
     if dim == 3:
         import mpl_toolkits.mplot3d  # noqa: F401  (registers the 3d projection)
 
@@ -97,6 +99,7 @@ def _new_axes(fig, dim: int):
 
 
 def _setup(ax, scene: _Scene, title: str):
+    """Limits, labels, title, ground supports and slider axes (static parts)."""
     lim = scene.limits
     ax.set_xlim(*lim[0])
     ax.set_ylim(*lim[1])
@@ -122,6 +125,7 @@ class _Artists:
     """Line artists for one configuration, updated in place from frame to frame."""
 
     def __init__(self, ax, scene: _Scene, color=None, alpha: float = 1.0):
+        """One artist per drawn item; ``color`` overrides the default colours."""
         self.scene, self.dim = scene, scene.dim
         cycle = [f"C{i}" for i in range(10)]
         kw = dict(alpha=alpha)
@@ -139,6 +143,7 @@ class _Artists:
                               mew=1.3, zorder=5, **kw)[0] if scene.joints else None
 
     def _set(self, line, pts):
+        """Set a line's points (2D or 3D)."""
         pts = np.asarray(pts).reshape(-1, self.dim)
         if self.dim == 3:
             line.set_data_3d(pts[:, 0], pts[:, 1], pts[:, 2])
@@ -146,6 +151,7 @@ class _Artists:
             line.set_data(pts[:, 0], pts[:, 1])
 
     def update(self, n: int):
+        """Show configuration ``n`` of the scene."""
         s = self.scene
         for line, (_, pts) in zip(self.shapes, s.shapes):
             self._set(line, pts[n])
@@ -161,6 +167,7 @@ class _Artists:
 
 
 def _figure(figsize, dpi):
+    """A matplotlib Figure on an Agg canvas (no pyplot, no global state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -170,6 +177,7 @@ def _figure(figsize, dpi):
 
 
 def _title(solution, layout: Layout) -> str:
+    """Example name and scheme."""
     problem = getattr(solution, "problem", None)
     name = getattr(problem, "name", None) or layout.name
     scheme = getattr(solution, "scheme", "")

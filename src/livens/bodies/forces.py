@@ -35,6 +35,7 @@ class Gravity:
     kind = "gravity"
 
     def __post_init__(self):
+        """Check the parameters, with messages naming the force."""
         b = np.asarray(self.b, dtype=float)
         if b.ndim != 1 or b.shape[0] not in (2, 3) or not np.all(np.isfinite(b)):
             raise ValueError(f"gravity: b must be a finite 2- or 3-vector; got {self.b!r}.")
@@ -43,12 +44,15 @@ class Gravity:
             object.__setattr__(self, "bodies", tuple(self.bodies))
 
     def points(self):
+        """The points the force acts between (none for gravity)."""
         return ()
 
     def resolved(self, x0):
+        """A copy with defaults (rest length) from the initial placement ``x0(point)``."""
         return self
 
     def _acts_on(self, body) -> bool:
+        """Whether gravity acts on ``body``."""
         return self.bodies is None or body.name in self.bodies
 
     def invariants(self, P) -> list:
@@ -57,15 +61,18 @@ class Gravity:
         return [-(masses @ (P.centers() @ np.asarray(self.b)))]
 
     def invariant_potentials(self) -> list[Callable]:
+        """V(pi) = pi: gravity's potential is its invariant (000 eq 63, 72)."""
         return [lambda pi: pi]
 
     def rotation_invariant(self, axis, dim: int) -> bool:
+        """V is invariant under rotations about ``axis`` (002 eq 41a) when every ground point is on it."""
         b = np.asarray(self.b)
         if dim == 2:
             return bool(np.max(np.abs(b)) == 0.0)
         return bool(np.linalg.norm(np.cross(b, axis)) <= 1e-12 * max(1.0, np.linalg.norm(b)))
 
     def translation_invariant(self, direction, dim: int) -> bool:
+        """Invariant under translations when nothing is attached to the ground (002 eq 41a)."""
         return bool(abs(np.asarray(self.b) @ np.asarray(direction, dtype=float)) <= 1e-12 * max(1.0, np.linalg.norm(self.b)))
 
 
@@ -92,6 +99,7 @@ class Spring:
     kind = "spring"
 
     def __post_init__(self):
+        """Check the parameters, with messages naming the force."""
         _check_name(self.name)
         _check_point(self.name, self.a)
         _check_point(self.name, self.b)
@@ -103,9 +111,11 @@ class Spring:
             raise TypeError(f"{self.name}: potential must be a function pi -> V of pi = |x_A - x_B|^2.")
 
     def points(self):
+        """The points the force acts between (none for gravity)."""
         return (self.a, self.b)
 
     def resolved(self, x0):
+        """A copy with defaults (rest length) from the initial placement ``x0(point)``."""
         if self.rest_length is not None or self.potential is not None:
             return self
         L = float(np.linalg.norm(np.asarray(x0(self.a)) - np.asarray(x0(self.b))))
@@ -126,12 +136,15 @@ class Spring:
         return [lambda pi: 0.5 * k * (jnp.sqrt(pi) - L) ** 2]
 
     def ground_points(self):
+        """Positions of the force's ground points."""
         return [np.asarray(p.X) for p in self.points() if p.is_ground]
 
     def rotation_invariant(self, axis, dim: int) -> bool:
+        """V is invariant under rotations about ``axis`` (002 eq 41a) when every ground point is on it."""
         return all(_on_axis(x0, axis, dim) for x0 in self.ground_points())
 
     def translation_invariant(self, direction, dim: int) -> bool:
+        """Invariant under translations when nothing is attached to the ground (002 eq 41a)."""
         return not self.ground_points()
 
 
@@ -154,6 +167,7 @@ class Damper:
     kind = "damper"
 
     def __post_init__(self):
+        """Check the parameters, with messages naming the force."""
         _check_name(self.name)
         _check_point(self.name, self.a)
         _check_point(self.name, self.b)
@@ -161,9 +175,11 @@ class Damper:
             raise ValueError(f"{self.name}: the damping constant eta must be >= 0; got {self.eta!r}.")
 
     def points(self):
+        """The points the force acts between (none for gravity)."""
         return (self.a, self.b)
 
     def resolved(self, x0):
+        """A copy with defaults (rest length) from the initial placement ``x0(point)``."""
         return self
 
     def rayleigh(self, r, rdot):
@@ -173,6 +189,7 @@ class Damper:
         return 0.5 * self.eta * (rdot @ rdot)
 
     def ground_points(self):
+        """Positions of the force's ground points."""
         return [np.asarray(p.X) for p in self.points() if p.is_ground]
 
     def rotation_invariant(self, axis, dim: int) -> bool:
@@ -180,6 +197,7 @@ class Damper:
         return self.axial and all(_on_axis(x0, axis, dim) for x0 in self.ground_points())
 
     def translation_invariant(self, direction, dim: int) -> bool:
+        """Invariant under translations when nothing is attached to the ground (002 eq 41a)."""
         return not self.ground_points()
 
 

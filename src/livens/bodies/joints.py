@@ -39,6 +39,7 @@ def _on_axis(x0, axis, dim: int) -> bool:
 
 
 def _check_point(owner: str, p) -> Point:
+    """``p`` if it is a Point, else a TypeError naming the joint or force."""
     if not isinstance(p, Point):
         raise TypeError(f"{owner}: expected a Point (body.point(X) or ground(x)); got {type(p).__name__}.")
     return p
@@ -59,11 +60,13 @@ def _normals(direction, dim: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Joint:
+    """Common part of the joints: a name, its points, defaults and symmetry checks (002 eq 41c)."""
     name: str
 
     linear = False  # True where the residual is linear in q (the Assembly stacks those into one matrix)
 
     def points(self) -> tuple[Point, ...]:
+        """The material (or ground) points the joint connects."""
         raise NotImplementedError
 
     def resolved(self, x0: Callable) -> "_Joint":
@@ -71,6 +74,7 @@ class _Joint:
         return self
 
     def ground_points(self) -> list[np.ndarray]:
+        """Positions of the joint's points fixed in space (they decide its symmetries)."""
         return [np.asarray(p.X) for p in self.points() if p.is_ground]
 
     def rotation_invariant(self, axis, dim: int) -> bool:
@@ -84,6 +88,7 @@ class _Joint:
 
 
 def _difference_names(name: str, kind: str, dim: int) -> tuple[str, ...]:
+    """Component names "<name>.<kind>.x", ... of a vector constraint."""
     return tuple(f"{name}.{kind}.{c}" for c in _AXES[:dim])
 
 
@@ -102,6 +107,7 @@ class FixedPoint(_Joint):
     linear = True
 
     def __post_init__(self):
+        """Check the points and parameters, with messages naming the joint."""
         _check_name(self.name)
         _check_point(self.name, self.point)
         if self.point.is_ground:
@@ -110,19 +116,24 @@ class FixedPoint(_Joint):
             raise ValueError(f"{self.name}: scale must be a finite nonzero number; got {self.scale!r}.")
 
     def points(self):
+        """The points the joint connects."""
         return (self.point,)
 
     def resolved(self, x0):
+        """A copy with the defaults filled in from the initial placement ``x0(point)``."""
         at = x0(self.point) if self.at is None else self.at
         return replace(self, at=tuple(float(a) for a in np.asarray(at, dtype=float)))
 
     def ground_points(self):
+        """The fixed points of this joint (they decide its symmetries, 002 eq 41c)."""
         return [np.asarray(self.at)]
 
     def size(self, dim: int) -> int:
+        """Number of scalar constraints in a ``dim``-dimensional assembly."""
         return dim
 
     def component_names(self, dim: int):
+        """Names of the scalar constraints, as they appear in System.constraint_names."""
         return _difference_names(self.name, "fixed", dim)
 
     def residual(self, x: Callable):
@@ -142,6 +153,7 @@ class Spherical(_Joint):
     linear = True
 
     def __post_init__(self):
+        """Check the points and parameters, with messages naming the joint."""
         _check_name(self.name)
         _check_point(self.name, self.a)
         _check_point(self.name, self.b)
@@ -149,12 +161,15 @@ class Spherical(_Joint):
             raise ValueError(f"{self.name}: at least one point of a joint must be on a body.")
 
     def points(self):
+        """The points the joint connects."""
         return (self.a, self.b)
 
     def size(self, dim: int) -> int:
+        """Number of scalar constraints in a ``dim``-dimensional assembly."""
         return dim
 
     def component_names(self, dim: int):
+        """Names of the scalar constraints, as they appear in System.constraint_names."""
         return _difference_names(self.name, self.kind, dim)
 
     def residual(self, x: Callable):
@@ -183,6 +198,7 @@ class Distance(_Joint):
     kind = "distance"
 
     def __post_init__(self):
+        """Check the points and parameters, with messages naming the joint."""
         _check_name(self.name)
         _check_point(self.name, self.a)
         _check_point(self.name, self.b)
@@ -192,9 +208,11 @@ class Distance(_Joint):
             raise ValueError(f"{self.name}: length must be positive; got {self.length!r}.")
 
     def points(self):
+        """The points the joint connects."""
         return (self.a, self.b)
 
     def resolved(self, x0):
+        """A copy with the defaults filled in from the initial placement ``x0(point)``."""
         if self.length is not None:
             return self
         L = float(np.linalg.norm(np.asarray(x0(self.a)) - np.asarray(x0(self.b))))
@@ -203,9 +221,11 @@ class Distance(_Joint):
         return replace(self, length=L)
 
     def size(self, dim: int) -> int:
+        """Number of scalar constraints in a ``dim``-dimensional assembly."""
         return 1
 
     def component_names(self, dim: int):
+        """Names of the scalar constraints, as they appear in System.constraint_names."""
         return (f"{self.name}.distance",)
 
     def residual(self, x: Callable):
@@ -228,6 +248,7 @@ class OnAxis(_Joint):
     linear = True
 
     def __post_init__(self):
+        """Check the points and parameters, with messages naming the joint."""
         _check_name(self.name)
         _check_point(self.name, self.point)
         if self.point.is_ground:
@@ -238,19 +259,24 @@ class OnAxis(_Joint):
         object.__setattr__(self, "direction", tuple(float(v) for v in e / np.linalg.norm(e)))
 
     def points(self):
+        """The points the joint connects."""
         return (self.point,)
 
     def resolved(self, x0):
+        """A copy with the defaults filled in from the initial placement ``x0(point)``."""
         a = np.zeros(len(self.direction)) if self.through is None else np.asarray(self.through, dtype=float)
         return replace(self, through=tuple(float(v) for v in a))
 
     def ground_points(self):
+        """The fixed points of this joint (they decide its symmetries, 002 eq 41c)."""
         return [np.asarray(self.through)]
 
     def size(self, dim: int) -> int:
+        """Number of scalar constraints in a ``dim``-dimensional assembly."""
         return dim - 1
 
     def component_names(self, dim: int):
+        """Names of the scalar constraints, as they appear in System.constraint_names."""
         return tuple(f"{self.name}.on_axis[n{k + 1}]" for k in range(dim - 1))
 
     def residual(self, x: Callable):
@@ -259,6 +285,7 @@ class OnAxis(_Joint):
         return jnp.asarray(N) @ (x(self.point) - jnp.asarray(self.through))
 
     def rotation_invariant(self, axis, dim: int) -> bool:
+        """In 3D: the line is the rotation axis (parallel, through the origin); never in 2D (002 eq 41c)."""
         if dim == 2:
             return False
         e = np.asarray(self.direction)
@@ -266,6 +293,7 @@ class OnAxis(_Joint):
         return bool(parallel and _on_axis(self.through, axis, dim))
 
     def translation_invariant(self, direction, dim: int) -> bool:
+        """Invariant under translations along the line's own direction (002 eq 41c)."""
         return bool(np.linalg.norm(np.cross(np.r_[self.direction, [0.0] * (3 - dim)],
                                             np.r_[np.asarray(direction, float), [0.0] * (3 - dim)])) <= 1e-12)
 

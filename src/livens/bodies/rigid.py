@@ -24,6 +24,7 @@ _AXES = "xyz"
 
 
 def _vec(name: str, x, dim: int | None = None) -> tuple:
+    """A finite vector (of length ``dim``) as a tuple of floats, or a ValueError naming ``name``."""
     a = np.asarray(x, dtype=float)
     if a.ndim != 1 or (dim is not None and a.shape[0] != dim):
         want = f"({dim},)" if dim is not None else "a vector"
@@ -34,6 +35,7 @@ def _vec(name: str, x, dim: int | None = None) -> tuple:
 
 
 def _check_name(name) -> str:
+    """Names appear in coordinate and constraint names ("B1.phi.x"): no spaces, dots or brackets."""
     if not isinstance(name, str) or not name or any(c in name for c in " .[]"):
         raise ValueError(f"A body or element name must be a non-empty string without spaces, dots or brackets; "
                          f"got {name!r}.")
@@ -50,10 +52,12 @@ class Point:
 
     @property
     def is_ground(self) -> bool:
+        """True for a point fixed in space."""
         return self.body is None
 
     @property
     def label(self) -> str:
+        """A readable label for messages, e.g. "B1(0.5,0)"."""
         coords = ",".join(f"{x:g}" for x in self.X)
         return f"ground({coords})" if self.body is None else f"{self.body.name}({coords})"
 
@@ -76,6 +80,7 @@ class PointMass:
     velocity: tuple | None = None
 
     def __post_init__(self):
+        """Check and normalise the data (tuples of floats), with messages naming the body."""
         _check_name(self.name)
         x = _vec(f"{self.name}: position", self.position)
         if len(x) not in (2, 3):
@@ -92,13 +97,16 @@ class PointMass:
 
     @property
     def dim(self) -> int:
+        """Dimension of the space, 2 or 3."""
         return len(self.position)
 
     @property
     def size(self) -> int:
+        """Number of coordinates, d = dim."""
         return self.dim
 
     def coordinate_names(self) -> tuple[str, ...]:
+        """Names of the body's coordinates, e.g. "B1.phi.x", "B1.d1.y" (000 eq 59, 70)."""
         return tuple(f"{self.name}.{c}" for c in _AXES[: self.dim])
 
     def mass_diagonal(self) -> np.ndarray:
@@ -130,6 +138,7 @@ class PointMass:
         return Point(self, tuple(float(x) for x in X))
 
     def initial_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """(q0, v0) = (position, velocity)."""
         return np.array(self.position), np.array(self.velocity)
 
     shape = ()
@@ -142,6 +151,7 @@ def _director_matrix(X, dim: int) -> np.ndarray:
 
 
 def _orthonormal_names(n: int) -> tuple[str, ...]:
+    """Names of the orthonormality constraints in the order of 000 eq 61 / 73."""
     pairs = [(i, i) for i in range(1, n + 1)] + [(i, j) for i in range(1, n + 1) for j in range(i + 1, n + 1)]
     return tuple(f"orthonormal[d{i}.d{j}]" for i, j in pairs)
 
@@ -158,6 +168,7 @@ def orthonormality(directors):
 
 
 def _frame(name: str, directors, dim: int) -> tuple:
+    """The initial directors as a tuple of rows, checked orthonormal (000 eq 61, 73 at t = 0)."""
     D = np.asarray(directors, dtype=float)
     if D.shape != (dim, dim):
         raise ValueError(f"{name}: directors must be {dim} vectors of length {dim} (rows d1, d2, ...); got shape {D.shape}.")
@@ -197,6 +208,7 @@ class RigidBody:
     internal_names = _orthonormal_names(3)
 
     def __post_init__(self):
+        """Check and normalise the data (tuples of floats), with messages naming the body."""
         _check_name(self.name)
         if not (float(self.mass) > 0):
             raise ValueError(f"{self.name}: mass must be positive; got {self.mass!r}.")
@@ -221,6 +233,7 @@ class RigidBody:
         return (0.5 * (J2 + J3 - J1), 0.5 * (J3 + J1 - J2), 0.5 * (J1 + J2 - J3))
 
     def coordinate_names(self) -> tuple[str, ...]:
+        """Names of the body's coordinates, e.g. "B1.phi.x", "B1.d1.y" (000 eq 59, 70)."""
         return tuple(f"{self.name}.{b}.{c}" for b in self.blocks for c in _AXES)
 
     def mass_diagonal(self) -> np.ndarray:
@@ -232,6 +245,7 @@ class RigidBody:
         return orthonormality([qb[3:6], qb[6:9], qb[9:12]])
 
     def position_slice(self) -> slice:
+        """Where phi (the centre of mass) lies in the body's coordinates (000 eq 59, 70)."""
         return slice(0, 3)
 
     def placement_matrix(self, X) -> np.ndarray:
@@ -291,6 +305,7 @@ class PlanarRigidBody:
     internal_names = _orthonormal_names(2)
 
     def __post_init__(self):
+        """Check and normalise the data (tuples of floats), with messages naming the body."""
         _check_name(self.name)
         if not (float(self.mass) > 0):
             raise ValueError(f"{self.name}: mass must be positive; got {self.mass!r}.")
@@ -309,6 +324,7 @@ class PlanarRigidBody:
         object.__setattr__(self, "shape", tuple(_vec(f"{self.name}: shape point", X, 2) for X in self.shape))
 
     def coordinate_names(self) -> tuple[str, ...]:
+        """Names of the body's coordinates, e.g. "B1.phi.x", "B1.d1.y" (000 eq 59, 70)."""
         return tuple(f"{self.name}.{b}.{c}" for b in self.blocks for c in _AXES[:2])
 
     def mass_diagonal(self) -> np.ndarray:
@@ -320,6 +336,7 @@ class PlanarRigidBody:
         return orthonormality([qb[2:4], qb[4:6]])
 
     def position_slice(self) -> slice:
+        """Where phi (the centre of mass) lies in the body's coordinates (000 eq 59, 70)."""
         return slice(0, 2)
 
     def placement_matrix(self, X) -> np.ndarray:

@@ -31,22 +31,26 @@ def assembly(mass: float = 1.0, length: float = 1.0, gravity: float = 9.81, v0: 
     w = -v0 / l  # angular velocity of the lower bars (clockwise for v0 > 0)
 
     def lower(name, x, up):
+        """A lower bar B1-B3, standing on the ground, upright, turning at omega = -v0/l."""
         # metis data: B1 has d1 = (0, 1), d2 = (1, 0); B2, B3 have d1 = (0, -1), d2 = (-1, 0)
         d1 = (0.0, 1.0) if up else (0.0, -1.0)
         return lb.bar(name, l, mass, center=(x, half), direction=d1, velocity=(0.5 * v0, 0.0),
                       angular_velocity=w)
 
     def upper(name, x):
+        """An upper bar B4, B5, horizontal, moving at v0 in +e1."""
         return lb.bar(name, l, mass, center=(x, l), direction=(1.0, 0.0), velocity=(v0, 0.0))
 
     B1, B2, B3 = lower("B1", 0.0, True), lower("B2", l, False), lower("B3", 2 * l, False)
     B4, B5 = upper("B4", half), upper("B5", l + half)
     low, high = (-half, 0.0), (half, 0.0)
 
-    def foot(B):  # the end of a lower bar on the ground
+    def foot(B):
+        """The material point of a lower bar on its ground pin (000 eq 74a)."""
         return B.point(low if B is B1 else high)
 
     def top(B):
+        """The upper end of a lower bar."""
         return B.point(high if B is B1 else low)
 
     joints = [
@@ -73,4 +77,6 @@ def double_four_bar(mass: float = 1.0, length: float = 1.0, gravity: float = 9.8
                     dampers: bool = False, eta: float = 0.5):
     """The double four-bar linkage of 000 §5.2 (h = 1e-3, T = 10); ``dampers=True`` adds the dampers
     of eq 77-78 with constant ``eta``."""
-    return assembly(mass, length, gravity, v0, dampers, eta).problem(h=1e-3, t_end=10.0, name="double-four-bar")
+    params = dict(mass=mass, length=length, gravity=gravity, v0=v0, dampers=bool(dampers), eta=eta)
+    return assembly(mass, length, gravity, v0, dampers, eta).problem(h=1e-3, t_end=10.0, name="double-four-bar",
+                                                                    parameters=params)

@@ -52,4 +52,5 @@ def heavy_top(mass: float = 0.7069, inertia=(5.3014e-4, 5.3014e-4, 5.3014e-4), l
               gravity: float = 9.81, alpha0: float = np.pi / 3, omega_p: float = 10.0) -> Problem:
     """The heavy top of 002 §6.2 (h = 0.002, T = 2; momentum map J3, eq 107)."""
     asm = assembly(mass, inertia, length, gravity, alpha0, omega_p)
-    return asm.problem(h=0.002, t_end=2.0, name="heavy-top", parameters={})
+    params = dict(mass=mass, inertia=list(inertia), length=length, gravity=gravity, alpha0=alpha0, omega_p=omega_p)
+    return asm.problem(h=0.002, t_end=2.0, name="heavy-top", parameters=params)
