@@ -430,9 +430,6 @@ def build(quick: bool) -> list:
     items = [_pendulum(quick)]
     items.extend(_heavy_top(quick))
     items.extend(_four_particle(quick))
-    items.append(Item("BS99", "Bobenko-Suris scheme (§6.2)", [], lambda ctx: [
-        missing("§6.2, Figs. 18-19", "BS99 (Bobenko and Suris, App. A.8) is first-order accurate",
-                requirements(["BS99"]) or "not planned")]))
     return items
 
 
