@@ -9,13 +9,15 @@ from . import bodies, examples, schemes
 from .checks import consistent_initial_state
 from .errors import BlowUpError, ConvergenceError, FileFormatError, SimulationError, SimulationInterrupted
 from .simulate import simulate
+from .ensemble import EnsembleSolution, simulate_ensemble
 from .solution import Solution, load
 from .system import Problem, Symmetry, System
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "System", "Problem", "Symmetry", "simulate", "Solution", "load", "consistent_initial_state",
+    "System", "Problem", "Symmetry", "simulate", "simulate_ensemble", "EnsembleSolution", "Solution", "load",
+    "consistent_initial_state",
     "ConvergenceError", "BlowUpError", "SimulationError", "SimulationInterrupted", "FileFormatError",
     "bodies", "examples", "schemes",
 ]

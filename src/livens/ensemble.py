@@ -1,0 +1,279 @@
+"""Ensembles: many initial states of one problem in one compiled call (DESIGN: Studies and scale).
+
+:func:`simulate_ensemble` integrates B initial states (q0_b, v0_b) of the same system with the
+same scheme, h and t_end. The compiled chunk of time steps of :func:`livens.simulate` is mapped
+over the members with ``jax.vmap``, so the whole ensemble advances in one call per chunk: the
+fixed cost of launching each operation (which dominates a single small system on a CPU) is paid
+once for all members. Every member takes exactly the Newton iterates of its single run (the
+Newton loop of a member stops changing it once it has converged; the ensemble's loop runs until
+the slowest member has converged), so each member equals ``lv.simulate`` of its initial state
+to round-off.
+
+The result is an :class:`EnsembleSolution`: batched arrays (member first) and ``ens[i]``, the
+member's :class:`~livens.Solution`, as ``lv.simulate`` would have returned it.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _jaxconfig  # noqa: F401
+from .checks import check_step, constraint_label
+from .schemes.base import State
+from .simulate import DEFAULT_CHUNK, _make_runner, resolve
+from .system import Problem
+
+_ENSEMBLE_RUNNERS: dict = {}
+
+
+def _ensemble_runner(mech, scheme, mode: str, chunk: int):
+    """The chunk runner of :func:`livens.simulate` mapped over members (state, t0, n0, n_stop)."""
+    key = (mech, scheme, mode, chunk)
+    hit = _ENSEMBLE_RUNNERS.get(key)
+    if hit is None:
+        single = _make_runner(mech, scheme, mode, chunk)
+        hit = jax.jit(jax.vmap(single, in_axes=(0, 0, 0, 0, None, None, None, None)))
+        _ENSEMBLE_RUNNERS[key] = hit
+    return hit
+
+
+def _initial_states(problem: Problem, mech, q0s, v0s):
+    """(B, d) arrays q0, v0, p0, checked: shapes, finite values, on the constraint manifold."""
+    d = mech.d
+    if q0s is None and v0s is None:
+        raise ValueError("Give the initial states: q0s and/or v0s of shape (B, d) (the other one defaults to the problem's).")
+
+    def as_batch(name, x, ref):
+        a = np.asarray(ref if x is None else x, dtype=float)
+        if x is None:
+            a = a[None, :]
+        if a.ndim != 2 or a.shape[1] != d:
+            raise ValueError(f"{name} must have shape (B, d) with d = {d}; got shape {a.shape}.")
+        bad = np.flatnonzero(~np.all(np.isfinite(a), axis=1))
+        if bad.size:
+            raise ValueError(f"{name} has non-finite entries in member(s) {bad[:10].tolist()}.")
+        return a
+
+    q0 = as_batch("q0s", q0s, problem.q0)
+    v0 = as_batch("v0s", v0s, problem.v0)
+    B = max(q0.shape[0], v0.shape[0])
+    if q0.shape[0] not in (1, B) or v0.shape[0] not in (1, B):
+        raise ValueError(f"q0s and v0s must hold the same number of members; got {q0.shape[0]} and {v0.shape[0]}.")
+    q0 = np.broadcast_to(q0, (B, d)).copy()
+    v0 = np.broadcast_to(v0, (B, d)).copy()
+    tol = problem.consistency_tol
+    if mech.m:
+        g = np.asarray(jax.jit(jax.vmap(mech.g))(q0))
+        gv = np.asarray(jax.jit(jax.vmap(lambda q, v: mech.G(q) @ v))(q0, v0))
+        for what, r in (("position level |g(q0)|", g), ("velocity level |G(q0) v0|", gv)):
+            worst = np.max(np.abs(r), axis=1)
+            bad = np.flatnonzero(~(worst <= tol))
+            if bad.size:
+                b = int(bad[0])
+                k = int(np.argmax(np.abs(r[b])))
+                raise ValueError(
+                    f"Member {b} of the ensemble starts off the constraint manifold ({len(bad)} member(s) in all): "
+                    f"{what}: {constraint_label(problem.system, k)} = {r[b, k]:.3e} > {tol:g}. Project each state "
+                    "with lv.consistent_initial_state(system, q0, v0)."
+                )
+    if mech.constant_mass:
+        p0 = v0 @ np.asarray(mech.M_const).T
+    else:
+        p0 = np.asarray(jax.jit(jax.vmap(lambda q, v: mech.M(q) @ v))(q0, v0))
+    return q0, v0, p0
+
+
+@dataclass(eq=False)
+class EnsembleSolution:
+    """The result of :func:`simulate_ensemble`: member-first arrays on a common time grid.
+
+    t (N+1,); q, p (B, N+1, d); v (B, N+1, d) for nodal velocities, else (B, N, d); lam, gam
+    (B, N, m) (gam None for schemes without it); newton_iterations, newton_residual (B, N).
+    A member whose Newton iteration failed keeps its converged steps (``steps[b]`` of them) and
+    NaN after them; ``failed[b]`` says so. ``ens[b]`` is member b as a :class:`~livens.Solution`.
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    p: np.ndarray
+    v: np.ndarray
+    lam: np.ndarray
+    gam: np.ndarray | None
+    newton_iterations: np.ndarray
+    newton_residual: np.ndarray
+    steps: np.ndarray
+    failed: np.ndarray
+    velocity_kind: str
+    scheme: str
+    params: dict
+    meta: dict
+    problem: Any = None
+    _scheme_obj: Any = field(default=None, repr=False)
+    _mech: Any = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return int(self.q.shape[0])
+
+    @property
+    def h(self) -> float:
+        return float(self.meta["h"])
+
+    def __getitem__(self, b: int):
+        """Member b as the :class:`~livens.Solution` of its single run (its converged steps)."""
+        from .solution import Solution
+
+        B = len(self)
+        if not isinstance(b, (int, np.integer)) or not -B <= b < B:
+            raise IndexError(f"member index {b!r} out of range for an ensemble of {B}")
+        b = int(b) % B
+        n = int(self.steps[b])
+        problem = self.problem.replace(q0=self.q[b, 0], v0=self.meta["v0s"][b])
+        rec = {"q": self.q[b, 1:n + 1], "p": self.p[b, 1:n + 1], "lam": self.lam[b, :n],
+               "iterations": self.newton_iterations[b, :n], "residual": self.newton_residual[b, :n],
+               "t": self.t[1:n + 1], "index": np.arange(n)}
+        rec["v"] = self.v[b, 1:n + 1] if self.velocity_kind == "nodal" else self.v[b, :n]
+        if self.gam is not None:
+            rec["gam"] = self.gam[b, :n]
+        meta = {k: v for k, v in self.meta.items() if k not in ("v0s", "members")}
+        meta.update(steps=n, ensemble_member=b, t_end=float(self.t[n]))
+        start = {"t": float(self.t[0]), "q": self.q[b, 0], "p": self.p[b, 0], "v": self.meta["v0s"][b]}
+        return Solution.from_records(problem, self._scheme_obj, self.params, self._mech, [rec], meta, start)
+
+    def solutions(self) -> list:
+        """Every member as a :class:`~livens.Solution`."""
+        return [self[b] for b in range(len(self))]
+
+
+def simulate_ensemble(
+    problem: Problem,
+    scheme: str = "VI-S",
+    q0s=None,
+    v0s=None,
+    h: float | None = None,
+    t_end: float | None = None,
+    tol: float = 1e-9,
+    max_iter: int = 40,
+    guess: str = "simple",
+    chunk: int = DEFAULT_CHUNK,
+    **params: Any,
+) -> EnsembleSolution:
+    """Integrate many initial states of ``problem`` in one compiled, ``jax.vmap``-ped call per chunk.
+
+    Parameters
+    ----------
+    problem: the system, its defaults (h, t_end) and symmetries; its own q0, v0 fill in whichever
+        of ``q0s``/``v0s`` is not given.
+    q0s, v0s: initial configurations and velocities, shape (B, d) (or (d,) broadcast to all
+        members); each must lie on the constraint manifold (|g(q0)|, |G(q0) v0| at most
+        ``problem.consistency_tol``).
+    scheme, h, t_end, tol, max_iter, guess, chunk, **params: as for :func:`livens.simulate`.
+
+    Returns an :class:`EnsembleSolution`; ``ens[b]`` equals ``lv.simulate`` of member b (to
+    round-off). A member whose Newton iteration fails stops there (``ens.failed``); the others go
+    on, and a warning names the failed members.
+    """
+    h = problem.h if h is None else h
+    t_end = problem.t_end if t_end is None else t_end
+    if h is None or t_end is None:
+        raise ValueError("Give h and t_end: the problem has no default step size or end time.")
+    check_step(h, t_end, tol, max_iter)
+    if guess not in ("simple", "advanced"):
+        raise ValueError(f"guess must be 'simple' or 'advanced'; got {guess!r}.")
+    if not (isinstance(chunk, int) and chunk >= 1):
+        raise ValueError(f"chunk must be a positive integer; got {chunk!r}.")
+    sch, vals, mech = resolve(problem, scheme, params)
+    q0, v0, p0 = _initial_states(problem, mech, None if q0s is None else np.atleast_2d(q0s),
+                                 None if v0s is None else np.atleast_2d(v0s))
+    B, d, m = q0.shape[0], mech.d, mech.m
+    n_steps = max(1, int(round(t_end / h)))
+    z = jnp.zeros((B, m))
+    state = State(q=jnp.asarray(q0), p=jnp.asarray(p0), v=jnp.asarray(v0), lam=z, gam=z)
+    if sch.start is not None:
+        starts = [sch.start(State(q=state.q[b], p=state.p[b], v=state.v[b], lam=z[b], gam=z[b]), float(h), vals, mech)
+                  for b in range(B)]
+        state = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *starts)
+    runner = _ensemble_runner(mech, sch, guess, chunk)
+    jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
+
+    nan = np.nan
+    Q = np.full((B, n_steps + 1, d), nan)
+    P = np.full((B, n_steps + 1, d), nan)
+    Q[:, 0], P[:, 0] = q0, p0
+    nodal = sch.velocity_kind == "nodal"
+    V = np.full((B, n_steps + 1 if nodal else n_steps, d), nan)
+    if nodal:
+        V[:, 0] = v0
+    LAM = np.full((B, n_steps, m), nan)
+    GAM = np.full((B, n_steps, m), nan) if sch.has_gamma else None
+    ITS = np.zeros((B, n_steps), np.int32)
+    RES = np.full((B, n_steps), nan)
+    n = np.zeros(B, np.int64)  # converged steps per member
+    failed = np.zeros(B, bool)
+    wall0 = time.perf_counter()
+    compile_time = None
+    while True:
+        alive = ~failed & (n < n_steps)
+        if not alive.any():
+            break
+        n_before = n.copy()
+        t0 = time.perf_counter()
+        # a failed member gets n_stop = n: it takes no further step
+        n_stop = np.where(failed, n, n_steps)
+        state, n_new, failed_now, recs = runner(
+            state, jnp.asarray(n * h, dtype=jnp.float64), jnp.asarray(n), jnp.asarray(n_stop),
+            jnp.asarray(h, dtype=jnp.float64), jnp.asarray(tol, dtype=jnp.float64),
+            jnp.asarray(max_iter, dtype=jnp.int32), jparams,
+        )
+        recs = jax.device_get(recs)
+        if compile_time is None:
+            compile_time = time.perf_counter() - t0
+        n_new = np.asarray(n_new)
+        failed = failed | np.asarray(failed_now)
+        moved = n_new > n_before
+        # members that advanced over the same steps are copied together (all alive ones, usually)
+        for a, e in sorted({(int(x), int(y)) for x, y in zip(n_before[moved], n_new[moved])}):
+            bs = np.flatnonzero(moved & (n_before == a) & (n_new == e))
+            k = e - a
+            Q[bs, a + 1:e + 1] = recs["q"][bs, :k]
+            P[bs, a + 1:e + 1] = recs["p"][bs, :k]
+            if nodal:
+                V[bs, a + 1:e + 1] = recs["v"][bs, :k]
+            else:
+                V[bs, a:e] = recs["v"][bs, :k]
+            LAM[bs, a:e] = recs["lam"][bs, :k]
+            if GAM is not None:
+                GAM[bs, a:e] = recs["gam"][bs, :k]
+            ITS[bs, a:e] = recs["iterations"][bs, :k]
+            RES[bs, a:e] = recs["residual"][bs, :k]
+        for b in np.flatnonzero(np.asarray(failed_now)):  # the failed step's iterations and residual
+            i = int(n_new[b])
+            j = int(np.flatnonzero(~np.asarray(recs["ok"][b]))[0])
+            if i < n_steps:
+                ITS[b, i] = recs["iterations"][b, j]
+                RES[b, i] = recs["residual"][b, j]
+        n = n_new
+    wall = time.perf_counter() - wall0
+    if failed.any():
+        bad = np.flatnonzero(failed)
+        warnings.warn(
+            f"Newton did not converge for {bad.size} of {B} ensemble members (first: member {bad[0]} in step "
+            f"{int(n[bad[0]])}); they keep their converged steps (ens.steps, ens.failed). Try a smaller h, "
+            "a larger max_iter, or guess='advanced'.", RuntimeWarning, stacklevel=2,
+        )
+    meta = dict(h=float(h), t_end=float(n_steps * h), tol=float(tol), max_iter=int(max_iter), guess=guess,
+                save_every=1, t_start=0.0, step_offset=0, wall_time=wall, compile_time=compile_time or 0.0,
+                members=B, steps=int(n_steps), v0s=v0)
+    return EnsembleSolution(
+        t=np.arange(n_steps + 1) * float(h), q=Q, p=P, v=V, lam=LAM, gam=GAM, newton_iterations=ITS,
+        newton_residual=RES, steps=n.astype(np.int64), failed=failed, velocity_kind=sch.velocity_kind,
+        scheme=sch.name, params=dict(vals), meta=meta, problem=problem, _scheme_obj=sch, _mech=mech,
+    )
+
+
+__all__ = ["simulate_ensemble", "EnsembleSolution"]

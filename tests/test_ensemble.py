@@ -1,0 +1,110 @@
+"""Ensembles (lv.simulate_ensemble): each member is the single run of its initial state.
+
+The vmapped time loop must take every member through exactly the Newton iterates of its own run
+(002 §6, tol as given): same iteration counts, same trajectory up to round-off; a member that fails
+stops where its single run stops, without stopping the others.
+"""
+import numpy as np
+import pytest
+
+import livens as lv
+
+
+def _rotate_e3(x, angle, blocks):
+    c, s = np.cos(angle), np.sin(angle)
+    R = np.kron(np.eye(blocks), np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]))
+    return R @ x
+
+
+def _pendulum_states(B, seed=0):
+    """Consistent states of the 3D pendulum: points of the unit sphere with tangent velocities."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((B, 3))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    v = rng.standard_normal((B, 3)) * 2.0
+    v -= np.sum(v * q, axis=1, keepdims=True) * q
+    return q, v
+
+
+@pytest.mark.parametrize("scheme", ["VI-S", "EM"])
+def test_members_equal_single_runs(scheme):
+    if scheme == "EM" and "ggl-em" not in lv.schemes.names():
+        pytest.skip("EM not available")
+    problem = lv.examples.load("pendulum-3d")
+    q0s, v0s = _pendulum_states(5)
+    h, t_end, chunk = 0.02, 0.7, 16  # 35 steps: three chunks, the last one partly past the end
+    ens = lv.simulate_ensemble(problem, scheme, q0s, v0s, h=h, t_end=t_end, tol=1e-11, chunk=chunk)
+    assert isinstance(ens, lv.EnsembleSolution)
+    assert len(ens) == 5 and ens.q.shape == (5, 36, 3) and not ens.failed.any()
+    assert np.all(ens.steps == 35)
+    for b in range(5):
+        single = lv.simulate(problem.replace(q0=q0s[b], v0=v0s[b]), scheme, h=h, t_end=t_end, tol=1e-11, chunk=chunk)
+        member = ens[b]
+        assert isinstance(member, lv.Solution)
+        np.testing.assert_array_equal(member.newton_iterations, single.newton_iterations)
+        for name in ("q", "p", "v", "lam"):
+            a, c = getattr(member, name), getattr(single, name)
+            assert a.shape == c.shape
+            assert np.max(np.abs(a - c)) <= 1e-12 * max(1.0, np.max(np.abs(c))), name
+        np.testing.assert_allclose(member.t, single.t, rtol=0, atol=1e-14)
+        # the member's diagnostics work like those of a single run
+        E = member.energy()["total"]
+        np.testing.assert_allclose(E, single.energy()["total"], rtol=1e-12, atol=1e-12)
+
+
+def test_heavy_tops_rotated_about_e3_are_rotated_copies():
+    """The heavy top is symmetric about e3 (002 eq 105-107): rotated initial states give rotated
+    trajectories, and each member equals its single run."""
+    problem = lv.examples.load("heavy-top")
+    angles = [0.0, 0.7, 2.0]
+    q0s = np.array([_rotate_e3(problem.q0, a, 4) for a in angles])
+    v0s = np.array([_rotate_e3(problem.v0, a, 4) for a in angles])
+    ens = lv.simulate_ensemble(problem, "VI-S", q0s, v0s, t_end=0.1, tol=1e-12, chunk=32)
+    for b, a in enumerate(angles):
+        rotated = np.array([_rotate_e3(x, a, 4) for x in ens.q[0]])
+        assert np.max(np.abs(ens.q[b] - rotated)) <= 1e-10
+    single = lv.simulate(problem.replace(q0=q0s[2], v0=v0s[2]), "VI-S", t_end=0.1, tol=1e-12, chunk=32)
+    assert np.max(np.abs(ens[2].q - single.q)) <= 1e-12
+    np.testing.assert_array_equal(ens[2].newton_iterations, single.newton_iterations)
+
+
+def test_a_failing_member_stops_alone():
+    problem = lv.examples.load("pendulum-3d")
+    q0s, v0s = _pendulum_states(3, seed=3)
+    # member 1 starts near the top and falls: too fast for h = 0.05 and 6 Newton iterations after
+    # a few steps (in the second chunk)
+    q0s[1] = [np.sin(0.3), 0.0, np.cos(0.3)]
+    v0s[1] = [0.0, 9.0, 0.0]
+    kw = dict(h=0.05, t_end=1.0, tol=1e-10, max_iter=6, chunk=2)
+    with pytest.warns(RuntimeWarning, match="1 of 3"):
+        ens = lv.simulate_ensemble(problem, "VI-S", q0s, v0s, **kw)
+    assert ens.failed.tolist() == [False, True, False]
+    with pytest.raises(lv.ConvergenceError) as err:
+        lv.simulate(problem.replace(q0=q0s[1], v0=v0s[1]), "VI-S", **kw)
+    partial = err.value.solution
+    assert ens.steps[1] == partial.n_steps >= 2
+    assert np.max(np.abs(ens[1].q - partial.q)) <= 1e-12
+    assert np.all(np.isnan(ens.q[1, ens.steps[1] + 1:]))
+    for b in (0, 2):
+        single = lv.simulate(problem.replace(q0=q0s[b], v0=v0s[b]), "VI-S", **kw)
+        assert ens.steps[b] == 20
+        assert np.max(np.abs(ens[b].q - single.q)) <= 1e-12
+
+
+def test_initial_states_are_checked_and_broadcast():
+    problem = lv.examples.load("pendulum-3d")
+    q0s, v0s = _pendulum_states(4, seed=1)
+    bad = q0s.copy()
+    bad[2] *= 1.01
+    with pytest.raises(ValueError, match="Member 2 .* position level"):
+        lv.simulate_ensemble(problem, "VI-S", bad, v0s, h=0.05, t_end=0.1)
+    badv = v0s.copy()
+    badv[3] += q0s[3]
+    with pytest.raises(ValueError, match="Member 3 .* velocity level"):
+        lv.simulate_ensemble(problem, "VI-S", q0s, badv, h=0.05, t_end=0.1)
+    with pytest.raises(ValueError, match=r"shape \(B, d\)"):
+        lv.simulate_ensemble(problem, "VI-S", q0s[:, :2], v0s, h=0.05, t_end=0.1)
+    # only velocities given: the problem's q0 = e1 for every member
+    ens = lv.simulate_ensemble(problem, "VI-S", v0s=[[0.0, 1.0, 0.0], [0.0, 2.0, 0.5]], h=0.05, t_end=0.1)
+    assert ens.q.shape == (2, 3, 3)
+    np.testing.assert_array_equal(ens.q[:, 0], [[1.0, 0.0, 0.0]] * 2)
