@@ -109,15 +109,32 @@ def test_the_papers_figures_and_tables_are_there(nody):
     assert all(float(r["mean_iterations"]) >= 1 for r in rows)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("paper", ["mubo-2023", "livens-2023", "jns-2009"])
-def test_other_papers_quick(tmp_path, paper):
+@pytest.mark.parametrize("paper", ["livens-2023", "jns-2009"])
+def test_quick_003_and_004_claims_hold(tmp_path, paper):
+    """003: livens-em conserves the generalized energy, holds g, p = M v for constant M only;
+    004: Table 1 to 1e-9, L3, second order, eq 14 = eq 16. Both are cheap."""
     rc = main(["reproduce", paper, "--quick", "--out", str(tmp_path), "--quiet"])
     assert rc == 0
     with open(tmp_path / "claims.csv") as f:
         claims = list(csv.DictReader(f))
     assert claims and all(c["verdict"] in VERDICTS for c in claims)
     assert all(c["measured"] or c["verdict"] == "not reproduced" for c in claims)
+    failed = [c for c in claims if c["verdict"] == "fails"]
+    assert not failed, failed
+    assert sum(c["verdict"] == "holds" for c in claims) >= 6
+
+
+@pytest.mark.slow
+def test_quick_000(tmp_path):
+    """000 with VI-S: the top and the undamped linkage hold; the damped linkage's Newton iteration
+    fails at t = 1.342 (a known discrepancy, listed in the report)."""
+    rc = main(["reproduce", "mubo-2023", "--quick", "--out", str(tmp_path), "--quiet"])
+    assert rc == 0
+    with open(tmp_path / "claims.csv") as f:
+        claims = list(csv.DictReader(f))
+    failed = [c for c in claims if c["verdict"] == "fails" and "dampers" not in c["claim"]
+              and "dissipated" not in c["claim"]]
+    assert not failed, failed
 
 
 @pytest.mark.slow
