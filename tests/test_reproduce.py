@@ -146,3 +146,21 @@ def test_full_nody_2023(tmp_path):
         claims = list(csv.DictReader(f))
     failed = [c for c in claims if c["verdict"] == "fails" and c["claim"] not in KNOWN]
     assert not failed, failed
+
+
+def test_reproduce_on_a_dask_cluster_gives_the_same_report(tmp_path):
+    """`livens reproduce ... --scheduler tcp://...` on a real (loopback) Dask cluster: the same
+    claims with the same measured values as the local run."""
+    distributed = pytest.importorskip("dask.distributed")
+    rc = main(["reproduce", "livens-2023", "--quick", "--out", str(tmp_path / "local"), "--quiet"])
+    assert rc == 0
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+                                  host="127.0.0.1", protocol="tcp") as cluster:
+        rc = main(["reproduce", "livens-2023", "--quick", "--out", str(tmp_path / "dask"), "--quiet",
+                   "--scheduler", cluster.scheduler_address])
+    assert rc == 0
+    with open(tmp_path / "local" / "claims.csv") as f:
+        local = list(csv.DictReader(f))
+    with open(tmp_path / "dask" / "claims.csv") as f:
+        remote = list(csv.DictReader(f))
+    assert local == remote and len(local) >= 6
