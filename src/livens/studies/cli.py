@@ -38,6 +38,7 @@ def split_list(text: str) -> list[str]:
 
 
 def floats(text: str, what: str) -> list[float]:
+    """A comma-separated list of numbers, or a ValueError naming the option."""
     try:
         vals = [float(x) for x in split_list(text)]
     except ValueError:

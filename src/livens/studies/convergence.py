@@ -135,6 +135,8 @@ class ConvergenceStudy:
 
 @dataclass
 class ConvergenceResult:
+    """Errors per (scheme, quantity, h), fitted orders, the reference used, and notes."""
+
     study: ConvergenceStudy
     rows: list
     orders: dict
@@ -184,6 +186,7 @@ class ConvergenceResult:
 
 
 def _write_rows(path: str, rows: list, columns: list) -> str:
+    """Rows (dicts) as CSV with the named columns."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")

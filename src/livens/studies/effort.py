@@ -16,6 +16,8 @@ from .runs import OK, RunSpec, _items, scheme_label
 
 @dataclass(frozen=True)
 class EffortStudy:
+    """Runs of ``schemes`` with each initial guess at one h (002 Table 2)."""
+
     example: str
     schemes: tuple
     h: float
@@ -68,6 +70,8 @@ class EffortStudy:
 
 @dataclass
 class EffortResult:
+    """Rows (scheme, guess, mean iterations, time, normalized time)."""
+
     study: EffortStudy
     rows: list
     normalized_to: str

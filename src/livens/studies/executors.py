@@ -27,6 +27,7 @@ class LocalExecutor:
         self.processes = processes or 0
 
     def map(self, fn: Callable, items: Sequence, done: Callable | None = None) -> list:
+        """[fn(x) for x in items], in order; ``done(result)`` is called as each finishes."""
         items = list(items)
         if self.processes <= 1 or len(items) <= 1:
             out = []
@@ -82,6 +83,7 @@ class DaskExecutor:
             self._own = True
 
     def map(self, fn: Callable, items: Sequence, done: Callable | None = None) -> list:
+        """[fn(x) for x in items] on the cluster, in order; ``done(result)`` as each finishes."""
         from dask.distributed import as_completed
 
         items = list(items)

@@ -48,18 +48,22 @@ class Claim:
 
 
 def judged(where: str, text: str, ok: bool, measured: str, reason: str = "") -> Claim:
+    """A checked claim: "holds" when ``ok``, else "fails"."""
     return Claim(where, text, measured, HOLDS if ok else FAILS, reason)
 
 
 def missing(where: str, text: str, reason: str) -> Claim:
+    """A claim livens cannot check, with the reason (a missing scheme or example)."""
     return Claim(where, text, "", NOT_REPRODUCED, reason)
 
 
 def order_ok(order: float, claimed: float) -> bool:
+    """A fitted order agrees with the claimed one within ORDER_TOL."""
     return order == order and abs(order - claimed) <= ORDER_TOL
 
 
 def fmt(x: float, digits: int = 2) -> str:
+    """A number in scientific notation ("nan" for NaN or None)."""
     if x is None or x != x:
         return "nan"
     return f"{x:.{digits}e}"

@@ -64,6 +64,9 @@ class Context:
 
 @dataclass
 class Paper:
+    """A reproducible paper: key, number in papers/, title, ``build(quick) -> [Item]`` and
+    ``settings(quick) -> [str]`` (the lines of the report's Settings section)."""
+
     key: str
     number: str
     title: str
@@ -75,6 +78,7 @@ _PAPERS: dict[str, Paper] = {}
 
 
 def register_paper(paper: Paper) -> Paper:
+    """Register a paper for ``livens reproduce``."""
     _PAPERS[paper.key] = paper
     return paper
 
@@ -100,6 +104,8 @@ def requirements(schemes=(), examples=()) -> str | None:
 
 @dataclass
 class Reproduction:
+    """The outcome of :func:`reproduce`: the claims, the files written and the report."""
+
     paper: Paper
     claims: list
     files: list

@@ -16,6 +16,9 @@ from .runs import OK, RunSpec, _items, scheme_label
 
 @dataclass(frozen=True)
 class StabilityStudy:
+    """Runs of ``schemes`` for each h in ``hs`` up to ``t_end``, stopped at an energy blow-up
+    (002 §6.3, Figs 31-33); energies kept as thinned traces for the figures."""
+
     example: str
     schemes: tuple
     hs: tuple
@@ -63,6 +66,8 @@ class StabilityStudy:
 
 @dataclass
 class StabilityResult:
+    """Rows (scheme, h, status, blow-up time, max energy error) and the energy traces."""
+
     study: StabilityStudy
     rows: list
     traces: dict

@@ -13,6 +13,8 @@ from .runs import RunSpec, _items, scheme_label
 
 @dataclass(frozen=True)
 class VelocityBoundStudy:
+    """Runs of one scheme over step sizes; the maximal discrete velocity of each (004 Tables 1, 2)."""
+
     example: str
     scheme: str
     hs: tuple
@@ -45,6 +47,8 @@ class VelocityBoundStudy:
 
 @dataclass
 class VelocityBoundResult:
+    """Rows (h, max velocity, status, steps)."""
+
     study: VelocityBoundStudy
     rows: list
     scheme: str

@@ -19,6 +19,7 @@ def traced(example: str, scheme: str, h: float, t_end: float, tol: float = TOL, 
 
 
 def present(schemes) -> list:
+    """The schemes of the list that livens has."""
     return [s for s in schemes if available_scheme(s)]
 
 
@@ -128,6 +129,7 @@ def constraint_met(where, text, ctx, spec, level, kind="nodal", which=None, met=
 
 
 def nonlinear(tr) -> list:
+    """Indices of the constraints that are not linear (their Jacobian varies)."""
     m = tr.nodal[tr.nodal_name("position")].shape[1]
     return [k for k in range(m) if k not in tr.linear_constraints]
 
@@ -163,20 +165,9 @@ def _sym(k):
     return {"livens": "E", "total": "H", "kinetic": "T", "potential": "V"}.get(k, k)
 
 
-def figure_set(ctx, prefix, traces: dict, units=None, position_which=None):
-    """The standard figures of one example: energy, energy increments, momentum maps and their
-    increments, constraints at both levels, multipliers. ``traces`` maps labels to Traces."""
-    trs = [t for t in traces.values() if t is not None]
-    if not trs:
-        return
-    ctx.add(plots.energy_increments_figure(trs, ctx.stem(f"{prefix}_energy_increments"), units=units))
-    if any(t.momentum for t in trs):
-        ctx.add(plots.momentum_figure(trs, ctx.stem(f"{prefix}_momentum_increments"), increments=True, units=units))
-
-
 __all__ = [
     "traced", "present", "band", "run_problem", "status_claim", "energy_conserved", "energy_not_conserved",
-    "momentum_conserved", "constraint_met", "nonlinear", "direction_changes", "order_claims", "figure_set",
+    "momentum_conserved", "constraint_met", "nonlinear", "direction_changes", "order_claims",
     "Claim", "judged", "missing", "fmt", "requirements", "HOLDS", "FAILS", "NOT_REPRODUCED", "TOL", "MET",
     "VIOLATED", "ROUNDOFF", "NOT_CONSERVED", "order_ok", "plots", "np",
 ]

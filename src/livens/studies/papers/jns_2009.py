@@ -37,11 +37,13 @@ def newton_tol(h: float) -> float:
 
 
 def _scheme() -> str | None:
+    """vi-lagrange (eq 14, 15), else vi-nullspace (eq 16, 17), else None."""
     got = present(["vi-lagrange", "vi-nullspace"])
     return got[0] if got else None
 
 
 def _section_41(quick: bool) -> list:
+    """004 §4.1: the double spherical pendulum, Fig 3, Table 1, Fig 4."""
     scheme = _scheme()
     ok = available_example(EX) and scheme is not None
     hs = (0.1, 0.01) if quick else (0.1, 0.01, 1e-3, 1e-4, 1e-5)
@@ -66,6 +68,7 @@ def _section_41(quick: bool) -> list:
     W = "§4.1"
 
     def make(ctx) -> list:
+        """Fig 3, Table 1, the equivalence of eq 14 and 16, Fig 4."""
         texts = [
             ("Fig. 3", "algorithmic conservation of the component L3 of the angular momentum"),
             ("Fig. 3", "the total energy oscillates around the correct value with amplitudes in the range of 1e-3 "
@@ -156,6 +159,7 @@ def _section_41(quick: bool) -> list:
 
 
 def _section_42(quick: bool) -> list:
+    """004 §4.2: the three-bar swing, listed as not reproduced (no beam element in livens)."""
     why = requirements(examples=["three-bar-swing"]) or "not planned"
     why += " (a geometrically exact beam in director form is not in livens)"
     texts = [("Fig. 8", "after the load vanishes, energy fluctuations are of the order of 1e-4 for h = 5e-4")]
@@ -165,10 +169,12 @@ def _section_42(quick: bool) -> list:
 
 
 def build(quick: bool) -> list:
+    """The items of 004 §4."""
     return _section_41(quick) + _section_42(quick)
 
 
 def settings(quick: bool) -> list:
+    """The report's Settings lines for 004."""
     return [
         "double spherical pendulum (004 §4.1): m1 = 10, m2 = 5, l1 = 1, l2 = 1.5, g = 9.81, T = 10; scheme "
         "vi-lagrange (eq 14, 15), checked against vi-nullspace (eq 16, 17, the paper's form) on "

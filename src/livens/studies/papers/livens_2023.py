@@ -33,12 +33,14 @@ def _fiber_residual(tr, example) -> float:
 
 
 def _mass_spring(quick: bool) -> list:
+    """003 §6.1: the mass-spring system with singular M (eq 36-41), Figs 2-4."""
     ex = "redundant-mass-spring"
     ok = available_example(ex) and present([SCHEME])
     spec = traced(ex, SCHEME, 0.1, 10.0) if ok else None
     W = "§6.1"
 
     def make(ctx) -> list:
+        """Figs 2-4 of 003 and the claims of §6.1."""
         texts = [
             ("Fig. 3", "the temporal increment of the generalized energy is close to computer precision, such that "
                        "it is a discretely conserved quantity"),
@@ -75,12 +77,14 @@ def _mass_spring(quick: bool) -> list:
 
 
 def _spring_pendulum(quick: bool) -> list:
+    """003 §6.2: the spring pendulum in spherical coordinates (eq 42-46), Figs 6-8."""
     ex = "spring-pendulum-spherical"
     ok = available_example(ex) and present([SCHEME])
     spec = traced(ex, SCHEME, 0.01, 1.0) if ok else None
     W = "§6.2"
 
     def make(ctx) -> list:
+        """Figs 6-8 of 003 and the claims of §6.2."""
         texts = [
             ("Fig. 7", "the conservation of the discrete total energy (35) is captured down to an order of 1e-4"),
             ("Fig. 8", "the generalized energy function (31) is exactly preserved by the newly proposed scheme"),
@@ -114,10 +118,12 @@ def _spring_pendulum(quick: bool) -> list:
 
 
 def build(quick: bool) -> list:
+    """The items of 003 §6."""
     return _mass_spring(quick) + _spring_pendulum(quick)
 
 
 def settings(quick: bool) -> list:
+    """The report's Settings lines for 003."""
     return [
         "scheme livens-em (003 eq 28, 30); Newton tolerance 1e-12 (Tables 1-2 of 003 lost their numbers in the text; "
         "parameters from papers/README.md); quick and full runs are the same (they are short).",

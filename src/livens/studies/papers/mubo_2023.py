@@ -31,6 +31,7 @@ def _no_drift(E) -> tuple[bool, float, float]:
 
 
 def _top(quick: bool) -> list:
+    """000 §5.1: the gyroscopic top with VI-S (h = 0.002 s), Figs 3-10, order eq 69 (Fig 9)."""
     ex = "heavy-top"
     T = 1.0 if quick else 2.0
     ok = available_example(ex) and present(["VI-S"])
@@ -42,6 +43,7 @@ def _top(quick: bool) -> list:
     W = "§5.1"
 
     def make(ctx) -> list:
+        """Figs 3-10 of 000 and the claims of §5.1."""
         texts = [
             ("Fig. 10", "the results of the symplectic scheme oscillate around the analytic solution φ3 = 0.0375 m"),
             ("Fig. 5", "the total energy is not conserved identically by this scheme"),
@@ -107,6 +109,8 @@ def _angular_momentum_2d(q, p) -> np.ndarray:
 
 
 def _four_bar(quick: bool) -> list:
+    """000 §5.2: the double four-bar linkage with VI-S (h = 1e-3 s), Figs 12-21, and with dampers
+    (eq 57, 77-80), Figs 22-23."""
     ex = "double-four-bar"
     T = 2.0 if quick else 10.0
     ok = available_example(ex) and present(["VI-S"])
@@ -115,6 +119,7 @@ def _four_bar(quick: bool) -> list:
     W = "§5.2"
 
     def make(ctx) -> list:
+        """Figs 12-23 of 000 and the claims of §5.2."""
         texts = [
             ("text", "with the present variational integrator there were no numerical problems throughout the "
                      "simulation (through the singular configurations)"),
@@ -237,10 +242,12 @@ def _four_bar(quick: bool) -> list:
 
 
 def build(quick: bool) -> list:
+    """The items of 000 §5."""
     return _top(quick) + _four_bar(quick)
 
 
 def settings(quick: bool) -> list:
+    """The report's Settings lines for 000."""
     return [
         "scheme: the first-order GGL variational integrator VI-S (000 eq 41, damped eq 57); Newton tolerance 1e-12 "
         "(round-off claims), 40 iterations.",

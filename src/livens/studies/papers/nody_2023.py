@@ -31,10 +31,12 @@ def _per(where, text, scheme, specs, example, check, ctx, *args, **kw) -> Claim:
 
 # ================================================================================ §6.1 pendulum
 def _pendulum(quick: bool) -> Item:
+    """002 §6.1: the 3D pendulum with VI-S, VI-A, VI-B, EM (h = 0.05, T = 10), Figs 2-15."""
     ex = "pendulum-3d"
     specs = {s: traced(ex, s, 0.05, 10.0) for s in present(VIS)} if available_example(ex) else {}
 
     def make(ctx) -> list:
+        """Figures 2-15 of 002 and the claims of §6.1."""
         trs = {s: ctx.trace(sp) for s, sp in specs.items()}
         have = {s: t for s, t in trs.items() if t is not None}
         vals = list(have.values())
@@ -133,6 +135,7 @@ def _oscillation_claims(ctx, specs, ex) -> list:
 
 # ================================================================================ §6.2 heavy top
 def _heavy_top(quick: bool) -> list:
+    """002 §6.2: the heavy top (eq 100-112), Figs 17, 20 and the orders of Figs 18-19 (eq 113-114)."""
     ex = "heavy-top"
     T = 1.0 if quick else 2.0
     specs = {s: traced(ex, s, 0.002, T) for s in present(VIS)} if available_example(ex) else {}
@@ -146,6 +149,7 @@ def _heavy_top(quick: bool) -> list:
         reference=ref, tol=TOL)
 
     def make_runs(ctx) -> list:
+        """Figs 17, 20 and the conservation and constraint claims of §6.2."""
         have = {s: ctx.trace(sp) for s, sp in specs.items() if ctx.trace(sp) is not None}
         if have:
             ctx.add(plots.coordinate_figure(list(have.values()), ctx.stem("fig17_top_phi3"), "q", 2,
@@ -204,6 +208,7 @@ def _heavy_top(quick: bool) -> list:
         return c
 
     def make_conv(ctx) -> list:
+        """Figs 18-19: orders of phi_3 (eq 113) and p_1 (eq 114) at t = 0.001."""
         if not conv_schemes:
             res = None
         else:
@@ -231,6 +236,7 @@ def _heavy_top(quick: bool) -> list:
 
 # ================================================================================ §6.3 four particles
 def _four_particle(quick: bool) -> list:
+    """002 §6.3: the four-particle system (eq 115-127): Figs 23-27, Table 2, Figs 28-30, 31-33."""
     ex = "four-particle"
     have_ex = available_example(ex)
     em_pair = present(["EM", "EM-G"]) if have_ex else []
@@ -238,6 +244,7 @@ def _four_particle(quick: bool) -> list:
     items = []
 
     def make_em(ctx) -> list:
+        """Figs 23-27: EM against EM-G (constraints, energy, angular momentum)."""
         have = {s: ctx.trace(sp) for s, sp in specs.items() if ctx.trace(sp) is not None}
         if "EM-G" in have:
             ctx.add(plots.constraints_figure(have["EM-G"], ctx.stem("fig23_fp_velocity_constraints_EM-G"), "velocity",
@@ -275,6 +282,7 @@ def _four_particle(quick: bool) -> list:
     eff = EffortStudy.make(ex, eff_schemes, 0.01, 10.0, repeat=2 if quick else 5, tol=1e-9)
 
     def make_effort(ctx) -> list:
+        """Table 2: mean Newton iterations and computing time, simple and advanced guess."""
         c = []
         t1 = "EM causes the largest numerical effort (computing time, normalized to VI-S)"
         t2 = "an advanced initial guess q^n + h v^n decreases the necessary amount of Newton iterations"
@@ -317,6 +325,7 @@ def _four_particle(quick: bool) -> list:
         reference=ref, tol=TOL)
 
     def make_conv(ctx) -> list:
+        """Figs 28-30: orders of q_4 (eq 128), p_4 and lambda at t = 0.1."""
         claimed = {"EM": 2, "EM-G": 2}
         rows = [("Fig. 28", "q4", "in the coordinates (q4 at t = 0.1)", 2),
                 ("Fig. 29", "p4", "in the momenta (p4 at t = 0.1)", 2),
@@ -354,6 +363,7 @@ def _four_particle(quick: bool) -> list:
     studies = [StabilityStudy.make(ex, stab_schemes, [h], T, blowup_factor=1.0, tol=1e-9) for h, T in plan]
 
     def make_stab(ctx) -> list:
+        """Figs 31-33: energy over long runs, blow-ups and their times."""
         texts = [
             ("Fig. 31", 0.01, None, "for h = 0.01 all of the schemes under investigation remain stable"),
             ("text", 0.04, None, "for h ≤ 0.04 all schemes under investigation keep stable at least until T = 1000 "
@@ -427,6 +437,7 @@ def _blew_up(row) -> bool:
 
 
 def build(quick: bool) -> list:
+    """The items of 002 §6."""
     items = [_pendulum(quick)]
     items.extend(_heavy_top(quick))
     items.extend(_four_particle(quick))
@@ -434,6 +445,7 @@ def build(quick: bool) -> list:
 
 
 def settings(quick: bool) -> list:
+    """The report's Settings lines for 002."""
     return [
         "Newton tolerance 1e-12 for the runs behind round-off and order claims (the paper: 1e-9), 1e-9 for the "
         "effort table and the stability study (as in the paper); max 40 iterations; simple initial guess unless stated.",
