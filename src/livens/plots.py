@@ -331,21 +331,28 @@ def convergence_figure(series: dict, stem: str, title: str = "", ylabel: str = "
 
 def stability_figure(runs, stem: str, status: dict | None = None, title: str = "", units: dict | None = None,
                      csv: bool = True) -> list[str]:
-    """The energy function of several runs over time on a log-scaled magnitude axis, each blow-up
-    marked with a cross at its time (002 Figs 31-33). ``status`` maps a run label to its study
+    """The energy function of several runs over time (its magnitude on a log axis where it spans
+    more than a decade, i.e. where a run blows up), each blow-up marked with a cross at its time
+    (002 Figs 31-33). ``status`` maps a run label to its study
     row (with "status" and "t_blowup")."""
     plt = _plt()
     fig, ax = _figure(plt)
     curves = []
-    for tr in _traces(runs):
+    trs = _traces(runs)
+    mags = np.concatenate([np.abs(tr.E) for tr in trs]) if trs else np.ones(1)
+    log = bool(mags.min() > 0 and mags.max() / mags.min() > 10)  # a blow-up: magnitudes on a log axis
+    for tr in trs:
         E = tr.E
-        line, = ax.semilogy(tr.t, np.maximum(np.abs(E), 1e-300), lw=1, label=tr.label)
+        y = np.abs(E) if log else E
+        line, = ax.plot(tr.t, y, lw=1, label=tr.label)
         curves.append((tr.label, tr.t, E))
         row = (status or {}).get(tr.label)
         if row and row.get("status") != "stable" and row.get("t_blowup") is not None:
-            ax.plot([row["t_blowup"]], [max(abs(E[-1]), 1e-300)], "x", color=line.get_color(), ms=8)
+            ax.plot([row["t_blowup"]], [y[-1]], "x", color=line.get_color(), ms=8)
+    if log:
+        ax.set_yscale("log")
     ax.set_xlabel(_tlabel(units))
-    ax.set_ylabel(_ulabel("energy $|E|$", units, "E"))
+    ax.set_ylabel(_ulabel("energy $|E|$" if log else "energy $E$", units, "E"))
     return _finish(fig, ax, stem, curves, "t", "E", csv, title)
 
 
