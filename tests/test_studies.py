@@ -243,3 +243,15 @@ def test_split_and_parse_helpers():
     assert parse_scheme("ggl-theta-b(theta=0.5, vartheta=0.5)") == ("ggl-theta-b", {"theta": 0.5, "vartheta": 0.5})
     assert parse_quantity("q[9:12]").indices == (9, 10, 11)
     assert parse_quantity("lam").field == "lam"
+
+
+def test_progress_bar_is_quiet_off_a_terminal(capsys):
+    from livens.studies.executors import _Progress
+
+    assert _Progress(5, None, "x").bar is None  # pytest's stderr is not a terminal
+    assert _Progress(5, False, "x").bar is None  # --quiet
+    bar = _Progress(2, True, "runs")  # forced on: runs done and the rate of time steps
+    res = execute(RunSpec.make(EX, "VI-S", 0.1, 0.5))
+    bar(res)
+    assert bar.bar.n == 1 and "steps/s" in str(bar.bar)
+    bar.close()
