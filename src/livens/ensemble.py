@@ -29,17 +29,20 @@ from .schemes.base import State
 from .simulate import DEFAULT_CHUNK, _make_runner, resolve
 from .system import Problem
 
-_ENSEMBLE_RUNNERS: dict = {}
+_CHECKS: dict = {}
 
 
 def _ensemble_runner(mech, scheme, mode: str, chunk: int):
     """The chunk runner of :func:`livens.simulate` mapped over members (state, t0, n0, n_stop)."""
-    key = (mech, scheme, mode, chunk)
-    hit = _ENSEMBLE_RUNNERS.get(key)
+    return _make_runner(mech, scheme, mode, chunk, batched=True)
+
+
+def _consistency_functions(mech):
+    """Compiled, member-mapped g(q) and G(q) v (cached per system)."""
+    hit = _CHECKS.get(mech)
     if hit is None:
-        single = _make_runner(mech, scheme, mode, chunk)
-        hit = jax.jit(jax.vmap(single, in_axes=(0, 0, 0, 0, None, None, None, None)))
-        _ENSEMBLE_RUNNERS[key] = hit
+        hit = (jax.jit(jax.vmap(mech.g)), jax.jit(jax.vmap(lambda q, v: mech.G(q) @ v)))
+        _CHECKS[mech] = hit
     return hit
 
 
@@ -69,8 +72,8 @@ def _initial_states(problem: Problem, mech, q0s, v0s):
     v0 = np.broadcast_to(v0, (B, d)).copy()
     tol = problem.consistency_tol
     if mech.m:
-        g = np.asarray(jax.jit(jax.vmap(mech.g))(q0))
-        gv = np.asarray(jax.jit(jax.vmap(lambda q, v: mech.G(q) @ v))(q0, v0))
+        g_fn, gv_fn = _consistency_functions(mech)
+        g, gv = np.asarray(g_fn(q0)), np.asarray(gv_fn(q0, v0))
         for what, r in (("position level |g(q0)|", g), ("velocity level |G(q0) v0|", gv)):
             worst = np.max(np.abs(r), axis=1)
             bad = np.flatnonzero(~(worst <= tol))

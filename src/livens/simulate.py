@@ -45,12 +45,19 @@ def _mass_requirements(scheme: Scheme, mech: Mechanics):
     )
 
 
-def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int):
-    key = (mech, scheme, mode, chunk)
+def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, batched: bool = False):
+    """The compiled chunk of ``chunk`` time steps (cached per system, scheme, guess, chunk).
+
+    ``batched=True`` gives the chunk mapped with ``jax.vmap`` over (state, t0, n0, n_stop) for
+    ensembles; there small products are not rewritten (:mod:`livens._fusion`): batched, XLA's
+    matrix products are the faster ones (issue 7).
+    """
+    key = (mech, scheme, mode, chunk, batched)
     hit = _RUNNERS.get(key)
     if hit is not None:
         return hit
     d, m = mech.d, mech.m
+    fuse = (lambda f: f) if batched else fuse_small_dots
 
     def one_step(state: State, t, h, tol, max_iter, params):
         u0 = scheme.guess(state, h, t, params, mech, mode)
@@ -63,40 +70,43 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int):
         if scheme.tangent is not None:
             tangent = lambda x: scheme.tangent(scheme.unpack(x, d, m), state, h, t, params, mech)  # noqa: E731
         # the residual and the whole Newton update with small matrix products fused (issue 7)
-        res = newton(fuse_small_dots(R), x0, tol, max_iter,
-                     linear_step=fuse_small_dots(newton_increment(R, tangent)))
+        res = newton(fuse(R), x0, tol, max_iter, linear_step=fuse(newton_increment(R, tangent)))
         u = scheme.unpack(res.x, d, m)
         new_state, out = scheme.update(u, state, h, t, params, mech)
         return new_state, out, res
 
     def run_chunk(state: State, t0, n0, n_stop, h, tol, max_iter, params):
-        # shapes of one step's outputs, for the skipped steps after a failure or past the end
+        # a while loop over the steps of the chunk: it stops at n_stop or at the first failed step
+        # (no step is computed past the end; under vmap it runs until every member has stopped),
+        # writing each step's record into preallocated buffers (entries past the stop stay
+        # zero, with "ok" True)
         out_shape = jax.eval_shape(lambda s: one_step(s, t0, h, tol, max_iter, params)[1], state)
+        rec_shape = {"q": state.q, "p": state.p, "iterations": jnp.int32(0), "residual": jnp.zeros((), t0.dtype),
+                     "ok": jnp.bool_(True), **out_shape}
+        bufs = jax.tree_util.tree_map(lambda a: jnp.zeros((chunk,) + jnp.shape(a), a.dtype), rec_shape)
+        bufs["ok"] = jnp.ones((chunk,), bool)
 
-        def body(carry, _):
-            state, n, failed = carry
+        def cond(carry):
+            i, _, n, failed, _ = carry
+            return (i < chunk) & (n < n_stop) & ~failed
+
+        def body(carry):
+            i, state, n, failed, bufs = carry
             t = t0 + (n - n0).astype(t0.dtype) * h
-            active = (n < n_stop) & ~failed
+            new, out, res = one_step(state, t, h, tol, max_iter, params)
+            ok = res.converged & jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.p))
+            keep = jax.tree_util.tree_map(lambda a, b: jnp.where(ok, b, a), state, new)
+            rec = {"q": new.q, "p": new.p, "iterations": res.iterations, "residual": res.residual, "ok": ok, **out}
+            bufs = jax.tree_util.tree_map(lambda b, r: lax.dynamic_update_index_in_dim(b, r, i, 0), bufs, rec)
+            return i + 1, keep, n + ok.astype(n.dtype), failed | ~ok, bufs
 
-            def do(s):
-                new, out, res = one_step(s, t, h, tol, max_iter, params)
-                ok = res.converged & jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.p))
-                return new, out, res.iterations, res.residual, ok
-
-            def skip(s):
-                zeros = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), out_shape)
-                return s, zeros, jnp.int32(0), jnp.zeros((), t0.dtype), jnp.bool_(True)
-
-            new, out, it, rn, ok = lax.cond(active, do, skip, state)
-            bad = active & ~ok
-            keep = jax.tree_util.tree_map(lambda a, b: jnp.where(bad, a, b), state, new)
-            rec = {"q": new.q, "p": new.p, "iterations": it, "residual": rn, "ok": ok | ~active, **out}
-            return (keep, n + active.astype(n.dtype) * (~bad).astype(n.dtype), failed | bad), rec
-
-        (state, n, failed), recs = lax.scan(body, (state, n0, jnp.bool_(False)), None, length=chunk)
+        _, state, n, failed, recs = lax.while_loop(cond, body, (jnp.int32(0), state, n0, jnp.bool_(False), bufs))
         return state, n, failed, recs
 
-    runner = jax.jit(run_chunk)
+    if batched:
+        runner = jax.jit(jax.vmap(run_chunk, in_axes=(0, 0, 0, 0, None, None, None, None)))
+    else:
+        runner = jax.jit(run_chunk)
     _RUNNERS[key] = runner
     return runner
 
