@@ -1,7 +1,9 @@
 """The speed structures of issue 7 change nothing but the cost.
 
-- The structured VI-S tangent (002 eq 55, damped 000 eq 57) equals the AD tangent jax.jacfwd of
-  the residual, and its block-elimination solve equals the dense solve.
+- The structured VI-S tangent (002 eq 55, damped 000 eq 57), dense and matrix-free, equals the AD
+  tangent jax.jacfwd of the residual, and its block-elimination solve equals the dense solve.
+- The pure-NumPy VI-S with hand-written derivatives (benchmarks/reference_numpy.py) and livens
+  take the same steps.
 - Runs with the structured tangent and with the AD tangent take the same Newton iterates.
 - Rewriting small matrix products as fused sums (livens._fusion) keeps the values.
 - The small dense solvers (livens._linalg) are exact solves, with pivoting.
@@ -21,6 +23,7 @@ import pytest
 import livens as lv
 from livens import _fusion, _linalg
 from livens.schemes import get as get_scheme
+from livens.schemes import ggl_vi
 from livens.simulate import _make_runner, initial_state, resolve
 
 VI_S = get_scheme("VI-S")[0]
@@ -56,8 +59,13 @@ def _point(problem, h, seed):
     return sch, vals, mech, st, x
 
 
+@pytest.mark.parametrize("form", ["dense", "matrix-free", "matrix-free, LU fallback"])
 @pytest.mark.parametrize("name", list(SYSTEMS))
-def test_vis_structured_tangent_equals_ad_tangent(name):
+def test_vis_structured_tangent_equals_ad_tangent(name, form, monkeypatch):
+    if form != "dense":  # the form large systems get (d >= MATRIX_FREE_MIN_D), here on small ones
+        monkeypatch.setattr(ggl_vi, "MATRIX_FREE_MIN_D", 0)
+    if form.endswith("fallback"):  # S^-1 by LU where the fixed-point iteration does not converge
+        monkeypatch.setattr(ggl_vi.VISTangentMF, "NEUMANN_MAX", 0)
     problem = SYSTEMS[name]()
     h, t = 0.05, 0.3
     sch, vals, mech, st, x = _point(problem, h, seed=len(name))
@@ -70,6 +78,7 @@ def test_vis_structured_tangent_equals_ad_tangent(name):
         return sch.tangent(sch.unpack(x, d, m), st, h, t, vals, mech)
 
     J_ad = np.asarray(jax.jit(jax.jacfwd(R))(x))
+    assert isinstance(T(x), ggl_vi.VISTangent if form == "dense" else ggl_vi.VISTangentMF)
     J = np.asarray(jax.jit(lambda x: T(x).matrix())(x))
     assert J.shape == J_ad.shape == (3 * d + 2 * m, 3 * d + 2 * m)
     scale = np.max(np.abs(J_ad))
@@ -85,9 +94,12 @@ def test_vis_structured_tangent_equals_ad_tangent(name):
     assert np.max(np.abs(J_ad @ dx - b)) <= 1e-12 * scale * np.max(np.abs(dx))
 
 
-@pytest.mark.parametrize("example, steps", [("heavy-top", 150), ("pendulum-3d", 150)])
-def test_structured_and_ad_tangent_take_the_same_newton_iterates(example, steps):
-    problem = lv.examples.load(example)
+@pytest.mark.parametrize("example, steps, matrix_free", [("heavy-top", 150, False), ("pendulum-3d", 150, False),
+                                                          ("heavy-top", 60, True)])
+def test_structured_and_ad_tangent_take_the_same_newton_iterates(example, steps, matrix_free, monkeypatch):
+    if matrix_free:
+        monkeypatch.setattr(ggl_vi, "MATRIX_FREE_MIN_D", 0)
+    problem = lv.examples.load(example)  # a new System: not the compiled runner of another test
     h = problem.h
     ad = dataclasses.replace(VI_S, tangent=None)
     a = lv.simulate(problem, VI_S, h=h, t_end=steps * h, tol=1e-12)
@@ -205,3 +217,27 @@ def test_persistent_compilation_cache_is_on_and_can_be_switched_off(tmp_path):
                         capture_output=True, text=True, check=True)
     assert on.stdout.strip() == repr(str(there))
     assert there.is_dir()
+
+
+def test_livens_vi_s_equals_the_numpy_reference_with_hand_derivatives():
+    """An independent implementation of 002 eq 55 for the pendulum (hand-written Jacobian)."""
+    sys.path.insert(0, str(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    try:
+        from benchmarks.reference_numpy import jacobian, residual, simulate_pendulum_vis
+    finally:
+        sys.path.pop(0)
+    problem = lv.examples.load("pendulum-3d")
+    h, n = 0.02, 300
+    q, p, its, _ = simulate_pendulum_vis(problem.q0, problem.v0, h, n, tol=1e-12)
+    sol = lv.simulate(problem, "VI-S", h=h, t_end=n * h, tol=1e-12)
+    assert np.max(np.abs(sol.q - q)) <= 1e-11
+    assert np.max(np.abs(sol.p - p)) <= 1e-11
+    assert np.mean(sol.newton_iterations == its) >= 0.99
+    # the hand-written Jacobian is the derivative of the hand-written residual (central differences)
+    rng = np.random.default_rng(3)
+    x, q0, p0 = rng.standard_normal(11), rng.standard_normal(3), rng.standard_normal(3)
+    J = jacobian(x, q0, p0, 0.05, 1.3, 1.1, 9.81)
+    eps = 1e-6
+    fd = np.array([(residual(x + eps * e, q0, p0, 0.05, 1.3, 1.1, 9.81)
+                    - residual(x - eps * e, q0, p0, 0.05, 1.3, 1.1, 9.81)) / (2 * eps) for e in np.eye(11)]).T
+    assert np.max(np.abs(J - fd)) <= 1e-8

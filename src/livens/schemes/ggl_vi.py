@@ -19,6 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .._linalg import solver
 from . import register
@@ -30,20 +31,23 @@ def _residual(u, s: State, h, t, params, mech):
     q0, p0 = s.q, s.p
     Minv = mech.Minv()
     qbar = q0 + h * v0
-    Gbar = mech.G(qbar)
     w = Minv @ p1
+    # G(q_bar)^T gamma, G(q_bar) w and G(q^n)^T lambda as AD vector products: the cost follows
+    # that of g, without forming the m x d Jacobians (issue 7: large systems)
+    GbarT_gam = jax.vjp(mech.g, qbar)[1](gam)[0]
+    Gbar_w = jax.jvp(mech.g, (qbar,), (w,))[1]
     hess = mech.hess_g_vec(qbar, gam, w)
-    force = mech.D1L(q0, v0) - mech.G(q0).T @ lam
+    force = mech.D1L(q0, v0) - jax.vjp(mech.g, q0)[1](lam)[0]
     if mech.has_dissipation:
         force = force - mech.C(q0) @ v0
     if mech.has_external_force:
         force = force + mech.F(q0, v0, t)
     return jnp.concatenate([
-        q1 - q0 - h * v0 - h * Minv @ (Gbar.T @ gam),
+        q1 - q0 - h * v0 - h * Minv @ GbarT_gam,
         p1 - p0 - h * force + h * hess,
         mech.D2L(q0, v0) - p1 - h * hess,
         mech.g(q1),
-        Gbar @ w,
+        Gbar_w,
     ])
 
 
@@ -163,20 +167,124 @@ class VISTangent:
         return jnp.concatenate([dq1, dp1, dv, dl, dg])
 
 
+MATRIX_FREE_MIN_D = 64
+"""From this many coordinates on, :func:`_tangent` gives the matrix-free :class:`VISTangentMF`."""
+
+
+def _columns(f):
+    """A linear map of vectors applied to the columns of a matrix."""
+    return jax.vmap(f, in_axes=1, out_axes=1)
+
+
+class VISTangentMF:
+    """The VI-S tangent of :class:`VISTangent` without its d x d blocks (large systems, issue 7).
+
+    The same block elimination, with every product by Hg, Tq, K and the constraint Jacobians
+    taken as a Hessian- or Jacobian-vector product of AD (``jax.linearize``/``jax.vjp``), whose
+    cost follows the sparsity of g (for a chain, O(d) per vector), and S^-1 = (M + h Hg)^-1
+    applied by the fixed-point iteration X <- M^-1 (C - h Hg X) (h M^-1 Hg is small), iterated to
+    round-off; where it does not converge in :data:`NEUMANN_MAX` sweeps, S is formed and
+    factorized instead. What remains dense is the 2m x 2m system and its m x d factors, so that
+    a step costs O(m^2 d) instead of O(d^3).
+    """
+
+    NEUMANN_MAX = 60
+
+    def __init__(self, mech, h, A, q0, q1, qbar, w, gam):
+        self.Mop, self.Miop, self.M, self.Mi = _mass_operators(mech)
+        self.d, self.m, self.h, self.A = mech.d, mech.m, h, A
+        g = mech.g
+        grad_gam = jax.grad(lambda y: gam @ g(y))
+        self.Gb = jax.linearize(g, qbar)[1]                                   # V -> G(q_bar) V
+        self.GbT = jax.vjp(g, qbar)[1]                                        # y -> G(q_bar)^T y
+        Gw = lambda q: jax.jvp(g, (q,), (w,))[1]                              # noqa: E731
+        self.K = jax.linearize(Gw, qbar)[1]                                   # V -> K V
+        self.KT = jax.vjp(Gw, qbar)[1]                                        # y -> K^T y
+        self.Hg = jax.linearize(grad_gam, qbar)[1]                            # V -> Hg V
+        self.Tq = jax.linearize(lambda q: jax.jvp(grad_gam, (q,), (w,))[1], qbar)[1]  # V -> Tq V
+        self.G1 = jax.linearize(g, q1)[1]
+        self.G0T = jax.vjp(g, q0)[1]
+
+    def _mat(self, f, X, vjp=False):
+        if vjp:
+            return _columns(lambda y: f(y)[0])(X)
+        return _columns(f)(X)
+
+    def matrix(self):
+        """The dense Jacobian (for tests): the blocks of :class:`VISTangent` from the products."""
+        d, m = self.d, self.m
+        I, Im = jnp.eye(d), jnp.eye(m)
+        G0 = self._mat(self.G0T, Im, vjp=True).T
+        dense = VISTangent.__new__(VISTangent)
+        dense.Mop, dense.Miop, dense.M, dense.Mi = self.Mop, self.Miop, self.M, self.Mi
+        dense.d, dense.m, dense.h, dense.A, dense.G0 = d, m, self.h, self.A, G0
+        dense.G1, dense.Gb, dense.K = self._mat(self.G1, I), self._mat(self.Gb, I), self._mat(self.K, I)
+        dense.Hg, dense.Tq = self._mat(self.Hg, I), self._mat(self.Tq, I)
+        return dense.matrix()
+
+    def _S_solver(self):
+        """C -> (M + h Hg)^-1 C by the fixed-point iteration, or by LU where it does not converge."""
+        h, Miop, Hg = self.h, self.Miop, _columns(self.Hg)
+
+        def solve(C):
+            vec = C.ndim == 1
+            C = C[:, None] if vec else C
+            X0 = Miop(C)
+
+            def cond(c):
+                X, dX, k = c
+                return (k < self.NEUMANN_MAX) & ~(jnp.max(jnp.abs(dX)) <= 4e-16 * jnp.max(jnp.abs(X)))
+
+            def body(c):
+                X, _, k = c
+                Xn = Miop(C - h * Hg(X))
+                return Xn, Xn - X, k + 1
+
+            X, dX, _ = lax.while_loop(cond, body, (X0, X0, jnp.int32(0)))
+            ok = jnp.max(jnp.abs(dX)) <= 4e-16 * jnp.max(jnp.abs(X))
+            X = lax.cond(ok, lambda: X, lambda: solver(jnp.asarray(self.M) + h * Hg(jnp.eye(self.d)))(C))
+            return X[:, 0] if vec else X
+
+        return solve
+
+    def solve(self, b):
+        """dR/dx^-1 b (the elimination of :meth:`VISTangent.solve`, matrix-free)."""
+        h, d, m = self.h, self.d, self.m
+        Mop, Miop = self.Mop, self.Miop
+        b1, b2, b3, b4, b5 = b[:d], b[d:2 * d], b[2 * d:3 * d], b[3 * d:3 * d + m], b[3 * d + m:]
+        G0T = self._mat(self.G0T, jnp.eye(m), vjp=True)                        # d x m
+        rhs0 = jnp.concatenate([(b2 + b3)[:, None], G0T], axis=1)
+        X = Miop(rhs0) if self.A is None else solver(self.A)(rhs0)
+        aAl = X * jnp.concatenate([jnp.ones((1,)), -h * jnp.ones((m,))])[None, :]
+        a, Al = aAl[:, 0], aAl[:, 1:]
+        Y_aAl = Mop(aAl) - (h * h) * _columns(self.Tq)(aAl)
+        Wq_aAl = h * aAl + (h * h) * Miop(_columns(self.Hg)(aAl))
+        K_aAl = _columns(self.K)(aAl)
+        GbT = self._mat(self.GbT, jnp.eye(m), vjp=True)                        # d x m
+        MiGbT = Miop(GbT)
+        S_inv = self._S_solver()
+        Z = S_inv(GbT)                                                         # S^-1 Gb^T
+        GG = _columns(self.G1)(jnp.concatenate([(b1 + Wq_aAl[:, 0])[:, None], Wq_aAl[:, 1:], MiGbT], axis=1))
+        ZY = Z.T @ Y_aAl
+        ZKT = _columns(self.K)(Z).T                                            # Z^T K^T = (K Z)^T
+        top = jnp.concatenate([GG[:, 1:1 + m], h * GG[:, 1 + m:]], axis=1)
+        bot = jnp.concatenate([ZY[:, 1:] + h * K_aAl[:, 1:], -h * ZKT], axis=1)
+        rhs = jnp.concatenate([b4 - GG[:, 0], b5 - h * K_aAl[:, 0] - ZY[:, 0] + Z.T @ b3])
+        sol = solver(jnp.concatenate([top, bot], axis=0))(rhs)
+        dl, dg = sol[:m], sol[m:]
+        dv = a + Al @ dl
+        dq1 = b1 + h * dv + (h * h) * Miop(self.Hg(dv)) + h * (MiGbT @ dg)
+        dp1 = Mop(S_inv(-b3 + Mop(dv) - (h * h) * self.Tq(dv) - h * self.KT(dg)[0]))
+        return jnp.concatenate([dq1, dp1, dv, dl, dg])
+
+
 def _tangent(u, s: State, h, t, params, mech):
-    """The structured tangent of VI-S (:class:`VISTangent`); its blocks by AD of g, C and F only."""
+    """The structured tangent of VI-S (:class:`VISTangent`, or :class:`VISTangentMF` from
+    :data:`MATRIX_FREE_MIN_D` coordinates on, or where m = 0); its blocks by AD of g, C and F."""
     q1, p1, v0, gam = u["q1"], u["p1"], u["v0"], u["gam"]
     q0 = s.q
     qbar = q0 + h * v0
     w = mech.Minv() @ p1
-
-    def second_order(q):
-        Gw = jax.jvp(mech.g, (q,), (w,))[1]                     # G(q) w
-        grad_gam = jax.grad(lambda y: gam @ mech.g(y))          # G(q)^T gamma
-        Gtg, Hgw = jax.jvp(grad_gam, (q,), (w,))                # and Hg(q) w
-        return Gw, Gtg, Hgw
-
-    K, Hg, Tq = jax.jacfwd(second_order)(qbar)
     A = None
     if mech.has_dissipation or mech.has_external_force:
         Dvf = jnp.zeros((mech.d, mech.d))
@@ -185,8 +293,17 @@ def _tangent(u, s: State, h, t, params, mech):
         if mech.has_external_force:
             Dvf = Dvf + jax.jacfwd(lambda v: mech.F(q0, v, t))(v0)
         A = mech.M(q0) - h * Dvf
-    return VISTangent(mech, h, A, mech.G(q0), mech.G(q1), mech.G(qbar), K, Hg, Tq)
+    if mech.d >= MATRIX_FREE_MIN_D and mech.m:
+        return VISTangentMF(mech, h, A, q0, q1, qbar, w, gam)
 
+    def second_order(q):
+        Gw = jax.jvp(mech.g, (q,), (w,))[1]                     # G(q) w
+        grad_gam = jax.grad(lambda y: gam @ mech.g(y))          # G(q)^T gamma
+        Gtg, Hgw = jax.jvp(grad_gam, (q,), (w,))                # and Hg(q) w
+        return Gw, Gtg, Hgw
+
+    K, Hg, Tq = jax.jacfwd(second_order)(qbar)
+    return VISTangent(mech, h, A, mech.G(q0), mech.G(q1), mech.G(qbar), K, Hg, Tq)
 
 VI_S = register(
     Scheme(

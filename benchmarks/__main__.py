@@ -1,0 +1,363 @@
+"""``python -m benchmarks``: speed and scale of livens, compared with a committed baseline.
+
+Usage::
+
+    python -m benchmarks                     # everything (about 10 minutes on 2 cores)
+    python -m benchmarks --quick             # the issue-7 targets only (about 2 minutes)
+    python -m benchmarks --update-baseline   # write benchmarks/baseline.json from this run
+    python -m benchmarks --only heavy-top    # pairs whose example or scheme matches
+
+Every figure is measured after compilation (compile times are reported separately) as the best of
+a few repeats, in wall-clock time, with the load average printed next to it: on a shared machine
+the figures vary by tens of percent. Compile times are cold: the run uses a fresh persistent
+compilation cache (``LIVENS_COMPILATION_CACHE`` set to a temporary directory before livens is
+imported), and a second process then shows what the cache saves (``--warm-cache`` uses the
+user's cache instead).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BASELINE = HERE / "baseline.json"
+CHUNK = 512
+
+# the targets of issue 7: (key, description, comparison, value)
+TARGETS = [
+    ("pair:pendulum-3d|ggl-vi", "pendulum-3d, VI-S steps/s", ">=", 150_000),
+    ("pair:heavy-top|ggl-vi", "heavy-top, VI-S steps/s", ">=", 20_000),
+    ("pair:heavy-top|ggl-em", "heavy-top, EM steps/s", ">=", 10_000),
+    ("pair:double-four-bar|ggl-vi", "double-four-bar, VI-S steps/s", ">=", 5_000),
+    ("compile_max", "compile time per (example, scheme), s (target pairs)", "<=", 3.0),
+    ("ensemble_ratio", "1000 heavy tops vmapped / one run (trajectory-steps/s)", ">=", 3.0),
+    ("chain_ratio", "pendulum-chain cost per step, N = 128 / N = 16", "<=", 64.0),
+]
+TARGET_PAIRS = [("pendulum-3d", "ggl-vi"), ("heavy-top", "ggl-vi"), ("heavy-top", "ggl-em"),
+                ("double-four-bar", "ggl-vi")]
+
+
+def _load_average() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover
+        return "n/a"
+
+
+def _best(fn, repeats: int):
+    """Run fn() ``repeats`` times; the result of the fastest run and its wall time."""
+    best = None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        dt = time.perf_counter() - t0
+        if best is None or dt < best[1]:
+            best = (out, dt)
+    return best
+
+
+def _steps_for(rate: float, seconds: float, lo: int, hi: int) -> int:
+    n = int(rate * seconds)
+    return max(lo, min(hi, n))
+
+
+def measure_pair(lv, example: str, scheme: str, seconds: float, repeats: int) -> dict:
+    """Compile time and steps/s of ``lv.simulate`` for one (example, scheme) at the paper's h."""
+    problem = lv.examples.load(example)
+    h = problem.h
+    try:
+        t0 = time.perf_counter()
+        first = lv.simulate(problem, scheme, h=h, t_end=h, progress=False)
+        first_call = time.perf_counter() - t0
+    except ValueError as exc:  # the scheme refuses the system (e.g. singular M)
+        return {"skipped": str(exc).split(". ")[0]}
+    except lv.SimulationError as exc:
+        return {"failed": f"{type(exc).__name__}: {str(exc)[:160]}"}
+    out = {"compile_s": round(float(first.meta.get("compile_time", first_call)), 3), "first_call_s": round(first_call, 3)}
+    try:
+        t0 = time.perf_counter()
+        lv.simulate(problem, scheme, h=h, t_end=CHUNK * h, progress=False)
+        rate = CHUNK / (time.perf_counter() - t0)
+        n = _steps_for(rate, seconds, CHUNK, 400 * CHUNK)
+        sol, wall = _best(lambda: lv.simulate(problem, scheme, h=h, t_end=n * h, progress=False), repeats)
+    except lv.SimulationError as exc:
+        out["failed"] = f"{type(exc).__name__} at the paper's h = {h:g}: {str(exc)[:120]}"
+        return out
+    out.update(steps=n, steps_per_s=round(n / wall, 1), newton_iterations=round(float(sol.newton_iterations.mean()), 3))
+    return out
+
+
+def measure_numpy_reference(lv, seconds: float, repeats: int) -> dict:
+    """The pure-NumPy VI-S against livens' VI-S, pendulum-3d, h = 0.01 (same steps, same tol)."""
+    from benchmarks.reference_numpy import simulate_pendulum_vis
+
+    problem = lv.examples.load("pendulum-3d")
+    h = 0.01
+    _, _, _, wall = simulate_pendulum_vis(problem.q0, problem.v0, h, 200)
+    n = _steps_for(200 / wall, seconds, 500, 200_000)
+    (q_np, _, its_np, _), wall_np = _best(lambda: simulate_pendulum_vis(problem.q0, problem.v0, h, n), repeats)
+    lv.simulate(problem, "VI-S", h=h, t_end=h, progress=False)
+    n_lv = _steps_for(n / wall_np * 30, seconds, CHUNK, 400 * CHUNK)
+    sol, wall_lv = _best(lambda: lv.simulate(problem, "VI-S", h=h, t_end=n_lv * h, progress=False), repeats)
+    m = min(n, n_lv)
+    return {
+        "numpy_steps_per_s": round(n / wall_np, 1),
+        "livens_steps_per_s": round(n_lv / wall_lv, 1),
+        "speedup": round((n_lv / wall_lv) / (n / wall_np), 2),
+        "max_abs_difference_q": float(abs(sol.q[: m + 1] - q_np[: m + 1]).max()),
+        "same_newton_iterations": bool((sol.newton_iterations[:m] == its_np[:m]).all()),
+    }
+
+
+def _rotated_tops(lv, problem, members: int, seed: int = 0):
+    """Consistent heavy-top states: the paper's, rotated about e3 and spun faster or slower."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    q0s, v0s = [], []
+    for _ in range(members):
+        a = rng.uniform(0.0, 2.0 * np.pi)
+        c, s = np.cos(a), np.sin(a)
+        R = np.kron(np.eye(4), np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]))
+        q0s.append(R @ problem.q0)
+        v0s.append(rng.uniform(0.9, 1.1) * (R @ problem.v0))  # G(q) v = 0 is linear in v
+    return np.array(q0s), np.array(v0s)
+
+
+def measure_ensemble(lv, members: int, steps: int, repeats: int) -> dict:
+    """Trajectory-steps/s of ``members`` heavy tops in one vmapped call, against one run."""
+    problem = lv.examples.load("heavy-top")
+    h = problem.h
+    q0s, v0s = _rotated_tops(lv, problem, members)
+    t0 = time.perf_counter()
+    lv.simulate_ensemble(problem, "VI-S", q0s, v0s, h=h, t_end=h)
+    compile_s = time.perf_counter() - t0
+    ens, wall = _best(lambda: lv.simulate_ensemble(problem, "VI-S", q0s, v0s, h=h, t_end=steps * h), repeats)
+    lv.simulate(problem, "VI-S", h=h, t_end=h, progress=False)
+    _, wall_1 = _best(lambda: lv.simulate(problem, "VI-S", h=h, t_end=steps * h, progress=False), repeats)
+    ens_rate = members * steps / wall
+    single_rate = steps / wall_1
+    return {
+        "members": members, "steps": steps, "compile_s": round(compile_s, 2),
+        "ensemble_trajectory_steps_per_s": round(ens_rate, 1), "single_steps_per_s": round(single_rate, 1),
+        "ratio": round(ens_rate / single_rate, 2), "failed_members": int(ens.failed.sum()),
+    }
+
+
+def measure_chain(lv, sizes, seconds: float, repeats: int) -> dict:
+    """Cost per step of VI-S on the pendulum chain for each N (h = 0.01, from the paper's start)."""
+    rows = {}
+    for n in sizes:
+        problem = lv.examples.load("pendulum-chain", n_bodies=n)
+        h = problem.h
+        t0 = time.perf_counter()
+        lv.simulate(problem, "VI-S", h=h, t_end=h, progress=False)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        lv.simulate(problem, "VI-S", h=h, t_end=10 * h, progress=False)
+        rate = 10 / (time.perf_counter() - t0)
+        steps = _steps_for(rate, seconds, 10, 200)
+        try:
+            sol, wall = _best(lambda: lv.simulate(problem, "VI-S", h=h, t_end=steps * h, progress=False), repeats)
+        except lv.SimulationError as exc:
+            rows[str(n)] = {"failed": str(exc)[:160]}
+            continue
+        its = float(sol.newton_iterations.mean())
+        rows[str(n)] = {"d": 3 * n, "m": n, "first_call_s": round(first, 2), "steps": steps,
+                        "us_per_step": round(wall / steps * 1e6, 1), "newton_iterations": round(its, 3),
+                        "us_per_newton_iteration": round(wall / steps / its * 1e6, 1)}
+    out = {"sizes": rows}
+    ok = [str(n) for n in sizes if "us_per_step" in rows.get(str(n), {})]
+    if "16" in ok and "128" in ok:
+        out["ratio_128_16"] = round(rows["128"]["us_per_step"] / rows["16"]["us_per_step"], 1)
+        out["ratio_per_iteration_128_16"] = round(
+            rows["128"]["us_per_newton_iteration"] / rows["16"]["us_per_newton_iteration"], 1)
+    return out
+
+
+def measure_compile_cache(cache_dir: str, pairs) -> dict:
+    """First-call times in a second process that finds the compiled steps in the persistent cache."""
+    code = (
+        "import time, json, sys; t0 = time.perf_counter(); import livens as lv; t_imp = time.perf_counter() - t0; r = {}\n"
+        "for ex, sc in json.loads(sys.argv[1]):\n"
+        "    p = lv.examples.load(ex); t0 = time.perf_counter()\n"
+        "    s = lv.simulate(p, sc, h=p.h, t_end=p.h, progress=False)\n"
+        "    r[ex + '|' + sc] = {'first_call_s': round(time.perf_counter() - t0, 3), 'compile_s': round(s.meta['compile_time'], 3)}\n"
+        "r['import_s'] = round(t_imp, 3); print(json.dumps(r))\n"
+    )
+    env = dict(os.environ, LIVENS_COMPILATION_CACHE=cache_dir)
+    res = subprocess.run([sys.executable, "-c", code, json.dumps(pairs)], env=env, capture_output=True, text=True,
+                         cwd=str(HERE.parent))
+    if res.returncode:
+        return {"error": res.stderr[-400:]}
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _flatten(results: dict) -> dict:
+    """The comparable figures: name -> (value, higher_is_better)."""
+    flat = {}
+    for key, r in results.get("pairs", {}).items():
+        if "steps_per_s" in r:
+            flat[f"pair:{key}"] = (r["steps_per_s"], True)
+        if "compile_s" in r:
+            flat[f"compile:{key}"] = (r["compile_s"], False)
+    ens = results.get("ensemble", {})
+    if "ratio" in ens:
+        flat["ensemble_ratio"] = (ens["ratio"], True)
+        flat["ensemble_trajectory_steps_per_s"] = (ens["ensemble_trajectory_steps_per_s"], True)
+    chain = results.get("chain", {})
+    for n, r in chain.get("sizes", {}).items():
+        if "us_per_step" in r:
+            flat[f"chain:{n}:us_per_step"] = (r["us_per_step"], False)
+    if "ratio_128_16" in chain:
+        flat["chain_ratio"] = (chain["ratio_128_16"], False)
+    ref = results.get("numpy_reference", {})
+    if "speedup" in ref:
+        flat["numpy_speedup"] = (ref["speedup"], True)
+    compiles = [r["compile_s"] for k, r in results.get("pairs", {}).items()
+                if "compile_s" in r and tuple(k.split("|")) in TARGET_PAIRS]
+    if compiles:
+        flat["compile_max"] = (max(compiles), False)
+    return flat
+
+
+def compare(results: dict, baseline: dict | None) -> None:
+    flat = _flatten(results)
+    print("\n== targets (issue 7)")
+    for key, what, op, value in TARGETS:
+        got = flat.get(key, (None, True))[0]
+        if got is None:
+            status = "not measured"
+        else:
+            ok = got >= value if op == ">=" else got <= value
+            status = "MET" if ok else "not met"
+        print(f"  {what:<62} {op} {value:<9g} measured {got if got is not None else '-':<10} {status}")
+    if not baseline:
+        print("\n(no baseline to compare with)")
+        return
+    base = _flatten(baseline)
+    print(f"\n== against the baseline ({baseline.get('machine', {}).get('date', '?')}, load {baseline.get('machine', {}).get('load_average', '?')})")
+    print(f"  {'figure':<48} {'baseline':>12} {'now':>12} {'now/base':>9}")
+    for key in sorted(set(flat) & set(base)):
+        now, higher = flat[key]
+        was, _ = base[key]
+        if not was:
+            continue
+        r = now / was
+        better = (r > 1.0) == higher
+        flag = "" if 0.8 <= r <= 1.25 else ("  better" if better else "  WORSE")
+        print(f"  {key:<48} {was:>12g} {now:>12g} {r:>9.2f}{flag}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="the issue-7 targets only, shorter runs")
+    ap.add_argument("--update-baseline", action="store_true", help=f"write {BASELINE.name} from this run")
+    ap.add_argument("--only", default=None, help="only pairs whose example or scheme contains this text")
+    ap.add_argument("--warm-cache", action="store_true", help="use the user's compilation cache (compile times not cold)")
+    ap.add_argument("--json", default=None, help="also write the results to this file")
+    args = ap.parse_args(argv)
+
+    tmp = None
+    if not args.warm_cache:
+        tmp = tempfile.TemporaryDirectory(prefix="livens-bench-cache-")
+        os.environ["LIVENS_COMPILATION_CACHE"] = tmp.name
+    sys.path.insert(0, str(HERE.parent))
+    import jax
+
+    import livens as lv
+
+    seconds = 0.4 if args.quick else 1.0
+    repeats = 3
+    results = {"machine": {
+        "date": time.strftime("%Y-%m-%d %H:%M"), "platform": platform.platform(), "python": platform.python_version(),
+        "cpu_count": os.cpu_count(), "jax": jax.__version__, "load_average": _load_average(),
+        "quick": args.quick, "fuse_dots": os.environ.get("LIVENS_FUSE_DOTS", "1"),
+    }}
+    print(f"livens benchmarks: {results['machine']['platform']}, {os.cpu_count()} CPUs, jax {jax.__version__}, "
+          f"load average {results['machine']['load_average']}")
+
+    examples, schemes = lv.examples.names(), lv.schemes.names()
+    pairs = TARGET_PAIRS if args.quick else [(e, s) for e in examples for s in schemes]
+    pairs = [(e, s) for e, s in pairs if e in examples and s in schemes]
+    if args.only:
+        pairs = [(e, s) for e, s in pairs if args.only in e or args.only in s]
+    print(f"\n== steps/s and compile time, {len(pairs)} (example, scheme) pairs at the papers' h")
+    print(f"  {'example':<26} {'scheme':<18} {'compile s':>9} {'steps/s':>11} {'Newton it.':>10}")
+    results["pairs"] = {}
+    for e, s in pairs:
+        r = measure_pair(lv, e, s, seconds, repeats)
+        results["pairs"][f"{e}|{s}"] = r
+        if "skipped" in r:
+            print(f"  {e:<26} {s:<18} skipped: {r['skipped'][:70]}")
+            continue
+        rate = f"{r['steps_per_s']:>11,.0f}" if "steps_per_s" in r else f"{'-':>11}"
+        its = f"{r['newton_iterations']:>10.2f}" if "newton_iterations" in r else ""
+        comp = f"{r['compile_s']:>9.2f}" if "compile_s" in r else f"{'-':>9}"
+        print(f"  {e:<26} {s:<18} {comp} {rate} {its}" + (f"  {r['failed'][:60]}" if "failed" in r else ""), flush=True)
+
+    if args.only is None:
+        print("\n== pure-NumPy VI-S (hand derivatives) against livens, pendulum-3d, h = 0.01")
+        ref = measure_numpy_reference(lv, seconds, repeats)
+        results["numpy_reference"] = ref
+        print(f"  NumPy {ref['numpy_steps_per_s']:,.0f} steps/s, livens {ref['livens_steps_per_s']:,.0f} steps/s: "
+              f"speed-up {ref['speedup']:.1f}x (max |q difference| {ref['max_abs_difference_q']:.1e}, "
+              f"same Newton iterations: {ref['same_newton_iterations']})", flush=True)
+
+        members = 1000
+        steps = 100 if args.quick else 200
+        print(f"\n== ensemble: {members} heavy tops (VI-S), {steps} steps, one vmapped call per chunk")
+        ens = measure_ensemble(lv, members, steps, 2)
+        results["ensemble"] = ens
+        print(f"  {ens['ensemble_trajectory_steps_per_s']:,.0f} trajectory-steps/s vs one run "
+              f"{ens['single_steps_per_s']:,.0f} steps/s: {ens['ratio']:.1f}x (compile {ens['compile_s']:.1f} s)", flush=True)
+
+        sizes = [16, 32, 64, 128]
+        print(f"\n== pendulum-chain (VI-S, h = 0.01): cost per step for N = {sizes}")
+        chain = measure_chain(lv, sizes, seconds, 2)
+        results["chain"] = chain
+        for n, r in chain["sizes"].items():
+            if "us_per_step" in r:
+                print(f"  N = {n:>4} (d = {r['d']:>4}): {r['us_per_step']:>10,.1f} us/step, {r['newton_iterations']:.2f} "
+                      f"Newton it., {r['us_per_newton_iteration']:>10,.1f} us/iteration (first call {r['first_call_s']:.1f} s)")
+            else:
+                print(f"  N = {n:>4}: {r}")
+        if "ratio_128_16" in chain:
+            print(f"  N = 128 / N = 16: {chain['ratio_128_16']}x per step, {chain['ratio_per_iteration_128_16']}x per "
+                  "Newton iteration (quadratic growth would be 64x)", flush=True)
+
+        if tmp is not None:
+            cache_pairs = [list(p) for p in TARGET_PAIRS if f"{p[0]}|{p[1]}" in results["pairs"]]
+            print("\n== persistent compilation cache: a second process, same cache")
+            cc = measure_compile_cache(tmp.name, cache_pairs)
+            results["compile_cache"] = cc
+            for key, r in cc.items():
+                if isinstance(r, dict) and "first_call_s" in r:
+                    cold = results["pairs"].get(key, {}).get("first_call_s")
+                    print(f"  {key:<32} first call {r['first_call_s']:.2f} s (cold, this process: {cold} s)")
+            if "import_s" in cc:
+                print(f"  import livens: {cc['import_s']:.2f} s")
+
+    results["machine"]["load_average_end"] = _load_average()
+    baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else None
+    compare(results, baseline)
+    print(f"\nload average at the end: {results['machine']['load_average_end']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    if args.update_baseline:
+        BASELINE.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"baseline written: {BASELINE}")
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
