@@ -80,7 +80,9 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, batched
         # (no step is computed past the end; under vmap it runs until every member has stopped),
         # writing each step's record into preallocated buffers (entries past the stop stay
         # zero, with "ok" True)
-        out_shape = jax.eval_shape(lambda s: one_step(s, t0, h, tol, max_iter, params)[1], state)
+        # the shapes of a step's outputs, from the update alone (tracing a Newton step twice costs)
+        out_shape = jax.eval_shape(
+            lambda s: scheme.update(scheme.guess(s, h, t0, params, mech, mode), s, h, t0, params, mech)[1], state)
         rec_shape = {"q": state.q, "p": state.p, "iterations": jnp.int32(0), "residual": jnp.zeros((), t0.dtype),
                      "ok": jnp.bool_(True), **out_shape}
         bufs = jax.tree_util.tree_map(lambda a: jnp.zeros((chunk,) + jnp.shape(a), a.dtype), rec_shape)
