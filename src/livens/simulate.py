@@ -69,8 +69,10 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, batched
         tangent = None
         if scheme.tangent is not None:
             tangent = lambda x: scheme.tangent(scheme.unpack(x, d, m), state, h, t, params, mech)  # noqa: E731
-        # the residual and the whole Newton update with small matrix products fused (issue 7)
-        res = newton(fuse(R), x0, tol, max_iter, linear_step=fuse(newton_increment(R, tangent)))
+        # the residual and the whole Newton update with small matrix products fused (issue 7);
+        # measured to help up to a few hundred unknowns, and to cost a little beyond
+        f = fuse if x0.shape[0] <= 256 else (lambda g: g)
+        res = newton(f(R), x0, tol, max_iter, linear_step=f(newton_increment(R, tangent)))
         u = scheme.unpack(res.x, d, m)
         new_state, out = scheme.update(u, state, h, t, params, mech)
         return new_state, out, res
