@@ -223,8 +223,11 @@ def simulate(
     failure = None
     energy0 = None
     bar = _progress_bar(n_steps, progress)
+    interrupted = _install_sigint_flag()
     try:
         while n_done < n_steps:
+            if interrupted["flag"]:
+                raise KeyboardInterrupt
             t0 = time.perf_counter()
             state, n, failed, recs = runner(
                 state,
@@ -259,9 +262,12 @@ def simulate(
                 bar.update(n_new)
             if failure is not None:
                 break
+            if interrupted["flag"]:
+                raise KeyboardInterrupt
     except KeyboardInterrupt:
         failure = ("interrupt", n_done, float("nan"), 0)
     finally:
+        interrupted["restore"]()
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - wall0
@@ -330,6 +336,31 @@ def _resume_state(sol, sch: Scheme, mech: Mechanics, h) -> tuple[State, int]:
     st = State(q=jnp.asarray(sol.q[-1]), p=jnp.asarray(sol.p[-1]), v=jnp.asarray(v), lam=jnp.asarray(lam),
                gam=jnp.asarray(gam))
     return st, offset
+
+
+def _install_sigint_flag() -> dict:
+    """Turn SIGINT into a flag checked between chunks, so Ctrl-C never lands inside a file write.
+
+    Only in the main thread; elsewhere the default behaviour stays. ``restore()`` puts the previous
+    handler back.
+    """
+    import signal
+    import threading
+
+    state = {"flag": False, "restore": lambda: None}
+    if threading.current_thread() is not threading.main_thread():
+        return state
+    try:
+        previous = signal.getsignal(signal.SIGINT)
+
+        def handler(signum, frame):
+            state["flag"] = True
+
+        signal.signal(signal.SIGINT, handler)
+        state["restore"] = lambda: signal.signal(signal.SIGINT, previous)
+    except (ValueError, OSError):  # pragma: no cover
+        pass
+    return state
 
 
 def _progress_bar(total: int, progress: bool | None):
