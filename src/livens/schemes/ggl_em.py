@@ -34,6 +34,7 @@ import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
 from . import register
+from .ggl_theta import _guess, _update  # same unknowns q1, p1, v1, lam, gam
 from .base import Scheme, State
 
 
@@ -68,17 +69,6 @@ def _residual(u, s: State, h, t, params, mech):
         mech.g(q1),                                                        # (84d)
         mech.gv(q1, p1),                                                   # (84e)
     ])
-
-
-def _guess(s: State, h, t, params, mech, mode):
-    """State n ("simple"), or q^n + h v^n for q^{n+1} ("advanced", 002 Table 2)."""
-    q1 = s.q + h * s.v if mode == "advanced" else s.q
-    return {"q1": q1, "p1": s.p, "v1": s.v, "lam": s.lam, "gam": s.gam}
-
-
-def _update(u, s: State, h, t, params, mech):
-    new = State(q=u["q1"], p=u["p1"], v=u["v1"], lam=u["lam"], gam=u["gam"], extra=s.extra)
-    return new, {"v": u["v1"], "lam": u["lam"], "gam": u["gam"]}
 
 
 def _enforced(sol):
