@@ -2,8 +2,10 @@
 lists the measured value and verdict of every claim, the claims of 002 hold for every scheme livens
 has, the figures open as images and the CSV files have named columns.
 
-Two claims of 002 do not hold with livens' schemes; they are tested separately as expected
-failures (KNOWN), with what was measured, so that a fix shows up as XPASS:
+One claim of 002 does not hold with livens' schemes; it is tested separately as an expected
+failure (KNOWN), with what was measured, so that a fix shows up as XPASS. (EM at h = 0.675,
+002 Fig. 33, was the second until failed Newton steps were rescued by damped Newton: see
+tests/test_rescue.py.)
 """
 import csv
 import glob
@@ -17,10 +19,6 @@ import livens as lv
 from livens.cli import main
 
 KNOWN = {
-    # 002 §6.3 Fig. 33: with the simple initial guess and 40 iterations, plain Newton diverges in
-    # step 120 (t = 81) of EM at h = 0.675; the energy is conserved to 1e-10 until then.
-    "EM keeps stable even for quite large time steps of h = 0.675":
-        "EM's Newton iteration diverges at t = 81 (energy conserved until then)",
     # 002 §6.1 Figs. 4-5 read with 'respectively' (VI-B oscillates in gamma): livens' VI-B
     # oscillates in lambda (76 local extrema over T = 10 against 16 for EM) and not in gamma.
     "VI-B exhibits slight oscillations in γ (read with 'respectively': VI-B in γ)":

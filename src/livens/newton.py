@@ -69,3 +69,62 @@ def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = Non
     x, r, it = lax.while_loop(cond, body, (x0, r0, jnp.int32(0)))
     n = norm(r)
     return NewtonResult(x, it, n, (n <= tol) & jnp.all(jnp.isfinite(x)))
+
+
+def damped_newton(residual: Callable, x0, tol, max_iter, rcond: float = 1e-12,
+                  max_halvings: int = 40) -> NewtonResult:
+    """Newton's method made robust: least-squares steps and backtracking on ||R||_2.
+
+    The rescue of a time step whose plain Newton iteration failed (:func:`livens.simulate`).
+    Each increment is dx = -J^+ R with J = dR/dx by forward-mode AD and J^+ its pseudo-inverse
+    truncated below ``rcond`` times the largest singular value, so that it is defined where J is
+    singular (e.g. the double four-bar passing its dead-centre position, where the constraint
+    Jacobian loses rank) and equals the Newton increment where J is well conditioned. The step
+    length a = 1, 1/2, 1/4, ... is the first with ||R(x + a dx)||_2 < (1 - 1e-4 a) ||R(x)||_2
+    (Armijo's condition; dx is a descent direction of ||R||^2), which keeps an iteration started
+    too far from the root (large h, e.g. 002 §6.3 Fig. 33 at h = 0.675) from diverging. Stops on
+    ||R||_inf <= tol, at ``max_iter`` iterations, or when no step length decreases ||R||_2.
+    """
+    jac = jax.jacfwd(residual)
+
+    def increment(x, r):
+        U, S, Vt = jnp.linalg.svd(jac(x), full_matrices=False)
+        keep = S > rcond * S[0]
+        s_inv = jnp.where(keep, 1.0 / jnp.where(keep, S, 1.0), 0.0)
+        return -(Vt.T @ (s_inv * (U.T @ r)))
+
+    def norm_inf(r):
+        return jnp.max(jnp.abs(r)) if r.size else jnp.zeros((), r.dtype)
+
+    def cond(c):
+        x, r, it, stalled = c
+        n = norm_inf(r)
+        return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n) & ~stalled
+
+    def body(c):
+        x, r, it, _ = c
+        dx = increment(x, r)
+        n2 = jnp.linalg.norm(r)
+
+        def bt_cond(b):
+            a, _, rn, k = b
+            ok = jnp.linalg.norm(rn) < (1.0 - 1e-4 * a) * n2
+            return ~ok & (k < max_halvings)
+
+        def bt_body(b):
+            a, _, _, k = b
+            a = 0.5 * a
+            xa = x + a * dx
+            return a, xa, residual(xa), k + 1
+
+        x1 = x + dx
+        _, xa, ra, k = lax.while_loop(bt_cond, bt_body, (jnp.ones((), x.dtype), x1, residual(x1), jnp.int32(0)))
+        decreased = jnp.linalg.norm(ra) < n2
+        x_new = jnp.where(decreased, xa, x)
+        r_new = jnp.where(decreased, ra, r)
+        return x_new, r_new, it + 1, ~decreased
+
+    r0 = residual(x0)
+    x, r, it, _ = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), jnp.bool_(False)))
+    n = norm_inf(r)
+    return NewtonResult(x, it, n, (n <= tol) & jnp.all(jnp.isfinite(x)))

@@ -20,12 +20,13 @@ from .checks import check_step
 from .errors import BlowUpError, ConvergenceError, SimulationInterrupted
 from .mechanics import Mechanics, mechanics
 from ._fusion import fuse_small_dots
-from .newton import newton, newton_increment
+from .newton import damped_newton, newton, newton_increment
 from .schemes import get as get_scheme
 from .schemes.base import Scheme, State
 from .system import Problem
 
 DEFAULT_CHUNK = 512
+RESCUE_ITER_FACTOR = 5
 _RUNNERS: dict = {}
 
 
@@ -45,6 +46,48 @@ def _mass_requirements(scheme: Scheme, mech: Mechanics):
     )
 
 
+def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, params,
+              fuse=None, robust: bool = False):
+    """One time step: the first guess, Newton on the scheme's residual, the state update.
+
+    ``robust=True`` solves with :func:`~livens.newton.damped_newton` (the rescue of a failed step)
+    instead of plain Newton with the scheme's tangent.
+    """
+    d, m = mech.d, mech.m
+    u0 = scheme.guess(state, h, t, params, mech, mode)
+    x0 = scheme.pack(u0, d, m)
+
+    def R(x):
+        return scheme.residual(scheme.unpack(x, d, m), state, h, t, params, mech)
+
+    if robust:
+        res = damped_newton(R, x0, tol, max_iter)
+    else:
+        tangent = None
+        if scheme.tangent is not None:
+            tangent = lambda x: scheme.tangent(scheme.unpack(x, d, m), state, h, t, params, mech)  # noqa: E731
+        # the residual and the whole Newton update with small matrix products fused (issue 7);
+        # measured to help up to a few hundred unknowns, and to cost a little beyond
+        f = fuse if (fuse is not None and x0.shape[0] <= 256) else (lambda g: g)
+        res = newton(f(R), x0, tol, max_iter, linear_step=f(newton_increment(R, tangent)))
+    new_state, out = scheme.update(scheme.unpack(res.x, d, m), state, h, t, params, mech)
+    return new_state, out, res
+
+
+_RESCUERS: dict = {}
+
+
+def _make_rescuer(mech: Mechanics, scheme: Scheme, mode: str):
+    """The compiled rescue of one failed step (:func:`~livens.newton.damped_newton`), built on first need."""
+    key = (mech, scheme, mode)
+    fn = _RESCUERS.get(key)
+    if fn is None:
+        fn = jax.jit(lambda state, t, h, tol, max_iter, params: _one_step(
+            mech, scheme, mode, state, t, h, tol, max_iter, params, robust=True))
+        _RESCUERS[key] = fn
+    return fn
+
+
 def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, batched: bool = False):
     """The compiled chunk of ``chunk`` time steps (cached per system, scheme, guess, chunk).
 
@@ -56,26 +99,10 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, batched
     hit = _RUNNERS.get(key)
     if hit is not None:
         return hit
-    d, m = mech.d, mech.m
     fuse = (lambda f: f) if batched else fuse_small_dots
 
     def one_step(state: State, t, h, tol, max_iter, params):
-        u0 = scheme.guess(state, h, t, params, mech, mode)
-        x0 = scheme.pack(u0, d, m)
-
-        def R(x):
-            return scheme.residual(scheme.unpack(x, d, m), state, h, t, params, mech)
-
-        tangent = None
-        if scheme.tangent is not None:
-            tangent = lambda x: scheme.tangent(scheme.unpack(x, d, m), state, h, t, params, mech)  # noqa: E731
-        # the residual and the whole Newton update with small matrix products fused (issue 7);
-        # measured to help up to a few hundred unknowns, and to cost a little beyond
-        f = fuse if x0.shape[0] <= 256 else (lambda g: g)
-        res = newton(f(R), x0, tol, max_iter, linear_step=f(newton_increment(R, tangent)))
-        u = scheme.unpack(res.x, d, m)
-        new_state, out = scheme.update(u, state, h, t, params, mech)
-        return new_state, out, res
+        return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params, fuse)
 
     def run_chunk(state: State, t0, n0, n_stop, h, tol, max_iter, params):
         # a while loop over the steps of the chunk: it stops at n_stop or at the first failed step
@@ -150,6 +177,7 @@ def simulate(
     out=None,
     save_every: int = 1,
     resume=None,
+    rescue: bool = True,
     **params: Any,
 ):
     """Integrate ``problem`` with ``scheme`` from t = 0 to ``t_end`` with step ``h``.
@@ -172,6 +200,11 @@ def simulate(
         for very long runs. Diagnostics that need consecutive steps then refuse with a message.
     resume: a Solution (e.g. ``lv.load(path)``) to continue from its last saved node up to ``t_end``;
         the returned Solution holds the continuation only.
+    rescue: retry a step whose Newton iteration fails once with the damped least-squares Newton
+        method (:func:`~livens.newton.damped_newton`) before giving up; the steps so rescued are
+        listed in ``solution.meta["rescued_steps"]`` (global step indices, the step from node n to
+        n + 1 has index n) and their Newton iterations count both attempts. ``rescue=False`` stops
+        at the first failed plain Newton iteration (002's setting for its effort study).
     **params: scheme parameters, e.g. ``theta=0.5``.
 
     Returns a :class:`~livens.Solution`. The failed-run errors carry ``.solution`` with every
@@ -217,6 +250,7 @@ def simulate(
         stream.append([t_start], start_node["q"][None], start_node["p"][None], start_node["v"][None],
                       {"index": np.zeros(0, np.int64)})
     collected: list[dict] = []
+    rescued: list[int] = []
     wall0 = time.perf_counter()
     compile_time = None
     n_done = 0
@@ -245,11 +279,19 @@ def simulate(
                 compile_time = time.perf_counter() - t0
             rec = {k: np.asarray(v)[:n_new] for k, v in recs.items() if k != "ok"}
             if bool(failed):
-                bad = np.asarray(recs["ok"])
-                i_bad = int(np.flatnonzero(~bad)[0])
-                failure = ("convergence", n_done + n_new, float(np.asarray(recs["residual"])[i_bad]),
-                           int(np.asarray(recs["iterations"])[i_bad]))
-            elif blowup_factor is not None and n_new:
+                i_bad = int(np.flatnonzero(~np.asarray(recs["ok"]))[0])
+                its, resid = int(recs["iterations"][i_bad]), float(recs["residual"][i_bad])
+                step_rec = None
+                if rescue:
+                    state, step_rec, resid = _rescue(mech, sch, guess, state, t_start + (n_done + n_new) * h, h,
+                                                     tol, max_iter, jparams, its)
+                if step_rec is None:
+                    failure = ("convergence", n_done + n_new, resid, its)
+                else:
+                    rescued.append(offset + n_done + n_new)
+                    rec = {k: np.concatenate([v, step_rec[k][None]]) for k, v in rec.items()}
+                    n_new += 1
+            if failure is None and blowup_factor is not None and n_new:
                 energy0, blown = _check_blowup(mech, problem, rec, energy0, blowup_factor)
                 if blown is not None:
                     keep = blown[0] + 1  # the steps up to and including the first blown-up one
@@ -271,7 +313,7 @@ def simulate(
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - wall0
-    meta.update(wall_time=wall, compile_time=compile_time or 0.0, steps=n_done)
+    meta.update(wall_time=wall, compile_time=compile_time or 0.0, steps=n_done, rescued_steps=rescued)
     sol = Solution.from_records(problem, sch, vals, mech, collected, meta, start_node)
     if stream is not None and failure is None:
         sol.to_netcdf(out)
@@ -284,7 +326,8 @@ def simulate(
                 f"Newton did not converge in step {offset + step} (t = {t_fail:.6g} -> {t_fail + h:.6g}) of "
                 f"{sch.name} with h = {h:g}: residual ||R||_inf = {resid:.3e} after {its} iterations "
                 f"(tol = {tol:g}, max_iter = {max_iter}). The {n_done} converged steps are kept in "
-                f"error.solution.{where} Try a smaller h, a larger max_iter, or guess='advanced'.",
+                f"error.solution.{where}{' The damped least-squares rescue failed too.' if rescue else ''} "
+                f"Try a smaller h, a larger max_iter, or guess='advanced'.",
                 solution=sol, step=offset + step, time=t_fail, residual=resid,
             )
         if kind == "blowup":
@@ -300,6 +343,29 @@ def simulate(
             solution=sol, step=offset + n_done, time=t_fail, residual=resid,
         )
     return sol
+
+
+def _rescue(mech, sch, guess, state, t, h, tol, max_iter, jparams, its_failed):
+    """Retry the failed step from ``state`` with :func:`~livens.newton.damped_newton`.
+
+    Damped Newton starts from the run's first guess and, if that fails, from the other one
+    ("simple" / "advanced"), each with up to RESCUE_ITER_FACTOR * max_iter iterations (damped
+    steps make slow progress far from the root). Returns (state, record of the step or None,
+    residual); the record's iteration count adds all attempts to the failed one's ``its_failed``.
+    """
+    f64 = np.float64
+    for mode in (guess, "advanced" if guess == "simple" else "simple"):
+        new, out, res = _make_rescuer(mech, sch, mode)(state, f64(t), f64(h), f64(tol), np.int32(RESCUE_ITER_FACTOR * max_iter),
+                                                       jparams)
+        new, out, res = jax.device_get((new, out, res))
+        its_failed += int(res.iterations)
+        if bool(res.converged) and np.all(np.isfinite(new.q)) and np.all(np.isfinite(new.p)):
+            break
+    else:
+        return state, None, float(res.residual)
+    rec = {"q": np.asarray(new.q), "p": np.asarray(new.p), "iterations": np.int32(its_failed),
+           "residual": np.float64(res.residual), **{k: np.asarray(v) for k, v in out.items()}}
+    return jax.tree_util.tree_map(jnp.asarray, new), rec, float(res.residual)
 
 
 def _collect(rec, n_done, offset, save_every, h, t_start, collected, stream, velocity_kind):

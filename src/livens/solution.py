@@ -223,7 +223,9 @@ class Solution:
         return np.concatenate([[0.0], np.cumsum(h * P)])
 
     def summary(self) -> dict[str, float]:
-        """Figures for the CLI: steps, times, energy error, momentum drift, residuals, iterations."""
+        """Figures for the CLI: steps, times, energy error, momentum drift, residuals, iterations,
+        and the number of steps whose plain Newton iteration failed and was rescued
+        (``lv.simulate(..., rescue=True)``)."""
         out: dict[str, float] = {
             "steps": int(self.meta.get("steps", self.n_steps)),
             "wall time [s]": float(self.meta.get("wall_time", float("nan"))),
@@ -243,6 +245,7 @@ class Solution:
         except ValueError:
             pass
         out["mean Newton iterations"] = float(np.mean(self.newton_iterations)) if self.n_steps else 0.0
+        out["steps rescued by damped Newton"] = len(self.meta.get("rescued_steps", ()))
         return out
 
     # ------------------------------------------------------------------ export
