@@ -46,12 +46,20 @@ def test_config_run_writes_outputs(tmp_path, capsys):
         ('h = 0.1\n', "exactly one of 'example'"),
         ('example = "pendulum-3d"\nscheme = "VI-S"\n[scheme_parameters]\ntheta = 0.5\n', "unknown parameter 'theta'"),
         ('example = "pendulum-3d"\nguess = "clever"\n', "guess must be"),
+        ('example = "pendulum-3d"\nrescue = "yes"\n', "rescue must be bool"),
+        ('example = "pendulum-3d"\nrescue = 1\n', "rescue must be bool"),
         ('example = "pendulum-3d"\nh = 0.1\nh = 0.2\n', "not valid TOML"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path, text, match):
     with pytest.raises(ConfigError, match=match):
         load_run_config(_write(tmp_path, text))
+
+
+def test_config_rescue_switch_reaches_simulate(tmp_path):
+    cfg = load_run_config(_write(tmp_path, 'example = "pendulum-3d"\nrescue = false\n'))
+    assert cfg.run_kwargs()["rescue"] is False
+    assert load_run_config(_write(tmp_path, 'example = "pendulum-3d"\n')).run_kwargs()["rescue"] is True
 
 
 def test_user_system_imported_as_module_function(tmp_path, monkeypatch):
@@ -81,7 +89,7 @@ def test_user_system_imported_as_module_function(tmp_path, monkeypatch):
 
 
 def test_cli_failed_run_exits_nonzero_with_message_and_partial_files(tmp_path, capsys):
-    code = main(["run", "pendulum-3d", "--h", "0.05", "--max-iter", "3", "--out", str(tmp_path), "--quiet"])
+    code = main(["run", "pendulum-3d", "--h", "0.05", "--max-iter", "3", "--no-rescue", "--out", str(tmp_path), "--quiet"])
     err = capsys.readouterr().err
     assert code == 3
     assert err.startswith("error: Newton did not converge in step")

@@ -190,7 +190,7 @@ def test_load_refuses_foreign_and_truncated_files(tmp_path):
 def test_convergence_error_keeps_partial_solution(pendulum):
     # a step far too large for 2 Newton iterations: the run must stop with the steps so far
     with pytest.raises(lv.ConvergenceError) as info:
-        lv.simulate(pendulum, "VI-S", h=0.05, t_end=10.0, max_iter=3)
+        lv.simulate(pendulum, "VI-S", h=0.05, t_end=10.0, max_iter=3, rescue=False)
     err = info.value
     assert err.step is not None and err.time == pytest.approx(err.step * 0.05)
     assert err.residual > 1e-9

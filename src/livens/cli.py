@@ -84,7 +84,7 @@ def _cmd_run(args) -> int:
         example = args.example
         problem = examples.load(args.example, **overrides)
         run_kw = {}
-    for key in ("scheme", "h", "t_end", "tol", "max_iter", "guess", "theta", "vartheta", "blowup_factor"):
+    for key in ("scheme", "h", "t_end", "tol", "max_iter", "guess", "theta", "vartheta", "blowup_factor", "rescue"):
         val = getattr(args, key, None)
         if val is not None:
             run_kw[key] = val
@@ -125,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--theta", type=float, help="θ of ggl-theta-a / ggl-theta-b")
     p.add_argument("--vartheta", type=float, help="ϑ of ggl-theta-b")
     p.add_argument("--blowup-factor", dest="blowup_factor", type=float, help="stop when |E-E0| > factor*max(|E0|,1)")
+    p.add_argument("--no-rescue", dest="rescue", action="store_const", const=False,
+                   help="stop at the first failed Newton step instead of retrying it with damped Newton")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="override an example parameter")
     p.add_argument("--config", help="a run.toml file (see README)")
     p.add_argument("--out", help="directory for netCDF, CSV and PNG")

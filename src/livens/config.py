@@ -11,6 +11,7 @@ Example::
     guess = "simple"               # or "advanced"
     blowup_factor = 10.0           # optional
     save_every = 1                 # optional
+    rescue = true                  # optional: retry a failed Newton step with damped Newton
     [parameters]                   # example parameters (see `livens list`)
     mass = 0.7069
     [scheme_parameters]            # e.g. theta, vartheta
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 
 _TOP = {
     "example": str, "system": str, "scheme": str, "h": float, "t_end": float, "tol": float,
-    "max_iter": int, "guess": str, "blowup_factor": float, "save_every": int,
+    "max_iter": int, "guess": str, "blowup_factor": float, "save_every": int, "rescue": bool,
     "parameters": dict, "scheme_parameters": dict,
 }
 
@@ -58,6 +59,7 @@ class RunConfig:
     guess: str = "simple"
     blowup_factor: float | None = None
     save_every: int = 1
+    rescue: bool = True
     parameters: dict = field(default_factory=dict)
     scheme_parameters: dict = field(default_factory=dict)
     path: str = ""
@@ -88,7 +90,7 @@ class RunConfig:
     def run_kwargs(self) -> dict:
         """Keyword arguments for :func:`livens.simulate`."""
         kw = dict(scheme=self.scheme, tol=self.tol, max_iter=self.max_iter, guess=self.guess,
-                  save_every=self.save_every, **self.scheme_parameters)
+                  save_every=self.save_every, rescue=self.rescue, **self.scheme_parameters)
         for k in ("h", "t_end", "blowup_factor"):
             if getattr(self, k) is not None:
                 kw[k] = getattr(self, k)
@@ -101,7 +103,7 @@ def parse_run_config(data: dict, path: str = "<config>") -> RunConfig:
         if key not in _TOP:
             raise ConfigError(f"{path}: unknown key {key!r}.{_suggest(key, _TOP)}")
         want = _TOP[key]
-        ok = isinstance(value, want) and not isinstance(value, bool)
+        ok = isinstance(value, want) and (want is bool or not isinstance(value, bool))
         if want is float and isinstance(value, int) and not isinstance(value, bool):
             ok = True
         if not ok:

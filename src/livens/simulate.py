@@ -77,6 +77,12 @@ def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, to
 _RESCUERS: dict = {}
 
 
+@jax.jit
+def _advance(t_start, n, h):
+    """t_start + n h, the time of node n, on the device (n is a device value)."""
+    return t_start + n.astype(t_start.dtype) * h
+
+
 def _make_rescuer(mech: Mechanics, scheme: Scheme, mode: str):
     """The compiled rescue of one failed step (:func:`~livens.newton.damped_newton`), built on first need."""
     key = (mech, scheme, mode)
@@ -259,21 +265,24 @@ def simulate(
     bar = _progress_bar(n_steps, progress)
     interrupted = _install_sigint_flag()
     try:
+        f64 = np.float64
+        consts = (np.int64(n_steps), f64(h), f64(tol), np.int32(max_iter), jparams)
+        # chunks are dispatched one ahead (JAX runs them asynchronously): while one computes, the
+        # records of the previous one are copied and written. The next chunk starts from the
+        # current one's device-side end state, on the guess that no step fails; after a failure,
+        # a rescue or a blow-up it is discarded and the loop restarts from the kept state.
+        pending = None
         while n_done < n_steps:
             if interrupted["flag"]:
                 raise KeyboardInterrupt
             t0 = time.perf_counter()
-            state, n, failed, recs = runner(
-                state,
-                jnp.asarray(t_start + n_done * h, dtype=jnp.float64),
-                jnp.asarray(n_done, dtype=jnp.int64),
-                jnp.asarray(n_steps, dtype=jnp.int64),
-                jnp.asarray(h, dtype=jnp.float64),
-                jnp.asarray(tol, dtype=jnp.float64),
-                jnp.asarray(max_iter, dtype=jnp.int32),
-                jparams,
-            )
-            recs = jax.device_get(recs)
+            if pending is None:
+                pending = runner(state, f64(t_start + n_done * h), np.int64(n_done), *consts)
+            state, n, failed, recs = pending
+            pending = None
+            if n_done + chunk < n_steps:
+                pending = runner(state, _advance(f64(t_start), n, f64(h)), n, *consts)
+            recs, n, failed = jax.device_get((recs, n, failed))
             n_new = int(n) - n_done
             if compile_time is None:
                 compile_time = time.perf_counter() - t0
@@ -285,6 +294,7 @@ def simulate(
                 if rescue:
                     state, step_rec, resid = _rescue(mech, sch, guess, state, t_start + (n_done + n_new) * h, h,
                                                      tol, max_iter, jparams, its)
+                pending = None
                 if step_rec is None:
                     failure = ("convergence", n_done + n_new, resid, its)
                 else:
@@ -298,6 +308,7 @@ def simulate(
                     rec = {k: v[:keep] for k, v in rec.items()}
                     failure = ("blowup", n_done + keep, blown[1], 0)
                     n_new = keep
+                    pending = None
             _collect(rec, n_done, offset, save_every, h, t_start, collected, stream, sch.velocity_kind)
             n_done += n_new
             if bar is not None:
