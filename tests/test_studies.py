@@ -255,3 +255,31 @@ def test_progress_bar_is_quiet_off_a_terminal(capsys):
     bar(res)
     assert bar.bar.n == 1 and "steps/s" in str(bar.bar)
     bar.close()
+
+
+def test_reproduce_all_writes_each_paper_and_an_index(tmp_path, monkeypatch, capsys):
+    """`livens reproduce all`: every registered paper into OUT/<key>/ and an index with the counts.
+    Two small stand-in papers (one pendulum run each) keep the test fast."""
+    from livens.studies import reproduce as rp
+    from livens.studies.report import judged
+    from livens.studies.runs import RunSpec
+
+    def paper(key, h):
+        spec = RunSpec("pendulum-3d", "EM", h, 20 * h, (), (), 1e-12, 40)
+
+        def make(ctx):
+            r = ctx.result(spec)
+            return [judged("Fig. 1", f"EM finishes at h = {h}", r.status == "ok", f"status {r.status}")]
+        return rp.Paper(key, "00x", f"stand-in {key}", lambda quick: [rp.Item("f1", "Fig. 1", [spec], make)],
+                        lambda quick: ["stand-in"])
+
+    fake = {"p-a": paper("p-a", 0.01), "p-b": paper("p-b", 0.02)}
+    monkeypatch.setattr(rp, "papers", lambda: fake)
+    from livens.cli import main
+
+    assert main(["reproduce", "all", "--quick", "--out", str(tmp_path), "--quiet"]) == 0
+    index = (tmp_path / "report.md").read_text()
+    for key in fake:
+        assert (tmp_path / key / "report.md").exists() and (tmp_path / key / "claims.csv").exists()
+        assert f"({key}) | 1 |" in index and f"[{key}/report.md]" in index
+    assert "index:" in capsys.readouterr().out

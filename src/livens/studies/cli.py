@@ -188,14 +188,21 @@ def _cmd_velocity_bound(args) -> int:
 
 
 def _cmd_reproduce(args) -> int:
-    from .reproduce import reproduce
+    from .reproduce import reproduce, reproduce_all
 
-    rep = reproduce(args.paper, args.out, quick=args.quick, scheduler=args.scheduler, processes=args.processes,
-                    progress=False if args.quiet else None)
-    counts = rep.summary()
-    print(f"{rep.paper.key} ({rep.paper.number}): " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-          + f"; {len(rep.files)} files in {args.out}; {rep.wall_time:.1f} s")
-    print(f"report: {rep.report}")
+    kw = dict(quick=args.quick, scheduler=args.scheduler, processes=args.processes,
+              progress=False if args.quiet else None)
+    if args.paper == "all":
+        reps, index = reproduce_all(args.out, **kw)
+    else:
+        reps, index = [reproduce(args.paper, args.out, **kw)], None
+    for rep in reps:
+        counts = rep.summary()
+        print(f"{rep.paper.key} ({rep.paper.number}): " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+              + f"; {len(rep.files)} files in {os.path.dirname(rep.report)}; {rep.wall_time:.1f} s")
+        print(f"report: {rep.report}")
+    if index:
+        print(f"index: {index}")
     return 0
 
 
@@ -235,7 +242,8 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_cmd_velocity_bound)
 
     p = sub.add_parser("reproduce", help="every figure and table of a paper, with report.md")
-    p.add_argument("paper", help="mubo-2023 (000), nody-2023 (002), livens-2023 (003) or jns-2009 (004)")
+    p.add_argument("paper", help="mubo-2023 (000), nody-2023 (002), livens-2023 (003), jns-2009 (004), "
+                                 "or all (each into OUT/<paper>/, with an index OUT/report.md)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--quick", action="store_true", help="cheap variant: shorter runs, fewer step sizes")
     p.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://127.0.0.1:8786")

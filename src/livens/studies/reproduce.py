@@ -170,5 +170,33 @@ def reproduce(paper: str, out: str, quick: bool = False, executor=None, *, sched
     return Reproduction(p, claims, ctx.files + [claims_csv, report], report, wall, quick)
 
 
-__all__ = ["Item", "Context", "Paper", "register_paper", "papers", "requirements", "reproduce", "Reproduction",
-           "missing"]
+def reproduce_all(out: str, quick: bool = False, executor=None, *, scheduler=None, processes: int | None = None,
+                  progress: bool | None = None) -> tuple[list, str]:
+    """Reproduce every registered paper, each into ``out/<key>/``, and write ``out/report.md``:
+    a table of the papers with their claim counts by verdict and links to their reports.
+
+    Returns (the :class:`Reproduction` of each paper, the path of the index report).
+    """
+    os.makedirs(out, exist_ok=True)
+    reps = [reproduce(key, os.path.join(out, key), quick, executor, scheduler=scheduler, processes=processes,
+                      progress=progress) for key in sorted(papers())]
+    verdicts = sorted({v for r in reps for v in r.summary()})
+    lines = [f"# livens: reproduction of every paper ({'quick' if quick else 'full'})", "",
+             "| paper | " + " | ".join(verdicts) + " | wall time [s] | report |",
+             "|---|" + "---|" * len(verdicts) + "---|---|"]
+    for r in reps:
+        counts = r.summary()
+        rel = os.path.relpath(r.report, out)
+        lines.append(f"| {r.paper.number} {r.paper.title} ({r.paper.key}) | "
+                     + " | ".join(str(counts.get(v, 0)) for v in verdicts)
+                     + f" | {r.wall_time:.1f} | [{rel}]({rel}) |")
+    index = os.path.join(out, "report.md")
+    tmp = index + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, index)
+    return reps, index
+
+
+__all__ = ["Item", "Context", "Paper", "register_paper", "papers", "requirements", "reproduce", "reproduce_all",
+           "Reproduction", "missing"]
