@@ -1,0 +1,105 @@
+"""The speed structures of the GGL energy-momentum scheme EM (002 eq 84; issue 7) change only the cost.
+
+- The residual with (84b) as one scalar discrete gradient equals the row-wise form with the
+  discrete derivatives as matrices (002 eq 86b, c), to round-off, away from the solution.
+- The structured EM tangent equals the AD tangent jax.jacfwd of the residual, and its block
+  elimination equals the dense solve (to the accuracy the conditioning allows).
+- Runs with the structured tangent and with the AD tangent take the same Newton iterates.
+"""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import livens as lv
+from livens.schemes import get as get_scheme
+from livens.schemes import ggl_em
+from livens.simulate import initial_state, resolve
+
+EM = get_scheme("EM")[0]
+
+# (example, parameters): Greenspan's gradient (heavy top, four particles: invariants declared)
+# and Gonzalez's (the others); m = 1 to m = 29 constraints for d = 3 to 30
+SYSTEMS = {
+    "heavy-top": ("heavy-top", {}),
+    "pendulum-3d": ("pendulum-3d", {}),
+    "four-particle": ("four-particle", {}),
+    "double-spherical-pendulum": ("double-spherical-pendulum", {}),
+    "chain-3": ("pendulum-chain", {"n_bodies": 3}),
+    "double-four-bar": ("double-four-bar", {}),
+}
+
+
+def _point(name, seed, h=0.05):
+    """A state and an unknown vector away from the solution (the tangent must hold everywhere)."""
+    example, kw = SYSTEMS[name]
+    problem = lv.examples.load(example, **kw)
+    sch, vals, mech = resolve(problem, EM, {})
+    st = initial_state(problem, mech)
+    rng = np.random.default_rng(seed)
+    d, m = mech.d, mech.m
+    st = st._replace(q=st.q + 0.05 * rng.standard_normal(d), p=st.p + 0.05 * rng.standard_normal(d),
+                     v=st.v + 0.05 * rng.standard_normal(d))
+    x = sch.pack(sch.guess(st, h, 0.0, vals, mech, "advanced"), d, m)
+    x = x + 0.1 * rng.standard_normal(x.shape[0]) * (1.0 + jnp.abs(x))
+    return sch, vals, mech, st, x, h
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+def test_scalar_discrete_gradient_residual_equals_rowwise_form(name):
+    sch, vals, mech, st, x, h = _point(name, seed=11)
+    d, m = mech.d, mech.m
+    both = jax.jit(lambda x: [f(sch.unpack(x, d, m), st, h, 0.0, vals, mech)
+                              for f in (ggl_em._residual, ggl_em._residual_rowwise)])
+    for k in range(3):  # also nearly at rest, where the fade-out of Gonzalez's quotient acts
+        xs = x if k == 0 else x.at[:d].set(st.q + 10.0 ** (-3 * k) * (x[:d] - st.q))
+        r, r0 = (np.asarray(a) for a in both(xs))
+        # (84b) holds h times discrete gradients, whose quotients amplify the round-off of the
+        # function values by 1/|q^{n+1} - q^n|
+        scale = np.max(np.abs(r0)) / min(1.0, float(jnp.linalg.norm(xs[:d] - st.q)))
+        assert np.max(np.abs(r - r0)) <= 1e-13 * scale, k
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+def test_em_structured_tangent_equals_ad_tangent(name):
+    sch, vals, mech, st, x, h = _point(name, seed=len(name))
+    d, m = mech.d, mech.m
+
+    def R(x):
+        return sch.residual(sch.unpack(x, d, m), st, h, 0.3, vals, mech)
+
+    def T(x):
+        return sch.tangent(sch.unpack(x, d, m), st, h, 0.3, vals, mech)
+
+    assert isinstance(T(x), ggl_em.EMTangent)
+    J_ad = np.asarray(jax.jit(jax.jacfwd(R))(x))
+    J = np.asarray(jax.jit(lambda x: T(x).matrix())(x))
+    assert J.shape == J_ad.shape == (3 * d + 2 * m, 3 * d + 2 * m)
+    scale = np.max(np.abs(J_ad))
+    assert np.max(np.abs(J - J_ad)) <= 1e-13 * scale
+
+    # the block elimination is the dense solve, to the accuracy the conditioning allows
+    b = np.random.default_rng(7).standard_normal(J.shape[0])
+    dx_dense = np.linalg.solve(J_ad, b)
+    dx = np.asarray(jax.jit(lambda x, b: T(x).solve(b))(x, jnp.asarray(b)))
+    cond = np.linalg.cond(J_ad)
+    assert np.max(np.abs(dx - dx_dense)) <= 1e-14 * cond * np.max(np.abs(dx_dense))
+    # and it solves the system: backward error at round-off level
+    assert np.max(np.abs(J_ad @ dx - b)) <= 1e-12 * scale * np.max(np.abs(dx))
+
+
+@pytest.mark.parametrize("example, steps", [("heavy-top", 150), ("four-particle", 100)])
+def test_em_structured_and_ad_tangent_take_the_same_newton_iterates(example, steps):
+    problem = lv.examples.load(example)  # a new System: not the compiled runner of another test
+    h = problem.h
+    ad = dataclasses.replace(EM, tangent=None)
+    a = lv.simulate(problem, EM, h=h, t_end=steps * h, tol=1e-12)
+    b = lv.simulate(problem, ad, h=h, t_end=steps * h, tol=1e-12)
+    assert np.mean(a.newton_iterations == b.newton_iterations) >= 0.99
+    assert np.max(np.abs(a.q - b.q)) <= 1e-10
+    assert np.max(np.abs(a.p - b.p)) <= 1e-10 * max(1.0, np.max(np.abs(a.p)))
+    # the energy stays conserved with the structured tangent (002 eq 89)
+    E = a.energy()["total"]
+    assert np.max(np.abs(E - E[0])) <= 1e-11 * abs(E[0])
