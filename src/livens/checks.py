@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -36,20 +37,56 @@ def constraint_label(system, k: int) -> str:
     return f"g[{k}]"
 
 
-def _evaluate(name: str, fn, *args, shape=None) -> np.ndarray:
+_TRACER_ERRORS = tuple(
+    getattr(jax.errors, n) for n in ("ConcretizationTypeError", "TracerArrayConversionError",
+                                     "TracerIntegerConversionError") if hasattr(jax.errors, n)
+)
+
+
+def _jax_hint(exc) -> str:
+    if isinstance(exc, _TRACER_ERRORS):
+        return (" (JAX traces the model functions: write them with jax.numpy, without numpy functions, "
+                "float() or Python if/else on the coordinates)")
+    return ""
+
+
+def _evaluate(name: str, fn, *args, shape=None, floating: bool = False, finite: bool = True) -> np.ndarray:
+    """Evaluate a user function at the initial state and refuse what no scheme can use.
+
+    ``floating``: the value must have a floating-point dtype (JAX differentiates only those).
+    """
     try:
         out = fn(*[jnp.asarray(a) for a in args])
+        arr = np.asarray(out)
     except Exception as exc:  # user code: report what failed, not JAX's internals
-        raise ValueError(f"{name} raised {type(exc).__name__} at the initial state: {exc}") from exc
-    arr = np.asarray(out)
+        raise ValueError(f"{name} raised {type(exc).__name__} at the initial state: {exc}{_jax_hint(exc)}") from exc
     if np.iscomplexobj(arr):
         raise ValueError(f"{name} returned complex values at the initial state; it must be real.")
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"{name} returned {type(out).__name__} {out!r:.80} at the initial state; "
+                         "it must return a real array.")
+    if floating and arr.dtype.kind != "f":
+        raise ValueError(f"{name} returned {arr.dtype} values at the initial state; it must return floating-point "
+                         "values, which JAX can differentiate (write 0.0, not 0).")
     arr = arr.astype(float)
     if shape is not None and arr.shape != shape:
         raise ValueError(f"{name} returned shape {arr.shape} at the initial state; expected {shape}.")
-    if not np.all(np.isfinite(arr)):
+    if finite and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} returned non-finite values at the initial state: {arr}.")
     return arr
+
+
+def _traceable(name: str, fn, *args) -> None:
+    """Trace ``fn`` abstractly, as the compiled time step will (no arithmetic is done)."""
+    try:
+        jax.eval_shape(fn, *[jnp.asarray(a) for a in args])
+    except Exception as exc:
+        raise ValueError(f"{name} cannot be traced by JAX: {type(exc).__name__}: {exc}{_jax_hint(exc)}") from exc
+
+
+def _coordinate_label(system, i: int) -> str:
+    names = system.coordinate_names
+    return f"{names[i]} (#{i})" if names is not None and i < len(names) else f"q[{i}]"
 
 
 def validate_problem(problem):
@@ -66,10 +103,13 @@ def validate_problem(problem):
     if problem.v0 is None and problem.p0 is None:
         raise ValueError("Give the initial velocity v0 or the initial momentum p0.")
     M = _evaluate("mass_matrix", system.mass_matrix, q0, shape=(d, d)) if not system.constant_mass else system.mass_matrix
+    if not np.all(np.isfinite(M)):
+        bad = [tuple(ij) for ij in np.argwhere(~np.isfinite(M)).tolist()]
+        raise ValueError(f"The mass matrix has non-finite entries at {bad[:6]}: {[float(M[ij]) for ij in bad[:6]]}.")
     if not np.allclose(M, M.T, rtol=1e-12, atol=1e-14 * max(1.0, np.abs(M).max())):
         i, j = np.unravel_index(np.argmax(np.abs(M - M.T)), M.shape)
         raise ValueError(
-            f"The mass matrix is not symmetric: M[{i},{j}] = {M[i, j]!r} but M[{j},{i}] = {M[j, i]!r}. "
+            f"The mass matrix is not symmetric: M[{i},{j}] = {float(M[i, j])!r} but M[{j},{i}] = {float(M[j, i])!r}. "
             "Give a symmetric M."
         )
     w = np.linalg.eigvalsh(M)
@@ -94,17 +134,40 @@ def validate_problem(problem):
             raise ValueError(f"Problem.{name} must be a positive finite number; got {val!r}.")
     if not problem.check:
         return q0, v0, p0
-    _evaluate("potential", system.potential, q0, shape=())
+    _evaluate("potential", system.potential, q0, shape=(), floating=True)
+    _traceable("potential", system.potential, q0)
+    # the schemes differentiate V and g by JAX AD inside a compiled step: trace and check them here
+    dV0 = _evaluate("the gradient of potential (JAX AD)", jax.grad(system.potential), q0, finite=False)
+    if not np.all(np.isfinite(dV0)):
+        bad = np.flatnonzero(~np.isfinite(dV0)).tolist()
+        raise ValueError(
+            "The gradient of potential (JAX AD) is non-finite at q0 in "
+            + ", ".join(f"{_coordinate_label(system, i)} = {dV0[i]}" for i in bad)
+            + ": V is not differentiable there (e.g. a norm or square root at zero); write it in a form that is."
+        )
+    if not system.constant_mass:
+        _traceable("mass_matrix", system.mass_matrix, q0)
     if system.dissipation is not None:
         _evaluate("dissipation", system.dissipation, q0, shape=(d, d))
+        _traceable("dissipation", system.dissipation, q0)
     if system.external_force is not None:
         _evaluate("external_force", system.external_force, q0, v0, 0.0, shape=(d,))
+        _traceable("external_force", system.external_force, q0, v0, 0.0)
     if system.constraints is not None:
-        g0 = np.atleast_1d(_evaluate("constraints", system.constraints, q0))
+        g0 = np.atleast_1d(_evaluate("constraints", system.constraints, q0, floating=True))
         if g0.ndim != 1:
             raise ValueError(f"constraints must return a vector of shape (m,); got shape {g0.shape}.")
+        _traceable("constraints", system.constraints, q0)
         mech = mechanics(system, q0)
-        G0 = np.asarray(mech.G(jnp.asarray(q0)))
+        G0 = _evaluate("the Jacobian of constraints (JAX AD)", mech.G, q0, shape=(g0.shape[0], d), finite=False)
+        bad = [k for k in range(G0.shape[0]) if not np.all(np.isfinite(G0[k]))]
+        if bad:
+            raise ValueError(
+                "The Jacobian of constraints (JAX AD) is non-finite at q0 in "
+                + ", ".join(constraint_label(system, k) for k in bad)
+                + ": the constraint is not differentiable there (e.g. a norm or square root at zero); "
+                "write it in a form that is."
+            )
         check_initial_state(system, q0, v0, g0, G0, problem.consistency_tol)
         check_constraint_rank(system, G0)
     return q0, v0, p0

@@ -64,7 +64,13 @@ class System:
 
     def __post_init__(self):
         if not (callable(self.mass_matrix)):
-            M = np.asarray(self.mass_matrix, dtype=float)
+            if np.iscomplexobj(self.mass_matrix):
+                raise ValueError("mass_matrix must be real; got a complex array.")
+            try:
+                M = np.asarray(self.mass_matrix, dtype=float)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"mass_matrix must be a real (d, d) array or a function q -> M(q); "
+                                 f"could not convert {self.mass_matrix!r:.80}: {exc}") from None
             if M.ndim != 2 or M.shape[0] != M.shape[1]:
                 raise ValueError(
                     f"mass_matrix must be a square (d, d) array or a function q -> M(q); got shape {M.shape}."
