@@ -22,19 +22,80 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from . import _jaxconfig  # noqa: F401
 from .checks import check_step, constraint_label
 from .schemes.base import State
-from .simulate import DEFAULT_CHUNK, _make_runner, resolve
+from .simulate import DEFAULT_CHUNK, _one_step, resolve
 from .system import Problem
 
 _CHECKS: dict = {}
 
 
+_RUNNERS: dict = {}
+
+
 def _ensemble_runner(mech, scheme, mode: str, chunk: int):
-    """The chunk runner of :func:`livens.simulate` mapped over members (state, t0, n0, n_stop)."""
-    return _make_runner(mech, scheme, mode, chunk, batched=True)
+    """The compiled chunk of ``chunk`` time steps for B members at once (cached per system,
+    scheme, guess, chunk): (state, t0, n0, n_stop, h, tol, max_iter, params), member-first.
+
+    Built for batching (issue 7) rather than as ``jax.vmap`` of the single-run chunk: one
+    while loop over the steps with a shared step index, inside it the Newton step of
+    :func:`livens.simulate` mapped over the members, so that the records are written with one
+    unbatched index into step-major buffers (a vmapped loop selects between the old and the new
+    value of every buffer at every step, and scatters with a per-member index). A member that
+    has stopped (at n_stop, or on a failed step) keeps its state and takes no Newton iteration
+    (max_iter 0 for it), so the others run exactly as they would alone. Small products are not
+    rewritten (:mod:`livens._fusion`): batched, XLA's matrix products are the faster ones.
+    """
+    key = (mech, scheme, mode, chunk)
+    hit = _RUNNERS.get(key)
+    if hit is not None:
+        return hit
+
+    def member_step(state, t, h, tol, max_iter, params):
+        return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params)
+
+    step = jax.vmap(member_step, in_axes=(0, 0, None, None, 0, None))
+
+    def run_chunk(state: State, t0, n0, n_stop, h, tol, max_iter, params):
+        one = jax.tree_util.tree_map(lambda a: a[0], state)
+        out_shape = jax.eval_shape(
+            lambda s: scheme.update(scheme.guess(s, h, t0[0], params, mech, mode), s, h, t0[0], params, mech)[1], one)
+        rec_shape = {"q": one.q, "p": one.p, "iterations": jnp.int32(0), "residual": jnp.zeros((), t0.dtype),
+                     "ok": jnp.bool_(True), **out_shape}
+        B = n0.shape[0]
+        bufs = jax.tree_util.tree_map(lambda a: jnp.zeros((chunk, B) + jnp.shape(a), a.dtype), rec_shape)
+        bufs["ok"] = jnp.ones((chunk, B), bool)
+
+        def cond(carry):
+            i, _, n, failed, _ = carry
+            return (i < chunk) & jnp.any((n < n_stop) & ~failed)
+
+        def body(carry):
+            i, state, n, failed, bufs = carry
+            active = (n < n_stop) & ~failed
+            t = t0 + (n - n0).astype(t0.dtype) * h
+            new, out, res = step(state, t, h, tol, jnp.where(active, max_iter, 0), params)
+            ok = res.converged & jnp.all(jnp.isfinite(new.q), axis=1) & jnp.all(jnp.isfinite(new.p), axis=1)
+            take = active & ok
+
+            def keep(a, b):
+                return jnp.where(take.reshape((B,) + (1,) * (a.ndim - 1)), b, a)
+
+            state = jax.tree_util.tree_map(keep, state, new)
+            rec = {"q": new.q, "p": new.p, "iterations": res.iterations, "residual": res.residual,
+                   "ok": ok | ~active, **out}
+            bufs = jax.tree_util.tree_map(lambda b, r: lax.dynamic_update_index_in_dim(b, r, i, 0), bufs, rec)
+            return i + 1, state, n + take.astype(n.dtype), failed | (active & ~ok), bufs
+
+        _, state, n, failed, recs = lax.while_loop(cond, body, (jnp.int32(0), state, n0, jnp.zeros(B, bool), bufs))
+        return state, n, failed, jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), recs)
+
+    runner = jax.jit(run_chunk)
+    _RUNNERS[key] = runner
+    return runner
 
 
 def _consistency_functions(mech):
