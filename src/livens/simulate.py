@@ -77,12 +77,6 @@ def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, to
 _RESCUERS: dict = {}
 
 
-@jax.jit
-def _advance(t_start, n, h):
-    """t_start + n h, the time of node n, on the device (n is a device value)."""
-    return t_start + n.astype(t_start.dtype) * h
-
-
 def _make_rescuer(mech: Mechanics, scheme: Scheme, mode: str):
     """The compiled rescue of one failed step (:func:`~livens.newton.damped_newton`), built on first need."""
     key = (mech, scheme, mode)
@@ -97,7 +91,7 @@ def _make_rescuer(mech: Mechanics, scheme: Scheme, mode: str):
 def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, batched: bool = False):
     """The compiled chunk of ``chunk`` time steps (cached per system, scheme, guess, chunk).
 
-    ``batched=True`` gives the chunk mapped with ``jax.vmap`` over (state, t0, n0, n_stop) for
+    ``batched=True`` gives the chunk mapped with ``jax.vmap`` over (state, t_start, n0, n_stop) for
     ensembles; there small products are not rewritten (:mod:`livens._fusion`): batched, XLA's
     matrix products are the faster ones (issue 7).
     """
@@ -110,7 +104,9 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, batched
     def one_step(state: State, t, h, tol, max_iter, params):
         return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params, fuse)
 
-    def run_chunk(state: State, t0, n0, n_stop, h, tol, max_iter, params):
+    def run_chunk(state: State, t_start, n0, n_stop, h, tol, max_iter, params):
+        # node n is at time t_start + n h (n counts from the run's first node)
+        t0 = t_start + n0.astype(t_start.dtype) * h
         # a while loop over the steps of the chunk: it stops at n_stop or at the first failed step
         # (no step is computed past the end; under vmap it runs until every member has stopped),
         # writing each step's record into preallocated buffers (entries past the stop stay
@@ -129,7 +125,7 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, batched
 
         def body(carry):
             i, state, n, failed, bufs = carry
-            t = t0 + (n - n0).astype(t0.dtype) * h
+            t = t_start + n.astype(t_start.dtype) * h
             new, out, res = one_step(state, t, h, tol, max_iter, params)
             ok = res.converged & jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.p))
             keep = jax.tree_util.tree_map(lambda a, b: jnp.where(ok, b, a), state, new)
@@ -265,8 +261,11 @@ def simulate(
     bar = _progress_bar(n_steps, progress)
     interrupted = _install_sigint_flag()
     try:
-        f64 = np.float64
-        consts = (np.int64(n_steps), f64(h), f64(tol), np.int32(max_iter), jparams)
+        # the same argument kinds on every call (one cache entry): n0 a device value like the n a
+        # chunk returns, the rest NumPy scalars
+        i64 = jnp.int64
+        consts = (np.int64(n_steps), np.float64(h), np.float64(tol), np.int32(max_iter), jparams)
+        t_start_dev = np.float64(t_start)
         # chunks are dispatched one ahead (JAX runs them asynchronously): while one computes, the
         # records of the previous one are copied and written. The next chunk starts from the
         # current one's device-side end state, on the guess that no step fails; after a failure,
@@ -277,11 +276,11 @@ def simulate(
                 raise KeyboardInterrupt
             t0 = time.perf_counter()
             if pending is None:
-                pending = runner(state, f64(t_start + n_done * h), np.int64(n_done), *consts)
+                pending = runner(state, t_start_dev, jnp.asarray(n_done, i64), *consts)
             state, n, failed, recs = pending
             pending = None
             if n_done + chunk < n_steps:
-                pending = runner(state, _advance(f64(t_start), n, f64(h)), n, *consts)
+                pending = runner(state, t_start_dev, n, *consts)
             recs, n, failed = jax.device_get((recs, n, failed))
             n_new = int(n) - n_done
             if compile_time is None:
