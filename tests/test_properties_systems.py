@@ -283,15 +283,12 @@ def test_chain_all_schemes_for_random_masses_and_lengths(data):
 PENDULUM = lv.examples.load("pendulum-3d")     # one System: each scheme compiles once for these tests
 
 
-@pytest.mark.xfail(strict=True, raises=lv.ConvergenceError,
-                   reason="finding (issue 8): 002 §4.3.2 and the scheme's Param admit vartheta = 1, where option B "
-                          "(eq 82) has no regular solution; it should be refused (vartheta in (0, 1))")
 @pytest.mark.parametrize("theta", [0.5, 1.0])
 def test_theta_b_refuses_vartheta_one(theta):
     """With vartheta = 1, D_1 g_d = 0 (eq 81): after p^{n+1} is eliminated by eq 82c, lambda^n drops out of
     eq 82b (its factor is h (1 - vartheta) / (1 - theta) G(q^n)^T), and (q^{n+1}, v^{n+1}, gamma^n) must meet
     2d + 2m equations with 2d + m unknowns. Newton fails at the first step (||R|| ~ 3e-3 on the pendulum);
-    the parameter check should refuse it with a ValueError."""
+    the parameter check refuses it with a ValueError (vartheta in (0, 1), although 002 §4.3.2 admits 1)."""
     with pytest.raises(ValueError, match="vartheta"):
         lv.simulate(PENDULUM, "ggl-theta-b", h=0.01, t_end=0.02, theta=theta, vartheta=1.0)
 
@@ -312,27 +309,21 @@ def test_one_stage_family_stable_for_the_parameters_002_admits(scheme, params):
 
 
 # --------------------------------------------------------------------------- finding: external forces
-_IGNORE_FORCE = pytest.mark.xfail(strict=True, reason="finding (issue 8): the scheme ignores the System's "
-                                  "external_force silently (same trajectory with and without it)")
-
-
-@pytest.mark.parametrize("scheme", ["rattle", pytest.param("ggl-em", marks=_IGNORE_FORCE),
-                                    pytest.param("ggl-theta-a", marks=_IGNORE_FORCE),
-                                    pytest.param("ggl-theta-b", marks=_IGNORE_FORCE),
-                                    pytest.param("gonzalez-em", marks=_IGNORE_FORCE)])
+@pytest.mark.parametrize("scheme", ["rattle", "ggl-em", "ggl-theta-a", "ggl-theta-b", "gonzalez-em"])
 def test_external_force_is_applied_or_refused(scheme):
     """A scheme either applies F(q, v, t) or refuses the system with ValueError (as schemes without
     dissipation refuse C(q)). A pendulum under gravity 9.81 and F = 50 e3 must rise (q3 = +0.20 at t = 0.1;
-    q3 = -0.05 without F). RATTLE is the control; EM, the one-stage family and EM-G leave F out of their
-    residuals (q identical to the run without F)."""
+    q3 = -0.05 without F). RATTLE applies it; EM, the one-stage family and EM-G have no F term (002 eq
+    79, 82, 84; Gonzalez 1999) and refuse the system, naming the schemes that apply it."""
     system = lv.System(np.eye(3), potential=lambda q: 9.81 * q[2],
                        constraints=lambda q: jnp.array([0.5 * (q @ q - 1.0)]),
                        external_force=lambda q, v, t: jnp.array([0.0, 0.0, 50.0]))
     problem = lv.Problem(system, q0=[1.0, 0.0, 0.0], v0=[0.0, 1.0, 0.0])
-    try:
-        sol = lv.simulate(problem, scheme, h=0.01, t_end=0.1)
-    except ValueError:
+    if not lv.schemes.get(scheme)[0].supports_external_force:
+        with pytest.raises(ValueError, match="external_force; schemes that apply it: .*rattle"):
+            lv.simulate(problem, scheme, h=0.01, t_end=0.1)
         return
+    sol = lv.simulate(problem, scheme, h=0.01, t_end=0.1)
     assert sol.q[-1, 2] > 0.1, f"{scheme}: q3(0.1) = {sol.q[-1, 2]:.3f}"
 
 

@@ -157,6 +157,14 @@ def resolve(problem: Problem, scheme, params: dict):
         raise ValueError(
             f"Scheme {sch.name!r} does not treat a dissipation matrix C(q); schemes that do: {', '.join(ok)}."
         )
+    if mech.has_external_force and not sch.supports_external_force:
+        from .schemes import names, get
+
+        ok = [n for n in names() if get(n)[0].supports_external_force]
+        raise ValueError(
+            f"Scheme {sch.name!r} has no external force term F(q, v, t) in its equations, so it would ignore "
+            f"this system's external_force; schemes that apply it: {', '.join(ok)}."
+        )
     return sch, vals, mech
 
 

@@ -82,6 +82,7 @@ class Scheme:
     allows_configuration_mass: bool = False
     has_gamma: bool = False
     supports_dissipation: bool = False
+    supports_external_force: bool = True  # False: the residual has no F(q, v, t) term; refused
     start: Callable | None = None
     enforced: Callable | None = None
     tangent: Callable | None = None  # structured tangent dR/dx, optional

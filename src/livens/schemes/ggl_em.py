@@ -242,6 +242,7 @@ def _tangent(u, s: State, h, t, params, mech):
 GGL_EM = register(
     Scheme(
         name="ggl-em",
+        supports_external_force=False,  # 002 eq 79/82/84 and Gonzalez 1999 have no F term
         paper="002 eq 84-91",
         unknowns=(("q1", "d"), ("p1", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m")),
         residual=_residual,

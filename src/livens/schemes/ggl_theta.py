@@ -19,7 +19,11 @@ residuals have a parasitic root (our linearization of 79c-e, not in the paper):
 g(q^{n+1}) = -((1-theta)/theta) g(q^n) + O(h^2) and G M^-1 p^{n+1} = -(theta/(1-theta)) G M^-1 p^n
 + O(h), so one of them grows geometrically unless theta = 1/2; use theta != 1/2 for short runs only.
 
-Option B, ``ggl-theta-b`` (eq 82; trapezoidal g_d, eq 80), theta in [0, 1], vartheta in (0, 1]:
+Option B, ``ggl-theta-b`` (eq 82; trapezoidal g_d, eq 80), theta in [0, 1], vartheta in (0, 1).
+002 §4.3.2 admits vartheta = 1, but there D_1 g_d = 0 (eq 81): with p^{n+1} eliminated by 82c,
+lambda^n drops out of 82b and the step has no regular solution, so livens refuses it. For
+vartheta > 1/2 lambda^n and G M^-1 p^n are multiplied by -vartheta/(1-vartheta) per step (measured
+-3.000 at vartheta = 3/4): use vartheta <= 1/2 for long runs (tests/test_properties_systems.py).
 
     q^{n+1} - q^n = h v^{n+1} + h M^-1 G(q^{n+theta})^T gamma^n                              (82a)
     p^{n+1} - p^n = h D_1 L(q^{n+theta}, v^{n+1})
@@ -40,6 +44,7 @@ gamma term is h sum_k gamma_k D^2 g_k M^-1 (p^{n+1} + P^n) with M v^{n+1} = p^{n
 enters eq 58).
 
 Both are symplectic and conserve momentum maps of the form J = p . xi q (002 §4.2, App. A.7).
+Eq 79 and 82 have no external force term: a System with ``external_force`` is refused.
 """
 from __future__ import annotations
 
@@ -136,6 +141,7 @@ _UNKNOWNS = (("q1", "d"), ("p1", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m"))
 GGL_THETA_A = register(
     Scheme(
         name="ggl-theta-a",
+        supports_external_force=False,  # 002 eq 79/82/84 and Gonzalez 1999 have no F term
         paper="002 eq 79 (option A, g_d = h g(q^{n+theta}), eq 77)",
         unknowns=_UNKNOWNS,
         residual=_residual_a,
@@ -155,6 +161,7 @@ GGL_THETA_A = register(
 GGL_THETA_B = register(
     Scheme(
         name="ggl-theta-b",
+        supports_external_force=False,  # 002 eq 79/82/84 and Gonzalez 1999 have no F term
         paper="002 eq 82 (option B, trapezoidal g_d, eq 80); VI-B eq 83",
         unknowns=_UNKNOWNS,
         residual=_residual_b,
@@ -162,7 +169,7 @@ GGL_THETA_B = register(
         update=_update,
         velocity_kind="interval",
         description="one-stage theta GGL variational integrator, g(q) at the nodes",
-        params=(Param("theta", 1.0, 0.0, 1.0), Param("vartheta", 0.5, 0.0, 1.0, low_open=True)),
+        params=(Param("theta", 1.0, 0.0, 1.0), Param("vartheta", 0.5, 0.0, 1.0, low_open=True, high_open=True)),
         has_gamma=True,
         enforced=_enforced_b,
         keeps="symplectic, momentum maps, g(q) at nodes; order 1 (VI-B), 2 for theta = vartheta = 1/2",

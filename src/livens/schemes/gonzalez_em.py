@@ -60,6 +60,7 @@ def _enforced(sol):
 GONZALEZ_EM = register(
     Scheme(
         name="gonzalez-em",
+        supports_external_force=False,  # 002 eq 79/82/84 and Gonzalez 1999 have no F term
         paper="Gonzalez 1999 (Physica D 132), as EM-G in 002 §6.3",
         unknowns=(("q1", "d"), ("p1", "d"), ("lam", "m")),
         residual=_residual,
