@@ -305,7 +305,10 @@ def _four_particle(quick: bool) -> list:
                 ok = all(np.isfinite(v) for v in times.values()) and max(times, key=times.get) == "EM"
                 c.append(judged("§6.3, Table 2", t1 + f" ({g} guess)", ok,
                                 ", ".join(f"{s} {v:.2f}" for s, v in times.items())
-                                + f" (t_comp / t_comp(VI-S); fastest of {max(eff.repeat, 1)} run(s) after compilation)"))
+                                + f" (t_comp / t_comp(VI-S); fastest of {max(eff.repeat, 1)} run(s) after compilation)",
+                                "" if ok else "computing times depend on the implementation: livens' EM solves with a "
+                                "structured tangent (Schur complement on the constraints) while VI-A and VI-B use "
+                                "the dense AD tangent; wall-clock times on a shared machine"))
         for s in eff_schemes:
             a, b = res.row(s, "simple"), res.row(s, "advanced")
             c.append(judged("§6.3, Table 2", t2 + f": {s}", b["mean_iterations"] < a["mean_iterations"],
