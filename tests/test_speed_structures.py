@@ -59,10 +59,12 @@ def _point(problem, h, seed):
     return sch, vals, mech, st, x
 
 
-@pytest.mark.parametrize("form", ["dense", "matrix-free", "matrix-free, LU fallback"])
+@pytest.mark.parametrize("form", ["dense", "dense, block elimination", "matrix-free", "matrix-free, LU fallback"])
 @pytest.mark.parametrize("name", list(SYSTEMS))
 def test_vis_structured_tangent_equals_ad_tangent(name, form, monkeypatch):
-    if form != "dense":  # the form large systems get (d >= MATRIX_FREE_MIN_D), here on small ones
+    if "block" in form:  # the 2m x 2m system by block elimination (large m), here on small ones
+        monkeypatch.setattr(ggl_vi, "BLOCK_MIN_M", 1)
+    if not form.startswith("dense"):  # the form large systems get (d >= MATRIX_FREE_MIN_D), here on small ones
         monkeypatch.setattr(ggl_vi, "MATRIX_FREE_MIN_D", 0)
     if form.endswith("fallback"):  # S^-1 by LU where the fixed-point iteration does not converge
         monkeypatch.setattr(ggl_vi.VISTangentMF, "NEUMANN_MAX", 0)
@@ -78,7 +80,7 @@ def test_vis_structured_tangent_equals_ad_tangent(name, form, monkeypatch):
         return sch.tangent(sch.unpack(x, d, m), st, h, t, vals, mech)
 
     J_ad = np.asarray(jax.jit(jax.jacfwd(R))(x))
-    assert isinstance(T(x), ggl_vi.VISTangent if form == "dense" else ggl_vi.VISTangentMF)
+    assert isinstance(T(x), ggl_vi.VISTangent if form.startswith("dense") else ggl_vi.VISTangentMF)
     J = np.asarray(jax.jit(lambda x: T(x).matrix())(x))
     assert J.shape == J_ad.shape == (3 * d + 2 * m, 3 * d + 2 * m)
     scale = np.max(np.abs(J_ad))
@@ -170,6 +172,45 @@ def test_dense_solvers_are_exact_and_pivot(n):
     x = _linalg.solver(jnp.asarray(A))(jnp.asarray(B[:, 0]))
     assert x.shape == (n,)
     assert np.max(np.abs(np.asarray(x) - X_ref[:, 0])) <= 1e-14 * cond * np.max(np.abs(X_ref))
+
+
+@pytest.mark.parametrize("m", [1, 3, 20])
+def test_block_solve_is_exact(m):
+    rng = np.random.default_rng(m)
+    A = rng.standard_normal((2 * m, 2 * m))
+    b = rng.standard_normal(2 * m)
+    x1, x2 = jax.jit(_linalg.block_solve)(A[:m, :m], A[:m, m:], A[m:, :m], A[m:, m:], b[:m], b[m:])
+    x = np.concatenate([x1, x2])
+    ref = np.linalg.solve(A, b)
+    cond = np.linalg.cond(A) * np.linalg.cond(A[:m, :m])  # block elimination pivots on A11
+    assert np.max(np.abs(x - ref)) <= 1e-14 * cond * np.max(np.abs(ref))
+    assert np.max(np.abs(A @ x - b)) <= 1e-12 * np.max(np.abs(A)) * np.max(np.abs(x)) * np.linalg.cond(A[:m, :m])
+
+
+def test_block_solve_inside_whole_systems_factorizes_the_whole_system():
+    rng = np.random.default_rng(5)
+    m = 4
+    A = rng.standard_normal((2 * m, 2 * m))
+    A[:m, :m] = 0.0  # singular A11: block elimination would fail, the whole LU (pivoting) does not
+    b = rng.standard_normal(2 * m)
+    with _linalg.whole_systems():
+        x1, x2 = jax.jit(_linalg.block_solve)(A[:m, :m], A[:m, m:], A[m:, :m], A[m:, m:], b[:m], b[m:])
+    np.testing.assert_allclose(np.concatenate([x1, x2]), np.linalg.solve(A, b), rtol=1e-10, atol=1e-12)
+    x1, _ = _linalg.block_solve(A[:m, :m], A[:m, m:], A[m:, :m], A[m:, m:], b[:m], b[m:])
+    assert not np.all(np.isfinite(np.asarray(x1)))
+
+
+def test_double_four_bar_ensemble_equals_single_runs():
+    """Single runs of the double four-bar (m = 29) solve with block elimination, the ensemble's
+    batched steps with whole factorizations: the same Newton iterates."""
+    problem = lv.examples.load("double-four-bar")
+    h, steps = problem.h, 12
+    q0s, v0s = np.tile(problem.q0, (2, 1)), np.array([problem.v0, 0.9 * problem.v0])
+    ens = lv.simulate_ensemble(problem, "VI-S", q0s, v0s, h=h, t_end=steps * h, tol=1e-11)
+    for b in range(2):
+        single = lv.simulate(problem.replace(v0=v0s[b]), "VI-S", h=h, t_end=steps * h, tol=1e-11)
+        np.testing.assert_array_equal(ens[b].newton_iterations, single.newton_iterations)
+        assert np.max(np.abs(ens[b].q - single.q)) <= 1e-11
 
 
 def test_runner_not_recompiled_when_h_t_end_tol_max_iter_change():

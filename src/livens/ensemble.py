@@ -25,6 +25,7 @@ import numpy as np
 from jax import lax
 
 from . import _jaxconfig  # noqa: F401
+from . import _linalg
 from .checks import check_step, constraint_label
 from .schemes.base import State
 from .simulate import DEFAULT_CHUNK, _one_step, resolve
@@ -47,7 +48,8 @@ def _ensemble_runner(mech, scheme, mode: str, chunk: int):
     value of every buffer at every step, and scatters with a per-member index). A member that
     has stopped (at n_stop, or on a failed step) keeps its state and takes no Newton iteration
     (max_iter 0 for it), so the others run exactly as they would alone. Small products are not
-    rewritten (:mod:`livens._fusion`): batched, XLA's matrix products are the faster ones.
+    rewritten (:mod:`livens._fusion`): batched, XLA's matrix products are the faster ones; and
+    linear systems are factorized whole (:func:`livens._linalg.whole_systems`).
     """
     key = (mech, scheme, mode, chunk)
     hit = _RUNNERS.get(key)
@@ -93,7 +95,11 @@ def _ensemble_runner(mech, scheme, mode: str, chunk: int):
         _, state, n, failed, recs = lax.while_loop(cond, body, (jnp.int32(0), state, n0, jnp.zeros(B, bool), bufs))
         return state, n, failed, jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), recs)
 
-    runner = jax.jit(run_chunk)
+    def traced(*args):  # runs while jax.jit traces: no block elimination in batched solves
+        with _linalg.whole_systems():
+            return run_chunk(*args)
+
+    runner = jax.jit(traced)
     _RUNNERS[key] = runner
     return runner
 
