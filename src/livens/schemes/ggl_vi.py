@@ -170,11 +170,13 @@ class VISTangent:
         return jnp.concatenate([dq1, dp1, dv, dl, dg])
 
 
-BLOCK_MIN_M = 16
-"""From this many constraints on, :class:`VISTangent` solves its 2m x 2m system in (dlambda, dgamma)
-by block elimination on the (55d) rows (:func:`livens._linalg.block_solve`): two LU of m x m
-instead of one of 2m x 2m (measured: faster for the double four-bar, m = 29; slower for the
-heavy top, m = 9, where the LAPACK calls, not their arithmetic, cost)."""
+BLOCK_MIN_M = 24
+"""From this many constraints on, :class:`VISTangent` (the dense form) solves its 2m x 2m system in
+(dlambda, dgamma) by block elimination on the (55d) rows (:func:`livens._linalg.block_solve`): two
+LU of m x m instead of one of 2m x 2m. Measured: ~5% faster for the double four-bar (m = 29);
+slower for the heavy top (m = 9) and the chain of 16 (m = 16), where the LAPACK calls, not their
+arithmetic, cost. Not used by :class:`VISTangentMF` (in the chain of 32 it made a step 40x slower,
+not understood)."""
 
 MATRIX_FREE_MIN_D = 64
 """From this many coordinates on, :func:`_tangent` gives the matrix-free :class:`VISTangentMF`."""
@@ -279,11 +281,8 @@ class VISTangentMF:
         top = jnp.concatenate([GG[:, 1:1 + m], h * GG[:, 1 + m:]], axis=1)
         bot = jnp.concatenate([ZY[:, 1:] + h * K_aAl[:, 1:], -h * ZKT], axis=1)
         rhs = jnp.concatenate([b4 - GG[:, 0], b5 - h * K_aAl[:, 0] - ZY[:, 0] + Z.T @ b3])
-        if m >= BLOCK_MIN_M:
-            dl, dg = block_solve(top[:, :m], top[:, m:], bot[:, :m], bot[:, m:], rhs[:m], rhs[m:], after=Z)
-        else:
-            sol = solver(jnp.concatenate([top, bot], axis=0))(rhs)
-            dl, dg = sol[:m], sol[m:]
+        sol = solver(jnp.concatenate([top, bot], axis=0))(rhs)
+        dl, dg = sol[:m], sol[m:]
         dv = a + Al @ dl
         dq1 = b1 + h * dv + (h * h) * Miop(self.Hg(dv)) + h * (MiGbT @ dg)
         dp1 = Mop(S_inv(-b3 + Mop(dv) - (h * h) * self.Tq(dv) - h * self.KT(dg)[0]))
