@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import livens as lv
+from _tangents import assert_tangent_equals_ad
 from livens import _fusion, _linalg
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_vi
@@ -79,21 +80,8 @@ def test_vis_structured_tangent_equals_ad_tangent(name, form, monkeypatch):
     def T(x):
         return sch.tangent(sch.unpack(x, d, m), st, h, t, vals, mech)
 
-    J_ad = np.asarray(jax.jit(jax.jacfwd(R))(x))
     assert isinstance(T(x), ggl_vi.VISTangent if form.startswith("dense") else ggl_vi.VISTangentMF)
-    J = np.asarray(jax.jit(lambda x: T(x).matrix())(x))
-    assert J.shape == J_ad.shape == (3 * d + 2 * m, 3 * d + 2 * m)
-    scale = np.max(np.abs(J_ad))
-    assert np.max(np.abs(J - J_ad)) <= 1e-13 * scale
-
-    # the block elimination is the dense solve, to the accuracy the conditioning allows
-    b = np.random.default_rng(7).standard_normal(J.shape[0])
-    dx_dense = np.linalg.solve(J_ad, b)
-    dx = np.asarray(jax.jit(lambda x, b: T(x).solve(b))(x, jnp.asarray(b)))
-    cond = np.linalg.cond(J_ad)
-    assert np.max(np.abs(dx - dx_dense)) <= 1e-14 * cond * np.max(np.abs(dx_dense))
-    # and it solves the system: backward error at round-off level
-    assert np.max(np.abs(J_ad @ dx - b)) <= 1e-12 * scale * np.max(np.abs(dx))
+    assert_tangent_equals_ad(R, T, x, 3 * d + 2 * m)
 
 
 @pytest.mark.parametrize("example, steps, matrix_free", [("heavy-top", 150, False), ("pendulum-3d", 150, False),

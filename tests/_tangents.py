@@ -1,0 +1,20 @@
+"""Shared check of a structured Newton tangent against the AD tangent (issue 7)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def assert_tangent_equals_ad(R, T, x, n):
+    """T(x) (an object with matrix() and solve()) equals jax.jacfwd(R)(x) to round-off, and its
+    solve is the dense solve to the accuracy the conditioning allows, with round-off backward error."""
+    J_ad = np.asarray(jax.jit(jax.jacfwd(R))(x))
+    J = np.asarray(jax.jit(lambda x: T(x).matrix())(x))
+    assert J.shape == J_ad.shape == (n, n)
+    scale = np.max(np.abs(J_ad))
+    assert np.max(np.abs(J - J_ad)) <= 1e-13 * scale
+    b = np.random.default_rng(7).standard_normal(n)
+    dx_dense = np.linalg.solve(J_ad, b)
+    dx = np.asarray(jax.jit(lambda x, b: T(x).solve(b))(x, jnp.asarray(b)))
+    cond = np.linalg.cond(J_ad)
+    assert np.max(np.abs(dx - dx_dense)) <= 1e-14 * cond * np.max(np.abs(dx_dense))
+    assert np.max(np.abs(J_ad @ dx - b)) <= 1e-12 * scale * np.max(np.abs(dx))
