@@ -28,6 +28,11 @@ class NewtonResult(NamedTuple):
     converged: jax.Array  # bool
 
 
+def _norm_inf(r):
+    """||r||_inf (0 for an empty residual)."""
+    return jnp.max(jnp.abs(r)) if r.size else jnp.zeros((), r.dtype)
+
+
 def apply_inverse(J, rhs):
     """J^-1 rhs for a tangent J: a matrix (LU with partial pivoting) or an object with ``solve``."""
     if hasattr(J, "solve"):
@@ -51,14 +56,11 @@ def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = Non
     """
     step = linear_step if linear_step is not None else newton_increment(residual, tangent)
 
-    def norm(r):
-        return jnp.max(jnp.abs(r)) if r.size else jnp.zeros((), r.dtype)
-
     r0 = residual(x0)
 
     def cond(c):
         x, r, it = c
-        n = norm(r)
+        n = _norm_inf(r)
         return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n)
 
     def body(c):
@@ -67,7 +69,7 @@ def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = Non
         return x, residual(x), it + 1
 
     x, r, it = lax.while_loop(cond, body, (x0, r0, jnp.int32(0)))
-    n = norm(r)
+    n = _norm_inf(r)
     return NewtonResult(x, it, n, (n <= tol) & jnp.all(jnp.isfinite(x)))
 
 
@@ -93,12 +95,9 @@ def damped_newton(residual: Callable, x0, tol, max_iter, rcond: float = 1e-12,
         s_inv = jnp.where(keep, 1.0 / jnp.where(keep, S, 1.0), 0.0)
         return -(Vt.T @ (s_inv * (U.T @ r)))
 
-    def norm_inf(r):
-        return jnp.max(jnp.abs(r)) if r.size else jnp.zeros((), r.dtype)
-
     def cond(c):
         x, r, it, stalled = c
-        n = norm_inf(r)
+        n = _norm_inf(r)
         return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n) & ~stalled
 
     def body(c):
@@ -126,5 +125,5 @@ def damped_newton(residual: Callable, x0, tol, max_iter, rcond: float = 1e-12,
 
     r0 = residual(x0)
     x, r, it, _ = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), jnp.bool_(False)))
-    n = norm_inf(r)
+    n = _norm_inf(r)
     return NewtonResult(x, it, n, (n <= tol) & jnp.all(jnp.isfinite(x)))

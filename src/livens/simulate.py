@@ -88,21 +88,18 @@ def _make_rescuer(mech: Mechanics, scheme: Scheme, mode: str):
     return fn
 
 
-def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, batched: bool = False):
+def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int):
     """The compiled chunk of ``chunk`` time steps (cached per system, scheme, guess, chunk).
 
-    ``batched=True`` gives the chunk mapped with ``jax.vmap`` over (state, t_start, n0, n_stop) for
-    ensembles; there small products are not rewritten (:mod:`livens._fusion`): batched, XLA's
-    matrix products are the faster ones (issue 7).
+    Ensembles have their own batched runner (:mod:`livens.ensemble`).
     """
-    key = (mech, scheme, mode, chunk, batched)
+    key = (mech, scheme, mode, chunk)
     hit = _RUNNERS.get(key)
     if hit is not None:
         return hit
-    fuse = (lambda f: f) if batched else fuse_small_dots
 
     def one_step(state: State, t, h, tol, max_iter, params):
-        return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params, fuse)
+        return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params, fuse_small_dots)
 
     def run_chunk(state: State, t_start, n0, n_stop, h, tol, max_iter, params):
         # node n is at time t_start + n h (n counts from the run's first node)
@@ -136,10 +133,7 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, batched
         _, state, n, failed, recs = lax.while_loop(cond, body, (jnp.int32(0), state, n0, jnp.bool_(False), bufs))
         return state, n, failed, recs
 
-    if batched:
-        runner = jax.jit(jax.vmap(run_chunk, in_axes=(0, 0, 0, 0, None, None, None, None)))
-    else:
-        runner = jax.jit(run_chunk)
+    runner = jax.jit(run_chunk)
     _RUNNERS[key] = runner
     return runner
 
