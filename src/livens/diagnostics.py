@@ -31,10 +31,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _jaxconfig  # noqa: F401
+from ._cache import CompiledCache
 from .schemes.base import State
 
 
-_JACOBIANS: dict = {}
+_JACOBIANS = CompiledCache(16)
 
 
 def _jacobian_runner(sch, mech, state: State):

@@ -50,6 +50,7 @@ import jax.numpy as jnp
 
 from ..newton import newton
 from . import register
+from .._cache import CompiledCache
 from .base import Scheme, State
 
 _START_TOL = 1e-12
@@ -137,7 +138,7 @@ def make_projection(mech):
     return proj
 
 
-_PROJ: dict = {}
+_PROJ = CompiledCache(16)
 
 
 def reparametrization(mech):
@@ -154,7 +155,7 @@ def reparametrization(mech):
 
 
 # ------------------------------------------------------------------ start (004 eq 15, 17)
-_START_SOLVERS: dict = {}
+_START_SOLVERS = CompiledCache(16)
 
 
 def _start_solver(mech, kind):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from .._cache import CompiledCache
 
 
 @dataclass
@@ -153,7 +154,7 @@ class Trace:
         return None
 
 
-_HESSIANS: dict = {}
+_HESSIANS = CompiledCache(32)
 
 
 def linear_constraints(sol) -> tuple:
