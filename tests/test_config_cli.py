@@ -89,7 +89,7 @@ def test_user_system_imported_as_module_function(tmp_path, monkeypatch):
 
 
 def test_cli_failed_run_exits_nonzero_with_message_and_partial_files(tmp_path, capsys):
-    code = main(["run", "pendulum-3d", "--h", "0.05", "--max-iter", "3", "--no-rescue", "--out", str(tmp_path), "--quiet"])
+    code = main(["run", "pendulum-3d", "--h", "0.05", "--max-iter", "3", "--guess", "simple", "--no-rescue", "--out", str(tmp_path), "--quiet"])
     err = capsys.readouterr().err
     assert code == 3
     assert err.startswith("error: Newton did not converge in step")

@@ -53,7 +53,7 @@ def test_convergence_failure_keeps_streamed_steps(tmp_path):
     problem = lv.examples.load("pendulum-3d")
     path = tmp_path / "fail.nc"
     with pytest.raises(lv.ConvergenceError) as info:
-        lv.simulate(problem, "VI-S", h=0.05, t_end=10.0, max_iter=3, out=path, chunk=8, rescue=False)
+        lv.simulate(problem, "VI-S", h=0.05, t_end=10.0, max_iter=3, out=path, chunk=8, rescue=False, guess="simple")
     sol = info.value.solution
     on_disk = lv.load(path)
     assert on_disk.n_steps == sol.n_steps

@@ -108,12 +108,18 @@ def fuse_small_dots(fn, limit: int = DEFAULT_LIMIT):
         return fn
     limit = _env_limit(limit)
 
+    traced: dict = {}  # the jaxpr per argument signature: a function evaluated several times in one
+    # step (e.g. the residual at two first guesses and in the Newton loop) is traced once
+
     @functools.wraps(fn)
     def fused(*args):
+        leaves, tree = jax.tree_util.tree_flatten(args)
+        key = (tree, tuple((jnp.shape(a), jnp.result_type(a)) for a in leaves))
         try:
-            closed, shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+            closed, shape = traced[key] if key in traced else jax.make_jaxpr(fn, return_shape=True)(*args)
         except Exception:  # let the original report its own error
             return fn(*args)
+        traced[key] = (closed, shape)
         flat = jax.tree_util.tree_leaves(args)
         try:
             outs = _eval(closed.jaxpr, closed.consts, flat, limit)

@@ -8,7 +8,7 @@ Example::
     t_end = 2.0
     tol = 1e-9
     max_iter = 40
-    guess = "simple"               # or "advanced"
+    guess = "extrapolated"         # or "simple", "advanced" (002 Table 2)
     blowup_factor = 10.0           # optional
     save_every = 1                 # optional
     rescue = true                  # optional: retry a failed Newton step with damped Newton
@@ -56,7 +56,7 @@ class RunConfig:
     t_end: float | None = None
     tol: float = 1e-9
     max_iter: int = 40
-    guess: str = "simple"
+    guess: str = "extrapolated"
     blowup_factor: float | None = None
     save_every: int = 1
     rescue: bool = True
@@ -130,8 +130,9 @@ def parse_run_config(data: dict, path: str = "<config>") -> RunConfig:
         raise ConfigError(f"{path}: max_iter must be at least 1; got {data['max_iter']!r}.")
     if "save_every" in data and data["save_every"] < 1:
         raise ConfigError(f"{path}: save_every must be at least 1; got {data['save_every']!r}.")
-    if data.get("guess", "simple") not in ("simple", "advanced"):
-        raise ConfigError(f"{path}: guess must be \"simple\" or \"advanced\"; got {data['guess']!r}.")
+    if data.get("guess", "simple") not in ("simple", "advanced", "extrapolated"):
+        raise ConfigError(f"{path}: guess must be \"simple\", \"advanced\" or \"extrapolated\"; "
+                          f"got {data['guess']!r}.")
     from . import schemes
 
     scheme = data.get("scheme", "VI-S")

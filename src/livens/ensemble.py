@@ -28,18 +28,20 @@ from . import _jaxconfig  # noqa: F401
 from . import _linalg
 from .checks import check_step, constraint_label
 from .schemes.base import State
-from .simulate import DEFAULT_CHUNK, _one_step, resolve
+from .simulate import DEFAULT_CHUNK, GUESSES, _one_step, _push_history, new_history, resolve
+from ._cache import CompiledCache
 from .system import Problem
 
-_CHECKS: dict = {}
+_CHECKS = CompiledCache(32)
 
 
-_RUNNERS: dict = {}
+_RUNNERS = CompiledCache(16)
 
 
 def _ensemble_runner(mech, scheme, mode: str, chunk: int):
     """The compiled chunk of ``chunk`` time steps for B members at once (cached per system,
-    scheme, guess, chunk): (state, t0, n0, n_stop, h, tol, max_iter, params), member-first.
+    scheme, guess, chunk): (state, history, t0, n0, n_stop, h, tol, max_iter, params), member-first
+    (``history``: each member's solutions of its last steps, for the "extrapolated" guess).
 
     Built for batching (issue 7) rather than as ``jax.vmap`` of the single-run chunk: one
     while loop over the steps with a shared step index, inside it the Newton step of
@@ -56,12 +58,13 @@ def _ensemble_runner(mech, scheme, mode: str, chunk: int):
     if hit is not None:
         return hit
 
-    def member_step(state, t, h, tol, max_iter, params):
-        return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params)
+    def member_step(state, history, t, h, tol, max_iter, params):
+        return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params, history=history)
 
-    step = jax.vmap(member_step, in_axes=(0, 0, None, None, 0, None))
+    step = jax.vmap(member_step, in_axes=(0, 0, 0, None, None, 0, None))
+    push = jax.vmap(_push_history)
 
-    def run_chunk(state: State, t0, n0, n_stop, h, tol, max_iter, params):
+    def run_chunk(state: State, history, t0, n0, n_stop, h, tol, max_iter, params):
         one = jax.tree_util.tree_map(lambda a: a[0], state)
         out_shape = jax.eval_shape(
             lambda s: scheme.update(scheme.guess(s, h, t0[0], params, mech, mode), s, h, t0[0], params, mech)[1], one)
@@ -72,16 +75,18 @@ def _ensemble_runner(mech, scheme, mode: str, chunk: int):
         bufs["ok"] = jnp.ones((chunk, B), bool)
 
         def cond(carry):
-            i, _, n, failed, _ = carry
+            i, _, _, n, failed, _ = carry
             return (i < chunk) & jnp.any((n < n_stop) & ~failed)
 
         def body(carry):
-            i, state, n, failed, bufs = carry
+            i, state, history, n, failed, bufs = carry
             active = (n < n_stop) & ~failed
             t = t0 + (n - n0).astype(t0.dtype) * h
-            new, out, res = step(state, t, h, tol, jnp.where(active, max_iter, 0), params)
+            new, out, res = step(state, history, t, h, tol, jnp.where(active, max_iter, 0), params)
             ok = res.converged & jnp.all(jnp.isfinite(new.q), axis=1) & jnp.all(jnp.isfinite(new.p), axis=1)
             take = active & ok
+            if mode == "extrapolated":
+                history = push(history, res.x, take)
 
             def keep(a, b):
                 return jnp.where(take.reshape((B,) + (1,) * (a.ndim - 1)), b, a)
@@ -90,10 +95,11 @@ def _ensemble_runner(mech, scheme, mode: str, chunk: int):
             rec = {"q": new.q, "p": new.p, "iterations": res.iterations, "residual": res.residual,
                    "ok": ok | ~active, **out}
             bufs = jax.tree_util.tree_map(lambda b, r: lax.dynamic_update_index_in_dim(b, r, i, 0), bufs, rec)
-            return i + 1, state, n + take.astype(n.dtype), failed | (active & ~ok), bufs
+            return i + 1, state, history, n + take.astype(n.dtype), failed | (active & ~ok), bufs
 
-        _, state, n, failed, recs = lax.while_loop(cond, body, (jnp.int32(0), state, n0, jnp.zeros(B, bool), bufs))
-        return state, n, failed, jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), recs)
+        _, state, history, n, failed, recs = lax.while_loop(
+            cond, body, (jnp.int32(0), state, history, n0, jnp.zeros(B, bool), bufs))
+        return state, history, n, failed, jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), recs)
 
     def traced(*args):  # runs while jax.jit traces: no block elimination in batched solves
         with _linalg.whole_systems():
@@ -229,7 +235,7 @@ def simulate_ensemble(
     t_end: float | None = None,
     tol: float = 1e-9,
     max_iter: int = 40,
-    guess: str = "simple",
+    guess: str = "extrapolated",
     chunk: int | None = None,
     **params: Any,
 ) -> EnsembleSolution:
@@ -256,8 +262,8 @@ def simulate_ensemble(
     if h is None or t_end is None:
         raise ValueError("Give h and t_end: the problem has no default step size or end time.")
     check_step(h, t_end, tol, max_iter)
-    if guess not in ("simple", "advanced"):
-        raise ValueError(f"guess must be 'simple' or 'advanced'; got {guess!r}.")
+    if guess not in GUESSES:
+        raise ValueError(f"guess must be one of {', '.join(map(repr, GUESSES))}; got {guess!r}.")
     if chunk is not None and not (isinstance(chunk, int) and chunk >= 1):
         raise ValueError(f"chunk must be a positive integer; got {chunk!r}.")
     sch, vals, mech = resolve(problem, scheme, params)
@@ -275,6 +281,8 @@ def simulate_ensemble(
         state = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *starts)
     runner = _ensemble_runner(mech, sch, guess, chunk)
     jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
+    X, k = new_history(sch, mech, jax.tree_util.tree_map(lambda a: a[0], state), h, jparams)
+    history = (jnp.broadcast_to(X, (B,) + X.shape), jnp.broadcast_to(k, (B,)))
 
     nan = np.nan
     Q = np.full((B, n_steps + 1, d), nan)
@@ -300,8 +308,8 @@ def simulate_ensemble(
         t0 = time.perf_counter()
         # a failed member gets n_stop = n: it takes no further step
         n_stop = np.where(failed, n, n_steps)
-        state, n_new, failed_now, recs = runner(
-            state, jnp.asarray(n * h, dtype=jnp.float64), jnp.asarray(n), jnp.asarray(n_stop),
+        state, history, n_new, failed_now, recs = runner(
+            state, history, jnp.asarray(n * h, dtype=jnp.float64), jnp.asarray(n), jnp.asarray(n_stop),
             jnp.asarray(h, dtype=jnp.float64), jnp.asarray(tol, dtype=jnp.float64),
             jnp.asarray(max_iter, dtype=jnp.int32), jparams,
         )

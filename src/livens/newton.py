@@ -47,16 +47,16 @@ def newton_increment(residual: Callable, tangent: Callable | None = None) -> Cal
 
 
 def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = None,
-           linear_step: Callable | None = None) -> NewtonResult:
+           linear_step: Callable | None = None, r0=None) -> NewtonResult:
     """Solve residual(x) = 0 from x0; ``tol`` and ``max_iter`` may be traced values.
 
     ``tangent(x)`` returns dR/dx (a matrix or an object with ``solve``); by default
     ``jax.jacfwd(residual)``. ``linear_step(x, r)``, when given, returns the Newton increment
-    itself and replaces ``tangent``.
+    itself and replaces ``tangent``. ``r0``: residual(x0), where the caller has it already.
     """
     step = linear_step if linear_step is not None else newton_increment(residual, tangent)
 
-    r0 = residual(x0)
+    r0 = residual(x0) if r0 is None else r0
 
     def cond(c):
         x, r, it = c

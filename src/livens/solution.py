@@ -17,10 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _jaxconfig  # noqa: F401
+from ._cache import CompiledCache
 from .errors import FileFormatError
 
 FORMAT_VERSION = 1
-_VMAPS: dict = {}
+_VMAPS = CompiledCache(64)
 
 
 def _vmapped(fn):
@@ -269,6 +270,11 @@ class Solution:
         diag = self._diagnostics_for_file()
         for k, (dims, arr) in diag.items():
             data[k] = (dims, arr)
+        meta = dict(self.meta)
+        hist = meta.pop("guess_history", None)
+        if hist is not None:  # the predictor's history (livens.simulate, resume): a variable, not an attribute
+            data["guess_history"] = (("history", "unknown"), np.asarray(hist["x"], dtype=float),
+                                     {"step": int(hist["step"]), "k": int(hist["k"])})
         ds = xr.Dataset(data, coords={"time": self.t, "step": self._step_index()})
         names = None
         if self.problem is not None:
@@ -278,7 +284,7 @@ class Solution:
             "scheme": self.scheme,
             "velocity_kind": self.velocity_kind,
             "params": json.dumps(self.params),
-            "meta": json.dumps(_jsonable(self.meta)),
+            "meta": json.dumps(_jsonable(meta)),
             "d": d,
             "m": m,
         }
@@ -439,6 +445,9 @@ def load(path, problem=None) -> Solution:
         )
     try:
         meta = json.loads(ds.attrs["meta"])
+        if "guess_history" in ds:
+            gh = ds["guess_history"]
+            meta["guess_history"] = {"step": int(gh.attrs["step"]), "k": int(gh.attrs["k"]), "x": np.asarray(gh.values)}
         params = json.loads(ds.attrs["params"])
         stored = {k: np.asarray(ds[k].values) for k in ds.data_vars
                   if k.startswith(("energy_", "J:", "residual_", "enforced:", "dissipated_work"))}

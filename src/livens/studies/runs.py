@@ -45,7 +45,9 @@ class RunSpec:
     record: "final" (always: the last node and step), "trace" (a full :class:`Trace`), "energy"
     (a Trace with energies and momentum maps only). max_points thins the trace. repeat > 0 re-runs
     the simulation that many times after a first (compiling) run and reports the fastest wall time
-    (002 Table 2).
+    (002 Table 2). guess: Newton's first guess; the studies keep the papers' "simple" guess
+    (002 §6), not the "extrapolated" default of :func:`livens.simulate`, so that the iteration
+    counts they report are the papers' setting.
     """
 
     example: str
