@@ -32,8 +32,8 @@ def test_extrapolated_guess_same_solution_fewer_iterations(example, scheme):
     assert np.abs(s.q - e.q).max() < 1e-9
     assert np.abs(s.p - e.p).max() < 1e-9 * max(1.0, np.abs(s.p).max())
     assert np.max(e.newton_residual) <= 1e-12
-    # fewer Newton iterations once three solutions are known (measured: heavy top 4 -> 3,
-    # double four-bar 2.3 -> 1.0 at tol 1e-9)
+    # fewer Newton iterations once a few solutions are known (measured at tol 1e-9, quartic
+    # predictor: heavy top 4 -> 2, double four-bar 2.3 -> 0.8)
     assert e.newton_iterations[3:].mean() < s.newton_iterations[3:].mean()
 
 
@@ -63,12 +63,27 @@ def test_predictor_is_exact_on_quadratic_sequences_and_falls_back():
     np.testing.assert_array_equal(x0, scheme_guess)
 
 
+def test_predictor_through_five_solutions_is_exact_on_quartics():
+    k = sim.HISTORY
+    assert k == 5
+    n = np.arange(float(k))[::-1]  # X[0] the latest: x^4, ..., x^0
+    coef = np.array([[0.3, -1.0], [0.2, 0.5], [-0.1, 0.05], [0.02, 0.01], [0.003, -0.002]])
+    X = jnp.asarray(sum(coef[i] * n[:, None] ** i for i in range(5)))
+    exact = jnp.asarray(sum(coef[i] * float(k) ** i for i in range(5)))
+    x0, _ = sim._extrapolated_guess(lambda x: x - exact, X[0], (X, jnp.asarray(k)))
+    np.testing.assert_allclose(x0, exact, rtol=0, atol=1e-12)
+    # with four solutions known, the cubic through them (not exact on this quartic)
+    x3, _ = sim._extrapolated_guess(lambda x: x - exact, X[0], (X, jnp.asarray(4)))
+    cubic = sum(w * X[j] for j, w in enumerate([4, -6, 4, -1]))
+    np.testing.assert_allclose(x3, cubic, rtol=0, atol=1e-12)
+
+
 def test_history_keeps_latest_first_and_skips_failed_steps():
     H = (jnp.zeros((3, 2)), jnp.asarray(0))
     for k in range(1, 5):
         H = sim._push_history(H, jnp.full((2,), float(k)), jnp.bool_(True))
     np.testing.assert_array_equal(H[0][:, 0], [4.0, 3.0, 2.0])
-    assert int(H[1]) == 3
+    assert int(H[1]) == 3  # at most as many as kept
     H2 = sim._push_history(H, jnp.full((2,), 9.0), jnp.bool_(False))
     np.testing.assert_array_equal(H2[0], H[0])
 
