@@ -110,8 +110,9 @@ class _Placement:
         return self.layout.center(self.q, body)
 
     def centers(self):
-        """All position blocks at once, shape (n_bodies, dim)."""
-        return self.q[..., self.layout.center_index()]
+        """All position blocks at once, shape (n_bodies, dim) (static slices, not a gather: XLA
+        fuses slices with the work around them, a gather runs as an operation of its own)."""
+        return jnp.stack([self.layout.center(self.q, b) for b in self.layout.bodies], axis=-2)
 
 
 def _unit(i: int, dim: int) -> np.ndarray:
@@ -245,55 +246,53 @@ class Assembly:
         return np.diag(np.concatenate([b.mass_diagonal() for b in self.bodies]))
 
     def _plan_constraints(self):
-        """Constant data for a cheap g(q): director blocks of the rigid bodies for their Gram
-        matrices, and the linear joints as one matrix (built once; the traced g then has a few
-        primitives, which keeps the nested AD of the schemes small)."""
+        """Constant data for a cheap g(q): the director blocks of the rigid bodies (for their Gram
+        matrices) and the joints in their order, each run of consecutive linear joints as one
+        matrix (g = A q + c, exact for a linear residual). Built once; the traced g then has a few
+        primitives, which keeps the nested AD of the schemes small, and only static slices (no
+        gathers: XLA fuses slices with the work around them and runs a gather on its own)."""
         lay, dim, d = self._layout, self.dim, self.d
         rigid = [o for b, o in zip(self.bodies, lay.offsets) if b.internal_names]
-        n_dir = dim
-        idx = np.array([[[o + dim * (i + 1) + k for k in range(dim)] for i in range(n_dir)] for o in rigid],
-                       dtype=int).reshape(len(rigid), n_dir, dim)
-        pairs = [(i, i) for i in range(n_dir)] + [(i, j) for i in range(n_dir) for j in range(i + 1, n_dir)]
-        I, J = (np.array(t, dtype=int) for t in zip(*pairs))
-        weight = np.where(I == J, 0.5, 1.0)
-        shift = np.where(I == J, 0.5, 0.0)
-        # joints: rows of the linear ones (g = A q + c, exact for a linear residual), the others as they are
-        rows_lin, A, c, nonlinear, n = [], [], [], [], 0
+        pairs = [(i, i) for i in range(dim)] + [(i, j) for i in range(dim) for j in range(i + 1, dim)]
+        diagonal = np.array([i == j for i, j in pairs])
         zero = jnp.zeros(d)
+        parts = []  # ("linear", A, c) for a run of linear joints, ("joint", joint) for the others
         for j in lay.joints:
-            k = j.size(dim)
-            if j.linear:
-                fn = lambda q, j=j: jnp.atleast_1d(j.residual(_Placement(lay, q).x))  # noqa: E731
-                A.append(np.asarray(jax.jacfwd(fn)(zero)))
-                c.append(np.asarray(fn(zero)))
-                rows_lin += list(range(n, n + k))
+            if not j.linear:
+                parts.append(("joint", j))
+                continue
+            fn = lambda q, j=j: jnp.atleast_1d(j.residual(_Placement(lay, q).x))  # noqa: E731
+            A, c = np.asarray(jax.jacfwd(fn)(zero)), np.asarray(fn(zero))
+            if parts and parts[-1][0] == "linear":
+                parts[-1] = ("linear", np.vstack([parts[-1][1], A]), np.concatenate([parts[-1][2], c]))
             else:
-                nonlinear.append((j, list(range(n, n + k))))
-            n += k
-        order = rows_lin + [r for _, rows in nonlinear for r in rows]
-        perm = np.argsort(np.asarray(order, dtype=int)) if order else np.zeros(0, dtype=int)
-        return dict(idx=idx, I=I, J=J, weight=weight, shift=shift,
-                    A=np.vstack(A) if A else np.zeros((0, d)), c=np.concatenate(c) if c else np.zeros(0),
-                    nonlinear=[j for j, _ in nonlinear], perm=perm, identity=bool(np.all(perm == np.arange(n))))
+                parts.append(("linear", A, c))
+        return dict(blocks=[(o + dim, o + dim + dim * dim) for o in rigid], pairs=pairs,
+                    weight=np.where(diagonal, 0.5, 1.0), shift=np.where(diagonal, 0.5, 0.0), parts=parts)
 
     def internal_constraints(self, q):
         """The bodies' orthonormality constraints, body after body (000 eq 61, 73; 002 eq 103),
         from the Gram matrices d_i.d_j of all director frames at once."""
         pl = self._plan
-        if pl["idx"].shape[0] == 0:
+        if not pl["blocks"]:
             return jnp.zeros((0,), dtype=jnp.result_type(q))
-        D = q[pl["idx"]]
-        gram = jnp.einsum("bik,bjk->bij", D, D)
-        return (pl["weight"] * gram[:, pl["I"], pl["J"]] - pl["shift"]).reshape(-1)
+        dim = self.dim
+        # the director frames by static slices (a gather would not fuse, see _Placement.centers)
+        D = jnp.stack([q[a:b].reshape(dim, dim) for a, b in pl["blocks"]])
+        gram = jnp.stack([jnp.sum(D[:, i] * D[:, j], axis=-1) for i, j in pl["pairs"]], axis=1)
+        return (pl["weight"] * gram - pl["shift"]).reshape(-1)
 
     def joint_constraints(self, q):
         """The joints' constraints in joint order (000 eq 74; 002 eq 104, 117)."""
         pl = self._plan
-        parts = [jnp.asarray(pl["A"]) @ q + pl["c"]]
         P = _Placement(self._layout, q)
-        parts += [jnp.atleast_1d(j.residual(P.x)) for j in pl["nonlinear"]]
-        g = jnp.concatenate(parts)
-        return g if pl["identity"] else g[pl["perm"]]
+        parts = []
+        for part in pl["parts"]:
+            if part[0] == "linear":  # a run of linear joints: A q + c
+                parts.append(jnp.asarray(part[1]) @ q + part[2])
+            else:
+                parts.append(jnp.atleast_1d(part[1].residual(P.x)))
+        return jnp.concatenate(parts) if parts else jnp.zeros((0,), dtype=jnp.result_type(q))
 
     def constraints(self, q):
         """g(q) = [internal constraints of each body; joints] (002 eq 102; 000 eq 61, 73, 74)."""
