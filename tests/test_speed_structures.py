@@ -136,6 +136,48 @@ def test_fuse_small_dots_keeps_values_and_rewrites_only_small_products():
     assert dots(fused) == 1  # only the 100 x 100 product stays a matrix product
 
 
+def _count_primitives(fn, *args, kinds=("int", "bool")):
+    """Equations of fn's jaxpr (sub-jaxprs included) whose first output has an integer/boolean dtype."""
+    def count(jp):
+        n = 0
+        for eqn in jp.eqns:
+            out = eqn.outvars[0].aval.dtype if eqn.outvars else None
+            n += out is not None and (("int" in kinds and jnp.issubdtype(out, jnp.integer)) or
+                                      ("bool" in kinds and out == jnp.bool_))
+            for value in eqn.params.values():
+                for sub in value if isinstance(value, (tuple, list)) else [value]:
+                    sub = getattr(sub, "jaxpr", sub)
+                    if hasattr(sub, "eqns"):
+                        n += count(sub)
+        return n
+
+    return count(jax.make_jaxpr(fn)(*args).jaxpr)
+
+
+@pytest.mark.parametrize("rewrite", ["fuse_small_dots", "fold_constants"])
+def test_index_arithmetic_on_constants_is_folded_and_values_kept(rewrite):
+    """jnp's index normalization for q[idx] with constant (also negative) indices, and that of its
+    derivatives, is evaluated at trace time: no integer or boolean operation is left to run,
+    and the function, its gradient and its Hessian keep their values."""
+    idx = np.array([[3, 4, 5], [6, -5, -4], [9, 10, -1]])
+    I, J = np.array([0, 1, 2, 0, 0, 1]), np.array([0, 1, 2, 1, 2, 2])
+
+    def g(q):
+        D = q[idx]
+        gram = D @ D.T
+        return jnp.concatenate([gram[I, J], jnp.take(q, np.array([0, 2])) * q[-3:-1]])
+
+    def f(q):
+        return g(q), jax.jacfwd(g)(q), jax.hessian(lambda y: jnp.sum(jnp.sin(g(y))))(q)
+
+    q = jnp.asarray(np.random.default_rng(1).standard_normal(12))
+    rewritten = getattr(_fusion, rewrite)(f)
+    for u, v in zip(jax.tree_util.tree_leaves(f(q)), jax.tree_util.tree_leaves(rewritten(q))):
+        np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=1e-13, atol=1e-13)
+    assert _count_primitives(f, q) > 10
+    assert _count_primitives(rewritten, q) == 0
+
+
 def test_fuse_small_dots_can_be_switched_off(monkeypatch):
     monkeypatch.setenv("LIVENS_FUSE_DOTS", "0")
 

@@ -110,9 +110,8 @@ class _Placement:
         return self.layout.center(self.q, body)
 
     def centers(self):
-        """All position blocks at once, shape (n_bodies, dim) (static slices, not a gather: XLA
-        fuses slices with the work around them, a gather runs as an operation of its own)."""
-        return jnp.stack([self.layout.center(self.q, b) for b in self.layout.bodies], axis=-2)
+        """All position blocks at once, shape (n_bodies, dim)."""
+        return self.q[..., self.layout.center_index()]
 
 
 def _unit(i: int, dim: int) -> np.ndarray:
@@ -249,8 +248,11 @@ class Assembly:
         """Constant data for a cheap g(q): the director blocks of the rigid bodies (for their Gram
         matrices) and the joints in their order, each run of consecutive linear joints as one
         matrix (g = A q + c, exact for a linear residual). Built once; the traced g then has a few
-        primitives, which keeps the nested AD of the schemes small, and only static slices (no
-        gathers: XLA fuses slices with the work around them and runs a gather on its own)."""
+        primitives, which keeps the nested AD of the schemes small; the joints come in their order,
+        without a permutation of the rows. The gathers of the director blocks and Gram entries are
+        kept: batched (ensembles), a gather and a Gram matrix product cost less than the static
+        slices and elementwise products that avoid them (measured); in a single run,
+        :func:`livens._fusion.fuse_small_dots` turns them into fusible products."""
         lay, dim, d = self._layout, self.dim, self.d
         rigid = [o for b, o in zip(self.bodies, lay.offsets) if b.internal_names]
         pairs = [(i, i) for i in range(dim)] + [(i, j) for i in range(dim) for j in range(i + 1, dim)]
@@ -267,20 +269,21 @@ class Assembly:
                 parts[-1] = ("linear", np.vstack([parts[-1][1], A]), np.concatenate([parts[-1][2], c]))
             else:
                 parts.append(("linear", A, c))
-        return dict(blocks=[(o + dim, o + dim + dim * dim) for o in rigid], pairs=pairs,
-                    weight=np.where(diagonal, 0.5, 1.0), shift=np.where(diagonal, 0.5, 0.0), parts=parts)
+        idx = np.array([[[o + dim * (i + 1) + k for k in range(dim)] for i in range(dim)] for o in rigid],
+                       dtype=int).reshape(len(rigid), dim, dim)
+        I, J = (np.array(t, dtype=int) for t in zip(*pairs))
+        return dict(idx=idx, I=I, J=J, weight=np.where(diagonal, 0.5, 1.0), shift=np.where(diagonal, 0.5, 0.0),
+                    parts=parts)
 
     def internal_constraints(self, q):
         """The bodies' orthonormality constraints, body after body (000 eq 61, 73; 002 eq 103),
         from the Gram matrices d_i.d_j of all director frames at once."""
         pl = self._plan
-        if not pl["blocks"]:
+        if pl["idx"].shape[0] == 0:
             return jnp.zeros((0,), dtype=jnp.result_type(q))
-        dim = self.dim
-        # the director frames by static slices (a gather would not fuse, see _Placement.centers)
-        D = jnp.stack([q[a:b].reshape(dim, dim) for a, b in pl["blocks"]])
-        gram = jnp.stack([jnp.sum(D[:, i] * D[:, j], axis=-1) for i, j in pl["pairs"]], axis=1)
-        return (pl["weight"] * gram - pl["shift"]).reshape(-1)
+        D = q[pl["idx"]]
+        gram = jnp.einsum("bik,bjk->bij", D, D)
+        return (pl["weight"] * gram[:, pl["I"], pl["J"]] - pl["shift"]).reshape(-1)
 
     def joint_constraints(self, q):
         """The joints' constraints in joint order (000 eq 74; 002 eq 104, 117)."""
