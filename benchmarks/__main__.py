@@ -244,17 +244,30 @@ def compare(results: dict, baseline: dict | None) -> None:
         print("\n(no baseline to compare with)")
         return
     base = _flatten(baseline)
+    # the machine's speed on the day: the pure-NumPy reference ran in both processes, so a
+    # figure divided by its ratio compares the code rather than the machine (per-operation costs
+    # dominate both; large dense work, e.g. the chain of 128, scales differently)
+    ref_now = results.get("numpy_reference", {}).get("numpy_steps_per_s")
+    ref_was = baseline.get("numpy_reference", {}).get("numpy_steps_per_s")
+    machine = ref_now / ref_was if ref_now and ref_was else None
     print(f"\n== against the baseline ({baseline.get('machine', {}).get('date', '?')}, load {baseline.get('machine', {}).get('load_average', '?')})")
-    print(f"  {'figure':<48} {'baseline':>12} {'now':>12} {'now/base':>9}")
+    if machine:
+        print(f"  this machine runs the NumPy reference at {machine:.2f}x its speed at the baseline; "
+              "'normalized' divides rates (multiplies times) by that")
+    print(f"  {'figure':<48} {'baseline':>12} {'now':>12} {'now/base':>9} {'normalized':>11}")
     for key in sorted(set(flat) & set(base)):
         now, higher = flat[key]
         was, _ = base[key]
         if not was:
             continue
         r = now / was
-        better = (r > 1.0) == higher
-        flag = "" if 0.8 <= r <= 1.25 else ("  better" if better else "  WORSE")
-        print(f"  {key:<48} {was:>12g} {now:>12g} {r:>9.2f}{flag}")
+        rate_or_time = key.startswith(("pair:", "chain:", "ensemble_trajectory"))
+        norm = (r / machine if higher else r * machine) if (machine and rate_or_time) else None
+        judged = norm if norm is not None else r
+        better = (judged > 1.0) == higher
+        flag = "" if 0.8 <= judged <= 1.25 else ("  better" if better else "  WORSE")
+        ntxt = f"{norm:>11.2f}" if norm is not None else f"{'':>11}"
+        print(f"  {key:<48} {was:>12g} {now:>12g} {r:>9.2f} {ntxt}{flag}")
 
 
 def main(argv=None) -> int:
