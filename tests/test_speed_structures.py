@@ -25,7 +25,7 @@ from _tangents import assert_tangent_equals_ad
 from livens import _fusion, _linalg
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_vi
-from livens.simulate import _make_runner, initial_state, resolve
+from livens.simulate import _make_runner, initial_state, record_layout, resolve
 
 VI_S = get_scheme("VI-S")[0]
 
@@ -252,8 +252,9 @@ def test_runner_not_recompiled_when_h_t_end_tol_max_iter_change():
             compiles.append(duration)
 
     lv.simulate(problem, "VI-S", h=0.01, t_end=0.05)  # compile once
-    sch, _, mech = resolve(problem, "VI-S", {})
-    runner = _make_runner(mech, sch, "simple", 512)
+    sch, vals, mech = resolve(problem, "VI-S", {})
+    layout = record_layout(sch, mech, "extrapolated", initial_state(problem, mech), 0.01, vals)
+    runner = _make_runner(mech, sch, "extrapolated", 512, layout)  # the default guess's runner
     size = runner._cache_size()
     jax.monitoring.register_event_duration_secs_listener(listener)
     try:
@@ -266,7 +267,7 @@ def test_runner_not_recompiled_when_h_t_end_tol_max_iter_change():
     finally:
         jax.monitoring.unregister_event_duration_listener(listener)
     assert runner._cache_size() == size
-    assert _make_runner(mech, sch, "simple", 512) is runner
+    assert _make_runner(mech, sch, "extrapolated", 512, layout) is runner
     assert n_sim == 0
     assert len(compiles) >= 1
 
@@ -312,3 +313,21 @@ def test_livens_vi_s_equals_the_numpy_reference_with_hand_derivatives():
     fd = np.array([(residual(x + eps * e, q0, p0, 0.05, 1.3, 1.1, 9.81)
                     - residual(x - eps * e, q0, p0, 0.05, 1.3, 1.1, 9.81)) / (2 * eps) for e in np.eye(11)]).T
     assert np.max(np.abs(J - fd)) <= 1e-8
+
+
+def test_record_layout_packs_a_step_into_one_row_exactly():
+    """The time loop writes each step's record as one float64 row; unpacking gives back every
+    field with its shape and dtype, iteration counts and flags exactly."""
+    from livens.simulate import RecordLayout
+
+    rng = np.random.default_rng(3)
+    recs = [{"q": rng.standard_normal(4), "iterations": np.int32(k), "ok": np.bool_(k % 2), "lam": rng.standard_normal((2, 3)),
+             "residual": np.float64(10.0 ** -k)} for k in range(5)]
+    layout = RecordLayout.of({k: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype) for k, v in recs[0].items()})
+    assert layout.width == 4 + 1 + 1 + 6 + 1 and layout.column("ok") == 5
+    rows = np.stack([np.asarray(layout.pack({k: jnp.asarray(v) for k, v in r.items()})) for r in recs])
+    back = layout.unpack(rows)
+    for k in recs[0]:
+        want = np.stack([np.asarray(r[k]) for r in recs])
+        assert back[k].dtype == want.dtype and back[k].shape == want.shape
+        np.testing.assert_array_equal(back[k], want)

@@ -139,15 +139,69 @@ def _make_rescuer(mech: Mechanics, scheme: Scheme, mode: str):
     return fn
 
 
-def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int):
-    """The compiled chunk of ``chunk`` time steps (cached per system, scheme, guess, chunk).
+class RecordLayout(tuple):
+    """The record of one step, (name, shape, dtype) per field, packed into one float64 row.
+
+    The time loop writes each step's record (q, p, Newton iterations and residual, the "ok" flag
+    and the scheme's outputs v, lambda, gamma) as one row of one buffer: one write per step instead
+    of one per field (issue 7: the bookkeeping was ~40% of a pendulum step). Integers (iteration
+    counts) and flags are exact in float64.
+    """
+
+    @classmethod
+    def of(cls, shapes: dict) -> "RecordLayout":
+        return cls((k, tuple(v.shape), np.dtype(v.dtype).str) for k, v in shapes.items())
+
+    @property
+    def width(self) -> int:
+        return int(sum(math.prod(shape) for _, shape, _ in self))
+
+    def column(self, name: str) -> int:
+        """The first column of field ``name``."""
+        i = 0
+        for k, shape, _ in self:
+            if k == name:
+                return i
+            i += math.prod(shape)
+        raise KeyError(name)
+
+    def pack(self, rec: dict):
+        """The row of one record (traced)."""
+        return jnp.concatenate([jnp.ravel(rec[k]).astype(jnp.float64) for k, _, _ in self])
+
+    def unpack(self, rows) -> dict:
+        """Rows (n, width) back to the fields, each of shape (n, *shape) and its own dtype (NumPy)."""
+        rows = np.asarray(rows)
+        out, i = {}, 0
+        for k, shape, dtype in self:
+            w = math.prod(shape)
+            col = rows[:, i:i + w].reshape((rows.shape[0],) + shape)
+            out[k] = col != 0 if np.dtype(dtype) == np.bool_ else col.astype(dtype)
+            i += w
+        return out
+
+
+def record_layout(scheme: Scheme, mech: Mechanics, mode: str, state: State, h, params) -> RecordLayout:
+    """The :class:`RecordLayout` of a step of ``scheme`` from ``state`` (shapes only, no computation)."""
+    out = jax.eval_shape(
+        lambda s: scheme.update(scheme.guess(s, h, 0.0, params, mech, mode if mode != "extrapolated" else "advanced"),
+                                s, h, 0.0, params, mech)[1], state)
+    f64 = jax.ShapeDtypeStruct((), jnp.float64)
+    return RecordLayout.of({"q": state.q, "p": state.p, "iterations": jax.ShapeDtypeStruct((), jnp.int32),
+                            "residual": f64, "ok": jax.ShapeDtypeStruct((), jnp.bool_), **out})
+
+
+def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, layout: RecordLayout):
+    """The compiled chunk of ``chunk`` time steps (cached per system, scheme, guess, chunk); it
+    returns the records as rows of ``layout`` (:meth:`RecordLayout.unpack`).
 
     Ensembles have their own batched runner (:mod:`livens.ensemble`).
     """
-    key = (mech, scheme, mode, chunk)
+    key = (mech, scheme, mode, chunk, layout)
     hit = _RUNNERS.get(key)
     if hit is not None:
         return hit
+    ok_col = layout.column("ok")
 
     def one_step(state: State, history, t, h, tol, max_iter, params):
         return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params, fuse_small_dots, history=history)
@@ -159,15 +213,9 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int):
         t0 = t_start + n0.astype(t_start.dtype) * h
         # a while loop over the steps of the chunk: it stops at n_stop or at the first failed step
         # (no step is computed past the end; under vmap it runs until every member has stopped),
-        # writing each step's record into preallocated buffers (entries past the stop stay
+        # writing each step's record as a row of a preallocated buffer (rows past the stop stay
         # zero, with "ok" True)
-        # the shapes of a step's outputs, from the update alone (tracing a Newton step twice costs)
-        out_shape = jax.eval_shape(
-            lambda s: scheme.update(scheme.guess(s, h, t0, params, mech, mode), s, h, t0, params, mech)[1], state)
-        rec_shape = {"q": state.q, "p": state.p, "iterations": jnp.int32(0), "residual": jnp.zeros((), t0.dtype),
-                     "ok": jnp.bool_(True), **out_shape}
-        bufs = jax.tree_util.tree_map(lambda a: jnp.zeros((chunk,) + jnp.shape(a), a.dtype), rec_shape)
-        bufs["ok"] = jnp.ones((chunk,), bool)
+        bufs = jnp.zeros((chunk, layout.width)).at[:, ok_col].set(1.0)
 
         def cond(carry):
             i, _, _, n, failed, _ = carry
@@ -182,7 +230,7 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int):
                 history = _push_history(history, res.x, ok)
             keep = jax.tree_util.tree_map(lambda a, b: jnp.where(ok, b, a), state, new)
             rec = {"q": new.q, "p": new.p, "iterations": res.iterations, "residual": res.residual, "ok": ok, **out}
-            bufs = jax.tree_util.tree_map(lambda b, r: lax.dynamic_update_index_in_dim(b, r, i, 0), bufs, rec)
+            bufs = lax.dynamic_update_index_in_dim(bufs, layout.pack(rec), i, 0)
             return i + 1, keep, history, n + ok.astype(n.dtype), failed | ~ok, bufs
 
         _, state, history, n, failed, recs = lax.while_loop(
@@ -310,7 +358,8 @@ def simulate(
         offset = 0
     else:
         state, offset = _resume_state(resume, sch, mech, h)
-    runner = _make_runner(mech, sch, guess, chunk)
+    layout = record_layout(sch, mech, guess, state, h, vals)
+    runner = _make_runner(mech, sch, guess, chunk, layout)
     jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     empty_history = history = new_history(sch, mech, state, h, jparams)
     if resume is not None and guess == "extrapolated":
@@ -358,6 +407,7 @@ def simulate(
             if n_done + chunk < n_steps:
                 pending = runner(state, history, t_start_dev, n, *consts)
             recs, n, failed = jax.device_get((recs, n, failed))
+            recs = layout.unpack(recs)
             n_new = int(n) - n_done
             if compile_time is None:
                 compile_time = time.perf_counter() - t0
