@@ -14,7 +14,12 @@ import pytest
 
 import livens as lv
 
-sim = importlib.import_module("livens.simulate")
+from livens import guess as gs
+
+
+def _history(X, k, advanced=np.inf, since=0):
+    return gs.GuessHistory(jnp.asarray(X, dtype=float), jnp.asarray(k, jnp.int32), jnp.asarray(advanced),
+                           jnp.asarray(since, jnp.int32))
 
 
 def _runs(example, scheme, steps, **kw):
@@ -50,42 +55,66 @@ def test_predictor_is_exact_on_quadratic_sequences_and_falls_back():
     exact = a + 3 * b + 9 * c
     R = lambda x: x - jnp.asarray(exact)  # noqa: E731  (root: the continued sequence)
     scheme_guess = jnp.asarray(a + 2 * b + 4 * c)  # the latest solution
-    x0, r0 = sim._extrapolated_guess(R, scheme_guess, (X, jnp.asarray(3)))
+    x0, r0, _ = gs.extrapolated_guess(R, scheme_guess, _history(X, 3))
     np.testing.assert_allclose(x0, exact, rtol=0, atol=1e-14)
     np.testing.assert_allclose(r0, R(x0), rtol=0, atol=0)
     # a step-to-step oscillation extrapolates badly: the scheme's guess is kept
     Xo = jnp.asarray([[1.0, 0.0], [-1.0, 0.0], [1.0, 0.0]])
     R0 = lambda x: x  # noqa: E731
-    x0, _ = sim._extrapolated_guess(R0, jnp.asarray([0.5, 0.0]), (Xo, jnp.asarray(3)))
+    x0, _, _ = gs.extrapolated_guess(R0, jnp.asarray([0.5, 0.0]), _history(Xo, 3))
     np.testing.assert_array_equal(x0, [0.5, 0.0])
     # fewer than two solutions known: the scheme's guess
-    x0, _ = sim._extrapolated_guess(R, scheme_guess, (X, jnp.asarray(1)))
+    x0, _, _ = gs.extrapolated_guess(R, scheme_guess, _history(X, 1))
     np.testing.assert_array_equal(x0, scheme_guess)
 
 
 def test_predictor_through_five_solutions_is_exact_on_quartics():
-    k = sim.HISTORY
+    k = gs.HISTORY
     assert k == 5
     n = np.arange(float(k))[::-1]  # X[0] the latest: x^4, ..., x^0
     coef = np.array([[0.3, -1.0], [0.2, 0.5], [-0.1, 0.05], [0.02, 0.01], [0.003, -0.002]])
     X = jnp.asarray(sum(coef[i] * n[:, None] ** i for i in range(5)))
     exact = jnp.asarray(sum(coef[i] * float(k) ** i for i in range(5)))
-    x0, _ = sim._extrapolated_guess(lambda x: x - exact, X[0], (X, jnp.asarray(k)))
+    x0, _, _ = gs.extrapolated_guess(lambda x: x - exact, X[0], _history(X, k))
     np.testing.assert_allclose(x0, exact, rtol=0, atol=1e-12)
     # with four solutions known, the cubic through them (not exact on this quartic)
-    x3, _ = sim._extrapolated_guess(lambda x: x - exact, X[0], (X, jnp.asarray(4)))
+    x3, _, _ = gs.extrapolated_guess(lambda x: x - exact, X[0], _history(X, 4))
     cubic = sum(w * X[j] for j, w in enumerate([4, -6, 4, -1]))
     np.testing.assert_allclose(x3, cubic, rtol=0, atol=1e-12)
 
 
+def test_trusted_prediction_skips_the_comparison_except_every_check_every_steps():
+    """The advanced guess's residual is evaluated only when the prediction is not trusted: before
+    a first comparison, when the predictor's residual is not below TRUST times the advanced one at
+    the last comparison, and every CHECK_EVERY steps."""
+    X = jnp.asarray([[3.0, 0.0], [2.0, 0.0], [1.0, 0.0]])  # predicts (4, 0)
+    R = lambda x: x - jnp.asarray([4.0, 1e-3])  # noqa: E731  predictor residual 1e-3
+    advanced = jnp.asarray([0.0, 0.0])  # residual 4
+    x0, r0, H = gs.extrapolated_guess(R, advanced, _history(X, 3))  # no comparison yet: compare
+    np.testing.assert_array_equal(x0, [4.0, 0.0])
+    assert float(H.advanced) == 4.0 and int(H.since) == 0
+    x0, r0, H = gs.extrapolated_guess(R, advanced, H)  # 1e-3 < TRUST * 4: trusted
+    np.testing.assert_array_equal(x0, [4.0, 0.0])
+    assert int(H.since) == 1 and float(H.advanced) == 4.0
+    _, _, H = gs.extrapolated_guess(R, advanced, H._replace(since=jnp.asarray(gs.CHECK_EVERY - 1, jnp.int32)))
+    assert int(H.since) == 0  # compared again
+    # a predictor residual not far enough below the last comparison's: compared, the better taken
+    R2 = lambda x: x - jnp.asarray([4.0, 3.9])  # noqa: E731  predictor 3.9, advanced 4.0
+    _, _, H = gs.extrapolated_guess(R2, advanced, _history(X, 3, advanced=4.0, since=1))
+    assert int(H.since) == 0
+    R3 = lambda x: x - jnp.asarray([0.5, 0.0])  # noqa: E731  advanced 0.5 < predictor 3.5
+    x0, _, _ = gs.extrapolated_guess(R3, advanced, _history(X, 3, advanced=4.0, since=1))
+    np.testing.assert_array_equal(x0, advanced)
+
+
 def test_history_keeps_latest_first_and_skips_failed_steps():
-    H = (jnp.zeros((3, 2)), jnp.asarray(0))
+    H = _history(jnp.zeros((3, 2)), 0)
     for k in range(1, 5):
-        H = sim._push_history(H, jnp.full((2,), float(k)), jnp.bool_(True))
-    np.testing.assert_array_equal(H[0][:, 0], [4.0, 3.0, 2.0])
-    assert int(H[1]) == 3  # at most as many as kept
-    H2 = sim._push_history(H, jnp.full((2,), 9.0), jnp.bool_(False))
-    np.testing.assert_array_equal(H2[0], H[0])
+        H = gs.push(H, jnp.full((2,), float(k)), jnp.bool_(True))
+    np.testing.assert_array_equal(H.X[:, 0], [4.0, 3.0, 2.0])
+    assert int(H.k) == 3  # at most as many as kept
+    H2 = gs.push(H, jnp.full((2,), 9.0), jnp.bool_(False))
+    np.testing.assert_array_equal(H2.X, H.X)
 
 
 def test_extrapolated_guess_after_a_rescued_step():

@@ -29,7 +29,8 @@ from . import _linalg
 from .checks import check_step, constraint_label
 from .schemes.base import State
 from ._fusion import fold_constants
-from .simulate import DEFAULT_CHUNK, GUESSES, _one_step, _push_history, new_history, resolve
+from . import guess as _guess
+from .simulate import DEFAULT_CHUNK, GUESSES, _one_step, new_history, resolve
 from ._cache import CompiledCache
 from .system import Problem
 
@@ -65,7 +66,7 @@ def _ensemble_runner(mech, scheme, mode: str, chunk: int):
         return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params, fold_constants, history=history)
 
     step = jax.vmap(member_step, in_axes=(0, 0, 0, None, None, 0, None))
-    push = jax.vmap(_push_history)
+    push = jax.vmap(_guess.push)
 
     def run_chunk(state: State, history, t0, n0, n_stop, h, tol, max_iter, params):
         one = jax.tree_util.tree_map(lambda a: a[0], state)
@@ -85,11 +86,12 @@ def _ensemble_runner(mech, scheme, mode: str, chunk: int):
             i, state, history, n, failed, bufs = carry
             active = (n < n_stop) & ~failed
             t = t0 + (n - n0).astype(t0.dtype) * h
-            new, out, res = step(state, history, t, h, tol, jnp.where(active, max_iter, 0), params)
+            new, out, res, guessed = step(state, history, t, h, tol, jnp.where(active, max_iter, 0), params)
             ok = res.converged & jnp.all(jnp.isfinite(new.q), axis=1) & jnp.all(jnp.isfinite(new.p), axis=1)
             take = active & ok
-            if mode == "extrapolated":
-                history = push(history, res.x, take)
+            if mode == "extrapolated":  # a stopped member keeps its history as it was
+                history = push(jax.tree_util.tree_map(lambda a, b: jnp.where(
+                    active.reshape((B,) + (1,) * (a.ndim - 1)), b, a), history, guessed), res.x, take)
 
             def keep(a, b):
                 return jnp.where(take.reshape((B,) + (1,) * (a.ndim - 1)), b, a)
@@ -284,8 +286,8 @@ def simulate_ensemble(
         state = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *starts)
     runner = _ensemble_runner(mech, sch, guess, chunk)
     jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
-    X, k = new_history(sch, mech, jax.tree_util.tree_map(lambda a: a[0], state), h, jparams)
-    history = (jnp.broadcast_to(X, (B,) + X.shape), jnp.broadcast_to(k, (B,)))
+    empty = new_history(sch, mech, jax.tree_util.tree_map(lambda a: a[0], state), h, jparams)
+    history = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), empty)
 
     nan = np.nan
     Q = np.full((B, n_steps + 1, d), nan)

@@ -20,7 +20,8 @@ from .checks import check_step
 from .errors import BlowUpError, ConvergenceError, SimulationInterrupted
 from .mechanics import Mechanics, mechanics
 from ._fusion import fuse_small_dots
-from .newton import _norm_inf, damped_newton, newton, newton_increment
+from . import guess as _guess
+from .newton import damped_newton, newton, newton_increment
 from .schemes import get as get_scheme
 from .schemes.base import Scheme, State
 from ._cache import CompiledCache
@@ -49,56 +50,18 @@ def _mass_requirements(scheme: Scheme, mech: Mechanics):
 
 GUESSES = ("simple", "advanced", "extrapolated")
 """The first guesses of Newton's method: 002 Table 2's "simple" (the unknowns of step n) and
-"advanced" (q^n + h v^n), and livens' "extrapolated" (see :func:`_extrapolated_guess`)."""
-
-HISTORY = 5
-"""Solutions of the previous steps kept for the "extrapolated" guess: degree HISTORY - 1 (quartic)."""
-
-
-def _extrapolation_weights(k: int):
-    """Weights w_j of the polynomial through the last k solutions, at the next step:
-    x^{n+1} ~ sum_j w_j x^{n-j}, w_j = (-1)^j binom(k, j + 1) (Newton's backward differences)."""
-    return [(-1) ** j * math.comb(k, j + 1) for j in range(k)]
-
-
-def _extrapolated_guess(R, x_scheme, history):
-    """The "extrapolated" first guess and its residual (issue 7: fewer Newton iterations).
-
-    The unknowns x^{n+1} of a step are predicted by polynomial extrapolation of the solutions of
-    the previous steps, ``history = (X, k)`` with X[0] the latest of the k <= :data:`HISTORY` kept:
-    the polynomial through all k of them (degree k - 1, error O(h^k) on a smooth solution; quartic
-    once five are known). The predictor is used only where its residual is smaller (infinity
-    norm) than that of the scheme's "advanced" guess ``x_scheme``, so a sequence that does not
-    extrapolate (e.g. the step-to-step oscillation of a multiplier, 002 Fig. 4-5) costs one
-    residual evaluation, not Newton iterations. Newton then solves the same equations to the same
-    tolerance: only the starting point differs.
-    """
-    X, k = history
-    xe = x_scheme
-    for j in range(2, X.shape[0] + 1):  # degree j - 1 from j solutions
-        w = _extrapolation_weights(j)
-        xj = sum(wi * X[i] for i, wi in enumerate(w))
-        xe = jnp.where(k >= j, xj, xe)
-    rs, re = R(x_scheme), R(xe)
-    ns, ne = _norm_inf(rs), _norm_inf(re)
-    use = (k >= 2) & (ne < ns)
-    return jnp.where(use, xe, x_scheme), jnp.where(use, re, rs)
-
-
-def _push_history(history, x, ok):
-    """``history`` with the solution x of a converged step (``ok``) put first."""
-    X, k = history
-    X1 = jnp.concatenate([x[None], X[:-1]], axis=0)
-    return jnp.where(ok, X1, X), jnp.where(ok, jnp.minimum(k + 1, X.shape[0]), k)
+"advanced" (q^n + h v^n), and livens' "extrapolated" (:mod:`livens.guess`)."""
 
 
 def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, params,
               fuse=None, robust: bool = False, history=None):
     """One time step: the first guess, Newton on the scheme's residual, the state update.
+    Returns (new state, outputs, Newton result, history).
 
     ``robust=True`` solves with :func:`~livens.newton.damped_newton` (the rescue of a failed step)
     instead of plain Newton with the scheme's tangent. ``mode="extrapolated"`` needs ``history``
-    (:func:`_extrapolated_guess`).
+    (a :class:`~livens.guess.GuessHistory`; returned with the guess's bookkeeping updated, the
+    solution not yet pushed: the caller does that once it knows the step is kept).
     """
     d, m = mech.d, mech.m
     u0 = scheme.guess(state, h, t, params, mech, "advanced" if mode == "extrapolated" else mode)
@@ -111,7 +74,7 @@ def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, to
     fR = f(R)
     r0 = None
     if mode == "extrapolated" and not robust:
-        x0, r0 = _extrapolated_guess(fR, x0, history)
+        x0, r0, history = _guess.extrapolated_guess(fR, x0, history)
     if robust:
         res = damped_newton(R, x0, tol, max_iter)
     else:
@@ -122,7 +85,7 @@ def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, to
         # measured to help up to a few hundred unknowns, and to cost a little beyond
         res = newton(fR, x0, tol, max_iter, linear_step=f(newton_increment(R, tangent)), r0=r0)
     new_state, out = scheme.update(scheme.unpack(res.x, d, m), state, h, t, params, mech)
-    return new_state, out, res
+    return new_state, out, res, history
 
 
 _RESCUERS = CompiledCache(16)
@@ -224,10 +187,10 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, layout:
         def body(carry):
             i, state, history, n, failed, bufs = carry
             t = t_start + n.astype(t_start.dtype) * h
-            new, out, res = one_step(state, history, t, h, tol, max_iter, params)
+            new, out, res, history = one_step(state, history, t, h, tol, max_iter, params)
             ok = res.converged & jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.p))
             if mode == "extrapolated":
-                history = _push_history(history, res.x, ok)
+                history = _guess.push(history, res.x, ok)
             keep = jax.tree_util.tree_map(lambda a, b: jnp.where(ok, b, a), state, new)
             rec = {"q": new.q, "p": new.p, "iterations": res.iterations, "residual": res.residual, "ok": ok, **out}
             bufs = lax.dynamic_update_index_in_dim(bufs, layout.pack(rec), i, 0)
@@ -266,11 +229,11 @@ def resolve(problem: Problem, scheme, params: dict):
     return sch, vals, mech
 
 
-def new_history(scheme: Scheme, mech: Mechanics, state: State, h, params):
-    """An empty history of step solutions for the "extrapolated" guess (k = 0 kept)."""
+def new_history(scheme: Scheme, mech: Mechanics, state: State, h, params) -> _guess.GuessHistory:
+    """An empty history of step solutions for the "extrapolated" guess (:mod:`livens.guess`)."""
     nx = jax.eval_shape(lambda s: scheme.pack(scheme.guess(s, h, 0.0, params, mech, "simple"), mech.d, mech.m),
                         state).shape[0]
-    return jnp.zeros((HISTORY, nx)), jnp.asarray(0, jnp.int32)
+    return _guess.GuessHistory.empty(nx)
 
 
 def initial_state(problem: Problem, mech: Mechanics) -> State:
@@ -308,7 +271,7 @@ def simulate(
         last five steps extrapolated (quartic), where its residual is smaller than that of the
         advanced guess; or 002 Table 2's "simple" (the unknowns of step n) or "advanced"
         (q^n + h v^n). Same equations, same tolerance, results equal to the tolerance; fewer
-        Newton iterations on smooth motions (:func:`_extrapolated_guess`).
+        Newton iterations on smooth motions (:mod:`livens.guess`).
     progress: show a progress bar (default: on a terminal, for runs longer than 2 s).
     blowup_factor: stop with :class:`~livens.BlowUpError` when |E - E0| exceeds
         blowup_factor * max(|E0|, 1).
@@ -363,7 +326,7 @@ def simulate(
     jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     empty_history = history = new_history(sch, mech, state, h, jparams)
     if resume is not None and guess == "extrapolated":
-        history = _resumed_history(resume, offset, empty_history)
+        history = _guess.GuessHistory.from_meta(resume.meta.get("guess_history"), offset, empty_history)
     meta = dict(h=float(h), t_end=float(t_start + n_steps * h), tol=float(tol), max_iter=int(max_iter), guess=guess,
                 save_every=int(save_every), t_start=t_start, step_offset=offset)
     start_node = {"t": t_start, "q": np.asarray(state.q), "p": np.asarray(state.p), "v": np.asarray(state.v)}
@@ -453,8 +416,7 @@ def simulate(
     meta.update(wall_time=wall, compile_time=compile_time or 0.0, steps=n_done, rescued_steps=rescued)
     if guess == "extrapolated" and failure is None:
         # the predictor's history at the last node, so that a resumed run continues exactly
-        X, k = jax.device_get(history)
-        meta["guess_history"] = {"step": offset + n_done, "k": int(k), "x": np.asarray(X).tolist()}
+        meta["guess_history"] = history.to_meta(offset + n_done)
     sol = Solution.from_records(problem, sch, vals, mech, collected, meta, start_node)
     if stream is not None and failure is None:
         sol.to_netcdf(out)
@@ -497,8 +459,8 @@ def _rescue(mech, sch, guess, state, t, h, tol, max_iter, jparams, its_failed):
     f64 = np.float64
     for mode in (("advanced", "simple") if guess == "extrapolated" else
                  (guess, "advanced" if guess == "simple" else "simple")):
-        new, out, res = _make_rescuer(mech, sch, mode)(state, f64(t), f64(h), f64(tol), np.int32(RESCUE_ITER_FACTOR * max_iter),
-                                                       jparams)
+        new, out, res, _ = _make_rescuer(mech, sch, mode)(state, f64(t), f64(h), f64(tol),
+                                                          np.int32(RESCUE_ITER_FACTOR * max_iter), jparams)
         new, out, res = jax.device_get((new, out, res))
         its_failed += int(res.iterations)
         if bool(res.converged) and np.all(np.isfinite(new.q)) and np.all(np.isfinite(new.p)):
@@ -544,19 +506,6 @@ def _resume_state(sol, sch: Scheme, mech: Mechanics, h) -> tuple[State, int]:
     st = State(q=jnp.asarray(sol.q[-1]), p=jnp.asarray(sol.p[-1]), v=jnp.asarray(v), lam=jnp.asarray(lam),
                gam=jnp.asarray(gam))
     return st, offset
-
-
-def _resumed_history(sol, offset: int, empty):
-    """The "extrapolated" guess's history stored with ``sol`` (``meta["guess_history"]``) if it
-    belongs to the node the run resumes from, else ``empty`` (the extrapolation restarts, and the
-    continuation equals the uninterrupted run to the Newton tolerance instead of exactly)."""
-    stored = sol.meta.get("guess_history")
-    if not stored or int(stored.get("step", -1)) != offset:
-        return empty
-    X = np.asarray(stored["x"], dtype=float)
-    if X.shape != tuple(empty[0].shape):
-        return empty
-    return jnp.asarray(X), jnp.asarray(int(stored["k"]), jnp.int32)
 
 
 def _install_sigint_flag() -> dict:

@@ -274,7 +274,7 @@ class Solution:
         hist = meta.pop("guess_history", None)
         if hist is not None:  # the predictor's history (livens.simulate, resume): a variable, not an attribute
             data["guess_history"] = (("history", "unknown"), np.asarray(hist["x"], dtype=float),
-                                     {"step": int(hist["step"]), "k": int(hist["k"])})
+                                     {k: hist[k] for k in ("step", "k", "advanced", "since") if k in hist})
         ds = xr.Dataset(data, coords={"time": self.t, "step": self._step_index()})
         names = None
         if self.problem is not None:
@@ -447,7 +447,9 @@ def load(path, problem=None) -> Solution:
         meta = json.loads(ds.attrs["meta"])
         if "guess_history" in ds:
             gh = ds["guess_history"]
-            meta["guess_history"] = {"step": int(gh.attrs["step"]), "k": int(gh.attrs["k"]), "x": np.asarray(gh.values)}
+            meta["guess_history"] = {**{k: gh.attrs[k].item() if hasattr(gh.attrs[k], "item") else gh.attrs[k]
+                                        for k in ("step", "k", "advanced", "since") if k in gh.attrs},
+                                     "x": np.asarray(gh.values)}
         params = json.loads(ds.attrs["params"])
         stored = {k: np.asarray(ds[k].values) for k in ds.data_vars
                   if k.startswith(("energy_", "J:", "residual_", "enforced:", "dissipated_work"))}
