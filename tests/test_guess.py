@@ -146,3 +146,15 @@ def test_resume_without_stored_history_agrees_to_tolerance(tmp_path):
     back.meta.pop("guess_history")
     rest = lv.simulate(top, "VI-S", t_end=0.2, tol=1e-12, resume=back)
     assert np.abs(rest.q - full.q[50:]).max() < 1e-10
+
+
+def test_the_default_guess_is_the_schemes_preferred_one():
+    """guess=None (the default) takes Scheme.preferred_guess: "advanced" for VI-A, whose gamma
+    oscillates from step to step (from the extrapolation Newton needs more iterations there),
+    "extrapolated" elsewhere; the Solution records the guess used."""
+    top = lv.examples.load("heavy-top")
+    a = lv.simulate(top, "VI-A", t_end=40 * top.h)
+    assert a.meta["guess"] == "advanced"
+    e = lv.simulate(top, "VI-A", t_end=40 * top.h, guess="extrapolated")
+    assert e.newton_iterations[10:].mean() > a.newton_iterations[10:].mean()
+    assert lv.simulate(top, "VI-S", t_end=5 * top.h).meta["guess"] == "extrapolated"

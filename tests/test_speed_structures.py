@@ -101,6 +101,27 @@ def test_structured_and_ad_tangent_take_the_same_newton_iterates(example, steps,
     assert np.max(np.abs(a.p - b.p)) <= 1e-10 * max(1.0, np.max(np.abs(a.p)))
 
 
+def _count_equations(fn, which, *args) -> int:
+    """Equations of fn's jaxpr, sub-jaxprs included, for which ``which(eqn)`` holds."""
+    def count(jp):
+        n = 0
+        for eqn in jp.eqns:
+            n += bool(which(eqn))
+            for value in eqn.params.values():
+                for sub in value if isinstance(value, (tuple, list)) else [value]:
+                    sub = getattr(sub, "jaxpr", sub)
+                    if hasattr(sub, "eqns"):
+                        n += count(sub)
+        return n
+
+    return count(jax.make_jaxpr(fn)(*args).jaxpr)
+
+
+def _integer_or_boolean(eqn) -> bool:
+    dt = eqn.outvars[0].aval.dtype if eqn.outvars else None
+    return dt is not None and (jnp.issubdtype(dt, jnp.integer) or dt == jnp.bool_)
+
+
 def test_fuse_small_dots_keeps_values_and_rewrites_only_small_products():
     rng = np.random.default_rng(0)
     A = jnp.asarray(rng.standard_normal((3, 3)))
@@ -119,39 +140,10 @@ def test_fuse_small_dots_keeps_values_and_rewrites_only_small_products():
         np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=1e-14, atol=1e-14)
 
     def dots(fn):
-        def count(jp):
-            n = 0
-            for eqn in jp.eqns:
-                n += eqn.primitive.name == "dot_general"
-                for value in eqn.params.values():
-                    for sub in value if isinstance(value, (tuple, list)) else [value]:
-                        sub = getattr(sub, "jaxpr", sub)
-                        if hasattr(sub, "eqns"):
-                            n += count(sub)
-            return n
-
-        return count(jax.make_jaxpr(fn)(x, y).jaxpr)
+        return _count_equations(fn, lambda eqn: eqn.primitive.name == "dot_general", x, y)
 
     assert dots(f) >= 4
     assert dots(fused) == 1  # only the 100 x 100 product stays a matrix product
-
-
-def _count_primitives(fn, *args, kinds=("int", "bool")):
-    """Equations of fn's jaxpr (sub-jaxprs included) whose first output has an integer/boolean dtype."""
-    def count(jp):
-        n = 0
-        for eqn in jp.eqns:
-            out = eqn.outvars[0].aval.dtype if eqn.outvars else None
-            n += out is not None and (("int" in kinds and jnp.issubdtype(out, jnp.integer)) or
-                                      ("bool" in kinds and out == jnp.bool_))
-            for value in eqn.params.values():
-                for sub in value if isinstance(value, (tuple, list)) else [value]:
-                    sub = getattr(sub, "jaxpr", sub)
-                    if hasattr(sub, "eqns"):
-                        n += count(sub)
-        return n
-
-    return count(jax.make_jaxpr(fn)(*args).jaxpr)
 
 
 @pytest.mark.parametrize("rewrite", ["fuse_small_dots", "fold_constants"])
@@ -174,8 +166,8 @@ def test_index_arithmetic_on_constants_is_folded_and_values_kept(rewrite):
     rewritten = getattr(_fusion, rewrite)(f)
     for u, v in zip(jax.tree_util.tree_leaves(f(q)), jax.tree_util.tree_leaves(rewritten(q))):
         np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=1e-13, atol=1e-13)
-    assert _count_primitives(f, q) > 10
-    assert _count_primitives(rewritten, q) == 0
+    assert _count_equations(f, _integer_or_boolean, q) > 10
+    assert _count_equations(rewritten, _integer_or_boolean, q) == 0
 
 
 def test_fuse_small_dots_can_be_switched_off(monkeypatch):

@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tol", type=float, help="Newton tolerance (default 1e-9)")
     p.add_argument("--max-iter", dest="max_iter", type=int, help="Newton iterations per step (default 40)")
     p.add_argument("--guess", choices=["simple", "advanced", "extrapolated"],
-                   help="Newton initial guess: simple/advanced (002 Table 2) or extrapolated (livens)")
+                   help="Newton initial guess: simple/advanced (002 Table 2) or extrapolated (livens); default: the scheme's")
     p.add_argument("--theta", type=float, help="θ of ggl-theta-a / ggl-theta-b")
     p.add_argument("--vartheta", type=float, help="ϑ of ggl-theta-b")
     p.add_argument("--blowup-factor", dest="blowup_factor", type=float, help="stop when |E-E0| > factor*max(|E0|,1)")

@@ -8,7 +8,7 @@ Example::
     t_end = 2.0
     tol = 1e-9
     max_iter = 40
-    guess = "extrapolated"         # or "simple", "advanced" (002 Table 2)
+    guess = "extrapolated"         # or "simple", "advanced" (002 Table 2); default: the scheme's
     blowup_factor = 10.0           # optional
     save_every = 1                 # optional
     rescue = true                  # optional: retry a failed Newton step with damped Newton
@@ -56,7 +56,7 @@ class RunConfig:
     t_end: float | None = None
     tol: float = 1e-9
     max_iter: int = 40
-    guess: str = "extrapolated"
+    guess: str | None = None
     blowup_factor: float | None = None
     save_every: int = 1
     rescue: bool = True

@@ -30,7 +30,7 @@ from .checks import check_step, constraint_label
 from .schemes.base import State
 from ._fusion import fold_constants
 from . import guess as _guess
-from .simulate import DEFAULT_CHUNK, GUESSES, _one_step, new_history, resolve
+from .simulate import DEFAULT_CHUNK, _one_step, check_guess, new_history, resolve
 from ._cache import CompiledCache
 from .system import Problem
 
@@ -240,7 +240,7 @@ def simulate_ensemble(
     t_end: float | None = None,
     tol: float = 1e-9,
     max_iter: int = 40,
-    guess: str = "extrapolated",
+    guess: str | None = None,
     chunk: int | None = None,
     **params: Any,
 ) -> EnsembleSolution:
@@ -267,11 +267,11 @@ def simulate_ensemble(
     if h is None or t_end is None:
         raise ValueError("Give h and t_end: the problem has no default step size or end time.")
     check_step(h, t_end, tol, max_iter)
-    if guess not in GUESSES:
-        raise ValueError(f"guess must be one of {', '.join(map(repr, GUESSES))}; got {guess!r}.")
+    check_guess(guess)
     if chunk is not None and not (isinstance(chunk, int) and chunk >= 1):
         raise ValueError(f"chunk must be a positive integer; got {chunk!r}.")
     sch, vals, mech = resolve(problem, scheme, params)
+    guess = sch.preferred_guess if guess is None else guess
     q0, v0, p0 = _initial_states(problem, mech, None if q0s is None else np.atleast_2d(q0s),
                                  None if v0s is None else np.atleast_2d(v0s))
     B, d, m = q0.shape[0], mech.d, mech.m

@@ -55,7 +55,8 @@ class GuessHistory(NamedTuple):
 
     @classmethod
     def empty(cls, n: int) -> "GuessHistory":
-        return cls(jnp.zeros((HISTORY, n)), jnp.asarray(0, jnp.int32), jnp.asarray(np.inf), jnp.asarray(0, jnp.int32))
+        return cls(jnp.zeros((HISTORY, n)), jnp.asarray(0, jnp.int32), jnp.asarray(np.inf, jnp.float64),
+                   jnp.asarray(0, jnp.int32))
 
     def to_meta(self, step: int) -> dict:
         """A plain record of this history at global node ``step`` (for ``Solution.meta``)."""
@@ -74,7 +75,8 @@ class GuessHistory(NamedTuple):
         if X.shape != tuple(empty.X.shape):
             return empty
         return cls(jnp.asarray(X), jnp.asarray(int(stored["k"]), jnp.int32),
-                   jnp.asarray(float(stored.get("advanced", np.inf))), jnp.asarray(int(stored.get("since", 0)), jnp.int32))
+                   jnp.asarray(float(stored.get("advanced", np.inf)), jnp.float64),
+                   jnp.asarray(int(stored.get("since", 0)), jnp.int32))
 
 
 def extrapolation_weights(k: int) -> list[int]:

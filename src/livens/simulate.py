@@ -53,6 +53,13 @@ GUESSES = ("simple", "advanced", "extrapolated")
 "advanced" (q^n + h v^n), and livens' "extrapolated" (:mod:`livens.guess`)."""
 
 
+def check_guess(guess) -> None:
+    """A guess name, or None for the scheme's own (``Scheme.preferred_guess``)."""
+    if guess is not None and guess not in GUESSES:
+        raise ValueError(f"guess must be one of {', '.join(map(repr, GUESSES))} (or None: the scheme's "
+                         f"preferred one); got {guess!r}.")
+
+
 def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, params,
               fuse=None, robust: bool = False, history=None):
     """One time step: the first guess, Newton on the scheme's residual, the state update.
@@ -248,7 +255,7 @@ def simulate(
     t_end: float | None = None,
     tol: float = 1e-9,
     max_iter: int = 40,
-    guess: str = "extrapolated",
+    guess: str | None = None,
     progress: bool | None = None,
     blowup_factor: float | None = None,
     chunk: int = DEFAULT_CHUNK,
@@ -267,11 +274,13 @@ def simulate(
     h, t_end: step size and end time; default to the problem's (the paper's) values.
     tol, max_iter: Newton stops on ||R||_inf <= tol; a step that needs more than max_iter
         iterations stops the run with :class:`~livens.ConvergenceError`.
-    guess: Newton's first guess: "extrapolated" (the default, livens' own): the solutions of the
-        last five steps extrapolated (quartic), where its residual is smaller than that of the
-        advanced guess; or 002 Table 2's "simple" (the unknowns of step n) or "advanced"
-        (q^n + h v^n). Same equations, same tolerance, results equal to the tolerance; fewer
-        Newton iterations on smooth motions (:mod:`livens.guess`).
+    guess: Newton's first guess: "extrapolated" (livens' own, :mod:`livens.guess`): the solutions
+        of the last five steps extrapolated (quartic), where its residual is smaller than that of
+        the advanced guess; or 002 Table 2's "simple" (the unknowns of step n) or "advanced"
+        (q^n + h v^n). Same equations, same tolerance, results equal to the tolerance. None (the
+        default): the scheme's ``preferred_guess``, "extrapolated" for every scheme but
+        ggl-theta-a ("advanced": its gamma oscillates from step to step, and from the
+        extrapolation Newton needs an iteration more; measured).
     progress: show a progress bar (default: on a terminal, for runs longer than 2 s).
     blowup_factor: stop with :class:`~livens.BlowUpError` when |E - E0| exceeds
         blowup_factor * max(|E0|, 1).
@@ -304,8 +313,7 @@ def simulate(
         raise ValueError("Give h and t_end: the problem has no default step size or end time.")
     t_start = 0.0 if resume is None else float(resume.t[-1])
     check_step(h, t_end - t_start if resume is not None else t_end, tol, max_iter)
-    if guess not in GUESSES:
-        raise ValueError(f"guess must be one of {', '.join(map(repr, GUESSES))}; got {guess!r}.")
+    check_guess(guess)
     if blowup_factor is not None and not (blowup_factor > 0):
         raise ValueError(f"blowup_factor must be positive; got {blowup_factor!r}.")
     if not (isinstance(chunk, int) and chunk >= 1):
@@ -313,6 +321,7 @@ def simulate(
     if isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1:
         raise ValueError(f"save_every must be a positive integer; got {save_every!r}.")
     sch, vals, mech = resolve(problem, scheme, params)
+    guess = sch.preferred_guess if guess is None else guess
     n_steps = max(1, int(round((t_end - t_start) / h)))
     if resume is None:
         state = initial_state(problem, mech)

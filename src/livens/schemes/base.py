@@ -88,6 +88,7 @@ class Scheme:
     tangent: Callable | None = None  # structured tangent dR/dx, optional
     keeps: str = ""
     order: int | None = None
+    preferred_guess: str = "extrapolated"  # Newton's first guess when the caller names none (livens.guess)
 
     def sizes(self, d: int, m: int) -> list[tuple[str, int]]:
         out = []
