@@ -117,3 +117,28 @@ def test_second_order_convergence(pendulum, scheme):
         errs.append(np.max(np.abs(sol.q[-1] - ref.q[-1])))
     slope = np.polyfit(np.log(hs), np.log(errs), 1)[0]
     assert abs(slope - 2.0) < 0.15, (slope, errs)
+
+
+@pytest.mark.parametrize("example", ["double-spherical-pendulum", "double-four-bar"])
+def test_nullspace_pieces_against_ad(example):
+    """The assembled Jacobian of the projection system (Hessian of mu.g) equals the AD Jacobian,
+    and the QR null-space basis is orthonormal with G P = 0, at a state off the initial one."""
+    import jax
+    import jax.numpy as jnp
+
+    from livens.mechanics import mechanics
+    from livens.schemes import vi_lagrange as V
+
+    problem = lv.examples.load(example)
+    mech = mechanics(problem.system, problem.q0)
+    d, m = mech.d, mech.m
+    rng = np.random.default_rng(3)
+    u = jnp.asarray(problem.q0) + 0.05 * rng.standard_normal(d)
+    mu = jnp.asarray(rng.standard_normal(m))
+    y = u + 0.01 * rng.standard_normal(d)
+    ad = jax.jacfwd(lambda x: V._projection_system(mech, x[:d], x[d:], y))(jnp.concatenate([u, mu]))
+    np.testing.assert_allclose(V._projection_jacobian(mech, u, mu), ad, rtol=0, atol=1e-12 * (1 + np.abs(ad).max()))
+    P = np.asarray(V.null_space_basis(mech, u))
+    assert P.shape == (d, d - m)
+    np.testing.assert_allclose(P.T @ P, np.eye(d - m), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(np.asarray(mech.G(u)) @ P, 0.0, rtol=0, atol=1e-12 * (1 + np.abs(mech.G(u)).max()))

@@ -81,9 +81,11 @@ def D2Ld(mech, q0, q1, h, t):
 
 
 def null_space_basis(mech, q):
-    """Orthonormal P(q) with range P = null G(q), shape (d, k), from the SVD of G(q) (004 §4)."""
-    _, _, vt = jnp.linalg.svd(mech.G(q), full_matrices=True)
-    return vt[mech.m:].T
+    """Orthonormal P(q) with range P = null G(q), shape (d, k) (004 §4): the last k columns of the
+    complete QR factor of G(q)^T (G of full rank m). Any orthonormal basis gives the same q_{i+1};
+    QR costs less than the SVD (double four-bar: 74 vs 184 us) and varies smoothly along a run."""
+    Q, _ = jnp.linalg.qr(mech.G(q).T, mode="complete")
+    return Q[:, mech.m:]
 
 
 def _multiplier(mech, q, r, h):
@@ -95,6 +97,17 @@ def _multiplier(mech, q, r, h):
 # ------------------------------------------------------------------ nodal reparametrization F(w, q)
 def _projection_system(mech, u, mu, y):
     return jnp.concatenate([u - y - mech.G(u).T @ mu, mech.g(u)])
+
+
+def _projection_jacobian(mech, u, mu):
+    """d(_projection_system)/d(u, mu) = [I - sum_k mu_k D^2 g_k(u), -G(u)^T; G(u), 0], assembled from
+    the Hessian of mu.g (forward over reverse AD) instead of AD through G(u)^T mu (double four-bar:
+    33 vs 440 us)."""
+    G = mech.G(u)
+    H = jax.hessian(lambda x: mu @ mech.g(x))(u)
+    top = jnp.concatenate([jnp.eye(mech.d, dtype=u.dtype) - H, -G.T], axis=1)
+    bottom = jnp.concatenate([G, jnp.zeros((mech.m, mech.m), u.dtype)], axis=1)
+    return jnp.concatenate([top, bottom], axis=0)
 
 
 def _project(mech, y):
@@ -111,7 +124,7 @@ def _project(mech, y):
 
     def body(c):
         x, _, it = c
-        dx = -jnp.linalg.solve(jax.jacfwd(Phi)(x), Phi(x))
+        dx = -jnp.linalg.solve(_projection_jacobian(mech, x[:d], x[d:]), Phi(x))
         return x + dx, jnp.max(jnp.abs(dx)), it + 1
 
     x0 = jnp.concatenate([y, jnp.zeros((m,), y.dtype)])
@@ -131,7 +144,7 @@ def make_projection(mech):
     def proj_jvp(primals, tangents):
         (y,), (dy,) = primals, tangents
         u, mu = _project(mech, y)
-        A = jax.jacfwd(lambda x: _projection_system(mech, x[:d], x[d:], y))(jnp.concatenate([u, mu]))
+        A = _projection_jacobian(mech, u, mu)
         rhs = jnp.concatenate([dy, jnp.zeros_like(mu)])
         return u, jnp.linalg.solve(A, rhs)[:d]
 
