@@ -83,7 +83,7 @@ def D2Ld(mech, q0, q1, h, t):
 def null_space_basis(mech, q):
     """Orthonormal P(q) with range P = null G(q), shape (d, k) (004 §4): the last k columns of the
     complete QR factor of G(q)^T (G of full rank m). Any orthonormal basis gives the same q_{i+1};
-    QR costs less than the SVD (double four-bar: 74 vs 184 us) and varies smoothly along a run."""
+    QR costs less than the SVD (double four-bar: 74 vs 184 us)."""
     Q, _ = jnp.linalg.qr(mech.G(q).T, mode="complete")
     return Q[:, mech.m:]
 
