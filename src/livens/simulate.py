@@ -85,9 +85,11 @@ def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, to
     if robust:
         res = damped_newton(R, x0, tol, max_iter)
     else:
-        tangent = None
         if scheme.tangent is not None:
             tangent = lambda x: scheme.tangent(scheme.unpack(x, d, m), state, h, t, params, mech)  # noqa: E731
+        else:
+            tangent = lambda x: scheme.jacobian_by_blocks(  # noqa: E731
+                lambda u: scheme.residual(u, state, h, t, params, mech), x, d, m)
         # the residual and the whole Newton update with small matrix products fused (issue 7);
         # measured to help up to a few hundred unknowns, and to cost a little beyond
         res = newton(fR, x0, tol, max_iter, linear_step=f(newton_increment(R, tangent)), r0=r0)
