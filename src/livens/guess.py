@@ -85,15 +85,15 @@ def extrapolation_weights(k: int) -> list[int]:
     return [(-1) ** j * math.comb(k, j + 1) for j in range(k)]
 
 
+_WEIGHTS = np.array([extrapolation_weights(k) + [0] * (HISTORY - k) for k in range(HISTORY + 1)], dtype=float)
+"""Row k: the weights of the polynomial through k solutions, padded to HISTORY (rows 0, 1 unused)."""
+
+
 def predict(history: GuessHistory, x_scheme):
     """The polynomial through the k known solutions (degree k - 1), at the next step; the
     scheme's guess while fewer than two are known."""
     X, k = history.X, history.k
-    xe = x_scheme
-    for j in range(2, X.shape[0] + 1):
-        xj = sum(w * X[i] for i, w in enumerate(extrapolation_weights(j)))
-        xe = jnp.where(k >= j, xj, xe)
-    return xe
+    return jnp.where(k >= 2, jnp.asarray(_WEIGHTS[:, : X.shape[0]])[k] @ X, x_scheme)
 
 
 def extrapolated_guess(R, x_scheme, history: GuessHistory):

@@ -60,6 +60,11 @@ def check_guess(guess) -> None:
                          f"preferred one); got {guess!r}.")
 
 
+def _scheme_mode(mode: str) -> str:
+    """The scheme's own guess behind ``mode``: "extrapolated" starts from (and compares with) "advanced"."""
+    return "advanced" if mode == "extrapolated" else mode
+
+
 def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, params,
               fuse=None, robust: bool = False, history=None):
     """One time step: the first guess, Newton on the scheme's residual, the state update.
@@ -71,7 +76,7 @@ def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, to
     solution not yet pushed: the caller does that once it knows the step is kept).
     """
     d, m = mech.d, mech.m
-    u0 = scheme.guess(state, h, t, params, mech, "advanced" if mode == "extrapolated" else mode)
+    u0 = scheme.guess(state, h, t, params, mech, _scheme_mode(mode))
     x0 = scheme.pack(u0, d, m)
 
     def R(x):
@@ -156,7 +161,7 @@ class RecordLayout(tuple):
 def record_layout(scheme: Scheme, mech: Mechanics, mode: str, state: State, h, params) -> RecordLayout:
     """The :class:`RecordLayout` of a step of ``scheme`` from ``state`` (shapes only, no computation)."""
     out = jax.eval_shape(
-        lambda s: scheme.update(scheme.guess(s, h, 0.0, params, mech, mode if mode != "extrapolated" else "advanced"),
+        lambda s: scheme.update(scheme.guess(s, h, 0.0, params, mech, _scheme_mode(mode)),
                                 s, h, 0.0, params, mech)[1], state)
     f64 = jax.ShapeDtypeStruct((), jnp.float64)
     return RecordLayout.of({"q": state.q, "p": state.p, "iterations": jax.ShapeDtypeStruct((), jnp.int32),
