@@ -262,3 +262,99 @@ def consistent_initial_state(system, q0, v0, tol: float = 1e-14, max_iter: int =
     W = Minv if Minv is not None else np.eye(q.shape[0])
     v = v - W @ G.T @ np.linalg.solve(G @ W @ G.T, G @ v)
     return q, v
+
+
+#: Relative size of dV . xi q, G(q) xi q (on the constraint manifold) and of the non-invariant part of M
+#: below which a declared symmetry counts as an exact symmetry of the system (AD values: round-off).
+SYMMETRY_RTOL = 1e-8
+
+
+def _manifold_points(mech, q0, rng, n: int):
+    """q0 and up to ``n`` points near it on g(q) = 0 (random perturbations projected by
+    Gauss-Newton), for the symmetry checks."""
+    pts = [q0]
+    scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(q0.shape[0]))
+    for _ in range(n):
+        q = q0 + scale * rng.standard_normal(q0.shape[0])
+        if mech.m:
+            for _ in range(30):
+                gq = np.asarray(mech.g(jnp.asarray(q)))
+                if not np.all(np.isfinite(gq)):
+                    break
+                if np.max(np.abs(gq)) <= 1e-13:
+                    pts.append(q)
+                    break
+                G = np.asarray(mech.G(jnp.asarray(q)))
+                try:
+                    q = q - G.T @ np.linalg.solve(G @ G.T, gq)
+                except np.linalg.LinAlgError:
+                    break
+        else:
+            pts.append(q)
+    return pts
+
+
+def symmetry_defect(mech, sym, q0, seed: int = 0) -> str | None:
+    """Why ``sym`` is not an exact symmetry of the system (002 eq 41), or None when it is.
+
+    Checked with AD at q0, at points near q0 on the constraint manifold and at points off it:
+    dV(q) . xi q = 0 (the potential is invariant), G(q) xi q = 0 on g(q) = 0 (the constraint
+    manifold is invariant; g itself may be invariant or equivariant) and, for a constant M,
+    xi^T M + M xi = 0 (the kinetic energy is invariant); each relative to the sizes involved, at
+    :data:`SYMMETRY_RTOL`. A configuration-dependent M counts as not checked (no scheme that uses
+    the symmetries accepts one).
+    """
+    rng = np.random.default_rng(seed)
+    if not mech.constant_mass:
+        return "the mass matrix depends on q"
+    if sym.xi is not None:
+        M, xi = np.asarray(mech.M_const), np.asarray(sym.xi)
+        if xi.shape != M.shape:
+            return f"its generator is {xi.shape[0]} x {xi.shape[1]} but the system has d = {M.shape[0]}"
+        dM = xi.T @ M + M @ xi
+        if np.max(np.abs(dM)) > SYMMETRY_RTOL * np.max(np.abs(M)) * max(np.max(np.abs(xi)), 1.0):
+            return f"the kinetic energy is not invariant (|xi^T M + M xi| = {np.max(np.abs(dM)):.2e})"
+    elif np.shape(sym.shift) != (mech.d,):
+        return f"its generator has {np.shape(sym.shift)} entries but the system has d = {mech.d}"
+    on = _manifold_points(mech, np.asarray(q0, float), rng, 3)
+    scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
+    off = [q + 0.05 * scale * rng.standard_normal(len(q0)) for q in on]
+    dV = jax.grad(mech.V)
+    for q in on + off:
+        z = np.asarray(sym.generator(jnp.asarray(q)), float)
+        grad = np.asarray(dV(jnp.asarray(q)))
+        if abs(grad @ z) > SYMMETRY_RTOL * (np.linalg.norm(grad) * np.linalg.norm(z) + 1e-300):
+            return f"the potential is not invariant (dV . xi q = {grad @ z:.3e} at q = {np.round(q, 4).tolist()})"
+    if mech.m:
+        for q in on:
+            z = np.asarray(sym.generator(jnp.asarray(q)), float)
+            G = np.asarray(mech.G(jnp.asarray(q)))
+            Gz = G @ z
+            lim = SYMMETRY_RTOL * (np.linalg.norm(G, axis=1) * np.linalg.norm(z) + 1e-300)
+            bad = np.flatnonzero(np.abs(Gz) > lim)
+            if bad.size:
+                k = int(bad[0])
+                return (f"it does not leave the constraint manifold invariant ({constraint_label(mech.system, k)}: "
+                        f"G xi q = {Gz[k]:.3e} at q = {np.round(q, 4).tolist()})")
+    return None
+
+
+_EXACT: dict = {}
+
+
+def exact_symmetries(problem, mech) -> tuple[tuple, dict]:
+    """The problem's symmetries that are exact symmetries of its system (:func:`symmetry_defect`)
+    and, for the others, the reason: ``(kept, {name: why})``. Cached per problem."""
+    key = id(problem)
+    hit = _EXACT.get(key)
+    if hit is not None and hit[0] is problem:
+        return hit[1], hit[2]
+    kept, dropped = [], {}
+    for sym in problem.symmetries:
+        why = symmetry_defect(mech, sym, problem.q0)
+        if why is None:
+            kept.append(sym)
+        else:
+            dropped[sym.name] = why
+    _EXACT[key] = (problem, tuple(kept), dropped)
+    return tuple(kept), dropped

@@ -6,6 +6,7 @@ and its partial derivatives, and D_q of the kinetic energy for a configuration-d
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -27,6 +28,23 @@ class Mechanics:
     constant_mass: bool
     M_const: np.ndarray | None
     Minv_const: np.ndarray | None
+    symmetries: tuple = ()  # the Problem's symmetries that are exact symmetries of V, g and M
+
+    # --- symmetry ---------------------------------------------------------------------------
+    def generators(self, q):
+        """The generators xi_k q (or the shift of a translation) of :attr:`symmetries` as the
+        columns of a (d, r) array (002 eq 17); None when there are none."""
+        if not self.symmetries:
+            return None
+        return jnp.stack([jnp.broadcast_to(jnp.asarray(s.generator(q), q.dtype), q.shape)
+                          for s in self.symmetries], axis=1)
+
+    def cotangent_generators(self, p):
+        """The generators of the cotangent lift on momenta, -xi_k^T p (zero for translations),
+        as the columns of a (d, r) array; None when there are no symmetries."""
+        if not self.symmetries:
+            return None
+        return jnp.stack([s.cotangent_generator(p) for s in self.symmetries], axis=1)
 
     # --- mass -----------------------------------------------------------------------------
     def M(self, q):
@@ -147,19 +165,27 @@ def _mass_inverse(M: np.ndarray) -> np.ndarray | None:
     return np.linalg.inv(M)
 
 
-_CACHE: dict[int, Mechanics] = {}
+_CACHE: dict[tuple, Mechanics] = {}
 
 
-def mechanics(system: System, q0=None) -> Mechanics:
-    """The :class:`Mechanics` of a system (cached per System object).
+def mechanics(system: System, q0=None, symmetries=()) -> Mechanics:
+    """The :class:`Mechanics` of a system (cached per System object and set of symmetries).
 
     ``q0`` is used to determine d and m; the System's own dimension is read from its mass matrix
-    when that is constant.
+    when that is constant. ``symmetries``: exact symmetries of the system (checked by
+    :func:`livens.checks.exact_symmetries`) that the energy-momentum schemes' discrete gradients
+    respect (002 eq 85).
     """
-    key = id(system)
+    symmetries = tuple(symmetries)
+    key = (id(system), tuple(s.key() for s in symmetries))
     hit = _CACHE.get(key)
     if hit is not None and hit.system is system:
         return hit
+    if symmetries:
+        base = mechanics(system, q0)
+        mech = dataclasses.replace(base, symmetries=symmetries)
+        _CACHE[key] = mech
+        return mech
     if system.constant_mass:
         M = np.asarray(system.mass_matrix, dtype=float)
         d = M.shape[0]

@@ -240,6 +240,11 @@ def resolve(problem: Problem, scheme, params: dict):
             f"Scheme {sch.name!r} has no external force term F(q, v, t) in its equations, so it would ignore "
             f"this system's external_force; schemes that apply it: {', '.join(ok)}."
         )
+    if sch.uses_symmetries and problem.symmetries:
+        from .checks import exact_symmetries
+
+        kept, _ = exact_symmetries(problem, mech)
+        mech = mechanics(problem.system, problem.q0, kept)
     return sch, vals, mech
 
 
@@ -345,6 +350,8 @@ def simulate(
         history = _guess.GuessHistory.from_meta(resume.meta.get("guess_history"), offset, empty_history)
     meta = dict(h=float(h), t_end=float(t_start + n_steps * h), tol=float(tol), max_iter=int(max_iter), guess=guess,
                 save_every=int(save_every), t_start=t_start, step_offset=offset)
+    if sch.uses_symmetries:  # the symmetries whose momentum maps the scheme keeps by construction
+        meta["kept_symmetries"] = [s.name for s in mech.symmetries]
     start_node = {"t": t_start, "q": np.asarray(state.q), "p": np.asarray(state.p), "v": np.asarray(state.v)}
     stream = None
     if out is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import jax.numpy as jnp
 import numpy as np
 
 from . import _jaxconfig  # noqa: F401  (float64 before any array is made)
@@ -107,6 +108,18 @@ class Symmetry:
             return self.shift
         return self.xi @ q
 
+    def cotangent_generator(self, p):
+        """The generator of the cotangent lift on momenta, -xi^T p (zero for a translation): the
+        p-side of the orthogonality condition 002 eq 85b."""
+        if self.shift is not None:
+            return jnp.zeros_like(p)
+        return -(jnp.asarray(self.xi).T @ p)
+
+    def key(self) -> tuple:
+        """A hashable value of the generator (for caches)."""
+        arr = self.shift if self.shift is not None else self.xi
+        return ("shift" if self.shift is not None else "xi", np.asarray(arr, float).tobytes(), np.shape(arr))
+
     def momentum_map(self, q, p):
         """J_xi = p . xi_Q(q) (002 eq 15, 45); works on arrays of shape (..., d)."""
         q = np.asarray(q)
@@ -117,10 +130,14 @@ class Symmetry:
 
     @classmethod
     def rotation(cls, axis, blocks: int | Sequence[int] = 1, dim: int | None = None, name: str | None = None):
-        """Rotation about ``axis`` acting on blocks of 3 coordinates (002 eq 105-107, 119-121).
+        """Rotation about ``axis`` (through the origin) acting on blocks of 3 coordinates
+        (002 eq 105-107, 119-121): xi is block-diagonal with the skew matrix of ``axis`` on each
+        listed block and zero elsewhere, so J = sum over those blocks of axis . (x_b x p_b).
 
-        ``blocks`` is the number of leading 3-blocks (an int) or a list of block indices;
-        ``dim`` the total dimension d (default 3 * number of blocks).
+        ``blocks`` is the number of leading 3-blocks (an int: ``blocks=2`` rotates q[0:3] and
+        q[3:6] together, e.g. two particles) or a list of block indices (``blocks=[0, 2]``);
+        ``dim`` the total dimension d (default 3 * (largest block + 1); give it when coordinates
+        follow the last rotated block).
         """
         idx = list(range(blocks)) if isinstance(blocks, int) else list(blocks)
         d = dim if dim is not None else 3 * (max(idx) + 1)

@@ -94,6 +94,7 @@ class Scheme:
     keeps: str = ""
     order: int | None = None
     preferred_guess: str = "extrapolated"  # Newton's first guess when the caller names none (livens.guess)
+    uses_symmetries: bool = False  # True: the residual reads mech.symmetries (discrete gradients, 002 eq 85)
 
     def sizes(self, d: int, m: int) -> list[tuple[str, int]]:
         out = []
