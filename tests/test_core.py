@@ -269,6 +269,9 @@ def test_bad_system_functions():
         lv.Problem(lv.System(np.array([[1.0, 0.5], [0.0, 1.0]]), potential=lambda q: q @ q), q0=[0, 0], v0=[0, 0])
     with pytest.raises(ValueError, match="positive semi-definite"):
         lv.Problem(lv.System(np.diag([1.0, -1.0]), potential=lambda q: q @ q), q0=[0, 0], v0=[0, 0])
+    with pytest.raises(ValueError, match=r"constraints must return a vector of shape \(m,\); got shape \(\) \(a 0-d scalar"):
+        lv.Problem(lv.System(np.eye(3), potential=lambda q: q[2], constraints=lambda q: 0.5 * (q @ q - 1.0)),
+                   q0=[1.0, 0, 0], v0=[0, 1.0, 0])
     with pytest.raises(ValueError, match="constraints returned non-finite"):
         lv.Problem(lv.System(np.eye(2), potential=lambda q: q @ q, constraints=lambda q: jnp.log(q[:1] - 1)),
                    q0=[0.0, 0], v0=[0, 0])

@@ -154,9 +154,10 @@ def validate_problem(problem):
         _evaluate("external_force", system.external_force, q0, v0, 0.0, shape=(d,))
         _traceable("external_force", system.external_force, q0, v0, 0.0)
     if system.constraints is not None:
-        g0 = np.atleast_1d(_evaluate("constraints", system.constraints, q0, floating=True))
+        g0 = _evaluate("constraints", system.constraints, q0, floating=True)
         if g0.ndim != 1:
-            raise ValueError(f"constraints must return a vector of shape (m,); got shape {g0.shape}.")
+            hint = " (a 0-d scalar; return jnp.array([g]) for one constraint)" if g0.ndim == 0 else ""
+            raise ValueError(f"constraints must return a vector of shape (m,); got shape {g0.shape}{hint}.")
         _traceable("constraints", system.constraints, q0)
         mech = mechanics(system, q0)
         G0 = _evaluate("the Jacobian of constraints (JAX AD)", mech.G, q0, shape=(g0.shape[0], d), finite=False)
