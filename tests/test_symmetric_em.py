@@ -209,7 +209,8 @@ def _random_potential(coef, invariants):
 
 def _random_system(kind, coef, seed):
     """A random system of 3 particles with a random potential and constraints invariant under
-    ``kind``: "rotation" (about e3, all blocks), "cylinder" (rotation about e3 and translation
+    ``kind``: "rotation" (about e3, all blocks), "equivariant" (the same, with constraints that
+    rotate with the system, g(R q) = R g(q), rather than being invariant), "cylinder" (rotation about e3 and translation
     along e3) or "euclidean" (three rotations and three translations). One constraint is not
     quadratic, so that the discrete derivatives of g and g_v are not the midpoint ones."""
     nb = 3
@@ -222,6 +223,14 @@ def _random_system(kind, coef, seed):
             x1, x2, x3 = q[:3], q[3:6], q[6:]
             return jnp.array([0.5 * (x1 @ x1 - 1.0), 0.5 * ((x2 - x1) @ (x2 - x1) - 1.0),
                               (x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2])
+    elif kind == "equivariant":  # g(R q) = R g(q): the manifold is invariant, g itself is not
+        inv = lambda q: _rot_invariants(q, nb)  # noqa: E731
+        syms = [lv.Symmetry.rotation(E3, blocks=nb, name="J3")]
+
+        def g(q):
+            x1, x2, x3 = q[:3], q[3:6], q[6:]
+            return jnp.concatenate([jnp.array([0.5 * (x1 @ x1 - 1.0)]), x2 - (1.0 + 0.3 * x1[2] ** 2) * x1,
+                                    jnp.array([(x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2])])
     elif kind == "cylinder":
         def inv(q):  # of the differences: invariant under translation along e3 and rotation about it
             r = jnp.concatenate([q[3:6] - q[:3], q[6:] - q[3:6]])
@@ -257,12 +266,15 @@ COEF = st.lists(st.floats(-1.0, 1.0), min_size=60, max_size=60)
 
 def _run_random(kind, coef, seed):
     problem = _random_system(kind, np.asarray(coef), seed)
+    from livens.checks import exact_symmetries
+
+    assert exact_symmetries(problem, mechanics(problem.system, problem.q0))[2] == (kind != "equivariant")
     for scheme in ("EM", "EM-G"):
         sol = _check_run(problem, scheme, 0.01, 60)
         assert sol.meta["kept_symmetries"] == [s.name for s in problem.symmetries]
 
 
-@pytest.mark.parametrize("kind", ["rotation", "cylinder", "euclidean"])
+@pytest.mark.parametrize("kind", ["rotation", "equivariant", "cylinder", "euclidean"])
 @FAST
 @given(coef=COEF, seed=st.integers(0, 2**31 - 1))
 def test_random_symmetric_systems_keep_momentum_maps_and_energy(kind, coef, seed):
@@ -270,7 +282,7 @@ def test_random_symmetric_systems_keep_momentum_maps_and_energy(kind, coef, seed
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["rotation", "cylinder", "euclidean"])
+@pytest.mark.parametrize("kind", ["rotation", "equivariant", "cylinder", "euclidean"])
 @SLOW
 @given(coef=COEF, seed=st.integers(0, 2**31 - 1))
 def test_random_symmetric_systems_keep_momentum_maps_and_energy_many(kind, coef, seed):

@@ -340,16 +340,38 @@ def symmetry_defect(mech, sym, q0, seed: int = 0) -> str | None:
     return None
 
 
+def constraints_invariant(mech, symmetries, q0, seed: int = 1) -> bool:
+    """True when g itself (not only the manifold g = 0) is invariant under every one of
+    ``symmetries``: G(q) xi q = 0 at q0 and at random points off the manifold. Then the midpoint
+    derivatives of lambda.g and of gamma.g_v meet the orthogonality conditions (002 eq 85b, c) by
+    themselves; for an equivariant g (e.g. a point fixed on the axis, g(R q) = R g(q)) the
+    energy-momentum schemes impose them."""
+    if not mech.m or not symmetries:
+        return True
+    rng = np.random.default_rng(seed)
+    q0 = np.asarray(q0, float)
+    scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
+    for q in [q0] + [q0 + scale * rng.standard_normal(len(q0)) for _ in range(3)]:
+        G = np.asarray(mech.G(jnp.asarray(q)))
+        for sym in symmetries:
+            z = np.asarray(sym.generator(jnp.asarray(q)), float)
+            lim = SYMMETRY_RTOL * (np.linalg.norm(G, axis=1) * np.linalg.norm(z) + 1e-300)
+            if np.any(np.abs(G @ z) > lim):
+                return False
+    return True
+
+
 _EXACT: dict = {}
 
 
-def exact_symmetries(problem, mech) -> tuple[tuple, dict]:
-    """The problem's symmetries that are exact symmetries of its system (:func:`symmetry_defect`)
-    and, for the others, the reason: ``(kept, {name: why})``. Cached per problem."""
+def exact_symmetries(problem, mech) -> tuple[tuple, dict, bool]:
+    """The problem's symmetries that are exact symmetries of its system (:func:`symmetry_defect`),
+    for the others the reason, and whether g is invariant under the kept ones
+    (:func:`constraints_invariant`): ``(kept, {name: why}, invariant)``. Cached per problem."""
     key = id(problem)
     hit = _EXACT.get(key)
     if hit is not None and hit[0] is problem:
-        return hit[1], hit[2]
+        return hit[1]
     kept, dropped = [], {}
     for sym in problem.symmetries:
         why = symmetry_defect(mech, sym, problem.q0)
@@ -357,5 +379,6 @@ def exact_symmetries(problem, mech) -> tuple[tuple, dict]:
             kept.append(sym)
         else:
             dropped[sym.name] = why
-    _EXACT[key] = (problem, tuple(kept), dropped)
-    return tuple(kept), dropped
+    out = (tuple(kept), dropped, constraints_invariant(mech, kept, problem.q0))
+    _EXACT[key] = (problem, out)
+    return out

@@ -162,15 +162,29 @@ def greenspan(pi: Callable, potentials: Callable, q0, q1):
 SYMMETRY_EPS = 1e-7
 
 
-def _gram_solve(Z, b):
-    """(Z^T Z + tau I)^-1 b for the r generators in the columns of Z (r small; tau ~ 1e-14 tr Z^T Z
-    keeps the solve finite where the generators are dependent or vanish at the midpoint)."""
+def _gram_solve(Z, B):
+    """(Z^T Z + tau I)^-1 B for the r generators in the columns of Z and B of shape (r, k); tau ~
+    1e-14 tr Z^T Z keeps the solve finite where the generators are dependent or vanish at the
+    midpoint. r is small (at most 6 for the Euclidean group): an unrolled Cholesky factorization
+    in plain array operations, which XLA fuses, instead of a LAPACK call per step."""
     r = Z.shape[1]
     gram = Z.T @ Z
-    tau = 1e-14 * jnp.trace(gram) / r + 1e-200
+    gram = gram + (1e-14 * jnp.trace(gram) / r + 1e-200) * jnp.eye(r, dtype=gram.dtype)
     if r == 1:
-        return b / (gram[0, 0] + tau)
-    return jnp.linalg.solve(gram + tau * jnp.eye(r, dtype=gram.dtype), b)
+        return B / gram[0, 0]
+    L = [[None] * r for _ in range(r)]
+    for j in range(r):
+        diag = gram[j, j] - sum(L[j][k] * L[j][k] for k in range(j))
+        L[j][j] = jnp.sqrt(diag)
+        for i in range(j + 1, r):
+            L[i][j] = (gram[i, j] - sum(L[i][k] * L[j][k] for k in range(j))) / L[j][j]
+    y = [None] * r
+    for i in range(r):
+        y[i] = (B[i] - sum(L[i][k] * y[k] for k in range(i))) / L[i][i]
+    x = [None] * r
+    for i in reversed(range(r)):
+        x[i] = (y[i] - sum(L[k][i] * x[k] for k in range(i + 1, r))) / L[i][i]
+    return jnp.stack(x)
 
 
 def corrected(a0, dx, df, xm, Z=None, targets=None):
@@ -178,12 +192,12 @@ def corrected(a0, dx, df, xm, Z=None, targets=None):
 
         a = a0 + Z y + c u,   u = dx - Z (Z^T Z)^-1 Z^T dx   (the part of dx outside span Z),
 
-    with y chosen so that Z^T a = ``targets`` (default 0) and c so that a . dx = df (the
-    directionality condition, 003 eq 27; 002 eq 86). The columns of Z are the infinitesimal
-    generators of a symmetry group at the midpoint, xi_k x^{n+1/2} (002 eq 17, 85): for a function
-    invariant under the group, a0 = its gradient at xm meets Z^T a0 = 0 already, y = 0, and a meets
-    the orthogonality conditions (002 eq 85) exactly. Without Z (r = 0) this is Gonzalez's formula
-    (003 eq 26) with a0 = Df(xm).
+    with c chosen so that a . dx = df (the directionality condition, 003 eq 27; 002 eq 86) and,
+    where ``targets`` is given, y so that Z^T a = ``targets`` (else y = 0, and Z^T a = Z^T a0). The
+    columns of Z are the infinitesimal generators of a symmetry group at the midpoint,
+    xi_k x^{n+1/2} (002 eq 17, 85): for a function invariant under the group, a0 = its gradient at
+    xm meets Z^T a0 = 0 already, and a meets the orthogonality conditions (002 eq 85) exactly.
+    Without Z (r = 0) this is Gonzalez's formula (003 eq 26) with a0 = Df(xm).
 
     c = num / |u|^2 with num = df - (a0 + Z y) . dx. For an invariant function num vanishes with u
     (two points whose difference lies along the generators are related by a group element), so
@@ -193,9 +207,12 @@ def corrected(a0, dx, df, xm, Z=None, targets=None):
     All operations are smooth, so the Newton tangent may differentiate through them.
     """
     if Z is not None and Z.shape[1]:
-        ztarget = jnp.zeros(Z.shape[1], dx.dtype) if targets is None else targets
-        a0 = a0 + Z @ _gram_solve(Z, ztarget - Z.T @ a0)
-        u = dx - Z @ _gram_solve(Z, Z.T @ dx)
+        if targets is None:
+            u = dx - Z @ _gram_solve(Z, (Z.T @ dx)[:, None])[:, 0]
+        else:
+            Y = _gram_solve(Z, jnp.stack([targets - Z.T @ a0, Z.T @ dx], axis=1))
+            a0 = a0 + Z @ Y[:, 0]
+            u = dx - Z @ Y[:, 1]
     else:
         u = dx
     s = u @ u

@@ -29,6 +29,7 @@ class Mechanics:
     M_const: np.ndarray | None
     Minv_const: np.ndarray | None
     symmetries: tuple = ()  # the Problem's symmetries that are exact symmetries of V, g and M
+    invariant_constraints: bool = True  # g itself invariant under them (not only the manifold g = 0)
 
     # --- symmetry ---------------------------------------------------------------------------
     def generators(self, q):
@@ -168,22 +169,23 @@ def _mass_inverse(M: np.ndarray) -> np.ndarray | None:
 _CACHE: dict[tuple, Mechanics] = {}
 
 
-def mechanics(system: System, q0=None, symmetries=()) -> Mechanics:
+def mechanics(system: System, q0=None, symmetries=(), invariant_constraints: bool = True) -> Mechanics:
     """The :class:`Mechanics` of a system (cached per System object and set of symmetries).
 
     ``q0`` is used to determine d and m; the System's own dimension is read from its mass matrix
     when that is constant. ``symmetries``: exact symmetries of the system (checked by
     :func:`livens.checks.exact_symmetries`) that the energy-momentum schemes' discrete gradients
-    respect (002 eq 85).
+    respect (002 eq 85); ``invariant_constraints``: g itself is invariant under them (else only the
+    manifold g = 0 is, e.g. g equivariant, and the schemes impose the orthogonality explicitly).
     """
     symmetries = tuple(symmetries)
-    key = (id(system), tuple(s.key() for s in symmetries))
+    key = (id(system), tuple(s.key() for s in symmetries), bool(invariant_constraints) or not symmetries)
     hit = _CACHE.get(key)
     if hit is not None and hit.system is system:
         return hit
     if symmetries:
         base = mechanics(system, q0)
-        mech = dataclasses.replace(base, symmetries=symmetries)
+        mech = dataclasses.replace(base, symmetries=symmetries, invariant_constraints=bool(invariant_constraints))
         _CACHE[key] = mech
         return mech
     if system.constant_mass:

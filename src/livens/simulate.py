@@ -243,8 +243,8 @@ def resolve(problem: Problem, scheme, params: dict):
     if sch.uses_symmetries and problem.symmetries:
         from .checks import exact_symmetries
 
-        kept, _ = exact_symmetries(problem, mech)
-        mech = mechanics(problem.system, problem.q0, kept)
+        kept, _, invariant = exact_symmetries(problem, mech)
+        mech = mechanics(problem.system, problem.q0, kept, invariant)
     return sch, vals, mech
 
 

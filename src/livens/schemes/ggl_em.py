@@ -81,7 +81,7 @@ def _gv_derivative(mech, q0, p0, q1, p1):
     Z = mech.generators(qm)
     dgv = mech.G(q1) @ w1 - mech.G(q0) @ w0 - Gm @ (w1 - w0)
     rows = jax.jacfwd(lambda q: mech.G(q) @ w)(qm)
-    if Z is None:
+    if Z is None or mech.invariant_constraints:
         targets = [None] * mech.m
     else:
         Zp = mech.cotangent_generators(mech.M(qm) @ w)
@@ -124,12 +124,15 @@ def _force(mech, q0, w0, q1, w, lam, gam):
     dphi = lam @ (g1 - g0) + gam @ (Gw1 - Gw0 - Gm_dw)
     Z = mech.generators(qm)
     targets = None
-    if Z is not None:  # gamma.G(q_m) M^-1 xi^T p_m = -(M^-1 G(q_m)^T gamma) . (cotangent generator at p_m)
+    if Z is not None and not mech.invariant_constraints:
+        # g only equivariant: impose f . xi q_m = gamma.G(q_m) M^-1 xi^T p_m
+        # = -(M^-1 G(q_m)^T gamma) . (cotangent generator at p_m); for an invariant g the midpoint
+        # derivatives meet it by themselves (differentiate G(exp(a xi) q) exp(a xi) = G(q))
         Mi_GmT_gam = mech.Minv() @ jax.vjp(g, qm)[1](gam)[0]
         targets = -(mech.cotangent_generators(mech.M(qm) @ w).T @ Mi_GmT_gam)
     if mech.system.invariants is not None:
         DV = dg.potential_gradient(mech.system, q0, q1)
-        if Z is not None:
+        if targets is not None:
             targets = targets - Z.T @ DV
         return DV + dg.corrected(jax.grad(phi)(qm), dq, dphi, qm, Z, targets)
     a0 = jax.grad(lambda q: mech.V(q) + phi(q))(qm)
@@ -167,7 +170,8 @@ def _residual_rowwise(u, s: State, h, t, params, mech):
         DV = dg.corrected(jax.grad(mech.V)(qm), dq, mech.V(q1) - mech.V(q0), qm, Z)
     Gm = mech.G(qm)
     dgs = mech.g(q1) - mech.g(q0)
-    Dg = jnp.stack([dg.corrected(Gm[k], dq, dgs[k], qm, Z) for k in range(mech.m)]) if mech.m \
+    zero = None if (Z is None or mech.invariant_constraints) else jnp.zeros(Z.shape[1])
+    Dg = jnp.stack([dg.corrected(Gm[k], dq, dgs[k], qm, Z, zero) for k in range(mech.m)]) if mech.m \
         else jnp.zeros((0, mech.d))
     Dq_gv, Dp_gv = _gv_derivative(mech, q0, p0, q1, p1)
     DvL = mech.M(q0) @ (0.5 * (v0 + v1))                      # D^G_v L = M v^{n+1/2} (T quadratic)

@@ -53,12 +53,15 @@ def _force(mech, q0, q1, lam):
     def phi(q):
         return lam @ mech.g(q)
 
+    # an invariant g meets the orthogonality condition by itself; an equivariant one is imposed
+    force = Z is not None and not mech.invariant_constraints
     if mech.system.invariants is not None:
         DV = dg.potential_gradient(mech.system, q0, q1)
-        targets = None if Z is None else -(Z.T @ DV)
+        targets = -(Z.T @ DV) if force else None
         return DV + dg.corrected(jax.grad(phi)(qm), dq, phi(q1) - phi(q0), qm, Z, targets)
     a0 = jax.grad(lambda q: mech.V(q) + phi(q))(qm)
-    return dg.corrected(a0, dq, mech.V(q1) - mech.V(q0) + phi(q1) - phi(q0), qm, Z)
+    targets = jnp.zeros(Z.shape[1]) if force else None
+    return dg.corrected(a0, dq, mech.V(q1) - mech.V(q0) + phi(q1) - phi(q0), qm, Z, targets)
 
 
 def _guess(s: State, h, t, params, mech, mode):
