@@ -194,8 +194,9 @@ def test_a_claim_on_a_failed_run_states_both_verdicts(em_0675):
     c = cm.status_claim("Fig. 33", "EM keeps stable", ctx, spec)
     assert c.verdict == FAILS
     assert c.measured.startswith("fails with the paper's Newton (the paper's Newton fails at step 120, t = 81)")
-    assert f"holds with livens' rescue (damped Newton after a failed step), {len(rescued.rescued_steps)} steps " \
-           "rescued" in c.measured
+    n = len(rescued.rescued_steps)
+    assert f"holds with livens' rescue (damped Newton after a failed step), {n} step{'s' * (n != 1)} rescued" \
+        in c.measured
     assert "holds with livens' rescue" in c.reason
 
 

@@ -17,7 +17,7 @@ from ..report import (DRIFT_RATIO, ERROR, FAILS, HOLDS, MET, NOT_CONSERVED, NOT_
                       SMALL_AMPLITUDE, TOL, VIOLATED, Claim, errored, fmt, judged, missing, of_the_order,
                       order_ok, order_range)
 from ..reproduce import requirements
-from ..runs import NEWTON, OK, RunSpec, available_scheme
+from ..runs import BLOWUP, NEWTON, OK, RunSpec, available_scheme
 
 
 def traced(example: str, scheme: str, h: float, t_end: float, tol: float = TOL, params=None, example_params=None,
@@ -42,7 +42,8 @@ def failure_words(r) -> str:
     if r.status == NEWTON:
         return f"{who} fails at step {r.fail_step}, t = {r.t_fail:.4g}"
     if r.status == OK:
-        return f"runs to T = {r.t_reached:.4g}" + (f", {len(r.rescued_steps)} steps rescued" if r.spec.rescue else "")
+        n = len(r.rescued_steps)
+        return f"runs to T = {r.t_reached:.4g}" + (f", {n} step{'s' * (n != 1)} rescued" if r.spec.rescue else "")
     where = f" at t = {r.t_fail:.4g}" if r.t_fail is not None else ""
     return f"{r.status}{where}"
 
@@ -53,7 +54,7 @@ def with_rescue(paper: Claim, rescued: Claim, r_paper, r_rescue) -> Claim:
     rescue, 52 steps rescued"."""
     n = len(r_rescue.rescued_steps)
     first = f"{paper.verdict} with the paper's Newton ({failure_words(r_paper)})"
-    second = f"{rescued.verdict} with livens' rescue (damped Newton after a failed step), {n} steps rescued"
+    second = f"{rescued.verdict} with livens' rescue (damped Newton after a failed step), {n} step{'s' * (n != 1)} rescued"
     if paper.measured:
         first += f": {paper.measured}"
     if rescued.measured:
@@ -72,10 +73,16 @@ def checked(check):
     def wrapper(where, text, ctx, spec, *args, **kw):
         try:
             claim = check(where, text, ctx, spec, *args, **kw)
-            r = ctx.result(spec)
-            twin = ctx.rescued(spec) if r.status == NEWTON and hasattr(ctx, "rescued") else None
-            if twin is not None:
-                claim = with_rescue(claim, check(where, text, ctx, twin.spec, *args, **kw), r, twin)
+            # every run the check reads (spec and RunSpec arguments) whose papers' Newton failed
+            runs = [spec] + [a for a in args if isinstance(a, RunSpec)]
+            twins = {s: ctx.rescued(s) for s in runs if ctx.result(s).status == NEWTON} if hasattr(ctx, "rescued") \
+                else {}
+            twins = {s: t for s, t in twins.items() if t is not None}
+            if twins:
+                sub = lambda a: twins[a].spec if isinstance(a, RunSpec) and a in twins else a  # noqa: E731
+                again = check(where, text, ctx, sub(spec), *[sub(a) for a in args], **kw)
+                first = next(iter(twins))
+                claim = with_rescue(claim, again, ctx.result(first), twins[first])
             return claim
         except Exception as exc:  # noqa: BLE001 - reported as the claim's verdict
             return errored(where, text, exc)
@@ -107,7 +114,9 @@ def run_problem(ctx, spec) -> str | None:
     r = ctx.result(spec)
     if r.status == OK and r.trace is not None:
         return None
-    where = f" at t = {r.t_fail:.4g}" if r.t_fail is not None else ""
+    where = f" in step {r.fail_step}, t = {r.t_fail:.4g}" if r.t_fail is not None else ""
+    if r.status in (NEWTON, BLOWUP):  # the status and the step say it
+        return f"run {r.spec.label} h={r.spec.h:g} ended with {r.status}{where} ({r.spec.newton()})"
     first = (r.message or "").splitlines()[0][:160] if r.message else ""
     return f"run {r.spec.label} h={r.spec.h:g} ended with {r.status}{where}: {first}"
 
@@ -200,26 +209,33 @@ def drift_words(d: dict, unit: str = "") -> str:
             f"(no drift: <= half of max |E - E0| = {d['amplitude']:.3e}{u})")
 
 
+def fluctuation_parts(tr, tr_half, order: float, key=None) -> tuple[dict, str]:
+    """The parts of :func:`fluctuation_verdict`: {"drift": no secular drift at h and h/2,
+    "small": max |E - E0| <= SMALL_AMPLITUDE of max|T| + max|V|, "scaling": the amplitude ratio of h
+    and h/2 is 2^order within ORDER_TOL}, and the measured text."""
+    k = key or tr.energy_key
+    d = drift(tr.t, tr.energy[k])
+    d2 = drift(tr_half.t, tr_half.energy[k])
+    scale = tr.energy_scale
+    ratio = d["amplitude"] / d2["amplitude"] if d2["amplitude"] > 0 else float("nan")
+    p = math.log2(ratio) if ratio == ratio and ratio > 0 else float("nan")
+    parts = {"drift": d["ok"] and d2["ok"], "small": d["amplitude"] <= SMALL_AMPLITUDE * scale,
+             "scaling": order_ok(p, order)}
+    E0 = float(tr.energy[k][0])
+    words = (f"h = {tr.h:g}: {drift_words(d)}; max |E - E0| = {d['amplitude'] / scale:.2e} of max|T|+max|V| "
+             f"(small: <= {SMALL_AMPLITUDE:g}; = {d['amplitude'] / max(abs(E0), 1e-300):.2e} of |E0| = {abs(E0):.3g}); "
+             f"h = {tr_half.h:g}: max |E - E0| = {d2['amplitude']:.3e}, drift {'none' if d2['ok'] else 'yes'}; "
+             f"amplitude ratio {ratio:.3f} = 2^{p:.2f} (h^{order:g} expected, ±{ORDER_TOL:g})")
+    return parts, words
+
+
 def fluctuation_verdict(tr, tr_half, order: float, key=None) -> tuple[bool, str]:
     """The energy error of a symplectic method (002 Fig. 8, 000 Figs 14 and 16): it oscillates,
     bounded and without secular drift (:func:`drift`), small (max |E - E0| <= SMALL_AMPLITUDE of
     max|T| + max|V|), and its amplitude scales like h^order: log2 of the amplitudes at h and h/2
     agrees with ``order`` within ORDER_TOL. ``tr_half``: the same run with h/2."""
-    k = key or tr.energy_key
-    d = drift(tr.t, tr.energy[k])
-    d2 = drift(tr_half.t, tr_half.energy[k])
-    scale = tr.energy_scale
-    small = d["amplitude"] <= SMALL_AMPLITUDE * scale
-    ratio = d["amplitude"] / d2["amplitude"] if d2["amplitude"] > 0 else float("nan")
-    p = math.log2(ratio) if ratio == ratio and ratio > 0 else float("nan")
-    scales = order_ok(p, order)
-    ok = d["ok"] and d2["ok"] and small and scales
-    E0 = float(tr.energy[k][0])
-    words = (f"h = {tr.h:g}: {drift_words(d)}; max |E - E0| = {d['amplitude'] / scale:.2e} of max|T|+max|V| "
-             f"(= {d['amplitude'] / max(abs(E0), 1e-300):.0%} of |E0| = {abs(E0):.3g}; small: <= {SMALL_AMPLITUDE:g}); "
-             f"h = {tr_half.h:g}: max |E - E0| = {d2['amplitude']:.3e}, drift {'none' if d2['ok'] else 'yes'}; "
-             f"amplitude ratio {ratio:.3f} = 2^{p:.2f} (h^{order:g} expected, ±{ORDER_TOL:g})")
-    return ok, words
+    parts, words = fluctuation_parts(tr, tr_half, order, key)
+    return all(parts.values()), words
 
 
 @checked
@@ -349,7 +365,7 @@ def _sym(k):
 __all__ = [
     "NEWTON_NOTE", "THRESHOLDS", "traced", "present", "band", "run_problem", "status_claim", "energy_conserved", "energy_not_conserved",
     "momentum_conserved", "constraint_met", "nonlinear", "direction_changes", "order_claims",
-    "horizon", "failure_words", "with_rescue", "checked", "drift", "drift_words", "fluctuation_verdict",
+    "horizon", "failure_words", "with_rescue", "checked", "drift", "drift_words", "fluctuation_parts", "fluctuation_verdict",
     "energy_fluctuates", "increments_of_the_order", "energy_stays_bounded",
     "Claim", "judged", "missing", "errored", "fmt", "requirements", "HOLDS", "FAILS", "NOT_REPRODUCED", "ERROR",
     "TOL", "MET", "VIOLATED", "ROUNDOFF", "NOT_CONSERVED", "order_ok", "of_the_order", "order_range", "plots", "np",

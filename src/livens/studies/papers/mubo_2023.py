@@ -13,7 +13,7 @@ from ..convergence import ConvergenceStudy, Quantity
 from ..reproduce import Item, Paper, register_paper
 from ..runs import available_example
 from ._common import (NEWTON_NOTE, NOT_REPRODUCED, THRESHOLDS, TOL, Claim, FAILS, checked, constraint_met,
-                      energy_not_conserved, energy_stays_bounded, fluctuation_verdict, fmt, horizon, judged, missing,
+                      energy_not_conserved, energy_stays_bounded, fluctuation_parts, fmt, horizon, judged, missing,
                       momentum_conserved, nonlinear, of_the_order, order_claims, order_range, plots, present,
                       requirements, run_problem, status_claim, traced)
 
@@ -28,19 +28,22 @@ def _symplectic_oscillations(where, text, ctx, spec, half, t_claim) -> Claim:
     """000 Figs 14, 16: "typical oscillations of symplectic schemes in the total energy: increments
     in the Hamiltonian are of the order of 1e-3 and remain stable": max |H^{n+1} - H^n| within half a
     decade of 1e-3, and the energy error of a first-order symplectic method (fluctuation_verdict,
-    with the run at h/2) over the paper's horizon."""
+    with the run at h/2). "Remain stable" (no drift) is judged only over the paper's horizon: a
+    shorter run can make the claim fail by its other parts, never hold."""
     why = run_problem(ctx, spec) or run_problem(ctx, half)
     if why:
         return Claim(where, text, "", FAILS, why)
     tr = ctx.trace(spec)
     dH = float(np.max(np.abs(np.diff(tr.energy["total"]))))
-    ok_inc = of_the_order(dH, -3)
-    ok_fl, words = fluctuation_verdict(tr, ctx.trace(half), 1, key="total")
-    meas = (f"max |H^(n+1) - H^n| = {dH:.2e} J (of the order of 1e-3: {order_range(-3)}); {words}")
+    parts, words = fluctuation_parts(tr, ctx.trace(half), 1, key="total")
+    parts["increments"] = of_the_order(dH, -3)
+    meas = f"max |H^(n+1) - H^n| = {dH:.2e} J (of the order of 1e-3: {order_range(-3)}); {words}"
     short = horizon(ctx, spec, t_claim)
-    if short and ok_inc and ok_fl:  # "remain stable": not judged beyond the run
-        return Claim(where, text, meas, NOT_REPRODUCED, short)
-    return judged(where, text, ok_inc and ok_fl, meas)
+    if short:
+        if not all(v for k, v in parts.items() if k != "drift"):
+            return judged(where, text, False, meas)
+        return Claim(where, text, meas, NOT_REPRODUCED, short + " (no drift is judged over the paper's horizon)")
+    return judged(where, text, all(parts.values()), meas)
 
 
 @checked
@@ -165,8 +168,12 @@ def _four_bar(quick: bool) -> list:
     T = 2.0 if quick else 10.0
     ok = available_example(ex) and present(["VI-S"])
     spec = traced(ex, "VI-S", 1e-3, T) if ok else None
-    half = spec.with_(h=5e-4) if ok else None  # the energy oscillation's scaling with h
-    dspec = traced(ex, "VI-S", 1e-3, T, example_params={"dampers": True}) if ok else None
+    # the energy oscillation's scaling with h: a run the paper does not have, with livens' rescue and the
+    # paper's tolerance 1e-9 (plain Newton fails in it at t = 8.48, near a singular configuration, at
+    # tolerance 1e-9 and 1e-12; the rescue does not reach 1e-12 there)
+    half = spec.with_(h=5e-4, tol=1e-9, rescue=True) if ok else None
+    # the damped claims are not about round-off: the paper's Newton tolerance 1e-9
+    dspec = traced(ex, "VI-S", 1e-3, T, tol=1e-9, example_params={"dampers": True}) if ok else None
     W = "§5.2"
 
     def make(ctx) -> list:
@@ -276,8 +283,8 @@ def _four_bar(quick: bool) -> list:
         return c
 
     return [Item("5.2", "Double four-bar linkage (§5.2, Figs. 12-23)", [spec, half, dspec] if ok else [], make,
-                 note="h = 5e-4 added to the paper's h = 1e-3 (undamped): the energy oscillation's scaling with h "
-                      "(Figs. 14, 16)")]
+                 note="h = 5e-4 added to the paper's h = 1e-3 (undamped; with livens' rescue, tolerance 1e-9): "
+                      "the energy oscillation's scaling with h (Figs. 14, 16)")]
 
 
 def build(quick: bool) -> list:

@@ -3,7 +3,11 @@ variational principle for constrained mechanical systems*, Nonlinear Dyn. (2023)
 
 §6.1 mathematical pendulum in 3D (Figs 2-15), §6.2 heavy top (Figs 17-20, orders eq 113-114),
 §6.3 four-particle system (Figs 23-33, Table 2, orders eq 128). Schemes VI-S (eq 55), VI-A (eq 79),
-VI-B (eq 82-83), EM (eq 84-91), EM-G (Gonzalez 1999), BS99 (002 App. A.8, not in livens).
+VI-B (eq 82-83), EM (eq 84-91), EM-G (Gonzalez 1999), BS99 (Bobenko and Suris 1999, 002 App. A.8:
+in the heavy top's order study, Figs 18-19, whenever a scheme of that name is registered).
+
+Newton as in the paper (tolerance 1e-9, simple guess, no rescue); the claims about the stability
+study's horizon T = 1000 are not judged from the quick variant's shorter runs.
 """
 from __future__ import annotations
 
@@ -510,7 +514,7 @@ def _describe(row) -> str:
     if row["t_leaves_E0"] is not None:
         out += f"; |E - E0| first exceeds max(|E0|, 1) at t ≈ {row['t_leaves_E0']:.4g}"
     if row.get("rescue"):
-        out += f"; {row['rescued_steps']} steps rescued"
+        out += f"; {row['rescued_steps']} step{'s' * (row['rescued_steps'] != 1)} rescued"
     return out
 
 
