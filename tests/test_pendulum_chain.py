@@ -22,8 +22,6 @@ def test_one_body_is_the_3d_pendulum():
 
 @pytest.mark.parametrize("scheme", ["VI-S", "EM"])
 def test_two_bodies_are_the_double_spherical_pendulum_in_absolute_coordinates(scheme):
-    if scheme == "EM" and "ggl-em" not in lv.schemes.names():
-        pytest.skip("EM not available")
     chain = lv.examples.load("pendulum-chain", n_bodies=2, mass=(10.0, 5.0), length=(1.0, 1.5))
     rel = lv.examples.load("double-spherical-pendulum", m1=10.0, m2=5.0, l1=1.0, l2=1.5, gravity=9.81)
     np.testing.assert_allclose(chain.q0, np.concatenate([rel.q0[:3], rel.q0[:3] + rel.q0[3:]]), atol=1e-15)
@@ -55,8 +53,6 @@ def test_chain_start_is_consistent_and_vi_s_keeps_constraints_and_momentum():
 
 
 def test_chain_energy_kept_by_em():
-    if "ggl-em" not in lv.schemes.names():
-        pytest.skip("EM not available")
     problem = lv.examples.load("pendulum-chain", n_bodies=4)
     sol = lv.simulate(problem, "EM", h=0.01, t_end=1.0, tol=1e-12)
     E = sol.energy()["total"]

@@ -413,13 +413,16 @@ def simulate(
                     rescued.append(offset + n_done + n_new)
                     rec = {k: np.concatenate([v, step_rec[k][None]]) for k, v in rec.items()}
                     n_new += 1
-            if failure is None and blowup_factor is not None and n_new:
+            # the steps before a failed Newton step are checked too: an energy that left the band
+            # before the failure is a blow-up, whatever the chunk size
+            if blowup_factor is not None and n_new and (failure is None or failure[0] == "convergence"):
                 energy0, blown = _check_blowup(mech, problem, rec, energy0, blowup_factor)
                 if blown is not None:
                     keep = blown[0] + 1  # the steps up to and including the first blown-up one
                     rec = {k: v[:keep] for k, v in rec.items()}
                     failure = ("blowup", n_done + keep, blown[1], 0)
                     n_new = keep
+                    rescued = [i for i in rescued if i < offset + n_done + keep]  # only the kept steps
                     pending = None
             _collect(rec, n_done, offset, save_every, h, t_start, collected, stream, sch.velocity_kind)
             n_done += n_new
