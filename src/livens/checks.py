@@ -220,8 +220,12 @@ def check_step(h, t_end, tol, max_iter):
         raise ValueError(f"The step size h must be positive; got h = {h!r}.")
     if t_end < h * (1 - 1e-12):
         raise ValueError(f"t_end must be at least one step h; got t_end = {t_end!r} < h = {h!r}.")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not (math.isfinite(tol) and tol > 0):
-        raise ValueError(f"The Newton tolerance tol must be a positive number (e.g. 1e-9); got {tol!r}.")
+    if isinstance(tol, str):
+        if tol != "roundoff":
+            raise ValueError(f"The Newton tolerance tol must be a positive number (e.g. 1e-9) or 'roundoff'; "
+                             f"got {tol!r}.")
+    elif isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not (math.isfinite(tol) and tol > 0):
+        raise ValueError(f"The Newton tolerance tol must be a positive number (e.g. 1e-9) or 'roundoff'; got {tol!r}.")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer (e.g. 40); got {max_iter!r}.")
 

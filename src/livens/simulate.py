@@ -21,14 +21,16 @@ from .errors import BlowUpError, ConvergenceError, SimulationInterrupted
 from .mechanics import Mechanics, mechanics
 from ._fusion import fuse_small_dots
 from . import guess as _guess
-from .newton import damped_newton, newton, newton_increment
+from .newton import ROUNDOFF, damped_newton, newton, newton_increment
 from .schemes import get as get_scheme
-from .schemes.base import Scheme, State
+from .schemes.base import Scheme, State, compensated_add
 from ._cache import CompiledCache
 from .system import Problem
 
 DEFAULT_CHUNK = 512
 RESCUE_ITER_FACTOR = 5
+RESCUE_TOL = 1e-12
+"""The damped rescue's tolerance in a run with ``tol="roundoff"`` (the rescue stops on a residual)."""
 _RUNNERS = CompiledCache(32)
 
 
@@ -65,10 +67,26 @@ def _scheme_mode(mode: str) -> str:
     return "advanced" if mode == "extrapolated" else mode
 
 
+NEWTON_DEFAULT = ("tol", False)
+"""(stopping rule, final iteration) of :func:`livens.newton.newton`: the papers' ||R|| <= tol."""
+
+
+def newton_options(tol, final_iteration: bool = False) -> tuple:
+    """The static Newton options of a run: ("roundoff", False) for ``tol="roundoff"``, else
+    ("tol", final_iteration)."""
+    if isinstance(tol, str):
+        return (ROUNDOFF, False)
+    return ("tol", bool(final_iteration))
+
+
 def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, params,
-              fuse=None, robust: bool = False, history=None):
+              fuse=None, robust: bool = False, history=None, newton_opts: tuple = NEWTON_DEFAULT):
     """One time step: the first guess, Newton on the scheme's residual, the state update.
     Returns (new state, outputs, Newton result, history).
+
+    For a scheme in increment form (``scheme.increments``) q and p are accumulated by compensated
+    summation (:func:`~livens.schemes.base.compensated_add`), the carries in ``state.comp``.
+    ``newton_opts``: (stopping rule, final iteration), see :func:`livens.newton.newton`.
 
     ``robust=True`` solves with :func:`~livens.newton.damped_newton` (the rescue of a failed step)
     instead of plain Newton with the scheme's tangent. ``mode="extrapolated"`` needs ``history``
@@ -97,8 +115,15 @@ def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, to
                 lambda u: scheme.residual(u, state, h, t, params, mech), x, d, m)
         # the residual and the whole Newton update with small matrix products fused (issue 7);
         # measured to help up to a few hundred unknowns, and to cost a little beyond
-        res = newton(fR, x0, tol, max_iter, linear_step=f(newton_increment(R, tangent)), r0=r0)
-    new_state, out = scheme.update(scheme.unpack(res.x, d, m), state, h, t, params, mech)
+        res = newton(fR, x0, tol, max_iter, linear_step=f(newton_increment(R, tangent)), r0=r0,
+                     stopping=newton_opts[0], final_iteration=newton_opts[1])
+    u = scheme.unpack(res.x, d, m)
+    new_state, out = scheme.update(u, state, h, t, params, mech)
+    if scheme.increments is not None:
+        dq, dp = scheme.increments(u)
+        q, cq = compensated_add(state.q, state.comp[0], dq)
+        p, cp = compensated_add(state.p, state.comp[1], dp)
+        new_state = new_state._replace(q=q, p=p, comp=(cq, cp))
     return new_state, out, res, history
 
 
@@ -168,20 +193,22 @@ def record_layout(scheme: Scheme, mech: Mechanics, mode: str, state: State, h, p
                             "residual": f64, "ok": jax.ShapeDtypeStruct((), jnp.bool_), **out})
 
 
-def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, layout: RecordLayout):
-    """The compiled chunk of ``chunk`` time steps (cached per system, scheme, guess, chunk); it
-    returns the records as rows of ``layout`` (:meth:`RecordLayout.unpack`).
+def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, layout: RecordLayout,
+                 newton_opts: tuple = NEWTON_DEFAULT):
+    """The compiled chunk of ``chunk`` time steps (cached per system, scheme, guess, chunk, Newton
+    options); it returns the records as rows of ``layout`` (:meth:`RecordLayout.unpack`).
 
     Ensembles have their own batched runner (:mod:`livens.ensemble`).
     """
-    key = (mech, scheme, mode, chunk, layout)
+    key = (mech, scheme, mode, chunk, layout, newton_opts)
     hit = _RUNNERS.get(key)
     if hit is not None:
         return hit
     ok_col = layout.column("ok")
 
     def one_step(state: State, history, t, h, tol, max_iter, params):
-        return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params, fuse_small_dots, history=history)
+        return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params, fuse_small_dots, history=history,
+                         newton_opts=newton_opts)
 
     def run_chunk(state: State, history, t_start, n0, n_stop, h, tol, max_iter, params):
         # history: the solutions of the last steps for the "extrapolated" guess (new_history),
@@ -255,9 +282,13 @@ def new_history(scheme: Scheme, mech: Mechanics, state: State, h, params) -> _gu
     return _guess.GuessHistory.empty(nx)
 
 
-def initial_state(problem: Problem, mech: Mechanics) -> State:
+def initial_state(problem: Problem, mech: Mechanics, scheme: Scheme | None = None) -> State:
+    """The state at t = 0 (before the scheme's own ``start``): multipliers zero, and zero carries
+    of the compensated summation for a scheme in increment form."""
     z = jnp.zeros((mech.m,))
-    return State(q=jnp.asarray(problem.q0), p=jnp.asarray(problem.p0), v=jnp.asarray(problem.v0), lam=z, gam=z)
+    q, p = jnp.asarray(problem.q0), jnp.asarray(problem.p0)
+    comp = (jnp.zeros_like(q), jnp.zeros_like(p)) if (scheme is not None and scheme.increments is not None) else None
+    return State(q=q, p=p, v=jnp.asarray(problem.v0), lam=z, gam=z, comp=comp)
 
 
 def simulate(
@@ -265,7 +296,7 @@ def simulate(
     scheme: str = "VI-S",
     h: float | None = None,
     t_end: float | None = None,
-    tol: float = 1e-9,
+    tol: float | str = 1e-9,
     max_iter: int = 40,
     guess: str | None = None,
     progress: bool | None = None,
@@ -275,6 +306,7 @@ def simulate(
     save_every: int = 1,
     resume=None,
     rescue: bool = True,
+    final_iteration: bool = False,
     **params: Any,
 ):
     """Integrate ``problem`` with ``scheme`` from t = 0 to ``t_end`` with step ``h``.
@@ -284,8 +316,13 @@ def simulate(
     problem: a :class:`~livens.Problem` (e.g. ``lv.examples.load("heavy-top")``).
     scheme: canonical name or paper alias (``lv.schemes.names()``), e.g. "VI-S", "ggl-theta-a".
     h, t_end: step size and end time; default to the problem's (the paper's) values.
-    tol, max_iter: Newton stops on ||R||_inf <= tol; a step that needs more than max_iter
-        iterations stops the run with :class:`~livens.ConvergenceError`.
+    tol, max_iter: Newton stops on ||R||_inf <= tol (the papers' rule, default 1e-9); a step that
+        needs more than max_iter iterations stops the run with :class:`~livens.ConvergenceError`.
+        ``tol="roundoff"`` iterates instead until the Newton increment stops decreasing or is a few
+        ulps of the state (:func:`livens.newton.newton`): no bias from stopping on one side of the
+        root, the setting for long runs at the round-off limit.
+    final_iteration: with a numeric tol, take one more Newton iteration after ||R|| <= tol
+        (removes most of the stopping bias at the price of one iteration per step).
     guess: Newton's first guess: "extrapolated" (livens' own, :mod:`livens.guess`): the solutions
         of the last five steps extrapolated (quartic), where its residual is smaller than that of
         the advanced guess; or 002 Table 2's "simple" (the unknowns of step n) or "advanced"
@@ -325,6 +362,8 @@ def simulate(
         raise ValueError("Give h and t_end: the problem has no default step size or end time.")
     t_start = 0.0 if resume is None else float(resume.t[-1])
     check_step(h, t_end - t_start if resume is not None else t_end, tol, max_iter)
+    nopts = newton_options(tol, final_iteration)
+    tol_num = RESCUE_TOL if nopts[0] == ROUNDOFF else float(tol)  # the rescue needs a number
     check_guess(guess)
     if blowup_factor is not None and not (blowup_factor > 0):
         raise ValueError(f"blowup_factor must be positive; got {blowup_factor!r}.")
@@ -336,19 +375,20 @@ def simulate(
     guess = sch.preferred_guess if guess is None else guess
     n_steps = max(1, int(round((t_end - t_start) / h)))
     if resume is None:
-        state = initial_state(problem, mech)
+        state = initial_state(problem, mech, sch)
         if sch.start is not None:
             state = sch.start(state, float(h), vals, mech)
         offset = 0
     else:
         state, offset = _resume_state(resume, sch, mech, h)
     layout = record_layout(sch, mech, guess, state, h, vals)
-    runner = _make_runner(mech, sch, guess, chunk, layout)
+    runner = _make_runner(mech, sch, guess, chunk, layout, nopts)
     jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     empty_history = history = new_history(sch, mech, state, h, jparams)
     if resume is not None and guess == "extrapolated":
         history = _guess.GuessHistory.from_meta(resume.meta.get("guess_history"), offset, empty_history)
-    meta = dict(h=float(h), t_end=float(t_start + n_steps * h), tol=float(tol), max_iter=int(max_iter), guess=guess,
+    meta = dict(h=float(h), t_end=float(t_start + n_steps * h), tol=tol if nopts[0] == ROUNDOFF else float(tol),
+                final_iteration=nopts[1], max_iter=int(max_iter), guess=guess,
                 save_every=int(save_every), t_start=t_start, step_offset=offset)
     if sch.uses_symmetries:  # the symmetries whose momentum maps the scheme keeps by construction
         meta["kept_symmetries"] = [s.name for s in mech.symmetries]
@@ -375,7 +415,7 @@ def simulate(
         # the same argument kinds on every call (one cache entry): n0 a device value like the n a
         # chunk returns, the rest NumPy scalars
         i64 = jnp.int64
-        consts = (np.int64(n_steps), np.float64(h), np.float64(tol), np.int32(max_iter), jparams)
+        consts = (np.int64(n_steps), np.float64(h), np.float64(tol_num), np.int32(max_iter), jparams)
         t_start_dev = np.float64(t_start)
         # chunks are dispatched one ahead (JAX runs them asynchronously): while one computes, the
         # records of the previous one are copied and written. The next chunk starts from the
@@ -404,7 +444,7 @@ def simulate(
                 step_rec = None
                 if rescue:
                     state, step_rec, resid = _rescue(mech, sch, guess, state, t_start + (n_done + n_new) * h, h,
-                                                     tol, max_iter, jparams, its)
+                                                     tol_num, max_iter, jparams, its)
                     history = empty_history  # the extrapolation restarts after a rescued step
                 pending = None
                 if step_rec is None:
@@ -443,6 +483,9 @@ def simulate(
     if guess == "extrapolated" and failure is None:
         # the predictor's history at the last node, so that a resumed run continues exactly
         meta["guess_history"] = history.to_meta(offset + n_done)
+    if state.comp is not None and failure is None:
+        # the carries of the compensated summation at the last node, so that a resumed run continues exactly
+        meta["compensation"] = {"q": np.asarray(state.comp[0]).tolist(), "p": np.asarray(state.comp[1]).tolist()}
     sol = Solution.from_records(problem, sch, vals, mech, collected, meta, start_node)
     if stream is not None and failure is None:
         sol.to_netcdf(out)
@@ -454,7 +497,8 @@ def simulate(
             raise ConvergenceError(
                 f"Newton did not converge in step {offset + step} (t = {t_fail:.6g} -> {t_fail + h:.6g}) of "
                 f"{sch.name} with h = {h:g}: residual ||R||_inf = {resid:.3e} after {its} iterations "
-                f"(tol = {tol:g}, max_iter = {max_iter}). The {n_done} converged steps are kept in "
+                f"(tol = {tol if isinstance(tol, str) else format(tol, 'g')}, max_iter = {max_iter}). "
+                f"The {n_done} converged steps are kept in "
                 f"error.solution.{where}{' The damped least-squares rescue failed too.' if rescue else ''} "
                 f"Try a smaller h, a larger max_iter, or guess='advanced'.",
                 solution=sol, step=offset + step, time=t_fail, residual=resid,
@@ -529,8 +573,17 @@ def _resume_state(sol, sch: Scheme, mech: Mechanics, h) -> tuple[State, int]:
     gam = sol.gam[-1] if (sol.gam is not None and len(sol.gam)) else np.zeros(m)
     v = sol.v[-1] if len(sol.v) else sol.problem.v0
     offset = int(sol.meta.get("step_offset", 0)) + int(round((sol.t[-1] - sol.t[0]) / sol.h))
-    st = State(q=jnp.asarray(sol.q[-1]), p=jnp.asarray(sol.p[-1]), v=jnp.asarray(v), lam=jnp.asarray(lam),
-               gam=jnp.asarray(gam))
+    q, p = jnp.asarray(sol.q[-1]), jnp.asarray(sol.p[-1])
+    comp = None
+    if sch.increments is not None:
+        # the carries of the compensated summation where the finished run stored them (bit for bit),
+        # else (a partial file) zero: the continuation then agrees to round-off
+        stored = sol.meta.get("compensation")
+        if stored is not None:
+            comp = (jnp.asarray(stored["q"], q.dtype), jnp.asarray(stored["p"], p.dtype))
+        else:
+            comp = (jnp.zeros_like(q), jnp.zeros_like(p))
+    st = State(q=q, p=p, v=jnp.asarray(v), lam=jnp.asarray(lam), gam=jnp.asarray(gam), comp=comp)
     return st, offset
 
 

@@ -18,7 +18,9 @@ class State(NamedTuple):
 
     q, p: nodal coordinates and momenta; v: the scheme's velocity (nodal, or that of the last
     interval, used for the first guess); lam, gam: the last multipliers (first guess);
-    extra: scheme-specific data (e.g. the previous node of a two-step scheme), a pytree.
+    extra: scheme-specific data (e.g. the previous node of a two-step scheme), a pytree;
+    comp: for schemes in increment form, the compensations (c_q, c_p) of the compensated
+    summation q^{n+1} = q^n + dq (:func:`compensated_add`), else None.
     """
 
     q: Any
@@ -27,6 +29,18 @@ class State(NamedTuple):
     lam: Any
     gam: Any
     extra: Any = ()
+    comp: Any = None
+
+
+def compensated_add(x, c, dx):
+    """Kahan's compensated summation of one increment: returns (x + dx, c') with the low-order
+    digits that x + dx loses carried in c' (c is the carry of the previous additions, 0 at the
+    start). Over many steps the sum keeps the increments' digits: its round-off error stays at a
+    few ulps instead of growing with the number of additions (Kahan 1965; Hairer, McLachlan,
+    Razakarivony 2008 for long-time integration)."""
+    y = dx - c
+    t = x + y
+    return t, (t - x) - y
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,9 @@ class Scheme:
         "v" (the velocity this step reports), "lam", "gam" (arrays, gam may be absent).
     start(problem_state, h, params, mech) -> State, optional (e.g. two-step schemes).
     enforced(sol) -> dict name -> residual array, the constraints the scheme is built to meet.
+    increments(u) -> (dq, dp), optional: the scheme solves for the increments of q and p over the
+        step (its unknowns "dq", "dp"), written so that no difference q^{n+1} - q^n is formed in
+        the residual; the time loop then accumulates q and p by :func:`compensated_add`.
     """
 
     name: str
@@ -95,6 +112,7 @@ class Scheme:
     order: int | None = None
     preferred_guess: str = "extrapolated"  # Newton's first guess when the caller names none (livens.guess)
     uses_symmetries: bool = False  # True: the residual reads mech.symmetries (discrete gradients, 002 eq 85)
+    increments: Callable | None = None  # u -> (dq, dp) for schemes in increment form (compensated summation)
 
     def sizes(self, d: int, m: int) -> list[tuple[str, int]]:
         out = []

@@ -9,8 +9,10 @@ discrete derivatives in the sense of Gonzalez:
     g(q^{n+1}) = 0                                                                           (84d)
     g_v(q^{n+1}, p^{n+1}) = G(q^{n+1}) M^-1 p^{n+1} = 0                                      (84e)
 
-with (.)^{n+1/2} the mean of the nodal values. Unknowns per step: q^{n+1}, p^{n+1}, v^{n+1} (nodal),
-lambda^{n+1}, gamma^{n+1} (3d + 2m).
+with (.)^{n+1/2} the mean of the nodal values. Unknowns per step: the increments
+dq = q^{n+1} - q^n, dp = p^{n+1} - p^n, v^{n+1} (nodal), lambda^{n+1}, gamma^{n+1} (3d + 2m);
+the time loop adds the increments by compensated summation
+(:func:`livens.schemes.base.compensated_add`), so that q and p keep their digits over long runs.
 
 Discrete derivatives (:mod:`livens.discrete_gradients`):
 - (D^G_q L, D^G_v L): for the constant mass matrix this scheme requires, L = 1/2 v.M v - V(q) is
@@ -52,11 +54,10 @@ from .. import discrete_gradients as dg
 from .._linalg import solver
 from . import register
 from .base import Scheme, State
-from .ggl_theta import _guess, _update  # same unknowns q1, p1, v1, lam, gam
 from .ggl_vi import _mass_operators
 
 
-def _gv_derivative(mech, q0, p0, q1, p1):
+def _gv_derivative(mech, q0, p0, dq, dp):
     """The discrete derivatives (D^G_q g_v, D^G_p g_v) of g_v(q, p) = G(q) M^-1 p that EM uses, as
     matrices (for the tests and :func:`_residual_rowwise`; the scheme itself forms only their
     products with gamma, :func:`_force`).
@@ -73,13 +74,13 @@ def _gv_derivative(mech, q0, p0, q1, p1):
     quadratic (the papers' examples) both are the midpoint derivatives (002 eq 99).
     """
     Minv = mech.Minv()
-    qm, dq = 0.5 * (q0 + q1), q1 - q0
-    w0, w1 = Minv @ p0, Minv @ p1
-    w = 0.5 * (w0 + w1)
+    q1, qm = q0 + dq, q0 + 0.5 * dq
+    w0, dw = Minv @ p0, Minv @ dp
+    w = w0 + 0.5 * dw
     Gm = mech.G(qm)
     Dp = Gm @ Minv
     Z = mech.generators(qm)
-    dgv = mech.G(q1) @ w1 - mech.G(q0) @ w0 - Gm @ (w1 - w0)
+    dgv = mech.G(q1) @ (w0 + dw) - mech.G(q0) @ w0 - Gm @ dw
     rows = jax.jacfwd(lambda q: mech.G(q) @ w)(qm)
     if Z is None or mech.invariant_constraints:
         targets = [None] * mech.m
@@ -91,10 +92,10 @@ def _gv_derivative(mech, q0, p0, q1, p1):
     return Dq, Dp
 
 
-def _force(mech, q0, w0, q1, w, lam, gam):
+def _force(mech, q0, w0, dq, dw, lam, gam):
     """f = D^G V + (D^G g)^T lambda + (D^G_q g_v)^T gamma, with (84b) reading p^{n+1} - p^n + h f = 0.
 
-    ``w`` = M^-1 p^{n+1/2}, ``w0`` = M^-1 p^n (so w^{n+1} = 2 w - w0). Every discrete derivative
+    ``dq`` = q^{n+1} - q^n, ``w0`` = M^-1 p^n, ``dw`` = M^-1 (p^{n+1} - p^n). Every discrete derivative
     of 002 eq 84 is linear in the function it is taken of, so f is one discrete gradient
     (:func:`livens.discrete_gradients.corrected`) of the scalar Phi(q) = V(q) + lambda.g(q) +
     gamma.G(q) w, taken at the midpoint and corrected so that
@@ -111,16 +112,16 @@ def _force(mech, q0, w0, q1, w, lam, gam):
     midpoint gradient (002 eq 99).
     """
     g = mech.g
-    qm, dq = 0.5 * (q0 + q1), q1 - q0
-    w1 = 2.0 * w - w0
+    q1, qm = q0 + dq, q0 + 0.5 * dq
+    w = w0 + 0.5 * dw
 
     def phi(q):  # lambda.g(q) + gamma.G(q) w
         gq, Gw = jax.jvp(g, (q,), (w,))
         return lam @ gq + gam @ Gw
 
     g0, Gw0 = jax.jvp(g, (q0,), (w0,))
-    g1, Gw1 = jax.jvp(g, (q1,), (w1,))
-    Gm_dw = jax.jvp(g, (qm,), (w1 - w0,))[1]
+    g1, Gw1 = jax.jvp(g, (q1,), (w0 + dw,))
+    Gm_dw = jax.jvp(g, (qm,), (dw,))[1]
     dphi = lam @ (g1 - g0) + gam @ (Gw1 - Gw0 - Gm_dw)
     Z = mech.generators(qm)
     targets = None
@@ -140,29 +141,49 @@ def _force(mech, q0, w0, q1, w, lam, gam):
 
 
 def _residual(u, s: State, h, t, params, mech):
-    """Residual of 002 eq 84a-e (84b through :func:`_force`; (D^G_p g_v)^T gamma =
-    M^-1 G(q^{n+1/2})^T gamma in 84a, see :func:`_gv_derivative`)."""
-    q1, p1, v1, lam, gam = u["q1"], u["p1"], u["v1"], u["lam"], u["gam"]
+    """Residual of 002 eq 84a-e in the increments dq = q^{n+1} - q^n, dp = p^{n+1} - p^n (84b
+    through :func:`_force`; (D^G_p g_v)^T gamma = M^-1 G(q^{n+1/2})^T gamma in 84a, see
+    :func:`_gv_derivative`). No difference of nodal values is formed, so the residual resolves the
+    increments to their own precision rather than to that of q (see :func:`_increments`)."""
+    dq, dp, v1, lam, gam = u["dq"], u["dp"], u["v1"], u["lam"], u["gam"]
     q0, p0, v0 = s.q, s.p, s.v
+    q1 = q0 + dq
     g = mech.g
     Minv = mech.Minv()
-    GmT_gam = jax.vjp(g, 0.5 * (q0 + q1))[1](gam)[0]
+    GmT_gam = jax.vjp(g, q0 + 0.5 * dq)[1](gam)[0]
     return jnp.concatenate([
-        q1 - q0 - 0.5 * h * (v0 + v1) - h * Minv @ GmT_gam,                                  # (84a)
-        p1 - p0 + h * _force(mech, q0, Minv @ p0, q1, Minv @ (0.5 * (p0 + p1)), lam, gam),  # (84b)
-        0.5 * (p0 + p1) - mech.M(q0) @ (0.5 * (v0 + v1)),                                     # (84c)
-        g(q1),                                                                                # (84d)
-        jax.jvp(g, (q1,), (Minv @ p1,))[1],                                                   # (84e)
+        dq - 0.5 * h * (v0 + v1) - h * Minv @ GmT_gam,                                     # (84a)
+        dp + h * _force(mech, q0, Minv @ p0, dq, Minv @ dp, lam, gam),                     # (84b)
+        p0 + 0.5 * dp - mech.M(q0) @ (0.5 * (v0 + v1)),                                    # (84c)
+        g(q1),                                                                             # (84d)
+        jax.jvp(g, (q1,), (Minv @ (p0 + dp),))[1],                                         # (84e)
     ])
+
+
+def _guess(s: State, h, t, params, mech, mode):
+    """State n ("simple": zero increments), or dq = h v^n ("advanced", 002 Table 2)."""
+    dq = h * s.v if mode == "advanced" else jnp.zeros_like(s.q)
+    return {"dq": dq, "dp": jnp.zeros_like(s.p), "v1": s.v, "lam": s.lam, "gam": s.gam}
+
+
+def _increments(u):
+    """(dq, dp): the time loop adds them to q^n, p^n by compensated summation."""
+    return u["dq"], u["dp"]
+
+
+def _update(u, s: State, h, t, params, mech):
+    new = State(q=s.q + u["dq"], p=s.p + u["dp"], v=u["v1"], lam=u["lam"], gam=u["gam"], extra=s.extra,
+                comp=s.comp)
+    return new, {"v": u["v1"], "lam": u["lam"], "gam": u["gam"]}
 
 
 def _residual_rowwise(u, s: State, h, t, params, mech):
     """002 eq 84a-e with the discrete derivatives formed as matrices, row by row (the reference
     for :func:`_residual`; used by the tests): D^G V and each row of D^G g and D^G_q g_v is its own
     :func:`livens.discrete_gradients.corrected` gradient."""
-    q1, p1, v1, lam, gam = u["q1"], u["p1"], u["v1"], u["lam"], u["gam"]
+    dq, dp, v1, lam, gam = u["dq"], u["dp"], u["v1"], u["lam"], u["gam"]
     q0, p0, v0 = s.q, s.p, s.v
-    qm, dq = 0.5 * (q0 + q1), q1 - q0
+    q1, p1, qm = q0 + dq, p0 + dp, q0 + 0.5 * dq
     Z = mech.generators(qm)
     if mech.system.invariants is not None:
         DV = dg.potential_gradient(mech.system, q0, q1)
@@ -173,12 +194,12 @@ def _residual_rowwise(u, s: State, h, t, params, mech):
     zero = None if (Z is None or mech.invariant_constraints) else jnp.zeros(Z.shape[1])
     Dg = jnp.stack([dg.corrected(Gm[k], dq, dgs[k], qm, Z, zero) for k in range(mech.m)]) if mech.m \
         else jnp.zeros((0, mech.d))
-    Dq_gv, Dp_gv = _gv_derivative(mech, q0, p0, q1, p1)
+    Dq_gv, Dp_gv = _gv_derivative(mech, q0, p0, dq, dp)
     DvL = mech.M(q0) @ (0.5 * (v0 + v1))                      # D^G_v L = M v^{n+1/2} (T quadratic)
     return jnp.concatenate([
-        q1 - q0 - 0.5 * h * (v0 + v1) - h * Dp_gv.T @ gam,                # (84a)
-        p1 - p0 + h * DV + h * Dg.T @ lam + h * Dq_gv.T @ gam,             # (84b)
-        0.5 * (p0 + p1) - DvL,                                             # (84c)
+        dq - 0.5 * h * (v0 + v1) - h * Dp_gv.T @ gam,                      # (84a)
+        dp + h * DV + h * Dg.T @ lam + h * Dq_gv.T @ gam,                  # (84b)
+        p0 + 0.5 * dp - DvL,                                               # (84c)
         mech.g(q1),                                                        # (84d)
         mech.gv(q1, p1),                                                   # (84e)
     ])
@@ -196,7 +217,8 @@ def _enforced(sol):
 class EMTangent:
     """The Jacobian of the EM residual (002 eq 84a-e) in its blocks, and its inverse.
 
-    With x = (q1, p1, v1, lambda, gamma), f of :func:`_force` at w = M^-1 p^{n+1/2},
+    With x = (dq, dp, v1, lambda, gamma) (a derivative with respect to dq or dp is the one with
+    respect to q^{n+1} or p^{n+1}), f of :func:`_force` at w = M^-1 p^{n+1/2},
     G1 = G(q^{n+1}), Gs = 2 G(q^{n+1/2}), Hm = sum_k gamma_k D^2 g_k(q^{n+1/2}),
     K1 = D_q[G(q) M^-1 p^{n+1}](q^{n+1}), F_x = D_x f (F_lambda = (D^G g)^T,
     F_gamma = (D^G_q g_v)^T), the rows of dR/dx are
@@ -277,8 +299,9 @@ def _tangent(u, s: State, h, t, params, mech):
     """The structured tangent of EM (:class:`EMTangent`); every block by AD of g, V (and the
     invariants) through :func:`_force`, each derivative taken on its own (one batched jacfwd over
     all of them costs more on small systems)."""
-    q1, p1, lam, gam = u["q1"], u["p1"], u["lam"], u["gam"]
+    dq, dp, lam, gam = u["dq"], u["dp"], u["lam"], u["gam"]
     q0, p0 = s.q, s.p
+    q1, p1 = q0 + dq, p0 + dp
     g = mech.g
     Minv = mech.Minv()
     w1 = Minv @ p1
@@ -290,16 +313,17 @@ def _tangent(u, s: State, h, t, params, mech):
         return g(q), jax.vjp(g, q)[1](gam)[0]
 
     G1, K1 = jax.jacfwd(at_node)(q1)
-    Gm, Hm = jax.jacfwd(at_midpoint)(0.5 * (q0 + q1))
+    Gm, Hm = jax.jacfwd(at_midpoint)(q0 + 0.5 * dq)
     w0 = Minv @ p0
 
-    def f(q1, w, lam, gam):
-        return _force(mech, q0, w0, q1, w, lam, gam)
+    def f(dq, dw, lam, gam):
+        return _force(mech, q0, w0, dq, dw, lam, gam)
 
-    w = Minv @ (0.5 * (p0 + p1))
-    Fq = jax.jacfwd(f, 0)(q1, w, lam, gam)
-    Fw = jax.jacfwd(f, 1)(q1, w, lam, gam)
-    Fl, Fg = jax.jacfwd(f, (2, 3))(q1, w, lam, gam)
+    dw = Minv @ dp
+    Fq = jax.jacfwd(f, 0)(dq, dw, lam, gam)
+    # the class's F_w is the derivative with respect to w = M^-1 p^{n+1/2} = w0 + dw/2
+    Fw = 2.0 * jax.jacfwd(f, 1)(dq, dw, lam, gam)
+    Fl, Fg = jax.jacfwd(f, (2, 3))(dq, dw, lam, gam)
     return EMTangent(mech, h, 2.0 * Gm, G1, K1, Hm, Fq, Fw, Fl, Fg)
 
 
@@ -308,7 +332,7 @@ GGL_EM = register(
         name="ggl-em",
         supports_external_force=False,  # 002 eq 79/82/84 and Gonzalez 1999 have no F term
         paper="002 eq 84-91",
-        unknowns=(("q1", "d"), ("p1", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m")),
+        unknowns=(("dq", "d"), ("dp", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m")),
         residual=_residual,
         guess=_guess,
         update=_update,
@@ -318,6 +342,7 @@ GGL_EM = register(
         enforced=_enforced,
         tangent=_tangent,
         uses_symmetries=True,
+        increments=_increments,
         keeps="energy, momentum maps, both constraints at nodes; order 2",
         order=2,
     ),
