@@ -10,14 +10,17 @@ Example::
     max_iter = 40
     guess = "extrapolated"         # or "simple", "advanced" (002 Table 2); default: the scheme's
     blowup_factor = 10.0           # optional
-    save_every = 1                 # optional
+    save_every = 1                 # optional: keep one node in every k (livens run: default chosen
+                                   # so that a very long run stays within a memory budget)
     rescue = true                  # optional: retry a failed Newton step with damped Newton
     [parameters]                   # example parameters (see `livens list`)
     mass = 0.7069
     [scheme_parameters]            # e.g. theta, vartheta
     theta = 0.5
 
-Unknown keys are refused with the nearest valid key suggested. A user-defined system is named as
+Every key but ``example`` / ``system`` is optional; the command line's options (``--h``,
+``--save-every``, ...) override the file's values. Unknown keys are refused with the nearest valid
+key suggested. A user-defined system is named as
 ``module:function`` and imported explicitly; the function must return a :class:`livens.Problem`.
 Nothing from the file is evaluated as code.
 """
@@ -63,6 +66,7 @@ class RunConfig:
     parameters: dict = field(default_factory=dict)
     scheme_parameters: dict = field(default_factory=dict)
     path: str = ""
+    given: tuple = ()  # the keys the file sets (the others are defaults)
 
     def problem(self):
         """Build the Problem: the named example, or ``module:function`` imported explicitly."""
@@ -141,7 +145,7 @@ def parse_run_config(data: dict, path: str = "<config>") -> RunConfig:
         sch.resolve_params(data.get("scheme_parameters", {}), alias_params)
     except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    return RunConfig(path=path, **data)
+    return RunConfig(path=path, given=tuple(data), **data)
 
 
 def load_run_config(path) -> RunConfig:
