@@ -77,10 +77,20 @@ def _choose_save_every(n_steps: int, d: int, m: int, given: int | None) -> tuple
         return given, None
     if (n_steps + 1) * row <= KEEP_BUDGET:
         return 1, None
-    k = -(-(n_steps + 1) * row // KEEP_BUDGET)
+    k = _nice(-(-(n_steps + 1) * row // KEEP_BUDGET))
     nodes = n_steps // k + 1
     return k, (f"note: {n_steps:,} steps: keeping one node in every {k} ({nodes:,} nodes, {_size(nodes * row)}) "
                "so that memory stays bounded; give --save-every 1 to keep every node.")
+
+
+def _nice(k: int) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... at least k."""
+    scale = 1
+    while True:
+        for f in (1, 2, 5):
+            if f * scale >= k:
+                return f * scale
+        scale *= 10
 
 
 def _physical_memory() -> int | None:
@@ -132,11 +142,14 @@ def _print_summary(sol) -> None:
         print(f"  {k:{width}s}  {v:.6g}" if isinstance(v, float) else f"  {k:{width}s}  {v}")
 
 
-def _kept_words(n_steps: int, save_every: int) -> str:
-    if n_steps == 0:
-        return "the initial state"
-    nodes = f", one node in every {save_every}" if save_every > 1 else ""
-    return f"the {n_steps} step{'s' if n_steps != 1 else ''} computed{nodes}"
+def _kept_words(sol, save_every: int, files: str) -> str:
+    """Where the steps of a stopped run are, in a sentence."""
+    n = sol.n_steps if sol is not None else 0
+    if n == 0:
+        return f"The initial state is in {files}."
+    if save_every > 1:
+        return f"One node in every {save_every} ({n + 1} nodes) is in {files}."
+    return f"Every computed step ({n}) is in {files}." if n > 1 else f"The one computed step is in {files}."
 
 
 def _partial(out: str, stem: str, streamed: str) -> str:
@@ -200,29 +213,29 @@ def _cmd_run(args) -> int:
     try:
         sol = simulate(problem, **run_kw)
     except SimulationInterrupted as exc:
-        kept = _kept_words(exc.solution.n_steps if exc.solution is not None else 0, run_kw.get("save_every", 1))
-        where = (f"; {kept} are in {_partial(args.out, stem, streamed)} (lv.load reads it)" if streamed
-                 else "; nothing was saved (no --out)")
-        print(f"interrupted: {exc.reason.rstrip('.')}{where}.", file=sys.stderr)
+        if streamed:
+            kept = _kept_words(exc.solution, run_kw.get("save_every", 1), f"{_partial(args.out, stem, streamed)} (lv.load reads it)")
+        else:
+            kept = "Nothing was saved (no --out)."
+        print(f"{exc.reason} {kept}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
         # Ctrl-C outside the time loop (set-up, or the final rewrite of the streamed file)
         if streamed and os.path.exists(streamed):
-            print(f"interrupted; the steps computed are in {_partial(args.out, stem, streamed)}.", file=sys.stderr)
+            print(f"Interrupted; the steps computed are in {_partial(args.out, stem, streamed)}.", file=sys.stderr)
         else:
-            print("interrupted; nothing was saved.", file=sys.stderr)
+            print("Interrupted; nothing was saved.", file=sys.stderr)
         return 130
     except SimulationError as exc:
         sol = exc.solution
-        n = sol.n_steps if sol is not None else 0
         if streamed and sol is not None:
             files = _write_outputs(sol, args.out, stem + "_partial", csv=args.csv)
             if os.path.exists(streamed):
                 os.remove(streamed)
-            where = f" {_kept_words(n, sol.save_every).capitalize()} are in {', '.join(files)}."
+            kept = _kept_words(sol, run_kw.get("save_every", 1), ", ".join(files))
         else:
-            where = " Nothing was saved (no --out)."
-        print(f"error: {exc.reason}{where}", file=sys.stderr)
+            kept = "Nothing was saved (no --out)."
+        print(f"error: {exc.reason} {kept}", file=sys.stderr)
         return 3
     _print_summary(sol)
     if args.out:

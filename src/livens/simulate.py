@@ -426,6 +426,8 @@ def simulate(
     except KeyboardInterrupt:
         failure = ("interrupt", n_done, float("nan"), 0)
     finally:
+        if stream is not None:
+            stream.close()  # the rows it still holds (written once a second): the file has every kept step
         interrupted["restore"]()
         if bar is not None:
             bar.close()
