@@ -135,23 +135,19 @@ def _envelope(x, y, max_points: int, reduce: str = "minmax"):
     if max_points is None or n <= max_points:
         return x, y
     nb = max(max_points // (2 if reduce == "minmax" else 1), 1)
-    edges = np.linspace(0, n, nb + 1).astype(int)
-    yy = np.where(np.isfinite(y), y, np.nan)
-    xs, ys = [], []
-    for a, b in zip(edges[:-1], edges[1:]):
-        if b <= a:
-            continue
-        seg = yy[a:b]
-        if np.all(np.isnan(seg)):
-            continue
-        imax = a + int(np.nanargmax(seg))
-        if reduce == "max":
-            xs.append(x[imax]), ys.append(y[imax])
-            continue
-        imin = a + int(np.nanargmin(seg))
-        for i in sorted({imin, imax}):
-            xs.append(x[i]), ys.append(y[i])
-    return np.asarray(xs), np.asarray(ys)
+    size = -(-n // nb)
+    nb = -(-n // size)
+    Y = np.pad(y, (0, nb * size - n), mode="edge").reshape(nb, size)
+    offsets = size * np.arange(nb)
+    nan = np.isnan(Y)
+    imax = np.argmax(np.where(nan, -np.inf, Y), axis=1) + offsets
+    if reduce == "max":
+        idx = imax
+    else:
+        imin = np.argmin(np.where(nan, np.inf, Y), axis=1) + offsets
+        idx = np.unique(np.concatenate([imin, imax]))  # sorted: in the order they occur
+    idx = np.minimum(idx, n - 1)
+    return x[idx], y[idx]
 
 
 def _dots(ax, x, y, max_points, label=None, style: int = 0, clip: bool = True):
