@@ -20,9 +20,10 @@ Example::
 
 Every key but ``example`` / ``system`` is optional; the command line's options (``--h``,
 ``--save-every``, ...) override the file's values. Unknown keys are refused with the nearest valid
-key suggested. A user-defined system is named as
-``module:function`` and imported explicitly; the function must return a :class:`livens.Problem`.
-Nothing from the file is evaluated as code.
+key suggested. A user-defined system is named as ``module:function`` and imported explicitly
+(from the configuration file's directory first, then from sys.path); the function, called with
+the ``[parameters]`` as keyword arguments, must return a :class:`livens.Problem`. Nothing from
+the file is evaluated as code.
 """
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ class RunConfig:
             return examples.load(self.example, **self.parameters)
         module_name, _, func_name = self.system.partition(":")
         try:
-            module = importlib.import_module(module_name)
+            module = _import_beside(module_name, self.path)
         except ImportError as exc:
             raise ConfigError(f"{self.path}: system = {self.system!r}: cannot import module {module_name!r} ({exc}).") from None
         fn = getattr(module, func_name, None)
@@ -99,6 +100,22 @@ class RunConfig:
             if getattr(self, k) is not None:
                 kw[k] = getattr(self, k)
         return kw
+
+
+def _import_beside(module_name: str, config_path: str):
+    """Import ``module_name``, looking first in the configuration file's directory (so that a
+    model file next to run.toml is found whatever the working directory), then on sys.path."""
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(config_path)) if config_path and config_path != "<config>" else None
+    if here is None or here in sys.path:
+        return importlib.import_module(module_name)
+    sys.path.insert(0, here)
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        sys.path.remove(here)
 
 
 def parse_run_config(data: dict, path: str = "<config>") -> RunConfig:
