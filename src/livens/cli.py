@@ -301,7 +301,7 @@ def main(argv=None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("Interrupted.", file=sys.stderr)
         return 130
     except (ValueError, TypeError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
