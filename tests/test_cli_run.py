@@ -291,3 +291,14 @@ def test_config_save_every_and_command_line_override(tmp_path, capsys):
     other.write_text('example = "pendulum-3d"\n')
     assert "save_every" not in load_run_config(other).given  # then livens run chooses it
     capsys.readouterr()
+
+
+def test_chunks_of_large_systems_are_short():
+    """Ctrl-C is answered between chunks: large systems get fewer steps per chunk."""
+    from livens.cli import _chunk_for
+    from livens.simulate import DEFAULT_CHUNK
+
+    assert _chunk_for(3, 1) == _chunk_for(30, 29) == DEFAULT_CHUNK  # pendulum, double four-bar
+    sizes = [_chunk_for(3 * n, n) for n in (32, 64, 128)]  # pendulum chains
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 4
+    assert all(s & (s - 1) == 0 for s in sizes)  # powers of two

@@ -9,6 +9,7 @@ computed so far (``..._partial.nc``).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -91,6 +92,27 @@ def _nice(k: int) -> int:
             if f * scale >= k:
                 return f * scale
         scale *= 10
+
+
+CHUNK_SECONDS = 0.25
+"""About how long one compiled chunk of steps of ``livens run`` should take: Ctrl-C is answered
+between chunks."""
+_STEP_SECONDS_PER_UNKNOWN3 = 5e-11
+"""Seconds per step per cubed number of unknowns (3d + 2m), as measured for VI-S on the double
+four-bar on a 2-core machine (a dense Newton step grows like the cube); a rough guide only."""
+
+
+def _chunk_for(d: int, m: int) -> int:
+    """Steps per compiled chunk: the time loop's default (512) for small systems; for large ones the
+    power of two (at least 4) that keeps a chunk near CHUNK_SECONDS, so that Ctrl-C is answered
+    within about a second rather than after hundreds of slow steps."""
+    from .simulate import DEFAULT_CHUNK
+
+    step = _STEP_SECONDS_PER_UNKNOWN3 * float(3 * d + 2 * m) ** 3
+    n = CHUNK_SECONDS / step
+    if n >= DEFAULT_CHUNK:
+        return DEFAULT_CHUNK
+    return max(4, 2 ** int(math.floor(math.log2(max(n, 1.0)))))
 
 
 def _physical_memory() -> int | None:
@@ -200,6 +222,7 @@ def _cmd_run(args) -> int:
         run_kw["save_every"], note = _choose_save_every(max(1, round(t_end / h)), mech.d, mech.m, given)
         if note:
             print(note, file=sys.stderr)
+        run_kw["chunk"] = _chunk_for(mech.d, mech.m)
     stem = f"{example}_{run_kw['scheme']}".replace("/", "_").replace(":", "_")
     streamed = None
     if args.out:

@@ -293,8 +293,9 @@ def simulate(
     blowup_factor: stop with :class:`~livens.BlowUpError` when |E - E0| exceeds
         blowup_factor * max(|E0|, 1).
     chunk: steps per compiled ``lax.scan`` chunk (fixed, so that h and t_end never recompile).
-    out: a netCDF path; results are appended chunk by chunk while the run goes, so a crash or
-        Ctrl-C leaves a loadable file; a finished run rewrites it atomically with its diagnostics.
+    out: a netCDF path; the kept nodes are appended while the run goes (at least once a second,
+        :mod:`livens.stream`), so the file is loadable at every moment and a failure or Ctrl-C
+        leaves every kept step in it; a finished run rewrites it atomically with its diagnostics.
     save_every: keep every k-th node (and the step ending there); memory and file stay bounded
         for very long runs. Diagnostics that need consecutive steps then refuse with a message.
     resume: a Solution (e.g. ``lv.load(path)``) to continue from its last saved node up to ``t_end``;
