@@ -302,4 +302,6 @@ def test_user_defined_system_in_a_few_lines():
     assert sol.t[-1] == pytest.approx(0.5)
     J = list(sol.momentum_maps().values())[0]
     assert np.max(np.abs(J - J[0])) < 1e-10
-    assert math.isfinite(sol.summary()["steps/s"])
+    summary = sol.summary()
+    # all 50 steps ran in the first chunk, which is timed with the compilation: no rate to report
+    assert summary["steps"] == 50 and math.isnan(summary["steps/s"])

@@ -166,6 +166,32 @@ def _mass_inverse(M: np.ndarray) -> np.ndarray | None:
     return np.linalg.inv(M)
 
 
+def constant_mass_value(mass_matrix: Callable, q0) -> np.ndarray | None:
+    """M as a constant array where the function ``q -> M(q)`` does not depend on q, else None.
+
+    The test is structural, on the function's jaxpr (the program JAX traces from it): q is
+    followed through every equation, and an equation's outputs depend on q when any of its inputs
+    does (equations with inner programs, such as jit, cond or loops, count as a whole). M is
+    constant when none of its outputs depends on q. No value of q is tried, so no coincidence can
+    fool it; it is conservative: ``jnp.eye(3) + 0.0 * q[0]`` counts as depending on q. A function
+    that cannot be traced is left to the set-up checks (None).
+    """
+    from jax.extend.core import Literal
+
+    try:
+        closed = jax.make_jaxpr(mass_matrix)(jnp.asarray(q0, dtype=float))
+    except Exception:
+        return None
+    jaxpr = closed.jaxpr
+    depends = set(jaxpr.invars)
+    for eqn in jaxpr.eqns:
+        if any(not isinstance(v, Literal) and v in depends for v in eqn.invars):
+            depends.update(eqn.outvars)
+    if any(not isinstance(v, Literal) and v in depends for v in jaxpr.outvars):
+        return None
+    return np.asarray(mass_matrix(jnp.asarray(q0, dtype=float)), dtype=float)
+
+
 _CACHE: dict[tuple, Mechanics] = {}
 
 
@@ -173,10 +199,13 @@ def mechanics(system: System, q0=None, symmetries=(), invariant_constraints: boo
     """The :class:`Mechanics` of a system (cached per System object and set of symmetries).
 
     ``q0`` is used to determine d and m; the System's own dimension is read from its mass matrix
-    when that is constant. ``symmetries``: exact symmetries of the system (checked by
-    :func:`livens.checks.exact_symmetries`) that the energy-momentum schemes' discrete gradients
-    respect (002 eq 85); ``invariant_constraints``: g itself is invariant under them (else only the
-    manifold g = 0 is, e.g. g equivariant, and the schemes impose the orthogonality explicitly).
+    when that is constant. A mass matrix given as a function of q that does not depend on q
+    (:func:`constant_mass_value`) is treated as the constant array it returns, so that schemes
+    needing M^-1 accept it where it is regular. ``symmetries``: exact symmetries of the system
+    (checked by :func:`livens.checks.exact_symmetries`) that the energy-momentum schemes' discrete
+    gradients respect (002 eq 85); ``invariant_constraints``: g itself is invariant under them (else
+    only the manifold g = 0 is, e.g. g equivariant, and the schemes impose the orthogonality
+    explicitly).
     """
     symmetries = tuple(symmetries)
     key = (id(system), tuple(s.key() for s in symmetries), bool(invariant_constraints) or not symmetries)
@@ -196,13 +225,14 @@ def mechanics(system: System, q0=None, symmetries=(), invariant_constraints: boo
         if q0 is None:
             raise ValueError("A configuration-dependent mass matrix needs q0 to determine the dimension.")
         d = int(np.asarray(q0).shape[0])
-        M, Minv = None, None
+        M = constant_mass_value(system.mass_matrix, q0)  # a function of q that ignores q: its value
+        Minv = _mass_inverse(M) if M is not None else None
     if system.constraints is None:
         m = 0
     else:
         if q0 is None:
             q0 = np.zeros(d)
         m = int(np.atleast_1d(np.asarray(system.constraints(jnp.asarray(q0, dtype=float)))).shape[0])
-    mech = Mechanics(system=system, d=d, m=m, constant_mass=system.constant_mass, M_const=M, Minv_const=Minv)
+    mech = Mechanics(system=system, d=d, m=m, constant_mass=M is not None, M_const=M, Minv_const=Minv)
     _CACHE[key] = mech
     return mech

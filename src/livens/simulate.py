@@ -7,6 +7,7 @@ non-convergence, NaN) or an energy blow-up, and keeps every converged step.
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any
 
@@ -334,8 +335,9 @@ def simulate(
     blowup_factor: stop with :class:`~livens.BlowUpError` when |E - E0| exceeds
         blowup_factor * max(|E0|, 1).
     chunk: steps per compiled ``lax.scan`` chunk (fixed, so that h and t_end never recompile).
-    out: a netCDF path; results are appended chunk by chunk while the run goes, so a crash or
-        Ctrl-C leaves a loadable file; a finished run rewrites it atomically with its diagnostics.
+    out: a netCDF path; the kept nodes are appended while the run goes (at least once a second,
+        :mod:`livens.stream`), so the file is loadable at every moment and a failure or Ctrl-C
+        leaves every kept step in it; a finished run rewrites it atomically with its diagnostics.
     save_every: keep every k-th node (and the step ending there); memory and file stay bounded
         for very long runs. Diagnostics that need consecutive steps then refuse with a message.
     resume: a Solution (e.g. ``lv.load(path)``) to continue from its last saved node up to ``t_end``;
@@ -475,6 +477,8 @@ def simulate(
     except KeyboardInterrupt:
         failure = ("interrupt", n_done, float("nan"), 0)
     finally:
+        if stream is not None:
+            stream.close()  # the rows it still holds (written once a second): the file has every kept step
         interrupted["restore"]()
         if bar is not None:
             bar.close()
@@ -492,30 +496,38 @@ def simulate(
     if failure is not None:
         kind, step, resid, its = failure
         t_fail = t_start + step * h
-        where = f" Saved in {out!r}." if out is not None else ""
+        total = offset + n_steps  # steps of the whole run; messages count steps from 1
+        kept = _kept_sentence(n_done, save_every, out, "before it" if kind == "convergence" else
+                              "up to and including it" if kind == "blowup" else "so far")
         if kind == "convergence":
-            raise ConvergenceError(
-                f"Newton did not converge in step {offset + step} (t = {t_fail:.6g} -> {t_fail + h:.6g}) of "
-                f"{sch.name} with h = {h:g}: residual ||R||_inf = {resid:.3e} after {its} iterations "
-                f"(tol = {tol if isinstance(tol, str) else format(tol, 'g')}, max_iter = {max_iter}). "
-                f"The {n_done} converged steps are kept in "
-                f"error.solution.{where}{' The damped least-squares rescue failed too.' if rescue else ''} "
-                f"Try a smaller h, a larger max_iter, or guess='advanced'.",
-                solution=sol, step=offset + step, time=t_fail, residual=resid,
-            )
+            reason = (f"Newton did not converge in step {offset + step + 1} of {total} (t = {t_fail:.6g} -> "
+                      f"{t_fail + h:.6g}) of {sch.name} with h = {h:g}: residual ||R||_inf = {resid:.3e} after "
+                      f"{its} iterations (tol = {tol if isinstance(tol, str) else format(tol, 'g')}, max_iter = {max_iter})."
+                      f"{' The damped least-squares rescue failed too.' if rescue else ''} "
+                      f"Try a smaller h, a larger max_iter or another guess.")
+            raise ConvergenceError(f"{reason} {kept}", solution=sol, step=offset + step, time=t_fail,
+                                   residual=resid, reason=reason)
         if kind == "blowup":
-            raise BlowUpError(
-                f"Energy blow-up in step {offset + step - 1} (t = {t_fail:.6g}) of {sch.name} with h = {h:g}: "
-                f"|E - E0| = {resid:.3e} exceeds blowup_factor = {blowup_factor:g} times max(|E0|, 1). "
-                f"The {n_done} steps up to it are kept in error.solution.{where}",
-                solution=sol, step=offset + step - 1, time=t_fail, residual=resid,
-            )
-        raise SimulationInterrupted(
-            f"Run interrupted after {n_done} steps (t = {t_fail:.6g}); the steps so far are in "
-            f"error.solution.{where}",
-            solution=sol, step=offset + n_done, time=t_fail, residual=resid,
-        )
+            reason = (f"Energy blow-up in step {offset + step} of {total} (t = {t_fail - h:.6g} -> {t_fail:.6g}) "
+                      f"of {sch.name} with h = {h:g}: |E - E0| = {resid:.3e} exceeds blowup_factor = "
+                      f"{blowup_factor:g} times max(|E0|, 1).")
+            raise BlowUpError(f"{reason} {kept}", solution=sol, step=offset + step - 1, time=t_fail,
+                              residual=resid, reason=reason)
+        reason = f"Interrupted after {n_done} of {n_steps} steps (t = {t_fail:.6g})."
+        raise SimulationInterrupted(f"{reason} {kept}", solution=sol, step=offset + n_done, time=t_fail,
+                                    residual=resid, reason=reason)
     return sol
+
+
+def _kept_sentence(n_done: int, save_every: int, out, where: str) -> str:
+    """Where the steps of a stopped run are: the error's ``.solution`` and the streamed file."""
+    if n_done == 0:
+        what = "No step was completed; the initial state is kept"
+    else:
+        nodes = f" (one node in every {save_every})" if save_every > 1 else ""
+        what = (f"The one step {where} is kept{nodes}" if n_done == 1 else
+                f"The {n_done} steps {where} are kept{nodes}")
+    return f"{what} in the error's .solution" + (f" and in {os.fspath(out)!r}." if out is not None else ".")
 
 
 def _rescue(mech, sch, guess, state, t, h, tol, max_iter, jparams, its_failed):
@@ -613,18 +625,13 @@ def _install_sigint_flag() -> dict:
 
 
 def _progress_bar(total: int, progress: bool | None):
-    if progress is False:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover
-        return None
-    import sys
+    """The run's progress bar (steps, rate, time left; :mod:`livens._progress`), or None.
 
-    disable = None if progress is None else False
-    if progress is None and not sys.stderr.isatty():
-        return None
-    return tqdm(total=total, unit="step", delay=2.0, disable=disable, leave=False)
+    ``progress=None``: on a terminal, once the run has taken 2 s; ``True``: always; ``False``: never.
+    """
+    from ._progress import progress_bar
+
+    return progress_bar(total, progress, unit="step")
 
 
 _ENERGY_FN = CompiledCache(32)
