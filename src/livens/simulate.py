@@ -122,8 +122,9 @@ def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, to
     new_state, out = scheme.update(u, state, h, t, params, mech)
     if scheme.increments is not None:
         dq, dp = scheme.increments(u)
-        q, cq = compensated_add(state.q, state.comp[0], dq)
-        p, cp = compensated_add(state.p, state.comp[1], dp)
+        cq, cp = state.comp if state.comp is not None else (jnp.zeros_like(state.q), jnp.zeros_like(state.p))
+        q, cq = compensated_add(state.q, cq, dq)
+        p, cp = compensated_add(state.p, cp, dp)
         new_state = new_state._replace(q=q, p=p, comp=(cq, cp))
     return new_state, out, res, history
 

@@ -43,6 +43,13 @@ def compensated_add(x, c, dx):
     return t, (t - x) - y
 
 
+def next_node(x, dx, c=None):
+    """x^{n+1} as :func:`compensated_add` will store it, x + (dx - c) (x + dx without a carry):
+    a scheme in increment form evaluates its functions at the node the time loop keeps, so that
+    what it conserves is measured at the stored nodes."""
+    return x + dx if c is None else x + (dx - c)
+
+
 @dataclass(frozen=True)
 class Param:
     """A scheme parameter with default and admissible range (closed/open ends)."""

@@ -53,7 +53,7 @@ import jax.numpy as jnp
 from .. import discrete_gradients as dg
 from .._linalg import solver
 from . import register
-from .base import Scheme, State
+from .base import Scheme, State, next_node
 from .ggl_vi import _mass_operators
 
 
@@ -92,10 +92,12 @@ def _gv_derivative(mech, q0, p0, dq, dp):
     return Dq, Dp
 
 
-def _force(mech, q0, w0, dq, dw, lam, gam):
+def _force(mech, q0, w0, dq, dw, lam, gam, cq=None):
     """f = D^G V + (D^G g)^T lambda + (D^G_q g_v)^T gamma, with (84b) reading p^{n+1} - p^n + h f = 0.
 
-    ``dq`` = q^{n+1} - q^n, ``w0`` = M^-1 p^n, ``dw`` = M^-1 (p^{n+1} - p^n). Every discrete derivative
+    ``dq`` = q^{n+1} - q^n, ``w0`` = M^-1 p^n, ``dw`` = M^-1 (p^{n+1} - p^n), ``cq`` the carry of the
+    compensated summation (q^{n+1} is evaluated where the time loop will store it,
+    :func:`livens.schemes.base.next_node`). Every discrete derivative
     of 002 eq 84 is linear in the function it is taken of, so f is one discrete gradient
     (:func:`livens.discrete_gradients.corrected`) of the scalar Phi(q) = V(q) + lambda.g(q) +
     gamma.G(q) w, taken at the midpoint and corrected so that
@@ -112,7 +114,7 @@ def _force(mech, q0, w0, dq, dw, lam, gam):
     midpoint gradient (002 eq 99).
     """
     g = mech.g
-    q1, qm = q0 + dq, q0 + 0.5 * dq
+    q1, qm = next_node(q0, dq, cq), q0 + 0.5 * dq
     w = w0 + 0.5 * dw
 
     def phi(q):  # lambda.g(q) + gamma.G(q) w
@@ -147,16 +149,17 @@ def _residual(u, s: State, h, t, params, mech):
     increments to their own precision rather than to that of q (see :func:`_increments`)."""
     dq, dp, v1, lam, gam = u["dq"], u["dp"], u["v1"], u["lam"], u["gam"]
     q0, p0, v0 = s.q, s.p, s.v
-    q1 = q0 + dq
+    cq = None if s.comp is None else s.comp[0]
+    q1 = next_node(q0, dq, cq)
     g = mech.g
     Minv = mech.Minv()
     GmT_gam = jax.vjp(g, q0 + 0.5 * dq)[1](gam)[0]
     return jnp.concatenate([
         dq - 0.5 * h * (v0 + v1) - h * Minv @ GmT_gam,                                     # (84a)
-        dp + h * _force(mech, q0, Minv @ p0, dq, Minv @ dp, lam, gam),                     # (84b)
+        dp + h * _force(mech, q0, Minv @ p0, dq, Minv @ dp, lam, gam, cq),                 # (84b)
         p0 + 0.5 * dp - mech.M(q0) @ (0.5 * (v0 + v1)),                                    # (84c)
         g(q1),                                                                             # (84d)
-        jax.jvp(g, (q1,), (Minv @ (p0 + dp),))[1],                                         # (84e)
+        jax.jvp(g, (q1,), (Minv @ next_node(p0, dp, None if s.comp is None else s.comp[1]),))[1],  # (84e)
     ])
 
 
@@ -301,7 +304,8 @@ def _tangent(u, s: State, h, t, params, mech):
     all of them costs more on small systems)."""
     dq, dp, lam, gam = u["dq"], u["dp"], u["lam"], u["gam"]
     q0, p0 = s.q, s.p
-    q1, p1 = q0 + dq, p0 + dp
+    cq = None if s.comp is None else s.comp[0]
+    q1, p1 = next_node(q0, dq, cq), p0 + dp
     g = mech.g
     Minv = mech.Minv()
     w1 = Minv @ p1
@@ -317,7 +321,7 @@ def _tangent(u, s: State, h, t, params, mech):
     w0 = Minv @ p0
 
     def f(dq, dw, lam, gam):
-        return _force(mech, q0, w0, dq, dw, lam, gam)
+        return _force(mech, q0, w0, dq, dw, lam, gam, cq)
 
     dw = Minv @ dp
     Fq = jax.jacfwd(f, 0)(dq, dw, lam, gam)
