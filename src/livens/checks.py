@@ -102,7 +102,8 @@ def validate_problem(problem):
             raise ValueError(f"q0 has {d} entries but the mass matrix is {dm} x {dm}.")
     if problem.v0 is None and problem.p0 is None:
         raise ValueError("Give the initial velocity v0 or the initial momentum p0.")
-    M = _evaluate("mass_matrix", system.mass_matrix, q0, shape=(d, d)) if not system.constant_mass else system.mass_matrix
+    M = _evaluate("mass_matrix", system.bound("mass_matrix"), q0, shape=(d, d)) if not system.constant_mass \
+        else system.mass_matrix
     if not np.all(np.isfinite(M)):
         bad = [tuple(ij) for ij in np.argwhere(~np.isfinite(M)).tolist()]
         raise ValueError(f"The mass matrix has non-finite entries at {bad[:6]}: {[float(M[ij]) for ij in bad[:6]]}.")
@@ -134,10 +135,10 @@ def validate_problem(problem):
             raise ValueError(f"Problem.{name} must be a positive finite number; got {val!r}.")
     if not problem.check:
         return q0, v0, p0
-    _evaluate("potential", system.potential, q0, shape=(), floating=True)
-    _traceable("potential", system.potential, q0)
+    _evaluate("potential", system.bound("potential"), q0, shape=(), floating=True)
+    _traceable("potential", system.bound("potential"), q0)
     # the schemes differentiate V and g by JAX AD inside a compiled step: trace and check them here
-    dV0 = _evaluate("the gradient of potential (JAX AD)", jax.grad(system.potential), q0, finite=False)
+    dV0 = _evaluate("the gradient of potential (JAX AD)", jax.grad(system.bound("potential")), q0, finite=False)
     if not np.all(np.isfinite(dV0)):
         bad = np.flatnonzero(~np.isfinite(dV0)).tolist()
         raise ValueError(
@@ -146,19 +147,19 @@ def validate_problem(problem):
             + ": V is not differentiable there (e.g. a norm or square root at zero); write it in a form that is."
         )
     if not system.constant_mass:
-        _traceable("mass_matrix", system.mass_matrix, q0)
+        _traceable("mass_matrix", system.bound("mass_matrix"), q0)
     if system.dissipation is not None:
-        _evaluate("dissipation", system.dissipation, q0, shape=(d, d))
-        _traceable("dissipation", system.dissipation, q0)
+        _evaluate("dissipation", system.bound("dissipation"), q0, shape=(d, d))
+        _traceable("dissipation", system.bound("dissipation"), q0)
     if system.external_force is not None:
-        _evaluate("external_force", system.external_force, q0, v0, 0.0, shape=(d,))
-        _traceable("external_force", system.external_force, q0, v0, 0.0)
+        _evaluate("external_force", system.bound("external_force"), q0, v0, 0.0, shape=(d,))
+        _traceable("external_force", system.bound("external_force"), q0, v0, 0.0)
     if system.constraints is not None:
-        g0 = _evaluate("constraints", system.constraints, q0, floating=True)
+        g0 = _evaluate("constraints", system.bound("constraints"), q0, floating=True)
         if g0.ndim != 1:
             hint = " (a 0-d scalar; return jnp.array([g]) for one constraint)" if g0.ndim == 0 else ""
             raise ValueError(f"constraints must return a vector of shape (m,); got shape {g0.shape}{hint}.")
-        _traceable("constraints", system.constraints, q0)
+        _traceable("constraints", system.bound("constraints"), q0)
         mech = mechanics(system, q0)
         G0 = _evaluate("the Jacobian of constraints (JAX AD)", mech.G, q0, shape=(g0.shape[0], d), finite=False)
         bad = [k for k in range(G0.shape[0]) if not np.all(np.isfinite(G0[k]))]

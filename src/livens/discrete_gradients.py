@@ -232,14 +232,14 @@ def symmetric(f: Callable, x0, x1, generators: Callable | None = None):
     return corrected(jax.grad(f)(xm), x1 - x0, f(x1) - f(x0), xm, Z)
 
 
-def potential_gradient(system, q0, q1):
-    """The discrete gradient of a system's potential used by the energy-momentum schemes:
-    :func:`greenspan` when the System declares ``invariants=(pi, potentials)``, else
-    :func:`gonzalez` of V."""
-    if system.invariants is not None:
-        pi, potentials = system.invariants
+def potential_gradient(mech, q0, q1):
+    """The discrete gradient of a system's potential (a :class:`~livens.mechanics.Mechanics`)
+    used by the energy-momentum schemes: :func:`greenspan` when the System declares
+    ``invariants=(pi, potentials)``, else :func:`gonzalez` of V."""
+    if mech.invariants is not None:
+        pi, potentials = mech.invariants
         return greenspan(pi, potentials, q0, q1)
-    return gonzalez(system.potential, q0, q1)
+    return gonzalez(mech.V, q0, q1)
 
 
 __all__ = [

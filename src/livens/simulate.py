@@ -1,8 +1,11 @@
-"""The time loop: chunks of ``lax.scan`` over jit-compiled Newton steps (DESIGN: Newton, time loop).
+"""The time loop of :func:`simulate`: the host side around the compiled step loop of
+:mod:`livens.core` (DESIGN: Newton, time loop).
 
-h, t_end, the tolerance, max_iter and scheme parameters are runtime values: changing them never
-recompiles. Between chunks the loop updates the progress bar, stops on a failed step (Newton
-non-convergence, NaN) or an energy blow-up, and keeps every converged step.
+The run goes in chunks of ``chunk`` steps, each one call of the compiled loop (a ``lax.scan``).
+h, t_end, the tolerance, max_iter and the scheme's and System's parameters are runtime values:
+changing them never recompiles. Between chunks the host streams the kept nodes to the file,
+updates the progress bar, answers Ctrl-C, rescues a failed Newton step with damped Newton (or
+stops), checks the energy for a blow-up, and keeps every converged step.
 """
 from __future__ import annotations
 
@@ -14,7 +17,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from . import _jaxconfig  # noqa: F401
 from .checks import check_step
@@ -22,11 +24,12 @@ from .errors import BlowUpError, ConvergenceError, SimulationInterrupted
 from .mechanics import Mechanics, mechanics
 from ._fusion import fuse_small_dots
 from . import guess as _guess
-from .newton import ROUNDOFF, damped_newton, newton, newton_increment
+from .core import NEWTON_DEFAULT, make_loop, scheme_mode as _scheme_mode, step as core_step
+from .newton import ROUNDOFF
 from .schemes import get as get_scheme
-from .schemes.base import Scheme, State, compensated_add
+from .schemes.base import Scheme, State
 from ._cache import CompiledCache
-from .system import Problem
+from .system import Problem, parameter_values
 
 DEFAULT_CHUNK = 512
 RESCUE_ITER_FACTOR = 5
@@ -63,15 +66,6 @@ def check_guess(guess) -> None:
                          f"preferred one); got {guess!r}.")
 
 
-def _scheme_mode(mode: str) -> str:
-    """The scheme's own guess behind ``mode``: "extrapolated" starts from (and compares with) "advanced"."""
-    return "advanced" if mode == "extrapolated" else mode
-
-
-NEWTON_DEFAULT = ("tol", False)
-"""(stopping rule, final iteration) of :func:`livens.newton.newton`: the papers' ||R|| <= tol."""
-
-
 def newton_options(tol, final_iteration: bool = False) -> tuple:
     """The static Newton options of a run: ("roundoff", False) for ``tol="roundoff"``, else
     ("tol", final_iteration)."""
@@ -81,52 +75,10 @@ def newton_options(tol, final_iteration: bool = False) -> tuple:
 
 
 def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, params,
-              fuse=None, robust: bool = False, history=None, newton_opts: tuple = NEWTON_DEFAULT):
-    """One time step: the first guess, Newton on the scheme's residual, the state update.
-    Returns (new state, outputs, Newton result, history).
-
-    For a scheme in increment form (``scheme.increments``) q and p are accumulated by compensated
-    summation (:func:`~livens.schemes.base.compensated_add`), the carries in ``state.comp``.
-    ``newton_opts``: (stopping rule, final iteration), see :func:`livens.newton.newton`.
-
-    ``robust=True`` solves with :func:`~livens.newton.damped_newton` (the rescue of a failed step)
-    instead of plain Newton with the scheme's tangent. ``mode="extrapolated"`` needs ``history``
-    (a :class:`~livens.guess.GuessHistory`; returned with the guess's bookkeeping updated, the
-    solution not yet pushed: the caller does that once it knows the step is kept).
-    """
-    d, m = mech.d, mech.m
-    u0 = scheme.guess(state, h, t, params, mech, _scheme_mode(mode))
-    x0 = scheme.pack(u0, d, m)
-
-    def R(x):
-        return scheme.residual(scheme.unpack(x, d, m), state, h, t, params, mech)
-
-    f = fuse if (fuse is not None and x0.shape[0] <= 256) else (lambda g: g)
-    fR = f(R)
-    r0 = None
-    if mode == "extrapolated" and not robust:
-        x0, r0, history = _guess.extrapolated_guess(fR, x0, history)
-    if robust:
-        res = damped_newton(R, x0, tol, max_iter)
-    else:
-        if scheme.tangent is not None:
-            tangent = lambda x: scheme.tangent(scheme.unpack(x, d, m), state, h, t, params, mech)  # noqa: E731
-        else:
-            tangent = lambda x: scheme.jacobian_by_blocks(  # noqa: E731
-                lambda u: scheme.residual(u, state, h, t, params, mech), x, d, m)
-        # the residual and the whole Newton update with small matrix products fused (issue 7);
-        # measured to help up to a few hundred unknowns, and to cost a little beyond
-        res = newton(fR, x0, tol, max_iter, linear_step=f(newton_increment(R, tangent)), r0=r0,
-                     stopping=newton_opts[0], final_iteration=newton_opts[1])
-    u = scheme.unpack(res.x, d, m)
-    new_state, out = scheme.update(u, state, h, t, params, mech)
-    if scheme.increments is not None:
-        dq, dp = scheme.increments(u)
-        cq, cp = state.comp if state.comp is not None else (jnp.zeros_like(state.q), jnp.zeros_like(state.p))
-        q, cq = compensated_add(state.q, cq, dq)
-        p, cp = compensated_add(state.p, cp, dp)
-        new_state = new_state._replace(q=q, p=p, comp=(cq, cp))
-    return new_state, out, res, history
+              fuse=None, robust: bool = False, history=None, newton_opts: tuple = NEWTON_DEFAULT, sys_params=None):
+    """One time step (:func:`livens.core.step`)."""
+    return core_step(mech, scheme, mode, state, t, h, tol, max_iter, params, sys_params, fuse, robust=robust,
+                     history=history, newton_opts=newton_opts)
 
 
 _RESCUERS = CompiledCache(16)
@@ -137,8 +89,8 @@ def _make_rescuer(mech: Mechanics, scheme: Scheme, mode: str):
     key = (mech, scheme, mode)
     fn = _RESCUERS.get(key)
     if fn is None:
-        fn = jax.jit(lambda state, t, h, tol, max_iter, params: _one_step(
-            mech, scheme, mode, state, t, h, tol, max_iter, params, robust=True))
+        fn = jax.jit(lambda state, t, h, tol, max_iter, params, sys_params: _one_step(
+            mech, scheme, mode, state, t, h, tol, max_iter, params, robust=True, sys_params=sys_params))
         _RESCUERS[key] = fn
     return fn
 
@@ -197,53 +149,20 @@ def record_layout(scheme: Scheme, mech: Mechanics, mode: str, state: State, h, p
 
 def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, layout: RecordLayout,
                  newton_opts: tuple = NEWTON_DEFAULT):
-    """The compiled chunk of ``chunk`` time steps (cached per system, scheme, guess, chunk, Newton
-    options); it returns the records as rows of ``layout`` (:meth:`RecordLayout.unpack`).
+    """The compiled chunk of ``chunk`` time steps (:func:`livens.core.make_loop`, cached per system,
+    scheme, guess, chunk, Newton options):
 
-    Ensembles have their own batched runner (:mod:`livens.ensemble`).
+        (state, history, t_start, n0, n_stop, h, tol, max_iter, params, sys_params)
+            -> (state, history, n, failed, rows)
+
+    with the records as rows of ``layout`` (:meth:`RecordLayout.unpack`). Ensembles run the same
+    loop under ``vmap`` (:mod:`livens.ensemble`).
     """
     key = (mech, scheme, mode, chunk, layout, newton_opts)
     hit = _RUNNERS.get(key)
     if hit is not None:
         return hit
-    ok_col = layout.column("ok")
-
-    def one_step(state: State, history, t, h, tol, max_iter, params):
-        return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params, fuse_small_dots, history=history,
-                         newton_opts=newton_opts)
-
-    def run_chunk(state: State, history, t_start, n0, n_stop, h, tol, max_iter, params):
-        # history: the solutions of the last steps for the "extrapolated" guess (new_history),
-        # passed through unchanged by the other guesses
-        # node n is at time t_start + n h (n counts from the run's first node)
-        t0 = t_start + n0.astype(t_start.dtype) * h
-        # a while loop over the steps of the chunk: it stops at n_stop or at the first failed step
-        # (no step is computed past the end; under vmap it runs until every member has stopped),
-        # writing each step's record as a row of a preallocated buffer (rows past the stop stay
-        # zero, with "ok" True)
-        bufs = jnp.zeros((chunk, layout.width)).at[:, ok_col].set(1.0)
-
-        def cond(carry):
-            i, _, _, n, failed, _ = carry
-            return (i < chunk) & (n < n_stop) & ~failed
-
-        def body(carry):
-            i, state, history, n, failed, bufs = carry
-            t = t_start + n.astype(t_start.dtype) * h
-            new, out, res, history = one_step(state, history, t, h, tol, max_iter, params)
-            ok = res.converged & jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.p))
-            if mode == "extrapolated":
-                history = _guess.push(history, res.x, ok)
-            keep = jax.tree_util.tree_map(lambda a, b: jnp.where(ok, b, a), state, new)
-            rec = {"q": new.q, "p": new.p, "iterations": res.iterations, "residual": res.residual, "ok": ok, **out}
-            bufs = lax.dynamic_update_index_in_dim(bufs, layout.pack(rec), i, 0)
-            return i + 1, keep, history, n + ok.astype(n.dtype), failed | ~ok, bufs
-
-        _, state, history, n, failed, recs = lax.while_loop(
-            cond, body, (jnp.int32(0), state, history, n0, jnp.bool_(False), bufs))
-        return state, history, n, failed, recs
-
-    runner = jax.jit(run_chunk)
+    runner = jax.jit(make_loop(mech, scheme, mode, chunk, layout, newton_opts, fuse_small_dots))
     _RUNNERS[key] = runner
     return runner
 
@@ -309,6 +228,7 @@ def simulate(
     resume=None,
     rescue: bool = True,
     final_iteration: bool = False,
+    parameters: dict | None = None,
     **params: Any,
 ):
     """Integrate ``problem`` with ``scheme`` from t = 0 to ``t_end`` with step ``h``.
@@ -352,10 +272,14 @@ def simulate(
         listed in ``solution.meta["rescued_steps"]`` (global step indices, the step from node n to
         n + 1 has index n) and their Newton iterations count both attempts. ``rescue=False`` stops
         at the first failed plain Newton iteration (002's setting for its effort study).
+    parameters: values of the System's parameters (``System(parameters=...)``) in place of its
+        defaults; runtime values, so a sweep over them compiles once. Stored in
+        ``solution.meta["parameters"]``.
     **params: scheme parameters, e.g. ``theta=0.5``.
 
     Returns a :class:`~livens.Solution`. The failed-run errors carry ``.solution`` with every
-    converged (saved) step.
+    converged (saved) step. ``solution.meta["solver"]`` names the nonlinear solve: "newton", or
+    "newton+rescue" (Newton, and the damped least-squares rescue of a failed step).
     """
     from .solution import Solution
 
@@ -375,12 +299,14 @@ def simulate(
     if isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1:
         raise ValueError(f"save_every must be a positive integer; got {save_every!r}.")
     sch, vals, mech = resolve(problem, scheme, params)
+    sys_values = parameter_values(problem.system, parameters)
+    jsys = None if sys_values is None else {k: jnp.asarray(v) for k, v in sys_values.items()}
     guess = sch.preferred_guess if guess is None else guess
     n_steps = max(1, int(round((t_end - t_start) / h)))
     if resume is None:
         state = initial_state(problem, mech, sch)
         if sch.start is not None:
-            state = sch.start(state, float(h), vals, mech)
+            state = sch.start(state, float(h), vals, mech.bind(jsys))
         offset = 0
     else:
         state, offset = _resume_state(resume, sch, mech, h)
@@ -392,7 +318,10 @@ def simulate(
         history = _guess.GuessHistory.from_meta(resume.meta.get("guess_history"), offset, empty_history)
     meta = dict(h=float(h), t_end=float(t_start + n_steps * h), tol=tol if nopts[0] == ROUNDOFF else float(tol),
                 final_iteration=nopts[1], max_iter=int(max_iter), guess=guess,
-                save_every=int(save_every), t_start=t_start, step_offset=offset)
+                save_every=int(save_every), t_start=t_start, step_offset=offset,
+                solver="newton+rescue" if rescue else "newton")
+    if sys_values is not None:
+        meta["parameters"] = {k: v.tolist() for k, v in sys_values.items()}
     if sch.uses_symmetries:  # the symmetries whose momentum maps the scheme keeps by construction
         meta["kept_symmetries"] = [s.name for s in mech.symmetries]
     start_node = {"t": t_start, "q": np.asarray(state.q), "p": np.asarray(state.p), "v": np.asarray(state.v)}
@@ -418,7 +347,7 @@ def simulate(
         # the same argument kinds on every call (one cache entry): n0 a device value like the n a
         # chunk returns, the rest NumPy scalars
         i64 = jnp.int64
-        consts = (np.int64(n_steps), np.float64(h), np.float64(tol_num), np.int32(max_iter), jparams)
+        consts = (np.int64(n_steps), np.float64(h), np.float64(tol_num), np.int32(max_iter), jparams, jsys)
         t_start_dev = np.float64(t_start)
         # chunks are dispatched one ahead (JAX runs them asynchronously): while one computes, the
         # records of the previous one are copied and written. The next chunk starts from the
@@ -447,7 +376,7 @@ def simulate(
                 step_rec = None
                 if rescue:
                     state, step_rec, resid = _rescue(mech, sch, guess, state, t_start + (n_done + n_new) * h, h,
-                                                     tol_num, max_iter, jparams, its)
+                                                     tol_num, max_iter, jparams, its, jsys)
                     history = empty_history  # the extrapolation restarts after a rescued step
                 pending = None
                 if step_rec is None:
@@ -531,7 +460,7 @@ def _kept_sentence(n_done: int, save_every: int, out, where: str) -> str:
     return f"{what} in the error's .solution" + (f" and in {os.fspath(out)!r}." if out is not None else ".")
 
 
-def _rescue(mech, sch, guess, state, t, h, tol, max_iter, jparams, its_failed):
+def _rescue(mech, sch, guess, state, t, h, tol, max_iter, jparams, its_failed, jsys=None):
     """Retry the failed step from ``state`` with :func:`~livens.newton.damped_newton`.
 
     Damped Newton starts from the run's first guess and, if that fails, from the other one
@@ -543,7 +472,7 @@ def _rescue(mech, sch, guess, state, t, h, tol, max_iter, jparams, its_failed):
     for mode in (("advanced", "simple") if guess == "extrapolated" else
                  (guess, "advanced" if guess == "simple" else "simple")):
         new, out, res, _ = _make_rescuer(mech, sch, mode)(state, f64(t), f64(h), f64(tol),
-                                                          np.int32(RESCUE_ITER_FACTOR * max_iter), jparams)
+                                                          np.int32(RESCUE_ITER_FACTOR * max_iter), jparams, jsys)
         new, out, res = jax.device_get((new, out, res))
         its_failed += int(res.iterations)
         if bool(res.converged) and np.all(np.isfinite(new.q)) and np.all(np.isfinite(new.p)):

@@ -106,7 +106,11 @@ class Solution:
                 "This Solution has no system attached (it was loaded from a file of a user-defined system); "
                 "diagnostics stored in the file are available, others need lv.load(path, problem=...)."
             )
-        return mechanics(self.problem.system, self.problem.q0)
+        mech = mechanics(self.problem.system, self.problem.q0)
+        values = self.meta.get("parameters")  # the System's parameters of this run
+        if values is not None:
+            mech = mech.bind({k: jnp.asarray(v) for k, v in values.items()})
+        return mech
 
     def _vmap(self, fn, *arrays):
         return np.asarray(_vmapped(fn)(*[jnp.asarray(a) for a in arrays]))

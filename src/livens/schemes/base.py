@@ -90,7 +90,9 @@ class Scheme:
     guess(state, h, t, params, mech, mode) -> dict of named unknowns ("simple" or "advanced")
     update(u, state, h, t, params, mech) -> (State, outputs) where outputs is a dict with
         "v" (the velocity this step reports), "lam", "gam" (arrays, gam may be absent).
-    start(problem_state, h, params, mech) -> State, optional (e.g. two-step schemes).
+    start(problem_state, h, params, mech) -> State, optional (e.g. two-step schemes); with it,
+        pure_start(state, h, params, mech, differentiable) -> (State, ok), the same as a pure,
+        traceable function (:func:`livens.flow`).
     enforced(sol) -> dict name -> residual array, the constraints the scheme is built to meet.
     increments(u) -> (dq, dp), optional: the scheme solves for the increments of q and p over the
         step (its unknowns "dq", "dp"), written so that no difference q^{n+1} - q^n is formed in
@@ -113,6 +115,7 @@ class Scheme:
     supports_dissipation: bool = False
     supports_external_force: bool = True  # False: the residual has no F(q, v, t) term; refused
     start: Callable | None = None
+    pure_start: Callable | None = None  # (state, h, params, mech, differentiable) -> (State, ok): start, traceable
     enforced: Callable | None = None
     tangent: Callable | None = None  # structured tangent dR/dx, optional
     keeps: str = ""

@@ -133,8 +133,8 @@ def _force(mech, q0, w0, dq, dw, lam, gam, cq=None):
         # derivatives meet it by themselves (differentiate G(exp(a xi) q) exp(a xi) = G(q))
         Mi_GmT_gam = mech.Minv() @ jax.vjp(g, qm)[1](gam)[0]
         targets = -(mech.cotangent_generators(mech.M(qm) @ w).T @ Mi_GmT_gam)
-    if mech.system.invariants is not None:
-        DV = dg.potential_gradient(mech.system, q0, q1)
+    if mech.invariants is not None:
+        DV = dg.potential_gradient(mech, q0, q1)
         if targets is not None:
             targets = targets - Z.T @ DV
         return DV + dg.corrected(jax.grad(phi)(qm), dq, dphi, qm, Z, targets)
@@ -188,8 +188,8 @@ def _residual_rowwise(u, s: State, h, t, params, mech):
     q0, p0, v0 = s.q, s.p, s.v
     q1, p1, qm = q0 + dq, p0 + dp, q0 + 0.5 * dq
     Z = mech.generators(qm)
-    if mech.system.invariants is not None:
-        DV = dg.potential_gradient(mech.system, q0, q1)
+    if mech.invariants is not None:
+        DV = dg.potential_gradient(mech, q0, q1)
     else:
         DV = dg.corrected(jax.grad(mech.V)(qm), dq, mech.V(q1) - mech.V(q0), qm, Z)
     Gm = mech.G(qm)

@@ -55,8 +55,8 @@ def _force(mech, q0, q1, lam):
 
     # an invariant g meets the orthogonality condition by itself; an equivariant one is imposed
     force = Z is not None and not mech.invariant_constraints
-    if mech.system.invariants is not None:
-        DV = dg.potential_gradient(mech.system, q0, q1)
+    if mech.invariants is not None:
+        DV = dg.potential_gradient(mech, q0, q1)
         targets = -(Z.T @ DV) if force else None
         return DV + dg.corrected(jax.grad(phi)(qm), dq, phi(q1) - phi(q0), qm, Z, targets)
     a0 = jax.grad(lambda q: mech.V(q) + phi(q))(qm)

@@ -55,7 +55,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..newton import newton
+from ..newton import NewtonResult, newton
 from . import register
 from .._cache import CompiledCache
 from .base import Scheme, State, compensated_add
@@ -187,39 +187,55 @@ def reparametrization(mech):
 _START_SOLVERS = CompiledCache(16)
 
 
+def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
+    """Solve the constrained discrete Legendre transform (004 eq 15, or eq 17 for the null space
+    form) for the increment dq = q_1 - q_0 and lambda_0; pure and traceable. Returns (q_1, its
+    carry, dq, lambda_0, residual of eq 15, Newton iterations). ``differentiable=True`` defines
+    the derivative of the solution by the implicit function theorem (``lax.custom_root``)."""
+    d, m = mech.d, mech.m
+    zero = jnp.zeros_like(q0)
+
+    def solve(R, x0):
+        if not differentiable:
+            return newton(R, x0, _START_TOL, _START_MAX_ITER)
+        from ..core import _dense_tangent_solve
+
+        def root_solve(f, x_start):
+            res = newton(f, x_start, _START_TOL, _START_MAX_ITER)
+            return res.x, res.iterations.astype(x_start.dtype)  # custom_root's aux: floating point
+
+        x, its = jax.lax.custom_root(R, jax.lax.stop_gradient(x0), root_solve, _dense_tangent_solve, has_aux=True)
+        return NewtonResult(x, jax.lax.stop_gradient(its).astype(jnp.int32), jnp.zeros(()), jnp.bool_(True))
+
+    if kind == "lagrange":
+        def R(x):  # 004 eq 15, in the increment dq = q_1 - q_0
+            dq, lam = x[:d], x[d:]
+            return jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * mech.G(q0).T @ lam,
+                                    mech.g(_next(q0, dq, zero)[0])])
+
+        res = solve(R, jnp.zeros((d + m,), q0.dtype))
+        dq, lam = res.x[:d], res.x[d:]
+    else:
+        F = reparametrization(mech)
+        P = null_space_basis(mech, q0)
+
+        def R(w):  # 004 eq 17
+            return P.T @ (p0 + D1Ld(mech, q0, F(w, q0, P) - q0, h, 0.0))
+
+        res = solve(R, jnp.zeros((d - m,), q0.dtype))
+        dq = F(res.x, q0, P) - q0
+        lam = 2.0 * _multiplier(mech, q0, p0 + D1Ld(mech, q0, dq, h, 0.0), h)
+    q1, c1 = _next(q0, dq, zero)
+    full = jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * mech.G(q0).T @ lam, mech.g(q1)])
+    return q1, c1, dq, lam, jnp.max(jnp.abs(full)), res.iterations
+
+
 def _start_solver(mech, kind):
     key = (mech, kind)
     hit = _START_SOLVERS.get(key)
     if hit is not None:
         return hit
-    d, m = mech.d, mech.m
-
-    def solve(q0, p0, h):
-        zero = jnp.zeros_like(q0)
-        if kind == "lagrange":
-            def R(x):  # 004 eq 15, in the increment dq = q_1 - q_0
-                dq, lam = x[:d], x[d:]
-                return jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * mech.G(q0).T @ lam,
-                                        mech.g(_next(q0, dq, zero)[0])])
-
-            x0 = jnp.zeros((d + m,), q0.dtype)
-            res = newton(R, x0, _START_TOL, _START_MAX_ITER)
-            dq, lam = res.x[:d], res.x[d:]
-        else:
-            F = reparametrization(mech)
-            P = null_space_basis(mech, q0)
-
-            def R(w):  # 004 eq 17
-                return P.T @ (p0 + D1Ld(mech, q0, F(w, q0, P) - q0, h, 0.0))
-
-            res = newton(R, jnp.zeros((d - m,), q0.dtype), _START_TOL, _START_MAX_ITER)
-            dq = F(res.x, q0, P) - q0
-            lam = 2.0 * _multiplier(mech, q0, p0 + D1Ld(mech, q0, dq, h, 0.0), h)
-        q1, c1 = _next(q0, dq, zero)
-        full = jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * mech.G(q0).T @ lam, mech.g(q1)])
-        return q1, c1, dq, lam, jnp.max(jnp.abs(full)), res.iterations
-
-    fn = jax.jit(solve)
+    fn = jax.jit(lambda q0, p0, h: _start_equations(mech, kind, q0, p0, h))
     _START_SOLVERS[key] = fn
     return fn
 
@@ -239,6 +255,18 @@ def _make_start(kind):
         return State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam,
                      extra={"q_next": q1, "c_next": c1, "dq": dq})
     return start
+
+
+def _make_pure_start(kind):
+    def pure_start(state: State, h, params, mech, differentiable: bool = False):
+        """The start step as a pure, traceable function (for :func:`livens.flow`): the state and
+        whether eq 15 / 17 converged (to 1e-9 relative, as :func:`start` requires)."""
+        q1, c1, dq, lam0, resid, _ = _start_equations(mech, kind, state.q, state.p, h, differentiable)
+        ok = resid <= 1e-9 * (1.0 + jnp.max(jnp.abs(state.p)))
+        new = State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam,
+                    extra={"q_next": q1, "c_next": c1, "dq": dq})
+        return new, ok
+    return pure_start
 
 
 # ------------------------------------------------------------------ vi-lagrange (004 eq 14)
@@ -287,6 +315,7 @@ VI_LAGRANGE = register(
         velocity_kind="interval",
         description="variational integrator, midpoint discrete Lagrangian, Lagrange multipliers (two-step)",
         start=_make_start("lagrange"),
+        pure_start=_make_pure_start("lagrange"),
         keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
         order=2,
     ),
@@ -327,6 +356,7 @@ VI_NULLSPACE = register(
         velocity_kind="interval",
         description="discrete null space method: the vi-lagrange trajectory from d - m unknowns per step",
         start=_make_start("nullspace"),
+        pure_start=_make_pure_start("nullspace"),
         keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
         order=2,
     ),
