@@ -68,8 +68,8 @@ def _settings(h: float, steps: int):
     s.timeIntegration.endTime = steps * h
     s.timeIntegration.verboseMode = 0
     s.timeIntegration.stepInformation = 0
-    s.displayComputationTime = False
-    s.displayStatistics = False
+    s.show.computationTime = False
+    s.show.statistics = False
     s.solution.file.write = False
     s.solution.sensors.writePeriod = h
     s.timeIntegration.solverType = exu.DynamicSolverType.GeneralizedAlpha
@@ -95,8 +95,8 @@ def pendulum_3d(h: float = 0.01, steps: int = 1000, mass: float = 1.0, length: f
     mbs = SC.AddSystem()
     ground = mbs.CreateGround(referencePosition=[0.0, 0.0, 0.0])
     point = mbs.CreateMassPoint(referencePosition=[length, 0.0, 0.0], initialVelocity=[0.0, 1.0, 0.0],
-                                physicsMass=mass, gravity=[0.0, 0.0, -gravity], show=False)
-    mbs.CreateDistanceConstraint(bodyNumbers=[ground, point], distance=length, show=False)
+                                mass=mass, gravity=[0.0, 0.0, -gravity], show=False)
+    mbs.CreateDistanceConstraint(itemNumbers=[ground, point], distance=length, show=False)
     sensors = _sensors(mbs, mbs.GetObject(point)["nodeNumber"])
     mbs.Assemble()
     return Model("pendulum-3d", SC, mbs, _settings(h, steps), sensors, steps, h)
@@ -124,7 +124,7 @@ def heavy_top(h: float = 0.002, steps: int = 1000, mass: float = 0.7069,
                                referencePosition=list(phi), referenceRotationMatrix=R,
                                initialVelocity=list(np.cross(omega, phi)), initialAngularVelocity=list(omega),
                                gravity=[0.0, 0.0, -gravity], nodeType=getattr(exu.NodeType, node_type), show=False)
-    mbs.CreateSphericalJoint(bodyNumbers=[ground, body], position=[0.0, 0.0, 0.0], show=False)
+    mbs.CreateSphericalJoint(itemNumbers=[ground, body], position=[0.0, 0.0, 0.0], show=False)
     sensors = _sensors(mbs, mbs.GetObject(body)["nodeNumber"])
     mbs.Assemble()
     return Model("heavy-top", SC, mbs, _settings(h, steps), sensors, steps, h)
