@@ -6,6 +6,7 @@ Usage::
     python -m benchmarks --quick             # the targets only (a few minutes)
     python -m benchmarks --update-baseline   # write benchmarks/baseline.json from this run
     python -m benchmarks --only heavy-top    # pairs whose example or scheme matches
+    python -m benchmarks --yardsticks        # livens beside the compiled VI-S and Exudyn only
 
 Every figure is measured after compilation (compile times are reported separately) as the best of
 a few repeats (the yardsticks and the chain: the median of three), in wall-clock time, with the
@@ -301,8 +302,12 @@ def main(argv=None) -> int:
     ap.add_argument("--update-baseline", action="store_true", help=f"write {BASELINE.name} from this run")
     ap.add_argument("--only", default=None, help="only pairs whose example or scheme contains this text")
     ap.add_argument("--warm-cache", action="store_true", help="use the user's compilation cache (compile times not cold)")
+    ap.add_argument("--yardsticks", action="store_true",
+                    help="only livens beside the compiled VI-S, Exudyn and NumPy (the ratio targets, about a minute)")
     ap.add_argument("--json", default=None, help="also write the results to this file")
     args = ap.parse_args(argv)
+    if args.yardsticks and args.update_baseline:
+        ap.error("--update-baseline needs a run of every section: drop --yardsticks")
 
     tmp = None
     if not args.warm_cache:
@@ -326,11 +331,14 @@ def main(argv=None) -> int:
     examples, schemes = lv.examples.names(), lv.schemes.names()
     pairs = TARGET_PAIRS if args.quick else [(e, s) for e in examples for s in schemes]
     pairs = [(e, s) for e, s in pairs if e in examples and s in schemes]
+    if args.yardsticks:
+        pairs = []
     if args.only:
         pairs = [(e, s) for e, s in pairs if args.only in e or args.only in s]
-    print(f"\n== steps/s and compile time, {len(pairs)} (example, scheme) pairs at the papers' h")
-    print(f"  {'example':<26} {'scheme':<18} {'compile s':>9} {'steps/s':>11} {'Newton it.':>10}")
     results["pairs"] = {}
+    if pairs:
+        print(f"\n== steps/s and compile time, {len(pairs)} (example, scheme) pairs at the papers' h")
+        print(f"  {'example':<26} {'scheme':<18} {'compile s':>9} {'steps/s':>11} {'Newton it.':>10}")
     for e, s in pairs:
         r = measure_pair(lv, e, s, seconds, repeats)
         results["pairs"][f"{e}|{s}"] = r
@@ -356,6 +364,7 @@ def main(argv=None) -> int:
             yardsticks.print_system(example, y)
             print(f"    (load average {y['load_average']})", flush=True)
 
+    if args.only is None and not args.yardsticks:
         members = 1000
         steps = 100 if args.quick else 200
         print(f"\n== ensemble: {members} heavy tops (VI-S), {steps} steps, one vmapped call per chunk")

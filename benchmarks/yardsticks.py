@@ -172,14 +172,15 @@ def ratios(result: dict) -> dict:
     out = {}
     for name, row in rows.items():
         if name != "livens" and lv_rate and row.get("steps_per_s"):
-            out[name] = round(lv_rate / row["steps_per_s"], 3)
+            out[name] = float(f"{lv_rate / row['steps_per_s']:.3g}")
     return out
 
 
 def print_system(example: str, result: dict) -> None:
     notes, rows = result["notes"], result["rows"]
-    print(f"\n  {example}, VI-S, h = {result['h']:g}, {result['steps']:,} steps, tol 1e-9 (livens' first call "
-          f"{notes.get('livens_first_call_s', '-')} s)")
+    numba_first = (f", the Numba loop's {notes['numba_first_call_s']} s" if "numba_first_call_s" in notes else "")
+    print(f"\n  {example}, VI-S, h = {result['h']:g}, {result['steps']:,} steps, tol 1e-9 (first calls: livens' "
+          f"{notes.get('livens_first_call_s', '-')} s{numba_first})")
     print(f"    {'code':<42} {'steps/s':>11} {'Newton it.':>10} {'us/step':>9} {'us/iteration':>13} {'livens/this':>12}")
     rat = ratios(result)
     labels = {"livens": f"livens (guess {notes.get('livens_guess')})",

@@ -131,3 +131,30 @@ def test_exudyn_models_move_like_livens_vi_s():
     assert np.max(np.abs(ex.x[:, 2] - 0.0375)) <= 2e-4                       # 002 Fig. 17
     assert np.max(np.abs(ex.x - sol.q[:, 0:3])) <= 4e-3                      # VI-S: phi3 - 0.0375 ~ 1.4e-3
     assert np.max(np.abs(ex.x[-1] - ex.x[0])) > 0.05                         # it precessed
+
+
+def test_yardsticks_measure_side_by_side_and_report_missing_packages(monkeypatch, capsys):
+    """The yardstick section of python -m benchmarks: one row per code, the same steps, ratios of
+    steps/s from the same run; a reference whose package is missing is a "not installed" row."""
+    sys.path.insert(0, ROOT)
+    try:
+        from benchmarks import yardsticks
+    finally:
+        sys.path.remove(ROOT)
+    monkeypatch.setattr(yardsticks, "NUMPY_STEPS", 50)
+    monkeypatch.setattr(yardsticks, "_exudyn", lambda: (None, "not installed (exudyn; pip install 'livens[bench]')"))
+    res = yardsticks.measure_system(lv, "pendulum-3d", 0.01, 300, rounds=1)
+    rows = res["rows"]
+    assert set(rows) == {"livens", "numba (extrapolated)", "numba (simple)", "exudyn", "numpy (simple)"}
+    assert rows["exudyn"] == {"missing": "not installed (exudyn; pip install 'livens[bench]')"}
+    assert rows["livens"]["steps"] == rows["numba (simple)"]["steps"] == 300
+    assert rows["livens"]["newton_iterations"] == rows["numba (extrapolated)"]["newton_iterations"]
+    assert rows["numba (simple)"]["newton_iterations"] > rows["livens"]["newton_iterations"]
+    assert res["notes"]["max_abs_q_difference_numba"] <= 1e-10
+    rat = yardsticks.ratios(res)
+    assert set(rat) == {"numba (extrapolated)", "numba (simple)", "numpy (simple)"}
+    assert rat["numba (simple)"] == pytest.approx(rows["livens"]["steps_per_s"] / rows["numba (simple)"]["steps_per_s"],
+                                                  rel=5e-3)
+    yardsticks.print_system("pendulum-3d", res)
+    out = capsys.readouterr().out
+    assert "Exudyn" in out and "not installed" in out and "compiled VI-S, Numba (extrapolated guess)" in out
