@@ -246,8 +246,8 @@ def _flatten(results: dict) -> dict:
         guess = y.get("notes", {}).get("livens_guess", "extrapolated")
         if f"numba ({guess})" in rat:
             flat[f"yard:{example}:numba"] = (rat[f"numba ({guess})"], True)
-        if "numba (simple)" in rat:
-            flat[f"yard:{example}:numba-simple"] = (rat["numba (simple)"], True)
+        if "numba (advanced)" in rat:
+            flat[f"yard:{example}:numba-advanced"] = (rat["numba (advanced)"], True)
         if "exudyn" in rat:
             flat[f"yard:{example}:exudyn"] = (rat["exudyn"], True)
     tb = results.get("three_bar", {})
@@ -271,9 +271,9 @@ def compare(results: dict, baseline: dict | None) -> None:
             ok = got >= value if op == ">=" else got <= value
             status = "MET" if ok else "not met"
         print(f"  {what:<62} {op} {value:<6g} measured {got if got is not None else '-':<8} {status}")
-        simple = flat.get(key + "-simple")
-        if simple is not None:
-            print(f"    (against the compiled VI-S with 002's simple guess instead: {simple[0]})")
+        other = flat.get(key + "-advanced")
+        if other is not None:
+            print(f"    (against the compiled VI-S with 002's advanced guess instead: {other[0]})")
     if "compile_max" in flat and len(results.get("pairs", {})) < 10:
         print(f"  (compile times of the {len(results['pairs'])} pairs measured; the full run measures every pair)")
     if not baseline:
