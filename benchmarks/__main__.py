@@ -260,13 +260,26 @@ def _flatten(results: dict) -> dict:
     return flat
 
 
+def _why_not_measured(results: dict, key: str) -> str:
+    """For a yardstick target: the reason its reference did not run (e.g. its package is missing)."""
+    if not key.startswith("yard:"):
+        return ""
+    _, example, ref = key.split(":")
+    y = results.get("yardsticks", {}).get(example)
+    if y is None:
+        return ""
+    name = f"numba ({y.get('notes', {}).get('livens_guess', 'extrapolated')})" if ref == "numba" else ref
+    missing = y.get("rows", {}).get(name, {}).get("missing")
+    return f": {missing}" if missing else ""
+
+
 def compare(results: dict, baseline: dict | None) -> None:
     flat = _flatten(results)
     print(f"\n== targets (load average now {_load_average()})")
     for key, what, op, value in TARGETS:
         got = flat.get(key, (None, True))[0]
         if got is None:
-            status = "not measured"
+            status = "not measured" + _why_not_measured(results, key)
         else:
             ok = got >= value if op == ">=" else got <= value
             status = "MET" if ok else "not met"

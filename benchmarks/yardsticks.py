@@ -140,7 +140,8 @@ def measure_system(lv, example: str, h: float, steps: int, rounds: int = 3) -> d
             out, sample = fn()
             runs.setdefault(name, []).append(sample)
             last[name] = out
-    rows = _median_rows(runs)
+    order = ["livens", f"numba ({guess})", f"numba ({PAPER_GUESS})", "exudyn", "numpy (simple)"]
+    rows = _median_rows({k: runs[k] for k in sorted(runs, key=lambda k: order.index(k) if k in order else 99)})
     # the same motion: livens against the references (the last round's trajectories)
     sol = last["livens"]
     key = f"numba ({guess})"
@@ -185,7 +186,7 @@ def print_system(example: str, result: dict) -> None:
     print(f"    {'code':<42} {'steps/s':>11} {'Newton it.':>10} {'us/step':>9} {'us/iteration':>13} {'livens/this':>12}")
     rat = ratios(result)
     labels = {"livens": f"livens (guess {notes.get('livens_guess')})",
-              "exudyn": f"Exudyn {notes.get('exudyn_version', '')} generalized-α",
+              "exudyn": " ".join(filter(None, ["Exudyn", notes.get("exudyn_version"), "generalized-α"])),
               "numpy (simple)": "NumPy VI-S (simple guess)"}
     for name, row in rows.items():
         label = labels.get(name, "compiled VI-S, Numba (" + name.split("(")[-1].rstrip(")") + " guess)"
