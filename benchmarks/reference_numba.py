@@ -18,9 +18,12 @@ with Hg = sum_k gamma_k D^2 g_k, and its Jacobian (K: the rows (D^2 g_k w)^T)
     [ G1,  0,               0,                    0,        0                  ]
     [ 0,   G(q_bar) M^-1,   h K,                  0,        0                  ]
 
-Newton's method as livens runs it: increments by a dense LU with partial pivoting of this
-(3d + 2m) square matrix (written out below, no allocation in the loop), stop on
-||R||_inf <= tol, at most ``max_iter`` iterations. The whole time loop is one ``@njit`` function.
+Newton's method as livens runs it, stop on ||R||_inf <= tol, at most ``max_iter`` iterations; the
+increments by a dense LU with partial pivoting of this (3d + 2m) square matrix, written out here
+(:func:`_lu_solve`; it skips the row updates whose multiplier is zero, as the matrix is mostly
+zeros), where livens eliminates its blocks (the same iterates up to round-off). The whole time
+loop is one ``@njit`` function that allocates nothing per step; Numba compiles it on the first call
+(10-30 s on this project's machine) and keeps it in ``benchmarks/__pycache__``.
 First guesses (``guess=``), as :func:`livens.simulate` names them: "simple" (the unknowns of step n,
 002 Table 2), "advanced" (q^{n+1} = q^n + h v^n) and "extrapolated" (livens' default,
 :mod:`livens.guess`: the quartic through the last five solutions where its residual is below the
