@@ -23,7 +23,7 @@ increments by a dense LU with partial pivoting of this (3d + 2m) square matrix, 
 (:func:`_lu_solve`; it skips the row updates whose multiplier is zero, as the matrix is mostly
 zeros), where livens eliminates its blocks (the same iterates up to round-off). The whole time
 loop is one ``@njit`` function that allocates nothing per step; Numba compiles it on the first call
-(10-30 s on this project's machine) and keeps it in ``benchmarks/__pycache__``.
+(seconds) and keeps it in ``benchmarks/__pycache__``.
 First guesses (``guess=``), as :func:`livens.simulate` names them: "simple" (the unknowns of step n,
 002 Table 2), "advanced" (q^{n+1} = q^n + h v^n) and "extrapolated" (livens' default,
 :mod:`livens.guess`: the quartic through the last five solutions where its residual is below the
