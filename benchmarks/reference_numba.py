@@ -36,8 +36,10 @@ initial states computed here from them (the test compares them with livens' exam
 * :func:`pendulum_3d`: 002 §6.1 (eq 92-98), d = 3, m = 1.
 * :func:`heavy_top`: 002 §6.2 (eq 100-112), director coordinates, d = 12, m = 9.
 * :func:`pendulum_chain`: N spherical pendulums in absolute coordinates (livens'
-  ``pendulum-chain``), d = 3N, m = N; dense LU, so its cost grows like N^3: the yardstick of a
-  plain compiled code, not of the method's sparsity.
+  ``pendulum-chain``), d = 3N, m = N. Each rod couples two bodies, so that with the unknowns
+  ordered body by body the Jacobian is block tridiagonal, and the same LU runs over its band
+  (21 sub- and superdiagonals): the factorization grows like N, the residual's and Jacobian's
+  dense loops over (d, d) and (m, d) like N^2. ``dense=True`` factorizes the full matrix instead.
 
 Benchmarks and tests only; needs ``numba`` (the ``bench`` extra).
 """
@@ -60,30 +62,40 @@ for _k in range(2, HISTORY + 1):
 
 
 @njit(cache=True)
-def _lu_solve(A, b):
-    """Solve A x = b in place (x in b) by LU with partial pivoting; A is overwritten."""
+def _band_lu_solve(A, b, kl, ku):
+    """Solve A x = b in place (x in b) by LU with partial pivoting, A (overwritten) with kl
+    subdiagonals and ku superdiagonals (kl = ku = n - 1: a dense matrix); the row updates whose
+    multiplier is zero are skipped."""
     n = A.shape[0]
     for k in range(n):
+        imax = min(n, k + kl + 1)
+        jmax = min(n, k + kl + ku + 1)  # the pivot row's reach after row exchanges
         p, amax = k, abs(A[k, k])
-        for i in range(k + 1, n):
+        for i in range(k + 1, imax):
             if abs(A[i, k]) > amax:
                 p, amax = i, abs(A[i, k])
         if p != k:
-            for j in range(n):
+            for j in range(k, jmax):
                 A[k, j], A[p, j] = A[p, j], A[k, j]
             b[k], b[p] = b[p], b[k]
         inv = 1.0 / A[k, k]
-        for i in range(k + 1, n):
+        for i in range(k + 1, imax):
             f = A[i, k] * inv
             if f != 0.0:
-                for j in range(k + 1, n):
+                for j in range(k + 1, jmax):
                     A[i, j] -= f * A[k, j]
                 b[i] -= f * b[k]
     for i in range(n - 1, -1, -1):
         s = b[i]
-        for j in range(i + 1, n):
+        for j in range(i + 1, min(n, i + kl + ku + 1)):
             s -= A[i, j] * b[j]
         b[i] = s / A[i, i]
+
+
+@njit(cache=True)
+def _lu_solve(A, b):
+    """Solve A x = b in place (x in b) by dense LU with partial pivoting; A is overwritten."""
+    _band_lu_solve(A, b, A.shape[0] - 1, A.shape[0] - 1)
 
 
 # The time loop calls the system's hand-written functions through _g, _G, _Hg, _K, _dV below,
@@ -121,7 +133,9 @@ def _residual(kind, x, q0, p0, G0, dV0, mdiag, h, c, d, m, r, qb, w, Gb, H):
 
 
 @njit(cache=True)
-def _jacobian(kind, x, q0, G0, mdiag, h, c, d, m, J, qb, w, Gb, G1, H, Kw):
+def _jacobian(kind, x, q0, G0, mdiag, h, c, d, m, J, qb, w, Gb, G1, H, Kw, P, kl, ku):
+    """dR/dx with its rows and columns in the order P (unknown u at P[u]); only the band of kl
+    sub- and ku + kl superdiagonals is cleared (the rest of J stays zero)."""
     for i in range(d):
         qb[i] = q0[i] + h * x[2 * d + i]
         w[i] = x[d + i] / mdiag[i]
@@ -129,27 +143,31 @@ def _jacobian(kind, x, q0, G0, mdiag, h, c, d, m, J, qb, w, Gb, G1, H, Kw):
     _G(kind, x[0:d], c, G1)
     _Hg(kind, x[3 * d + m:], c, H)
     _K(kind, w, c, Kw)
-    J[:, :] = 0.0
+    n = J.shape[0]
+    for r in range(n):
+        for col in range(max(0, r - kl), min(n, r + kl + ku + 1)):
+            J[r, col] = 0.0
     a, b_, c_, l_, g_ = 0, d, 2 * d, 3 * d, 3 * d + m  # offsets of q1, p1, v0, lambda, gamma
     for i in range(d):
-        J[a + i, a + i] = 1.0
-        J[a + i, c_ + i] = -h
-        J[c_ + i, c_ + i] = mdiag[i]
-        J[b_ + i, b_ + i] = 1.0
-        J[c_ + i, b_ + i] = -1.0
+        J[P[a + i], P[a + i]] = 1.0
+        J[P[a + i], P[c_ + i]] = -h
+        J[P[c_ + i], P[c_ + i]] = mdiag[i]
+        J[P[b_ + i], P[b_ + i]] = 1.0
+        J[P[c_ + i], P[b_ + i]] = -1.0
         for j in range(d):
             if H[i, j] != 0.0:
-                J[a + i, c_ + j] -= h * h * H[i, j] / mdiag[i]
-                J[b_ + i, b_ + j] += h * H[i, j] / mdiag[j]
-                J[c_ + i, b_ + j] -= h * H[i, j] / mdiag[j]
+                J[P[a + i], P[c_ + j]] -= h * h * H[i, j] / mdiag[i]
+                J[P[b_ + i], P[b_ + j]] += h * H[i, j] / mdiag[j]
+                J[P[c_ + i], P[b_ + j]] -= h * H[i, j] / mdiag[j]
         for k in range(m):
-            J[a + i, g_ + k] = -h * Gb[k, i] / mdiag[i]
-            J[b_ + i, l_ + k] = h * G0[k, i]
-            J[b_ + i, g_ + k] = h * Kw[k, i]
-            J[c_ + i, g_ + k] = -h * Kw[k, i]
-            J[l_ + k, a + i] = G1[k, i]
-            J[g_ + k, b_ + i] = Gb[k, i] / mdiag[i]
-            J[g_ + k, c_ + i] = h * Kw[k, i]
+            if Gb[k, i] != 0.0 or G0[k, i] != 0.0 or G1[k, i] != 0.0 or Kw[k, i] != 0.0:
+                J[P[a + i], P[g_ + k]] = -h * Gb[k, i] / mdiag[i]
+                J[P[b_ + i], P[l_ + k]] = h * G0[k, i]
+                J[P[b_ + i], P[g_ + k]] = h * Kw[k, i]
+                J[P[c_ + i], P[g_ + k]] = -h * Kw[k, i]
+                J[P[l_ + k], P[a + i]] = G1[k, i]
+                J[P[g_ + k], P[b_ + i]] = Gb[k, i] / mdiag[i]
+                J[P[g_ + k], P[c_ + i]] = h * Kw[k, i]
 
 
 @njit(cache=True)
@@ -163,7 +181,7 @@ def _norm_inf(r):
 
 
 @njit(cache=True)
-def _run(kind, q0, v0, mdiag, c, m, h, n_steps, tol, max_iter, mode, weights):
+def _run(kind, q0, v0, mdiag, c, m, h, n_steps, tol, max_iter, mode, weights, P, kl, ku):
     d = q0.shape[0]
     n = 3 * d + 2 * m
     q = np.empty((n_steps + 1, d))
@@ -175,7 +193,8 @@ def _run(kind, q0, v0, mdiag, c, m, h, n_steps, tol, max_iter, mode, weights):
     q[0] = q0
     p[0] = mdiag * v0
     x, xs, r, rs = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-    J = np.empty((n, n))
+    J = np.zeros((n, n))  # in the order P, banded (kl, ku); outside the band it stays zero
+    dx = np.empty(n)
     qb, w, dV0 = np.empty(d), np.empty(d), np.empty(d)
     G0, Gb, G1, Kw = np.empty((m, d)), np.empty((m, d)), np.empty((m, d)), np.empty((m, d))
     H = np.empty((d, d))
@@ -218,12 +237,12 @@ def _run(kind, q0, v0, mdiag, c, m, h, n_steps, tol, max_iter, mode, weights):
         k = 0
         nr = _norm_inf(r)
         while k < max_iter and not nr <= tol and np.isfinite(nr):
-            _jacobian(kind, x, qn, G0, mdiag, h, c, d, m, J, qb, w, Gb, G1, H, Kw)
+            _jacobian(kind, x, qn, G0, mdiag, h, c, d, m, J, qb, w, Gb, G1, H, Kw, P, kl, ku)
             for i in range(n):
-                r[i] = -r[i]
-            _lu_solve(J, r)  # r <- -J^-1 r
+                dx[P[i]] = -r[i]
+            _band_lu_solve(J, dx, kl, ku)  # dx <- -J^-1 r, in the order P
             for i in range(n):
-                x[i] += r[i]
+                x[i] += dx[P[i]]
             _residual(kind, x, qn, pn, G0, dV0, mdiag, h, c, d, m, r, qb, w, Gb, H)
             nr = _norm_inf(r)
             k += 1
@@ -436,6 +455,26 @@ class NumbaSystem:
     q0: np.ndarray
     v0: np.ndarray
     kind: int  # PENDULUM, TOP or CHAIN
+    bodies: int = 0  # > 0: a chain of bodies of 3 coordinates, each coupled to its neighbours only
+
+
+def _order(system: "NumbaSystem", dense: bool):
+    """(P, kl, ku): the unknowns' order in the Jacobian and its band. Dense systems keep the order
+    (q1, p1, v0, lambda, gamma); a chain orders them body by body (q1_k, p1_k, v0_k, lambda_k,
+    gamma_k: 11 per body), where the Jacobian is block tridiagonal: kl = ku = 21."""
+    d, m = system.q0.size, system.m
+    n = 3 * d + 2 * m
+    if dense or not system.bodies:
+        return np.arange(n), n - 1, n - 1
+    P = np.empty(n, np.int64)
+    for i in range(d):
+        body, comp = divmod(i, 3)
+        for block in range(3):  # q1, p1, v0
+            P[block * d + i] = 11 * body + 3 * block + comp
+    for k in range(m):
+        P[3 * d + k] = 11 * k + 9
+        P[3 * d + m + k] = 11 * k + 10
+    return P, 21, 21
 
 
 def pendulum_3d(mass=1.0, length=1.0, gravity=9.81, q0=(1.0, 0.0, 0.0), v0=(0.0, 1.0, 0.0)) -> NumbaSystem:
@@ -469,7 +508,7 @@ def pendulum_chain(n_bodies=8, mass=1.0, length=1.0, gravity=9.81) -> NumbaSyste
     q0 = np.concatenate([length * (k + 1) * e1 for k in range(n)])
     v0 = np.concatenate([e2] + [e2 + e3] * (n - 1))
     return NumbaSystem(f"pendulum-chain-{n}", np.full(3 * n, float(mass)), np.array([mass, length, gravity], float),
-                       n, q0, v0, CHAIN)
+                       n, q0, v0, CHAIN, bodies=n)
 
 
 @dataclass
@@ -487,19 +526,21 @@ class Result:
 
 
 def simulate_vis(system: NumbaSystem, h: float, n_steps: int, tol: float = 1e-9, max_iter: int = 40,
-                 guess: str = "extrapolated", q0=None, v0=None) -> Result:
+                 guess: str = "extrapolated", q0=None, v0=None, dense: bool = False) -> Result:
     """VI-S (002 eq 55) from the system's initial state (or ``q0``, ``v0``) for ``n_steps`` steps.
 
-    ``guess``: "simple", "advanced" or "extrapolated" (see the module docstring). The first call
+    ``guess``: "simple", "advanced" or "extrapolated" (see the module docstring). A chain's
+    Jacobian is factorized as a band matrix in the bodies' order, unless ``dense``. The first call
     for a system compiles the loop (seconds). Raises RuntimeError if Newton fails in a step.
     """
     if guess not in GUESSES:
         raise ValueError(f"guess must be one of {', '.join(map(repr, GUESSES))}; got {guess!r}.")
     q0 = system.q0 if q0 is None else np.asarray(q0, float)
     v0 = system.v0 if v0 is None else np.asarray(v0, float)
+    P, kl, ku = _order(system, dense)
     t0 = time.perf_counter()
     q, p, v, lam, gam, its, done = _run(system.kind, q0, v0, system.mdiag, system.constants, system.m, float(h),
-                                                 int(n_steps), float(tol), int(max_iter), GUESSES[guess], _WEIGHTS)
+                                        int(n_steps), float(tol), int(max_iter), GUESSES[guess], _WEIGHTS, P, kl, ku)
     wall = time.perf_counter() - t0
     if done < n_steps:
         raise RuntimeError(f"Numba VI-S ({system.name}): Newton did not converge in step {done} "

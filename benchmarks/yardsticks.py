@@ -221,7 +221,7 @@ def print_system(example: str, result: dict) -> None:
 
 
 def measure_chain_numba(sizes, steps: int, rounds: int = 3) -> dict:
-    """The compiled VI-S (dense LU) on the pendulum chain: cost per step for each N, the first
+    """The compiled VI-S on the pendulum chain (its band LU): cost per step for each N, the first
     ``steps`` steps at h = 0.01 with the "extrapolated" guess; median of ``rounds``."""
     rn, missing = _numba()
     if rn is None:

@@ -87,7 +87,8 @@ def test_numba_jacobian_is_the_derivative_of_its_residual(system):
 
     J = np.empty((n, n))
     qb, w, Gb, H = work()
-    rn._jacobian(kind, x, q0, G0, s.mdiag, h, c, d, m, J, qb, w, Gb, np.empty((m, d)), H, np.empty((m, d)))
+    rn._jacobian(kind, x, q0, G0, s.mdiag, h, c, d, m, J, qb, w, Gb, np.empty((m, d)), H, np.empty((m, d)),
+                 np.arange(n), n - 1, n - 1)
     eps = 1e-6
     fd = np.array([(R(x + eps * e) - R(x - eps * e)) / (2 * eps) for e in np.eye(n)]).T
     assert np.max(np.abs(J - fd)) <= 1e-7 * max(1.0, np.max(np.abs(J)))
@@ -96,6 +97,18 @@ def test_numba_jacobian_is_the_derivative_of_its_residual(system):
     y = b.copy()
     rn._lu_solve(J.copy(), y)
     np.testing.assert_allclose(J @ y, b, rtol=0, atol=1e-9 * np.max(np.abs(J)) * np.max(np.abs(y)))
+
+
+def test_numba_chain_band_lu_takes_the_dense_lu_iterates():
+    """The chain's Jacobian in the bodies' order is block tridiagonal: the LU over its band gives
+    the iterates of the dense LU (round-off apart), and the order P is a permutation."""
+    s = rn.pendulum_chain(6)
+    P, kl, ku = rn._order(s, dense=False)
+    assert sorted(P) == list(range(P.size)) and kl == ku == 21 < P.size - 1
+    band = rn.simulate_vis(s, 0.01, 100)
+    dense = rn.simulate_vis(s, 0.01, 100, dense=True)
+    assert np.max(np.abs(band.q - dense.q)) <= 1e-12
+    assert np.array_equal(band.iterations, dense.iterations)
 
 
 def test_numba_vi_s_reports_a_failed_newton_iteration():
