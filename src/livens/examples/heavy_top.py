@@ -11,6 +11,7 @@ Built from :mod:`livens.bodies`: a :class:`~livens.bodies.RigidBody` "top" (eq 1
 :class:`~livens.bodies.FixedPoint` "tip" for its material point X = (0, 0, -l) with scale 1/l, so that
 g_ext = (phi - l d3)/l = phi/l - d3 exactly as eq 104, and :class:`~livens.bodies.Gravity`
 b = -9.81 e3 (V = -m b.phi). The Assembly finds the rotation about e3 as the only symmetry.
+System parameter: ``gravity`` (:func:`with_gravity_parameter`).
 """
 import jax.numpy as jnp
 import numpy as np
@@ -53,4 +54,20 @@ def heavy_top(mass: float = 0.7069, inertia=(5.3014e-4, 5.3014e-4, 5.3014e-4), l
     """The heavy top of 002 §6.2 (h = 0.002, T = 2; momentum map J3, eq 107)."""
     asm = assembly(mass, inertia, length, gravity, alpha0, omega_p)
     params = dict(mass=mass, inertia=list(inertia), length=length, gravity=gravity, alpha0=alpha0, omega_p=omega_p)
-    return asm.problem(h=0.002, t_end=2.0, name="heavy-top", parameters=params)
+    problem = asm.problem(h=0.002, t_end=2.0, name="heavy-top", parameters=params)
+    return problem.replace(system=with_gravity_parameter(problem.system, gravity))
+
+
+def with_gravity_parameter(system, gravity: float):
+    """The assembled System with ``gravity`` as a System parameter (runtime value for
+    ``lv.simulate(parameters=...)`` and ``lv.flow``): gravity is the top's only force, so its
+    potential and Greenspan's invariant potentials (002 eq 123) scale with it."""
+    import dataclasses
+
+    pi, pots = system.invariants
+    V, g = system.potential, system.constraints
+    return dataclasses.replace(
+        system, potential=lambda q, par: par["gravity"] / gravity * V(q),
+        constraints=lambda q, par: g(q),
+        invariants=(lambda q, par: pi(q), lambda x, par: par["gravity"] / gravity * pots(x)),
+        parameters={"gravity": gravity})
