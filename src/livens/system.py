@@ -109,7 +109,7 @@ class System:
         fn = getattr(self, name)
         if fn is None or self.parameters is None or (name == "mass_matrix" and not callable(fn)):
             return fn
-        values = self.parameters if params is None else params
+        values = {k: jnp.asarray(v) for k, v in self.parameters.items()} if params is None else params
         if name == "invariants":
             pi, pots = fn
             return (lambda q: pi(q, values)), (lambda x: pots(x, values))
