@@ -165,6 +165,25 @@ def test_problem_cache_reuses_one_system():
     assert problem_for(EX, (("mass", 2.0),)) is not problem_for(EX)
 
 
+def test_system_parameter_sweep_runs_one_compiled_loop():
+    """Runs that differ in a System parameter share the Problem (and the compiled loop) and give
+    the results of lv.simulate with those values."""
+    from livens.simulate import _RUNNERS
+    from livens.studies.runs import execute
+
+    specs = [RunSpec.make("pendulum-3d", "VI-S", 0.01, 0.2, system_params={"gravity": g}, tol=1e-12)
+             for g in (9.0, 9.81, 10.5)]
+    n_before = len(_RUNNERS)
+    results = [execute(s) for s in specs]
+    assert len(_RUNNERS) <= n_before + 1
+    problem = problem_for("pendulum-3d")
+    for g, r in zip((9.0, 9.81, 10.5), results):
+        sol = lv.simulate(problem, "VI-S", h=0.01, t_end=0.2, tol=1e-12, guess="simple", rescue=False,
+                          progress=False, parameters={"gravity": g})
+        np.testing.assert_allclose(r.final["q"], sol.q[-1], rtol=0, atol=1e-13)
+    assert not np.allclose(results[0].final["q"], results[2].final["q"])
+
+
 # ------------------------------------------------------------------------------ executors
 def _small_study():
     return studies.ConvergenceStudy.make(EX, ["VI-S"], [0.02, 0.01], 0.2, [studies.Quantity("q", "q")],

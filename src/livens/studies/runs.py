@@ -69,13 +69,17 @@ class RunSpec:
     max_points: int | None = None
     repeat: int = 0
     rescue: bool = False
+    system_params: tuple = ()
 
     @classmethod
     def make(cls, example: str, scheme: str, h: float, t_end: float, params: dict | None = None,
-             example_params: dict | None = None, **kw) -> "RunSpec":
-        """A spec from dicts of scheme and example parameters."""
+             example_params: dict | None = None, system_params: dict | None = None, **kw) -> "RunSpec":
+        """A spec from dicts of scheme parameters, example parameters (they build the example's
+        Problem: one compilation per set) and values of the System's parameters
+        (``System(parameters=...)``: runtime values, so a sweep over them compiles once)."""
         return cls(example=example, scheme=scheme, h=float(h), t_end=float(t_end),
-                   scheme_params=_items(params), example_params=_items(example_params), **kw)
+                   scheme_params=_items(params), example_params=_items(example_params),
+                   system_params=_items(system_params), **kw)
 
     @property
     def label(self) -> str:
@@ -231,6 +235,8 @@ def execute(spec: RunSpec) -> RunResult:
     kw: dict[str, Any] = dict(h=spec.h, t_end=spec.t_end, tol=spec.tol, max_iter=spec.max_iter, guess=spec.guess,
                               blowup_factor=spec.blowup_factor, rescue=bool(spec.rescue), progress=False,
                               **dict(spec.scheme_params))
+    if spec.system_params:
+        kw["parameters"] = {k: np.asarray(v) for k, v in spec.system_params}
     status, message, t_fail, fail_step = OK, "", None, None
     try:
         sol = simulate(problem, spec.scheme, **kw)
