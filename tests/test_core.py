@@ -1,7 +1,6 @@
 """Core (issue 2): AD mechanics against finite differences, VI-S properties, Solution, failures, bad input."""
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

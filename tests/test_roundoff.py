@@ -98,7 +98,7 @@ def _value_form(sch):
         return sch.update({**u, "dq": u["dq"] - s.q, "dp": u["dp"] - s.p}, s, h, t, params, mech)
 
     return dataclasses.replace(sch, name=sch.name + "-value-form", residual=res, guess=guess, update=update,
-                               increments=None, tangent=None)
+                               increments=False, tangent=None)
 
 
 @pytest.mark.parametrize("scheme", ["EM", "VI-S"])
@@ -108,7 +108,7 @@ def test_increment_form_is_the_same_scheme(scheme):
     different scheme of the same order would differ by ~1e-6 here)."""
     problem = lv.examples.load("heavy-top")
     sch = lv.schemes.get(scheme)[0]
-    assert sch.increments is not None and sch.sizes(12, 9)[0] == ("dq", 12)
+    assert sch.increments and sch.sizes(12, 9)[0] == ("dq", 12)
     a = lv.simulate(problem, sch, t_end=0.4, tol="roundoff", progress=False)
     b = lv.simulate(problem, _value_form(sch), t_end=0.4, tol="roundoff", progress=False)
     assert np.max(np.abs(a.q - b.q)) <= 1e-12 and np.max(np.abs(a.p - b.p)) <= 1e-12, (

@@ -16,9 +16,8 @@ import csv
 import numpy as np
 import pytest
 
-import livens as lv
 from livens.studies.papers import _common as cm
-from livens.studies.report import ERROR, FAILS, HOLDS, NOT_REPRODUCED, Claim, of_the_order
+from livens.studies.report import ERROR, FAILS, HOLDS, NOT_REPRODUCED, of_the_order
 from livens.studies.reproduce import Context
 from livens.studies.runs import NEWTON, OK, RunResult, RunSpec, execute
 from livens.studies.trace import Trace

@@ -104,7 +104,7 @@ def step(mech, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, par
         res = solve(fR, x0, r0)
     u = scheme.unpack(res.x, d, m)
     new_state, out = scheme.update(u, state, h, t, params, mech)
-    if scheme.increments is not None:
+    if scheme.increments:
         dq, dp = scheme.increments(u)
         cq, cp = state.comp if state.comp is not None else (jnp.zeros_like(state.q), jnp.zeros_like(state.p))
         q, cq = compensated_add(state.q, cq, dq)

@@ -28,7 +28,6 @@ from . import _linalg
 from .checks import check_step, constraint_label
 from .schemes.base import State
 from ._fusion import fold_constants
-from . import guess as _guess
 from .core import NEWTON_DEFAULT, make_loop
 from .newton import ROUNDOFF
 from .simulate import DEFAULT_CHUNK, check_guess, new_history, newton_options, resolve
@@ -241,7 +240,7 @@ def simulate_ensemble(
     n_steps = max(1, int(round(t_end / h)))
     z = jnp.zeros((B, m))
     state = State(q=jnp.asarray(q0), p=jnp.asarray(p0), v=jnp.asarray(v0), lam=z, gam=z)
-    if sch.increments is not None:  # the carries of the compensated summation, zero at the start
+    if sch.increments:  # the carries of the compensated summation, zero at the start
         state = state._replace(comp=(jnp.zeros_like(state.q), jnp.zeros_like(state.p)))
     if sch.start is not None:
         starts = [sch.start(State(q=state.q[b], p=state.p[b], v=state.v[b], lam=z[b], gam=z[b]), float(h), vals,

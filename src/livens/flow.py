@@ -150,7 +150,7 @@ def flow(problem: Problem, scheme: str = "VI-S", h: float | None = None, n_steps
             raise ValueError(f"q0 and v0 must have shape ({d},); got {q0.shape} and {v0.shape}.")
         p0 = bound.M(q0) @ v0
         z = jnp.zeros((m,), f64)
-        comp = (jnp.zeros_like(q0), jnp.zeros_like(p0)) if sch.increments is not None else None
+        comp = (jnp.zeros_like(q0), jnp.zeros_like(p0)) if sch.increments else None
         state = State(q=q0, p=p0, v=v0, lam=z, gam=z, comp=comp)
         start_ok = jnp.bool_(True)
         if sch.start is not None:

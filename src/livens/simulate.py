@@ -208,7 +208,7 @@ def initial_state(problem: Problem, mech: Mechanics, scheme: Scheme | None = Non
     of the compensated summation for a scheme in increment form."""
     z = jnp.zeros((mech.m,))
     q, p = jnp.asarray(problem.q0), jnp.asarray(problem.p0)
-    comp = (jnp.zeros_like(q), jnp.zeros_like(p)) if (scheme is not None and scheme.increments is not None) else None
+    comp = (jnp.zeros_like(q), jnp.zeros_like(p)) if (scheme is not None and scheme.increments) else None
     return State(q=q, p=p, v=jnp.asarray(problem.v0), lam=z, gam=z, comp=comp)
 
 
@@ -517,7 +517,7 @@ def _resume_state(sol, sch: Scheme, mech: Mechanics, h) -> tuple[State, int]:
     offset = int(sol.meta.get("step_offset", 0)) + int(round((sol.t[-1] - sol.t[0]) / sol.h))
     q, p = jnp.asarray(sol.q[-1]), jnp.asarray(sol.p[-1])
     comp = None
-    if sch.increments is not None:
+    if sch.increments:
         # the carries of the compensated summation where the finished run stored them (bit for bit),
         # else (a partial file) zero: the continuation then agrees to round-off
         stored = sol.meta.get("compensation")

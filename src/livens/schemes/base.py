@@ -6,7 +6,7 @@ to ``update``. New schemes plug in through :func:`livens.schemes.register`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -81,31 +81,94 @@ BLOCK_JACOBIAN_MIN = 48
 """Unknowns from which :meth:`Scheme.jacobian_by_blocks` differentiates block by block."""
 
 
+_Q, _P, _V = ("q1", "dq"), ("p1", "dp"), ("v1", "v0")
+
+
+def default_guess(names: tuple) -> Callable:
+    """The first guess of a one-step scheme from the names of its unknowns (002 Table 2): the
+    unknowns of step n ("simple": q^{n+1} = q^n, p^{n+1} = p^n, the velocity and multipliers of the
+    last step; zero increments dq, dp) or q^{n+1} = q^n + h v^n ("advanced")."""
+
+    def guess(s: State, h, t, params, mech, mode):
+        adv = mode == "advanced"
+        values = {"q1": s.q + h * s.v if adv else s.q, "dq": h * s.v if adv else jnp.zeros_like(s.q),
+                  "p1": s.p, "dp": jnp.zeros_like(s.p), "v1": s.v, "v0": s.v, "lam": s.lam, "gam": s.gam}
+        return {n: values[n] for n in names}
+
+    return guess
+
+
+def default_update(names: tuple) -> Callable:
+    """The state update of a one-step scheme from the names of its unknowns: q^{n+1}, p^{n+1}
+    (for increments as the time loop will store them, :func:`next_node`), the velocity unknown
+    ("v1" or "v0"), else M^-1 p^{n+1}, and the multipliers; outputs v, lam and gam (where solved for)."""
+
+    def update(u, s: State, h, t, params, mech):
+        cq, cp = (None, None) if s.comp is None else s.comp
+        q1 = u["q1"] if "q1" in u else next_node(s.q, u["dq"], cq)
+        p1 = u["p1"] if "p1" in u else next_node(s.p, u["dp"], cp)
+        v = next((u[n] for n in _V if n in u), None)
+        if v is None:
+            v = mech.Minv() @ p1
+        gam = u.get("gam", s.gam)
+        new = State(q=q1, p=p1, v=v, lam=u["lam"], gam=gam, extra=s.extra, comp=s.comp)
+        out = {"v": v, "lam": u["lam"]}
+        if "gam" in u:
+            out["gam"] = u["gam"]
+        return new, out
+
+    return update
+
+
+def enforced_position(sol) -> dict:
+    """g(q^{n+1}): the position constraint at the nodes (the schemes that enforce only it)."""
+    return {"position g(q^{n+1})": sol.constraint_residual("position")[1:]}
+
+
+def enforced_both_nodal(sol) -> dict:
+    """g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1}: both constraints at the nodes."""
+    return {
+        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
+        "velocity G(q^{n+1}) M^-1 p^{n+1}": sol.constraint_residual("velocity")[1:],
+    }
+
+
+def _increments(u):
+    """(dq, dp): the time loop adds them to q^n, p^n by compensated summation."""
+    return u["dq"], u["dp"]
+
+
 @dataclass(frozen=True)
 class Scheme:
-    """One integration scheme.
+    """One integration scheme: plain data and pure functions, capabilities declared once.
 
-    unknowns: ((name, size), ...) with size "d", "m", "k" (= d - m) or an int.
+    unknowns: ((name, size), ...) with size "d", "m", "k" (= d - m) or an int. The names "q1"/"dq",
+        "p1"/"dp", "v1"/"v0", "lam", "gam" are understood by the defaults below; a scheme whose
+        unknowns are "dq" and "dp" is in increment form (``increments``).
     residual(u, state, h, t, params, mech) -> R  (u: dict of named unknowns)
-    guess(state, h, t, params, mech, mode) -> dict of named unknowns ("simple" or "advanced")
+    guess(state, h, t, params, mech, mode) -> dict of named unknowns ("simple" or "advanced");
+        default :func:`default_guess`.
     update(u, state, h, t, params, mech) -> (State, outputs) where outputs is a dict with
-        "v" (the velocity this step reports), "lam", "gam" (arrays, gam may be absent).
+        "v" (the velocity this step reports), "lam", "gam" (arrays, gam may be absent); default
+        :func:`default_update`.
     start(problem_state, h, params, mech) -> State, optional (e.g. two-step schemes); with it,
         pure_start(state, h, params, mech, differentiable) -> (State, ok), the same as a pure,
         traceable function (:func:`livens.flow`).
-    enforced(sol) -> dict name -> residual array, the constraints the scheme is built to meet.
-    increments(u) -> (dq, dp), optional: the scheme solves for the increments of q and p over the
-        step (its unknowns "dq", "dp"), written so that no difference q^{n+1} - q^n is formed in
-        the residual; the time loop then accumulates q and p by :func:`compensated_add`.
+    enforced(sol) -> dict name -> residual array, the constraints the scheme is built to meet;
+        default :func:`enforced_position`.
+    increments(u) -> (dq, dp): the scheme solves for the increments of q and p over the step,
+        written so that no difference q^{n+1} - q^n is formed in the residual; the time loop then
+        accumulates q and p by :func:`compensated_add`. Set by default where the unknowns are
+        "dq" and "dp".
     """
 
     name: str
     paper: str
     unknowns: tuple
     residual: Callable
-    guess: Callable
-    update: Callable
     velocity_kind: str  # "nodal", "interval" (v^{n+1} of step n->n+1) or "leading" (v^n)
+    guess: Callable | None = None
+    update: Callable | None = None
     description: str = ""
     params: tuple = ()
     needs_mass_inverse: bool = True
@@ -122,7 +185,18 @@ class Scheme:
     order: int | None = None
     preferred_guess: str = "extrapolated"  # Newton's first guess when the caller names none (livens.guess)
     uses_symmetries: bool = False  # True: the residual reads mech.symmetries (discrete gradients, 002 eq 85)
-    increments: Callable | None = None  # u -> (dq, dp) for schemes in increment form (compensated summation)
+    increments: Callable | None = None  # u -> (dq, dp) in increment form; default from the names, False: none
+
+    def __post_init__(self):
+        names = tuple(n for n, _ in self.unknowns)
+        if self.guess is None:
+            object.__setattr__(self, "guess", default_guess(names))
+        if self.update is None:
+            object.__setattr__(self, "update", default_update(names))
+        if self.enforced is None:
+            object.__setattr__(self, "enforced", enforced_position)
+        if self.increments is None and "dq" in names and "dp" in names:
+            object.__setattr__(self, "increments", _increments)
 
     def sizes(self, d: int, m: int) -> list[tuple[str, int]]:
         out = []

@@ -53,7 +53,7 @@ import jax.numpy as jnp
 from .. import discrete_gradients as dg
 from .._linalg import solver
 from . import register
-from .base import Scheme, State, next_node
+from .base import Scheme, State, enforced_both_nodal, next_node
 from .ggl_vi import _mass_operators
 
 
@@ -163,23 +163,6 @@ def _residual(u, s: State, h, t, params, mech):
     ])
 
 
-def _guess(s: State, h, t, params, mech, mode):
-    """State n ("simple": zero increments), or dq = h v^n ("advanced", 002 Table 2)."""
-    dq = h * s.v if mode == "advanced" else jnp.zeros_like(s.q)
-    return {"dq": dq, "dp": jnp.zeros_like(s.p), "v1": s.v, "lam": s.lam, "gam": s.gam}
-
-
-def _increments(u):
-    """(dq, dp): the time loop adds them to q^n, p^n by compensated summation."""
-    return u["dq"], u["dp"]
-
-
-def _update(u, s: State, h, t, params, mech):
-    new = State(q=s.q + u["dq"], p=s.p + u["dp"], v=u["v1"], lam=u["lam"], gam=u["gam"], extra=s.extra,
-                comp=s.comp)
-    return new, {"v": u["v1"], "lam": u["lam"], "gam": u["gam"]}
-
-
 def _residual_rowwise(u, s: State, h, t, params, mech):
     """002 eq 84a-e with the discrete derivatives formed as matrices, row by row (the reference
     for :func:`_residual`; used by the tests): D^G V and each row of D^G g and D^G_q g_v is its own
@@ -206,14 +189,6 @@ def _residual_rowwise(u, s: State, h, t, params, mech):
         mech.g(q1),                                                        # (84d)
         mech.gv(q1, p1),                                                   # (84e)
     ])
-
-
-def _enforced(sol):
-    """The constraints EM is built to meet: g(q^{n+1}) and g_v(q^{n+1}, p^{n+1}) (002 eq 84d, e)."""
-    return {
-        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
-        "velocity G(q^{n+1}) M^-1 p^{n+1}": sol.constraint_residual("velocity")[1:],
-    }
 
 
 # --- structured tangent (speed) ----------------------------------------------------------------
@@ -338,15 +313,12 @@ GGL_EM = register(
         paper="002 eq 84-91",
         unknowns=(("dq", "d"), ("dp", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m")),
         residual=_residual,
-        guess=_guess,
-        update=_update,
         velocity_kind="nodal",
         description="GGL energy-momentum scheme with discrete gradients",
         has_gamma=True,
-        enforced=_enforced,
+        enforced=enforced_both_nodal,  # g(q^{n+1}), g_v(q^{n+1}, p^{n+1}) (002 eq 84d, e)
         tangent=_tangent,
         uses_symmetries=True,
-        increments=_increments,
         keeps="energy, momentum maps, both constraints at nodes; order 2",
         order=2,
     ),

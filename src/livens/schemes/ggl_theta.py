@@ -98,17 +98,6 @@ def _residual_b(u, s: State, h, t, params, mech):
     ])
 
 
-def _guess(s: State, h, t, params, mech, mode):
-    """State n as first guess ("simple"), or q^n + h v^n for q^{n+1} ("advanced", 002 Table 2)."""
-    q1 = s.q + h * s.v if mode == "advanced" else s.q
-    return {"q1": q1, "p1": s.p, "v1": s.v, "lam": s.lam, "gam": s.gam}
-
-
-def _update(u, s: State, h, t, params, mech):
-    new = State(q=u["q1"], p=u["p1"], v=u["v1"], lam=u["lam"], gam=u["gam"], extra=s.extra)
-    return new, {"v": u["v1"], "lam": u["lam"], "gam": u["gam"]}
-
-
 def _theta_residuals(sol, theta):
     mech = sol.mechanics
     qt = (1.0 - theta) * sol.q[:-1] + theta * sol.q[1:]
@@ -145,8 +134,6 @@ GGL_THETA_A = register(
         paper="002 eq 79 (option A, g_d = h g(q^{n+theta}), eq 77)",
         unknowns=_UNKNOWNS,
         residual=_residual_a,
-        guess=_guess,
-        update=_update,
         velocity_kind="interval",
         description="one-stage theta GGL variational integrator, constraints at q^{n+theta}",
         params=(Param("theta", 0.5, 0.0, 1.0, low_open=True, high_open=True),),
@@ -168,8 +155,6 @@ GGL_THETA_B = register(
         paper="002 eq 82 (option B, trapezoidal g_d, eq 80); VI-B eq 83",
         unknowns=_UNKNOWNS,
         residual=_residual_b,
-        guess=_guess,
-        update=_update,
         velocity_kind="interval",
         description="one-stage theta GGL variational integrator, g(q) at the nodes",
         params=(Param("theta", 1.0, 0.0, 1.0), Param("vartheta", 0.5, 0.0, 1.0, low_open=True, high_open=True)),

@@ -62,23 +62,6 @@ def _residual(u, s: State, h, t, params, mech):
     ])
 
 
-def _guess(s: State, h, t, params, mech, mode):
-    """State n ("simple": zero increments), or dq = h v^n ("advanced", 002 Table 2)."""
-    dq = h * s.v if mode == "advanced" else jnp.zeros_like(s.q)
-    return {"dq": dq, "dp": jnp.zeros_like(s.p), "v0": s.v, "lam": s.lam, "gam": s.gam}
-
-
-def _increments(u):
-    """(dq, dp): the time loop adds them to q^n, p^n by compensated summation."""
-    return u["dq"], u["dp"]
-
-
-def _update(u, s: State, h, t, params, mech):
-    q1, p1 = _nodes(u, s)
-    new = State(q=q1, p=p1, v=u["v0"], lam=u["lam"], gam=u["gam"], extra=s.extra, comp=s.comp)
-    return new, {"v": u["v0"], "lam": u["lam"], "gam": u["gam"]}
-
-
 def _enforced(sol):
     """The constraints VI-S is built to meet: g(q^{n+1}) and G(q_bar) M^-1 p^{n+1} (55d, e)."""
     import numpy as np
@@ -342,15 +325,12 @@ VI_S = register(
         paper="002 eq 55; 000 eq 41 (typo in 41b corrected), damped 000 eq 57",
         unknowns=(("dq", "d"), ("dp", "d"), ("v0", "d"), ("lam", "m"), ("gam", "m")),
         residual=_residual,
-        guess=_guess,
-        update=_update,
         velocity_kind="leading",
         description="first-order symplectic GGL variational integrator",
         has_gamma=True,
         supports_dissipation=True,
         enforced=_enforced,
         tangent=_tangent,
-        increments=_increments,
         keeps="symplectic, momentum maps, g(q) at nodes; order 1",
         order=1,
     ),

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
 from . import register
-from .base import Scheme, State
+from .base import Scheme, State, enforced_position
 
 
 def _residual(u, s: State, h, t, params, mech):
@@ -64,23 +64,6 @@ def _force(mech, q0, q1, lam):
     return dg.corrected(a0, dq, mech.V(q1) - mech.V(q0) + phi(q1) - phi(q0), qm, Z, targets)
 
 
-def _guess(s: State, h, t, params, mech, mode):
-    """State n ("simple"), or q^n + h v^n for q^{n+1} ("advanced", 002 Table 2)."""
-    q1 = s.q + h * s.v if mode == "advanced" else s.q
-    return {"q1": q1, "p1": s.p, "lam": s.lam}
-
-
-def _update(u, s: State, h, t, params, mech):
-    v1 = mech.Minv() @ u["p1"]
-    new = State(q=u["q1"], p=u["p1"], v=v1, lam=u["lam"], gam=s.gam, extra=s.extra)
-    return new, {"v": v1, "lam": u["lam"]}
-
-
-def _enforced(sol):
-    """The only constraint EM-G is built to meet: g(q^{n+1})."""
-    return {"position g(q^{n+1})": sol.constraint_residual("position")[1:]}
-
-
 GONZALEZ_EM = register(
     Scheme(
         name="gonzalez-em",
@@ -88,12 +71,10 @@ GONZALEZ_EM = register(
         paper="Gonzalez 1999 (Physica D 132), as EM-G in 002 §6.3",
         unknowns=(("q1", "d"), ("p1", "d"), ("lam", "m")),
         residual=_residual,
-        guess=_guess,
-        update=_update,
-        velocity_kind="nodal",
+        velocity_kind="nodal",  # v^n = M^-1 p^n
         description="Gonzalez's energy-momentum scheme, position constraints only",
         has_gamma=False,
-        enforced=_enforced,
+        enforced=enforced_position,  # the only constraint EM-G is built to meet: g(q^{n+1})
         uses_symmetries=True,
         keeps="energy, momentum maps, g(q) at nodes; order 2",
         order=2,

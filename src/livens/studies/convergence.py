@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .runs import OK, RunResult, RunSpec, _items, scheme_label
+from .runs import RunResult, RunSpec, _items, scheme_label
 
 
 @dataclass(frozen=True)

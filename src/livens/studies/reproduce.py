@@ -193,7 +193,7 @@ def reproduce(paper: str, out: str, quick: bool = False, executor=None, *, sched
     ]
     claims_csv = write_claims_csv(os.path.join(out, "claims.csv"), claims)
     report = write_report(os.path.join(out, "report.md"), f"{p.title} ({p.key}, paper {p.number})",
-                          f"Reproduced with livens; verdicts are computed, not copied.", claims,
+                          "Reproduced with livens; verdicts are computed, not copied.", claims,
                           ctx.files + [claims_csv], ctx.notes, settings, runs_table(groups))
     return Reproduction(p, claims, ctx.files + [claims_csv, report], report, wall, quick)
 

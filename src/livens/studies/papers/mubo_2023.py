@@ -13,7 +13,7 @@ from ..convergence import ConvergenceStudy, Quantity
 from ..reproduce import Item, Paper, register_paper
 from ..runs import available_example
 from ._common import (NEWTON_NOTE, NOT_REPRODUCED, THRESHOLDS, TOL, Claim, FAILS, checked, constraint_met,
-                      energy_not_conserved, energy_stays_bounded, fluctuation_parts, fmt, horizon, judged, missing,
+                      energy_not_conserved, energy_stays_bounded, fluctuation_parts, horizon, judged, missing,
                       momentum_conserved, nonlinear, of_the_order, order_claims, order_range, plots, present,
                       requirements, run_problem, status_claim, traced)
 

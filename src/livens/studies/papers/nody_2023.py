@@ -16,7 +16,7 @@ import numpy as np
 from ..convergence import ConvergenceStudy, Quantity
 from ..effort import EffortStudy
 from ..reproduce import Item, Paper, register_paper
-from ..runs import RunSpec, available_example
+from ..runs import available_example
 from ..stability import StabilityStudy
 from ._common import (HOLDS, NEWTON_NOTE, NOT_REPRODUCED, THRESHOLDS, TOL, Claim, FAILS, constraint_met, direction_changes, energy_conserved,
                       energy_fluctuates, energy_not_conserved, errored, fmt, judged, missing, momentum_conserved,
