@@ -86,7 +86,7 @@ def step(mech, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, par
         if robust:
             return damped_newton(res_fn, x_start, tol, max_iter)
         # the residual and the whole Newton update with small matrix products fused
-        # (livens._fusion); measured to help up to a few hundred unknowns, and to cost a little beyond
+        # (livens._fusion) up to a few hundred unknowns, where it helps
         return newton(res_fn, x_start, tol, max_iter, linear_step=f(newton_increment(R, tangent)), r0=r_start,
                       stopping=newton_opts[0], final_iteration=newton_opts[1])
 

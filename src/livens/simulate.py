@@ -100,7 +100,7 @@ class RecordLayout(tuple):
 
     The time loop writes each step's record (q, p, Newton iterations and residual, the "ok" flag
     and the scheme's outputs v, lambda, gamma) as one row of one buffer: one write per step instead
-    of one per field (issue 7: the bookkeeping was ~40% of a pendulum step). Integers (iteration
+    of one per field (the bookkeeping is a large part of a small system's step). Integers (iteration
     counts) and flags are exact in float64.
     """
 
@@ -251,7 +251,7 @@ def simulate(
         (q^n + h v^n). Same equations, same tolerance, results equal to the tolerance. None (the
         default): the scheme's ``preferred_guess``, "extrapolated" for every scheme but
         ggl-theta-a ("advanced": its gamma oscillates from step to step, and from the
-        extrapolation Newton needs an iteration more; measured).
+        extrapolation Newton needs an iteration more).
     progress: show a progress bar (default: on a terminal, for runs longer than 2 s).
     blowup_factor: stop with :class:`~livens.BlowUpError` when |E - E0| exceeds
         blowup_factor * max(|E0|, 1).

@@ -223,12 +223,10 @@ class Scheme:
         From :data:`BLOCK_JACOBIAN_MIN` unknowns on it is built as one ``jacfwd`` per named block of
         unknowns, the other blocks held constant: their tangents are then symbolic zeros, so the
         work that depends on them alone is not repeated for every direction. The matrix is the
-        same as ``jax.jacfwd`` of the packed residual (the tests compare them). Measured (issue 7,
-        same process, steps/s): VI-B double four-bar (148 unknowns) 430 -> 921, heavy top (54)
-        4.8k -> 6.5k, midpoint double four-bar 5.4k -> 6.6k; below ~48 unknowns the extra, smaller
-        kernels cost more than they save (four-particle midpoint 29k -> 22k), so there the whole
-        vector is differentiated at once. The price is compile time: +0.6 to 1.0 s cold for VI-B
-        and livens-em on the double four-bar (3.3 -> 4.2 s, 3.8 -> 4.5 s).
+        same as ``jax.jacfwd`` of the packed residual (the tests compare them). It makes the steps
+        of larger systems faster (``python -m benchmarks``: VI-B and midpoint on the double
+        four-bar, the heavy top); below ~48 unknowns the extra, smaller kernels cost more than they
+        save, so there the whole vector is differentiated at once. The price is compile time.
         """
         if x.shape[0] < BLOCK_JACOBIAN_MIN:
             return jax.jacfwd(lambda x: residual_of_u(self.unpack(x, d, m)))(x)

@@ -22,8 +22,8 @@ g(q^{n+1}) = -((1-theta)/theta) g(q^n) + O(h^2) and G M^-1 p^{n+1} = -(theta/(1-
 Option B, ``ggl-theta-b`` (eq 82; trapezoidal g_d, eq 80), theta in [0, 1], vartheta in (0, 1).
 002 §4.3.2 admits vartheta = 1, but there D_1 g_d = 0 (eq 81): with p^{n+1} eliminated by 82c,
 lambda^n drops out of 82b and the step has no regular solution, so livens refuses it. For
-vartheta > 1/2 lambda^n and G M^-1 p^n are multiplied by -vartheta/(1-vartheta) per step (measured
--3.000 at vartheta = 3/4): use vartheta <= 1/2 for long runs (tests/test_properties_systems.py).
+vartheta > 1/2 lambda^n and G M^-1 p^n are multiplied by -vartheta/(1-vartheta) per step (-3 at
+vartheta = 3/4; tests/test_properties_systems.py): use vartheta <= 1/2 for long runs (tests/test_properties_systems.py).
 
     q^{n+1} - q^n = h v^{n+1} + h M^-1 G(q^{n+theta})^T gamma^n                              (82a)
     p^{n+1} - p^n = h D_1 L(q^{n+theta}, v^{n+1})
@@ -142,7 +142,7 @@ GGL_THETA_A = register(
         keeps="symplectic, momentum maps; g and G v at q^{n+theta}; order 2 for theta = 1/2",
         order=2,
         # gamma oscillates from step to step (002 Fig. 4-5): from the extrapolated guess Newton
-        # needs an iteration more on the heavy top (3.98 vs 3.06 per step, measured)
+        # needs an iteration more per step on the heavy top
         preferred_guess="advanced",
     ),
     aliases={"VI-A": {"theta": 0.5}},

@@ -44,7 +44,7 @@ def _residual(u, s: State, h, t, params, mech):
     qbar = q0 + h * v0
     w = Minv @ p1
     # G(q_bar)^T gamma, G(q_bar) w and G(q^n)^T lambda as AD vector products: the cost follows
-    # that of g, without forming the m x d Jacobians (issue 7: large systems)
+    # that of g, without forming the m x d Jacobians (large systems)
     GbarT_gam = jax.vjp(mech.g, qbar)[1](gam)[0]
     Gbar_w = jax.jvp(mech.g, (qbar,), (w,))[1]
     hess = mech.hess_g_vec(qbar, gam, w)
@@ -77,7 +77,7 @@ def _enforced(sol):
     }
 
 
-# --- structured tangent (issue 7: speed) ---------------------------------------------------------
+# --- structured tangent (speed) ----------------------------------------------------------------
 def _mass_operators(mech):
     """X -> M X and X -> M^-1 X for the constant mass matrix; elementwise where M is diagonal."""
     M = np.asarray(mech.M_const, dtype=float)
@@ -175,10 +175,10 @@ class VISTangent:
 BLOCK_MIN_M = 24
 """From this many constraints on, :class:`VISTangent` (the dense form) solves its 2m x 2m system in
 (dlambda, dgamma) by block elimination on the (55d) rows (:func:`livens._linalg.block_solve`): two
-LU of m x m instead of one of 2m x 2m. Measured: ~5% faster for the double four-bar (m = 29);
-slower for the heavy top (m = 9) and the chain of 16 (m = 16), where the LAPACK calls, not their
-arithmetic, cost. Not used by :class:`VISTangentMF` (in the chain of 32 it made a step 40x slower,
-not understood)."""
+LU of m x m instead of one of 2m x 2m: faster for the double four-bar (m = 29), slower for the
+heavy top (m = 9) and the chain of 16 (m = 16), where the LAPACK calls, not their arithmetic,
+cost (``python -m benchmarks``). Not used by :class:`VISTangentMF` (in the chain of 32 it made a
+step much slower, not understood)."""
 
 MATRIX_FREE_MIN_D = 64
 """From this many coordinates on, :func:`_tangent` gives the matrix-free :class:`VISTangentMF`."""
@@ -190,7 +190,7 @@ def _columns(f):
 
 
 class VISTangentMF:
-    """The VI-S tangent of :class:`VISTangent` without its d x d blocks (large systems, issue 7).
+    """The VI-S tangent of :class:`VISTangent` without its d x d blocks (large systems).
 
     The same block elimination, with every product by Hg, Tq, K and the constraint Jacobians
     taken as a Hessian- or Jacobian-vector product of AD (``jax.linearize``/``jax.vjp``), whose
