@@ -71,6 +71,8 @@ class Scheme:
         "v" (the velocity this step reports), "lam", "gam" (arrays, gam may be absent).
     start(problem_state, h, params, mech) -> State, optional (e.g. two-step schemes).
     enforced(sol) -> dict name -> residual array, the constraints the scheme is built to meet.
+    applicability(problem, mech) -> None, or why the scheme cannot run this system (a scheme made
+        for one system, e.g. ``bs99``); :meth:`applies_to` asks it, ``simulate.resolve`` refuses.
     """
 
     name: str
@@ -94,6 +96,12 @@ class Scheme:
     keeps: str = ""
     order: int | None = None
     preferred_guess: str = "extrapolated"  # Newton's first guess when the caller names none (livens.guess)
+    applicability: Callable | None = None  # (problem, mech) -> None or the reason it cannot run the system
+
+    def applies_to(self, problem, mech) -> str | None:
+        """None when the scheme can run ``problem`` as far as its own equations go, else the reason
+        (the mass matrix, dissipation and external forces are checked by ``simulate.resolve``)."""
+        return None if self.applicability is None else self.applicability(problem, mech)
 
     def sizes(self, d: int, m: int) -> list[tuple[str, int]]:
         out = []

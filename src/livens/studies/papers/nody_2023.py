@@ -3,7 +3,8 @@ variational principle for constrained mechanical systems*, Nonlinear Dyn. (2023)
 
 §6.1 mathematical pendulum in 3D (Figs 2-15), §6.2 heavy top (Figs 17-20, orders eq 113-114),
 §6.3 four-particle system (Figs 23-33, Table 2, orders eq 128). Schemes VI-S (eq 55), VI-A (eq 79),
-VI-B (eq 82-83), EM (eq 84-91), EM-G (Gonzalez 1999), BS99 (002 App. A.8, not in livens).
+VI-B (eq 82-83), EM (eq 84-91), EM-G (Gonzalez 1999), BS99 (Bobenko, Suris 1999; 002 App. A.8, missing from
+our text; :mod:`livens.schemes.bs99`).
 """
 from __future__ import annotations
 
@@ -140,7 +141,7 @@ def _heavy_top(quick: bool) -> list:
     T = 1.0 if quick else 2.0
     specs = {s: traced(ex, s, 0.002, T) for s in present(VIS)} if available_example(ex) else {}
     hs = (1e-4, 5e-5, 2.5e-5) if quick else (1e-4, 5e-5, 2.5e-5, 1.25e-5, 6.25e-6)
-    conv_schemes = present(VIS) if available_example(ex) else []
+    conv_schemes = present(VIS + ("BS99",)) if available_example(ex) else []  # 002 Figs 18-19 show BS99 too
     ref = {"scheme": "EM", "h": 5e-7} if present(["EM"]) else None
     conv = ConvergenceStudy.make(
         ex, conv_schemes, hs, 0.001,
