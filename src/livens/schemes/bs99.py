@@ -54,6 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._cache import CompiledCache
 from . import register
 from .base import Scheme, State
 
@@ -177,10 +178,21 @@ def _rotations():
     return out
 
 
+_VERDICTS = CompiledCache(64)
+
+
 def applicability(problem, mech) -> str | None:
     """None when ``problem`` is a symmetric heavy top in director coordinates (what the map is
-    defined for), else the reason, naming what was checked and what failed."""
+    defined for), else the reason, naming what was checked and what failed. Cached per system and
+    initial configuration (every ``simulate`` asks)."""
+    q0 = np.asarray(problem.q0, dtype=float)
+    key = (mech, q0.tobytes())
+    if key not in _VERDICTS:
+        _VERDICTS[key] = _applicability(q0, mech)
+    return _VERDICTS[key]
 
+
+def _applicability(q0, mech) -> str | None:
     def no(why):
         return f"{APPLIES_TO}; this system is not: {why}."
 
@@ -203,7 +215,6 @@ def applicability(problem, mech) -> str | None:
     if not (mass > 0 and E1 + E2 > 0 and E2 + E3_ > 0):
         return no(f"the mass m = {mass:.6g} and the inertias J1 = E2 + E3 = {E2 + E3_:.6g}, "
                   f"J3 = E1 + E2 = {E1 + E2:.6g} must be positive")
-    q0 = np.asarray(problem.q0, dtype=float)
     Q = q0.reshape(4, 3)
     frame_err = float(np.max(np.abs(Q[1:] @ Q[1:].T - np.eye(3))))
     if frame_err > _RTOL:
