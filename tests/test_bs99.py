@@ -180,6 +180,16 @@ def test_file_round_trip_summary_and_plots_with_nan_multipliers(top, tmp_path):
     assert np.array_equal(rest.q[-1], full.q[-1]) and np.array_equal(rest.p[-1], full.p[-1])
 
 
+def test_ensemble_members_are_single_runs(top, nutating):
+    q0s = np.stack([top.q0, nutating.q0])
+    v0s = np.stack([top.v0, nutating.v0])
+    ens = lv.simulate_ensemble(top, "bs99", q0s, v0s, h=0.002, t_end=0.2)
+    for b, problem in enumerate((top, nutating)):
+        single = lv.simulate(problem, "bs99", h=0.002, t_end=0.2)
+        np.testing.assert_allclose(ens[b].q, single.q, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(ens[b].p, single.p, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("example, why", [
     ("pendulum-3d", "d = 3 coordinates and m = 1 constraints"),
     ("four-particle", "d = 12 coordinates and m = 2 constraints"),
