@@ -172,6 +172,9 @@ def resolve(problem: Problem, scheme, params: dict):
     sch, alias_params = get_scheme(scheme)
     vals = sch.resolve_params(params, alias_params)
     mech = mechanics(problem.system, problem.q0)
+    reason = sch.applies_to(problem, mech)
+    if reason is not None:
+        raise ValueError(reason)
     _mass_requirements(sch, mech)
     if mech.has_dissipation and not sch.supports_dissipation:
         from .schemes import names, get
