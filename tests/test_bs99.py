@@ -204,10 +204,10 @@ def test_refuses_other_systems(example, why):
 def test_refuses_an_asymmetric_or_non_linear_heavy_top(top):
     with pytest.raises(ValueError, match=r"E1 = .* differs from E2"):
         lv.simulate(lv.examples.load("heavy-top", inertia=(4e-4, 5e-4, 6e-4)), "bs99", h=0.002, t_end=0.01)
-    V = top.system.potential
-    curved = dataclasses.replace(top.system, potential=lambda q: V(q) + 0.1 * q[0] ** 2)
+    V = top.system.potential  # (q, params): the example declares gravity as a System parameter
+    curved = dataclasses.replace(top.system, potential=lambda q, par: V(q, par) + 0.1 * q[0] ** 2)
     with pytest.raises(ValueError, match="gradient of the potential"):
         lv.simulate(top.replace(system=curved), "bs99", h=0.002, t_end=0.01)
-    on_directors = dataclasses.replace(top.system, potential=lambda q: V(q) + 0.1 * q[5])
+    on_directors = dataclasses.replace(top.system, potential=lambda q, par: V(q, par) + 0.1 * q[5])
     with pytest.raises(ValueError, match="gradient of the potential"):
         lv.simulate(top.replace(system=on_directors), "bs99", h=0.002, t_end=0.01)
