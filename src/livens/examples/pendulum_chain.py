@@ -1,4 +1,4 @@
-"""A chain of N spherical pendulums in absolute coordinates: the scalable example (for measuring how cost grows with the size of a system).
+"""A chain of N spherical pendulums in absolute coordinates, the example whose size scales.
 
 N point masses x_1, ..., x_N in R^3 (q = (x_1, ..., x_N), d = 3N) joined by massless rigid rods,
 the first hung from the origin, under gravity -g e3:
