@@ -1,5 +1,5 @@
 """The time loop of :func:`simulate`: the host side around the compiled step loop of
-:mod:`livens.core` (DESIGN: Newton, time loop).
+:mod:`livens.core`.
 
 The run goes in chunks of ``chunk`` steps, each one call of the compiled loop (a ``lax.scan``).
 h, t_end, the tolerance, max_iter and the scheme's and System's parameters are runtime values:

@@ -1,6 +1,6 @@
 """The scheme interface: residual R(x; state_n, h, t_n) = 0, first guess, state update.
 
-A scheme is plain data and pure functions (DESIGN: Schemes). The time loop never looks inside:
+A scheme is plain data and pure functions. The time loop never looks inside:
 it packs the named unknowns into one vector, calls Newton on the residual and hands the solution
 to ``update``. New schemes plug in through :func:`livens.schemes.register`.
 """

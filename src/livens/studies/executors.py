@@ -1,4 +1,4 @@
-"""Executors: where the independent runs of a study execute (DESIGN: Studies and scale).
+"""Executors: where the independent runs of a study execute.
 
 By default on the local machine with no set-up: in this process, or in a pool of ``processes``
 worker processes (spawned, so JAX is never forked). Given ``scheduler="tcp://host:port"`` the
