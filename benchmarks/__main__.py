@@ -6,6 +6,7 @@ Usage::
     python -m benchmarks --quick             # the issue-7 targets only (about 2 minutes)
     python -m benchmarks --update-baseline   # write benchmarks/baseline.json from this run
     python -m benchmarks --only heavy-top    # pairs whose example or scheme matches
+    python -m benchmarks --only three-bar-swing   # the swing's section alone (004 §4.2, 10 and 40 elements)
 
 Every figure is measured after compilation (compile times are reported separately) as the best of
 a few repeats, in wall-clock time, with the load average printed next to it: on a shared machine
@@ -183,6 +184,69 @@ def measure_chain(lv, sizes, chain_steps: int, repeats: int) -> dict:
     return out
 
 
+SWING = "three-bar-swing"
+SWING_SCHEMES = ("vi-lagrange", "vi-nullspace", "livens-em", "livens-midpoint")
+
+
+def _swing_profile(lv, problem, repeats: int = 20) -> dict:
+    """Where a vi-lagrange step of the swing spends its time: one evaluation of the residual (004 eq 14),
+    of its Newton matrix (AD, block by block) and one dense LU solve of that matrix, each jit-compiled
+    alone and timed as the best of ``repeats`` calls (ms)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from livens.mechanics import mechanics
+    from livens.schemes import get
+    from livens.schemes.base import State
+
+    mech = mechanics(problem.system, problem.q0)
+    d, m = mech.d, mech.m
+    sch, _ = get("vi-lagrange")
+    q0 = jnp.asarray(problem.q0)
+    q1 = q0 + 1e-4 * jnp.asarray(np.random.default_rng(0).standard_normal(d))
+    s = State(q=q0, p=jnp.zeros(d), v=jnp.zeros(d), lam=jnp.zeros(m), gam=jnp.zeros(m), extra={"q_next": q1})
+    h = problem.h
+    res = lambda u: sch.residual(u, s, h, 0.0, {}, mech)  # noqa: E731
+    x = jnp.concatenate([q1, jnp.zeros(m)])
+    R = jax.jit(lambda x: res(sch.unpack(x, d, m)))
+    J = jax.jit(lambda x: sch.jacobian_by_blocks(res, x, d, m))
+    solve = jax.jit(jnp.linalg.solve)
+    A, b = J(x), R(x)
+    out = {"unknowns": int(x.shape[0])}
+    for name, fn, args in (("residual_ms", R, (x,)), ("jacobian_ms", J, (x,)), ("lu_solve_ms", solve, (A, b))):
+        jax.block_until_ready(fn(*args))
+        _, wall = _best(lambda: jax.block_until_ready(fn(*args)), repeats)
+        out[name] = round(wall * 1e3, 3)
+    return out
+
+
+def measure_swing(lv, sizes=(10, 40), steps=None, repeats: int = 2) -> dict:
+    """The three-bar swing (004 §4.2) at 004's h = 5e-4 for each scheme that runs it: compile time,
+    steps/s over the first steps of the pulse, Newton iterations; and the profile of one vi-lagrange
+    step (residual, Newton matrix, dense LU) for each number of elements."""
+    steps = steps or {10: 200, 40: 40}
+    rows = {}
+    for n in sizes:
+        problem = lv.examples.load(SWING, n_elements=n)
+        h, k = problem.h, steps.get(n, 40)
+        for sc in SWING_SCHEMES:
+            key = f"{n}|{sc}"
+            t0 = time.perf_counter()
+            try:
+                first = lv.simulate(problem, sc, h=h, t_end=h, progress=False)
+            except (ValueError, lv.SimulationError) as exc:
+                rows[key] = {"failed": f"{type(exc).__name__}: {str(exc)[:120]}"}
+                continue
+            first_call = time.perf_counter() - t0
+            sol, wall = _best(lambda: lv.simulate(problem, sc, h=h, t_end=k * h, progress=False), repeats)
+            rows[key] = {"elements": n, "scheme": sc, "compile_s": round(float(first.meta.get("compile_time", first_call)), 2),
+                         "steps": k, "steps_per_s": round(k / wall, 2),
+                         "newton_iterations": round(float(sol.newton_iterations.mean()), 3)}
+        rows[f"{n}|profile"] = _swing_profile(lv, problem)
+    return rows
+
+
 def measure_compile_cache(cache_dir: str, pairs) -> dict:
     """First-call times in a second process that finds the compiled steps in the persistent cache."""
     code = (
@@ -219,6 +283,9 @@ def _flatten(results: dict) -> dict:
             flat[f"chain:{n}:us_per_step"] = (r["us_per_step"], False)
     if "ratio_128_16" in chain:
         flat["chain_ratio"] = (chain["ratio_128_16"], False)
+    for key, r in results.get("swing", {}).items():
+        if "steps_per_s" in r:
+            flat[f"swing:{key}"] = (r["steps_per_s"], True)
     ref = results.get("numpy_reference", {})
     if "speedup" in ref:
         flat["numpy_speedup"] = (ref["speedup"], True)
@@ -264,7 +331,7 @@ def compare(results: dict, baseline: dict | None) -> None:
         # compile times are normalized too: XLA compilation is single-threaded CPU work, slower on
         # a slow day like the reference (2026-11-23: the baseline's code compiled as slowly as
         # the day's code, 1.4-1.7x the baseline's times, with the reference at ~0.5x)
-        rate_or_time = key.startswith(("pair:", "chain:", "ensemble_trajectory", "compile"))
+        rate_or_time = key.startswith(("pair:", "chain:", "ensemble_trajectory", "compile", "swing:"))
         norm = (r / machine if higher else r * machine) if (machine and rate_or_time) else None
         judged = norm if norm is not None else r
         better = (judged > 1.0) == higher
@@ -302,7 +369,9 @@ def main(argv=None) -> int:
           f"load average {results['machine']['load_average']}")
 
     examples, schemes = lv.examples.names(), lv.schemes.names()
-    pairs = TARGET_PAIRS if args.quick else [(e, s) for e in examples for s in schemes]
+    # the swing has its own section (two sizes, a profile); its compile time and step cost would
+    # dominate the table of pairs
+    pairs = TARGET_PAIRS if args.quick else [(e, s) for e in examples for s in schemes if e != SWING]
     pairs = [(e, s) for e, s in pairs if e in examples and s in schemes]
     if args.only:
         pairs = [(e, s) for e, s in pairs if args.only in e or args.only in s]
@@ -361,6 +430,23 @@ def main(argv=None) -> int:
                     print(f"  {key:<32} first call {r['first_call_s']:.2f} s (cold, this process: {cold} s)")
             if "import_s" in cc:
                 print(f"  import livens: {cc['import_s']:.2f} s")
+
+    if not args.quick and SWING in examples and (args.only is None or args.only in SWING):
+        print("\n== three-bar swing (004 §4.2), h = 5e-4: steps/s per scheme at 10 and 40 elements; where a "
+              "vi-lagrange step spends its time")
+        swing = measure_swing(lv)
+        results["swing"] = swing
+        for key, r in swing.items():
+            n, sc = key.split("|")
+            if sc == "profile":
+                print(f"  {n:>3} elements, one vi-lagrange step's parts ({r['unknowns']} unknowns): residual "
+                      f"{r['residual_ms']:.2f} ms, Newton matrix (AD) {r['jacobian_ms']:.2f} ms, dense LU solve "
+                      f"{r['lu_solve_ms']:.2f} ms", flush=True)
+            elif "failed" in r:
+                print(f"  {n:>3} elements  {sc:<16} {r['failed']}")
+            else:
+                print(f"  {n:>3} elements  {sc:<16} compile {r['compile_s']:>6.1f} s  {r['steps_per_s']:>9,.1f} steps/s  "
+                      f"{r['newton_iterations']:.2f} Newton it.", flush=True)
 
     results["machine"]["load_average_end"] = _load_average()
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else None

@@ -41,7 +41,10 @@ principle.
 
 Both schemes are variational, hence symplectic and momentum-conserving (discrete Noether, for
 symmetries leaving L and g invariant), and second order (004 Fig. 4).
-004 assumes a positive-definite mass matrix (§1); ``needs_mass_inverse`` is set accordingly.
+Neither scheme forms M^-1: both run a singular mass matrix as long as it is positive definite on the
+tangent space of the constraint manifold (then the Newton matrix of eq 14 is regular for small h), as
+for the director beams of the three-bar swing (004 §4.2, where d3 carries no inertia), and a
+configuration-dependent M through L(q, v).
 """
 from __future__ import annotations
 
@@ -261,6 +264,9 @@ VI_LAGRANGE = register(
         guess=_lagrange_guess,
         update=_lagrange_update,
         velocity_kind="interval",
+        needs_mass_inverse=False,
+        allows_singular_mass=True,
+        allows_configuration_mass=True,
         description="variational integrator, midpoint discrete Lagrangian, Lagrange multipliers (two-step)",
         start=_make_start("lagrange"),
         keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
@@ -301,6 +307,9 @@ VI_NULLSPACE = register(
         guess=_nullspace_guess,
         update=_nullspace_update,
         velocity_kind="interval",
+        needs_mass_inverse=False,
+        allows_singular_mass=True,
+        allows_configuration_mass=True,
         description="discrete null space method: the vi-lagrange trajectory from d - m unknowns per step",
         start=_make_start("nullspace"),
         keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
