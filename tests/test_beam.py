@@ -191,7 +191,8 @@ def test_cantilever_free_vibration_in_time():
     """A run of the small-amplitude free vibration (vi-lagrange, 10 elements, started with the
     velocity of the first mode, 100 steps per period): the frequency of the tip's oscillation, from its
     zero crossings, is the modal frequency of the same semi-discrete model shifted as the midpoint rule
-    shifts it, (2/h) atan(omega h / 2), to 2e-5, and within 1.5e-3 of Euler-Bernoulli."""
+    shifts it, (2/h) atan(omega h / 2), to 1e-6 (measured 1.6e-7), and within 1.5e-3 of Euler-Bernoulli
+    (measured 8.0e-4: 1.13e-3 of the spatial discretization, -3.3e-4 of the time step)."""
     n = 10
     asm = cantilever(n)
     sysm = asm.system()
@@ -202,11 +203,11 @@ def test_cantilever_free_vibration_in_time():
     w2, X = sl.eigh(P.T @ K @ P, P.T @ sysm.mass_matrix @ P)
     k = 0  # the first bending mode (one of the two of the square section)
     v0 = P @ X[:, k]
-    v0 *= 1e-4 / np.max(np.abs(v0))  # tip speed 1e-4 m/s: amplitude ~2e-6 m
+    v0 *= 1e-2 / np.max(np.abs(v0))  # tip speed 1e-2 m/s: amplitude ~2e-4 m = 2e-4 L
     f_modal = np.sqrt(w2[k]) / (2 * np.pi)
     h = 1.0 / f_modal / 100
     problem = asm.problem().replace(v0=v0)
-    sol = lv.simulate(problem, "vi-lagrange", h=h, t_end=2.2 / f_modal, tol=1e-12, progress=False)
+    sol = lv.simulate(problem, "vi-lagrange", h=h, t_end=2.2 / f_modal, tol=1e-10, progress=False)
     tip = sol.q[:, 12 * n + 1:12 * n + 3]
     z = tip[:, int(np.argmax(np.max(np.abs(tip), axis=0)))]
     s = np.sign(z)
@@ -216,7 +217,7 @@ def test_cantilever_free_vibration_in_time():
     f_run = 1.0 / period
     omega = 2 * np.pi * f_modal
     f_discrete = 2.0 / h * np.arctan(omega * h / 2) / (2 * np.pi)  # the midpoint rule's frequency
-    assert abs(f_run - f_discrete) / f_modal <= 2e-5, (f_run, f_discrete, f_modal)
+    assert abs(f_run - f_discrete) / f_modal <= 1e-6, (f_run, f_discrete, f_modal)
     assert abs(f_run - F_EB) / F_EB <= 1.5e-3
 
 
