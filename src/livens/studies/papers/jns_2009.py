@@ -171,7 +171,11 @@ SWING_H = 5e-4
 SWING_T, SWING_T_QUICK = 1.0, 0.4
 #: 004 Fig. 9: h from 1e-2 to 5e-5 against a reference (h_ref = 1e-5, the smallest h of Table 2)
 FIG9_HS, FIG9_REF = (1e-2, 5e-3, 1e-3, 5e-4, 1e-4, 5e-5), 1e-5
-FIG9_HS_QUICK, FIG9_REF_QUICK = (4e-3, 2e-3, 1e-3), 2.5e-4
+#: quick: step sizes that resolve the beam's fastest excited oscillations (shear with rotation of the
+#: sections, sqrt(GA / M_rho) ~ 1100 rad/s), over the first 0.05 s of the pulse
+FIG9_HS_QUICK, FIG9_REF_QUICK, FIG9_T_QUICK = (2e-4, 1e-4, 5e-5), 1.25e-5, 0.05
+#: the order is fitted where those oscillations are resolved (omega h <= 0.6: h <= 5e-4)
+FIG9_ASYMPTOTIC = 5e-4
 GEOMETRY = ("measured on the assumed geometry: 004's Fig. 5 (the geometry of the swing) is lost, so the "
             "positions of the joints and the beam's length are the example's assumptions, and {what} depends on them")
 
@@ -215,12 +219,24 @@ def _section_42(quick: bool) -> list:
     W = "§4.2"
     ok = available_example(SWING) and not requirements(["vi-lagrange"])
     t_end = SWING_T_QUICK if quick else SWING_T
-    main_schemes = [s for s in ("vi-lagrange", "vi-nullspace", "livens-em") if not requirements([s])]
+    # vi-nullspace costs far more per step than vi-lagrange on the swing (an inner projection per residual):
+    # in the quick mode it is checked against vi-lagrange at h = 5e-3 only
+    main_schemes = [s for s in ("vi-lagrange", "vi-nullspace", "livens-em") if not requirements([s])
+                    and not (quick and s == "vi-nullspace")]
     main = {s: _swing_spec(s, SWING_H, t_end, "trace") for s in main_schemes} if ok else {}
-    hs, h_ref = (FIG9_HS_QUICK, FIG9_REF_QUICK) if quick else (FIG9_HS, FIG9_REF)
+    h_eq = 5e-3 if quick else SWING_H
+    pair = {}  # vi-lagrange and vi-nullspace at the same h, for the equivalence of eq 14 and 16
+    if ok and not requirements(["vi-nullspace"]):
+        pair = {s: main[s] if h_eq == SWING_H else _swing_spec(s, h_eq, t_end, "trace")
+                for s in ("vi-lagrange", "vi-nullspace")}
+    hs, h_ref, t9 = (FIG9_HS_QUICK, FIG9_REF_QUICK, FIG9_T_QUICK) if quick else (FIG9_HS, FIG9_REF, t_end)
     table_hs = (1e-2, 5e-3, 1e-3) if quick else tuple(TABLE_2)
-    conv = {h: (main["vi-lagrange"] if h == SWING_H else _swing_spec("vi-lagrange", h, t_end))
-            for h in sorted(set(hs) | set(table_hs) | {h_ref}, reverse=True)} if ok else {}
+
+    def vi_run(h, t):
+        return main["vi-lagrange"] if (h, t) == (SWING_H, t_end) else _swing_spec("vi-lagrange", h, t)
+
+    table = {h: vi_run(h, t_end) for h in table_hs} if ok else {}
+    conv = {h: vi_run(h, t9) for h in sorted(set(hs) | {h_ref}, reverse=True)} if ok else {}
     texts = {
         "fig6": ("Fig. 6", "the axial forces dominate the stress resultants (|n| + |m|, coloured from 0 to 4000), "
                            "so that the colours represent the axial force distribution qualitatively"),
@@ -337,19 +353,20 @@ def _section_42(quick: bool) -> list:
                             f"the four-bar) and up to {deform:.3g} m relative to it (the beam's deformation; "
                             "visible: >= 1 % of the rigid motion)", GEOMETRY.format(what="the size of both")))
         # ---- eq 14 vs eq 16 on the swing
-        if "vi-nullspace" in main and not run_problem(ctx, main["vi-nullspace"]) and tr is not None:
-            other = ctx.trace(main["vi-nullspace"])
-            dq = float(np.max(np.abs(other.q - tr.q)))
+        why_eq = [run_problem(ctx, sp) for sp in pair.values()] if pair else [requirements(["vi-nullspace"])]
+        if pair and not any(why_eq):
+            a_, b_ = ctx.trace(pair["vi-lagrange"]), ctx.trace(pair["vi-nullspace"])
+            dq = float(np.max(np.abs(b_.q - a_.q)))
             c.append(judged(f"{W}, {texts['eq'][0]}", texts["eq"][1], dq <= 1e-7,
-                            f"max_n |q_nullspace - q_lagrange| = {fmt(dq)} over {tr.t.size - 1} steps of h = "
-                            f"{SWING_H:g} (equivalent: <= 1e-7; Newton tol {swing_tol(SWING_H):g})"))
+                            f"max_n |q_nullspace - q_lagrange| = {fmt(dq)} over {a_.t.size - 1} steps of h = "
+                            f"{h_eq:g} (equivalent: <= 1e-7; Newton tol {swing_tol(h_eq):g})"))
         else:
-            c.append(missing(f"{W}, {texts['eq'][0]}", texts["eq"][1],
-                             requirements(["vi-nullspace"]) or (bad or "the vi-nullspace run failed")))
+            c.append(Claim(f"{W}, {texts['eq'][0]}", texts["eq"][1], "", NOT_REPRODUCED if not pair else FAILS,
+                           "; ".join(w for w in why_eq if w)))
         # ---- Table 2: the velocity bound
         rows = []
         for h in table_hs:
-            rr = ctx.result(conv[h])
+            rr = ctx.result(table[h])
             vmax = rr.velocity_bound if rr.ok else float("nan")
             rows.append({"h": h, "max_velocity": vmax, "paper": TABLE_2[h], "status": rr.status, "steps": rr.steps})
             c.append(Claim(f"{W}, Table 2", f"max_j ||u_h'(t_j)|| = {TABLE_2[h]:.15f} for h = {h:g}",
@@ -383,20 +400,28 @@ def _section_42(quick: bool) -> list:
         eq = [float(np.linalg.norm(np.asarray(r_.final["q"]) - qref) / np.linalg.norm(qref)) for _, r_ in got]
         ev = [float(np.linalg.norm(v - vref) / np.linalg.norm(vref)) for v in vs[1:]]
         hh = [h for h, _ in got]
-        oq, ov = fit_order(hh, eq), fit_order(hh, ev)
-        ctx.add(plots.convergence_figure({"configuration q": (hh, eq, oq), "velocity v": (hh, ev, ov)},
+        fine = [i for i, h in enumerate(hh) if h <= FIG9_ASYMPTOTIC]
+        fit = (lambda e_: fit_order([hh[i] for i in fine], [e_[i] for i in fine])) if len(fine) >= 2 else \
+            (lambda e_: float("nan"))  # noqa: E731
+        oq, ov = fit(eq), fit(ev)
+        ctx.add(plots.convergence_figure({"configuration q": (hh, eq, fit_order(hh, eq)),
+                                          "velocity v": (hh, ev, fit_order(hh, ev))},
                                          ctx.stem("fig09_swing_convergence"),
-                                         title=f"three-bar swing: convergence at t = {t_end:g} (004 Fig. 9)"))
+                                         title=f"three-bar swing: convergence at t = {t9:g} (004 Fig. 9)"))
         errs = lambda e_: ", ".join(f"{h:g}: {fmt(x)}" for h, x in zip(hh, e_))  # noqa: E731
+        where_fit = (f"fitted over h <= {FIG9_ASYMPTOTIC:g} (there omega h <= 0.6 for the fastest excited oscillation, "
+                     "shear with rotation of the sections at sqrt(GA/M_rho) ~ 1100 rad/s)")
         c.append(judged(f"{W}, {texts['fig9q'][0]}", texts["fig9q"][1], order_ok(oq, 2),
-                        f"vi-lagrange: fitted slope {oq:.2f} (claimed 2; |Δ| <= 0.3); relative errors of q at t = "
-                        f"{t_end:g}: {errs(eq)}; reference h = {h_ref:g}"))
+                        f"vi-lagrange: slope {oq:.2f} {where_fit}, {fit_order(hh, eq):.2f} over all h (claimed 2; "
+                        f"|Δ| <= 0.3); relative errors of q at t = {t9:g}: {errs(eq)}; reference h = {h_ref:g}"))
         c.append(judged(f"{W}, {texts['fig9v'][0]}", texts["fig9v"][1], order_ok(ov, 2),
-                        f"vi-lagrange: fitted slope {ov:.2f} (claimed 2); relative errors of the nodal velocity "
-                        f"(tangent to the constraints, with the momentum p^n) at t = {t_end:g}: {errs(ev)}"))
+                        f"vi-lagrange: slope {ov:.2f} {where_fit}, {fit_order(hh, ev):.2f} over all h (claimed 2); "
+                        f"relative errors of the nodal velocity (tangent to the constraints, with the momentum p^n) "
+                        f"at t = {t9:g}: {errs(ev)}"))
         return c
 
-    runs = list(dict.fromkeys(list(main.values()) + list(conv.values())))
+    runs = list(dict.fromkeys(list(main.values()) + list(pair.values()) + list(table.values())
+                              + list(conv.values())))
     return [Item("4.2", "Three-bar swing (§4.2, Figs 6-9, Table 2)", runs, make)]
 
 
@@ -423,11 +448,15 @@ def settings(quick: bool) -> list:
         "t = 0.125, over 0 ... 0.25 s along e2 at the midspan mass), 10 elements; geometry assumed (004's Fig. 5 is "
         "lost): a planar four-bar in the (e2, e3) plane, beam of 0.72 m along e2 at height 0.36 between the "
         "pyramids' apexes, pyramid 2 at 45 degrees, hinge axes e1, no gravity (see the example's docstring). "
-        f"Runs to t = {SWING_T_QUICK if quick else SWING_T:g} with vi-lagrange (also vi-nullspace, livens-em at "
-        f"h = {SWING_H:g}); Newton tolerance max(1e-9, 2e-13/h); livens' extrapolated first guess (004 names none).",
+        f"Runs to t = {SWING_T_QUICK if quick else SWING_T:g} with vi-lagrange and livens-em at h = {SWING_H:g}, "
+        + ("vi-nullspace against vi-lagrange at h = 5e-3 (quick)" if quick else f"vi-nullspace at h = {SWING_H:g}")
+        + "; Newton tolerance max(1e-9, 2e-13/h); livens' extrapolated first guess (004 names none).",
         "Fig. 9: relative errors of q and of the nodal velocity (tangent to the constraints, from the momentum) at "
-        "t_end for h = " + ", ".join(f"{h:g}" for h in (FIG9_HS_QUICK if quick else FIG9_HS))
-        + f" against h_ref = {FIG9_REF_QUICK if quick else FIG9_REF:g}; Table 2 from the same runs.",
+        f"t = {FIG9_T_QUICK if quick else SWING_T:g} for h = "
+        + ", ".join(f"{h:g}" for h in (FIG9_HS_QUICK if quick else FIG9_HS))
+        + f" against h_ref = {FIG9_REF_QUICK if quick else FIG9_REF:g}; the order is fitted over h <= "
+        f"{FIG9_ASYMPTOTIC:g}; Table 2 for h = " + ", ".join(f"{h:g}" for h in ((1e-2, 5e-3, 1e-3) if quick else TABLE_2))
+        + f" to t = {SWING_T_QUICK if quick else SWING_T:g}.",
     ]
 
 
