@@ -84,7 +84,7 @@ class _Scene:
             qb = layout.coordinates(q, b)
             if b.shape:
                 self.shapes.append((b.name, np.stack([b.place(qb, X) for X in b.shape], axis=1)))
-            if not b.shape or self.dim == 3:
+            if not b.shape or (self.dim == 3 and view is None):  # projected: shapes only
                 dirs = [qb[..., self.dim * (i + 1) : self.dim * (i + 2)] for i in range(self.dim)]
                 self.frames.append((b.name, layout.center(q, b), dirs))
         self.joints, self.segments, self.axes = [], [], []
