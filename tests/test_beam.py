@@ -100,6 +100,28 @@ def test_circular_arc_stores_the_pure_bending_energy(n):
     np.testing.assert_allclose(r["M2"], EI2 * np.sin(delta) / (L / n), rtol=1e-12)  # K_2 = sin(kappa L_e) / L_e
 
 
+def test_uniform_stretch_and_twist_give_their_resultants():
+    """A straight beam stretched uniformly by eps carries N3 = EA eps in every element (and W = EA eps^2 L/2);
+    twisted uniformly by an angle theta about its axis, M3 = GJ sin(theta/n)/L_e (exactly what K_3 gives
+    for frames turned by theta/n per element); no other resultant."""
+    C = (3.0, 2.0, 10.0, 0.5, 0.3, 0.4)
+    beam = lb.Beam("b", (0, 0, 0), (2.0, 0, 0), C, (1.0, 0.1, 0.1), n_elements=4, d1=(0, 1, 0))
+    Y = beam.reference_nodes().copy()
+    Y[:, 0] *= 1.01
+    r = beam.stress_resultants(Y.reshape(-1))
+    np.testing.assert_allclose(r["N3"], 10.0 * 0.01, rtol=1e-12)
+    np.testing.assert_allclose(r["n"], np.tile([0.1, 0.0, 0.0], (4, 1)), atol=1e-14)
+    assert float(beam.strain_energy(Y.reshape(-1))) == pytest.approx(10.0 * 0.01**2 * 2.0 / 2, rel=1e-12)
+    Z = beam.reference_nodes().copy()
+    th = 0.3
+    for k in range(beam.n_nodes):
+        Z[k, 1:] = Z[k, 1:] @ _rotation([th * k / 4, 0.0, 0.0]).T  # about the axis e1 = d3
+    r = beam.stress_resultants(Z.reshape(-1))
+    np.testing.assert_allclose(r["M3"], 0.4 * np.sin(th / 4) / 0.5, rtol=1e-12)
+    for k in ("N1", "N2", "N3", "M1", "M2"):
+        assert np.max(np.abs(r[k])) <= 1e-14, k
+
+
 # ---------------------------------------------------------------- mass
 def test_consistent_mass_gives_the_rigid_body_kinetic_energy():
     """For a rigid motion (phi_k' = v + omega x (phi_k - phi_0), d_i' = omega x d_i) the consistent mass
