@@ -306,3 +306,32 @@ def test_point_load_gravity_and_pulse():
     up = q0.at[np.arange(beam.n_nodes) * 12 + 2].add(0.3)  # lift every node by 0.3
     assert float(sysm.potential(up)) == pytest.approx((3.0 * 2 + 5.0) * 9.81 * 0.3, rel=1e-14)
     assert [s.name for s in asm.symmetries()] == ["L1"]  # the load breaks L2, L3 and, with gravity, every rotation
+
+
+def test_drawings_of_a_beam_in_3d_and_projected(tmp_path):
+    """snapshot and animate draw beams (centre lines, elements coloured by a stress resultant) in 3D and
+    projected onto a coordinate plane; bad options are refused with the valid ones named."""
+    from types import SimpleNamespace
+
+    beam = lb.Beam("b", (0, 0, 0), (1, 0, 0), (3.0, 2.0, 10.0, 0.5, 0.3, 0.4), (1.0, 0.1, 0.1), n_elements=4,
+                   d1=(0, 1, 0), point_masses=((2, 1.0),))
+    asm = lb.Assembly([beam], joints=[lb.Clamp("root", beam.node(0), lb.ground((0, 0, 0)))])
+    problem = asm.problem()
+    Y = beam.reference_nodes()
+    qs = []
+    for a in np.linspace(0.0, 0.3, 5):  # the centre line bent towards d1 = e2, the frames kept: shear
+        Z = Y.copy()
+        Z[:, 0, 1] = a * Z[:, 0, 0] ** 2
+        qs.append(Z.reshape(-1))
+    run = SimpleNamespace(t=np.linspace(0, 1, 5), q=np.array(qs), problem=problem, scheme="by hand")
+    r = lb.stress_resultants(run)
+    assert r["N1"].shape == (5, 4) and np.max(np.abs(r["N1"][-1])) > np.max(np.abs(r["N1"][1])) > 0
+    p1 = lb.draw.snapshot(run, path=tmp_path / "a.png", color_by="N1")
+    p2 = lb.draw.snapshot(run, path=tmp_path / "b.png", view="xy", color_by="stress", color_range=(0, 1))
+    p3 = lb.draw.animate(run, tmp_path / "c.gif", view="xy", color_by="stress")
+    for p in (p1, p2, p3):
+        assert (tmp_path / p).stat().st_size > 5_000
+    with pytest.raises(ValueError, match="color_range"):
+        lb.draw.snapshot(run, path=tmp_path / "d.png", color_by="stress", color_range=(1, 0))
+    with pytest.raises(ValueError, match="beams"):
+        lb.stress_resultants(SimpleNamespace(q=run.q, problem=lv.examples.load("heavy-top")))

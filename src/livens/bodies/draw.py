@@ -191,8 +191,8 @@ class _Artists:
                     from mpl_toolkits.mplot3d.art3d import Line3DCollection as LC
                 else:
                     from matplotlib.collections import LineCollection as LC
-                coll = LC([], linewidths=3.5, cmap=cmap, norm=norm, **kw)
-                ax.add_collection(coll)
+                coll = LC(np.stack([line[0, :-1], line[0, 1:]], axis=1), linewidths=3.5, cmap=cmap, norm=norm, **kw)
+                (ax.add_collection3d if self.dim == 3 else ax.add_collection)(coll)
                 self.beams.append(coll)
         self.shapes = [ax.plot(*([[]] * self.dim), lw=3.5, solid_capstyle="round",
                                color=color or cycle[i % 10], **kw)[0] for i, _ in enumerate(scene.shapes)]
