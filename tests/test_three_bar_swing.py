@@ -94,9 +94,10 @@ def test_nullspace_and_lagrange_forms_give_the_same_swing(swing2):
 
 @pytest.mark.slow
 def test_nullspace_and_lagrange_forms_give_the_same_swing_10_elements():
-    """The same with 004's 10 elements and h = 5e-4 to t = 0.5 (through the pulse and after)."""
+    """The same with 004's 10 elements and h = 1e-3 to t = 0.3 (through the pulse and after; a short run:
+    vi-nullspace, with its inner projection per residual, is the slowest scheme on the swing)."""
     pb = lv.examples.load("three-bar-swing")
-    a, b = _trajectories(pb, 0.5, 5e-4)
+    a, b = _trajectories(pb, 0.3, 1e-3)
     assert np.max(np.abs(a.q - b.q)) <= 1e-7
 
 
