@@ -12,7 +12,7 @@ x = (q^{n+1}, p^{n+1}, v^n, lambda^n, gamma^{n+1}) is
     R5 = q_bar.p1 / (m l^2)                                              (55e)
 
 and its Jacobian is written out below. Newton stops on ||R||_inf <= tol, from the "simple" guess
-(state n), as livens does. This is the yardstick for ``python -m benchmarks``: a plain Python
+(state n), as livens does. This is one of the yardsticks of ``python -m benchmarks``: a plain Python
 loop over NumPy calls, the way one would write the scheme without livens.
 """
 from __future__ import annotations

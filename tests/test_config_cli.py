@@ -109,3 +109,32 @@ def test_cli_list(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "pendulum-3d" in out and "heavy-top" in out and "ggl-vi" in out and "VI-S" in out
+
+
+def test_user_system_found_next_to_the_config_file(tmp_path, capsys):
+    """run.toml and the model file side by side work from any working directory."""
+    import os
+    import sys
+
+    (tmp_path / "beside_model.py").write_text(textwrap.dedent("""
+        import jax.numpy as jnp
+        import livens as lv
+
+        def make(length=1.0):
+            s = lv.System(mass_matrix=jnp.eye(3), potential=lambda q: 9.81 * q[2],
+                          constraints=lambda q: jnp.array([0.5 * (q @ q - length**2)]))
+            return lv.Problem(s, q0=[length, 0, 0], v0=[0, 1, 0], h=0.01, t_end=0.1, name="mine")
+    """))
+    cfg = _write(tmp_path, 'system = "beside_model:make"\nscheme = "EM"\n[parameters]\nlength = 2.0\n')
+    assert str(tmp_path) not in sys.path
+    cwd = os.getcwd()
+    os.chdir("/")
+    try:
+        assert main(["run", "--config", str(cfg), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    finally:
+        os.chdir(cwd)
+        sys.modules.pop("beside_model", None)
+    assert str(tmp_path) not in sys.path
+    sol = lv.load(tmp_path / "out" / "beside_model_make_EM.nc")
+    assert sol.n_steps == 10 and np.allclose(np.linalg.norm(sol.q, axis=1), 2.0)
+    capsys.readouterr()

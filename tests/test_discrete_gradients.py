@@ -224,20 +224,30 @@ def test_greenspan_orthogonality_four_particle():
     assert max(abs(Dg @ s.generator(qm)) for s in rot) > 1e-6 * np.linalg.norm(Dg)
 
 
-def test_em_gv_derivative_equals_generic_partitioned():
-    """ggl-em evaluates the partitioned derivative of g_v(q, p) = G(q) M^-1 p with two exact
-    simplifications (g_v is linear in p); compare with the generic partitioned_jacobian."""
+def test_em_gv_derivative_meets_86b_and_85b_for_nonquadratic_constraints():
+    """ggl-em's discrete derivatives of g_v(q, p) = G(q) M^-1 p for a constraint that is not
+    quadratic (so they are not the midpoint derivatives): the directionality condition 002 eq 86b
+    row by row, the orthogonality condition eq 85b for the rotation about e3 (the constraint
+    |x|^4 = 1 and M are invariant), and a second-order perturbation of the midpoint derivatives."""
     from livens.mechanics import mechanics
     from livens.schemes.ggl_em import _gv_derivative
 
-    # a non-quadratic constraint, so that D^G_q g_v is not just the midpoint derivative
-    system = lv.System(mass_matrix=np.diag([1.0, 2.0, 3.0]), potential=lambda q: q[2],
-                       constraints=lambda q: jnp.array([q[0] ** 3 + jnp.sin(q[1]) * q[2] - 1.0]))
-    mech = mechanics(system, np.array([1.0, 0.0, 0.0]))
-    q0, p0 = jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.normal(size=3))
-    q1 = q0 + 0.1 * jnp.asarray(rng.normal(size=3))
-    p1 = p0 + 0.1 * jnp.asarray(rng.normal(size=3))
-    Dq, Dp = _gv_derivative(mech, q0, p0, q1, p1)
-    Gq, Gp = partitioned_jacobian(mech.gv, q0, p0, q1, p1)
-    np.testing.assert_allclose(Dq, Gq, rtol=1e-10, atol=1e-10 * float(np.max(np.abs(Gq))))
-    np.testing.assert_allclose(Dp, Gp, rtol=1e-10, atol=1e-10 * float(np.max(np.abs(Gp))))
+    sym = lv.Symmetry.rotation([0, 0, 1])
+    system = lv.System(mass_matrix=np.diag([2.0, 2.0, 3.0]), potential=lambda q: q[2],
+                       constraints=lambda q: jnp.array([(q @ q) ** 2 - 1.0]))
+    mech = mechanics(system, np.array([1.0, 0.0, 0.0]), (sym,))
+    Minv = mech.Minv()
+    for scale in (0.1, 0.01):
+        q0, p0 = jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.normal(size=3))
+        q1 = q0 + scale * jnp.asarray(rng.normal(size=3))
+        p1 = p0 + scale * jnp.asarray(rng.normal(size=3))
+        Dq, Dp = (np.asarray(a) for a in _gv_derivative(mech, q0, p0, q1 - q0, p1 - p0))
+        lhs = Dq @ np.asarray(q1 - q0) + Dp @ np.asarray(p1 - p0)
+        rhs = np.asarray(mech.gv(q1, p1) - mech.gv(q0, p0))
+        assert np.max(np.abs(lhs - rhs)) <= 1e-13 * max(1.0, np.max(np.abs(rhs)))
+        qm, pm = 0.5 * np.asarray(q0 + q1), 0.5 * np.asarray(p0 + p1)
+        xi = sym.xi
+        assert abs(float((Dq @ (xi @ qm) - Dp @ (xi.T @ pm))[0])) <= 1e-13 * np.linalg.norm(Dq) * np.linalg.norm(qm)
+        mid_q = np.asarray(mech.D1gv(jnp.asarray(qm), jnp.asarray(pm)))
+        assert np.max(np.abs(Dq - mid_q)) <= 10 * scale**2 * np.max(np.abs(mid_q))
+        np.testing.assert_allclose(Dp, np.asarray(mech.G(jnp.asarray(qm)) @ Minv), rtol=1e-14)

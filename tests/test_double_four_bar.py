@@ -91,7 +91,8 @@ def test_constraints_figs_18_to_21(problem, run):
     assert len(joint) == 14 and len(internal) == 15
     assert np.abs(run.constraint_residual("position")).max() <= TOL
     gv = run.constraint_residual("velocity")
-    assert np.abs(gv[:, joint]).max() < 1e-12
+    assert np.abs(gv[:, joint]).max() <= TOL  # met at the nodes, to the Newton tolerance (a step may take
+    # no Newton iteration when the extrapolated guess already meets it)
     assert np.abs(gv[:, internal]).max() > 1e3 * TOL  # not met at the nodes ...
     enforced = run.enforced_residuals()["velocity G(q_bar) M^-1 p^{n+1}"]
     assert np.abs(enforced).max() <= TOL  # ... but at q_bar

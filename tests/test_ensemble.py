@@ -28,8 +28,6 @@ def _pendulum_states(B, seed=0):
 
 @pytest.mark.parametrize("scheme", ["VI-S", "EM"])
 def test_members_equal_single_runs(scheme):
-    if scheme == "EM" and "ggl-em" not in lv.schemes.names():
-        pytest.skip("EM not available")
     problem = lv.examples.load("pendulum-3d")
     q0s, v0s = _pendulum_states(5)
     h, t_end, chunk = 0.02, 0.7, 16  # 35 steps: three chunks, the last one partly past the end

@@ -6,7 +6,6 @@ and fall back to the scheme's guess where extrapolation predicts worse.
 """
 from __future__ import annotations
 
-import importlib
 
 import jax.numpy as jnp
 import numpy as np

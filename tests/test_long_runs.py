@@ -1,5 +1,4 @@
 """Long runs: streaming to netCDF, save_every, resume, SIGINT, energy blow-up (issues 7 and 8)."""
-import os
 import signal
 import subprocess
 import sys

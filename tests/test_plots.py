@@ -98,3 +98,165 @@ def test_overview_figure_still_works(sols, tmp_path):
     a, _ = sols
     path = plots.overview_figure(a, str(tmp_path / "overview.png"))
     check_png(path)
+
+
+# ------------------------------------------------------------------ what the figures draw
+# Each check below looks at the figure itself: the lines and their data, where the legend sits,
+# and the rendered pixels of each curve (a curve hidden under another has none of its colour).
+
+def _render(fig):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)  # also for a figure already saved and closed
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].astype(int)
+
+
+def _lines_with_data(ax):
+    out = []
+    for line in ax.get_lines():
+        x, y = (np.asarray(a, dtype=float) for a in line.get_data())
+        ok = np.isfinite(x) & np.isfinite(y)
+        if ok.sum() >= 2 and line.get_visible():
+            out.append(line)
+    return out
+
+
+def _pixels_of(fig, img, ax, color) -> int:
+    """Pixels inside ``ax``, outside its legend, whose colour is (nearly) ``color``."""
+    from matplotlib.colors import to_rgb
+
+    H = img.shape[0]
+    rgb = np.array(to_rgb(color)) * 255
+    hit = np.abs(img - rgb).sum(axis=-1) < 40
+    inside = np.zeros(hit.shape, bool)
+
+    def box(bb, value, margin):
+        inside[max(H - int(bb.y1) - margin, 0):H - int(bb.y0) + margin,
+               max(int(bb.x0) - margin, 0):int(bb.x1) + margin] = value
+
+    box(ax.get_window_extent(), True, -2)
+    if ax.get_legend() is not None:
+        box(ax.get_legend().get_window_extent(), False, 2)
+    return int(np.sum(hit & inside))
+
+
+def _check_legend_outside(fig, ax):
+    """The legend (if any) lies outside the axes, so it covers no data."""
+    leg = ax.get_legend()
+    if leg is None:
+        return
+    _render(fig)
+    lb, ab = leg.get_window_extent(), ax.get_window_extent()
+    assert not lb.overlaps(ab), (lb, ab)
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """The figures the plot functions save, kept for inspection."""
+    figs = []
+    real = plots.save_figure
+
+    def keep(fig, stem):
+        figs.append(fig)
+        return real(fig, stem)
+
+    monkeypatch.setattr(plots, "save_figure", keep)
+    return figs
+
+
+def test_coinciding_convergence_curves_stay_visible(tmp_path, captured):
+    """002 Fig 18: VI-S and VI-B have the same errors; each must still be seen."""
+    h = np.array([1e-4, 5e-5, 2.5e-5])
+    e = 0.086 * h
+    plots.convergence_figure({"VI-S": (h, e, 1.0), "VI-A": (h, 0.5 * h**2, 2.0), "VI-B": (h, e.copy(), 1.0),
+                              "EM": (h, 0.02 * h**2, 2.0)}, str(tmp_path / "fig18"), title="002 Fig 18")
+    fig = captured[-1]
+    ax = fig.axes[0]
+    img = _render(fig)
+    lines = {ln.get_label().split(" (")[0]: ln for ln in ax.get_lines()}
+    for name in ("VI-S", "VI-A", "VI-B", "EM"):
+        assert _pixels_of(fig, img, ax, lines[name].get_color()) > 40, name
+    # every series has its own marker and dash pattern
+    styles = {(ln.get_marker(), ln.get_linestyle()) for n, ln in lines.items() if n in ("VI-S", "VI-A", "VI-B", "EM")}
+    assert len(styles) == 4
+    _check_legend_outside(fig, ax)
+
+
+def test_figure_legends_cover_no_data(sols, tmp_path, captured):
+    """002 Figs 8 and 18 had legends over the data: every figure now puts it outside the axes."""
+    a, b = sols
+    trs = [Trace.from_solution(a, label="VI-S h=0.05"), Trace.from_solution(b, label="VI-S h=0.025")]
+    plots.energy_increments_figure(trs, str(tmp_path / "fig8"), title="002 Fig 8")
+    plots.energy_figure(a, str(tmp_path / "energy"))
+    plots.momentum_figure(trs, str(tmp_path / "J"), increments=True)
+    plots.constraints_figure(trs, str(tmp_path / "g"), "velocity")
+    plots.multipliers_figure(trs, str(tmp_path / "lam"))
+    plots.coordinate_figure(trs, str(tmp_path / "q"), reference=0.0)
+    for fig in captured:
+        ax = fig.axes[0]
+        assert len(_lines_with_data(ax)) >= 2
+        assert ax.get_legend() is not None
+        _check_legend_outside(fig, ax)
+    # the two runs' energy increments are both drawn (different markers)
+    fig8 = captured[0]
+    img = _render(fig8)
+    for line in fig8.axes[0].get_lines():
+        assert _pixels_of(fig8, img, fig8.axes[0], line.get_color()) > 20, line.get_label()
+
+
+def _overview(sol, **kw):
+    fig = plots.overview(sol, **kw)
+    assert len(fig.axes) == 4
+    for ax in fig.axes:  # no empty panel
+        assert _lines_with_data(ax), ax.get_title()
+        _check_legend_outside(fig, ax)
+    return fig
+
+
+def test_overview_without_symmetry_has_no_empty_panel(tmp_path):
+    p = lv.examples.load("double-four-bar")
+    sol = lv.simulate(p, "VI-S", t_end=1.0, progress=False)
+    assert not sol.momentum_maps()
+    fig = _overview(sol)
+    assert "Newton iterations" in fig.axes[2].get_title()
+    # the constraint panel: the nodal position residual (equal to the enforced one of VI-S, so drawn
+    # once) is on top and visible, not hidden by the band of the enforced velocity residual
+    ax = fig.axes[3]
+    labels = [ln.get_label() for ln in ax.get_lines()]
+    assert "nodal position = enforced position g(q^{n+1})" in labels
+    assert not any(lab.startswith("enforced position") for lab in labels)
+    pos = ax.get_lines()[labels.index("nodal position = enforced position g(q^{n+1})")]
+    img = _render(fig)
+    assert _pixels_of(fig, img, ax, pos.get_color()) > 200
+    assert any(lab.startswith("Newton tolerance") for lab in labels)
+
+
+def test_overview_puts_the_first_step_off_scale_at_the_edge():
+    p = lv.examples.load("heavy-top")
+    sol = lv.simulate(p, "VI-S", t_end=1.0, progress=False)
+    dE = np.diff(sol.energy()["total"])
+    # the first step's increment is far outside the others' (the scheme's first step)
+    assert abs(dE[0]) > 5 * np.max(np.abs(dE[1:]))
+    fig = _overview(sol)
+    ax = fig.axes[1]
+    lo, hi = ax.get_ylim()
+    assert not (lo <= dE[0] <= hi)  # the first increment does not set the scale...
+    assert np.all((dE[1:] >= lo) & (dE[1:] <= hi))  # ...the others fill it
+    assert (dE[1:].max() - dE[1:].min()) > 0.7 * (hi - lo)
+    assert "off scale" in ax.get_title() and "t = 0.002" in ax.get_title()
+
+
+def test_overview_of_a_long_thinned_run(tmp_path):
+    p = lv.examples.load("pendulum-3d")
+    sol = lv.simulate(p, "VI-S", h=1e-3, t_end=30.0, save_every=2, progress=False)
+    fig = _overview(sol, max_points=1000)
+    # kept one node in two: the energy error E^n - E^0 (increments need consecutive steps)
+    assert "energy error" in fig.axes[1].get_title() and "drift" in fig.axes[2].get_title()
+    for ax in fig.axes:
+        for line in _lines_with_data(ax):
+            assert len(line.get_xdata()) <= 1000
+    # the envelope keeps the extremes of the energy error
+    E = sol.energy()["total"]
+    y = np.concatenate([ln.get_ydata() for ln in fig.axes[1].get_lines()])
+    assert y.max() == pytest.approx((E - E[0]).max()) and y.min() == pytest.approx((E - E[0]).min())

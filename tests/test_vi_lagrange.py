@@ -85,7 +85,7 @@ def test_nullspace_solves_k_unknowns(pendulum):
 
     sch, _ = get("vi-nullspace")
     assert sch.sizes(6, 2) == [("w", 4)]
-    assert get("vi-lagrange")[0].sizes(6, 2) == [("q2", 6), ("lam", 2)]
+    assert get("vi-lagrange")[0].sizes(6, 2) == [("dq2", 6), ("lam", 2)]
 
 
 def test_discrete_legendre_transform_start(pendulum, runs):

@@ -10,6 +10,7 @@ from .checks import consistent_initial_state
 from .errors import BlowUpError, ConvergenceError, FileFormatError, SimulationError, SimulationInterrupted
 from .simulate import simulate
 from .ensemble import EnsembleSolution, simulate_ensemble
+from .flow import FlowResult, flow
 from .solution import Solution, load
 from .system import Problem, Symmetry, System
 
@@ -17,6 +18,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "System", "Problem", "Symmetry", "simulate", "simulate_ensemble", "EnsembleSolution", "Solution", "load",
+    "flow", "FlowResult",
     "consistent_initial_state",
     "ConvergenceError", "BlowUpError", "SimulationError", "SimulationInterrupted", "FileFormatError",
     "bodies", "examples", "schemes",

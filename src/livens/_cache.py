@@ -1,4 +1,4 @@
-"""Bounded caches of compiled functions (issue 7: long sessions, many systems).
+"""Bounded caches of compiled functions (long sessions that compile for many systems).
 
 Every compiled time loop, rescue, diagnostic or vmapped helper holds XLA executables, and each
 executable holds a few hundred memory mappings of machine code. A process that compiles a few

@@ -1,7 +1,7 @@
-"""Rewrite small matrix products as fusible elementwise products and sums (issue 7: speed).
+"""Rewrite small matrix products as fusible elementwise products and sums (speed of small systems).
 
-XLA on a CPU launches every ``dot_general`` as an operation of its own, at a cost of about
-0.2 us, however small the matrices; the residual and tangent of a scheme for a system of a dozen
+XLA on a CPU launches every ``dot_general`` as an operation of its own, at a fixed cost however
+small the matrices; the residual and tangent of a scheme for a system of a dozen
 coordinates hold a hundred such products (AD of the users' g(q) multiplies them). Written as a
 broadcast product and a sum, the same contraction is fused by XLA with the elementwise work
 around it. :func:`fuse_small_dots` traces a function to its jaxpr and evaluates it again with every
@@ -9,17 +9,16 @@ floating-point ``dot_general`` whose product tensor has at most ``limit`` entrie
 way; larger products stay matrix products. Only the summation order changes (round-off level).
 
 It is applied to the residual and to the Newton update of every scheme by the time loop
-(:func:`livens.simulate._make_runner`), not to ensembles (batched, the matrix products are
-faster). The limit of 2048 entries is measured: it halves the cost of a heavy-top step (d = 12)
-and leaves larger systems as they were, while 4096 made a chain of 32 pendulums (d = 96) six
-times slower (XLA recomputes fused sums). Set the environment variable ``LIVENS_FUSE_DOTS=0`` to
+(:func:`livens.simulate._make_runner`), not to ensembles nor to :func:`livens.flow` (batched, the matrix products are
+faster). The limit of 2048 entries was chosen by measurement (``python -m benchmarks``): it speeds
+up a heavy-top step (d = 12) and leaves larger systems as they were, while a larger limit slowed
+a chain of 32 pendulums (d = 96) down (XLA recomputes fused sums). Set the environment variable ``LIVENS_FUSE_DOTS=0`` to
 switch it off (e.g. to compare), or to an integer to choose the limit; if a jaxpr holds something
 the rewrite does not know, the function is used unchanged.
 
 The same rewrite evaluates operations on constants only at trace time, with NumPy: jnp's index
 arithmetic in front of every ``x[idx]`` with a constant index array, repeated by AD for each
-derivative, which XLA on a CPU was seen to run at every call (heavy-top VI-S residual 7.3 us,
-4.0 us folded). :func:`fold_constants` does only that (ensembles, where small matrix products are
+derivative, which XLA on a CPU was seen to run at every call. :func:`fold_constants` does only that (ensembles, where small matrix products are
 better kept as they are).
 """
 from __future__ import annotations
@@ -73,8 +72,8 @@ def _dot_as_sum(lhs, rhs, dimension_numbers, preferred_element_type=None, **_):
 # --- index arithmetic on constants ------------------------------------------------------------
 # jnp puts index arithmetic in front of every x[idx] with a constant index array (negative-index
 # normalization: add, select_n, convert, broadcast), and AD repeats it for each derivative. XLA on
-# a CPU was seen to run these as operations of their own at every call (heavy-top VI-S residual
-# 7.3 us, 4.0 us with them folded); they are evaluated once, at trace time, with NumPy.
+# a CPU was seen to run these as operations of their own at every call; they are evaluated once,
+# at trace time, with NumPy.
 
 def _ufunc(f):
     return lambda *xs, **_: f(*xs)

@@ -1,9 +1,9 @@
-"""float64 everywhere (DESIGN: Newton, time loop), set before any array is created.
+"""float64 everywhere, set before any array is created.
 
 Also: HDF5 file locking off (before h5py loads), so that a streamed result file can be read while
 the run that writes it is still going (see :mod:`livens.stream`).
 
-And JAX's persistent compilation cache (issue 7): a compiled time step is stored on disk, so that
+And JAX's persistent compilation cache: a compiled time step is stored on disk, so that
 a second process running the same (example, scheme) pair skips XLA's compilation. The cache lives
 in ``$LIVENS_COMPILATION_CACHE`` if that names a directory, else in the user cache directory
 (``$XDG_CACHE_HOME/livens/jax`` or ``~/.cache/livens/jax``; ``~/Library/Caches/livens/jax`` on

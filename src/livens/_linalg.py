@@ -1,7 +1,7 @@
-"""Small dense linear algebra for the Newton steps (issue 7: speed).
+"""Small dense linear algebra for the Newton steps (speed of small systems).
 
 On a CPU, a Newton step of a small system costs what its operations cost to launch, not their
-arithmetic: a LAPACK call costs about 1 us even for a 2 x 2 matrix. ``solver(A)`` therefore solves
+arithmetic: a LAPACK call has a fixed cost even for a 2 x 2 matrix. ``solver(A)`` therefore solves
 systems up to :data:`UNROLL` unknowns by unrolled Gaussian elimination with partial pivoting (a
 handful of fused elementwise operations) and larger ones with one LU factorization
 (``lax.linalg.lu``) reused for every right-hand side. Both are exact solves (no approximation):

@@ -44,6 +44,10 @@ _TRACER_ERRORS = tuple(
 
 
 def _jax_hint(exc) -> str:
+    if isinstance(exc, TypeError) and "positional argument" in str(exc):
+        return (" (the functions of a System with parameters take the parameter dict as their last "
+                "argument, e.g. potential(q, par), external_force(q, v, t, par); a System without "
+                "parameters calls them without it)")
     if isinstance(exc, _TRACER_ERRORS):
         return (" (JAX traces the model functions: write them with jax.numpy, without numpy functions, "
                 "float() or Python if/else on the coordinates)")
@@ -102,7 +106,8 @@ def validate_problem(problem):
             raise ValueError(f"q0 has {d} entries but the mass matrix is {dm} x {dm}.")
     if problem.v0 is None and problem.p0 is None:
         raise ValueError("Give the initial velocity v0 or the initial momentum p0.")
-    M = _evaluate("mass_matrix", system.mass_matrix, q0, shape=(d, d)) if not system.constant_mass else system.mass_matrix
+    M = _evaluate("mass_matrix", system.bound("mass_matrix"), q0, shape=(d, d)) if not system.constant_mass \
+        else system.mass_matrix
     if not np.all(np.isfinite(M)):
         bad = [tuple(ij) for ij in np.argwhere(~np.isfinite(M)).tolist()]
         raise ValueError(f"The mass matrix has non-finite entries at {bad[:6]}: {[float(M[ij]) for ij in bad[:6]]}.")
@@ -134,10 +139,10 @@ def validate_problem(problem):
             raise ValueError(f"Problem.{name} must be a positive finite number; got {val!r}.")
     if not problem.check:
         return q0, v0, p0
-    _evaluate("potential", system.potential, q0, shape=(), floating=True)
-    _traceable("potential", system.potential, q0)
+    _evaluate("potential", system.bound("potential"), q0, shape=(), floating=True)
+    _traceable("potential", system.bound("potential"), q0)
     # the schemes differentiate V and g by JAX AD inside a compiled step: trace and check them here
-    dV0 = _evaluate("the gradient of potential (JAX AD)", jax.grad(system.potential), q0, finite=False)
+    dV0 = _evaluate("the gradient of potential (JAX AD)", jax.grad(system.bound("potential")), q0, finite=False)
     if not np.all(np.isfinite(dV0)):
         bad = np.flatnonzero(~np.isfinite(dV0)).tolist()
         raise ValueError(
@@ -146,18 +151,19 @@ def validate_problem(problem):
             + ": V is not differentiable there (e.g. a norm or square root at zero); write it in a form that is."
         )
     if not system.constant_mass:
-        _traceable("mass_matrix", system.mass_matrix, q0)
+        _traceable("mass_matrix", system.bound("mass_matrix"), q0)
     if system.dissipation is not None:
-        _evaluate("dissipation", system.dissipation, q0, shape=(d, d))
-        _traceable("dissipation", system.dissipation, q0)
+        _evaluate("dissipation", system.bound("dissipation"), q0, shape=(d, d))
+        _traceable("dissipation", system.bound("dissipation"), q0)
     if system.external_force is not None:
-        _evaluate("external_force", system.external_force, q0, v0, 0.0, shape=(d,))
-        _traceable("external_force", system.external_force, q0, v0, 0.0)
+        _evaluate("external_force", system.bound("external_force"), q0, v0, 0.0, shape=(d,))
+        _traceable("external_force", system.bound("external_force"), q0, v0, 0.0)
     if system.constraints is not None:
-        g0 = np.atleast_1d(_evaluate("constraints", system.constraints, q0, floating=True))
+        g0 = _evaluate("constraints", system.bound("constraints"), q0, floating=True)
         if g0.ndim != 1:
-            raise ValueError(f"constraints must return a vector of shape (m,); got shape {g0.shape}.")
-        _traceable("constraints", system.constraints, q0)
+            hint = " (a 0-d scalar; return jnp.array([g]) for one constraint)" if g0.ndim == 0 else ""
+            raise ValueError(f"constraints must return a vector of shape (m,); got shape {g0.shape}{hint}.")
+        _traceable("constraints", system.bound("constraints"), q0)
         mech = mechanics(system, q0)
         G0 = _evaluate("the Jacobian of constraints (JAX AD)", mech.G, q0, shape=(g0.shape[0], d), finite=False)
         bad = [k for k in range(G0.shape[0]) if not np.all(np.isfinite(G0[k]))]
@@ -219,8 +225,12 @@ def check_step(h, t_end, tol, max_iter):
         raise ValueError(f"The step size h must be positive; got h = {h!r}.")
     if t_end < h * (1 - 1e-12):
         raise ValueError(f"t_end must be at least one step h; got t_end = {t_end!r} < h = {h!r}.")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not (math.isfinite(tol) and tol > 0):
-        raise ValueError(f"The Newton tolerance tol must be a positive number (e.g. 1e-9); got {tol!r}.")
+    if isinstance(tol, str):
+        if tol != "roundoff":
+            raise ValueError(f"The Newton tolerance tol must be a positive number (e.g. 1e-9) or 'roundoff'; "
+                             f"got {tol!r}.")
+    elif isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not (math.isfinite(tol) and tol > 0):
+        raise ValueError(f"The Newton tolerance tol must be a positive number (e.g. 1e-9) or 'roundoff'; got {tol!r}.")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer (e.g. 40); got {max_iter!r}.")
 
@@ -262,3 +272,122 @@ def consistent_initial_state(system, q0, v0, tol: float = 1e-14, max_iter: int =
     W = Minv if Minv is not None else np.eye(q.shape[0])
     v = v - W @ G.T @ np.linalg.solve(G @ W @ G.T, G @ v)
     return q, v
+
+
+#: Relative size of dV . xi q, G(q) xi q (on the constraint manifold) and of the non-invariant part of M
+#: below which a declared symmetry counts as an exact symmetry of the system (AD values: round-off).
+SYMMETRY_RTOL = 1e-8
+
+
+def _manifold_points(mech, q0, rng, n: int):
+    """q0 and up to ``n`` points near it on g(q) = 0 (random perturbations projected by
+    Gauss-Newton), for the symmetry checks."""
+    pts = [q0]
+    scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(q0.shape[0]))
+    for _ in range(n):
+        q = q0 + scale * rng.standard_normal(q0.shape[0])
+        if mech.m:
+            for _ in range(30):
+                gq = np.asarray(mech.g(jnp.asarray(q)))
+                if not np.all(np.isfinite(gq)):
+                    break
+                if np.max(np.abs(gq)) <= 1e-13:
+                    pts.append(q)
+                    break
+                G = np.asarray(mech.G(jnp.asarray(q)))
+                try:
+                    q = q - G.T @ np.linalg.solve(G @ G.T, gq)
+                except np.linalg.LinAlgError:
+                    break
+        else:
+            pts.append(q)
+    return pts
+
+
+def symmetry_defect(mech, sym, q0, seed: int = 0) -> str | None:
+    """Why ``sym`` is not an exact symmetry of the system (002 eq 41), or None when it is.
+
+    Checked with AD at q0, at points near q0 on the constraint manifold and at points off it:
+    dV(q) . xi q = 0 (the potential is invariant), G(q) xi q = 0 on g(q) = 0 (the constraint
+    manifold is invariant; g itself may be invariant or equivariant) and, for a constant M,
+    xi^T M + M xi = 0 (the kinetic energy is invariant); each relative to the sizes involved, at
+    :data:`SYMMETRY_RTOL`. A configuration-dependent M counts as not checked (no scheme that uses
+    the symmetries accepts one).
+    """
+    rng = np.random.default_rng(seed)
+    if not mech.constant_mass:
+        return "the mass matrix depends on q"
+    if sym.xi is not None:
+        M, xi = np.asarray(mech.M_const), np.asarray(sym.xi)
+        if xi.shape != M.shape:
+            return f"its generator is {xi.shape[0]} x {xi.shape[1]} but the system has d = {M.shape[0]}"
+        dM = xi.T @ M + M @ xi
+        if np.max(np.abs(dM)) > SYMMETRY_RTOL * np.max(np.abs(M)) * max(np.max(np.abs(xi)), 1.0):
+            return f"the kinetic energy is not invariant (|xi^T M + M xi| = {np.max(np.abs(dM)):.2e})"
+    elif np.shape(sym.shift) != (mech.d,):
+        return f"its generator has {np.shape(sym.shift)} entries but the system has d = {mech.d}"
+    on = _manifold_points(mech, np.asarray(q0, float), rng, 3)
+    scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
+    off = [q + 0.05 * scale * rng.standard_normal(len(q0)) for q in on]
+    dV = jax.grad(mech.V)
+    for q in on + off:
+        z = np.asarray(sym.generator(jnp.asarray(q)), float)
+        grad = np.asarray(dV(jnp.asarray(q)))
+        if abs(grad @ z) > SYMMETRY_RTOL * (np.linalg.norm(grad) * np.linalg.norm(z) + 1e-300):
+            return f"the potential is not invariant (dV . xi q = {grad @ z:.3e} at q = {np.round(q, 4).tolist()})"
+    if mech.m:
+        for q in on:
+            z = np.asarray(sym.generator(jnp.asarray(q)), float)
+            G = np.asarray(mech.G(jnp.asarray(q)))
+            Gz = G @ z
+            lim = SYMMETRY_RTOL * (np.linalg.norm(G, axis=1) * np.linalg.norm(z) + 1e-300)
+            bad = np.flatnonzero(np.abs(Gz) > lim)
+            if bad.size:
+                k = int(bad[0])
+                return (f"it does not leave the constraint manifold invariant ({constraint_label(mech.system, k)}: "
+                        f"G xi q = {Gz[k]:.3e} at q = {np.round(q, 4).tolist()})")
+    return None
+
+
+def constraints_invariant(mech, symmetries, q0, seed: int = 1) -> bool:
+    """True when g itself (not only the manifold g = 0) is invariant under every one of
+    ``symmetries``: G(q) xi q = 0 at q0 and at random points off the manifold. Then the midpoint
+    derivatives of lambda.g and of gamma.g_v meet the orthogonality conditions (002 eq 85b, c) by
+    themselves; for an equivariant g (e.g. a point fixed on the axis, g(R q) = R g(q)) the
+    energy-momentum schemes impose them."""
+    if not mech.m or not symmetries:
+        return True
+    rng = np.random.default_rng(seed)
+    q0 = np.asarray(q0, float)
+    scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
+    for q in [q0] + [q0 + scale * rng.standard_normal(len(q0)) for _ in range(3)]:
+        G = np.asarray(mech.G(jnp.asarray(q)))
+        for sym in symmetries:
+            z = np.asarray(sym.generator(jnp.asarray(q)), float)
+            lim = SYMMETRY_RTOL * (np.linalg.norm(G, axis=1) * np.linalg.norm(z) + 1e-300)
+            if np.any(np.abs(G @ z) > lim):
+                return False
+    return True
+
+
+_EXACT: dict = {}
+
+
+def exact_symmetries(problem, mech) -> tuple[tuple, dict, bool]:
+    """The problem's symmetries that are exact symmetries of its system (:func:`symmetry_defect`),
+    for the others the reason, and whether g is invariant under the kept ones
+    (:func:`constraints_invariant`): ``(kept, {name: why}, invariant)``. Cached per problem."""
+    key = id(problem)
+    hit = _EXACT.get(key)
+    if hit is not None and hit[0] is problem:
+        return hit[1]
+    kept, dropped = [], {}
+    for sym in problem.symmetries:
+        why = symmetry_defect(mech, sym, problem.q0)
+        if why is None:
+            kept.append(sym)
+        else:
+            dropped[sym.name] = why
+    out = (tuple(kept), dropped, constraints_invariant(mech, kept, problem.q0))
+    _EXACT[key] = (problem, out)
+    return out

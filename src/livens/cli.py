@@ -1,11 +1,15 @@
-"""Command line: ``livens list``, ``livens run``, and the study/reproduce commands (DESIGN: CLI).
+"""Command line: ``livens list``, ``livens run``, and the study/reproduce commands.
 
-A failed run exits non-zero with the message (never a bare traceback from inside JAX), after
-writing the steps computed so far.
+``livens run`` streams the run to ``DIR/<example>_<scheme>.nc`` while it goes (``--out DIR``),
+keeping one node in every ``--save-every`` K, so that memory stays bounded; the CSV and the figure
+are made from the kept nodes at the end. A run that fails exits 3 with a one-line message (never a
+bare traceback from inside JAX), Ctrl-C exits 130 at once; both name the file that holds the steps
+computed so far (``..._partial.nc``).
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -45,12 +49,103 @@ def _parse_overrides(items):
     return out
 
 
-def _write_outputs(sol, out: str, stem: str, animate: bool = False) -> list[str]:
+KEEP_BUDGET = 256 * 2**20
+"""Bytes of kept records (t, q, p, v, lambda, gamma, Newton data per node) above which ``livens run``
+without --save-every keeps one node in every k, so that memory stays bounded whatever the number of
+steps."""
+CSV_ROWS = 2000
+"""Rows of the default (``--csv summary``) CSV: evenly spaced kept nodes, enough for a smooth curve."""
+PLOT_POINTS = 2000
+"""Points per curve in the overview figure (envelopes of longer series, see livens.plots.overview)."""
+
+
+def _row_bytes(d: int, m: int) -> int:
+    """Bytes the time loop keeps per node: t, q, p, v, lambda, gamma, Newton iterations and residual."""
+    return 8 * (3 * d + 2 * m + 4)
+
+
+def _choose_save_every(n_steps: int, d: int, m: int, given: int | None) -> tuple[int, str | None]:
+    """``--save-every`` as given, or the smallest k that keeps the run within KEEP_BUDGET; with a note
+    for the user where a k was chosen, or where the nodes asked for need much memory."""
+    row = _row_bytes(d, m)
+    if given is not None:
+        need = (n_steps // given + 1) * row
+        mem = _physical_memory()
+        if mem and need > 0.25 * mem:
+            return given, (f"warning: keeping {n_steps // given + 1:,} nodes needs about {_size(3 * need)} of memory "
+                           f"(and {_size(need)} of disk with --out) on a machine with {_size(mem)}; a larger "
+                           "--save-every keeps fewer.")
+        return given, None
+    if (n_steps + 1) * row <= KEEP_BUDGET:
+        return 1, None
+    k = _nice(-(-(n_steps + 1) * row // KEEP_BUDGET))
+    nodes = n_steps // k + 1
+    return k, (f"note: {n_steps:,} steps: keeping one node in every {k} ({nodes:,} nodes, {_size(nodes * row)}) "
+               "so that memory stays bounded; give --save-every 1 to keep every node.")
+
+
+def _nice(k: int) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... at least k."""
+    scale = 1
+    while True:
+        for f in (1, 2, 5):
+            if f * scale >= k:
+                return f * scale
+        scale *= 10
+
+
+CHUNK_SECONDS = 0.25
+"""About how long one compiled chunk of steps of ``livens run`` should take: Ctrl-C is answered
+between chunks."""
+_STEP_SECONDS_PER_UNKNOWN3 = 5e-11
+"""Seconds per step per cubed number of unknowns (3d + 2m), as measured for VI-S on the double
+four-bar on a 2-core machine (a dense Newton step grows like the cube); a rough guide only."""
+
+
+def _chunk_for(d: int, m: int) -> int:
+    """Steps per compiled chunk: the time loop's default (512) for small systems; for large ones the
+    power of two (at least 4) that keeps a chunk near CHUNK_SECONDS, so that Ctrl-C is answered
+    within about a second rather than after hundreds of slow steps."""
+    from .simulate import DEFAULT_CHUNK
+
+    step = _STEP_SECONDS_PER_UNKNOWN3 * float(3 * d + 2 * m) ** 3
+    n = CHUNK_SECONDS / step
+    if n >= DEFAULT_CHUNK:
+        return DEFAULT_CHUNK
+    return max(4, 2 ** int(math.floor(math.log2(max(n, 1.0)))))
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        return None
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if nbytes < 1000 or unit == "TB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1000
+    return ""  # pragma: no cover
+
+
+def _write_outputs(sol, out: str, stem: str, csv: str = "summary", animate: bool = False,
+                   netcdf: bool = True) -> list[str]:
+    """The run's files in ``out``: ``stem.nc`` (unless already streamed there), ``stem.csv`` (``csv``:
+    "summary", "full" or "none") and the overview figure ``stem.png``, all made from the kept nodes."""
     from .plots import overview_figure
 
     os.makedirs(out, exist_ok=True)
-    files = [sol.to_netcdf(os.path.join(out, f"{stem}.nc")), sol.to_csv(os.path.join(out, f"{stem}.csv"))]
-    files.append(overview_figure(sol, os.path.join(out, f"{stem}.png")))
+    files = []
+    if netcdf:
+        files.append(sol.to_netcdf(os.path.join(out, f"{stem}.nc")))
+    else:
+        files.append(os.path.join(out, f"{stem}.nc"))
+    if csv != "none":
+        rows, columns = (CSV_ROWS, "summary") if csv == "summary" else (None, "all")
+        files.append(sol.to_csv(os.path.join(out, f"{stem}.csv"), rows=rows, columns=columns))
+    files.append(overview_figure(sol, os.path.join(out, f"{stem}.png"), max_points=PLOT_POINTS))
     if animate:
         from .bodies.draw import animate as animate_run
 
@@ -61,14 +156,36 @@ def _write_outputs(sol, out: str, stem: str, animate: bool = False) -> list[str]
 def _print_summary(sol) -> None:
     summary = sol.summary()
     width = max(len(k) for k in summary)
-    print(f"{sol.scheme} {sol.params or ''} on {sol.meta.get('example')}, h = {sol.h:g}")
+    kept = f", one node in every {sol.save_every} kept" if sol.save_every > 1 else ""
+    print(f"{sol.scheme} {sol.params or ''} on {sol.meta.get('example')}, h = {sol.h:g}{kept}")
     for k, v in summary.items():
+        if k == "steps/s" and v != v:
+            v = "n/a (every step ran in the first, compiled chunk)"
         print(f"  {k:{width}s}  {v:.6g}" if isinstance(v, float) else f"  {k:{width}s}  {v}")
+
+
+def _kept_words(sol, save_every: int, files: str) -> str:
+    """Where the steps of a stopped run are, in a sentence."""
+    n = sol.n_steps if sol is not None else 0
+    if n == 0:
+        return f"The initial state is in {files}."
+    if save_every > 1:
+        return f"One node in every {save_every} ({n + 1} nodes) is in {files}."
+    return f"Every computed step ({n}) is in {files}." if n > 1 else f"The one computed step is in {files}."
+
+
+def _partial(out: str, stem: str, streamed: str) -> str:
+    """Rename the streamed file of a stopped run to ``stem_partial.nc``; its path."""
+    target = os.path.join(out, f"{stem}_partial.nc")
+    if os.path.exists(streamed):
+        os.replace(streamed, target)
+    return target
 
 
 def _cmd_run(args) -> int:
     from . import examples
-    from .errors import SimulationError
+    from .errors import SimulationError, SimulationInterrupted
+    from .mechanics import mechanics
     from .simulate import simulate
 
     overrides = _parse_overrides(args.set)
@@ -78,34 +195,88 @@ def _cmd_run(args) -> int:
         cfg = load_run_config(args.config)
         problem, run_kw = cfg.problem(), cfg.run_kwargs()
         example = cfg.example or cfg.system
+        if "save_every" not in cfg.given:
+            run_kw.pop("save_every", None)
     else:
         if not args.example:
             raise ValueError("Name an example (see `livens list`) or give --config run.toml.")
         example = args.example
         problem = examples.load(args.example, **overrides)
         run_kw = {}
-    for key in ("scheme", "h", "t_end", "tol", "max_iter", "guess", "theta", "vartheta", "blowup_factor", "rescue"):
+    for key in ("scheme", "h", "t_end", "tol", "max_iter", "guess", "theta", "vartheta", "blowup_factor", "rescue",
+                "save_every", "final_iteration"):
         val = getattr(args, key, None)
         if val is not None:
             run_kw[key] = val
+    if args.animate and not args.out:
+        raise ValueError("--animate needs --out DIR.")
     run_kw.setdefault("scheme", "VI-S")
     run_kw["progress"] = False if args.quiet else None
+    h = run_kw.get("h", problem.h)
+    t_end = run_kw.get("t_end", problem.t_end)
+    if h is not None and t_end is not None and h > 0 and t_end > 0:
+        mech = mechanics(problem.system, problem.q0)
+        given = run_kw.get("save_every")
+        if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 1):
+            raise ValueError(f"--save-every must be a positive integer; got {given!r}.")
+        run_kw["save_every"], note = _choose_save_every(max(1, round(t_end / h)), mech.d, mech.m, given)
+        if note:
+            print(note, file=sys.stderr)
+        run_kw["chunk"] = _chunk_for(mech.d, mech.m)
     stem = f"{example}_{run_kw['scheme']}".replace("/", "_").replace(":", "_")
+    streamed = None
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        for ext in ("nc", "csv", "png", "gif"):  # results of an earlier stopped run of the same name
+            stale = os.path.join(args.out, f"{stem}_partial.{ext}")
+            if os.path.exists(stale):
+                os.remove(stale)
+        streamed = os.path.join(args.out, f"{stem}.nc")
+        run_kw["out"] = streamed
     try:
         sol = simulate(problem, **run_kw)
+    except SimulationInterrupted as exc:
+        if streamed:
+            kept = _kept_words(exc.solution, run_kw.get("save_every", 1), f"{_partial(args.out, stem, streamed)} (lv.load reads it)")
+        else:
+            kept = "Nothing was saved (no --out)."
+        print(f"{exc.reason} {kept}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        # Ctrl-C outside the time loop (set-up, or the final rewrite of the streamed file)
+        if streamed and os.path.exists(streamed):
+            print(f"Interrupted; the steps computed are in {_partial(args.out, stem, streamed)}.", file=sys.stderr)
+        else:
+            print("Interrupted; nothing was saved.", file=sys.stderr)
+        return 130
     except SimulationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if args.out and exc.solution is not None and exc.solution.n_steps > 0:
-            files = _write_outputs(exc.solution, args.out, stem + "_partial")
-            print(f"partial results ({exc.solution.n_steps} steps) written: {', '.join(files)}", file=sys.stderr)
+        sol = exc.solution
+        if streamed and sol is not None:
+            files = _write_outputs(sol, args.out, stem + "_partial", csv=args.csv)
+            if os.path.exists(streamed):
+                os.remove(streamed)
+            kept = _kept_words(sol, run_kw.get("save_every", 1), ", ".join(files))
+        else:
+            kept = "Nothing was saved (no --out)."
+        print(f"error: {exc.reason} {kept}", file=sys.stderr)
         return 3
     _print_summary(sol)
     if args.out:
-        files = _write_outputs(sol, args.out, stem, animate=args.animate)
+        files = _write_outputs(sol, args.out, stem, csv=args.csv, animate=args.animate, netcdf=False)
         print("written: " + ", ".join(files))
-    elif args.animate:
-        raise ValueError("--animate needs --out DIR.")
+    else:
+        print("Nothing was saved: give --out DIR to write the run as netCDF, CSV and a PNG figure.")
     return 0
+
+
+def _tolerance(text: str):
+    """--tol: a positive number or "roundoff"."""
+    if text.strip().lower() == "roundoff":
+        return "roundoff"
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number (e.g. 1e-9) or 'roundoff'; got {text!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,7 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheme", help="scheme name or alias (default VI-S)")
     p.add_argument("--h", type=float, help="step size (default: the paper's)")
     p.add_argument("--t-end", dest="t_end", type=float, help="end time (default: the paper's)")
-    p.add_argument("--tol", type=float, help="Newton tolerance (default 1e-9)")
+    p.add_argument("--tol", type=_tolerance, help="Newton tolerance (default 1e-9), or 'roundoff': iterate until the "
+                   "increment stops decreasing (long runs at the round-off limit)")
+    p.add_argument("--final-iteration", dest="final_iteration", action="store_const", const=True,
+                   help="one more Newton iteration after ||R|| <= tol (removes most of the stopping bias)")
     p.add_argument("--max-iter", dest="max_iter", type=int, help="Newton iterations per step (default 40)")
     p.add_argument("--guess", choices=["simple", "advanced", "extrapolated"],
                    help="Newton initial guess: simple/advanced (002 Table 2) or extrapolated (livens); default: the scheme's")
@@ -129,10 +303,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-rescue", dest="rescue", action="store_const", const=False,
                    help="stop at the first failed Newton step instead of retrying it with damped Newton")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="override an example parameter")
-    p.add_argument("--config", help="a run.toml file (see README)")
-    p.add_argument("--out", help="directory for netCDF, CSV and PNG")
+    p.add_argument("--save-every", dest="save_every", type=int, metavar="K",
+                   help="keep one node in every K (and the step ending there), in memory and on disk; "
+                        "default 1, or the smallest K that keeps a very long run within "
+                        f"{KEEP_BUDGET // 2**20} MiB of kept data (a note says so)")
+    p.add_argument("--config", help="a run.toml file (format: README, 'Configuration files')")
+    p.add_argument("--out", metavar="DIR",
+                   help="write DIR/<example>_<scheme>.nc (netCDF, streamed while the run goes: loadable at any "
+                        "moment, complete with diagnostics at the end), .csv (see --csv) and .png (overview "
+                        "figure); a run that stops early leaves <...>_partial.nc (and .csv, .png). "
+                        "Without --out nothing is saved")
+    p.add_argument("--csv", choices=["summary", "full", "none"], default="summary",
+                   help=f"the CSV: 'summary' (default): at most {CSV_ROWS} evenly spaced kept nodes with t, q, "
+                        "energies, momentum maps, the largest constraint residuals and Newton iterations; "
+                        "'full': every kept node and every column (p, v, each residual, lambda, gamma); "
+                        "'none': no CSV (the .nc file has everything)")
     p.add_argument("--animate", action="store_true", help="also write an animated GIF (mechanisms)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (otherwise shown on a terminal once a run has taken 2 s)")
     p.set_defaults(func=_cmd_run)
     try:
         from .studies.cli import add_parsers
@@ -149,7 +337,7 @@ def main(argv=None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("Interrupted.", file=sys.stderr)
         return 130
     except (ValueError, TypeError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)

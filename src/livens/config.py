@@ -6,20 +6,25 @@ Example::
     scheme = "VI-A"
     h = 0.002
     t_end = 2.0
-    tol = 1e-9
+    tol = 1e-9                     # or "roundoff" (long runs; see livens.simulate)
+    final_iteration = false        # optional: one more Newton iteration after ||R|| <= tol
     max_iter = 40
     guess = "extrapolated"         # or "simple", "advanced" (002 Table 2); default: the scheme's
     blowup_factor = 10.0           # optional
-    save_every = 1                 # optional
+    save_every = 1                 # optional: keep one node in every k (livens run: default chosen
+                                   # so that a very long run stays within a memory budget)
     rescue = true                  # optional: retry a failed Newton step with damped Newton
     [parameters]                   # example parameters (see `livens list`)
     mass = 0.7069
     [scheme_parameters]            # e.g. theta, vartheta
     theta = 0.5
 
-Unknown keys are refused with the nearest valid key suggested. A user-defined system is named as
-``module:function`` and imported explicitly; the function must return a :class:`livens.Problem`.
-Nothing from the file is evaluated as code.
+Every key but ``example`` / ``system`` is optional; the command line's options (``--h``,
+``--save-every``, ...) override the file's values. Unknown keys are refused with the nearest valid
+key suggested. A user-defined system is named as ``module:function`` and imported explicitly
+(from the configuration file's directory first, then from sys.path); the function, called with
+the ``[parameters]`` as keyword arguments, must return a :class:`livens.Problem`. Nothing from
+the file is evaluated as code.
 """
 from __future__ import annotations
 
@@ -30,8 +35,9 @@ import tomllib
 from dataclasses import dataclass, field
 
 _TOP = {
-    "example": str, "system": str, "scheme": str, "h": float, "t_end": float, "tol": float,
+    "example": str, "system": str, "scheme": str, "h": float, "t_end": float, "tol": (float, str),
     "max_iter": int, "guess": str, "blowup_factor": float, "save_every": int, "rescue": bool,
+    "final_iteration": bool,
     "parameters": dict, "scheme_parameters": dict,
 }
 
@@ -54,7 +60,8 @@ class RunConfig:
     scheme: str = "VI-S"
     h: float | None = None
     t_end: float | None = None
-    tol: float = 1e-9
+    tol: float | str = 1e-9
+    final_iteration: bool = False
     max_iter: int = 40
     guess: str | None = None
     blowup_factor: float | None = None
@@ -63,6 +70,7 @@ class RunConfig:
     parameters: dict = field(default_factory=dict)
     scheme_parameters: dict = field(default_factory=dict)
     path: str = ""
+    given: tuple = ()  # the keys the file sets (the others are defaults)
 
     def problem(self):
         """Build the Problem: the named example, or ``module:function`` imported explicitly."""
@@ -72,7 +80,7 @@ class RunConfig:
             return examples.load(self.example, **self.parameters)
         module_name, _, func_name = self.system.partition(":")
         try:
-            module = importlib.import_module(module_name)
+            module = _import_beside(module_name, self.path)
         except ImportError as exc:
             raise ConfigError(f"{self.path}: system = {self.system!r}: cannot import module {module_name!r} ({exc}).") from None
         fn = getattr(module, func_name, None)
@@ -90,11 +98,28 @@ class RunConfig:
     def run_kwargs(self) -> dict:
         """Keyword arguments for :func:`livens.simulate`."""
         kw = dict(scheme=self.scheme, tol=self.tol, max_iter=self.max_iter, guess=self.guess,
-                  save_every=self.save_every, rescue=self.rescue, **self.scheme_parameters)
+                  save_every=self.save_every, rescue=self.rescue, final_iteration=self.final_iteration,
+                  **self.scheme_parameters)
         for k in ("h", "t_end", "blowup_factor"):
             if getattr(self, k) is not None:
                 kw[k] = getattr(self, k)
         return kw
+
+
+def _import_beside(module_name: str, config_path: str):
+    """Import ``module_name``, looking first in the configuration file's directory (so that a
+    model file next to run.toml is found whatever the working directory), then on sys.path."""
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(config_path)) if config_path and config_path != "<config>" else None
+    if here is None or here in sys.path:
+        return importlib.import_module(module_name)
+    sys.path.insert(0, here)
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        sys.path.remove(here)
 
 
 def parse_run_config(data: dict, path: str = "<config>") -> RunConfig:
@@ -104,10 +129,14 @@ def parse_run_config(data: dict, path: str = "<config>") -> RunConfig:
             raise ConfigError(f"{path}: unknown key {key!r}.{_suggest(key, _TOP)}")
         want = _TOP[key]
         ok = isinstance(value, want) and (want is bool or not isinstance(value, bool))
-        if want is float and isinstance(value, int) and not isinstance(value, bool):
+        if float in (want if isinstance(want, tuple) else (want,)) and isinstance(value, int) \
+                and not isinstance(value, bool):
             ok = True
         if not ok:
-            raise ConfigError(f"{path}: {key} must be {want.__name__}; got {value!r} ({type(value).__name__}).")
+            what = " or ".join(w.__name__ for w in want) if isinstance(want, tuple) else want.__name__
+            raise ConfigError(f"{path}: {key} must be {what}; got {value!r} ({type(value).__name__}).")
+    if isinstance(data.get("tol"), str) and data["tol"] != "roundoff":
+        raise ConfigError(f"{path}: tol must be a positive number or \"roundoff\"; got {data['tol']!r}.")
     if ("example" in data) == ("system" in data):
         raise ConfigError(f"{path}: give exactly one of 'example' (see `livens list`) or 'system' = \"module:function\".")
     if "system" in data:
@@ -124,7 +153,7 @@ def parse_run_config(data: dict, path: str = "<config>") -> RunConfig:
             if k not in allowed:
                 raise ConfigError(f"{path}: example {data['example']!r} has no parameter {k!r}.{_suggest(k, allowed)}")
     for key in ("h", "t_end", "tol", "blowup_factor"):
-        if key in data and not (math.isfinite(float(data[key])) and float(data[key]) > 0):
+        if key in data and not isinstance(data[key], str) and not (math.isfinite(float(data[key])) and float(data[key]) > 0):
             raise ConfigError(f"{path}: {key} must be a positive number; got {data[key]!r}.")
     if "max_iter" in data and data["max_iter"] < 1:
         raise ConfigError(f"{path}: max_iter must be at least 1; got {data['max_iter']!r}.")
@@ -141,7 +170,7 @@ def parse_run_config(data: dict, path: str = "<config>") -> RunConfig:
         sch.resolve_params(data.get("scheme_parameters", {}), alias_params)
     except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    return RunConfig(path=path, **data)
+    return RunConfig(path=path, given=tuple(data), **data)
 
 
 def load_run_config(path) -> RunConfig:

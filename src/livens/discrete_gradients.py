@@ -15,7 +15,11 @@ This module provides
   quadratic invariants pi_i (002 eq 122-126), which also satisfies the orthogonality conditions
   (002 eq 85) needed for the conservation of momentum maps;
 - :func:`midpoint`: the gradient at the midpoint, to which all of them reduce for functions that
-  are at most quadratic (002 eq 99, §6.2).
+  are at most quadratic (002 eq 99, §6.2);
+- :func:`corrected` and :func:`symmetric`: a discrete gradient that also meets the orthogonality
+  conditions of 002 eq 85 for the generators of a symmetry group (McLachlan, Quispel, Robidoux
+  1999 build discrete gradients that keep several first integrals the same way), whether or not
+  the function is written in invariants; the energy-momentum schemes use it.
 
 All functions are pure and jit-traceable; derivatives are taken by JAX AD. They are also safe to
 differentiate (the Newton tangent of a scheme differentiates through them): where an increment
@@ -153,17 +157,92 @@ def greenspan(pi: Callable, potentials: Callable, q0, q1):
     return Dpi.T @ quotient
 
 
-def potential_gradient(system, q0, q1):
-    """The discrete gradient of a system's potential used by the energy-momentum schemes:
-    :func:`greenspan` when the System declares ``invariants=(pi, potentials)``, else
-    :func:`gonzalez` of V."""
-    if system.invariants is not None:
-        pi, potentials = system.invariants
+#: Relative size, against the increment, of the part of an increment outside the symmetry
+#: directions below which :func:`corrected` fades its directional correction out.
+SYMMETRY_EPS = 1e-7
+
+
+def _gram_solve(Z, B):
+    """(Z^T Z + tau I)^-1 B for the r generators in the columns of Z and B of shape (r, k); tau ~
+    1e-14 tr Z^T Z keeps the solve finite where the generators are dependent or vanish at the
+    midpoint. r is small (at most 6 for the Euclidean group): an unrolled Cholesky factorization
+    in plain array operations, which XLA fuses, instead of a LAPACK call per step."""
+    r = Z.shape[1]
+    gram = Z.T @ Z
+    gram = gram + (1e-14 * jnp.trace(gram) / r + 1e-200) * jnp.eye(r, dtype=gram.dtype)
+    if r == 1:
+        return B / gram[0, 0]
+    L = [[None] * r for _ in range(r)]
+    for j in range(r):
+        diag = gram[j, j] - sum(L[j][k] * L[j][k] for k in range(j))
+        L[j][j] = jnp.sqrt(diag)
+        for i in range(j + 1, r):
+            L[i][j] = (gram[i, j] - sum(L[i][k] * L[j][k] for k in range(j))) / L[j][j]
+    y = [None] * r
+    for i in range(r):
+        y[i] = (B[i] - sum(L[i][k] * y[k] for k in range(i))) / L[i][i]
+    x = [None] * r
+    for i in reversed(range(r)):
+        x[i] = (y[i] - sum(L[k][i] * x[k] for k in range(i + 1, r))) / L[i][i]
+    return jnp.stack(x)
+
+
+def corrected(a0, dx, df, xm, Z=None, targets=None):
+    """A discrete gradient from an approximation a0 of the gradient at the midpoint xm:
+
+        a = a0 + Z y + c u,   u = dx - Z (Z^T Z)^-1 Z^T dx   (the part of dx outside span Z),
+
+    with c chosen so that a . dx = df (the directionality condition, 003 eq 27; 002 eq 86) and,
+    where ``targets`` is given, y so that Z^T a = ``targets`` (else y = 0, and Z^T a = Z^T a0). The
+    columns of Z are the infinitesimal generators of a symmetry group at the midpoint,
+    xi_k x^{n+1/2} (002 eq 17, 85): for a function invariant under the group, a0 = its gradient at
+    xm meets Z^T a0 = 0 already, and a meets the orthogonality conditions (002 eq 85) exactly.
+    Without Z (r = 0) this is Gonzalez's formula (003 eq 26) with a0 = Df(xm).
+
+    c = num / |u|^2 with num = df - (a0 + Z y) . dx. For an invariant function num vanishes with u
+    (two points whose difference lies along the generators are related by a group element), so
+    c u = O(|dx|^2) stays a second-order perturbation of a0. Where u is tiny the quotient is faded
+    out smoothly, as in :func:`gonzalez`, below |u| = SYMMETRY_EPS |dx| (and below the absolute
+    DELTA of the module docstring): c = num |u|^2 / (|u|^4 + (SYMMETRY_EPS |dx|)^4 + delta^4).
+    All operations are smooth, so the Newton tangent may differentiate through them.
+    """
+    if Z is not None and Z.shape[1]:
+        if targets is None:
+            u = dx - Z @ _gram_solve(Z, (Z.T @ dx)[:, None])[:, 0]
+        else:
+            Y = _gram_solve(Z, jnp.stack([targets - Z.T @ a0, Z.T @ dx], axis=1))
+            a0 = a0 + Z @ Y[:, 0]
+            u = dx - Z @ Y[:, 1]
+    else:
+        u = dx
+    s = u @ u
+    dx2 = dx @ dx
+    d4 = (DELTA**2 * (1.0 + xm @ xm)) ** 2 + (SYMMETRY_EPS**2 * dx2) ** 2
+    num = df - a0 @ dx
+    return a0 + num * s / (s * s + d4) * u
+
+
+def symmetric(f: Callable, x0, x1, generators: Callable | None = None):
+    """A discrete gradient of a scalar f that is orthogonal to the symmetry generators at the
+    midpoint (002 eq 85) when f is invariant: :func:`corrected` with a0 = Df(x^{n+1/2}),
+    df = f(x1) - f(x0) and Z = ``generators(x^{n+1/2})`` (a (n, r) array; None or r = 0 gives
+    Gonzalez's discrete gradient, :func:`gonzalez`)."""
+    xm = 0.5 * (x0 + x1)
+    Z = None if generators is None else generators(xm)
+    return corrected(jax.grad(f)(xm), x1 - x0, f(x1) - f(x0), xm, Z)
+
+
+def potential_gradient(mech, q0, q1):
+    """The discrete gradient of a system's potential (a :class:`~livens.mechanics.Mechanics`)
+    used by the energy-momentum schemes: :func:`greenspan` when the System declares
+    ``invariants=(pi, potentials)``, else :func:`gonzalez` of V."""
+    if mech.invariants is not None:
+        pi, potentials = mech.invariants
         return greenspan(pi, potentials, q0, q1)
-    return gonzalez(system.potential, q0, q1)
+    return gonzalez(mech.V, q0, q1)
 
 
 __all__ = [
     "gonzalez", "gonzalez_jacobian", "partitioned", "partitioned_jacobian", "greenspan", "midpoint",
-    "potential_gradient", "DELTA",
+    "potential_gradient", "corrected", "symmetric", "DELTA", "SYMMETRY_EPS",
 ]

@@ -1,4 +1,4 @@
-"""Ensembles: many initial states of one problem in one compiled call (DESIGN: Studies and scale).
+"""Ensembles: many initial states of one problem in one compiled call.
 
 :func:`simulate_ensemble` integrates B initial states (q0_b, v0_b) of the same system with the
 same scheme, h and t_end. The compiled chunk of time steps of :func:`livens.simulate` is mapped
@@ -22,17 +22,17 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from . import _jaxconfig  # noqa: F401
 from . import _linalg
 from .checks import check_step, constraint_label
 from .schemes.base import State
 from ._fusion import fold_constants
-from . import guess as _guess
-from .simulate import DEFAULT_CHUNK, _one_step, check_guess, new_history, resolve
+from .core import NEWTON_DEFAULT, make_loop
+from .newton import ROUNDOFF
+from .simulate import DEFAULT_CHUNK, check_guess, new_history, newton_options, resolve
 from ._cache import CompiledCache
-from .system import Problem
+from .system import Problem, parameter_values
 
 _CHECKS = CompiledCache(32)
 
@@ -40,75 +40,32 @@ _CHECKS = CompiledCache(32)
 _RUNNERS = CompiledCache(16)
 
 
-def _ensemble_runner(mech, scheme, mode: str, chunk: int):
+def _ensemble_runner(mech, scheme, mode: str, chunk: int, newton_opts: tuple = NEWTON_DEFAULT):
     """The compiled chunk of ``chunk`` time steps for B members at once (cached per system,
-    scheme, guess, chunk): (state, history, t0, n0, n_stop, h, tol, max_iter, params), member-first
-    (``history``: each member's solutions of its last steps, for the "extrapolated" guess).
+    scheme, guess, chunk, Newton options): the step loop of :mod:`livens.core` (the one
+    :func:`livens.simulate` runs) mapped over the members with ``jax.vmap``,
 
-    Built for batching (issue 7) rather than as ``jax.vmap`` of the single-run chunk: one
-    while loop over the steps with a shared step index, inside it the Newton step of
-    :func:`livens.simulate` mapped over the members, so that the records are written with one
-    unbatched index into step-major buffers (a vmapped loop selects between the old and the new
-    value of every buffer at every step, and scatters with a per-member index). A member that
-    has stopped (at n_stop, or on a failed step) keeps its state and takes no Newton iteration
-    (max_iter 0 for it), so the others run exactly as they would alone. Small products are not
-    rewritten (:mod:`livens._fusion`): batched, XLA's matrix products are the faster ones; index
-    arithmetic on constants is folded (:func:`livens._fusion.fold_constants`; measured: the
-    batched heavy-top residual 1.17 -> 0.77 us per member); and linear systems are factorized
-    whole (:func:`livens._linalg.whole_systems`).
+        (state, history, t_start, n0, n_stop, h, tol, max_iter, params, sys_params)
+            -> (state, history, n, failed, records),
+
+    member-first (``n0``, ``n_stop`` per member; ``history``: each member's solutions of its last
+    steps, for the "extrapolated" guess). A member that has stopped (at n_stop, or on a failed
+    step) keeps its state and takes no Newton iteration, so the others run exactly as they would
+    alone. Small products are not rewritten (:mod:`livens._fusion`): batched, XLA's matrix
+    products are the faster ones; index arithmetic on constants is folded
+    (:func:`livens._fusion.fold_constants`); and linear systems are factorized whole
+    (:func:`livens._linalg.whole_systems`).
     """
-    key = (mech, scheme, mode, chunk)
+    key = (mech, scheme, mode, chunk, newton_opts)
     hit = _RUNNERS.get(key)
     if hit is not None:
         return hit
-
-    def member_step(state, history, t, h, tol, max_iter, params):
-        return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params, fold_constants, history=history)
-
-    step = jax.vmap(member_step, in_axes=(0, 0, 0, None, None, 0, None))
-    push = jax.vmap(_guess.push)
-
-    def run_chunk(state: State, history, t0, n0, n_stop, h, tol, max_iter, params):
-        one = jax.tree_util.tree_map(lambda a: a[0], state)
-        out_shape = jax.eval_shape(
-            lambda s: scheme.update(scheme.guess(s, h, t0[0], params, mech, mode), s, h, t0[0], params, mech)[1], one)
-        rec_shape = {"q": one.q, "p": one.p, "iterations": jnp.int32(0), "residual": jnp.zeros((), t0.dtype),
-                     "ok": jnp.bool_(True), **out_shape}
-        B = n0.shape[0]
-        bufs = jax.tree_util.tree_map(lambda a: jnp.zeros((chunk, B) + jnp.shape(a), a.dtype), rec_shape)
-        bufs["ok"] = jnp.ones((chunk, B), bool)
-
-        def cond(carry):
-            i, _, _, n, failed, _ = carry
-            return (i < chunk) & jnp.any((n < n_stop) & ~failed)
-
-        def body(carry):
-            i, state, history, n, failed, bufs = carry
-            active = (n < n_stop) & ~failed
-            t = t0 + (n - n0).astype(t0.dtype) * h
-            new, out, res, guessed = step(state, history, t, h, tol, jnp.where(active, max_iter, 0), params)
-            ok = res.converged & jnp.all(jnp.isfinite(new.q), axis=1) & jnp.all(jnp.isfinite(new.p), axis=1)
-            take = active & ok
-            if mode == "extrapolated":  # a stopped member keeps its history as it was
-                history = push(jax.tree_util.tree_map(lambda a, b: jnp.where(
-                    active.reshape((B,) + (1,) * (a.ndim - 1)), b, a), history, guessed), res.x, take)
-
-            def keep(a, b):
-                return jnp.where(take.reshape((B,) + (1,) * (a.ndim - 1)), b, a)
-
-            state = jax.tree_util.tree_map(keep, state, new)
-            rec = {"q": new.q, "p": new.p, "iterations": res.iterations, "residual": res.residual,
-                   "ok": ok | ~active, **out}
-            bufs = jax.tree_util.tree_map(lambda b, r: lax.dynamic_update_index_in_dim(b, r, i, 0), bufs, rec)
-            return i + 1, state, history, n + take.astype(n.dtype), failed | (active & ~ok), bufs
-
-        _, state, history, n, failed, recs = lax.while_loop(
-            cond, body, (jnp.int32(0), state, history, n0, jnp.zeros(B, bool), bufs))
-        return state, history, n, failed, jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), recs)
+    loop = make_loop(mech, scheme, mode, chunk, None, newton_opts, fold_constants, batched=True)
+    mapped = jax.vmap(loop, in_axes=(0, 0, None, 0, 0, None, None, None, None, None))
 
     def traced(*args):  # runs while jax.jit traces: no block elimination in batched solves
         with _linalg.whole_systems():
-            return run_chunk(*args)
+            return mapped(*args)
 
     runner = jax.jit(traced)
     _RUNNERS[key] = runner
@@ -238,10 +195,11 @@ def simulate_ensemble(
     v0s=None,
     h: float | None = None,
     t_end: float | None = None,
-    tol: float = 1e-9,
+    tol: float | str = 1e-9,
     max_iter: int = 40,
     guess: str | None = None,
     chunk: int | None = None,
+    parameters: dict | None = None,
     **params: Any,
 ) -> EnsembleSolution:
     """Integrate many initial states of ``problem`` in one compiled, ``jax.vmap``-ped call per chunk.
@@ -253,7 +211,7 @@ def simulate_ensemble(
     q0s, v0s: initial configurations and velocities, shape (B, d) (or (d,) broadcast to all
         members); each must lie on the constraint manifold (|g(q0)|, |G(q0) v0| at most
         ``problem.consistency_tol``).
-    scheme, h, t_end, tol, max_iter, guess, **params: as for :func:`livens.simulate`.
+    scheme, h, t_end, tol, max_iter, guess, parameters, **params: as for :func:`livens.simulate`.
     chunk: steps per compiled call; by default about 65536 member-steps per call (512 for up to
         128 members, 64 for 1000), so that the records of one call stay small (they are
         allocated for the whole chunk: 1000 members x 512 steps of a heavy top are 230 MB).
@@ -271,6 +229,8 @@ def simulate_ensemble(
     if chunk is not None and not (isinstance(chunk, int) and chunk >= 1):
         raise ValueError(f"chunk must be a positive integer; got {chunk!r}.")
     sch, vals, mech = resolve(problem, scheme, params)
+    sys_values = parameter_values(problem.system, parameters)
+    jsys = None if sys_values is None else {k: jnp.asarray(v) for k, v in sys_values.items()}
     guess = sch.preferred_guess if guess is None else guess
     q0, v0, p0 = _initial_states(problem, mech, None if q0s is None else np.atleast_2d(q0s),
                                  None if v0s is None else np.atleast_2d(v0s))
@@ -280,11 +240,16 @@ def simulate_ensemble(
     n_steps = max(1, int(round(t_end / h)))
     z = jnp.zeros((B, m))
     state = State(q=jnp.asarray(q0), p=jnp.asarray(p0), v=jnp.asarray(v0), lam=z, gam=z)
+    if sch.increments:  # the carries of the compensated summation, zero at the start
+        state = state._replace(comp=(jnp.zeros_like(state.q), jnp.zeros_like(state.p)))
     if sch.start is not None:
-        starts = [sch.start(State(q=state.q[b], p=state.p[b], v=state.v[b], lam=z[b], gam=z[b]), float(h), vals, mech)
+        starts = [sch.start(State(q=state.q[b], p=state.p[b], v=state.v[b], lam=z[b], gam=z[b]), float(h), vals,
+                            mech.bind(jsys))
                   for b in range(B)]
         state = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *starts)
-    runner = _ensemble_runner(mech, sch, guess, chunk)
+    nopts = newton_options(tol)
+    tol_num = 0.0 if nopts[0] == ROUNDOFF else float(tol)
+    runner = _ensemble_runner(mech, sch, guess, chunk, nopts)
     jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     empty = new_history(sch, mech, jax.tree_util.tree_map(lambda a: a[0], state), h, jparams)
     history = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), empty)
@@ -314,9 +279,9 @@ def simulate_ensemble(
         # a failed member gets n_stop = n: it takes no further step
         n_stop = np.where(failed, n, n_steps)
         state, history, n_new, failed_now, recs = runner(
-            state, history, jnp.asarray(n * h, dtype=jnp.float64), jnp.asarray(n), jnp.asarray(n_stop),
-            jnp.asarray(h, dtype=jnp.float64), jnp.asarray(tol, dtype=jnp.float64),
-            jnp.asarray(max_iter, dtype=jnp.int32), jparams,
+            state, history, jnp.asarray(0.0, dtype=jnp.float64), jnp.asarray(n), jnp.asarray(n_stop),
+            jnp.asarray(h, dtype=jnp.float64), jnp.asarray(tol_num, dtype=jnp.float64),
+            jnp.asarray(max_iter, dtype=jnp.int32), jparams, jsys,
         )
         recs = jax.device_get(recs)
         if compile_time is None:
@@ -354,9 +319,12 @@ def simulate_ensemble(
             f"{int(n[bad[0]])}); they keep their converged steps (ens.steps, ens.failed). Try a smaller h, "
             "a larger max_iter, or guess='advanced'.", RuntimeWarning, stacklevel=2,
         )
-    meta = dict(h=float(h), t_end=float(n_steps * h), tol=float(tol), max_iter=int(max_iter), guess=guess,
+    meta = dict(h=float(h), t_end=float(n_steps * h), tol=tol if nopts[0] == ROUNDOFF else float(tol),
+                max_iter=int(max_iter), guess=guess, solver="newton",
                 save_every=1, t_start=0.0, step_offset=0, wall_time=wall, compile_time=compile_time or 0.0,
                 members=B, steps=int(n_steps), v0s=v0)
+    if sys_values is not None:
+        meta["parameters"] = {k: v.tolist() for k, v in sys_values.items()}
     return EnsembleSolution(
         t=np.arange(n_steps + 1) * float(h), q=Q, p=P, v=V, lam=LAM, gam=GAM, newton_iterations=ITS,
         newton_residual=RES, steps=n.astype(np.int64), failed=failed, velocity_kind=sch.velocity_kind,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 class SimulationError(RuntimeError):
     """A run stopped early; ``solution`` holds every step computed before, ``step``, ``time``,
-    ``residual`` say where and why."""
+    ``residual`` say where and why (``step``: the index of the step, the step from node n to n + 1
+    having index n); ``reason`` is the message without the sentence on where the steps are kept
+    (a command line names its own file instead)."""
 
     def __init__(self, message: str, solution=None, step: int | None = None, time: float | None = None,
-                 residual: float | None = None):
+                 residual: float | None = None, reason: str | None = None):
         super().__init__(message)
+        self.reason = message if reason is None else reason
         self.solution = solution
         self.step = step
         self.time = time

@@ -1,16 +1,16 @@
-"""Newton's first guess "extrapolated" (livens' default; issue 7: fewer Newton iterations per step).
+"""Newton's first guess "extrapolated" (livens' default: fewer Newton iterations per step).
 
 002 Table 2 starts Newton from the unknowns of step n ("simple") or from q^n + h v^n
 ("advanced", :meth:`Scheme.guess`). On a smooth motion the solutions x^n of consecutive steps lie
 on a smooth curve, so the polynomial through the last k of them predicts x^{n+1} with an error
 O(h^k): from five solutions (quartic) Newton needs 2 iterations per step instead of 4 on the heavy
-top at the papers' h and tolerance (measured). Only the starting point changes: the equations and
+top at the papers' h and tolerance (``python -m benchmarks`` reports the iterations). Only the starting point changes: the equations and
 the tolerance are the same, so the results agree with the papers' guesses to the tolerance.
 
 The predictor is used where its residual is smaller (infinity norm) than that of the advanced
 guess, so a sequence that does not extrapolate (the step-to-step oscillation of a multiplier,
 002 Fig. 4-5) costs a residual evaluation, not Newton iterations. That comparison itself costs a
-residual evaluation per step (~7% of a step, measured); once the predictor's residual is below
+residual evaluation per step; once the predictor's residual is below
 :data:`TRUST` times the advanced guess's at the last comparison, the comparison is made only every
 :data:`CHECK_EVERY` steps.
 

@@ -6,8 +6,9 @@ and its partial derivatives, and D_q of the kinetic energy for a configuration-d
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -27,13 +28,44 @@ class Mechanics:
     constant_mass: bool
     M_const: np.ndarray | None
     Minv_const: np.ndarray | None
+    symmetries: tuple = ()  # the Problem's symmetries that are exact symmetries of V, g and M
+    invariant_constraints: bool = True  # g itself invariant under them (not only the manifold g = 0)
+    params: Any = None  # values of System.parameters the functions are evaluated with (None: the defaults)
+
+    # --- parameters ---------------------------------------------------------------------------
+    def bind(self, params) -> "Mechanics":
+        """The same functions evaluated with the System's parameters ``params`` (a dict of arrays,
+        possibly traced: a run's or a gradient's values); itself for a System without parameters."""
+        if self.system.parameters is None or params is None:
+            return self
+        return dataclasses.replace(self, params=params)
+
+    def _fn(self, name: str):
+        """The user function ``name`` with the parameters bound (:meth:`System.bound`)."""
+        return self.system.bound(name, self.params)
+
+    # --- symmetry ---------------------------------------------------------------------------
+    def generators(self, q):
+        """The generators xi_k q (or the shift of a translation) of :attr:`symmetries` as the
+        columns of a (d, r) array (002 eq 17); None when there are none."""
+        if not self.symmetries:
+            return None
+        return jnp.stack([jnp.broadcast_to(jnp.asarray(s.generator(q), q.dtype), q.shape)
+                          for s in self.symmetries], axis=1)
+
+    def cotangent_generators(self, p):
+        """The generators of the cotangent lift on momenta, -xi_k^T p (zero for translations),
+        as the columns of a (d, r) array; None when there are no symmetries."""
+        if not self.symmetries:
+            return None
+        return jnp.stack([s.cotangent_generator(p) for s in self.symmetries], axis=1)
 
     # --- mass -----------------------------------------------------------------------------
     def M(self, q):
         """Mass matrix M(q)."""
         if self.constant_mass:
             return jnp.asarray(self.M_const)
-        return jnp.asarray(self.system.mass_matrix(q))
+        return jnp.asarray(self._fn("mass_matrix")(q))
 
     def Minv(self, q=None):
         """M^-1 (only for a constant, regular M; schemes check this before use)."""
@@ -44,7 +76,7 @@ class Mechanics:
     # --- energies ---------------------------------------------------------------------------
     def V(self, q):
         """Potential V(q)."""
-        return self.system.potential(q)
+        return self._fn("potential")(q)
 
     def dV(self, q):
         """Gradient of V."""
@@ -85,7 +117,7 @@ class Mechanics:
         """Holonomic constraints g(q), shape (m,)."""
         if self.m == 0:
             return jnp.zeros((0,), dtype=q.dtype)
-        return jnp.atleast_1d(self.system.constraints(q))
+        return jnp.atleast_1d(self._fn("constraints")(q))
 
     def G(self, q):
         """Constraint Jacobian G(q) = Dg(q), shape (m, d)."""
@@ -119,13 +151,18 @@ class Mechanics:
         """Rayleigh dissipation matrix C(q) (000 eq 53), zero when the system has none."""
         if self.system.dissipation is None:
             return jnp.zeros((self.d, self.d), dtype=q.dtype)
-        return jnp.asarray(self.system.dissipation(q))
+        return jnp.asarray(self._fn("dissipation")(q))
 
     def F(self, q, v, t):
         """External force F(q, v, t), zero when the system has none."""
         if self.system.external_force is None:
             return jnp.zeros_like(q)
-        return jnp.asarray(self.system.external_force(q, v, t))
+        return jnp.asarray(self._fn("external_force")(q, v, t))
+
+    @property
+    def invariants(self):
+        """The System's (pi, potentials) with the parameters bound, or None (002 eq 122-126)."""
+        return self._fn("invariants")
 
     @property
     def has_dissipation(self) -> bool:
@@ -147,19 +184,61 @@ def _mass_inverse(M: np.ndarray) -> np.ndarray | None:
     return np.linalg.inv(M)
 
 
-_CACHE: dict[int, Mechanics] = {}
+def constant_mass_value(mass_matrix: Callable, q0, parameters: dict | None = None) -> np.ndarray | None:
+    """M as a constant array where the function ``q -> M(q)`` (``(q, params) -> M`` for a System
+    with parameters) depends neither on q nor on the parameters, else None.
+
+    The test is structural, on the function's jaxpr (the program JAX traces from it): q (and the
+    parameters) are followed through every equation, and an equation's outputs depend on them when
+    any of its inputs does (equations with inner programs, such as jit, cond or loops, count as a
+    whole). M is constant when none of its outputs depends on them. No value of q is tried, so no
+    coincidence can fool it; it is conservative: ``jnp.eye(3) + 0.0 * q[0]`` counts as depending
+    on q. A function that cannot be traced is left to the set-up checks (None).
+    """
+    from jax.extend.core import Literal
+
+    q = jnp.asarray(q0, dtype=float)
+    raw = mass_matrix
+    args = (q,) if parameters is None else (q, {k: jnp.asarray(v) for k, v in parameters.items()})
+    try:
+        closed = jax.make_jaxpr(raw)(*args)
+    except Exception:
+        return None
+    jaxpr = closed.jaxpr
+    depends = set(jaxpr.invars)
+    for eqn in jaxpr.eqns:
+        if any(not isinstance(v, Literal) and v in depends for v in eqn.invars):
+            depends.update(eqn.outvars)
+    if any(not isinstance(v, Literal) and v in depends for v in jaxpr.outvars):
+        return None
+    return np.asarray(raw(*args), dtype=float)
 
 
-def mechanics(system: System, q0=None) -> Mechanics:
-    """The :class:`Mechanics` of a system (cached per System object).
+_CACHE: dict[tuple, Mechanics] = {}
+
+
+def mechanics(system: System, q0=None, symmetries=(), invariant_constraints: bool = True) -> Mechanics:
+    """The :class:`Mechanics` of a system (cached per System object and set of symmetries).
 
     ``q0`` is used to determine d and m; the System's own dimension is read from its mass matrix
-    when that is constant.
+    when that is constant. A mass matrix given as a function of q that does not depend on q
+    (:func:`constant_mass_value`) is treated as the constant array it returns, so that schemes
+    needing M^-1 accept it where it is regular. ``symmetries``: exact symmetries of the system
+    (checked by :func:`livens.checks.exact_symmetries`) that the energy-momentum schemes' discrete
+    gradients respect (002 eq 85); ``invariant_constraints``: g itself is invariant under them (else
+    only the manifold g = 0 is, e.g. g equivariant, and the schemes impose the orthogonality
+    explicitly).
     """
-    key = id(system)
+    symmetries = tuple(symmetries)
+    key = (id(system), tuple(s.key() for s in symmetries), bool(invariant_constraints) or not symmetries)
     hit = _CACHE.get(key)
     if hit is not None and hit.system is system:
         return hit
+    if symmetries:
+        base = mechanics(system, q0)
+        mech = dataclasses.replace(base, symmetries=symmetries, invariant_constraints=bool(invariant_constraints))
+        _CACHE[key] = mech
+        return mech
     if system.constant_mass:
         M = np.asarray(system.mass_matrix, dtype=float)
         d = M.shape[0]
@@ -168,13 +247,14 @@ def mechanics(system: System, q0=None) -> Mechanics:
         if q0 is None:
             raise ValueError("A configuration-dependent mass matrix needs q0 to determine the dimension.")
         d = int(np.asarray(q0).shape[0])
-        M, Minv = None, None
+        M = constant_mass_value(system.mass_matrix, q0, system.parameters)  # ignores q: its value
+        Minv = _mass_inverse(M) if M is not None else None
     if system.constraints is None:
         m = 0
     else:
         if q0 is None:
             q0 = np.zeros(d)
-        m = int(np.atleast_1d(np.asarray(system.constraints(jnp.asarray(q0, dtype=float)))).shape[0])
-    mech = Mechanics(system=system, d=d, m=m, constant_mass=system.constant_mass, M_const=M, Minv_const=Minv)
+        m = int(np.atleast_1d(np.asarray(system.bound("constraints")(jnp.asarray(q0, dtype=float)))).shape[0])
+    mech = Mechanics(system=system, d=d, m=m, constant_mass=M is not None, M_const=M, Minv_const=Minv)
     _CACHE[key] = mech
     return mech

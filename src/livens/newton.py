@@ -46,17 +46,45 @@ def newton_increment(residual: Callable, tangent: Callable | None = None) -> Cal
     return lambda x, r: apply_inverse(jac(x), -r)
 
 
+ROUNDOFF = "roundoff"
+"""The stopping rule without a tolerance (:func:`newton` with ``stopping=ROUNDOFF``)."""
+
+ULPS = 4
+"""An increment below ULPS units in the last place of the state ends the round-off iteration."""
+
+ACCEPT = 1e-10
+"""An increment that stops decreasing ends the round-off iteration only once the increments are
+below ACCEPT (1 + |x|_inf): earlier, Newton's increments need not decrease monotonically."""
+
+
 def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = None,
-           linear_step: Callable | None = None, r0=None) -> NewtonResult:
+           linear_step: Callable | None = None, r0=None, stopping: str = "tol",
+           final_iteration: bool = False) -> NewtonResult:
     """Solve residual(x) = 0 from x0; ``tol`` and ``max_iter`` may be traced values.
 
     ``tangent(x)`` returns dR/dx (a matrix or an object with ``solve``); by default
     ``jax.jacfwd(residual)``. ``linear_step(x, r)``, when given, returns the Newton increment
     itself and replaces ``tangent``. ``r0``: residual(x0), where the caller has it already.
+
+    Stopping rules (static choices):
+
+    - ``stopping="tol"`` (the papers'): stop as soon as ||R||_inf <= tol. The iterate then lies on
+      the side of the root the iteration came from, the same side step after step: a bias of
+      the size of the tolerance that adds up linearly over a long run. ``final_iteration=True``
+      takes one more Newton step after that (its error is of the order of tol^2).
+    - ``stopping="roundoff"``: no tolerance; iterate until the increment is below ULPS units in
+      the last place of x, or stops decreasing once below ACCEPT (1 + |x|_inf) (that increment is
+      round-off and is not applied): the rule used for long-time studies with implicit symplectic
+      methods (Hairer, Lubich, Wanner, Geometric Numerical Integration, VIII.6; Hairer, McLachlan,
+      Razakarivony 2008). Not converged at max_iter. ``tol`` is not used.
     """
     step = linear_step if linear_step is not None else newton_increment(residual, tangent)
 
     r0 = residual(x0) if r0 is None else r0
+    if stopping == ROUNDOFF:
+        return _newton_roundoff(residual, step, x0, r0, max_iter)
+    if stopping != "tol":
+        raise ValueError(f"stopping must be 'tol' or {ROUNDOFF!r}; got {stopping!r}.")
 
     def cond(c):
         x, r, it = c
@@ -70,7 +98,41 @@ def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = Non
 
     x, r, it = lax.while_loop(cond, body, (x0, r0, jnp.int32(0)))
     n = _norm_inf(r)
-    return NewtonResult(x, it, n, (n <= tol) & jnp.all(jnp.isfinite(x)))
+    converged = (n <= tol) & jnp.all(jnp.isfinite(x))
+    if final_iteration:
+        x = jnp.where(converged, x + step(x, r), x)
+        r = residual(x)
+        it = it + converged.astype(it.dtype)
+        n = _norm_inf(r)
+        converged = converged & jnp.isfinite(n) & jnp.all(jnp.isfinite(x))
+    return NewtonResult(x, it, n, converged)
+
+
+def _newton_roundoff(residual, step, x0, r0, max_iter) -> NewtonResult:
+    """Newton iterated to round-off (:func:`newton` with ``stopping="roundoff"``)."""
+    eps = jnp.finfo(x0.dtype).eps
+
+    def cond(c):
+        x, r, it, last, stop = c
+        return (it < max_iter) & ~stop
+
+    def body(c):
+        x, r, it, last, _ = c
+        dx = step(x, r)
+        n = _norm_inf(dx)
+        scale = _norm_inf(x)
+        # an increment that stopped decreasing at round-off level is round-off: not applied
+        stalled = ~(n < last) & (last <= ACCEPT * (1.0 + scale))
+        tiny = n <= ULPS * eps * scale
+        x = jnp.where(stalled, x, x + dx)
+        r = residual(x)
+        return x, r, it + 1, jnp.where(stalled, last, n), stalled | tiny
+
+    inf = jnp.asarray(jnp.inf, x0.dtype)
+    x, r, it, last, stop = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), inf, jnp.bool_(False)))
+    n = _norm_inf(r)
+    converged = stop & jnp.isfinite(n) & jnp.all(jnp.isfinite(x))
+    return NewtonResult(x, it, n, converged)
 
 
 def damped_newton(residual: Callable, x0, tol, max_iter, rcond: float = 1e-12,

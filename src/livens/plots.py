@@ -34,44 +34,216 @@ def _plt():
     return plt
 
 
-def overview_figure(sol, path: str) -> str:
-    """Energy, momentum maps and constraint residuals of one run (cf. 002 Figs 7-15), as PNG."""
+def overview_figure(sol, path: str, max_points: int = 2000) -> str:
+    """The four-panel summary of one run (cf. 002 Figs 7-15) as PNG; see :func:`overview`."""
     plt = _plt()
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7), constrained_layout=True)
-    t = sol.t
-    E = sol.energy()
-    ax = axes[0, 0]
-    for k in ("kinetic", "potential", "total", "livens"):
-        if k in E:
-            ax.plot(t, E[k], label={"kinetic": "T", "potential": "V", "total": "H", "livens": "E"}[k])
-    ax.set_xlabel("t"), ax.set_ylabel("energy"), ax.legend(), ax.set_title("energy quantities")
-    ax = axes[0, 1]
-    key = "livens" if "livens" in E else "total"
-    dE = np.diff(E[key])
-    ax.plot(t[1:], dE, ".", ms=2)
-    ax.set_xlabel("t"), ax.set_ylabel(f"E^(n+1) - E^n ({key})"), ax.set_title("energy increments")
-    ax = axes[1, 0]
-    for name, J in sol.momentum_maps().items():
-        ax.plot(t[1:], np.diff(J), ".", ms=2, label=name)
-    if sol.momentum_maps():
-        ax.legend()
-    ax.set_xlabel("t"), ax.set_ylabel("J^(n+1) - J^n"), ax.set_title("momentum map increments")
-    ax = axes[1, 1]
-    for level in ("position", "velocity"):
-        try:
-            r = np.max(np.abs(sol.constraint_residual(level)), axis=1) if sol.lam.shape[1] else np.zeros_like(t)
-        except ValueError:
-            continue
-        ax.semilogy(t, np.maximum(r, 1e-17), label=f"nodal {level}")
-    for name, r in sol.enforced_residuals().items():
-        r = np.max(np.abs(np.asarray(r).reshape(len(t) - 1, -1)), axis=1, initial=0.0)
-        ax.semilogy(t[1:], np.maximum(r, 1e-17), "--", label=f"enforced {name}")
-    ax.set_xlabel("t"), ax.set_ylabel("max |residual|"), ax.legend(fontsize=7), ax.set_title("constraints")
-    fig.suptitle(f"{sol.meta.get('example')} — {sol.scheme} {sol.params or ''}, h = {sol.h:g}")
+    fig = overview(sol, max_points)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def overview(sol, max_points: int = 2000):
+    """The matplotlib Figure of :func:`overview_figure`: four panels, each with data.
+
+    1. the energy quantities T, V, H (and E = p.v - L) over time;
+    2. the increments E^{n+1} - E^n of the scheme's energy function (002 Fig 8), or, where the run
+       kept one node in every k (``save_every``), the error E^n - E^0;
+    3. the increments (or the drift J^n - J^0) of the momentum maps; without a symmetry, the
+       Newton iterations per step instead;
+    4. the largest constraint residual over the constraints at the nodes (position and velocity
+       level) and where the scheme enforces them (an enforced residual equal to the nodal one is
+       drawn once), with the Newton tolerance; for an unconstrained system the Newton residual.
+
+    A series of more than ``max_points`` values is drawn as its envelope: the smallest and the
+    largest value of each of max_points/2 bins (so that peaks stay visible); residuals on the log
+    axis as the largest per bin. Isolated values far outside the rest (e.g. the first step) are
+    drawn at the edge of the axis as triangles and counted in a note, so that they do not flatten
+    the curve. Legends are below the panels, outside the data.
+    """
+    plt = _plt()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
+    t = np.asarray(sol.t)
+    consecutive = sol.save_every == 1
+    E = sol.energy()
+    key = "livens" if "livens" in E else "total"
+    sym = _ENERGY_SYMBOL
+
+    ax = axes[0, 0]
+    for i, k in enumerate(("kinetic", "potential", "total", "livens")):
+        if k in E:
+            x, y = _envelope(t, E[k], max_points)
+            ax.plot(x, y, lw=1.6 - 0.3 * i, ls=_LINESTYLES[i % 4], label=f"${sym[k]}$ ({k})")
+    ax.set_xlabel("t"), ax.set_ylabel("energy"), ax.set_title("energy quantities")
+    _legend_below(ax)
+
+    ax = axes[0, 1]
+    if consecutive and len(t) > 1:
+        y, x = np.diff(E[key]), t[1:]
+        ax.set_ylabel(f"${sym[key]}^{{n+1}} - {sym[key]}^n$")
+        title = f"increments of the energy function ${sym[key]}$ ({key})"
+    else:
+        y, x = E[key] - E[key][0], t
+        ax.set_ylabel(f"${sym[key]}^n - {sym[key]}^0$")
+        title = f"energy error ${sym[key]}^n - {sym[key]}^0$ ({key}, one node in every {sol.save_every})"
+    _title(ax, title, _dots(ax, x, y, max_points))
+    ax.set_xlabel("t")
+
+    ax = axes[1, 0]
+    J = sol.momentum_maps()
+    if J:
+        note = None
+        for i, (name, Jn) in enumerate(J.items()):
+            y, x = (np.diff(Jn), t[1:]) if consecutive else (Jn - Jn[0], t)
+            note = _dots(ax, x, y, max_points, label=name if len(J) > 1 else None, style=i, clip=len(J) == 1)
+        which = "" if len(J) > 1 else f" {next(iter(J))}"
+        ax.set_ylabel("$J^{n+1} - J^n$" if consecutive else "$J^n - J^0$")
+        _title(ax, (f"momentum map increments{which}" if consecutive else f"momentum map drift{which}"), note)
+        _legend_below(ax)
+    else:
+        its = np.asarray(sol.newton_iterations, dtype=float)
+        ts = _step_times(sol)
+        _dots(ax, ts, its, max_points, clip=False)
+        ax.set_ylabel("Newton iterations")
+        ax.set_title("Newton iterations per step\n(no symmetry declared, so no momentum map)", fontsize=10)
+    ax.set_xlabel("t")
+
+    ax = axes[1, 1]
+    _constraint_panel(ax, sol, t, max_points)
+    ax.set_xlabel("t")
+    fig.suptitle(f"{sol.meta.get('example')} — {sol.scheme} {sol.params or ''}, h = {sol.h:g}")
+    return fig
+
+
+_LINESTYLES = ("-", "--", "-.", ":")
+_LOG_BINS = 400  # residuals spread over decades from step to step: their largest value per bin reads best
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
+_DOTS = (".", "x", "+", "1", "2", "3", "4")
+
+
+def _step_times(sol) -> np.ndarray:
+    """End time t^{n+1} of each stored step."""
+    return np.asarray(sol.t)[1:1 + len(sol.newton_iterations)]
+
+
+def _envelope(x, y, max_points: int, reduce: str = "minmax"):
+    """(x, y) reduced to about ``max_points`` points: per bin the smallest and the largest y in
+    the order they occur ("minmax"), or the largest ("max"); unchanged where it fits."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    n = len(y)
+    if max_points is None or n <= max_points:
+        return x, y
+    nb = max(max_points // (2 if reduce == "minmax" else 1), 1)
+    size = -(-n // nb)
+    nb = -(-n // size)
+    Y = np.pad(y, (0, nb * size - n), mode="edge").reshape(nb, size)
+    offsets = size * np.arange(nb)
+    nan = np.isnan(Y)
+    imax = np.argmax(np.where(nan, -np.inf, Y), axis=1) + offsets
+    if reduce == "max":
+        idx = imax
+    else:
+        imin = np.argmin(np.where(nan, np.inf, Y), axis=1) + offsets
+        idx = np.unique(np.concatenate([imin, imax]))  # sorted: in the order they occur
+    idx = np.minimum(idx, n - 1)
+    return x[idx], y[idx]
+
+
+def _dots(ax, x, y, max_points, label=None, style: int = 0, clip: bool = True):
+    """Values per step as dots (an envelope beyond max_points), far outliers at the axis edge."""
+    x, y = _envelope(x, y, max_points)
+    line, = ax.plot(x, y, _DOTS[style % len(_DOTS)], ms=3 if style == 0 else 4, label=label)
+    return _clip_outliers(ax, x, y, line.get_color()) if clip else None
+
+
+def _clip_outliers(ax, x, y, color):
+    """Set the y-limits from the bulk of ``y`` where a few values lie far outside it (e.g. the
+    first step of a run) and draw those at the edge as triangles; returns a note saying how many
+    and how far (for the title), or None."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(y)
+    if ok.sum() < 20:
+        return None
+    lo, hi = np.percentile(y[ok], [1.0, 99.0])
+    span = max(hi - lo, 1e-300)
+    inside = ok & (y >= lo - 3 * span) & (y <= hi + 3 * span)
+    out = ok & ~inside
+    if not out.any() or out.sum() > 0.01 * ok.sum():
+        return None
+    ylo, yhi = float(y[inside].min()), float(y[inside].max())
+    pad = 0.08 * max(yhi - ylo, 1e-300)
+    ax.set_ylim(ylo - pad, yhi + pad)
+    top, bottom = out & (y > yhi), out & (y < ylo)
+    if top.any():
+        ax.plot(x[top], np.full(top.sum(), yhi + 0.5 * pad), "^", color=color, ms=6)
+    if bottom.any():
+        ax.plot(x[bottom], np.full(bottom.sum(), ylo - 0.5 * pad), "v", color=color, ms=6)
+    i = int(np.argmax(np.abs(y[out])))
+    return (f"{int(out.sum())} value{'s' if out.sum() > 1 else ''} off scale (triangles), "
+            f"up to {y[out][i]:.3g} at t = {x[out][i]:.4g}")
+
+
+def _constraint_panel(ax, sol, t, max_points):
+    """Largest constraint residual per node / step on a log axis (see :func:`overview`)."""
+    m = sol.lam.shape[1] if sol.lam.ndim == 2 else 0
+    tol = sol.meta.get("tol")
+    floor = 1e-17
+    if m == 0:
+        ts = _step_times(sol)
+        x, y = _envelope(ts, np.maximum(np.abs(sol.newton_residual), floor), min(max_points, _LOG_BINS), "max")
+        ax.semilogy(x, y, lw=1, label="Newton residual $\\|R\\|_\\infty$ per step")
+        ax.set_ylabel("Newton residual")
+        ax.set_title("no constraints: the Newton residual per step")
+    else:
+        series = []  # (label, x, y, is_nodal_position)
+        nodal = {}
+        for level in ("position", "velocity"):
+            try:
+                r = np.max(np.abs(np.asarray(sol.constraint_residual(level)).reshape(len(t), -1)), axis=1)
+            except ValueError:
+                continue
+            nodal[level] = r
+            series.append([f"nodal {level}", t, r, level == "position"])
+        enforced = sol.enforced_residuals() if sol.save_every == 1 else {}
+        for name, r in enforced.items():
+            r = np.max(np.abs(np.asarray(r).reshape(len(t) - 1, -1)), axis=1, initial=0.0)
+            same = [s for s in series if s[1] is t and s[2].shape[0] == r.shape[0] + 1
+                    and np.array_equal(s[2][1:], r)]
+            if same:  # e.g. g(q^{n+1}): the nodal residual itself, drawn once
+                same[0][0] += f" = enforced {name}"
+                continue
+            series.append([f"enforced {name}", t[1:], r, False])
+        # the noisiest first, the nodal position residual last (on top), each a different style
+        series.sort(key=lambda s: s[3])
+        for i, (label, x, y, top) in enumerate(series):
+            xe, ye = _envelope(x, np.maximum(y, floor), min(max_points, _LOG_BINS), "max")
+            ax.semilogy(xe, ye, lw=2.0 if top else 1.2, ls="-" if top else _LINESTYLES[1 + i % 3],
+                        zorder=3 if top else 2, label=label)
+        ax.set_ylabel("max$_k$ |residual$_k$|" + (" (largest per bin)" if len(t) > min(max_points, _LOG_BINS) else ""))
+        ax.set_title("constraint residuals")
+    if tol:
+        ax.axhline(float(tol), color="0.4", lw=0.8, ls=":", label=f"Newton tolerance {float(tol):g}")
+    _legend_below(ax)
+
+
+def _title(ax, title: str, note: str | None):
+    """A panel title, with a note (e.g. values off scale) as a smaller second line."""
+    ax.set_title(title + (f"\n{note}" if note else ""), fontsize=10 if note else None)
+
+
+def _legend_columns(labels) -> int:
+    longest = max(len(lab) for lab in labels)
+    return max(1, min(len(labels), 3 if longest <= 18 else 2 if longest <= 40 else 1))
+
+
+def _legend_below(ax, fontsize: float = 7.5):
+    """A legend under the axes (outside the data), in as many columns as fit; None without labels."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return None
+    return ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+                     ncol=_legend_columns(labels), fontsize=fontsize, frameon=False)
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -141,12 +313,28 @@ def write_curves_csv(path: str, curves: list, xname: str, yname: str) -> str:
     return path
 
 
+def _series(i: int, kind: str = "line") -> dict:
+    """Line and marker style of the i-th series, all different, so that curves that coincide
+    (e.g. VI-S and VI-B in 002 Fig 18) stay visible: each later series is drawn thinner, with
+    another dash pattern and a smaller marker, over the earlier ones (hollow and filled markers
+    alternate)."""
+    lw = max(2.4 - 0.4 * i, 0.9)
+    if kind == "dots":
+        return {"marker": _DOTS[i % len(_DOTS)], "ls": "none", "ms": 3.0 if i == 0 else 4.5}
+    if kind == "markers":
+        return {"marker": _MARKERS[i % len(_MARKERS)], "ms": max(10.0 - 1.6 * i, 4.0), "mew": 1.4,
+                "mfc": "none" if i % 2 == 0 else None, "ls": _LINESTYLES[i % 4], "lw": lw}
+    return {"ls": _LINESTYLES[i % 4], "lw": lw}
+
+
 def _finish(fig, ax, stem, curves, xname, yname, csv_: bool, title: str = "") -> list[str]:
     if title:
         ax.set_title(title, fontsize=10)
-    handles, _ = ax.get_legend_handles_labels()
-    if handles:
-        ax.legend()
+    legend = _legend_below(ax, fontsize=8)
+    if legend is not None:  # room for the legend under the axes: the axes keep their height
+        labels = [t.get_text() for t in legend.get_texts()]
+        rows = -(-len(labels) // _legend_columns(labels))
+        fig.set_figheight(fig.get_figheight() + 0.35 + 0.2 * rows)
     paths = save_figure(fig, stem)
     if csv_:
         paths.append(write_curves_csv(stem + ".csv", curves, xname, yname))
@@ -174,7 +362,7 @@ def energy_figure(run, stem: str, keys=("kinetic", "potential", "total"), units:
     curves = []
     for k in keys:
         if k in tr.energy:
-            ax.plot(tr.t, tr.energy[k], label=f"${_ENERGY_SYMBOL[k]}$ ({k})")
+            ax.plot(tr.t, tr.energy[k], label=f"${_ENERGY_SYMBOL[k]}$ ({k})", **_series(len(curves)))
             curves.append((k, tr.t, tr.energy[k]))
     ax.set_xlabel(_tlabel(units))
     ax.set_ylabel(_ulabel("energy", units, "E"))
@@ -192,7 +380,7 @@ def energy_increments_figure(runs, stem: str, key: str | None = None, units: dic
     for tr in _traces(runs):
         k = key if (key and key in tr.energy) else tr.energy_key
         dE = tr.energy_increments(k)
-        ax.plot(tr.t[1:], dE, ".", ms=2, label=f"{tr.label} (${_ENERGY_SYMBOL[k]}$)")
+        ax.plot(tr.t[1:], dE, label=f"{tr.label} (${_ENERGY_SYMBOL[k]}$)", **_series(len(curves), "dots"))
         curves.append((f"{tr.label} {k}", tr.t[1:], dE))
     ax.set_xlabel(_tlabel(units))
     sym = _ENERGY_SYMBOL.get(key or "livens", "E")
@@ -213,7 +401,7 @@ def momentum_figure(runs, stem: str, names=None, increments: bool = False, units
                 continue
             y = np.diff(J) if increments else J
             x = tr.t[1:] if increments else tr.t
-            ax.plot(x, y, "." if increments else "-", ms=2, label=f"{tr.label}: {name}")
+            ax.plot(x, y, label=f"{tr.label}: {name}", **_series(len(curves), "dots" if increments else "line"))
             curves.append((f"{tr.label} {name}", x, y))
     ax.set_xlabel(_tlabel(units))
     ax.set_ylabel(_ulabel("$J^{n+1} - J^n$" if increments else "momentum map $J$", units, "J"))
@@ -231,7 +419,8 @@ def constraints_figure(runs, stem: str, level: str = "position", which=None, enf
     plt = _plt()
     fig, ax = _figure(plt)
     curves = []
-    for tr in _traces(runs):
+    for run, tr in enumerate(_traces(runs)):
+        lw = max(1.8 - 0.4 * run, 0.8)  # later runs thinner, drawn over the earlier ones
         sets = []
         if nodal and tr.nodal_name(level):
             sets.append(("nodal", tr.nodal_name(level), tr.t, "-"))
@@ -246,14 +435,12 @@ def constraints_figure(runs, stem: str, level: str = "position", which=None, enf
                 y = np.abs(r[:, k]) if log else r[:, k]
                 lab = f"{tr.label} {kind} {name.split(' ', 1)[1]}, k={cname}"
                 if log:
-                    ax.semilogy(x, np.maximum(y, 1e-18), ls, lw=1, label=lab)
+                    ax.semilogy(x, np.maximum(y, 1e-18), ls, lw=lw, label=lab)
                 else:
-                    ax.plot(x, y, ls, lw=1, label=lab)
+                    ax.plot(x, y, ls, lw=lw, label=lab)
                 curves.append((lab, x, r[:, k]))
     ax.set_xlabel(_tlabel(units))
     ax.set_ylabel(("$|g_k|$" if log else "$g_k$") if level == "position" else ("$|g^v_k|$" if log else "$g^v_k$"))
-    if len(curves) > 12:
-        ax.legend(fontsize=5, ncol=2)
     return _finish(fig, ax, stem, curves, "t", "residual", csv,
                    title or f"constraints on {'configuration' if level == 'position' else 'velocity'} level")
 
@@ -273,7 +460,7 @@ def multipliers_figure(runs, stem: str, which: str = "lam", components=None, tit
         arr = np.asarray(arr).reshape(len(tr.t_step), -1)
         ks = range(arr.shape[1]) if components is None else components
         for k in ks:
-            ax.plot(tr.t_step, arr[:, k], lw=1, label=f"{tr.label} ${sym}_{{{k + 1}}}$")
+            ax.plot(tr.t_step, arr[:, k], label=f"{tr.label} ${sym}_{{{k + 1}}}$", **_series(len(curves)))
             curves.append((f"{tr.label} {which}{k + 1}", tr.t_step, arr[:, k]))
     ax.set_xlabel(_tlabel(units))
     ax.set_ylabel(f"${sym}$")
@@ -293,7 +480,7 @@ def coordinate_figure(runs, stem: str, field: str = "q", index: int = 0, ylabel:
         arr = tr.q if field == "q" else tr.p
         if arr is None:
             continue
-        ax.plot(tr.t, arr[:, index], lw=1, label=tr.label)
+        ax.plot(tr.t, arr[:, index], label=tr.label, **_series(len(curves)))
         curves.append((tr.label, tr.t, arr[:, index]))
     if reference is not None:
         ax.axhline(reference, color="k", ls=":", lw=1, label="analytic")
@@ -314,7 +501,7 @@ def convergence_figure(series: dict, stem: str, title: str = "", ylabel: str = "
     for label, (h, e, order) in series.items():
         h, e = np.asarray(h, float), np.asarray(e, float)
         ok = np.isfinite(e) & (e > 0)
-        ax.loglog(h[ok], e[ok], "o-", ms=4, label=f"{label} (slope {order:.2f})")
+        ax.loglog(h[ok], e[ok], label=f"{label} (slope {order:.2f})", **_series(len(curves), "markers"))
         curves.append((label, h, e))
         allh.extend(h[ok].tolist())
     if allh:
@@ -344,7 +531,7 @@ def stability_figure(runs, stem: str, status: dict | None = None, title: str = "
     for tr in trs:
         E = tr.E
         y = np.abs(E) if log else E
-        line, = ax.plot(tr.t, y, lw=1, label=tr.label)
+        line, = ax.plot(tr.t, y, label=tr.label, **_series(len(curves)))
         curves.append((tr.label, tr.t, E))
         row = (status or {}).get(tr.label)
         if row and row.get("status") != "stable" and row.get("t_blowup") is not None:
@@ -362,8 +549,12 @@ def curves_figure(curves, stem: str, xlabel: str, ylabel: str, title: str = "", 
     coordinate, 000 Figs 12-13; the angular momentum of eq 75, Figs 15, 17; energy balances, Fig 23)."""
     plt = _plt()
     fig, ax = _figure(plt)
-    for label, x, y in curves:
-        ax.plot(x, y, style, lw=1, ms=2, label=label if len(curves) > 1 else None)
+    for i, (label, x, y) in enumerate(curves):
+        lab = label if len(curves) > 1 else None
+        if style == "-":
+            ax.plot(x, y, label=lab, **_series(i))
+        else:
+            ax.plot(x, y, style, lw=1, ms=2, label=lab)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     return _finish(fig, ax, stem, list(curves), xname, yname, csv, title)

@@ -1,19 +1,22 @@
-"""The time loop: chunks of ``lax.scan`` over jit-compiled Newton steps (DESIGN: Newton, time loop).
+"""The time loop of :func:`simulate`: the host side around the compiled step loop of
+:mod:`livens.core`.
 
-h, t_end, the tolerance, max_iter and scheme parameters are runtime values: changing them never
-recompiles. Between chunks the loop updates the progress bar, stops on a failed step (Newton
-non-convergence, NaN) or an energy blow-up, and keeps every converged step.
+The run goes in chunks of ``chunk`` steps, each one call of the compiled loop (a ``lax.scan``).
+h, t_end, the tolerance, max_iter and the scheme's and System's parameters are runtime values:
+changing them never recompiles. Between chunks the host streams the kept nodes to the file,
+updates the progress bar, answers Ctrl-C, rescues a failed Newton step with damped Newton (or
+stops), checks the energy for a blow-up, and keeps every converged step.
 """
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from . import _jaxconfig  # noqa: F401
 from .checks import check_step
@@ -21,14 +24,17 @@ from .errors import BlowUpError, ConvergenceError, SimulationInterrupted
 from .mechanics import Mechanics, mechanics
 from ._fusion import fuse_small_dots
 from . import guess as _guess
-from .newton import damped_newton, newton, newton_increment
+from .core import NEWTON_DEFAULT, make_loop, scheme_mode as _scheme_mode, step as core_step
+from .newton import ROUNDOFF
 from .schemes import get as get_scheme
 from .schemes.base import Scheme, State
 from ._cache import CompiledCache
-from .system import Problem
+from .system import Problem, parameter_values
 
 DEFAULT_CHUNK = 512
 RESCUE_ITER_FACTOR = 5
+RESCUE_TOL = 1e-12
+"""The damped rescue's tolerance in a run with ``tol="roundoff"`` (the rescue stops on a residual)."""
 _RUNNERS = CompiledCache(32)
 
 
@@ -60,46 +66,19 @@ def check_guess(guess) -> None:
                          f"preferred one); got {guess!r}.")
 
 
-def _scheme_mode(mode: str) -> str:
-    """The scheme's own guess behind ``mode``: "extrapolated" starts from (and compares with) "advanced"."""
-    return "advanced" if mode == "extrapolated" else mode
+def newton_options(tol, final_iteration: bool = False) -> tuple:
+    """The static Newton options of a run: ("roundoff", False) for ``tol="roundoff"``, else
+    ("tol", final_iteration)."""
+    if isinstance(tol, str):
+        return (ROUNDOFF, False)
+    return ("tol", bool(final_iteration))
 
 
 def _one_step(mech: Mechanics, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, params,
-              fuse=None, robust: bool = False, history=None):
-    """One time step: the first guess, Newton on the scheme's residual, the state update.
-    Returns (new state, outputs, Newton result, history).
-
-    ``robust=True`` solves with :func:`~livens.newton.damped_newton` (the rescue of a failed step)
-    instead of plain Newton with the scheme's tangent. ``mode="extrapolated"`` needs ``history``
-    (a :class:`~livens.guess.GuessHistory`; returned with the guess's bookkeeping updated, the
-    solution not yet pushed: the caller does that once it knows the step is kept).
-    """
-    d, m = mech.d, mech.m
-    u0 = scheme.guess(state, h, t, params, mech, _scheme_mode(mode))
-    x0 = scheme.pack(u0, d, m)
-
-    def R(x):
-        return scheme.residual(scheme.unpack(x, d, m), state, h, t, params, mech)
-
-    f = fuse if (fuse is not None and x0.shape[0] <= 256) else (lambda g: g)
-    fR = f(R)
-    r0 = None
-    if mode == "extrapolated" and not robust:
-        x0, r0, history = _guess.extrapolated_guess(fR, x0, history)
-    if robust:
-        res = damped_newton(R, x0, tol, max_iter)
-    else:
-        if scheme.tangent is not None:
-            tangent = lambda x: scheme.tangent(scheme.unpack(x, d, m), state, h, t, params, mech)  # noqa: E731
-        else:
-            tangent = lambda x: scheme.jacobian_by_blocks(  # noqa: E731
-                lambda u: scheme.residual(u, state, h, t, params, mech), x, d, m)
-        # the residual and the whole Newton update with small matrix products fused (issue 7);
-        # measured to help up to a few hundred unknowns, and to cost a little beyond
-        res = newton(fR, x0, tol, max_iter, linear_step=f(newton_increment(R, tangent)), r0=r0)
-    new_state, out = scheme.update(scheme.unpack(res.x, d, m), state, h, t, params, mech)
-    return new_state, out, res, history
+              fuse=None, robust: bool = False, history=None, newton_opts: tuple = NEWTON_DEFAULT, sys_params=None):
+    """One time step (:func:`livens.core.step`)."""
+    return core_step(mech, scheme, mode, state, t, h, tol, max_iter, params, sys_params, fuse, robust=robust,
+                     history=history, newton_opts=newton_opts)
 
 
 _RESCUERS = CompiledCache(16)
@@ -110,8 +89,8 @@ def _make_rescuer(mech: Mechanics, scheme: Scheme, mode: str):
     key = (mech, scheme, mode)
     fn = _RESCUERS.get(key)
     if fn is None:
-        fn = jax.jit(lambda state, t, h, tol, max_iter, params: _one_step(
-            mech, scheme, mode, state, t, h, tol, max_iter, params, robust=True))
+        fn = jax.jit(lambda state, t, h, tol, max_iter, params, sys_params: _one_step(
+            mech, scheme, mode, state, t, h, tol, max_iter, params, robust=True, sys_params=sys_params))
         _RESCUERS[key] = fn
     return fn
 
@@ -121,7 +100,7 @@ class RecordLayout(tuple):
 
     The time loop writes each step's record (q, p, Newton iterations and residual, the "ok" flag
     and the scheme's outputs v, lambda, gamma) as one row of one buffer: one write per step instead
-    of one per field (issue 7: the bookkeeping was ~40% of a pendulum step). Integers (iteration
+    of one per field (the bookkeeping is a large part of a small system's step). Integers (iteration
     counts) and flags are exact in float64.
     """
 
@@ -168,53 +147,22 @@ def record_layout(scheme: Scheme, mech: Mechanics, mode: str, state: State, h, p
                             "residual": f64, "ok": jax.ShapeDtypeStruct((), jnp.bool_), **out})
 
 
-def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, layout: RecordLayout):
-    """The compiled chunk of ``chunk`` time steps (cached per system, scheme, guess, chunk); it
-    returns the records as rows of ``layout`` (:meth:`RecordLayout.unpack`).
+def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, layout: RecordLayout,
+                 newton_opts: tuple = NEWTON_DEFAULT):
+    """The compiled chunk of ``chunk`` time steps (:func:`livens.core.make_loop`, cached per system,
+    scheme, guess, chunk, Newton options):
 
-    Ensembles have their own batched runner (:mod:`livens.ensemble`).
+        (state, history, t_start, n0, n_stop, h, tol, max_iter, params, sys_params)
+            -> (state, history, n, failed, rows)
+
+    with the records as rows of ``layout`` (:meth:`RecordLayout.unpack`). Ensembles run the same
+    loop under ``vmap`` (:mod:`livens.ensemble`).
     """
-    key = (mech, scheme, mode, chunk, layout)
+    key = (mech, scheme, mode, chunk, layout, newton_opts)
     hit = _RUNNERS.get(key)
     if hit is not None:
         return hit
-    ok_col = layout.column("ok")
-
-    def one_step(state: State, history, t, h, tol, max_iter, params):
-        return _one_step(mech, scheme, mode, state, t, h, tol, max_iter, params, fuse_small_dots, history=history)
-
-    def run_chunk(state: State, history, t_start, n0, n_stop, h, tol, max_iter, params):
-        # history: the solutions of the last steps for the "extrapolated" guess (new_history),
-        # passed through unchanged by the other guesses
-        # node n is at time t_start + n h (n counts from the run's first node)
-        t0 = t_start + n0.astype(t_start.dtype) * h
-        # a while loop over the steps of the chunk: it stops at n_stop or at the first failed step
-        # (no step is computed past the end; under vmap it runs until every member has stopped),
-        # writing each step's record as a row of a preallocated buffer (rows past the stop stay
-        # zero, with "ok" True)
-        bufs = jnp.zeros((chunk, layout.width)).at[:, ok_col].set(1.0)
-
-        def cond(carry):
-            i, _, _, n, failed, _ = carry
-            return (i < chunk) & (n < n_stop) & ~failed
-
-        def body(carry):
-            i, state, history, n, failed, bufs = carry
-            t = t_start + n.astype(t_start.dtype) * h
-            new, out, res, history = one_step(state, history, t, h, tol, max_iter, params)
-            ok = res.converged & jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.p))
-            if mode == "extrapolated":
-                history = _guess.push(history, res.x, ok)
-            keep = jax.tree_util.tree_map(lambda a, b: jnp.where(ok, b, a), state, new)
-            rec = {"q": new.q, "p": new.p, "iterations": res.iterations, "residual": res.residual, "ok": ok, **out}
-            bufs = lax.dynamic_update_index_in_dim(bufs, layout.pack(rec), i, 0)
-            return i + 1, keep, history, n + ok.astype(n.dtype), failed | ~ok, bufs
-
-        _, state, history, n, failed, recs = lax.while_loop(
-            cond, body, (jnp.int32(0), state, history, n0, jnp.bool_(False), bufs))
-        return state, history, n, failed, recs
-
-    runner = jax.jit(run_chunk)
+    runner = jax.jit(make_loop(mech, scheme, mode, chunk, layout, newton_opts, fuse_small_dots))
     _RUNNERS[key] = runner
     return runner
 
@@ -224,6 +172,9 @@ def resolve(problem: Problem, scheme, params: dict):
     sch, alias_params = get_scheme(scheme)
     vals = sch.resolve_params(params, alias_params)
     mech = mechanics(problem.system, problem.q0)
+    reason = sch.applies_to(problem, mech)
+    if reason is not None:
+        raise ValueError(reason)
     _mass_requirements(sch, mech)
     if mech.has_dissipation and not sch.supports_dissipation:
         from .schemes import names, get
@@ -240,6 +191,11 @@ def resolve(problem: Problem, scheme, params: dict):
             f"Scheme {sch.name!r} has no external force term F(q, v, t) in its equations, so it would ignore "
             f"this system's external_force; schemes that apply it: {', '.join(ok)}."
         )
+    if sch.uses_symmetries and problem.symmetries:
+        from .checks import exact_symmetries
+
+        kept, _, invariant = exact_symmetries(problem, mech)
+        mech = mechanics(problem.system, problem.q0, kept, invariant)
     return sch, vals, mech
 
 
@@ -250,9 +206,13 @@ def new_history(scheme: Scheme, mech: Mechanics, state: State, h, params) -> _gu
     return _guess.GuessHistory.empty(nx)
 
 
-def initial_state(problem: Problem, mech: Mechanics) -> State:
+def initial_state(problem: Problem, mech: Mechanics, scheme: Scheme | None = None) -> State:
+    """The state at t = 0 (before the scheme's own ``start``): multipliers zero, and zero carries
+    of the compensated summation for a scheme in increment form."""
     z = jnp.zeros((mech.m,))
-    return State(q=jnp.asarray(problem.q0), p=jnp.asarray(problem.p0), v=jnp.asarray(problem.v0), lam=z, gam=z)
+    q, p = jnp.asarray(problem.q0), jnp.asarray(problem.p0)
+    comp = (jnp.zeros_like(q), jnp.zeros_like(p)) if (scheme is not None and scheme.increments) else None
+    return State(q=q, p=p, v=jnp.asarray(problem.v0), lam=z, gam=z, comp=comp)
 
 
 def simulate(
@@ -260,7 +220,7 @@ def simulate(
     scheme: str = "VI-S",
     h: float | None = None,
     t_end: float | None = None,
-    tol: float = 1e-9,
+    tol: float | str = 1e-9,
     max_iter: int = 40,
     guess: str | None = None,
     progress: bool | None = None,
@@ -270,6 +230,8 @@ def simulate(
     save_every: int = 1,
     resume=None,
     rescue: bool = True,
+    final_iteration: bool = False,
+    parameters: dict | None = None,
     **params: Any,
 ):
     """Integrate ``problem`` with ``scheme`` from t = 0 to ``t_end`` with step ``h``.
@@ -279,21 +241,27 @@ def simulate(
     problem: a :class:`~livens.Problem` (e.g. ``lv.examples.load("heavy-top")``).
     scheme: canonical name or paper alias (``lv.schemes.names()``), e.g. "VI-S", "ggl-theta-a".
     h, t_end: step size and end time; default to the problem's (the paper's) values.
-    tol, max_iter: Newton stops on ||R||_inf <= tol; a step that needs more than max_iter
-        iterations stops the run with :class:`~livens.ConvergenceError`.
+    tol, max_iter: Newton stops on ||R||_inf <= tol (the papers' rule, default 1e-9); a step that
+        needs more than max_iter iterations stops the run with :class:`~livens.ConvergenceError`.
+        ``tol="roundoff"`` iterates instead until the Newton increment stops decreasing or is a few
+        ulps of the state (:func:`livens.newton.newton`): no bias from stopping on one side of the
+        root, the setting for long runs at the round-off limit.
+    final_iteration: with a numeric tol, take one more Newton iteration after ||R|| <= tol
+        (removes most of the stopping bias at the price of one iteration per step).
     guess: Newton's first guess: "extrapolated" (livens' own, :mod:`livens.guess`): the solutions
         of the last five steps extrapolated (quartic), where its residual is smaller than that of
         the advanced guess; or 002 Table 2's "simple" (the unknowns of step n) or "advanced"
         (q^n + h v^n). Same equations, same tolerance, results equal to the tolerance. None (the
         default): the scheme's ``preferred_guess``, "extrapolated" for every scheme but
         ggl-theta-a ("advanced": its gamma oscillates from step to step, and from the
-        extrapolation Newton needs an iteration more; measured).
+        extrapolation Newton needs an iteration more).
     progress: show a progress bar (default: on a terminal, for runs longer than 2 s).
     blowup_factor: stop with :class:`~livens.BlowUpError` when |E - E0| exceeds
         blowup_factor * max(|E0|, 1).
     chunk: steps per compiled ``lax.scan`` chunk (fixed, so that h and t_end never recompile).
-    out: a netCDF path; results are appended chunk by chunk while the run goes, so a crash or
-        Ctrl-C leaves a loadable file; a finished run rewrites it atomically with its diagnostics.
+    out: a netCDF path; the kept nodes are appended while the run goes (at least once a second,
+        :mod:`livens.stream`), so the file is loadable at every moment and a failure or Ctrl-C
+        leaves every kept step in it; a finished run rewrites it atomically with its diagnostics.
     save_every: keep every k-th node (and the step ending there); memory and file stay bounded
         for very long runs. Diagnostics that need consecutive steps then refuse with a message.
     resume: a Solution (e.g. ``lv.load(path)``) to continue from its last saved node up to ``t_end``;
@@ -307,10 +275,14 @@ def simulate(
         listed in ``solution.meta["rescued_steps"]`` (global step indices, the step from node n to
         n + 1 has index n) and their Newton iterations count both attempts. ``rescue=False`` stops
         at the first failed plain Newton iteration (002's setting for its effort study).
+    parameters: values of the System's parameters (``System(parameters=...)``) in place of its
+        defaults; runtime values, so a sweep over them compiles once. Stored in
+        ``solution.meta["parameters"]``.
     **params: scheme parameters, e.g. ``theta=0.5``.
 
     Returns a :class:`~livens.Solution`. The failed-run errors carry ``.solution`` with every
-    converged (saved) step.
+    converged (saved) step. ``solution.meta["solver"]`` names the nonlinear solve: "newton", or
+    "newton+rescue" (Newton, and the damped least-squares rescue of a failed step).
     """
     from .solution import Solution
 
@@ -320,6 +292,8 @@ def simulate(
         raise ValueError("Give h and t_end: the problem has no default step size or end time.")
     t_start = 0.0 if resume is None else float(resume.t[-1])
     check_step(h, t_end - t_start if resume is not None else t_end, tol, max_iter)
+    nopts = newton_options(tol, final_iteration)
+    tol_num = RESCUE_TOL if nopts[0] == ROUNDOFF else float(tol)  # the rescue needs a number
     check_guess(guess)
     if blowup_factor is not None and not (blowup_factor > 0):
         raise ValueError(f"blowup_factor must be positive; got {blowup_factor!r}.")
@@ -328,23 +302,31 @@ def simulate(
     if isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1:
         raise ValueError(f"save_every must be a positive integer; got {save_every!r}.")
     sch, vals, mech = resolve(problem, scheme, params)
+    sys_values = parameter_values(problem.system, parameters)
+    jsys = None if sys_values is None else {k: jnp.asarray(v) for k, v in sys_values.items()}
     guess = sch.preferred_guess if guess is None else guess
     n_steps = max(1, int(round((t_end - t_start) / h)))
     if resume is None:
-        state = initial_state(problem, mech)
+        state = initial_state(problem, mech, sch)
         if sch.start is not None:
-            state = sch.start(state, float(h), vals, mech)
+            state = sch.start(state, float(h), vals, mech.bind(jsys))
         offset = 0
     else:
         state, offset = _resume_state(resume, sch, mech, h)
     layout = record_layout(sch, mech, guess, state, h, vals)
-    runner = _make_runner(mech, sch, guess, chunk, layout)
+    runner = _make_runner(mech, sch, guess, chunk, layout, nopts)
     jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     empty_history = history = new_history(sch, mech, state, h, jparams)
     if resume is not None and guess == "extrapolated":
         history = _guess.GuessHistory.from_meta(resume.meta.get("guess_history"), offset, empty_history)
-    meta = dict(h=float(h), t_end=float(t_start + n_steps * h), tol=float(tol), max_iter=int(max_iter), guess=guess,
-                save_every=int(save_every), t_start=t_start, step_offset=offset)
+    meta = dict(h=float(h), t_end=float(t_start + n_steps * h), tol=tol if nopts[0] == ROUNDOFF else float(tol),
+                final_iteration=nopts[1], max_iter=int(max_iter), guess=guess,
+                save_every=int(save_every), t_start=t_start, step_offset=offset,
+                solver="newton+rescue" if rescue else "newton")
+    if sys_values is not None:
+        meta["parameters"] = {k: v.tolist() for k, v in sys_values.items()}
+    if sch.uses_symmetries:  # the symmetries whose momentum maps the scheme keeps by construction
+        meta["kept_symmetries"] = [s.name for s in mech.symmetries]
     start_node = {"t": t_start, "q": np.asarray(state.q), "p": np.asarray(state.p), "v": np.asarray(state.v)}
     stream = None
     if out is not None:
@@ -368,7 +350,7 @@ def simulate(
         # the same argument kinds on every call (one cache entry): n0 a device value like the n a
         # chunk returns, the rest NumPy scalars
         i64 = jnp.int64
-        consts = (np.int64(n_steps), np.float64(h), np.float64(tol), np.int32(max_iter), jparams)
+        consts = (np.int64(n_steps), np.float64(h), np.float64(tol_num), np.int32(max_iter), jparams, jsys)
         t_start_dev = np.float64(t_start)
         # chunks are dispatched one ahead (JAX runs them asynchronously): while one computes, the
         # records of the previous one are copied and written. The next chunk starts from the
@@ -397,7 +379,7 @@ def simulate(
                 step_rec = None
                 if rescue:
                     state, step_rec, resid = _rescue(mech, sch, guess, state, t_start + (n_done + n_new) * h, h,
-                                                     tol, max_iter, jparams, its)
+                                                     tol_num, max_iter, jparams, its, jsys)
                     history = empty_history  # the extrapolation restarts after a rescued step
                 pending = None
                 if step_rec is None:
@@ -406,13 +388,16 @@ def simulate(
                     rescued.append(offset + n_done + n_new)
                     rec = {k: np.concatenate([v, step_rec[k][None]]) for k, v in rec.items()}
                     n_new += 1
-            if failure is None and blowup_factor is not None and n_new:
+            # the steps before a failed Newton step are checked too: an energy that left the band
+            # before the failure is a blow-up, whatever the chunk size
+            if blowup_factor is not None and n_new and (failure is None or failure[0] == "convergence"):
                 energy0, blown = _check_blowup(mech, problem, rec, energy0, blowup_factor)
                 if blown is not None:
                     keep = blown[0] + 1  # the steps up to and including the first blown-up one
                     rec = {k: v[:keep] for k, v in rec.items()}
                     failure = ("blowup", n_done + keep, blown[1], 0)
                     n_new = keep
+                    rescued = [i for i in rescued if i < offset + n_done + keep]  # only the kept steps
                     pending = None
             _collect(rec, n_done, offset, save_every, h, t_start, collected, stream, sch.velocity_kind)
             n_done += n_new
@@ -425,6 +410,8 @@ def simulate(
     except KeyboardInterrupt:
         failure = ("interrupt", n_done, float("nan"), 0)
     finally:
+        if stream is not None:
+            stream.close()  # the rows it still holds (written once a second): the file has every kept step
         interrupted["restore"]()
         if bar is not None:
             bar.close()
@@ -433,38 +420,50 @@ def simulate(
     if guess == "extrapolated" and failure is None:
         # the predictor's history at the last node, so that a resumed run continues exactly
         meta["guess_history"] = history.to_meta(offset + n_done)
+    if state.comp is not None and failure is None:
+        # the carries of the compensated summation at the last node, so that a resumed run continues exactly
+        meta["compensation"] = {"q": np.asarray(state.comp[0]).tolist(), "p": np.asarray(state.comp[1]).tolist()}
     sol = Solution.from_records(problem, sch, vals, mech, collected, meta, start_node)
     if stream is not None and failure is None:
         sol.to_netcdf(out)
     if failure is not None:
         kind, step, resid, its = failure
         t_fail = t_start + step * h
-        where = f" Saved in {out!r}." if out is not None else ""
+        total = offset + n_steps  # steps of the whole run; messages count steps from 1
+        kept = _kept_sentence(n_done, save_every, out, "before it" if kind == "convergence" else
+                              "up to and including it" if kind == "blowup" else "so far")
         if kind == "convergence":
-            raise ConvergenceError(
-                f"Newton did not converge in step {offset + step} (t = {t_fail:.6g} -> {t_fail + h:.6g}) of "
-                f"{sch.name} with h = {h:g}: residual ||R||_inf = {resid:.3e} after {its} iterations "
-                f"(tol = {tol:g}, max_iter = {max_iter}). The {n_done} converged steps are kept in "
-                f"error.solution.{where}{' The damped least-squares rescue failed too.' if rescue else ''} "
-                f"Try a smaller h, a larger max_iter, or guess='advanced'.",
-                solution=sol, step=offset + step, time=t_fail, residual=resid,
-            )
+            reason = (f"Newton did not converge in step {offset + step + 1} of {total} (t = {t_fail:.6g} -> "
+                      f"{t_fail + h:.6g}) of {sch.name} with h = {h:g}: residual ||R||_inf = {resid:.3e} after "
+                      f"{its} iterations (tol = {tol if isinstance(tol, str) else format(tol, 'g')}, max_iter = {max_iter})."
+                      f"{' The damped least-squares rescue failed too.' if rescue else ''} "
+                      f"Try a smaller h, a larger max_iter or another guess.")
+            raise ConvergenceError(f"{reason} {kept}", solution=sol, step=offset + step, time=t_fail,
+                                   residual=resid, reason=reason)
         if kind == "blowup":
-            raise BlowUpError(
-                f"Energy blow-up in step {offset + step - 1} (t = {t_fail:.6g}) of {sch.name} with h = {h:g}: "
-                f"|E - E0| = {resid:.3e} exceeds blowup_factor = {blowup_factor:g} times max(|E0|, 1). "
-                f"The {n_done} steps up to it are kept in error.solution.{where}",
-                solution=sol, step=offset + step - 1, time=t_fail, residual=resid,
-            )
-        raise SimulationInterrupted(
-            f"Run interrupted after {n_done} steps (t = {t_fail:.6g}); the steps so far are in "
-            f"error.solution.{where}",
-            solution=sol, step=offset + n_done, time=t_fail, residual=resid,
-        )
+            reason = (f"Energy blow-up in step {offset + step} of {total} (t = {t_fail - h:.6g} -> {t_fail:.6g}) "
+                      f"of {sch.name} with h = {h:g}: |E - E0| = {resid:.3e} exceeds blowup_factor = "
+                      f"{blowup_factor:g} times max(|E0|, 1).")
+            raise BlowUpError(f"{reason} {kept}", solution=sol, step=offset + step - 1, time=t_fail,
+                              residual=resid, reason=reason)
+        reason = f"Interrupted after {n_done} of {n_steps} steps (t = {t_fail:.6g})."
+        raise SimulationInterrupted(f"{reason} {kept}", solution=sol, step=offset + n_done, time=t_fail,
+                                    residual=resid, reason=reason)
     return sol
 
 
-def _rescue(mech, sch, guess, state, t, h, tol, max_iter, jparams, its_failed):
+def _kept_sentence(n_done: int, save_every: int, out, where: str) -> str:
+    """Where the steps of a stopped run are: the error's ``.solution`` and the streamed file."""
+    if n_done == 0:
+        what = "No step was completed; the initial state is kept"
+    else:
+        nodes = f" (one node in every {save_every})" if save_every > 1 else ""
+        what = (f"The one step {where} is kept{nodes}" if n_done == 1 else
+                f"The {n_done} steps {where} are kept{nodes}")
+    return f"{what} in the error's .solution" + (f" and in {os.fspath(out)!r}." if out is not None else ".")
+
+
+def _rescue(mech, sch, guess, state, t, h, tol, max_iter, jparams, its_failed, jsys=None):
     """Retry the failed step from ``state`` with :func:`~livens.newton.damped_newton`.
 
     Damped Newton starts from the run's first guess and, if that fails, from the other one
@@ -476,7 +475,7 @@ def _rescue(mech, sch, guess, state, t, h, tol, max_iter, jparams, its_failed):
     for mode in (("advanced", "simple") if guess == "extrapolated" else
                  (guess, "advanced" if guess == "simple" else "simple")):
         new, out, res, _ = _make_rescuer(mech, sch, mode)(state, f64(t), f64(h), f64(tol),
-                                                          np.int32(RESCUE_ITER_FACTOR * max_iter), jparams)
+                                                          np.int32(RESCUE_ITER_FACTOR * max_iter), jparams, jsys)
         new, out, res = jax.device_get((new, out, res))
         its_failed += int(res.iterations)
         if bool(res.converged) and np.all(np.isfinite(new.q)) and np.all(np.isfinite(new.p)):
@@ -519,8 +518,17 @@ def _resume_state(sol, sch: Scheme, mech: Mechanics, h) -> tuple[State, int]:
     gam = sol.gam[-1] if (sol.gam is not None and len(sol.gam)) else np.zeros(m)
     v = sol.v[-1] if len(sol.v) else sol.problem.v0
     offset = int(sol.meta.get("step_offset", 0)) + int(round((sol.t[-1] - sol.t[0]) / sol.h))
-    st = State(q=jnp.asarray(sol.q[-1]), p=jnp.asarray(sol.p[-1]), v=jnp.asarray(v), lam=jnp.asarray(lam),
-               gam=jnp.asarray(gam))
+    q, p = jnp.asarray(sol.q[-1]), jnp.asarray(sol.p[-1])
+    comp = None
+    if sch.increments:
+        # the carries of the compensated summation where the finished run stored them (bit for bit),
+        # else (a partial file) zero: the continuation then agrees to round-off
+        stored = sol.meta.get("compensation")
+        if stored is not None:
+            comp = (jnp.asarray(stored["q"], q.dtype), jnp.asarray(stored["p"], p.dtype))
+        else:
+            comp = (jnp.zeros_like(q), jnp.zeros_like(p))
+    st = State(q=q, p=p, v=jnp.asarray(v), lam=jnp.asarray(lam), gam=jnp.asarray(gam), comp=comp)
     return st, offset
 
 
@@ -550,18 +558,13 @@ def _install_sigint_flag() -> dict:
 
 
 def _progress_bar(total: int, progress: bool | None):
-    if progress is False:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover
-        return None
-    import sys
+    """The run's progress bar (steps, rate, time left; :mod:`livens._progress`), or None.
 
-    disable = None if progress is None else False
-    if progress is None and not sys.stderr.isatty():
-        return None
-    return tqdm(total=total, unit="step", delay=2.0, disable=disable, leave=False)
+    ``progress=None``: on a terminal, once the run has taken 2 s; ``True``: always; ``False``: never.
+    """
+    from ._progress import progress_bar
+
+    return progress_bar(total, progress, unit="step")
 
 
 _ENERGY_FN = CompiledCache(32)

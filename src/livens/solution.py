@@ -1,6 +1,6 @@
 """Solution: the arrays of a run, its diagnostics, and lossless export (netCDF, CSV).
 
-Arrays (DESIGN: Public API): t (N+1,), q and p (N+1, d), v (N+1, d) for nodal velocities or
+Arrays: t (N+1,), q and p (N+1, d), v (N+1, d) for nodal velocities or
 (N, d) for "interval"/"leading" ones (see ``velocity_kind``), lam and gam (N, m), newton_iterations
 and newton_residual (N,).
 """
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,7 +132,11 @@ class Solution:
                 "This Solution has no system attached (it was loaded from a file of a user-defined system); "
                 "diagnostics stored in the file are available, others need lv.load(path, problem=...)."
             )
-        return mechanics(self.problem.system, self.problem.q0)
+        mech = mechanics(self.problem.system, self.problem.q0)
+        values = self.meta.get("parameters")  # the System's parameters of this run
+        if values is not None:
+            mech = mech.bind({k: jnp.asarray(v) for k, v in values.items()})
+        return mech
 
     def _vmap(self, fn, *arrays):
         return np.asarray(_vmapped(fn)(*[jnp.asarray(a) for a in arrays]))
@@ -259,14 +262,20 @@ class Solution:
     def summary(self) -> dict[str, float]:
         """Figures for the CLI: steps, times, energy error, momentum drift, residuals, iterations,
         and the number of steps whose plain Newton iteration failed and was rescued
-        (``lv.simulate(..., rescue=True)``)."""
+        (``lv.simulate(..., rescue=True)``). "steps/s" leaves out the first chunk of steps, which
+        is timed with the compilation (NaN where the run fit in it); the maxima are over the
+        stored nodes (one in every ``save_every``)."""
         out: dict[str, float] = {
             "steps": int(self.meta.get("steps", self.n_steps)),
             "wall time [s]": float(self.meta.get("wall_time", float("nan"))),
             "compile time [s]": float(self.meta.get("compile_time", float("nan"))),
         }
+        # the first chunk of steps is timed as the compilation: the rate is that of the others
+        from .simulate import DEFAULT_CHUNK
+
         run = out["wall time [s]"] - out["compile time [s]"]
-        out["steps/s"] = out["steps"] / run if run > 0 else float("nan")
+        timed = out["steps"] - min(int(self.meta.get("chunk", DEFAULT_CHUNK)), out["steps"])
+        out["steps/s"] = timed / run if (run > 0 and timed > 0) else float("nan")
         E = self.energy()
         key = "livens" if "livens" in E else "total"
         E0 = E[key][0]
@@ -274,6 +283,8 @@ class Solution:
         for name, J in self.momentum_maps().items():
             out[f"max drift {name}"] = float(np.max(np.abs(J - J[0])))
         try:
+            if not (self.lam.ndim == 2 and self.lam.shape[1]):
+                raise ValueError("no constraints")
             out["max |g|"] = float(np.max(np.abs(self.constraint_residual("position")), initial=0.0))
             out["max |g_v|"] = float(np.max(np.abs(self.constraint_residual("velocity")), initial=0.0))
         except ValueError:
@@ -294,12 +305,12 @@ class Solution:
             "q": (("time", "coord"), self.q),
             "p": (("time", "coord"), self.p),
             "v": ((vdim, "coord"), self.v),
-            "lam": (("step", "constraint"), self.lam.reshape(-1, m)),
+            "lam": (("step", "constraint"), self.lam.reshape(len(self.newton_iterations), m)),
             "newton_iterations": (("step",), self.newton_iterations),
             "newton_residual": (("step",), self.newton_residual),
         }
         if self.gam is not None:
-            data["gam"] = (("step", "constraint"), self.gam.reshape(-1, m))
+            data["gam"] = (("step", "constraint"), self.gam.reshape(len(self.newton_iterations), m))
         diag = self._diagnostics_for_file()
         for k, (dims, arr) in diag.items():
             data[k] = (dims, arr)
@@ -340,7 +351,8 @@ class Solution:
                     pass
             if self.save_every == 1:
                 for k, arr in self.enforced_residuals().items():
-                    out[f"enforced:{k}"] = (("step", "constraint"), np.asarray(arr).reshape(self.n_steps, -1))
+                    arr = np.asarray(arr)
+                    out[f"enforced:{k}"] = (("step", "constraint"), arr.reshape(self.n_steps, arr.size // max(self.n_steps, 1)))
                 out["dissipated_work"] = (("time",), self.dissipated_work())
         except ValueError:
             pass
@@ -361,17 +373,30 @@ class Solution:
                 os.remove(tmp)
         return path
 
-    def to_csv(self, path) -> str:
-        """Write nodal data as CSV with named columns (pgfplots, spreadsheets).
+    def to_csv(self, path, rows: int | None = None, columns: str = "all") -> str:
+        """Write nodal data as CSV with named columns (pgfplots, spreadsheets); returns the path.
 
-        One row per node t^n: t, q_i, p_i, energies, momentum maps, nodal constraint residuals;
-        per-step quantities (v for non-nodal schemes, lam, gam, Newton iterations) are written in
-        the row of the step's end node t^{n+1} ("leading" velocities in the row of t^n); the
-        remaining row holds NaN.
+        One row per stored node t^n. ``columns="all"``: t, q_i, p_i, v_i, energies, momentum maps,
+        every constraint residual (nodal and where the scheme enforces it), lambda_j, gamma_j and
+        the Newton iterations; ``"summary"``: t, q_i, energies, momentum maps, the largest
+        |residual| over the constraints at each level (``max_abs_residual_position``, ...) and the
+        Newton iterations. Per-step quantities (v for non-nodal schemes, lam, gam, enforced
+        residuals, Newton iterations) are written in the row of the step's end node t^{n+1}
+        ("leading" velocities in the row of t^n); the remaining row holds NaN.
+
+        ``rows``: at most this many rows, the nodes 0, k, 2k, ... and the last one (k the smallest
+        step that fits); None writes every stored node. The file is replaced atomically and gets
+        the permissions of any new file (0666 less the umask).
         """
+        if columns not in ("all", "summary"):
+            raise ValueError(f"columns must be 'all' or 'summary'; got {columns!r}.")
+        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 2):
+            raise ValueError(f"rows must be an integer of at least 2 (or None for every node); got {rows!r}.")
         path = os.fspath(path)
-        cols: dict[str, np.ndarray] = {"t": self.t}
         n1 = self.q.shape[0]
+        sel = thinned_nodes(n1, rows)
+        summary = columns == "summary"
+        cols: dict[str, np.ndarray] = {"t": self.t[sel]}
 
         def steps(arr, leading=False):
             out = np.full((n1,) + arr.shape[1:], np.nan)
@@ -379,37 +404,45 @@ class Solution:
                 out[:-1] = arr
             else:
                 out[1:] = arr
-            return out
+            return out[sel]
 
         for i in range(self.q.shape[1]):
-            cols[f"q{i + 1}"] = self.q[:, i]
-        for i in range(self.p.shape[1]):
-            cols[f"p{i + 1}"] = self.p[:, i]
-        v = self.v if self._nodal_v else steps(self.v, self.velocity_kind == "leading")
-        for i in range(self.v.shape[1]):
-            cols[f"v{i + 1}"] = v[:, i]
+            cols[f"q{i + 1}"] = self.q[sel, i]
+        if not summary:
+            for i in range(self.p.shape[1]):
+                cols[f"p{i + 1}"] = self.p[sel, i]
+            v = self.v[sel] if self._nodal_v else steps(self.v, self.velocity_kind == "leading")
+            for i in range(self.v.shape[1]):
+                cols[f"v{i + 1}"] = v[:, i]
         for k, (dims, arr) in self._diagnostics_for_file().items():
             arr = np.asarray(arr)
-            if dims[0] == "step":
-                arr = steps(arr)
+            arr = steps(arr) if dims[0] == "step" else arr[sel]
             if arr.ndim == 1:
                 cols[_csv_name(k)] = arr
+            elif summary:
+                if arr.shape[1]:
+                    name = k.split(":", 1)[-1]
+                    prefix = "max_abs_" + ("enforced_" if k.startswith("enforced:") else "")
+                    cols[prefix + _csv_name(name)] = np.max(np.abs(arr), axis=1)
             else:
                 for j in range(arr.shape[1]):
                     cols[f"{_csv_name(k)}_{j + 1}"] = arr[:, j]
-        for j in range(self.lam.shape[1] if self.lam.ndim == 2 else 0):
-            cols[f"lambda{j + 1}"] = steps(self.lam[:, j])
-            if self.gam is not None:
-                cols[f"gamma{j + 1}"] = steps(self.gam[:, j])
+        if not summary:
+            for j in range(self.lam.shape[1] if self.lam.ndim == 2 else 0):
+                cols[f"lambda{j + 1}"] = steps(self.lam[:, j])
+                if self.gam is not None:
+                    cols[f"gamma{j + 1}"] = steps(self.gam[:, j])
         cols["newton_iterations"] = steps(self.newton_iterations.astype(float))
         header = ",".join(cols)
         table = np.column_stack([np.asarray(c, dtype=float) for c in cols.values()])
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".csv.tmp", dir=directory)
-        os.close(fd)
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
         try:
-            np.savetxt(tmp, table, delimiter=",", header=header, comments="", fmt="%.17g")
+            # a new file with mode 0666 less the umask, as open() gives (mkstemp would give 0600)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            with os.fdopen(fd, "w") as f:
+                np.savetxt(f, table, delimiter=",", header=header, comments="", fmt="%.17g")
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
@@ -419,6 +452,18 @@ class Solution:
     def __repr__(self) -> str:
         return (f"Solution(scheme={self.scheme!r}, params={self.params}, steps={self.n_steps}, "
                 f"h={self.h:g}, d={self.q.shape[1]}, m={self.lam.shape[1] if self.lam.ndim == 2 else 0})")
+
+
+def thinned_nodes(n_nodes: int, rows: int | None) -> np.ndarray:
+    """Indices of at most ``rows`` of ``n_nodes`` nodes: 0, k, 2k, ... and the last (every node
+    for ``rows=None`` or where they fit)."""
+    if rows is None or n_nodes <= rows:
+        return np.arange(n_nodes)
+    k = -(-(n_nodes - 1) // (rows - 1))  # ceil: 0, k, ..., and the last node fit in ``rows``
+    sel = np.arange(0, n_nodes, k)
+    if sel[-1] != n_nodes - 1:
+        sel = np.append(sel[: rows - 1], n_nodes - 1)
+    return sel
 
 
 def _csv_name(key: str) -> str:

@@ -1,22 +1,94 @@
-"""Results written to netCDF chunk by chunk while a run goes (issue: long runs, reliability).
+"""Results written to netCDF while a run goes (``lv.simulate(..., out=path)``, ``livens run --out``).
 
-The file has unlimited ``time`` and ``step`` dimensions; after every chunk the new rows are appended
-and the file is closed, so a crash or Ctrl-C leaves a loadable file with every step written so far
-(``lv.load`` reads it). At the end of a successful run the complete Solution, with its diagnostics,
-replaces it atomically.
+The file has unlimited ``time`` and ``step`` dimensions. The time loop hands every chunk of kept
+nodes and steps to :meth:`NetCDFStream.append`; the rows are written at most every
+``flush_interval`` seconds (and at :meth:`~NetCDFStream.flush` / :meth:`~NetCDFStream.close`),
+each time by opening the file, appending and closing it again, so that the file on disk is a
+complete, loadable netCDF file at every moment (``lv.load`` reads it while the run goes: HDF5
+file locking is off) and holds the steps of all but the last second or so. Opening the file is
+slow next to a chunk of a small system's steps, hence the batching.
+
+A run that stops (failure, Ctrl-C) closes the stream, which writes the rows still held; a stream
+dropped without closing writes them when it is garbage collected or at exit. At the end of a
+successful run the complete Solution, with its diagnostics, replaces the file atomically; rows
+still held by the stream are then dropped (the replaced file is recognized by its inode).
 """
 from __future__ import annotations
 
 import json
 import os
+import time
+import weakref
 
 import numpy as np
 
 from .solution import FORMAT_VERSION, _jsonable
 
 
+class _Pending:
+    """Rows held in memory until the next write, with the file's row counts."""
+
+    def __init__(self, path: str, nodal_v: bool, has_gamma: bool, inode: int):
+        self.path, self.nodal_v, self.has_gamma, self.inode = path, nodal_v, has_gamma, inode
+        self.nodes: list = []
+        self.steps: list = []
+        self.n_time = 0
+        self.n_step = 0
+        self.nbytes = 0
+        self.last_write = time.monotonic()
+
+    def add(self, t, q, p, v_nodes, steps: dict):
+        if len(t):
+            node = {"time": np.asarray(t, float), "q": np.asarray(q), "p": np.asarray(p)}
+            if self.nodal_v:
+                node["v"] = np.asarray(v_nodes)
+            self.nodes.append(node)
+        if len(steps["index"]):
+            step = {"step": np.asarray(steps["index"]), "lam": np.asarray(steps["lam"]),
+                    "newton_iterations": np.asarray(steps["iterations"]),
+                    "newton_residual": np.asarray(steps["residual"])}
+            if not self.nodal_v:
+                step["v"] = np.asarray(steps["v"])
+            if self.has_gamma:
+                step["gam"] = np.asarray(steps["gam"])
+            self.steps.append(step)
+        self.nbytes += sum(a.nbytes for part in (self.nodes[-1:], self.steps[-1:]) for d in part
+                           for a in d.values())
+
+    def write(self):
+        """Append the rows held to the file (nothing where the file was replaced meanwhile)."""
+        nodes, steps = self.nodes, self.steps
+        self.nodes, self.steps, self.nbytes = [], [], 0
+        self.last_write = time.monotonic()
+        if not (nodes or steps):
+            return
+        try:
+            if os.stat(self.path).st_ino != self.inode:
+                return  # the finished run's complete file replaced the streamed one
+        except FileNotFoundError:
+            return
+        import h5netcdf
+
+        with h5netcdf.File(self.path, "a") as f:
+            for dim, parts, count in (("time", nodes, "n_time"), ("step", steps, "n_step")):
+                if not parts:
+                    continue
+                cat = {k: np.concatenate([d[k] for d in parts]) for k in parts[0]}
+                a = getattr(self, count)
+                b = a + len(cat[dim])
+                f.resize_dimension(dim, b)
+                for k, arr in cat.items():
+                    f[k][a:b] = arr
+                setattr(self, count, b)
+
+
 class NetCDFStream:
-    """Append-only writer of a run's nodal and per-step arrays."""
+    """Append-only writer of a run's nodal and per-step arrays (see the module's text)."""
+
+    flush_interval = 1.0
+    """Seconds between two writes to the file."""
+    max_pending_bytes = 64 * 2**20
+    """Rows held beyond this many bytes are written at once."""
 
     def __init__(self, path, d: int, m: int, has_gamma: bool, velocity_kind: str, attrs: dict):
         import h5netcdf
@@ -44,31 +116,33 @@ class NetCDFStream:
                 full[k] = json.dumps(_jsonable(v)) if isinstance(v, dict) else v
             f.attrs.update(full)
         os.replace(tmp, self.path)
-        self.n_time = 0
-        self.n_step = 0
+        self._pending = _Pending(self.path, self.nodal_v, has_gamma, os.stat(self.path).st_ino)
+        # rows still held when the stream is dropped (an exception unwinding the time loop) or at exit
+        self._finalizer = weakref.finalize(self, self._pending.write)
+
+    @property
+    def n_time(self) -> int:
+        """Nodes written to the file so far."""
+        return self._pending.n_time
+
+    @property
+    def n_step(self) -> int:
+        """Steps written to the file so far."""
+        return self._pending.n_step
 
     def append(self, t, q, p, v_nodes, steps: dict):
-        """Append nodes (t, q, p[, v]) and per-step rows (v, lam, gam, iterations, residual, index)."""
-        import h5netcdf
+        """Append nodes (t, q, p[, v]) and per-step rows (v, lam, gam, iterations, residual, index);
+        written to the file at once when ``flush_interval`` has passed since the last write."""
+        pending = self._pending
+        pending.add(t, q, p, v_nodes, steps)
+        if (time.monotonic() - pending.last_write >= self.flush_interval
+                or pending.nbytes >= self.max_pending_bytes):
+            pending.write()
 
-        with h5netcdf.File(self.path, "a") as f:
-            a, b = self.n_time, self.n_time + len(t)
-            if b > a:
-                f.resize_dimension("time", b)
-                f["time"][a:b] = t
-                f["q"][a:b] = q
-                f["p"][a:b] = p
-                if self.nodal_v:
-                    f["v"][a:b] = v_nodes
-            c, e = self.n_step, self.n_step + len(steps["index"])
-            if e > c:
-                f.resize_dimension("step", e)
-                f["step"][c:e] = steps["index"]
-                if not self.nodal_v:
-                    f["v"][c:e] = steps["v"]
-                f["lam"][c:e] = steps["lam"]
-                if self.has_gamma:
-                    f["gam"][c:e] = steps["gam"]
-                f["newton_iterations"][c:e] = steps["iterations"]
-                f["newton_residual"][c:e] = steps["residual"]
-            self.n_time, self.n_step = b, e
+    def flush(self):
+        """Write every row held to the file."""
+        self._pending.write()
+
+    def close(self):
+        """Write every row held; the stream is not used afterwards."""
+        self._finalizer()

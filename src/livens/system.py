@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import jax.numpy as jnp
 import numpy as np
 
 from . import _jaxconfig  # noqa: F401  (float64 before any array is made)
@@ -50,6 +51,16 @@ class System:
         Optional names, used in messages and in the Solution.
     name:
         A label for files and messages.
+    parameters:
+        Optional dict name -> value (a number or an array) of the system's parameters. Then every
+        function above takes them as its last argument, ``potential(q, params)``,
+        ``constraints(q, params)``, ``mass_matrix(q, params)``, ``dissipation(q, params)``,
+        ``external_force(q, v, t, params)``, ``invariants = (pi(q, params), potentials(pi, params))``,
+        with ``params`` a dict of the same keys. The values given here are the defaults;
+        :func:`livens.simulate` (``parameters=``), :func:`livens.flow` and the studies take other
+        values at run time without recompiling, and :func:`livens.flow` differentiates with
+        respect to them. A mass matrix function that depends on the parameters counts as
+        configuration dependent (schemes needing M^-1 refuse it).
     """
 
     mass_matrix: Any
@@ -61,8 +72,11 @@ class System:
     coordinate_names: tuple[str, ...] | None = None
     constraint_names: tuple[str, ...] | None = None
     name: str = "system"
+    parameters: dict | None = None
 
     def __post_init__(self):
+        if self.parameters is not None:
+            object.__setattr__(self, "parameters", check_parameters(self.parameters, "System.parameters"))
         if not (callable(self.mass_matrix)):
             if np.iscomplexobj(self.mass_matrix):
                 raise ValueError("mass_matrix must be real; got a complex array.")
@@ -88,6 +102,60 @@ class System:
         """True when M is a constant array (not a function of q)."""
         return not callable(self.mass_matrix)
 
+    def bound(self, name: str, params=None) -> Callable | None:
+        """The user function ``name`` ("potential", "constraints", ...) as a function of its natural
+        arguments, with the parameters (``params``, default the System's values) bound; None when the
+        System has no such function. ``"invariants"`` gives the pair (pi, potentials)."""
+        fn = getattr(self, name)
+        if fn is None or self.parameters is None or (name == "mass_matrix" and not callable(fn)):
+            return fn
+        values = {k: jnp.asarray(v) for k, v in self.parameters.items()} if params is None else params
+        if name == "invariants":
+            pi, pots = fn
+            return (lambda q: pi(q, values)), (lambda x: pots(x, values))
+        return lambda *args: fn(*args, values)
+
+
+def parameter_values(system, given: dict | None) -> dict | None:
+    """The System's parameters with ``given`` values in place of the defaults (float64 arrays of
+    the defaults' shapes, so that compiled runs are reused); None for a System without parameters.
+    Unknown names and wrong shapes are refused with the names and shapes the System has."""
+    if system.parameters is None:
+        if given:
+            raise ValueError(f"This System has no parameters; got values for {', '.join(map(repr, given))}. "
+                             "Declare them with System(parameters={...}).")
+        return None
+    out = dict(system.parameters)
+    for k, v in check_parameters(given or {}, "parameters").items():
+        if k not in out:
+            import difflib
+
+            near = difflib.get_close_matches(k, list(out), n=1)
+            hint = f" Did you mean {near[0]!r}?" if near else ""
+            raise ValueError(f"Unknown parameter {k!r}.{hint} The System's parameters: {', '.join(out)}.")
+        if v.shape != out[k].shape:
+            raise ValueError(f"Parameter {k!r} must have shape {out[k].shape} (that of its default); got {v.shape}.")
+        out[k] = v
+    return out
+
+
+def check_parameters(values, what: str) -> dict:
+    """A dict of parameter values as float64 arrays; refuses anything else with the key."""
+    if not isinstance(values, dict):
+        raise ValueError(f"{what} must be a dict name -> value; got {type(values).__name__}.")
+    out = {}
+    for k, v in values.items():
+        if not isinstance(k, str):
+            raise ValueError(f"{what}: parameter names must be strings; got {k!r}.")
+        try:
+            a = np.asarray(v, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}: parameter {k!r} must be a number or a real array; got {v!r:.80}.") from None
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{what}: parameter {k!r} is not finite: {v!r:.80}.")
+        out[k] = a
+    return out
+
 
 @dataclass(frozen=True)
 class Symmetry:
@@ -107,6 +175,18 @@ class Symmetry:
             return self.shift
         return self.xi @ q
 
+    def cotangent_generator(self, p):
+        """The generator of the cotangent lift on momenta, -xi^T p (zero for a translation): the
+        p-side of the orthogonality condition 002 eq 85b."""
+        if self.shift is not None:
+            return jnp.zeros_like(p)
+        return -(jnp.asarray(self.xi).T @ p)
+
+    def key(self) -> tuple:
+        """A hashable value of the generator (for caches)."""
+        arr = self.shift if self.shift is not None else self.xi
+        return ("shift" if self.shift is not None else "xi", np.asarray(arr, float).tobytes(), np.shape(arr))
+
     def momentum_map(self, q, p):
         """J_xi = p . xi_Q(q) (002 eq 15, 45); works on arrays of shape (..., d)."""
         q = np.asarray(q)
@@ -117,10 +197,14 @@ class Symmetry:
 
     @classmethod
     def rotation(cls, axis, blocks: int | Sequence[int] = 1, dim: int | None = None, name: str | None = None):
-        """Rotation about ``axis`` acting on blocks of 3 coordinates (002 eq 105-107, 119-121).
+        """Rotation about ``axis`` (through the origin) acting on blocks of 3 coordinates
+        (002 eq 105-107, 119-121): xi is block-diagonal with the skew matrix of ``axis`` on each
+        listed block and zero elsewhere, so J = sum over those blocks of axis . (x_b x p_b).
 
-        ``blocks`` is the number of leading 3-blocks (an int) or a list of block indices;
-        ``dim`` the total dimension d (default 3 * number of blocks).
+        ``blocks`` is the number of leading 3-blocks (an int: ``blocks=2`` rotates q[0:3] and
+        q[3:6] together, e.g. two particles) or a list of block indices (``blocks=[0, 2]``);
+        ``dim`` the total dimension d (default 3 * (largest block + 1); give it when coordinates
+        follow the last rotated block).
         """
         idx = list(range(blocks)) if isinstance(blocks, int) else list(blocks)
         d = dim if dim is not None else 3 * (max(idx) + 1)

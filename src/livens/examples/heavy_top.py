@@ -7,10 +7,16 @@ l = 0.075, nutation alpha0 = pi/3 (eq 108-110), omega_p = 10 and omega_s from th
 condition (eq 112, = 135.6). Defaults h = 0.002, T = 2 (000 §5.1). Symmetry: rotation about e3
 acting on all four 3-blocks (eq 105-107).
 
+Parameter range: h and T are the papers' and every scheme runs them at the paper's data
+(tests/test_examples_defaults.py). The fastest motion is the spin omega_s (135.6 rad/s, 23 steps per
+turn at h = 0.002); other data change omega_s by eq 112 (a smaller I3 or omega_p spins the top
+faster): scale h with 1 / omega_s.
+
 Built from :mod:`livens.bodies`: a :class:`~livens.bodies.RigidBody` "top" (eq 100-103), a
 :class:`~livens.bodies.FixedPoint` "tip" for its material point X = (0, 0, -l) with scale 1/l, so that
 g_ext = (phi - l d3)/l = phi/l - d3 exactly as eq 104, and :class:`~livens.bodies.Gravity`
 b = -9.81 e3 (V = -m b.phi). The Assembly finds the rotation about e3 as the only symmetry.
+System parameter: ``gravity`` (:func:`with_gravity_parameter`).
 """
 import jax.numpy as jnp
 import numpy as np
@@ -53,4 +59,20 @@ def heavy_top(mass: float = 0.7069, inertia=(5.3014e-4, 5.3014e-4, 5.3014e-4), l
     """The heavy top of 002 §6.2 (h = 0.002, T = 2; momentum map J3, eq 107)."""
     asm = assembly(mass, inertia, length, gravity, alpha0, omega_p)
     params = dict(mass=mass, inertia=list(inertia), length=length, gravity=gravity, alpha0=alpha0, omega_p=omega_p)
-    return asm.problem(h=0.002, t_end=2.0, name="heavy-top", parameters=params)
+    problem = asm.problem(h=0.002, t_end=2.0, name="heavy-top", parameters=params)
+    return problem.replace(system=with_gravity_parameter(problem.system, gravity))
+
+
+def with_gravity_parameter(system, gravity: float):
+    """The assembled System with ``gravity`` as a System parameter (runtime value for
+    ``lv.simulate(parameters=...)`` and ``lv.flow``): gravity is the top's only force, so its
+    potential and Greenspan's invariant potentials (002 eq 123) scale with it."""
+    import dataclasses
+
+    pi, pots = system.invariants
+    V, g = system.potential, system.constraints
+    return dataclasses.replace(
+        system, potential=lambda q, par: par["gravity"] / gravity * V(q),
+        constraints=lambda q, par: g(q),
+        invariants=(lambda q, par: pi(q), lambda x, par: par["gravity"] / gravity * pots(x)),
+        parameters={"gravity": gravity})

@@ -1,12 +1,12 @@
 """The scheme interface: residual R(x; state_n, h, t_n) = 0, first guess, state update.
 
-A scheme is plain data and pure functions (DESIGN: Schemes). The time loop never looks inside:
+A scheme is plain data and pure functions. The time loop never looks inside:
 it packs the named unknowns into one vector, calls Newton on the residual and hands the solution
 to ``update``. New schemes plug in through :func:`livens.schemes.register`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -18,7 +18,9 @@ class State(NamedTuple):
 
     q, p: nodal coordinates and momenta; v: the scheme's velocity (nodal, or that of the last
     interval, used for the first guess); lam, gam: the last multipliers (first guess);
-    extra: scheme-specific data (e.g. the previous node of a two-step scheme), a pytree.
+    extra: scheme-specific data (e.g. the previous node of a two-step scheme), a pytree;
+    comp: for schemes in increment form, the compensations (c_q, c_p) of the compensated
+    summation q^{n+1} = q^n + dq (:func:`compensated_add`), else None.
     """
 
     q: Any
@@ -27,6 +29,25 @@ class State(NamedTuple):
     lam: Any
     gam: Any
     extra: Any = ()
+    comp: Any = None
+
+
+def compensated_add(x, c, dx):
+    """Kahan's compensated summation of one increment: returns (x + dx, c') with the low-order
+    digits that x + dx loses carried in c' (c is the carry of the previous additions, 0 at the
+    start). Over many steps the sum keeps the increments' digits: its round-off error stays at a
+    few ulps instead of growing with the number of additions (Kahan 1965; Hairer, McLachlan,
+    Razakarivony 2008 for long-time integration)."""
+    y = dx - c
+    t = x + y
+    return t, (t - x) - y
+
+
+def next_node(x, dx, c=None):
+    """x^{n+1} as :func:`compensated_add` will store it, x + (dx - c) (x + dx without a carry):
+    a scheme in increment form evaluates its functions at the node the time loop keeps, so that
+    what it conserves is measured at the stored nodes."""
+    return x + dx if c is None else x + (dx - c)
 
 
 @dataclass(frozen=True)
@@ -60,26 +81,96 @@ BLOCK_JACOBIAN_MIN = 48
 """Unknowns from which :meth:`Scheme.jacobian_by_blocks` differentiates block by block."""
 
 
+_Q, _P, _V = ("q1", "dq"), ("p1", "dp"), ("v1", "v0")
+
+
+def default_guess(names: tuple) -> Callable:
+    """The first guess of a one-step scheme from the names of its unknowns (002 Table 2): the
+    unknowns of step n ("simple": q^{n+1} = q^n, p^{n+1} = p^n, the velocity and multipliers of the
+    last step; zero increments dq, dp) or q^{n+1} = q^n + h v^n ("advanced")."""
+
+    def guess(s: State, h, t, params, mech, mode):
+        adv = mode == "advanced"
+        values = {"q1": s.q + h * s.v if adv else s.q, "dq": h * s.v if adv else jnp.zeros_like(s.q),
+                  "p1": s.p, "dp": jnp.zeros_like(s.p), "v1": s.v, "v0": s.v, "lam": s.lam, "gam": s.gam}
+        return {n: values[n] for n in names}
+
+    return guess
+
+
+def default_update(names: tuple) -> Callable:
+    """The state update of a one-step scheme from the names of its unknowns: q^{n+1}, p^{n+1}
+    (for increments as the time loop will store them, :func:`next_node`), the velocity unknown
+    ("v1" or "v0"), else M^-1 p^{n+1}, and the multipliers; outputs v, lam and gam (where solved for)."""
+
+    def update(u, s: State, h, t, params, mech):
+        cq, cp = (None, None) if s.comp is None else s.comp
+        q1 = u["q1"] if "q1" in u else next_node(s.q, u["dq"], cq)
+        p1 = u["p1"] if "p1" in u else next_node(s.p, u["dp"], cp)
+        v = next((u[n] for n in _V if n in u), None)
+        if v is None:
+            v = mech.Minv() @ p1
+        gam = u.get("gam", s.gam)
+        new = State(q=q1, p=p1, v=v, lam=u["lam"], gam=gam, extra=s.extra, comp=s.comp)
+        out = {"v": v, "lam": u["lam"]}
+        if "gam" in u:
+            out["gam"] = u["gam"]
+        return new, out
+
+    return update
+
+
+def enforced_position(sol) -> dict:
+    """g(q^{n+1}): the position constraint at the nodes (the schemes that enforce only it)."""
+    return {"position g(q^{n+1})": sol.constraint_residual("position")[1:]}
+
+
+def enforced_both_nodal(sol) -> dict:
+    """g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1}: both constraints at the nodes."""
+    return {
+        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
+        "velocity G(q^{n+1}) M^-1 p^{n+1}": sol.constraint_residual("velocity")[1:],
+    }
+
+
+def _increments(u):
+    """(dq, dp): the time loop adds them to q^n, p^n by compensated summation."""
+    return u["dq"], u["dp"]
+
+
 @dataclass(frozen=True)
 class Scheme:
-    """One integration scheme.
+    """One integration scheme: plain data and pure functions, capabilities declared once.
 
-    unknowns: ((name, size), ...) with size "d", "m", "k" (= d - m) or an int.
+    unknowns: ((name, size), ...) with size "d", "m", "k" (= d - m) or an int. The names "q1"/"dq",
+        "p1"/"dp", "v1"/"v0", "lam", "gam" are understood by the defaults below; a scheme whose
+        unknowns are "dq" and "dp" is in increment form (``increments``).
     residual(u, state, h, t, params, mech) -> R  (u: dict of named unknowns)
-    guess(state, h, t, params, mech, mode) -> dict of named unknowns ("simple" or "advanced")
+    guess(state, h, t, params, mech, mode) -> dict of named unknowns ("simple" or "advanced");
+        default :func:`default_guess`.
     update(u, state, h, t, params, mech) -> (State, outputs) where outputs is a dict with
-        "v" (the velocity this step reports), "lam", "gam" (arrays, gam may be absent).
-    start(problem_state, h, params, mech) -> State, optional (e.g. two-step schemes).
-    enforced(sol) -> dict name -> residual array, the constraints the scheme is built to meet.
+        "v" (the velocity this step reports), "lam", "gam" (arrays, gam may be absent); default
+        :func:`default_update`.
+    start(problem_state, h, params, mech) -> State, optional (e.g. two-step schemes); with it,
+        pure_start(state, h, params, mech, differentiable) -> (State, ok), the same as a pure,
+        traceable function (:func:`livens.flow`).
+    enforced(sol) -> dict name -> residual array, the constraints the scheme is built to meet;
+        default :func:`enforced_position`.
+    increments(u) -> (dq, dp): the scheme solves for the increments of q and p over the step,
+        written so that no difference q^{n+1} - q^n is formed in the residual; the time loop then
+        accumulates q and p by :func:`compensated_add`. Set by default where the unknowns are
+        "dq" and "dp".
+    applicability(problem, mech) -> None, or why the scheme cannot run this system (a scheme made
+        for one system, e.g. ``bs99``); :meth:`applies_to` asks it, ``simulate.resolve`` refuses.
     """
 
     name: str
     paper: str
     unknowns: tuple
     residual: Callable
-    guess: Callable
-    update: Callable
     velocity_kind: str  # "nodal", "interval" (v^{n+1} of step n->n+1) or "leading" (v^n)
+    guess: Callable | None = None
+    update: Callable | None = None
     description: str = ""
     params: tuple = ()
     needs_mass_inverse: bool = True
@@ -89,11 +180,31 @@ class Scheme:
     supports_dissipation: bool = False
     supports_external_force: bool = True  # False: the residual has no F(q, v, t) term; refused
     start: Callable | None = None
+    pure_start: Callable | None = None  # (state, h, params, mech, differentiable) -> (State, ok): start, traceable
     enforced: Callable | None = None
     tangent: Callable | None = None  # structured tangent dR/dx, optional
     keeps: str = ""
     order: int | None = None
     preferred_guess: str = "extrapolated"  # Newton's first guess when the caller names none (livens.guess)
+    uses_symmetries: bool = False  # True: the residual reads mech.symmetries (discrete gradients, 002 eq 85)
+    increments: Callable | None = None  # u -> (dq, dp) in increment form; default from the names, False: none
+    applicability: Callable | None = None  # (problem, mech) -> None or the reason it cannot run the system
+
+    def __post_init__(self):
+        names = tuple(n for n, _ in self.unknowns)
+        if self.guess is None:
+            object.__setattr__(self, "guess", default_guess(names))
+        if self.update is None:
+            object.__setattr__(self, "update", default_update(names))
+        if self.enforced is None:
+            object.__setattr__(self, "enforced", enforced_position)
+        if self.increments is None and "dq" in names and "dp" in names:
+            object.__setattr__(self, "increments", _increments)
+
+    def applies_to(self, problem, mech) -> str | None:
+        """None when the scheme can run ``problem`` as far as its own equations go, else the reason
+        (the mass matrix, dissipation and external forces are checked by ``simulate.resolve``)."""
+        return None if self.applicability is None else self.applicability(problem, mech)
 
     def sizes(self, d: int, m: int) -> list[tuple[str, int]]:
         out = []
@@ -120,12 +231,10 @@ class Scheme:
         From :data:`BLOCK_JACOBIAN_MIN` unknowns on it is built as one ``jacfwd`` per named block of
         unknowns, the other blocks held constant: their tangents are then symbolic zeros, so the
         work that depends on them alone is not repeated for every direction. The matrix is the
-        same as ``jax.jacfwd`` of the packed residual (the tests compare them). Measured (issue 7,
-        same process, steps/s): VI-B double four-bar (148 unknowns) 430 -> 921, heavy top (54)
-        4.8k -> 6.5k, midpoint double four-bar 5.4k -> 6.6k; below ~48 unknowns the extra, smaller
-        kernels cost more than they save (four-particle midpoint 29k -> 22k), so there the whole
-        vector is differentiated at once. The price is compile time: +0.6 to 1.0 s cold for VI-B
-        and livens-em on the double four-bar (3.3 -> 4.2 s, 3.8 -> 4.5 s).
+        same as ``jax.jacfwd`` of the packed residual (the tests compare them). It makes the steps
+        of larger systems faster (``python -m benchmarks``: VI-B and midpoint on the double
+        four-bar, the heavy top); below ~48 unknowns the extra, smaller kernels cost more than they
+        save, so there the whole vector is differentiated at once. The price is compile time.
         """
         if x.shape[0] < BLOCK_JACOBIAN_MIN:
             return jax.jacfwd(lambda x: residual_of_u(self.unpack(x, d, m)))(x)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from . import register
-from .base import Scheme, State
+from .base import Scheme, State, enforced_both_nodal, enforced_position
 
 
 def _force(mech, q, v, t):
@@ -48,17 +48,6 @@ def _force(mech, q, v, t):
     if mech.has_external_force:
         f = f + mech.F(q, v, t)
     return f
-
-
-def _simple_guess(s: State, h, t, params, mech, mode):
-    q1 = s.q + h * s.v if mode == "advanced" else s.q
-    return {"q1": q1, "p1": s.p, "lam": s.lam, "gam": s.gam}
-
-
-def _simple_guess_nogam(s: State, h, t, params, mech, mode):
-    u = _simple_guess(s, h, t, params, mech, mode)
-    u.pop("gam")
-    return u
 
 
 # ---------------------------------------------------------------------------------- ggl-midpoint
@@ -77,42 +66,16 @@ def _ggl_midpoint_residual(u, s: State, h, t, params, mech):
     ])
 
 
-def _nodal_update(u, s: State, h, t, params, mech):
-    """New state with the nodal velocity v^{n+1} = M^-1 p^{n+1} (002 eq 28c)."""
-    v1 = mech.Minv() @ u["p1"]
-    gam = u.get("gam", s.gam)
-    new = State(q=u["q1"], p=u["p1"], v=v1, lam=u["lam"], gam=gam, extra=s.extra)
-    out = {"v": v1, "lam": u["lam"]}
-    if "gam" in u:
-        out["gam"] = u["gam"]
-    return new, out
-
-
-def _both_nodal(sol):
-    """g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1}: both constraints at the nodes (002 eq 30c, d)."""
-    return {
-        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
-        "velocity G(q^{n+1}) M^-1 p^{n+1}": sol.constraint_residual("velocity")[1:],
-    }
-
-
-def _position_nodal(sol):
-    """g(q^{n+1}) (002 eq 28d at the nodes)."""
-    return {"position g(q^{n+1})": sol.constraint_residual("position")[1:]}
-
-
 GGL_MIDPOINT = register(
     Scheme(
         name="ggl-midpoint",
         paper="002 eq 30 (classical GGL stabilization, Gear, Gupta, Leimkuhler 1985), midpoint rule",
         unknowns=(("q1", "d"), ("p1", "d"), ("lam", "m"), ("gam", "m")),
         residual=_ggl_midpoint_residual,
-        guess=_simple_guess,
-        update=_nodal_update,
         velocity_kind="nodal",
         description="implicit midpoint rule for the GGL-stabilized index-2 equations",
         has_gamma=True,
-        enforced=_both_nodal,
+        enforced=enforced_both_nodal,
         keeps="both constraints at the nodes; no structure (the contrast case)",
         order=2,
     ),
@@ -138,11 +101,9 @@ MIDPOINT = register(
         paper="002 eq 28 (index-3 equations), implicit midpoint rule",
         unknowns=(("q1", "d"), ("p1", "d"), ("lam", "m")),
         residual=_midpoint_residual,
-        guess=_simple_guess_nogam,
-        update=_nodal_update,
         velocity_kind="nodal",
         description="implicit midpoint rule for the index-3 equations, g(q) at the nodes",
-        enforced=_position_nodal,
+        enforced=enforced_position,
         keeps="g(q) at the nodes",
         order=2,
     ),
@@ -172,12 +133,10 @@ RATTLE = register(
         paper="Andersen 1983; Hairer-Lubich-Wanner GNI Ch. VII.1; 004 §4",
         unknowns=(("q1", "d"), ("p1", "d"), ("lam", "m"), ("gam", "m")),
         residual=_rattle_residual,
-        guess=_simple_guess,
-        update=_nodal_update,
         velocity_kind="nodal",
         description="RATTLE: symplectic, both constraints at the nodes, second order",
         has_gamma=True,
-        enforced=_both_nodal,
+        enforced=enforced_both_nodal,
         keeps="symplectic, momentum maps, both constraints at the nodes; order 2",
         order=2,
     ),
@@ -197,24 +156,16 @@ def _symplectic_euler_residual(u, s: State, h, t, params, mech):
     ])
 
 
-def _interval_update(u, s: State, h, t, params, mech):
-    """The interval velocity (q^{n+1} - q^n)/h = M^-1 p^{n+1}."""
-    v = mech.Minv() @ u["p1"]
-    new = State(q=u["q1"], p=u["p1"], v=v, lam=u["lam"], gam=s.gam, extra=s.extra)
-    return new, {"v": v, "lam": u["lam"]}
-
-
 SYMPLECTIC_EULER = register(
     Scheme(
         name="symplectic-euler",
         paper="constrained symplectic Euler: Hairer-Lubich-Wanner GNI Ch. VII.1; Leimkuhler-Reich 2004 Ch. 7",
         unknowns=(("q1", "d"), ("p1", "d"), ("lam", "m")),
         residual=_symplectic_euler_residual,
-        guess=_simple_guess_nogam,
-        update=_interval_update,
+        # the reported velocity, M^-1 p^{n+1}, is the interval velocity (q^{n+1} - q^n)/h (the default update)
         velocity_kind="interval",
         description="constrained symplectic Euler (SHAKE-type), first order",
-        enforced=_position_nodal,
+        enforced=enforced_position,
         keeps="symplectic, momentum maps, g(q) at the nodes; order 1",
         order=1,
     ),

@@ -9,33 +9,37 @@ discrete derivatives in the sense of Gonzalez:
     g(q^{n+1}) = 0                                                                           (84d)
     g_v(q^{n+1}, p^{n+1}) = G(q^{n+1}) M^-1 p^{n+1} = 0                                      (84e)
 
-with (.)^{n+1/2} the mean of the nodal values. Unknowns per step: q^{n+1}, p^{n+1}, v^{n+1} (nodal),
-lambda^{n+1}, gamma^{n+1} (3d + 2m).
+with (.)^{n+1/2} the mean of the nodal values. Unknowns per step: the increments
+dq = q^{n+1} - q^n, dp = p^{n+1} - p^n, v^{n+1} (nodal), lambda^{n+1}, gamma^{n+1} (3d + 2m);
+the time loop adds the increments by compensated summation
+(:func:`livens.schemes.base.compensated_add`), so that q and p keep their digits over long runs.
 
 Discrete derivatives (:mod:`livens.discrete_gradients`):
-- (D^G_q L, D^G_v L): the partitioned discrete gradient of L(q, v) (003 eq 29). For the constant
-  mass matrix this scheme requires, L = 1/2 v.M v - V(q) is separable and the partitioned
-  gradient is exactly (-D^G V, M v^{n+1/2}), with D^G V Greenspan's invariant-based gradient
-  (002 eq 126) when the System declares ``invariants``, else Gonzalez's (003 eq 26).
-- (D^G_q g_v, D^G_p g_v): the partitioned discrete derivative of g_v(q, p) (002 eq 86b);
-  D^G g: Gonzalez's discrete derivative of g, row by row (002 eq 86c).
-For at most quadratic L, g, g_v all of these equal the midpoint derivatives (002 eq 99).
+- (D^G_q L, D^G_v L): for the constant mass matrix this scheme requires, L = 1/2 v.M v - V(q) is
+  separable and the partitioned gradient (003 eq 29) is (-D^G V, M v^{n+1/2}).
+- D^G_p g_v = G(q^{n+1/2}) M^-1 (g_v is linear in p); D^G g and D^G_q g_v, and D^G V, are
+  :func:`livens.discrete_gradients.corrected` gradients: the midpoint derivative plus a correction
+  along the part of q^{n+1} - q^n outside the symmetry directions, which meets the directionality
+  conditions (002 eq 86) and, for every symmetry of the Problem that is an exact symmetry of V, g
+  and M (checked at set-up: :func:`livens.checks.symmetry_defect`), the orthogonality conditions
+  (002 eq 85) -- whether or not the potential is written in invariants. Where the System declares
+  ``invariants``, D^G V is Greenspan's gradient instead (002 eq 126). For V, g at most quadratic
+  (the papers' examples) all of these are the midpoint derivatives (002 eq 99).
 
 Properties (002 §5.1-5.2): the energy E(q, v, p) = p.v - L(q, v) (eq 4) is conserved (eq 89),
-momentum maps J = p . xi q are conserved (eq 91) when the discrete derivatives satisfy the
-orthogonality conditions (eq 85) -- true for the midpoint derivatives of quadratic functions
-and for Greenspan's gradient on symmetric invariants -- and both constraints hold at the nodes.
-With p^0 = M v^0, (84c) gives p^n = M v^n at every node (003 Prop. 5.5), so E = T + V.
-Second order; not symplectic.
+the momentum maps J = p . xi q of the exact symmetries are conserved (eq 90-91), and both
+constraints hold at the nodes. With p^0 = M v^0, (84c) gives p^n = M v^n at every node
+(003 Prop. 5.5), so E = T + V. Second order; not symplectic.
 
-Speed (issue 7). The discrete derivatives enter (84b) only through
+Speed. The discrete derivatives enter (84b) only through
 
     f = D^G V + (D^G g)^T lambda + (D^G_q g_v)^T gamma,
 
 and Gonzalez's formula is linear in the function it is applied to, with the same increment and
-the same fade-out weight for every row. So f is evaluated as the discrete gradient of one scalar
+the same corrections for every row. So f is evaluated as the discrete gradient of one scalar
 function, D^G[V + lambda.g + gamma.G(.) M^-1 p^{n+1/2}] (Greenspan's gradient of V kept apart
-where the System declares invariants): the same values up to round-off, without forming the
+where the System declares invariants; :func:`_force`): the same values up to round-off as the
+row-wise form (:func:`_residual_rowwise`), without forming the
 m x d Jacobians, and a residual whose derivative costs a fraction of that of the row-wise form.
 The Newton tangent is structured (:class:`EMTangent`): its blocks by AD, its inverse applied by
 eliminating v and p and a Schur complement on the constraints (tested against ``jax.jacfwd`` of
@@ -49,116 +53,172 @@ import jax.numpy as jnp
 from .. import discrete_gradients as dg
 from .._linalg import solver
 from . import register
-from .base import Scheme, State
-from .ggl_theta import _guess, _update  # same unknowns q1, p1, v1, lam, gam
+from .base import Scheme, State, enforced_both_nodal, next_node
 from .ggl_vi import _mass_operators
 
 
-def _gv_derivative(mech, q0, p0, q1, p1):
-    """Partitioned discrete derivative (D^G_q g_v, D^G_p g_v) of g_v(q, p) = G(q) M^-1 p.
+def _gv_derivative(mech, q0, p0, dq, dp):
+    """The discrete derivatives (D^G_q g_v, D^G_p g_v) of g_v(q, p) = G(q) M^-1 p that EM uses, as
+    matrices (for the tests and :func:`_residual_rowwise`; the scheme itself forms only their
+    products with gamma, :func:`_force`).
 
-    Equal to :func:`livens.discrete_gradients.partitioned_jacobian` of g_v, evaluated with two
-    exact simplifications because g_v is linear in p: Gonzalez's derivative of a linear function
-    is its Jacobian, so D^G_p g_v = 1/2 (G(q^n) + G(q^{n+1})) M^-1; and Gonzalez's formula is
-    linear in the function, so D^G_q g_v = D^G [q -> G(q) M^-1 p^{n+1/2}](q^n, q^{n+1}).
-    (Half the work of the generic formula; the tests compare the two.)
+    D^G_p g_v = G(q^{n+1/2}) M^-1, the Jacobian at the midpoint (the derivative of a function linear
+    in p, taken where the symmetry argument of 002 eq 85b needs it), and row k of D^G_q g_v is
+    :func:`livens.discrete_gradients.corrected` of D_q[G_k(q) w](q^{n+1/2}), w = M^-1 p^{n+1/2}, so
+    that the directionality condition (002 eq 86b) holds row by row,
+
+        D^G_q g_v (q^{n+1} - q^n) + D^G_p g_v (p^{n+1} - p^n) = g_v(q^{n+1}, p^{n+1}) - g_v(q^n, p^n),
+
+    and, for each exact symmetry xi of the system (``mech.symmetries``), the orthogonality
+    condition 002 eq 85b, D^G_q g_v xi q^{n+1/2} = D^G_p g_v xi^T p^{n+1/2}. For constraints at most
+    quadratic (the papers' examples) both are the midpoint derivatives (002 eq 99).
     """
     Minv = mech.Minv()
-    w = Minv @ (0.5 * (p0 + p1))
-    Dq = dg.gonzalez_jacobian(lambda q: mech.G(q) @ w, q0, q1)
-    Dp = 0.5 * (mech.G(q0) + mech.G(q1)) @ Minv
+    q1, qm = q0 + dq, q0 + 0.5 * dq
+    w0, dw = Minv @ p0, Minv @ dp
+    w = w0 + 0.5 * dw
+    Gm = mech.G(qm)
+    Dp = Gm @ Minv
+    Z = mech.generators(qm)
+    dgv = mech.G(q1) @ (w0 + dw) - mech.G(q0) @ w0 - Gm @ dw
+    rows = jax.jacfwd(lambda q: mech.G(q) @ w)(qm)
+    if Z is None or mech.invariant_constraints:
+        targets = [None] * mech.m
+    else:
+        Zp = mech.cotangent_generators(mech.M(qm) @ w)
+        targets = [-(Zp.T @ (Minv @ Gm[k])) for k in range(mech.m)]
+    Dq = jnp.stack([dg.corrected(rows[k], dq, dgv[k], qm, Z, targets[k]) for k in range(mech.m)]) \
+        if mech.m else jnp.zeros((0, mech.d))
     return Dq, Dp
 
 
-def _force(mech, q0, q1, w, lam, gam):
+def _force(mech, q0, w0, dq, dw, lam, gam, cq=None):
     """f = D^G V + (D^G g)^T lambda + (D^G_q g_v)^T gamma, with (84b) reading p^{n+1} - p^n + h f = 0.
 
-    ``w`` = M^-1 p^{n+1/2}. By the linearity of Gonzalez's formula (003 eq 26) in the function,
-    (D^G g)^T lambda = D^G[lambda.g] and, as in :func:`_gv_derivative`, (D^G_q g_v)^T gamma =
-    D^G[q -> gamma.G(q) w] (002 eq 86b, c): one scalar discrete gradient (with V when the System
-    declares no invariants; Greenspan's D^G V, 002 eq 126, apart when it does).
+    ``dq`` = q^{n+1} - q^n, ``w0`` = M^-1 p^n, ``dw`` = M^-1 (p^{n+1} - p^n), ``cq`` the carry of the
+    compensated summation (q^{n+1} is evaluated where the time loop will store it,
+    :func:`livens.schemes.base.next_node`). Every discrete derivative
+    of 002 eq 84 is linear in the function it is taken of, so f is one discrete gradient
+    (:func:`livens.discrete_gradients.corrected`) of the scalar Phi(q) = V(q) + lambda.g(q) +
+    gamma.G(q) w, taken at the midpoint and corrected so that
+
+    - f . (q^{n+1} - q^n) = V^{n+1} - V^n + lambda.(g^{n+1} - g^n)
+      + gamma.(g_v(q^{n+1}, p^{n+1}) - g_v(q^n, p^n) - G(q^{n+1/2}) M^-1 (p^{n+1} - p^n))
+      (the directionality conditions 002 eq 86 with D^G_p g_v = G(q^{n+1/2}) M^-1), and
+    - f . xi q^{n+1/2} = gamma.G(q^{n+1/2}) M^-1 xi^T p^{n+1/2} for each exact symmetry xi of the
+      system (``mech.symmetries``): the orthogonality conditions 002 eq 85a-c, which make the
+      momentum maps of 002 eq 45 exact invariants of the scheme (eq 90-91).
+
+    Where the System declares ``invariants``, D^G V is Greenspan's gradient (002 eq 126) and the
+    correction acts on the constraint terms alone. For V, g at most quadratic this is the
+    midpoint gradient (002 eq 99).
     """
     g = mech.g
+    q1, qm = next_node(q0, dq, cq), q0 + 0.5 * dq
+    w = w0 + 0.5 * dw
 
     def phi(q):  # lambda.g(q) + gamma.G(q) w
         gq, Gw = jax.jvp(g, (q,), (w,))
         return lam @ gq + gam @ Gw
 
-    if mech.system.invariants is not None:
-        return dg.potential_gradient(mech.system, q0, q1) + dg.gonzalez(phi, q0, q1)
-    return dg.gonzalez(lambda q: mech.V(q) + phi(q), q0, q1)
+    g0, Gw0 = jax.jvp(g, (q0,), (w0,))
+    g1, Gw1 = jax.jvp(g, (q1,), (w0 + dw,))
+    Gm_dw = jax.jvp(g, (qm,), (dw,))[1]
+    dphi = lam @ (g1 - g0) + gam @ (Gw1 - Gw0 - Gm_dw)
+    Z = mech.generators(qm)
+    targets = None
+    if Z is not None and not mech.invariant_constraints:
+        # g only equivariant: impose f . xi q_m = gamma.G(q_m) M^-1 xi^T p_m
+        # = -(M^-1 G(q_m)^T gamma) . (cotangent generator at p_m); for an invariant g the midpoint
+        # derivatives meet it by themselves (differentiate G(exp(a xi) q) exp(a xi) = G(q))
+        Mi_GmT_gam = mech.Minv() @ jax.vjp(g, qm)[1](gam)[0]
+        targets = -(mech.cotangent_generators(mech.M(qm) @ w).T @ Mi_GmT_gam)
+    if mech.invariants is not None:
+        DV = dg.potential_gradient(mech, q0, q1)
+        if targets is not None:
+            targets = targets - Z.T @ DV
+        return DV + dg.corrected(jax.grad(phi)(qm), dq, dphi, qm, Z, targets)
+    a0 = jax.grad(lambda q: mech.V(q) + phi(q))(qm)
+    return dg.corrected(a0, dq, mech.V(q1) - mech.V(q0) + dphi, qm, Z, targets)
 
 
 def _residual(u, s: State, h, t, params, mech):
-    """Residual of 002 eq 84a-e (84b through :func:`_force`)."""
-    q1, p1, v1, lam, gam = u["q1"], u["p1"], u["v1"], u["lam"], u["gam"]
+    """Residual of 002 eq 84a-e in the increments dq = q^{n+1} - q^n, dp = p^{n+1} - p^n (84b
+    through :func:`_force`; (D^G_p g_v)^T gamma = M^-1 G(q^{n+1/2})^T gamma in 84a, see
+    :func:`_gv_derivative`). No difference of nodal values is formed, so the residual resolves the
+    increments to their own precision rather than to that of q (see :func:`_increments`)."""
+    dq, dp, v1, lam, gam = u["dq"], u["dp"], u["v1"], u["lam"], u["gam"]
     q0, p0, v0 = s.q, s.p, s.v
+    cq = None if s.comp is None else s.comp[0]
+    q1 = next_node(q0, dq, cq)
     g = mech.g
     Minv = mech.Minv()
-    # (D^G_p g_v)^T gamma = 1/2 M^-1 (G(q^n) + G(q^{n+1}))^T gamma (see _gv_derivative)
-    GsT_gam = jax.vjp(g, q0)[1](gam)[0] + jax.vjp(g, q1)[1](gam)[0]
+    GmT_gam = jax.vjp(g, q0 + 0.5 * dq)[1](gam)[0]
     return jnp.concatenate([
-        q1 - q0 - 0.5 * h * (v0 + v1) - 0.5 * h * Minv @ GsT_gam,                    # (84a)
-        p1 - p0 + h * _force(mech, q0, q1, Minv @ (0.5 * (p0 + p1)), lam, gam),       # (84b)
-        0.5 * (p0 + p1) - mech.M(q0) @ (0.5 * (v0 + v1)),                             # (84c)
-        g(q1),                                                                        # (84d)
-        jax.jvp(g, (q1,), (Minv @ p1,))[1],                                           # (84e)
+        dq - 0.5 * h * (v0 + v1) - h * Minv @ GmT_gam,                                     # (84a)
+        dp + h * _force(mech, q0, Minv @ p0, dq, Minv @ dp, lam, gam, cq),                 # (84b)
+        p0 + 0.5 * dp - mech.M(q0) @ (0.5 * (v0 + v1)),                                    # (84c)
+        g(q1),                                                                             # (84d)
+        jax.jvp(g, (q1,), (Minv @ next_node(p0, dp, None if s.comp is None else s.comp[1]),))[1],  # (84e)
     ])
 
 
 def _residual_rowwise(u, s: State, h, t, params, mech):
     """002 eq 84a-e with the discrete derivatives formed as matrices, row by row (the reference
-    for :func:`_residual`; used by the tests)."""
-    q1, p1, v1, lam, gam = u["q1"], u["p1"], u["v1"], u["lam"], u["gam"]
+    for :func:`_residual`; used by the tests): D^G V and each row of D^G g and D^G_q g_v is its own
+    :func:`livens.discrete_gradients.corrected` gradient."""
+    dq, dp, v1, lam, gam = u["dq"], u["dp"], u["v1"], u["lam"], u["gam"]
     q0, p0, v0 = s.q, s.p, s.v
-    DqL = -dg.potential_gradient(mech.system, q0, q1)        # D^G_q L = -D^G V (L separable)
+    q1, p1, qm = q0 + dq, p0 + dp, q0 + 0.5 * dq
+    Z = mech.generators(qm)
+    if mech.invariants is not None:
+        DV = dg.potential_gradient(mech, q0, q1)
+    else:
+        DV = dg.corrected(jax.grad(mech.V)(qm), dq, mech.V(q1) - mech.V(q0), qm, Z)
+    Gm = mech.G(qm)
+    dgs = mech.g(q1) - mech.g(q0)
+    zero = None if (Z is None or mech.invariant_constraints) else jnp.zeros(Z.shape[1])
+    Dg = jnp.stack([dg.corrected(Gm[k], dq, dgs[k], qm, Z, zero) for k in range(mech.m)]) if mech.m \
+        else jnp.zeros((0, mech.d))
+    Dq_gv, Dp_gv = _gv_derivative(mech, q0, p0, dq, dp)
     DvL = mech.M(q0) @ (0.5 * (v0 + v1))                      # D^G_v L = M v^{n+1/2} (T quadratic)
-    Dg = dg.gonzalez_jacobian(mech.g, q0, q1)                 # D^G g
-    Dq_gv, Dp_gv = _gv_derivative(mech, q0, p0, q1, p1)
     return jnp.concatenate([
-        q1 - q0 - 0.5 * h * (v0 + v1) - h * Dp_gv.T @ gam,                # (84a)
-        p1 - p0 - h * DqL + h * Dg.T @ lam + h * Dq_gv.T @ gam,            # (84b)
-        0.5 * (p0 + p1) - DvL,                                             # (84c)
+        dq - 0.5 * h * (v0 + v1) - h * Dp_gv.T @ gam,                      # (84a)
+        dp + h * DV + h * Dg.T @ lam + h * Dq_gv.T @ gam,                  # (84b)
+        p0 + 0.5 * dp - DvL,                                               # (84c)
         mech.g(q1),                                                        # (84d)
         mech.gv(q1, p1),                                                   # (84e)
     ])
 
 
-def _enforced(sol):
-    """The constraints EM is built to meet: g(q^{n+1}) and g_v(q^{n+1}, p^{n+1}) (002 eq 84d, e)."""
-    return {
-        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
-        "velocity G(q^{n+1}) M^-1 p^{n+1}": sol.constraint_residual("velocity")[1:],
-    }
-
-
-# --- structured tangent (issue 7: speed) ---------------------------------------------------------
+# --- structured tangent (speed) ----------------------------------------------------------------
 class EMTangent:
     """The Jacobian of the EM residual (002 eq 84a-e) in its blocks, and its inverse.
 
-    With x = (q1, p1, v1, lambda, gamma), f of :func:`_force` at w = M^-1 p^{n+1/2},
-    G0 = G(q^n), G1 = G(q^{n+1}), Gs = G0 + G1, H1 = sum_k gamma_k D^2 g_k(q^{n+1}),
+    With x = (dq, dp, v1, lambda, gamma) (a derivative with respect to dq or dp is the one with
+    respect to q^{n+1} or p^{n+1}), f of :func:`_force` at w = M^-1 p^{n+1/2},
+    G1 = G(q^{n+1}), Gs = 2 G(q^{n+1/2}), Hm = sum_k gamma_k D^2 g_k(q^{n+1/2}),
     K1 = D_q[G(q) M^-1 p^{n+1}](q^{n+1}), F_x = D_x f (F_lambda = (D^G g)^T,
     F_gamma = (D^G_q g_v)^T), the rows of dR/dx are
 
-        (84a)  [ I - h/2 M^-1 H1,  0,                    -h/2 I,  0,            -h/2 M^-1 Gs^T ]
+        (84a)  [ I - h/2 M^-1 Hm,  0,                    -h/2 I,  0,            -h/2 M^-1 Gs^T ]
         (84b)  [ h F_q,            I + h/2 F_w M^-1,      0,       h F_lambda,   h F_gamma      ]
         (84c)  [ 0,                1/2 I,                -1/2 M,   0,            0              ]
         (84d)  [ G1,               0,                     0,       0,            0              ]
         (84e)  [ K1,               G1 M^-1,               0,       0,            0              ]
 
     :meth:`solve` eliminates dp (84c) and dv (84a), which are affine in dq and dgamma:
-    M dv = (2/h) M (dq - b1) - H1 dq - Gs^T dgamma, dp = M dv + 2 b3. (84b) times h/2 becomes
+    M dv = (2/h) M (dq - b1) - Hm dq - Gs^T dgamma, dp = M dv + 2 b3. (84b) times h/2 becomes
     S dq + B_lambda dlambda + B_gamma dgamma = r with S = M + O(h) (d x d), and (84d, e) in
     terms of dq and dgamma remain: one LU of S for 1 + 2m right-hand sides and one of the
     2m x 2m Schur complement, instead of the (3d + 2m) square dense matrix. The same Newton
     iterates up to round-off. :meth:`matrix` assembles the dense Jacobian (for tests).
     """
 
-    def __init__(self, mech, h, G0, G1, K1, H1, Fq, Fw, Fl, Fg):
+    def __init__(self, mech, h, Gs, G1, K1, Hm, Fq, Fw, Fl, Fg):
         self.Mop, self.Miop, self.M, self.Mi = _mass_operators(mech)
         self.d, self.m, self.h = mech.d, mech.m, h
-        self.G0, self.G1, self.K1, self.H1 = G0, G1, K1, H1
+        self.Gs, self.G1, self.K1, self.Hm = Gs, G1, K1, Hm
         self.Fq, self.Fw, self.Fl, self.Fg = Fq, Fw, Fl, Fg
 
     def matrix(self):
@@ -167,9 +227,9 @@ class EMTangent:
         M, Mi = jnp.asarray(self.M), jnp.asarray(self.Mi)
         I, Z = jnp.eye(d), jnp.zeros((d, d))
         Zdm, Zmd, Zmm = jnp.zeros((d, m)), jnp.zeros((m, d)), jnp.zeros((m, m))
-        GsT = (self.G0 + self.G1).T
+        GsT = self.Gs.T
         return jnp.block([
-            [I - 0.5 * h * Mi @ self.H1, Z, -0.5 * h * I, Zdm, -0.5 * h * Mi @ GsT],
+            [I - 0.5 * h * Mi @ self.Hm, Z, -0.5 * h * I, Zdm, -0.5 * h * Mi @ GsT],
             [h * self.Fq, I + 0.5 * h * self.Fw @ Mi, Z, h * self.Fl, h * self.Fg],
             [Z, 0.5 * I, -0.5 * M, Zdm, Zdm],
             [self.G1, Zmd, Zmd, Zmm, Zmm],
@@ -179,17 +239,17 @@ class EMTangent:
     def solve(self, b):
         """dR/dx^-1 b by block elimination (see the class docstring)."""
         h, d, m = self.h, self.d, self.m
-        Mop, Miop, G1, H1, Fw = self.Mop, self.Miop, self.G1, self.H1, self.Fw
+        Mop, Miop, G1, Hm, Fw = self.Mop, self.Miop, self.G1, self.Hm, self.Fw
         b1, b2, b3, b4, b5 = b[:d], b[d:2 * d], b[2 * d:3 * d], b[3 * d:3 * d + m], b[3 * d + m:]
         hh = 0.5 * h
-        GsT = (self.G0 + G1).T
+        GsT = self.Gs.T
 
         def P(X):  # I + h/2 F_w M^-1
             return X + hh * (Fw @ Miop(X))
 
-        # dp = Wq dq - Gs^T dgamma + c with Wq = (2/h) M - H1; hh Wq = M - hh H1
+        # dp = Wq dq - Gs^T dgamma + c with Wq = (2/h) M - Hm; hh Wq = M - hh Hm
         c = 2.0 * b3 - Mop(b1) / hh
-        hWq = jnp.asarray(self.M) - hh * H1
+        hWq = jnp.asarray(self.M) - hh * Hm
         S = (hh * h) * self.Fq + P(hWq)
         rhs = jnp.concatenate([(hh * (b2 - P(c)))[:, None], (hh * h) * self.Fl,
                                hh * (h * self.Fg - P(GsT))], axis=1)
@@ -209,7 +269,7 @@ class EMTangent:
         else:
             dl = dg_ = jnp.zeros((0,), b.dtype)
             dq = z
-        Mdv = Mop(dq - b1) / hh - H1 @ dq - GsT @ dg_
+        Mdv = Mop(dq - b1) / hh - Hm @ dq - GsT @ dg_
         return jnp.concatenate([dq, Mdv + 2.0 * b3, Miop(Mdv), dl, dg_])
 
 
@@ -217,26 +277,33 @@ def _tangent(u, s: State, h, t, params, mech):
     """The structured tangent of EM (:class:`EMTangent`); every block by AD of g, V (and the
     invariants) through :func:`_force`, each derivative taken on its own (one batched jacfwd over
     all of them costs more on small systems)."""
-    q1, p1, lam, gam = u["q1"], u["p1"], u["lam"], u["gam"]
+    dq, dp, lam, gam = u["dq"], u["dp"], u["lam"], u["gam"]
     q0, p0 = s.q, s.p
+    cq = None if s.comp is None else s.comp[0]
+    q1, p1 = next_node(q0, dq, cq), p0 + dp
     g = mech.g
     Minv = mech.Minv()
     w1 = Minv @ p1
 
-    def second_order(q):  # g(q), G(q) M^-1 p^{n+1}, G(q)^T gamma
-        gq, Gw = jax.jvp(g, (q,), (w1,))
-        return gq, Gw, jax.vjp(g, q)[1](gam)[0]
+    def at_node(q):  # g(q), G(q) M^-1 p^{n+1}
+        return jax.jvp(g, (q,), (w1,))
 
-    G1, K1, H1 = jax.jacfwd(second_order)(q1)
+    def at_midpoint(q):  # g(q), G(q)^T gamma
+        return g(q), jax.vjp(g, q)[1](gam)[0]
 
-    def f(q1, w, lam, gam):
-        return _force(mech, q0, q1, w, lam, gam)
+    G1, K1 = jax.jacfwd(at_node)(q1)
+    Gm, Hm = jax.jacfwd(at_midpoint)(q0 + 0.5 * dq)
+    w0 = Minv @ p0
 
-    w = Minv @ (0.5 * (p0 + p1))
-    Fq = jax.jacfwd(f, 0)(q1, w, lam, gam)
-    Fw = jax.jacfwd(f, 1)(q1, w, lam, gam)
-    Fl, Fg = jax.jacfwd(f, (2, 3))(q1, w, lam, gam)
-    return EMTangent(mech, h, mech.G(q0), G1, K1, H1, Fq, Fw, Fl, Fg)
+    def f(dq, dw, lam, gam):
+        return _force(mech, q0, w0, dq, dw, lam, gam, cq)
+
+    dw = Minv @ dp
+    Fq = jax.jacfwd(f, 0)(dq, dw, lam, gam)
+    # the class's F_w is the derivative with respect to w = M^-1 p^{n+1/2} = w0 + dw/2
+    Fw = 2.0 * jax.jacfwd(f, 1)(dq, dw, lam, gam)
+    Fl, Fg = jax.jacfwd(f, (2, 3))(dq, dw, lam, gam)
+    return EMTangent(mech, h, 2.0 * Gm, G1, K1, Hm, Fq, Fw, Fl, Fg)
 
 
 GGL_EM = register(
@@ -244,15 +311,14 @@ GGL_EM = register(
         name="ggl-em",
         supports_external_force=False,  # 002 eq 79/82/84 and Gonzalez 1999 have no F term
         paper="002 eq 84-91",
-        unknowns=(("q1", "d"), ("p1", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m")),
+        unknowns=(("dq", "d"), ("dp", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m")),
         residual=_residual,
-        guess=_guess,
-        update=_update,
         velocity_kind="nodal",
         description="GGL energy-momentum scheme with discrete gradients",
         has_gamma=True,
-        enforced=_enforced,
+        enforced=enforced_both_nodal,  # g(q^{n+1}), g_v(q^{n+1}, p^{n+1}) (002 eq 84d, e)
         tangent=_tangent,
+        uses_symmetries=True,
         keeps="energy, momentum maps, both constraints at nodes; order 2",
         order=2,
     ),

@@ -1,6 +1,7 @@
 """The first-order GGL variational integrator VI-S (002 eq 55; 000 eq 41, damped form 000 eq 57).
 
-Unknowns per step: q^{n+1}, p^{n+1}, v^n, lambda^n, gamma^{n+1} (3d + 2m). With
+Unknowns per step: the increments dq = q^{n+1} - q^n, dp = p^{n+1} - p^n, v^n, lambda^n,
+gamma^{n+1} (3d + 2m; the time loop adds the increments by compensated summation). With
 q_bar = q^n + h v^n (002 eq 53):
 
     q^{n+1} - q^n = h v^n + h M^-1 G(q_bar)^T gamma                                (55a)
@@ -23,17 +24,27 @@ from jax import lax
 
 from .._linalg import block_solve, solver
 from . import register
-from .base import Scheme, State
+from .base import Scheme, State, next_node
+
+
+def _nodes(u, s: State):
+    """q^{n+1}, p^{n+1} as the time loop will store them (:func:`~livens.schemes.base.next_node`)."""
+    cq, cp = (None, None) if s.comp is None else s.comp
+    return next_node(s.q, u["dq"], cq), next_node(s.p, u["dp"], cp)
 
 
 def _residual(u, s: State, h, t, params, mech):
-    q1, p1, v0, lam, gam = u["q1"], u["p1"], u["v0"], u["lam"], u["gam"]
-    q0, p0 = s.q, s.p
+    """002 eq 55 (000 eq 57) in the increments dq = q^{n+1} - q^n, dp = p^{n+1} - p^n: no
+    difference of nodal values is formed, so the residual resolves the increments to their own
+    precision (the time loop adds them by compensated summation)."""
+    dq, dp, v0, lam, gam = u["dq"], u["dp"], u["v0"], u["lam"], u["gam"]
+    q0 = s.q
+    q1, p1 = _nodes(u, s)
     Minv = mech.Minv()
     qbar = q0 + h * v0
     w = Minv @ p1
     # G(q_bar)^T gamma, G(q_bar) w and G(q^n)^T lambda as AD vector products: the cost follows
-    # that of g, without forming the m x d Jacobians (issue 7: large systems)
+    # that of g, without forming the m x d Jacobians (large systems)
     GbarT_gam = jax.vjp(mech.g, qbar)[1](gam)[0]
     Gbar_w = jax.jvp(mech.g, (qbar,), (w,))[1]
     hess = mech.hess_g_vec(qbar, gam, w)
@@ -43,22 +54,12 @@ def _residual(u, s: State, h, t, params, mech):
     if mech.has_external_force:
         force = force + mech.F(q0, v0, t)
     return jnp.concatenate([
-        q1 - q0 - h * v0 - h * Minv @ GbarT_gam,
-        p1 - p0 - h * force + h * hess,
+        dq - h * v0 - h * Minv @ GbarT_gam,
+        dp - h * force + h * hess,
         mech.D2L(q0, v0) - p1 - h * hess,
         mech.g(q1),
         Gbar_w,
     ])
-
-
-def _guess(s: State, h, t, params, mech, mode):
-    q1 = s.q + h * s.v if mode == "advanced" else s.q
-    return {"q1": q1, "p1": s.p, "v0": s.v, "lam": s.lam, "gam": s.gam}
-
-
-def _update(u, s: State, h, t, params, mech):
-    new = State(q=u["q1"], p=u["p1"], v=u["v0"], lam=u["lam"], gam=u["gam"], extra=s.extra)
-    return new, {"v": u["v0"], "lam": u["lam"], "gam": u["gam"]}
 
 
 def _enforced(sol):
@@ -76,7 +77,7 @@ def _enforced(sol):
     }
 
 
-# --- structured tangent (issue 7: speed) ---------------------------------------------------------
+# --- structured tangent (speed) ----------------------------------------------------------------
 def _mass_operators(mech):
     """X -> M X and X -> M^-1 X for the constant mass matrix; elementwise where M is diagonal."""
     M = np.asarray(mech.M_const, dtype=float)
@@ -94,7 +95,8 @@ def _mass_operators(mech):
 class VISTangent:
     """The Jacobian of the VI-S residual (002 eq 55, damped 000 eq 57) in its blocks.
 
-    With x = (q1, p1, v0, lambda, gamma), q_bar = q^n + h v^n, w = M^-1 p^{n+1} and
+    With x = (dq, dp, v0, lambda, gamma) (derivatives with respect to dq, dp are those with
+    respect to q^{n+1}, p^{n+1}), q_bar = q^n + h v^n, w = M^-1 p^{n+1} and
     G0 = G(q^n), G1 = G(q^{n+1}), Gb = G(q_bar), Hg = sum_k gamma_k D^2 g_k(q_bar),
     K = D_q[G(q) w](q_bar), Tq = D_q[Hg(q) w](q_bar), A = M - h D_v f (f the force of eq 55b/57b;
     A = M without damping and external force), P = I + h Hg M^-1, the rows of dR/dx are
@@ -173,10 +175,10 @@ class VISTangent:
 BLOCK_MIN_M = 24
 """From this many constraints on, :class:`VISTangent` (the dense form) solves its 2m x 2m system in
 (dlambda, dgamma) by block elimination on the (55d) rows (:func:`livens._linalg.block_solve`): two
-LU of m x m instead of one of 2m x 2m. Measured: ~5% faster for the double four-bar (m = 29);
-slower for the heavy top (m = 9) and the chain of 16 (m = 16), where the LAPACK calls, not their
-arithmetic, cost. Not used by :class:`VISTangentMF` (in the chain of 32 it made a step 40x slower,
-not understood)."""
+LU of m x m instead of one of 2m x 2m: faster for the double four-bar (m = 29), slower for the
+heavy top (m = 9) and the chain of 16 (m = 16), where the LAPACK calls, not their arithmetic,
+cost (``python -m benchmarks``). Not used by :class:`VISTangentMF` (in the chain of 32 it made a
+step much slower, not understood)."""
 
 MATRIX_FREE_MIN_D = 64
 """From this many coordinates on, :func:`_tangent` gives the matrix-free :class:`VISTangentMF`."""
@@ -188,7 +190,7 @@ def _columns(f):
 
 
 class VISTangentMF:
-    """The VI-S tangent of :class:`VISTangent` without its d x d blocks (large systems, issue 7).
+    """The VI-S tangent of :class:`VISTangent` without its d x d blocks (large systems).
 
     The same block elimination, with every product by Hg, Tq, K and the constraint Jacobians
     taken as a Hessian- or Jacobian-vector product of AD (``jax.linearize``/``jax.vjp``), whose
@@ -292,8 +294,9 @@ class VISTangentMF:
 def _tangent(u, s: State, h, t, params, mech):
     """The structured tangent of VI-S (:class:`VISTangent`, or :class:`VISTangentMF` from
     :data:`MATRIX_FREE_MIN_D` coordinates on, or where m = 0); its blocks by AD of g, C and F."""
-    q1, p1, v0, gam = u["q1"], u["p1"], u["v0"], u["gam"]
+    v0, gam = u["v0"], u["gam"]
     q0 = s.q
+    q1, p1 = _nodes(u, s)
     qbar = q0 + h * v0
     w = mech.Minv() @ p1
     A = None
@@ -320,10 +323,8 @@ VI_S = register(
     Scheme(
         name="ggl-vi",
         paper="002 eq 55; 000 eq 41 (typo in 41b corrected), damped 000 eq 57",
-        unknowns=(("q1", "d"), ("p1", "d"), ("v0", "d"), ("lam", "m"), ("gam", "m")),
+        unknowns=(("dq", "d"), ("dp", "d"), ("v0", "d"), ("lam", "m"), ("gam", "m")),
         residual=_residual,
-        guess=_guess,
-        update=_update,
         velocity_kind="leading",
         description="first-order symplectic GGL variational integrator",
         has_gamma=True,

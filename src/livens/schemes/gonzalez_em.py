@@ -7,23 +7,29 @@ The Hamiltonian form with the discrete gradients of the potential and of the con
     p^{n+1} - p^n = -h D^G V(q^n, q^{n+1}) - h D^G g(q^n, q^{n+1})^T lambda
     g(q^{n+1}) = 0
 
-Unknowns per step: q^{n+1}, p^{n+1}, lambda (2d + m). D^G V is Greenspan's invariant-based
-gradient (002 eq 126) when the System declares ``invariants``, else Gonzalez's (003 eq 26);
-D^G g is Gonzalez's derivative of g row by row (the midpoint Jacobian G(q^{n+1/2}) for quadratic
-constraints). The reported velocity is nodal, v^n = M^-1 p^n.
+Unknowns per step: q^{n+1}, p^{n+1}, lambda (2d + m). D^G V + D^G g^T lambda is one discrete
+gradient of V + lambda.g (the discrete gradient is linear in the function): the midpoint gradient
+corrected along the part of q^{n+1} - q^n outside the symmetry directions
+(:func:`livens.discrete_gradients.corrected`), so that it meets the directionality condition and
+is orthogonal to the generators xi q^{n+1/2} of every exact symmetry of the system (Gonzalez's
+own requirement for momentum conservation; 002 eq 85); where the System declares
+``invariants``, D^G V is Greenspan's gradient (002 eq 126) and the correction acts on lambda.g
+alone. For quadratic constraints D^G g is the midpoint Jacobian G(q^{n+1/2}). The reported
+velocity is nodal, v^n = M^-1 p^n.
 
 Properties: the Hamiltonian H = 1/2 p.M^-1 p + V is conserved (the directionality of D^G V and
-D^G g with g(q^n) = g(q^{n+1}) = 0), momentum maps are conserved for symmetric discrete
-gradients, g(q) = 0 at the nodes -- but the secondary constraint G(q) M^-1 p = 0 is *not*
+D^G g with g(q^n) = g(q^{n+1}) = 0), the momentum maps of the exact symmetries are conserved,
+g(q) = 0 at the nodes -- but the secondary constraint G(q) M^-1 p = 0 is *not*
 enforced and drifts at O(h^2) (002 Fig 23; contrast EM, Fig 24). Second order.
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
 from . import register
-from .base import Scheme, State
+from .base import Scheme, State, enforced_position
 
 
 def _residual(u, s: State, h, t, params, mech):
@@ -31,30 +37,31 @@ def _residual(u, s: State, h, t, params, mech):
     q1, p1, lam = u["q1"], u["p1"], u["lam"]
     q0, p0 = s.q, s.p
     Minv = mech.Minv()
-    DV = dg.potential_gradient(mech.system, q0, q1)
-    Dg = dg.gonzalez_jacobian(mech.g, q0, q1)
     return jnp.concatenate([
         q1 - q0 - 0.5 * h * Minv @ (p0 + p1),
-        p1 - p0 + h * DV + h * Dg.T @ lam,
+        p1 - p0 + h * _force(mech, q0, q1, lam),
         mech.g(q1),
     ])
 
 
-def _guess(s: State, h, t, params, mech, mode):
-    """State n ("simple"), or q^n + h v^n for q^{n+1} ("advanced", 002 Table 2)."""
-    q1 = s.q + h * s.v if mode == "advanced" else s.q
-    return {"q1": q1, "p1": s.p, "lam": s.lam}
+def _force(mech, q0, q1, lam):
+    """D^G V + D^G g^T lambda, one :func:`~livens.discrete_gradients.corrected` gradient of
+    V + lambda.g (Greenspan's D^G V apart where the System declares invariants)."""
+    qm, dq = 0.5 * (q0 + q1), q1 - q0
+    Z = mech.generators(qm)
 
+    def phi(q):
+        return lam @ mech.g(q)
 
-def _update(u, s: State, h, t, params, mech):
-    v1 = mech.Minv() @ u["p1"]
-    new = State(q=u["q1"], p=u["p1"], v=v1, lam=u["lam"], gam=s.gam, extra=s.extra)
-    return new, {"v": v1, "lam": u["lam"]}
-
-
-def _enforced(sol):
-    """The only constraint EM-G is built to meet: g(q^{n+1})."""
-    return {"position g(q^{n+1})": sol.constraint_residual("position")[1:]}
+    # an invariant g meets the orthogonality condition by itself; an equivariant one is imposed
+    force = Z is not None and not mech.invariant_constraints
+    if mech.invariants is not None:
+        DV = dg.potential_gradient(mech, q0, q1)
+        targets = -(Z.T @ DV) if force else None
+        return DV + dg.corrected(jax.grad(phi)(qm), dq, phi(q1) - phi(q0), qm, Z, targets)
+    a0 = jax.grad(lambda q: mech.V(q) + phi(q))(qm)
+    targets = jnp.zeros(Z.shape[1]) if force else None
+    return dg.corrected(a0, dq, mech.V(q1) - mech.V(q0) + phi(q1) - phi(q0), qm, Z, targets)
 
 
 GONZALEZ_EM = register(
@@ -64,12 +71,11 @@ GONZALEZ_EM = register(
         paper="Gonzalez 1999 (Physica D 132), as EM-G in 002 §6.3",
         unknowns=(("q1", "d"), ("p1", "d"), ("lam", "m")),
         residual=_residual,
-        guess=_guess,
-        update=_update,
-        velocity_kind="nodal",
+        velocity_kind="nodal",  # v^n = M^-1 p^n
         description="Gonzalez's energy-momentum scheme, position constraints only",
         has_gamma=False,
-        enforced=_enforced,
+        enforced=enforced_position,  # the only constraint EM-G is built to meet: g(q^{n+1})
+        uses_symmetries=True,
         keeps="energy, momentum maps, g(q) at nodes; order 2",
         order=2,
     ),

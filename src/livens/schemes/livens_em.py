@@ -36,7 +36,7 @@ import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
 from . import register
-from .base import Scheme, State
+from .base import Scheme, State, enforced_position
 
 
 def _external(mech, q0, q1, v0, v1, t, h):
@@ -77,35 +77,18 @@ def _livens_midpoint_residual(u, s: State, h, t, params, mech):
     ])
 
 
-def _guess(s: State, h, t, params, mech, mode):
-    q1 = s.q + h * s.v if mode == "advanced" else s.q
-    return {"q1": q1, "p1": s.p, "v1": s.v, "lam": s.lam}
-
-
-def _update(u, s: State, h, t, params, mech):
-    new = State(q=u["q1"], p=u["p1"], v=u["v1"], lam=u["lam"], gam=s.gam, extra=s.extra)
-    return new, {"v": u["v1"], "lam": u["lam"]}
-
-
-def _enforced(sol):
-    """g(q^{n+1}) (003 eq 28d)."""
-    return {"position g(q^{n+1})": sol.constraint_residual("position")[1:]}
-
-
 LIVENS_EM = register(
     Scheme(
         name="livens-em",
         paper="003 eq 28, 30 (Kinon, Betsch: Livens principle); discrete energy eq 31",
         unknowns=(("q1", "d"), ("p1", "d"), ("v1", "d"), ("lam", "m")),
         residual=_livens_em_residual,
-        guess=_guess,
-        update=_update,
         velocity_kind="nodal",
         description="energy-consistent Livens scheme; singular or configuration-dependent M, no M^-1",
         needs_mass_inverse=False,
         allows_singular_mass=True,
         allows_configuration_mass=True,
-        enforced=_enforced,
+        enforced=enforced_position,  # g(q^{n+1}) (003 eq 28d)
         keeps="generalized energy E(q, v, p) (003 eq 31), g(q) at the nodes; order 2",
         order=2,
     ),
@@ -117,14 +100,12 @@ LIVENS_MIDPOINT = register(
         paper="003 eq 21 (Livens equations) discretized by the implicit midpoint rule (comparison)",
         unknowns=(("q1", "d"), ("p1", "d"), ("v1", "d"), ("lam", "m")),
         residual=_livens_midpoint_residual,
-        guess=_guess,
-        update=_update,
         velocity_kind="nodal",
         description="midpoint rule in Livens (q, v, p) form; singular or configuration-dependent M, no M^-1",
         needs_mass_inverse=False,
         allows_singular_mass=True,
         allows_configuration_mass=True,
-        enforced=_enforced,
+        enforced=enforced_position,  # g(q^{n+1}) (003 eq 28d)
         keeps="g(q) at the nodes; order 2",
         order=2,
     ),

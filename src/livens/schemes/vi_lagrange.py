@@ -39,6 +39,13 @@ velocity (q^{n+1} - q^n)/h. An external force enters as the discrete forces
 f^-_d = f^+_d = h/2 F(q_mid, (q_{i+1} - q_i)/h, t_i + h/2) of the discrete Lagrange-d'Alembert
 principle.
 
+Increment form. The unknowns and the carried state are increments: vi-lagrange solves for
+dq2 = q^{n+2} - q^{n+1}, the state keeps dq = q^{n+1} - q^n, and L_d is evaluated as
+h L(q_i + dq/2, dq/h), so that no difference of nodal values is formed and the velocity dq/h keeps
+the increment's precision (at small h the difference (q_{i+1} - q_i)/h of rounded nodes has an
+error of ulp(q)/h, the floor of Newton's residual). The nodes are accumulated by compensated
+summation (:func:`livens.schemes.base.compensated_add`).
+
 Both schemes are variational, hence symplectic and momentum-conserving (discrete Noether, for
 symmetries leaving L and g invariant), and second order (004 Fig. 4).
 Neither scheme forms M^-1: both run a singular mass matrix as long as it is positive definite on the
@@ -51,42 +58,51 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..newton import newton
+from ..newton import NewtonResult, newton
 from . import register
 from .._cache import CompiledCache
-from .base import Scheme, State
+from .base import Scheme, State, compensated_add
 
 _START_TOL = 1e-12
 _START_MAX_ITER = 60
 
 
 # ------------------------------------------------------------------ discrete Lagrangian (004 eq 18)
-def discrete_lagrangian(mech, q0, q1, h):
-    """L_d(q0, q1) = h L((q0 + q1)/2, (q1 - q0)/h), the midpoint discrete Lagrangian (004 eq 18)."""
-    return h * mech.L(0.5 * (q0 + q1), (q1 - q0) / h)
+def discrete_lagrangian(mech, q0, dq, h):
+    """L_d(q0, q1) = h L((q0 + q1)/2, (q1 - q0)/h), the midpoint discrete Lagrangian (004 eq 18),
+    written in the increment dq = q1 - q0, so that the velocity dq/h keeps the increment's
+    precision (no difference of nodal values; see the module docstring)."""
+    return h * mech.L(q0 + 0.5 * dq, dq / h)
 
 
-def _discrete_force(mech, q0, q1, h, t):
-    """f^+_d = f^-_d = h/2 F(q_mid, (q1 - q0)/h, t + h/2), midpoint discrete forces (zero without F)."""
+def _discrete_force(mech, q0, dq, h, t):
+    """f^+_d = f^-_d = h/2 F(q_mid, dq/h, t + h/2), midpoint discrete forces (zero without F)."""
     if not mech.has_external_force:
         return jnp.zeros_like(q0)
-    return 0.5 * h * mech.F(0.5 * (q0 + q1), (q1 - q0) / h, t + 0.5 * h)
+    return 0.5 * h * mech.F(q0 + 0.5 * dq, dq / h, t + 0.5 * h)
 
 
-def D1Ld(mech, q0, q1, h, t):
-    """D_1 L_d(q0, q1) plus the discrete force f^-_d of the interval [t, t + h]."""
-    return jax.grad(discrete_lagrangian, argnums=1)(mech, q0, q1, h) + _discrete_force(mech, q0, q1, h, t)
+def D1Ld(mech, q0, dq, h, t):
+    """D_1 L_d(q0, q0 + dq) plus the discrete force f^-_d of the interval [t, t + h]: with q1 held,
+    dq moves against q0."""
+    a, b = jax.grad(discrete_lagrangian, argnums=(1, 2))(mech, q0, dq, h)
+    return a - b + _discrete_force(mech, q0, dq, h, t)
 
 
-def D2Ld(mech, q0, q1, h, t):
-    """D_2 L_d(q0, q1) plus the discrete force f^+_d of the interval [t, t + h]."""
-    return jax.grad(discrete_lagrangian, argnums=2)(mech, q0, q1, h) + _discrete_force(mech, q0, q1, h, t)
+def D2Ld(mech, q0, dq, h, t):
+    """D_2 L_d(q0, q0 + dq) plus the discrete force f^+_d of the interval [t, t + h]."""
+    return jax.grad(discrete_lagrangian, argnums=2)(mech, q0, dq, h) + _discrete_force(mech, q0, dq, h, t)
+
+
+def _next(q1, dq2, c1):
+    """(q2, c2): q1 + dq2 by compensated summation, the carry c1 of q1 -> c2 of q2."""
+    return compensated_add(q1, c1, dq2)
 
 
 def null_space_basis(mech, q):
     """Orthonormal P(q) with range P = null G(q), shape (d, k) (004 §4): the last k columns of the
     complete QR factor of G(q)^T (G of full rank m). Any orthonormal basis gives the same q_{i+1};
-    QR costs less than the SVD (double four-bar: 74 vs 184 us)."""
+    QR costs less than the SVD."""
     Q, _ = jnp.linalg.qr(mech.G(q).T, mode="complete")
     return Q[:, mech.m:]
 
@@ -104,8 +120,7 @@ def _projection_system(mech, u, mu, y):
 
 def _projection_jacobian(mech, u, mu):
     """d(_projection_system)/d(u, mu) = [I - sum_k mu_k D^2 g_k(u), -G(u)^T; G(u), 0], assembled from
-    the Hessian of mu.g (forward over reverse AD) instead of AD through G(u)^T mu (double four-bar:
-    33 vs 440 us)."""
+    the Hessian of mu.g (forward over reverse AD), which costs much less than AD through G(u)^T mu."""
     G = mech.G(u)
     H = jax.hessian(lambda x: mu @ mech.g(x))(u)
     top = jnp.concatenate([jnp.eye(mech.d, dtype=u.dtype) - H, -G.T], axis=1)
@@ -174,37 +189,55 @@ def reparametrization(mech):
 _START_SOLVERS = CompiledCache(16)
 
 
+def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
+    """Solve the constrained discrete Legendre transform (004 eq 15, or eq 17 for the null space
+    form) for the increment dq = q_1 - q_0 and lambda_0; pure and traceable. Returns (q_1, its
+    carry, dq, lambda_0, residual of eq 15, Newton iterations). ``differentiable=True`` defines
+    the derivative of the solution by the implicit function theorem (``lax.custom_root``)."""
+    d, m = mech.d, mech.m
+    zero = jnp.zeros_like(q0)
+
+    def solve(R, x0):
+        if not differentiable:
+            return newton(R, x0, _START_TOL, _START_MAX_ITER)
+        from ..core import _dense_tangent_solve
+
+        def root_solve(f, x_start):
+            res = newton(f, x_start, _START_TOL, _START_MAX_ITER)
+            return res.x, res.iterations.astype(x_start.dtype)  # custom_root's aux: floating point
+
+        x, its = jax.lax.custom_root(R, jax.lax.stop_gradient(x0), root_solve, _dense_tangent_solve, has_aux=True)
+        return NewtonResult(x, jax.lax.stop_gradient(its).astype(jnp.int32), jnp.zeros(()), jnp.bool_(True))
+
+    if kind == "lagrange":
+        def R(x):  # 004 eq 15, in the increment dq = q_1 - q_0
+            dq, lam = x[:d], x[d:]
+            return jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * mech.G(q0).T @ lam,
+                                    mech.g(_next(q0, dq, zero)[0])])
+
+        res = solve(R, jnp.zeros((d + m,), q0.dtype))
+        dq, lam = res.x[:d], res.x[d:]
+    else:
+        F = reparametrization(mech)
+        P = null_space_basis(mech, q0)
+
+        def R(w):  # 004 eq 17
+            return P.T @ (p0 + D1Ld(mech, q0, F(w, q0, P) - q0, h, 0.0))
+
+        res = solve(R, jnp.zeros((d - m,), q0.dtype))
+        dq = F(res.x, q0, P) - q0
+        lam = 2.0 * _multiplier(mech, q0, p0 + D1Ld(mech, q0, dq, h, 0.0), h)
+    q1, c1 = _next(q0, dq, zero)
+    full = jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * mech.G(q0).T @ lam, mech.g(q1)])
+    return q1, c1, dq, lam, jnp.max(jnp.abs(full)), res.iterations
+
+
 def _start_solver(mech, kind):
     key = (mech, kind)
     hit = _START_SOLVERS.get(key)
     if hit is not None:
         return hit
-    d, m = mech.d, mech.m
-
-    def solve(q0, p0, h):
-        if kind == "lagrange":
-            def R(x):  # 004 eq 15
-                q1, lam = x[:d], x[d:]
-                return jnp.concatenate([p0 + D1Ld(mech, q0, q1, h, 0.0) + 0.5 * h * mech.G(q0).T @ lam,
-                                        mech.g(q1)])
-
-            x0 = jnp.concatenate([q0, jnp.zeros((m,), q0.dtype)])
-            res = newton(R, x0, _START_TOL, _START_MAX_ITER)
-            q1, lam = res.x[:d], res.x[d:]
-        else:
-            F = reparametrization(mech)
-            P = null_space_basis(mech, q0)
-
-            def R(w):  # 004 eq 17
-                return P.T @ (p0 + D1Ld(mech, q0, F(w, q0, P), h, 0.0))
-
-            res = newton(R, jnp.zeros((d - m,), q0.dtype), _START_TOL, _START_MAX_ITER)
-            q1 = F(res.x, q0, P)
-            lam = 2.0 * _multiplier(mech, q0, p0 + D1Ld(mech, q0, q1, h, 0.0), h)
-        full = jnp.concatenate([p0 + D1Ld(mech, q0, q1, h, 0.0) + 0.5 * h * mech.G(q0).T @ lam, mech.g(q1)])
-        return q1, lam, jnp.max(jnp.abs(full)), res.iterations
-
-    fn = jax.jit(solve)
+    fn = jax.jit(lambda q0, p0, h: _start_equations(mech, kind, q0, p0, h))
     _START_SOLVERS[key] = fn
     return fn
 
@@ -212,7 +245,7 @@ def _start_solver(mech, kind):
 def _make_start(kind):
     def start(state: State, h, params, mech) -> State:
         """Solve the constrained discrete Legendre transform (004 eq 15 / 17) for q_1 and lambda_0."""
-        q1, lam0, resid, its = _start_solver(mech, kind)(state.q, state.p, jnp.asarray(h, jnp.float64))
+        q1, c1, dq, lam0, resid, its = _start_solver(mech, kind)(state.q, state.p, jnp.asarray(h, jnp.float64))
         scale = 1.0 + float(jnp.max(jnp.abs(state.p)))
         # eq 15 holds M (q_1 - q_0)/h, whose round-off grows like |M| |q| eps / h (heavy bodies at small h,
         # the beams of 004 §4.2: 1.6e-9 with 540 kg nodes at h = 1.25e-5)
@@ -224,45 +257,63 @@ def _make_start(kind):
                 f"residual {float(resid):.3e} after {int(its)} Newton iterations with h = {h:g}. "
                 "Try a smaller h."
             )
-        return State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam, extra={"q_next": q1})
+        return State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam,
+                     extra={"q_next": q1, "c_next": c1, "dq": dq})
     return start
+
+
+def _make_pure_start(kind):
+    def pure_start(state: State, h, params, mech, differentiable: bool = False):
+        """The start step as a pure, traceable function (for :func:`livens.flow`): the state and
+        whether eq 15 / 17 converged (to 1e-9 relative, as :func:`start` requires)."""
+        q1, c1, dq, lam0, resid, _ = _start_equations(mech, kind, state.q, state.p, h, differentiable)
+        ok = resid <= 1e-9 * (1.0 + jnp.max(jnp.abs(state.p)))
+        new = State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam,
+                    extra={"q_next": q1, "c_next": c1, "dq": dq})
+        return new, ok
+    return pure_start
 
 
 # ------------------------------------------------------------------ vi-lagrange (004 eq 14)
 def _lagrange_residual(u, s: State, h, t, params, mech):
-    """004 eq 14 at node n+1: D_2 L_d(q^n, q^{n+1}) + D_1 L_d(q^{n+1}, q^{n+2}) + h G^T lambda = 0."""
-    q0, q1 = s.q, s.extra["q_next"]
-    q2, lam = u["q2"], u["lam"]
+    """004 eq 14 at node n+1: D_2 L_d(q^n, q^{n+1}) + D_1 L_d(q^{n+1}, q^{n+2}) + h G^T lambda = 0,
+    in the increments (``extra["dq"]`` = q^{n+1} - q^n, the unknown dq2 = q^{n+2} - q^{n+1})."""
+    ex = s.extra
+    q0, q1, dq1 = s.q, ex["q_next"], ex["dq"]
+    dq2, lam = u["dq2"], u["lam"]
     return jnp.concatenate([
-        D2Ld(mech, q0, q1, h, t) + D1Ld(mech, q1, q2, h, t + h) + h * mech.G(q1).T @ lam,
-        mech.g(q2),
+        D2Ld(mech, q0, dq1, h, t) + D1Ld(mech, q1, dq2, h, t + h) + h * mech.G(q1).T @ lam,
+        mech.g(_next(q1, dq2, ex["c_next"])[0]),
     ])
 
 
 def _lagrange_guess(s: State, h, t, params, mech, mode):
-    q1 = s.extra["q_next"]
-    q2 = 2.0 * q1 - s.q if mode == "advanced" else q1
-    return {"q2": q2, "lam": s.lam}
+    """q^{n+2} = q^{n+1} ("simple") or 2 q^{n+1} - q^n ("advanced"), as increments."""
+    dq2 = s.extra["dq"] if mode == "advanced" else jnp.zeros_like(s.q)
+    return {"dq2": dq2, "lam": s.lam}
 
 
-def _advance(q2, lam1, s: State, h, t, mech):
-    """Node n+1 of the position-momentum form: p^{n+1} by the constrained discrete Legendre transform."""
-    q0, q1 = s.q, s.extra["q_next"]
-    p1 = D2Ld(mech, q0, q1, h, t) + 0.5 * h * mech.G(q1).T @ lam1
-    v = (q1 - q0) / h
-    new = State(q=q1, p=p1, v=v, lam=lam1, gam=s.gam, extra={"q_next": q2})
+def _advance(dq2, lam1, s: State, h, t, mech):
+    """Node n+1 of the position-momentum form: p^{n+1} by the constrained discrete Legendre
+    transform; q^{n+2} = q^{n+1} + dq2 by compensated summation (carry in ``extra["c_next"]``)."""
+    ex = s.extra
+    q0, q1, dq1 = s.q, ex["q_next"], ex["dq"]
+    p1 = D2Ld(mech, q0, dq1, h, t) + 0.5 * h * mech.G(q1).T @ lam1
+    v = dq1 / h
+    q2, c2 = _next(q1, dq2, ex["c_next"])
+    new = State(q=q1, p=p1, v=v, lam=lam1, gam=s.gam, extra={"q_next": q2, "c_next": c2, "dq": dq2})
     return new, {"v": v, "lam": s.lam}
 
 
 def _lagrange_update(u, s: State, h, t, params, mech):
-    return _advance(u["q2"], u["lam"], s, h, t, mech)
+    return _advance(u["dq2"], u["lam"], s, h, t, mech)
 
 
 VI_LAGRANGE = register(
     Scheme(
         name="vi-lagrange",
         paper="004 eq 14, 15, 18 (Schmidt, Leyendecker, Ortiz 2009)",
-        unknowns=(("q2", "d"), ("lam", "m")),
+        unknowns=(("dq2", "d"), ("lam", "m")),
         residual=_lagrange_residual,
         guess=_lagrange_guess,
         update=_lagrange_update,
@@ -272,6 +323,7 @@ VI_LAGRANGE = register(
         allows_configuration_mass=True,
         description="variational integrator, midpoint discrete Lagrangian, Lagrange multipliers (two-step)",
         start=_make_start("lagrange"),
+        pure_start=_make_pure_start("lagrange"),
         keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
         order=2,
     ),
@@ -281,24 +333,24 @@ VI_LAGRANGE = register(
 # ------------------------------------------------------------------ vi-nullspace (004 eq 16, 17)
 def _nullspace_residual(u, s: State, h, t, params, mech):
     """004 eq 16 at node n+1, for w with q^{n+2} = F(w, q^{n+1})."""
-    q0, q1 = s.q, s.extra["q_next"]
+    q0, q1, dq1 = s.q, s.extra["q_next"], s.extra["dq"]
     P = null_space_basis(mech, q1)
     q2 = reparametrization(mech)(u["w"], q1, P)
-    return P.T @ (D2Ld(mech, q0, q1, h, t) + D1Ld(mech, q1, q2, h, t + h))
+    return P.T @ (D2Ld(mech, q0, dq1, h, t) + D1Ld(mech, q1, q2 - q1, h, t + h))
 
 
 def _nullspace_guess(s: State, h, t, params, mech, mode):
     q1 = s.extra["q_next"]
     if mode == "advanced":
-        return {"w": null_space_basis(mech, q1).T @ (q1 - s.q)}
+        return {"w": null_space_basis(mech, q1).T @ s.extra["dq"]}
     return {"w": jnp.zeros((mech.d - mech.m,), q1.dtype)}
 
 
 def _nullspace_update(u, s: State, h, t, params, mech):
-    q0, q1 = s.q, s.extra["q_next"]
-    q2 = reparametrization(mech)(u["w"], q1, null_space_basis(mech, q1))
-    lam1 = _multiplier(mech, q1, D2Ld(mech, q0, q1, h, t) + D1Ld(mech, q1, q2, h, t + h), h)
-    return _advance(q2, lam1, s, h, t, mech)
+    q0, q1, dq1 = s.q, s.extra["q_next"], s.extra["dq"]
+    dq2 = reparametrization(mech)(u["w"], q1, null_space_basis(mech, q1)) - q1
+    lam1 = _multiplier(mech, q1, D2Ld(mech, q0, dq1, h, t) + D1Ld(mech, q1, dq2, h, t + h), h)
+    return _advance(dq2, lam1, s, h, t, mech)
 
 
 VI_NULLSPACE = register(
@@ -315,6 +367,7 @@ VI_NULLSPACE = register(
         allows_configuration_mass=True,
         description="discrete null space method: the vi-lagrange trajectory from d - m unknowns per step",
         start=_make_start("nullspace"),
+        pure_start=_make_pure_start("nullspace"),
         keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
         order=2,
     ),

@@ -1,5 +1,5 @@
-"""``livens study convergence|stability|effort|velocity-bound ...`` and ``livens reproduce PAPER``
-(DESIGN: CLI). Added to the main parser by :func:`add_parsers`.
+"""``livens study convergence|stability|effort|velocity-bound ...`` and ``livens reproduce PAPER``.
+Added to the main parser by :func:`add_parsers`.
 
 Examples::
 
@@ -80,7 +80,7 @@ def _overrides(items) -> dict:
     return _parse_overrides(items)
 
 
-def _common(p, schemes=True):
+def _common(p, schemes=True, guess=True):
     p.add_argument("example", help="example name (see `livens list`)")
     if schemes:
         p.add_argument("--schemes", required=True,
@@ -88,6 +88,12 @@ def _common(p, schemes=True):
     p.add_argument("--t-end", dest="t_end", type=float, required=True, help="end time of every run")
     p.add_argument("--tol", type=float, default=None, help="Newton tolerance")
     p.add_argument("--max-iter", dest="max_iter", type=int, default=40, help="Newton iterations per step")
+    if guess:  # effort compares guesses (--guesses)
+        p.add_argument("--guess", default="simple", choices=("simple", "advanced", "extrapolated"),
+                       help="Newton's first guess (default: the papers' 'simple', the unknowns of step n)")
+    p.add_argument("--rescue", action="store_true",
+                   help="retry a failed Newton step with damped least-squares Newton (livens' rescue; "
+                        "default off, as in the papers); rescued steps are counted in the results")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="override an example parameter")
     p.add_argument("--out", help="directory for the CSV table and the figure")
     p.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://127.0.0.1:8786")
@@ -123,7 +129,7 @@ def _cmd_convergence(args) -> int:
         ref = {"scheme": sname, "h": float(h), "params": sparams}
     study = ConvergenceStudy.make(args.example, _schemes(args.schemes), floats(args.h, "--h"), args.t_end, [qty],
                                   reference=ref, tol=args.tol or 1e-12, max_iter=args.max_iter,
-                                  example_params=_overrides(args.set))
+                                  example_params=_overrides(args.set), guess=args.guess, rescue=args.rescue)
     res = _run(study, args)
     print(res.table())
     if args.out:
@@ -141,7 +147,7 @@ def _cmd_stability(args) -> int:
     hs = floats(args.h, "--h")
     study = StabilityStudy.make(args.example, _schemes(args.schemes), hs, args.t_end,
                                 blowup_factor=args.blowup_factor, tol=args.tol or 1e-9, max_iter=args.max_iter,
-                                example_params=_overrides(args.set))
+                                example_params=_overrides(args.set), guess=args.guess, rescue=args.rescue)
     res = _run(study, args)
     print(res.table())
     if args.out:
@@ -162,7 +168,7 @@ def _cmd_effort(args) -> int:
     study = EffortStudy.make(args.example, _schemes(args.schemes), hs[0], args.t_end,
                              guesses=tuple(split_list(args.guesses)), repeat=args.repeat,
                              normalize_to=args.normalize_to, tol=args.tol or 1e-9, max_iter=args.max_iter,
-                             example_params=_overrides(args.set))
+                             example_params=_overrides(args.set), rescue=args.rescue)
     res = _run(study, args)
     print(res.table())
     if args.out:
@@ -178,7 +184,7 @@ def _cmd_velocity_bound(args) -> int:
     name, params = parse_scheme(args.scheme)
     study = VelocityBoundStudy.make(args.example, name, floats(args.h, "--h"), args.t_end, scheme_params=params,
                                     tol=args.tol or 1e-12, max_iter=args.max_iter,
-                                    example_params=_overrides(args.set))
+                                    example_params=_overrides(args.set), guess=args.guess, rescue=args.rescue)
     res = _run(study, args)
     print(res.table())
     if args.out:
@@ -196,13 +202,22 @@ def _cmd_reproduce(args) -> int:
         reps, index = reproduce_all(args.out, **kw)
     else:
         reps, index = [reproduce(args.paper, args.out, **kw)], None
+    errors = []
     for rep in reps:
         counts = rep.summary()
-        print(f"{rep.paper.key} ({rep.paper.number}): " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        print(f"{rep.paper.key} ({rep.paper.number}): " + ", ".join(f"{v} {k}" for k, v in counts.items())
               + f"; {len(rep.files)} files in {os.path.dirname(rep.report)}; {rep.wall_time:.1f} s")
         print(f"report: {rep.report}")
+        errors += [(rep.paper.key, c) for c in rep.errors]
     if index:
         print(f"index: {index}")
+    if errors:
+        import sys
+
+        for key, c in errors:
+            print(f"error: {key} {c.where}: {c.text}: {c.reason}", file=sys.stderr)
+        print(f"{len(errors)} claim(s) could not be evaluated (verdict 'error'); see the report.", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -228,7 +243,7 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_cmd_stability)
 
     p = ss.add_parser("effort", help="mean Newton iterations and normalized time (002 Table 2)")
-    _common(p)
+    _common(p, guess=False)
     p.add_argument("--h", required=True, help="the step size")
     p.add_argument("--guesses", default="simple,advanced", help="initial guesses to compare")
     p.add_argument("--repeat", type=int, default=3, help="timed runs after the compiling one (fastest counts)")

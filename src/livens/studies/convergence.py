@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .runs import OK, RunResult, RunSpec, _items, scheme_label
+from .runs import RunResult, RunSpec, _items, scheme_label
 
 
 @dataclass(frozen=True)
@@ -67,13 +67,16 @@ class ConvergenceStudy:
     example_params: tuple = ()
     record: str = "final"
     max_points: int | None = None
+    guess: str = "simple"
+    rescue: bool = False
 
     @classmethod
     def make(cls, example, schemes, hs, t_end, quantities, reference=None, tol=1e-12, max_iter=40,
-             example_params=None, record="final", max_points=None):
+             example_params=None, record="final", max_points=None, guess="simple", rescue=False):
         """``tol`` is one Newton tolerance, or a function h -> tolerance (evaluated here, stored per h);
         ``reference`` a RunSpec or a dict(scheme=, h=, params=); ``record``/``max_points`` as in
-        RunSpec (so that the runs can be shared with other items)."""
+        RunSpec (so that the runs can be shared with other items); ``guess``/``rescue`` Newton's
+        first guess and rescue, for every run (default: the papers' simple guess, no rescue)."""
         sch = tuple((s, ()) if isinstance(s, str) else (s[0], _items(s[1])) for s in schemes)
         hs = tuple(float(h) for h in hs)
         tols = tuple(float(tol(h)) for h in hs) if callable(tol) else float(tol)
@@ -82,9 +85,10 @@ class ConvergenceStudy:
             rtol = float(tol(reference["h"])) if callable(tol) else float(tol)
             ref = RunSpec.make(example, reference["scheme"], reference["h"], t_end,
                                params=reference.get("params"), example_params=example_params, tol=rtol,
-                               max_iter=max_iter, record=record, max_points=max_points)
+                               max_iter=max_iter, record=record, max_points=max_points, guess=guess,
+                               rescue=bool(rescue))
         return cls(example, sch, hs, float(t_end), tuple(quantities), ref, tols, int(max_iter),
-                   _items(example_params), record, max_points)
+                   _items(example_params), record, max_points, guess, bool(rescue))
 
     def tol_for(self, h) -> float:
         if isinstance(self.tol, tuple):
@@ -93,7 +97,8 @@ class ConvergenceStudy:
 
     def spec(self, scheme, params, h) -> RunSpec:
         return RunSpec(self.example, scheme, float(h), self.t_end, params, self.example_params, self.tol_for(h),
-                       self.max_iter, record=self.record, max_points=self.max_points)
+                       self.max_iter, guess=self.guess, record=self.record, max_points=self.max_points,
+                       rescue=self.rescue)
 
     def runs(self) -> list[RunSpec]:
         out = [self.spec(s, p, h) for s, p in self.schemes for h in self.hs]

@@ -2,7 +2,8 @@
 for the simple (q^n) and the advanced (q^n + h v^n) initial guess (002 §6.3, Table 2).
 
 Each run is executed once to compile, then ``repeat`` more times; the fastest of those is its
-computing time (timings on a shared machine are noisy; the minimum is the usual robust figure).
+computing time (timings on a shared machine are noisy; the minimum is the usual robust figure),
+both wall-clock and process CPU time (which other processes' load disturbs less).
 Compilation is never counted. The normalization is by the run of ``normalize_to`` with the same
 initial guess, as in the paper.
 """
@@ -28,20 +29,21 @@ class EffortStudy:
     tol: float = 1e-9
     max_iter: int = 40
     example_params: tuple = ()
+    rescue: bool = False
 
     @classmethod
     def make(cls, example, schemes, h, t_end, guesses=("simple", "advanced"), repeat=3, normalize_to="VI-S",
-             tol=1e-9, max_iter=40, example_params=None):
+             tol=1e-9, max_iter=40, example_params=None, rescue=False):
         sch = tuple((s, ()) if isinstance(s, str) else (s[0], _items(s[1])) for s in schemes)
         for g in guesses:
             if g not in ("simple", "advanced"):
                 raise ValueError(f"guess must be 'simple' or 'advanced'; got {g!r}.")
         return cls(example, sch, float(h), float(t_end), tuple(guesses), int(repeat), normalize_to, float(tol),
-                   int(max_iter), _items(example_params))
+                   int(max_iter), _items(example_params), bool(rescue))
 
     def spec(self, scheme, params, guess) -> RunSpec:
         return RunSpec(self.example, scheme, self.h, self.t_end, params, self.example_params, self.tol,
-                       self.max_iter, guess=guess, repeat=self.repeat)
+                       self.max_iter, guess=guess, repeat=self.repeat, rescue=self.rescue)
 
     def runs(self) -> list[RunSpec]:
         return [self.spec(s, p, g) for s, p in self.schemes for g in self.guesses]
@@ -60,10 +62,12 @@ class EffortStudy:
                 r = results[self.spec(s, p, g)]
                 base = results[self.spec(*base_label, g)]
                 norm = r.wall_time / base.wall_time if (r.ok and base.ok) else float("nan")
+                cpu, bcpu = min(r.cpu_times, default=float("nan")), min(base.cpu_times, default=float("nan"))
                 rows.append({
                     "scheme": scheme_label(s, dict(p)), "guess": g, "status": r.status,
                     "mean_iterations": r.mean_iterations if r.status == OK else float("nan"),
-                    "time_s": r.wall_time, "normalized_time": norm, "steps": r.steps,
+                    "time_s": r.wall_time, "normalized_time": norm, "cpu_s": cpu,
+                    "normalized_cpu": cpu / bcpu if (r.ok and base.ok) else float("nan"), "steps": r.steps,
                 })
         return EffortResult(self, rows, scheme_label(base_label[0], dict(base_label[1])) if base_label else "")
 
@@ -83,9 +87,10 @@ class EffortResult:
         raise KeyError((scheme, guess))
 
     def to_csv(self, path: str) -> str:
-        """Columns: scheme, guess, status, mean_iterations, time_s, normalized_time, steps."""
+        """Columns: scheme, guess, status, mean_iterations, time_s, normalized_time (wall-clock),
+        cpu_s, normalized_cpu (process CPU time, fastest repeat), steps."""
         return _write_rows(path, self.rows, ["scheme", "guess", "status", "mean_iterations", "time_s",
-                                             "normalized_time", "steps"])
+                                             "normalized_time", "cpu_s", "normalized_cpu", "steps"])
 
     def table(self) -> str:
         """Table 2 of 002: one row per scheme, columns per guess (t_comp / t_comp(VI-S), n_iter)."""

@@ -1,9 +1,10 @@
 """Claims of a paper beside the measured values, and the report that lists them (``report.md``).
 
 A :class:`Claim` is one statement a paper makes about its numerical results, where it makes it
-(figure, table, section), what livens measured, and the verdict: "holds", "fails", or
-"not reproduced" with the reason (a scheme or example that livens does not have, or a statement
-about the look of a figure that no number decides).
+(figure, table, section), what livens measured, and the verdict: "holds", "fails",
+"not reproduced" with the reason (a scheme or example that livens does not have, a horizon the
+run did not reach, an empty selection), or "error" with the message of an exception raised while
+evaluating it.
 
 The thresholds that turn a measurement into a verdict are fixed here, before any run, from the
 arithmetic of the runs (Newton tolerance ``TOL`` = 1e-12 for the runs behind round-off claims):
@@ -11,6 +12,7 @@ arithmetic of the runs (Newton tolerance ``TOL`` = 1e-12 for the runs behind rou
 from __future__ import annotations
 
 import csv
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -27,8 +29,19 @@ MET = 10 * TOL
 VIOLATED = 1e3 * TOL
 #: a fitted order p agrees with a claimed order q when |p - q| <= ORDER_TOL
 ORDER_TOL = 0.3
+#: "of the order of 10^k": within half a decade, 10^(k - 0.5) <= x <= 10^(k + 0.5)
+DECADE_TOL = 0.5
+#: an energy error without secular drift: its largest deviation over the last third of the run is
+#: at most DRIFT_RATIO times that over the first third (a linear drift from zero gives 3), and a
+#: fitted line moves by at most half the deviation over the run
+DRIFT_RATIO = 2.0
+#: the energy oscillation of a symplectic method is small: max |E - E0| <= SMALL_AMPLITUDE times the
+#: energies exchanged (max|T| + max|V|)
+SMALL_AMPLITUDE = 0.1
 
-HOLDS, FAILS, NOT_REPRODUCED = "holds", "fails", "not reproduced"
+HOLDS, FAILS, NOT_REPRODUCED, ERROR = "holds", "fails", "not reproduced", "error"
+#: every verdict, in the order the reports count them
+VERDICTS = (HOLDS, FAILS, NOT_REPRODUCED, ERROR)
 
 
 @dataclass
@@ -57,9 +70,24 @@ def missing(where: str, text: str, reason: str) -> Claim:
     return Claim(where, text, "", NOT_REPRODUCED, reason)
 
 
+def errored(where: str, text: str, exc: BaseException) -> Claim:
+    """A claim whose evaluation raised: verdict "error" with the exception's message."""
+    return Claim(where, text, "", ERROR, f"{type(exc).__name__}: {exc}")
+
+
 def order_ok(order: float, claimed: float) -> bool:
     """A fitted order agrees with the claimed one within ORDER_TOL."""
     return order == order and abs(order - claimed) <= ORDER_TOL
+
+
+def of_the_order(x: float, exponent: float) -> bool:
+    """x is "of the order of 10^exponent": |log10 x - exponent| <= DECADE_TOL (half a decade)."""
+    return bool(x == x and x > 0 and abs(math.log10(x) - exponent) <= DECADE_TOL)
+
+
+def order_range(exponent: float) -> str:
+    """The accepted range of "of the order of 10^exponent", e.g. "3.2e-04 ... 3.2e-03"."""
+    return f"{10 ** (exponent - DECADE_TOL):.1e} ... {10 ** (exponent + DECADE_TOL):.1e}"
 
 
 def fmt(x: float, digits: int = 2) -> str:
@@ -69,15 +97,23 @@ def fmt(x: float, digits: int = 2) -> str:
     return f"{x:.{digits}e}"
 
 
+def counts(claims: list) -> dict:
+    """{verdict: number of claims} over every verdict of VERDICTS (zeros included)."""
+    return {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
+
+
 def write_report(path: str, title: str, paper_line: str, claims: list, files: list, notes: list,
-                 settings: list) -> str:
-    """Write ``report.md``: settings, the claims table, the files written."""
-    n = {v: sum(c.verdict == v for c in claims) for v in (HOLDS, FAILS, NOT_REPRODUCED)}
+                 settings: list, runs_table: list | None = None) -> str:
+    """Write ``report.md``: settings (the lines ``settings`` and the table of the runs actually
+    executed, ``runs_table``: markdown lines from :func:`runs_table`), the claims table, the files."""
+    n = counts(claims)
     lines = [f"# Reproduction: {title}", "", paper_line, "",
-             f"**{n[HOLDS]} claims hold, {n[FAILS]} fail, {n[NOT_REPRODUCED]} not reproduced** "
+             f"**{n[HOLDS]} claims hold, {n[FAILS]} fail, {n[NOT_REPRODUCED]} not reproduced, {n[ERROR]} error** "
              f"(of {len(claims)}).", ""]
-    if settings:
+    if settings or runs_table:
         lines += ["## Settings", ""] + [f"- {s}" for s in settings] + [""]
+        if runs_table:
+            lines += list(runs_table) + [""]
     lines += ["## Claims", "", "| # | where | claim (the paper's words) | measured | verdict |",
               "|---|---|---|---|---|"]
     for i, c in enumerate(claims, 1):
@@ -108,3 +144,51 @@ def write_claims_csv(path: str, claims: list) -> str:
         for c in claims:
             w.writerow(c.as_row())
     return path
+
+
+def _nums(xs) -> str:
+    return ", ".join(f"{x:g}" for x in xs)
+
+
+def runs_table(groups: list) -> list:
+    """The Settings table of a report, generated from the RunSpecs actually executed.
+
+    ``groups``: (title, specs, note) per figure or table. Within a group, runs that share every
+    setting but the scheme and h are one row; schemes with the same step sizes are listed
+    together. Columns: the example (with parameters), schemes, h, T, and every Newton setting
+    (tolerance, max_iter, first guess, rescue), plus what else differs (energy band, timed
+    repeats) and the group's note.
+    """
+    head = ["| runs of | example | schemes | h | T | Newton tol | max_iter | guess | rescue | other |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = []
+    for title, specs, note in groups:
+        specs = list(dict.fromkeys(specs))
+        if not specs:
+            continue
+        by_key: dict = {}
+        for s in specs:
+            key = (s.example, s.example_params, s.t_end, s.tol, s.max_iter, s.guess, s.rescue, s.blowup_factor,
+                   s.repeat)
+            by_key.setdefault(key, {}).setdefault(s.label, []).append(s.h)
+        first = True
+        for key, per_scheme in by_key.items():
+            example, eparams, t_end, tol, max_iter, guess, rescue, band, repeat = key
+            by_h: dict = {}
+            for label, hs in per_scheme.items():
+                by_h.setdefault(tuple(sorted(set(hs), reverse=True)), []).append(label)
+            for hs, labels in by_h.items():
+                ex = example + (" (" + ", ".join(f"{k}={v}" for k, v in eparams) + ")" if eparams else "")
+                other = []
+                if band is not None:
+                    other.append(f"stops at |E - E0| > {band:g} max(|E0|, 1)")
+                if repeat:
+                    other.append(f"timed: fastest of {repeat} runs after a compiling one")
+                if first and note:
+                    other.append(note)
+                cells = [title if first else "", ex, ", ".join(labels), _nums(hs), f"{t_end:g}", f"{tol:g}",
+                         str(max_iter), guess, "yes (damped Newton after a failed step)" if rescue else "no",
+                         "; ".join(other)]
+                rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+                first = False
+    return head + rows if rows else []

@@ -12,7 +12,14 @@ through one executor (local by default, or a Dask cluster), so the numbers do no
 they ran.
 
 ``quick=True`` gives a cheap variant (shorter end times, fewer step sizes, cheaper references)
-whose claims are still checked; the report says which settings were used.
+whose claims are still checked, except those about a horizon the quick runs do not reach
+("not reproduced (quick run: T = 40 of 1000)").
+
+The runs use the papers' Newton (:class:`~livens.studies.runs.RunSpec` defaults: no rescue). A run
+whose Newton iteration fails is executed a second time with livens' rescue (damped Newton after a
+failed step), and the claims that depend on it report both outcomes. The report's Settings table
+is generated from the specs actually executed. A claim whose evaluation raises is an "error"
+(with the message); :func:`reproduce` never raises for one, the CLI exits non-zero.
 """
 from __future__ import annotations
 
@@ -22,36 +29,48 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .executors import run_specs
-from .report import NOT_REPRODUCED, Claim, missing, write_claims_csv, write_report
-from .runs import RunResult, RunSpec, available_example, available_scheme
+from .report import ERROR, VERDICTS, Claim, counts, errored, missing, runs_table, write_claims_csv, write_report
+from .runs import NEWTON, RunResult, RunSpec, available_example, available_scheme
 
 
 @dataclass
 class Item:
-    """One figure, table or group of statements of a paper."""
+    """One figure, table or group of statements of a paper. ``note``: what the Settings table
+    says about these runs beyond their specs (e.g. a run added to the paper's plan)."""
 
     key: str
     title: str
     runs: list = field(default_factory=list)
     make: Callable | None = None  # make(ctx) -> list[Claim]
+    note: str = ""
 
 
 @dataclass
 class Context:
-    """What an item's ``make`` works with: the results of all runs, the output folder, the mode."""
+    """What an item's ``make`` works with: the results of all runs (and of the re-runs with
+    rescue, :meth:`rescued`), the output folder, the mode."""
 
     results: dict
     out: str
     quick: bool
     files: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    rescue_results: dict = field(default_factory=dict)
 
     def result(self, spec: RunSpec) -> RunResult:
-        return self.results[spec]
+        """The result of a planned run or of a re-run with rescue (KeyError for a spec never run)."""
+        hit = self.results.get(spec)
+        return hit if hit is not None else self.rescue_results[spec]
+
+    def rescued(self, spec: RunSpec) -> RunResult | None:
+        """The re-run of ``spec`` with livens' rescue, where the papers' Newton failed in it."""
+        if spec.rescue:
+            return None
+        return self.rescue_results.get(spec.with_(rescue=True))
 
     def trace(self, spec: RunSpec):
         """The run's Trace (None when the run failed before its first step)."""
-        return self.results[spec].trace
+        return self.result(spec).trace
 
     def stem(self, name: str) -> str:
         return os.path.join(self.out, name)
@@ -114,10 +133,13 @@ class Reproduction:
     quick: bool
 
     def summary(self) -> dict:
-        out = {}
-        for c in self.claims:
-            out[c.verdict] = out.get(c.verdict, 0) + 1
-        return out
+        """{verdict: count} over every verdict ("holds", "fails", "not reproduced", "error")."""
+        return counts(self.claims)
+
+    @property
+    def errors(self) -> list:
+        """The claims whose evaluation raised."""
+        return [c for c in self.claims if c.verdict == ERROR]
 
 
 def reproduce(paper: str, out: str, quick: bool = False, executor=None, *, scheduler=None,
@@ -136,9 +158,12 @@ def reproduce(paper: str, out: str, quick: bool = False, executor=None, *, sched
     os.makedirs(out, exist_ok=True)
     items = p.build(quick)
     specs = [s for it in items for s in it.runs]
-    results = run_specs(specs, executor, scheduler=scheduler, processes=processes, progress=progress,
-                        desc=f"reproduce {paper}")
-    ctx = Context(results, out, quick)
+    kw = dict(scheduler=scheduler, processes=processes, progress=progress)
+    results = run_specs(specs, executor, desc=f"reproduce {paper}", **kw)
+    # the runs whose (papers') Newton failed, once more with livens' rescue
+    twins = [r.spec.with_(rescue=True) for r in results.values() if r.status == NEWTON and not r.spec.rescue]
+    rescue_results = run_specs(twins, executor, desc=f"reproduce {paper} (rescue)", **kw) if twins else {}
+    ctx = Context(results, out, quick, rescue_results=rescue_results)
     claims: list[Claim] = []
     for it in items:
         if it.make is None:
@@ -148,25 +173,28 @@ def reproduce(paper: str, out: str, quick: bool = False, executor=None, *, sched
         except Exception as exc:  # noqa: BLE001 - one broken item must not hide the others
             import traceback
 
-            got = [Claim(it.title, f"(item {it.key})", "", NOT_REPRODUCED,
-                         f"error while evaluating: {type(exc).__name__}: {exc}")]
+            got = [errored(it.title, f"(every claim of item {it.key})", exc)]
             ctx.notes.append(f"item {it.key}: {traceback.format_exc(limit=4)}")
         for c in got:
             if not c.where.startswith(p.number):
                 c.where = f"{p.number} {c.where}"
         claims.extend(got)
     wall = time.perf_counter() - t0
-    failed_runs = [r for r in results.values() if r.status == "error"]
+    failed_runs = [r for r in list(results.values()) + list(rescue_results.values()) if r.status == "error"]
     for r in failed_runs:
         ctx.notes.append(f"run {r.spec.example} {r.spec.label} h={r.spec.h:g} raised: {r.message.splitlines()[0]}")
+    groups = [(f"{it.key}: {it.title}", it.runs, it.note) for it in items]
+    if twins:
+        groups.append(("re-runs with rescue", twins, "the runs above whose Newton iteration failed, once more "
+                       "with livens' damped least-squares Newton after a failed step"))
     settings = p.settings(quick) + [
         f"mode: {'quick (cheap variant: shorter end times, fewer step sizes)' if quick else 'full'}; "
-        f"{len(results)} distinct runs; wall time {wall:.1f} s",
+        f"{len(results) + len(rescue_results)} distinct runs; wall time {wall:.1f} s; the runs:",
     ]
     claims_csv = write_claims_csv(os.path.join(out, "claims.csv"), claims)
     report = write_report(os.path.join(out, "report.md"), f"{p.title} ({p.key}, paper {p.number})",
-                          f"Reproduced with livens; verdicts are computed, not copied.", claims,
-                          ctx.files + [claims_csv], ctx.notes, settings)
+                          "Reproduced with livens; verdicts are computed, not copied.", claims,
+                          ctx.files + [claims_csv], ctx.notes, settings, runs_table(groups))
     return Reproduction(p, claims, ctx.files + [claims_csv, report], report, wall, quick)
 
 
@@ -180,7 +208,7 @@ def reproduce_all(out: str, quick: bool = False, executor=None, *, scheduler=Non
     os.makedirs(out, exist_ok=True)
     reps = [reproduce(key, os.path.join(out, key), quick, executor, scheduler=scheduler, processes=processes,
                       progress=progress) for key in sorted(papers())]
-    verdicts = sorted({v for r in reps for v in r.summary()})
+    verdicts = list(VERDICTS)
     lines = [f"# livens: reproduction of every paper ({'quick' if quick else 'full'})", "",
              "| paper | " + " | ".join(verdicts) + " | wall time [s] | report |",
              "|---|" + "---|" * len(verdicts) + "---|---|"]

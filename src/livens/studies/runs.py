@@ -1,8 +1,9 @@
 """One run of a study: a plain-data specification (:class:`RunSpec`) and its execution.
 
-A study is a list of independent runs plus a reducer (DESIGN: Studies and scale). A run is
+A study is a list of independent runs plus a reducer. A run is
 described by plain data only (example name and parameters, scheme name and parameters, h, t_end,
-Newton settings, what to record), so that it can be hashed (identical runs are executed once),
+every Newton setting: tolerance, max_iter, first guess, rescue; what to record), so that it can be
+hashed (identical runs are executed once),
 pickled and sent to a process pool or a Dask cluster. :func:`execute` turns a spec into a
 :class:`RunResult` (numbers and a :class:`~livens.studies.trace.Trace`), never raising for a
 failed simulation: blow-up, Newton failure and refusals are results with a status.
@@ -45,9 +46,13 @@ class RunSpec:
     record: "final" (always: the last node and step), "trace" (a full :class:`Trace`), "energy"
     (a Trace with energies and momentum maps only). max_points thins the trace. repeat > 0 re-runs
     the simulation that many times after a first (compiling) run and reports the fastest wall time
-    (002 Table 2). guess: Newton's first guess; the studies keep the papers' "simple" guess
-    (002 §6), not the "extrapolated" default of :func:`livens.simulate`, so that the iteration
-    counts they report are the papers' setting.
+    (002 Table 2).
+
+    Newton settings: ``tol``, ``max_iter``, ``guess`` and ``rescue``. The defaults are the papers'
+    Newton (002 §6: tolerance 1e-9, the unknowns of step n as first guess, no damping), not those
+    of :func:`livens.simulate` ("extrapolated" guess, rescue on); ``max_iter`` = 40 is livens'
+    choice (the papers print none). ``rescue=True`` retries a failed step with livens' damped
+    least-squares Newton; the steps so rescued are listed in :attr:`RunResult.rescued_steps`.
     """
 
     example: str
@@ -63,13 +68,18 @@ class RunSpec:
     record: str = "final"
     max_points: int | None = None
     repeat: int = 0
+    rescue: bool = False
+    system_params: tuple = ()
 
     @classmethod
     def make(cls, example: str, scheme: str, h: float, t_end: float, params: dict | None = None,
-             example_params: dict | None = None, **kw) -> "RunSpec":
-        """A spec from dicts of scheme and example parameters."""
+             example_params: dict | None = None, system_params: dict | None = None, **kw) -> "RunSpec":
+        """A spec from dicts of scheme parameters, example parameters (they build the example's
+        Problem: one compilation per set) and values of the System's parameters
+        (``System(parameters=...)``: runtime values, so a sweep over them compiles once)."""
         return cls(example=example, scheme=scheme, h=float(h), t_end=float(t_end),
-                   scheme_params=_items(params), example_params=_items(example_params), **kw)
+                   scheme_params=_items(params), example_params=_items(example_params),
+                   system_params=_items(system_params), **kw)
 
     @property
     def label(self) -> str:
@@ -78,6 +88,11 @@ class RunSpec:
 
     def with_(self, **changes) -> "RunSpec":
         return replace(self, **changes)
+
+    def newton(self) -> str:
+        """The Newton settings in words, e.g. "tol 1e-09, max_iter 40, simple guess, no rescue"."""
+        return (f"tol {self.tol:g}, max_iter {self.max_iter}, {self.guess} guess, "
+                f"{'rescue (damped Newton)' if self.rescue else 'no rescue'}")
 
 
 def scheme_label(scheme: str, params: dict | None = None) -> str:
@@ -110,9 +125,13 @@ class RunResult:
     """The outcome of one run: status and the numbers a reducer needs.
 
     status: "ok", "blow-up" (energy left the band of blowup_factor), "newton failure",
-    "refused" (the scheme refuses the problem, e.g. singular M), or "error". t_fail is the time of
-    the blow-up or failure. final: t, q, p (last node), v, lam, gam (last step). wall_time and
-    compile_time in seconds (wall_time is the fastest of the repeats when repeat > 0).
+    "refused" (the scheme refuses the problem, e.g. singular M), or "error". fail_step is the
+    index n of the failed or blown-up step n -> n+1; t_fail is t^n for a Newton failure and
+    t^{n+1} (the first node outside the energy band) for a blow-up.
+    rescued_steps: the indices of the steps that plain Newton failed and damped Newton rescued
+    (only with ``spec.rescue``; empty otherwise). final: t, q, p (last node), v, lam, gam (last
+    step). wall_time and compile_time in seconds (wall_time is the fastest of the repeats when
+    repeat > 0; wall_times and cpu_times hold every timed repeat's wall-clock and process CPU time).
     """
 
     spec: RunSpec
@@ -126,6 +145,10 @@ class RunResult:
     final: dict = field(default_factory=dict)
     velocity_bound: float = float("nan")
     trace: Trace | None = None
+    rescued_steps: tuple = ()
+    fail_step: int | None = None
+    wall_times: tuple = ()
+    cpu_times: tuple = ()
 
     @property
     def ok(self) -> bool:
@@ -137,8 +160,9 @@ class RunResult:
 
     def numbers(self) -> dict:
         """Everything but timings (identical on every executor)."""
-        out = {"status": self.status, "t_fail": self.t_fail, "steps": self.steps,
-               "mean_iterations": self.mean_iterations, "velocity_bound": self.velocity_bound}
+        out = {"status": self.status, "t_fail": self.t_fail, "fail_step": self.fail_step, "steps": self.steps,
+               "rescued_steps": list(self.rescued_steps), "mean_iterations": self.mean_iterations,
+               "velocity_bound": self.velocity_bound}
         for k, v in self.final.items():
             out[f"final_{k}"] = None if v is None else np.asarray(v).tolist()
         return out
@@ -189,9 +213,13 @@ def _final(sol) -> dict:
 
 
 def _velocity_bound(sol) -> float:
-    """max_i ||(q_{i+1} - q_i) / h|| (004 Tables 1, 2)."""
+    """max_i ||(q_{i+1} - q_i) / h|| (004 Tables 1, 2): from the interval velocities where the
+    scheme reports them (vi-lagrange, vi-nullspace: (q_{i+1} - q_i)/h from the increments, without
+    the round-off ulp(q)/h of a difference of stored nodes), else from the nodes."""
     if sol.n_steps == 0:
         return float("nan")
+    if sol.velocity_kind == "interval":
+        return float(np.max(np.linalg.norm(sol.v, axis=1)))
     return float(np.max(np.linalg.norm(np.diff(sol.q, axis=0), axis=1)) / sol.h)
 
 
@@ -205,33 +233,40 @@ def execute(spec: RunSpec) -> RunResult:
     except Exception as exc:  # noqa: BLE001 - reported as a result
         return RunResult(spec, ERROR, f"example {spec.example!r}: {type(exc).__name__}: {exc}")
     kw: dict[str, Any] = dict(h=spec.h, t_end=spec.t_end, tol=spec.tol, max_iter=spec.max_iter, guess=spec.guess,
-                              blowup_factor=spec.blowup_factor, progress=False, **dict(spec.scheme_params))
-    status, message, t_fail = OK, "", None
+                              blowup_factor=spec.blowup_factor, rescue=bool(spec.rescue), progress=False,
+                              **dict(spec.scheme_params))
+    if spec.system_params:
+        kw["parameters"] = {k: np.asarray(v) for k, v in spec.system_params}
+    status, message, t_fail, fail_step = OK, "", None, None
     try:
         sol = simulate(problem, spec.scheme, **kw)
     except BlowUpError as exc:
-        sol, status, message, t_fail = exc.solution, BLOWUP, str(exc), exc.time
+        sol, status, message, t_fail, fail_step = exc.solution, BLOWUP, str(exc), exc.time, exc.step
     except ConvergenceError as exc:
-        sol, status, message, t_fail = exc.solution, NEWTON, str(exc), exc.time
+        sol, status, message, t_fail, fail_step = exc.solution, NEWTON, str(exc), exc.time, exc.step
     except SimulationError as exc:
-        sol, status, message, t_fail = exc.solution, ERROR, str(exc), exc.time
+        sol, status, message, t_fail, fail_step = exc.solution, ERROR, str(exc), exc.time, exc.step
     except ValueError as exc:
         return RunResult(spec, REFUSED, str(exc))
     except Exception as exc:  # noqa: BLE001
         return RunResult(spec, ERROR, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
     wall = float(sol.meta.get("wall_time", float("nan")))
+    times: list = []
+    cpu: list = []
     if spec.repeat > 0 and status == OK:
-        times = []
         for _ in range(spec.repeat):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             simulate(problem, spec.scheme, **kw)
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         wall = min(times)
     res = RunResult(
         spec, status, message, t_fail, steps=sol.n_steps, wall_time=wall,
         compile_time=float(sol.meta.get("compile_time", float("nan"))),
         mean_iterations=float(np.mean(sol.newton_iterations)) if sol.n_steps else float("nan"),
         final=_final(sol), velocity_bound=_velocity_bound(sol),
+        rescued_steps=tuple(int(i) for i in sol.meta.get("rescued_steps", ())), fail_step=fail_step,
+        wall_times=tuple(times), cpu_times=tuple(cpu),
     )
     if spec.record in ("trace", "energy") and sol.n_steps > 0:
         include = "all" if spec.record == "trace" else "energy"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .convergence import _write_rows
 from .runs import OK, RunSpec, _items, scheme_label
 
@@ -28,18 +30,21 @@ class StabilityStudy:
     max_iter: int = 40
     max_points: int = 4000
     example_params: tuple = ()
+    guess: str = "simple"
+    rescue: bool = False
 
     @classmethod
     def make(cls, example, schemes, hs, t_end, blowup_factor=1.0, tol=1e-9, max_iter=40, max_points=4000,
-             example_params=None):
+             example_params=None, guess="simple", rescue=False):
+        """Newton as in the papers by default (simple guess, no rescue)."""
         sch = tuple((s, ()) if isinstance(s, str) else (s[0], _items(s[1])) for s in schemes)
         return cls(example, sch, tuple(float(h) for h in hs), float(t_end), float(blowup_factor), float(tol),
-                   int(max_iter), int(max_points), _items(example_params))
+                   int(max_iter), int(max_points), _items(example_params), guess, bool(rescue))
 
     def spec(self, scheme, params, h) -> RunSpec:
         return RunSpec(self.example, scheme, float(h), self.t_end, params, self.example_params, self.tol,
-                       self.max_iter, blowup_factor=self.blowup_factor, record="energy",
-                       max_points=self.max_points)
+                       self.max_iter, guess=self.guess, blowup_factor=self.blowup_factor, record="energy",
+                       max_points=self.max_points, rescue=self.rescue)
 
     def runs(self) -> list[RunSpec]:
         return [self.spec(s, p, h) for s, p in self.schemes for h in self.hs]
@@ -50,18 +55,41 @@ class StabilityStudy:
             label = scheme_label(s, dict(p))
             for h in self.hs:
                 r = results[self.spec(s, p, h)]
-                stable = r.status == OK
-                err = r.trace.max_energy_error() if r.trace is not None else float("nan")
-                rows.append({
-                    "scheme": label, "h": h, "t_end": self.t_end,
-                    "status": "stable" if stable else r.status,
-                    "t_blowup": None if stable else r.t_fail,
-                    "t_reached": r.t_reached, "max_rel_energy_error": err,
-                    "mean_iterations": r.mean_iterations,
-                })
+                rows.append(stability_row(r, label))
                 if r.trace is not None:
                     traces[(label, h)] = r.trace
         return StabilityResult(self, rows, traces)
+
+
+#: the columns of a stability table
+COLUMNS = ["scheme", "h", "t_end", "status", "t_blowup", "fail_step", "t_reached", "max_rel_energy_error",
+           "t_leaves_E0", "rescue", "rescued_steps", "mean_iterations"]
+
+
+def first_exit(trace, factor: float = 1.0) -> float | None:
+    """The first node time with |E - E0| > factor * max(|E0|, 1), from the (possibly thinned)
+    trace, or None when the energy stays inside (a thinned trace keeps every bin's extremes, so
+    the time is that of the bin's extreme node)."""
+    if trace is None:
+        return None
+    E = trace.E
+    over = np.flatnonzero(np.abs(E - E[0]) > factor * max(abs(float(E[0])), 1.0))
+    return float(trace.t[over[0]]) if over.size else None
+
+
+def stability_row(r, label: str | None = None) -> dict:
+    """One row of a stability table from a run's result (see COLUMNS); ``status`` is "stable"
+    when the run reached its end time."""
+    stable = r.status == OK
+    return {
+        "scheme": label or r.spec.label, "h": r.spec.h, "t_end": r.spec.t_end,
+        "status": "stable" if stable else r.status,
+        "t_blowup": None if stable else r.t_fail, "fail_step": r.fail_step,
+        "t_reached": r.t_reached,
+        "max_rel_energy_error": r.trace.max_energy_error() if r.trace is not None else float("nan"),
+        "t_leaves_E0": first_exit(r.trace, 1.0), "rescue": bool(r.spec.rescue),
+        "rescued_steps": len(r.rescued_steps), "mean_iterations": r.mean_iterations,
+    }
 
 
 @dataclass
@@ -82,9 +110,9 @@ class StabilityResult:
         return self.row(scheme, h)["status"] == "stable"
 
     def to_csv(self, path: str) -> str:
-        """Columns: scheme, h, t_end, status, t_blowup, t_reached, max_rel_energy_error, mean_iterations."""
-        return _write_rows(path, self.rows, ["scheme", "h", "t_end", "status", "t_blowup", "t_reached",
-                                             "max_rel_energy_error", "mean_iterations"])
+        """Columns: scheme, h, t_end, status, t_blowup, fail_step, t_reached, max_rel_energy_error,
+        t_leaves_E0, rescue, rescued_steps, mean_iterations."""
+        return _write_rows(path, self.rows, COLUMNS)
 
     def energy_csv(self, path: str, h: float) -> str:
         """The (thinned) energy histories for one h: columns scheme, h, t, E."""

@@ -23,15 +23,19 @@ class VelocityBoundStudy:
     tol: float = 1e-12
     max_iter: int = 40
     example_params: tuple = ()
+    guess: str = "simple"
+    rescue: bool = False
 
     @classmethod
-    def make(cls, example, scheme, hs, t_end, scheme_params=None, tol=1e-12, max_iter=40, example_params=None):
+    def make(cls, example, scheme, hs, t_end, scheme_params=None, tol=1e-12, max_iter=40, example_params=None,
+             guess="simple", rescue=False):
+        """Newton as in the papers by default (simple guess, no rescue)."""
         return cls(example, scheme, tuple(float(h) for h in hs), float(t_end), _items(scheme_params), float(tol),
-                   int(max_iter), _items(example_params))
+                   int(max_iter), _items(example_params), guess, bool(rescue))
 
     def spec(self, h) -> RunSpec:
         return RunSpec(self.example, self.scheme, float(h), self.t_end, self.scheme_params, self.example_params,
-                       self.tol, self.max_iter)
+                       self.tol, self.max_iter, guess=self.guess, rescue=self.rescue)
 
     def runs(self) -> list[RunSpec]:
         return [self.spec(h) for h in self.hs]

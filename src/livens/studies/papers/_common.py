@@ -1,21 +1,107 @@
 """Building blocks shared by the papers' reproduction modules: run specs, figure sets, and the
-checks that turn a run into a verdict (thresholds in :mod:`livens.studies.report`)."""
+checks that turn a run into a verdict (thresholds in :mod:`livens.studies.report`).
+
+Every check is wrapped by :func:`checked`: an exception while evaluating it gives the verdict
+"error" with the message, and where the run failed with the papers' Newton and its re-run with
+livens' rescue exists (:meth:`Context.rescued`), the claim reports both outcomes.
+"""
 from __future__ import annotations
+
+import functools
+import math
 
 import numpy as np
 
 from ... import plots
-from ..report import (FAILS, HOLDS, MET, NOT_CONSERVED, NOT_REPRODUCED, ROUNDOFF, TOL, VIOLATED, Claim, fmt,
-                      judged, missing, order_ok)
+from ..report import (DRIFT_RATIO, ERROR, FAILS, HOLDS, MET, NOT_CONSERVED, NOT_REPRODUCED, ORDER_TOL, ROUNDOFF,
+                      SMALL_AMPLITUDE, TOL, VIOLATED, Claim, errored, fmt, judged, missing, of_the_order,
+                      order_ok, order_range)
 from ..reproduce import requirements
-from ..runs import OK, RunSpec, available_scheme
+from ..runs import BLOWUP, NEWTON, OK, RunSpec, available_scheme
 
 
 def traced(example: str, scheme: str, h: float, t_end: float, tol: float = TOL, params=None, example_params=None,
            max_points=None, **kw) -> RunSpec:
-    """A run that keeps its full Trace (tolerance 1e-12 by default: round-off claims)."""
+    """A run that keeps its full Trace (tolerance 1e-12 by default: round-off claims; the other
+    Newton settings are the papers': simple guess, no rescue)."""
     return RunSpec.make(example, scheme, h, t_end, params=params, example_params=example_params, tol=tol,
                         record="trace", max_points=max_points, **kw)
+
+
+def horizon(ctx, spec, t_claim: float) -> str | None:
+    """Why a claim about the interval [0, t_claim] cannot be judged from ``spec``'s run: it was
+    planned shorter ("quick run: T = 40 of 1000"); None when it reaches the claim's horizon."""
+    if spec.t_end < t_claim * (1.0 - 1e-12):
+        return f"{'quick run' if ctx.quick else 'run'}: T = {spec.t_end:g} of {t_claim:g}"
+    return None
+
+
+def failure_words(r) -> str:
+    """How a run ended, e.g. "the paper's Newton fails at step 120, t = 81"."""
+    who = "livens' rescued Newton" if r.spec.rescue else "the paper's Newton"
+    if r.status == NEWTON:
+        return f"{who} fails at step {r.fail_step}, t = {r.t_fail:.4g}"
+    if r.status == OK:
+        n = len(r.rescued_steps)
+        return f"runs to T = {r.t_reached:.4g}" + (f", {n} step{'s' * (n != 1)} rescued" if r.spec.rescue else "")
+    where = f" at t = {r.t_fail:.4g}" if r.t_fail is not None else ""
+    return f"{r.status}{where}"
+
+
+def with_rescue(paper: Claim, rescued: Claim, r_paper, r_rescue) -> Claim:
+    """One claim from its verdict with the papers' Newton (``paper``, the verdict that counts) and
+    with livens' rescue (``rescued``): "fails with the paper's Newton at step 120, t = 81; holds with
+    rescue, 52 steps rescued"."""
+    n = len(r_rescue.rescued_steps)
+    first = f"{paper.verdict} with the paper's Newton ({failure_words(r_paper)})"
+    second = f"{rescued.verdict} with livens' rescue (damped Newton after a failed step), {n} step{'s' * (n != 1)} rescued"
+    if paper.measured:
+        first += f": {paper.measured}"
+    if rescued.measured:
+        second += f": {rescued.measured}"
+    reason = paper.reason
+    if rescued.verdict != paper.verdict:
+        reason = (reason + "; " if reason else "") + f"{rescued.verdict} with livens' rescue"
+    return Claim(paper.where, paper.text, f"{first}; {second}", paper.verdict, reason)
+
+
+def checked(check):
+    """Wrap a check ``check(where, text, ctx, spec, ...) -> Claim``: an exception gives an "error"
+    claim with its message; where the run failed with the papers' Newton and was re-run with
+    rescue, the claim states both verdicts (:func:`with_rescue`)."""
+    @functools.wraps(check)
+    def wrapper(where, text, ctx, spec, *args, **kw):
+        try:
+            claim = check(where, text, ctx, spec, *args, **kw)
+            # every run the check reads (spec and RunSpec arguments) whose papers' Newton failed
+            runs = [spec] + [a for a in args if isinstance(a, RunSpec)]
+            twins = {s: ctx.rescued(s) for s in runs if ctx.result(s).status == NEWTON} if hasattr(ctx, "rescued") \
+                else {}
+            twins = {s: t for s, t in twins.items() if t is not None}
+            if twins:
+                sub = lambda a: twins[a].spec if isinstance(a, RunSpec) and a in twins else a  # noqa: E731
+                again = check(where, text, ctx, sub(spec), *[sub(a) for a in args], **kw)
+                first = next(iter(twins))
+                claim = with_rescue(claim, again, ctx.result(first), twins[first])
+            return claim
+        except Exception as exc:  # noqa: BLE001 - reported as the claim's verdict
+            return errored(where, text, exc)
+    return wrapper
+
+
+#: the first line of every report's Settings section
+NEWTON_NOTE = ("Newton as in the papers (002 §6): stopping tolerance 1e-9, the unknowns of step n as first guess "
+               "('simple'), no damping and no rescue; max_iter = 40 is livens' choice (the papers print none). "
+               "Runs behind round-off and order claims use a smaller tolerance where the table says so. A run whose "
+               "Newton iteration fails is run once more with livens' rescue (damped least-squares Newton after a "
+               "failed step); claims depending on it state both outcomes, the verdict is the paper's setting's.")
+THRESHOLDS = ("thresholds: per-step energy or momentum change <= 1e-11 of the energy scale (max|T| + max|V|) or "
+              "of max(1, |J|) is round-off; > 1e-8 is 'not conserved'; a constraint is met at <= 1e-11 (or ten "
+              "Newton tolerances) and violated at > 1e-9; a fitted order agrees with a claimed one within ±0.3; "
+              "'of the order of 1e-k' means within half a decade; an energy error 'typical for symplectic methods' "
+              "oscillates without drift (max |E - E0| over the last third <= 2 x over the first third, a fitted line "
+              "moves <= half of max |E - E0|), stays <= 0.1 of max|T| + max|V|, and its amplitude scales like h^order "
+              "(h and h/2, ±0.3).")
 
 
 def present(schemes) -> list:
@@ -28,11 +114,14 @@ def run_problem(ctx, spec) -> str | None:
     r = ctx.result(spec)
     if r.status == OK and r.trace is not None:
         return None
-    where = f" at t = {r.t_fail:.4g}" if r.t_fail is not None else ""
+    where = f" in step {r.fail_step}, t = {r.t_fail:.4g}" if r.t_fail is not None else ""
+    if r.status in (NEWTON, BLOWUP):  # the status and the step say it
+        return f"run {r.spec.label} h={r.spec.h:g} ended with {r.status}{where} ({r.spec.newton()})"
     first = (r.message or "").splitlines()[0][:160] if r.message else ""
     return f"run {r.spec.label} h={r.spec.h:g} ended with {r.status}{where}: {first}"
 
 
+@checked
 def status_claim(where, text, ctx, spec) -> Claim:
     """A claim that the run goes through with no numerical failure."""
     r = ctx.result(spec)
@@ -48,6 +137,7 @@ def band(spec) -> float:
     return max(ROUNDOFF, 10.0 * spec.tol)
 
 
+@checked
 def energy_conserved(where, text, ctx, spec, key=None) -> Claim:
     """max_n |E^{n+1} - E^n| / (max|T| + max|V|) <= band(spec)."""
     why = run_problem(ctx, spec)
@@ -60,6 +150,7 @@ def energy_conserved(where, text, ctx, spec, key=None) -> Claim:
                   f"{spec.label}: max per-step |Δ{_sym(k)}| / (max|T|+max|V|) = {fmt(m)} (round-off band {band(spec):g})")
 
 
+@checked
 def energy_not_conserved(where, text, ctx, spec, key=None) -> Claim:
     """The energy changes by more than NOT_CONSERVED (relative) somewhere in the run."""
     why = run_problem(ctx, spec)
@@ -74,6 +165,7 @@ def energy_not_conserved(where, text, ctx, spec, key=None) -> Claim:
                   f"max |{_sym(k)} - {_sym(k)}0| / |{_sym(k)}0| = {fmt(err)} (> {NOT_CONSERVED:g} counts as not conserved)")
 
 
+@checked
 def momentum_conserved(where, text, ctx, spec, names=None) -> Claim:
     """Every momentum map's per-step change <= band(spec) * max(1, max|J|)."""
     why = run_problem(ctx, spec)
@@ -94,6 +186,96 @@ def momentum_conserved(where, text, ctx, spec, names=None) -> Claim:
                   f"{spec.label}: max per-step |ΔJ| / max(1,|J|): " + ", ".join(parts) + f" (band {band(spec):g})")
 
 
+def drift(t, E) -> dict:
+    """The energy error's drift (thresholds DRIFT_RATIO in :mod:`livens.studies.report`):
+    ``first``, ``last``: max |E - E0| over the first and the last third of the run; ``line``: how far
+    a least-squares line through E moves over the run; ``amplitude``: max |E - E0|; ``ok``: no
+    secular drift (last <= DRIFT_RATIO first and line <= amplitude / 2)."""
+    t = np.asarray(t, float)
+    E = np.asarray(E, float)
+    dev = np.abs(E - E[0])
+    k = max(1, len(E) // 3)
+    first, last = float(np.max(dev[: k + 1])), float(np.max(dev[-k:]))
+    amp = float(np.max(dev))
+    line = abs(float(np.polyfit(t - t[0], E, 1)[0])) * float(t[-1] - t[0]) if len(E) > 2 else float("nan")
+    ok = bool(np.all(np.isfinite(E)) and last <= DRIFT_RATIO * first and line <= 0.5 * amp)
+    return {"first": first, "last": last, "line": line, "amplitude": amp, "ok": ok}
+
+
+def drift_words(d: dict, unit: str = "") -> str:
+    u = f" {unit}" if unit else ""
+    return (f"max |E - E0| over the first third {d['first']:.3e}{u}, over the last third {d['last']:.3e}{u} "
+            f"(no drift: last <= {DRIFT_RATIO:g} x first); fitted line moves {d['line']:.3e}{u} over the run "
+            f"(no drift: <= half of max |E - E0| = {d['amplitude']:.3e}{u})")
+
+
+def fluctuation_parts(tr, tr_half, order: float, key=None) -> tuple[dict, str]:
+    """The parts of :func:`fluctuation_verdict`: {"drift": no secular drift at h and h/2,
+    "small": max |E - E0| <= SMALL_AMPLITUDE of max|T| + max|V|, "scaling": the amplitude ratio of h
+    and h/2 is 2^order within ORDER_TOL}, and the measured text."""
+    k = key or tr.energy_key
+    d = drift(tr.t, tr.energy[k])
+    d2 = drift(tr_half.t, tr_half.energy[k])
+    scale = tr.energy_scale
+    ratio = d["amplitude"] / d2["amplitude"] if d2["amplitude"] > 0 else float("nan")
+    p = math.log2(ratio) if ratio == ratio and ratio > 0 else float("nan")
+    parts = {"drift": d["ok"] and d2["ok"], "small": d["amplitude"] <= SMALL_AMPLITUDE * scale,
+             "scaling": order_ok(p, order)}
+    E0 = float(tr.energy[k][0])
+    words = (f"h = {tr.h:g}: {drift_words(d)}; max |E - E0| = {d['amplitude'] / scale:.2e} of max|T|+max|V| "
+             f"(small: <= {SMALL_AMPLITUDE:g}; = {d['amplitude'] / max(abs(E0), 1e-300):.2e} of |E0| = {abs(E0):.3g}); "
+             f"h = {tr_half.h:g}: max |E - E0| = {d2['amplitude']:.3e}, drift {'none' if d2['ok'] else 'yes'}; "
+             f"amplitude ratio {ratio:.3f} = 2^{p:.2f} (h^{order:g} expected, ±{ORDER_TOL:g})")
+    return parts, words
+
+
+def fluctuation_verdict(tr, tr_half, order: float, key=None) -> tuple[bool, str]:
+    """The energy error of a symplectic method (002 Fig. 8, 000 Figs 14 and 16): it oscillates,
+    bounded and without secular drift (:func:`drift`), small (max |E - E0| <= SMALL_AMPLITUDE of
+    max|T| + max|V|), and its amplitude scales like h^order: log2 of the amplitudes at h and h/2
+    agrees with ``order`` within ORDER_TOL. ``tr_half``: the same run with h/2."""
+    parts, words = fluctuation_parts(tr, tr_half, order, key)
+    return all(parts.values()), words
+
+
+@checked
+def energy_fluctuates(where, text, ctx, spec, half, order: float, key=None) -> Claim:
+    """"Fluctuations of the energy typical for symplectic methods": :func:`fluctuation_verdict` on
+    the run ``spec`` and its h/2 twin ``half``."""
+    why = run_problem(ctx, spec) or run_problem(ctx, half)
+    if why:
+        return Claim(where, text, "", FAILS, why)
+    ok, words = fluctuation_verdict(ctx.trace(spec), ctx.trace(half), order, key)
+    return judged(where, text, ok, f"{spec.label}: {words}")
+
+
+@checked
+def increments_of_the_order(where, text, ctx, spec, exponent: float, key=None, unit: str = "") -> Claim:
+    """"Increments of the energy are of the order of 10^exponent": max_n |E^{n+1} - E^n| within half
+    a decade of it (:func:`~livens.studies.report.of_the_order`)."""
+    why = run_problem(ctx, spec)
+    if why:
+        return Claim(where, text, "", FAILS, why)
+    tr = ctx.trace(spec)
+    k = key or tr.energy_key
+    m = float(np.max(np.abs(np.diff(tr.energy[k]))))
+    u = f" {unit}" if unit else ""
+    return judged(where, text, of_the_order(m, exponent),
+                  f"{spec.label}: max |{_sym(k)}^(n+1) - {_sym(k)}^n| = {m:.2e}{u} (of the order of 1e{exponent:g}: "
+                  f"{order_range(exponent)})")
+
+
+@checked
+def energy_stays_bounded(where, text, ctx, spec, key=None, unit: str = "") -> Claim:
+    """"The energy error remains stable": no secular drift (:func:`drift`)."""
+    why = run_problem(ctx, spec)
+    if why:
+        return Claim(where, text, "", FAILS, why)
+    tr = ctx.trace(spec)
+    d = drift(tr.t, tr.energy[key or tr.energy_key])
+    return judged(where, text, d["ok"], f"{spec.label}: {drift_words(d, unit)}")
+
+
 # ------------------------------------------------------------------------------ constraints
 def _residual(tr, level, where_kind, which=None):
     name = tr.nodal_name(level) if where_kind == "nodal" else tr.enforced_name(level)
@@ -102,12 +284,15 @@ def _residual(tr, level, where_kind, which=None):
     return tr.max_residual(name, which), name
 
 
+@checked
 def constraint_met(where, text, ctx, spec, level, kind="nodal", which=None, met=True, show_nodal=False) -> Claim:
     """The constraint residual of ``level`` at the nodes (``kind="nodal"``) or where the scheme
     enforces it (``"enforced"``) is <= MET (``met=True``) or > VIOLATED (``met=False``), over the
     constraints ``which`` (default all). ``show_nodal`` adds the nodal residual to the measured
     text (for schemes whose enforced constraint sits at the node in other variables, e.g. VI-B's
     G(q^{n+1}) v^{n+1})."""
+    if which is not None and len(which) == 0:
+        return Claim(where, text, "", NOT_REPRODUCED, f"no {level} constraint of this kind to check (empty selection)")
     why = run_problem(ctx, spec)
     if why:
         return Claim(where, text, "", FAILS, why)
@@ -152,13 +337,25 @@ def order_claims(where, text_for, conv, schemes, quantity, claimed: dict, ctx=No
         if why:
             out.append(missing(where, text, why))
             continue
-        o = conv.orders.get((s, quantity), float("nan"))
-        h, e = conv.errors(s, quantity)
-        errs = ", ".join(f"{hh:g}: {fmt(ee)}" for hh, ee in zip(h, e))
-        out.append(judged(where, text, order_ok(o, claimed[s]),
-                          f"{s}: fitted slope {o:.2f} (claimed {claimed[s]}; |Δ| <= 0.3); errors {errs}; "
-                          f"reference {conv.reference or 'analytic'}"))
+        try:
+            out.append(_order_claim(where, text, conv, s, quantity, claimed[s]))
+        except Exception as exc:  # noqa: BLE001 - reported as the claim's verdict
+            out.append(errored(where, text, exc))
     return out
+
+
+def _order_claim(where, text, conv, s, quantity, claimed) -> Claim:
+    """The fitted slope of ``quantity`` for scheme ``s`` against the claimed order."""
+    if (s, quantity) not in conv.orders:
+        return Claim(where, text, "", NOT_REPRODUCED, f"{s} is not in the convergence study")
+    o = conv.orders[(s, quantity)]
+    h, e = conv.errors(s, quantity)
+    errs = ", ".join(f"{hh:g}: {fmt(ee)}" for hh, ee in zip(h, e))
+    status = [x["status"] for x in conv.rows if x["scheme"] == s and x["quantity"] == quantity]
+    bad = [f"h = {hh:g}: {st}" for hh, st in zip(h, status) if st != OK]
+    return judged(where, text, order_ok(o, claimed),
+                  f"{s}: fitted slope {o:.2f} (claimed {claimed}; |Δ| <= {ORDER_TOL:g}); errors {errs}; "
+                  f"reference {conv.reference or 'analytic'}" + (f"; failed runs: {', '.join(bad)}" if bad else ""))
 
 
 def _sym(k):
@@ -166,8 +363,10 @@ def _sym(k):
 
 
 __all__ = [
-    "traced", "present", "band", "run_problem", "status_claim", "energy_conserved", "energy_not_conserved",
+    "NEWTON_NOTE", "THRESHOLDS", "traced", "present", "band", "run_problem", "status_claim", "energy_conserved", "energy_not_conserved",
     "momentum_conserved", "constraint_met", "nonlinear", "direction_changes", "order_claims",
-    "Claim", "judged", "missing", "fmt", "requirements", "HOLDS", "FAILS", "NOT_REPRODUCED", "TOL", "MET",
-    "VIOLATED", "ROUNDOFF", "NOT_CONSERVED", "order_ok", "plots", "np",
+    "horizon", "failure_words", "with_rescue", "checked", "drift", "drift_words", "fluctuation_parts", "fluctuation_verdict",
+    "energy_fluctuates", "increments_of_the_order", "energy_stays_bounded",
+    "Claim", "judged", "missing", "errored", "fmt", "requirements", "HOLDS", "FAILS", "NOT_REPRODUCED", "ERROR",
+    "TOL", "MET", "VIOLATED", "ROUNDOFF", "NOT_CONSERVED", "order_ok", "of_the_order", "order_range", "plots", "np",
 ]

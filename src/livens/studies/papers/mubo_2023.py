@@ -12,28 +12,83 @@ import numpy as np
 from ..convergence import ConvergenceStudy, Quantity
 from ..reproduce import Item, Paper, register_paper
 from ..runs import available_example
-from ._common import (TOL, Claim, FAILS, constraint_met, energy_not_conserved, fmt, judged, missing,
-                      momentum_conserved, nonlinear, order_claims, plots, present, requirements, run_problem,
-                      status_claim, traced)
+from ._common import (NEWTON_NOTE, NOT_REPRODUCED, THRESHOLDS, TOL, Claim, FAILS, checked, constraint_met,
+                      energy_not_conserved, energy_stays_bounded, fluctuation_parts, horizon, judged, missing,
+                      momentum_conserved, nonlinear, of_the_order, order_claims, order_range, plots, present,
+                      requirements, run_problem, status_claim, traced)
 
 PHI3 = 0.0375
 SI = {"t": "s", "E": "J", "J": "kg m²/s"}
+#: the four-bar linkage's end time in 000 §5.2 (Figs. 12-23)
+T_FOUR_BAR = 10.0
 
 
-def _no_drift(E) -> tuple[bool, float, float]:
-    """A bounded energy error: the largest deviation |E - E0| in the second half of the run is at
-    most twice that of the first half (an energy that drifts grows past it)."""
-    E = np.asarray(E)
-    n = len(E) // 2
-    a = float(np.max(np.abs(E[: n + 1] - E[0])))
-    b = float(np.max(np.abs(E[n:] - E[0])))
-    return b <= 2.0 * a, a, b
+@checked
+def _symplectic_oscillations(where, text, ctx, spec, half, t_claim) -> Claim:
+    """000 Figs 14, 16: "typical oscillations of symplectic schemes in the total energy: increments
+    in the Hamiltonian are of the order of 1e-3 and remain stable": max |H^{n+1} - H^n| within half a
+    decade of 1e-3, and the energy error of a first-order symplectic method (fluctuation_verdict,
+    with the run at h/2). "Remain stable" (no drift) is judged only over the paper's horizon: a
+    shorter run can make the claim fail by its other parts, never hold."""
+    why = run_problem(ctx, spec) or run_problem(ctx, half)
+    if why:
+        return Claim(where, text, "", FAILS, why)
+    tr = ctx.trace(spec)
+    dH = float(np.max(np.abs(np.diff(tr.energy["total"]))))
+    parts, words = fluctuation_parts(tr, ctx.trace(half), 1, key="total")
+    parts["increments"] = of_the_order(dH, -3)
+    meas = f"max |H^(n+1) - H^n| = {dH:.2e} J (of the order of 1e-3: {order_range(-3)}); {words}"
+    short = horizon(ctx, spec, t_claim)
+    if short:
+        if not all(v for k, v in parts.items() if k != "drift"):
+            return judged(where, text, False, meas)
+        return Claim(where, text, meas, NOT_REPRODUCED, short + " (no drift is judged over the paper's horizon)")
+    return judged(where, text, all(parts.values()), meas)
+
+
+@checked
+def _energy_decays(where, text, ctx, spec) -> Claim:
+    """000 Fig 22: with dampers H decays (mean over the last tenth below that over the first)."""
+    why = run_problem(ctx, spec)
+    if why:
+        return Claim(where, text, "", FAILS, why)
+    H = ctx.trace(spec).energy["total"]
+    k = max(1, len(H) // 10)
+    a, b = float(np.mean(H[:k])), float(np.mean(H[-k:]))
+    return judged(where, text, b < a and H[-1] < H[0],
+                  f"H: mean over the first tenth {a:.4f} J, over the last tenth {b:.4f} J; H(0) = {H[0]:.4f}, "
+                  f"H(T) = {H[-1]:.4f} J")
+
+
+@checked
+def _dissipation_balance(where, text, ctx, spec) -> Claim:
+    """000 Fig 23: the energy lost equals the dissipated work (within 5 %)."""
+    why = run_problem(ctx, spec)
+    if why:
+        return Claim(where, text, "", FAILS, why)
+    dtr = ctx.trace(spec)
+    H = dtr.energy["total"]
+    W_T = float(dtr.work[-1]) if dtr.work is not None else float("nan")
+    bal = abs(H[-1] - H[0] + W_T)
+    return judged(where, text, W_T > 0 and bal <= 0.05 * W_T,
+                  f"energy lost H(0) - H(T) = {H[0] - H[-1]:.4f} J, dissipated work W(T) = {W_T:.4f} J; "
+                  f"balance |ΔH + W| = {bal:.2e} J ({bal / W_T:.2%} of W; holds within 5 %)")
+
+
+@checked
+def _runs_through(where, text, ctx, spec, t_claim) -> Claim:
+    """"No numerical problems throughout the simulation": the run reaches the paper's end time."""
+    c = status_claim.__wrapped__(where, text, ctx, spec)
+    short = horizon(ctx, spec, t_claim)
+    if short and c.verdict != FAILS:
+        return Claim(where, text, c.measured, NOT_REPRODUCED, short)
+    return c
 
 
 def _top(quick: bool) -> list:
     """000 §5.1: the gyroscopic top with VI-S (h = 0.002 s), Figs 3-10, order eq 69 (Fig 9)."""
     ex = "heavy-top"
-    T = 1.0 if quick else 2.0
+    T = 2.0  # the paper's (Figs. 3-8, 10); 1000 steps, cheap in the quick variant too
     ok = available_example(ex) and present(["VI-S"])
     spec = traced(ex, "VI-S", 0.002, T) if ok else None
     hs = (1e-4, 5e-5, 2.5e-5) if quick else (1e-4, 5e-5, 2.5e-5, 1.25e-5, 6.25e-6)
@@ -84,9 +139,7 @@ def _top(quick: bool) -> list:
             c.append(judged(f"{W}, Fig. 10", texts[0][1], bool(dev.min() < 0 < dev.max()),
                             f"φ3 - 0.0375 ranges over [{dev.min():.3e}, {dev.max():.3e}] m"))
             c.append(energy_not_conserved(f"{W}, Fig. 5", texts[1][1], ctx, spec, key="total"))
-            nd, a, b = _no_drift(tr.energy["total"])
-            c.append(judged(f"{W}, Figs. 3, 5", texts[2][1], nd,
-                            f"max |H - H0| first half {a:.3e} J, second half {b:.3e} J (stable: second <= 2 x first)"))
+            c.append(energy_stays_bounded(f"{W}, Figs. 3, 5", texts[2][1], ctx, spec, key="total", unit="J"))
             c.append(momentum_conserved(f"{W}, Figs. 4, 6", texts[3][1], ctx, spec))
             c.append(constraint_met(f"{W}, Fig. 7", texts[4][1], ctx, spec, "position"))
             c.append(constraint_met(f"{W}, Fig. 8", texts[5][1], ctx, spec, "velocity", kind="enforced"))
@@ -115,7 +168,12 @@ def _four_bar(quick: bool) -> list:
     T = 2.0 if quick else 10.0
     ok = available_example(ex) and present(["VI-S"])
     spec = traced(ex, "VI-S", 1e-3, T) if ok else None
-    dspec = traced(ex, "VI-S", 1e-3, T, example_params={"dampers": True}) if ok else None
+    # the energy oscillation's scaling with h: a run the paper does not have, with livens' rescue and the
+    # paper's tolerance 1e-9 (plain Newton fails in it at t = 8.48, near a singular configuration, at
+    # tolerance 1e-9 and 1e-12; the rescue does not reach 1e-12 there)
+    half = spec.with_(h=5e-4, tol=1e-9, rescue=True) if ok else None
+    # the damped claims are not about round-off: the paper's Newton tolerance 1e-9
+    dspec = traced(ex, "VI-S", 1e-3, T, tol=1e-9, example_params={"dampers": True}) if ok else None
     W = "§5.2"
 
     def make(ctx) -> list:
@@ -138,7 +196,7 @@ def _four_bar(quick: bool) -> list:
         if not ok:
             why = requirements(["VI-S"], [ex])
             return [missing(f"{W}, {w}", t, why) for w, t in texts]
-        c = [status_claim(f"{W}", texts[0][1], ctx, spec)]
+        c = [_runs_through(f"{W}", texts[0][1], ctx, spec, T_FOUR_BAR)]
         tr = ctx.trace(spec)
         bad = run_problem(ctx, spec)
         if tr is not None:
@@ -181,12 +239,7 @@ def _four_bar(quick: bool) -> list:
         if bad:
             c.extend(Claim(f"{W}, {w}", t, "", FAILS, bad) for w, t in texts[1:7])
         else:
-            dH = np.abs(np.diff(tr.energy["total"]))
-            nd, a, b = _no_drift(tr.energy["total"])
-            order = float(np.log10(dH.max()))
-            c.append(judged(f"{W}, Figs. 14, 16", texts[1][1], (-4.0 <= order <= -2.0) and nd,
-                            f"max |H^(n+1) - H^n| = {dH.max():.2e} J (order of 1e-3: 1e-4 ... 1e-2); max |H - H0| first "
-                            f"half {a:.2e}, second half {b:.2e} J (stable: second <= 2 x first)"))
+            c.append(_symplectic_oscillations(f"{W}, Figs. 14, 16", texts[1][1], ctx, spec, half, T_FOUR_BAR))
             L = _angular_momentum_2d(tr.q, tr.p)
             var = float(np.max(np.abs(L - L[0])))
             c.append(judged(f"{W}, Figs. 15, 17", texts[2][1], var > 1e-6, f"max |L - L0| = {var:.3e} kg m²/s"))
@@ -211,34 +264,27 @@ def _four_bar(quick: bool) -> list:
             lin = list(tr.linear_constraints)
             c.append(constraint_met(f"{W}, Fig. 21", texts[6][1], ctx, spec, "velocity", which=lin))
         # --- with dampers
-        dtr = ctx.trace(dspec)
-        dbad = run_problem(ctx, dspec)
+        dtr, rescued_words = ctx.trace(dspec), ""
+        twin = ctx.rescued(dspec)
+        if twin is not None and twin.trace is not None:  # the paper's Newton failed: draw the rescued run
+            dtr, rescued_words = twin.trace, f" (livens' rescue: {len(twin.rescued_steps)} steps rescued)"
         if dtr is not None:
             ctx.add(plots.energy_figure(dtr, ctx.stem("fig22_fourbar_damped_energy"), units=SI,
-                                        title="energy quantities with dissipation (000 Fig. 22)"))
+                                        title="energy quantities with dissipation (000 Fig. 22)" + rescued_words))
             dH = np.diff(dtr.energy["total"])
             dW = np.diff(dtr.work) if dtr.work is not None else np.zeros_like(dH)
             ctx.add(plots.curves_figure([("-(H^{n+1} - H^n)", dtr.t[1:], -dH), ("W^{n+1} - W^n (dissipated)", dtr.t[1:], dW)],
                                         ctx.stem("fig23_fourbar_dissipated_increments"), "time $t$ [s]",
-                                        "energy per step [J]", "dissipated energy increments (000 Fig. 23)", style=".",
+                                        "energy per step [J]", "dissipated energy increments (000 Fig. 23)" + rescued_words,
+                                        style=".",
                                         yname="energy_per_step"))
-        if dbad:
-            c.extend(Claim(f"{W}, {w}", t, "", FAILS, dbad) for w, t in texts[7:])
-        else:
-            H = dtr.energy["total"]
-            k = max(1, len(H) // 10)
-            a, b = float(np.mean(H[:k])), float(np.mean(H[-k:]))
-            c.append(judged(f"{W}, Fig. 22", texts[7][1], b < a and H[-1] < H[0],
-                            f"H: mean over the first tenth {a:.4f} J, over the last tenth {b:.4f} J; H(0) = {H[0]:.4f}, "
-                            f"H(T) = {H[-1]:.4f} J"))
-            W_T = float(dtr.work[-1]) if dtr.work is not None else float("nan")
-            bal = abs(H[-1] - H[0] + W_T)
-            c.append(judged(f"{W}, Fig. 23", texts[8][1], W_T > 0 and bal <= 0.05 * W_T,
-                            f"energy lost H(0) - H(T) = {H[0] - H[-1]:.4f} J, dissipated work W(T) = {W_T:.4f} J; "
-                            f"balance |ΔH + W| = {bal:.2e} J ({bal / W_T:.2%} of W; holds within 5 %)"))
+        c.append(_energy_decays(f"{W}, Fig. 22", texts[7][1], ctx, dspec))
+        c.append(_dissipation_balance(f"{W}, Fig. 23", texts[8][1], ctx, dspec))
         return c
 
-    return [Item("5.2", "Double four-bar linkage (§5.2, Figs. 12-23)", [spec, dspec] if ok else [], make)]
+    return [Item("5.2", "Double four-bar linkage (§5.2, Figs. 12-23)", [spec, half, dspec] if ok else [], make,
+                 note="h = 5e-4 added to the paper's h = 1e-3 (undamped; with livens' rescue, tolerance 1e-9): "
+                      "the energy oscillation's scaling with h (Figs. 14, 16)")]
 
 
 def build(quick: bool) -> list:
@@ -247,18 +293,11 @@ def build(quick: bool) -> list:
 
 
 def settings(quick: bool) -> list:
-    """The report's Settings lines for 000."""
-    return [
-        "scheme: the first-order GGL variational integrator VI-S (000 eq 41, damped eq 57); Newton tolerance 1e-12 "
-        "(round-off claims), 40 iterations.",
-        "thresholds: per-step momentum change <= 1e-11 max(1, |L3|) is round-off; > 1e-8 energy change is 'not "
-        "conserved'; a constraint is met at <= 1e-11 and violated at > 1e-9; orders within ±0.3.",
-        "gyroscopic top h = 0.002 s, T = " + ("1 s (quick)" if quick else "2 s")
-        + "; h-convergence at t = 0.001 s against φ3,ana = 0.0375 m, h = "
-        + ("1e-4, 5e-5, 2.5e-5" if quick else "1e-4 ... 6.25e-6") + ".",
-        "double four-bar linkage h = 1e-3 s, T = " + ("2 s (quick; passes the first horizontal configuration)"
-                                                      if quick else "10 s") + "; dampers η = 0.5 Ns/m.",
-    ]
+    """The report's Settings lines for 000 (the runs themselves: the generated table)."""
+    return [NEWTON_NOTE, THRESHOLDS,
+            "scheme: the first-order GGL variational integrator VI-S (000 eq 41, damped eq 57); dampers η = 0.5 Ns/m.",
+            f"the double four-bar's claims about the whole run are about T = {T_FOUR_BAR:g} s (000 Figs. 12-23): "
+            "judged only from runs that reach it."]
 
 
 register_paper(Paper("mubo-2023", "000", "The GGL variational principle for constrained mechanical systems "

@@ -1,0 +1,179 @@
+"""The integrator core: one time step and the one compiled step loop that every caller runs.
+
+:func:`step` is one time step of a scheme: the first guess, Newton's method on
+the scheme's residual, the state update, and for schemes in increment form the compensated
+summation of q and p. :func:`make_loop` compiles a ``lax.scan`` of ``length`` such steps:
+
+- :func:`livens.simulate` runs it chunk by chunk and wraps it on the host side (streaming, progress
+  bar, Ctrl-C, blow-up checks, the damped rescue of a failed step);
+- :func:`livens.simulate_ensemble` runs the same loop under ``jax.vmap`` over its members;
+- :func:`livens.flow` runs it over a whole run as a pure, differentiable function: there the
+  Newton solve of each step is wrapped in ``lax.custom_root``, so that derivatives come from the
+  implicit function theorem at the converged solution (one linear solve with the step's tangent,
+  or its transpose in reverse mode), never from differentiating Newton's iterations.
+
+A step inside the loop is taken while ``n < n_stop`` and no step has failed; afterwards the loop
+passes its state through unchanged (a ``lax.cond`` skips the work; under ``vmap`` a stopped member
+takes no Newton iteration), so that one compiled loop of fixed length serves runs of any length.
+h, t, the tolerance, max_iter and the scheme's and System's parameters are runtime values.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from . import _jaxconfig  # noqa: F401
+from . import guess as _guess
+from .newton import NewtonResult, damped_newton, newton, newton_increment
+from .schemes.base import Scheme, State, compensated_add
+
+NEWTON_DEFAULT = ("tol", False)
+"""(stopping rule, final iteration) of :func:`livens.newton.newton`: the papers' ||R|| <= tol."""
+
+
+def scheme_mode(mode: str) -> str:
+    """The scheme's own guess behind ``mode``: "extrapolated" starts from (and compares with) "advanced"."""
+    return "advanced" if mode == "extrapolated" else mode
+
+
+def _dense_tangent_solve(g, y):
+    """The tangent system of ``lax.custom_root``: g is the residual linearized at the root."""
+    J = jax.jacfwd(g)(y)
+    return jnp.linalg.solve(J, y)
+
+
+def step(mech, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, params, sys_params=None,
+         fuse=None, robust: bool = False, history=None, newton_opts: tuple = NEWTON_DEFAULT,
+         differentiable: bool = False):
+    """One time step: the first guess, Newton on the scheme's residual, the state update.
+    Returns (new state, outputs, Newton result, history).
+
+    ``sys_params``: values of the System's parameters (``mech.bind``). ``robust=True`` solves with
+    :func:`~livens.newton.damped_newton` (the rescue of a failed step) instead of plain Newton with
+    the scheme's tangent. ``mode="extrapolated"`` needs ``history`` (a
+    :class:`~livens.guess.GuessHistory`; returned with the guess's bookkeeping updated, the
+    solution not yet pushed: the caller does that once it knows the step is kept).
+    ``newton_opts``: (stopping rule, final iteration), see :func:`livens.newton.newton`.
+    ``differentiable=True`` defines the derivative of the solution by the implicit function
+    theorem (``lax.custom_root``; the tangent system solved densely).
+
+    For a scheme in increment form (``scheme.increments``) q and p are accumulated by compensated
+    summation (:func:`~livens.schemes.base.compensated_add`), the carries in ``state.comp``.
+    """
+    mech = mech.bind(sys_params)
+    d, m = mech.d, mech.m
+    u0 = scheme.guess(state, h, t, params, mech, scheme_mode(mode))
+    x0 = scheme.pack(u0, d, m)
+
+    def R(x):
+        return scheme.residual(scheme.unpack(x, d, m), state, h, t, params, mech)
+
+    f = fuse if (fuse is not None and x0.shape[0] <= 256) else (lambda g: g)
+    fR = f(R)
+    r0 = None
+    if mode == "extrapolated" and not robust:
+        x0, r0, history = _guess.extrapolated_guess(fR, x0, history)
+
+    def tangent(x):
+        if scheme.tangent is not None:
+            return scheme.tangent(scheme.unpack(x, d, m), state, h, t, params, mech)
+        return scheme.jacobian_by_blocks(lambda u: scheme.residual(u, state, h, t, params, mech), x, d, m)
+
+    def solve(res_fn, x_start, r_start):
+        if robust:
+            return damped_newton(res_fn, x_start, tol, max_iter)
+        # the residual and the whole Newton update with small matrix products fused
+        # (livens._fusion) up to a few hundred unknowns, where it helps
+        return newton(res_fn, x_start, tol, max_iter, linear_step=f(newton_increment(R, tangent)), r0=r_start,
+                      stopping=newton_opts[0], final_iteration=newton_opts[1])
+
+    if differentiable:
+        def root_solve(res_fn, x_start):
+            res = solve(res_fn, x_start, None)
+            # custom_root's auxiliary outputs must be floating point (their tangents are zero)
+            return res.x, jnp.stack([res.iterations.astype(x_start.dtype), res.residual,
+                                     res.converged.astype(x_start.dtype)])
+
+        x, aux = lax.custom_root(R, lax.stop_gradient(x0), root_solve, _dense_tangent_solve, has_aux=True)
+        aux = lax.stop_gradient(aux)
+        res = NewtonResult(x, aux[0].astype(jnp.int32), aux[1], aux[2] > 0.5)
+    else:
+        res = solve(fR, x0, r0)
+    u = scheme.unpack(res.x, d, m)
+    new_state, out = scheme.update(u, state, h, t, params, mech)
+    if scheme.increments:
+        dq, dp = scheme.increments(u)
+        cq, cp = state.comp if state.comp is not None else (jnp.zeros_like(state.q), jnp.zeros_like(state.p))
+        q, cq = compensated_add(state.q, cq, dq)
+        p, cp = compensated_add(state.p, cp, dp)
+        new_state = new_state._replace(q=q, p=p, comp=(cq, cp))
+    return new_state, out, res, history
+
+
+class LoopOutput(NamedTuple):
+    """What a loop of steps returns: the state after the last kept step, the guess history, the
+    number of nodes reached (n), whether a step failed, and one record per step (a row of the
+    layout, or a dict of arrays)."""
+
+    state: State
+    history: object
+    n: jax.Array
+    failed: jax.Array
+    records: object
+
+
+def make_loop(mech, scheme: Scheme, mode: str, length: int, layout=None, newton_opts: tuple = NEWTON_DEFAULT,
+              fuse=None, differentiable: bool = False, batched: bool = False):
+    """The loop of ``length`` steps: a function
+
+        (state, history, t_start, n0, n_stop, h, tol, max_iter, params, sys_params) -> LoopOutput
+
+    where node n is at time t_start + n h, the loop starts at node n0 and takes steps while
+    n < n_stop and no step has failed. Each step's record (q, p, Newton iterations and residual,
+    "ok", and the scheme's outputs v, lambda, gamma) is one row of ``layout`` (a
+    :class:`livens.simulate.RecordLayout`) or, without a layout, a dict of arrays. A failed step
+    (Newton not converged, or NaN) is recorded with ok = False and not kept; steps past the stop
+    are records of zeros with ok = True. ``batched=True`` builds the loop to be ``vmap``-ped over
+    members (a select instead of a ``lax.cond`` around the step: both are computed under vmap
+    anyway, and a stopped member takes no Newton iteration). The caller jits it.
+    """
+
+    def one(state, history, t, h, tol, max_iter, params, sys_params):
+        return step(mech, scheme, mode, state, t, h, tol, max_iter, params, sys_params, fuse, history=history,
+                    newton_opts=newton_opts, differentiable=differentiable)
+
+    def loop(state, history, t_start, n0, n_stop, h, tol, max_iter, params, sys_params=None):
+        def taken(carry, iters=max_iter):
+            state, history, n, failed = carry
+            t = t_start + n.astype(t_start.dtype) * h
+            new, out, res, hist = one(state, history, t, h, tol, iters, params, sys_params)
+            ok = res.converged & jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.p))
+            if mode == "extrapolated":
+                hist = _guess.push(hist, res.x, ok)
+            kept = jax.tree_util.tree_map(lambda a, b: jnp.where(ok, b, a), state, new)
+            rec = {"q": new.q, "p": new.p, "iterations": res.iterations, "residual": res.residual, "ok": ok, **out}
+            return (kept, hist, n + ok.astype(n.dtype), failed | ~ok), rec
+
+        def body(carry, _):
+            state, history, n, failed = carry
+            active = (n < n_stop) & ~failed
+            if batched:  # vmapped: a stopped member computes a step of zero iterations, then keeps its state
+                new_carry, rec = taken(carry, jnp.where(active, max_iter, 0))
+                new_carry = jax.tree_util.tree_map(lambda a, b: jnp.where(active, b, a), carry, new_carry)
+                rec = {**rec, "ok": rec["ok"] | ~active}
+            else:
+                rec_shape = jax.eval_shape(lambda c: taken(c)[1], carry)
+                zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), rec_shape)
+                zeros["ok"] = jnp.ones((), bool)
+                new_carry, rec = lax.cond(active, taken, lambda c: (c, zeros), carry)
+            row = layout.pack(rec) if layout is not None else rec
+            return new_carry, row
+
+        (state, history, n, failed), recs = lax.scan(body, (state, history, n0, jnp.bool_(False)), None,
+                                                     length=length)
+        return LoopOutput(state, history, n, failed, recs)
+
+    return loop
