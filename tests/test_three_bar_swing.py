@@ -188,3 +188,24 @@ def test_every_scheme_that_runs_the_swing_follows_the_same_motion(swing2, scheme
     err, err_vi = (np.max(np.abs(s.q[-1] - ref.q[-1])) for s in (ours, own))
     assert err <= max(3 * err_vi, 1e-9), (err, err_vi)
     assert np.max(np.abs(ours.constraint_residual("position"))) <= 1e-9
+
+
+@pytest.mark.slow
+def test_quick_reproduction_of_section_4_2_judges_no_claim_beyond_its_horizon(tmp_path):
+    """`livens reproduce jns-2009 --quick --section 4.2` (minutes): the runs stop at t = 0.4 of 004's
+    t = 1, so every claim about the whole motion is "not reproduced (quick run: ...)" with its
+    measurement kept; eq 14 = eq 16 (a claim about each step) is judged; nothing errors."""
+    import csv
+
+    from livens.cli import main
+
+    rc = main(["reproduce", "jns-2009", "--quick", "--section", "4.2", "--out", str(tmp_path), "--quiet"])
+    assert rc == 0
+    with open(tmp_path / "claims.csv") as f:
+        claims = list(csv.DictReader(f))
+    assert claims and not [c for c in claims if c["verdict"] in ("error", "fails")]
+    whole = [c for c in claims if c["where"].split(", ")[-1].startswith(("Fig. 6", "Fig. 8", "Fig. 9"))]
+    assert len(whole) == 5 and all(c["verdict"] == "not reproduced" and "quick run: T = 0.4 of 1" in c["reason"]
+                                   for c in whole), whole
+    eq = [c for c in claims if "eq 14, 16" in c["where"]]
+    assert len(eq) == 1 and eq[0]["verdict"] == "holds"
