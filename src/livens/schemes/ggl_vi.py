@@ -22,6 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .. import _banded
+from .._cache import CompiledCache
 from .._linalg import block_solve, solver
 from . import register
 from .base import Scheme, State, next_node
@@ -40,9 +42,8 @@ def _residual(u, s: State, h, t, params, mech):
     dq, dp, v0, lam, gam = u["dq"], u["dp"], u["v0"], u["lam"], u["gam"]
     q0 = s.q
     q1, p1 = _nodes(u, s)
-    Minv = mech.Minv()
     qbar = q0 + h * v0
-    w = Minv @ p1
+    w = mech.Minv_mul(p1)
     # G(q_bar)^T gamma, G(q_bar) w and G(q^n)^T lambda as AD vector products: the cost follows
     # that of g, without forming the m x d Jacobians (large systems)
     GbarT_gam = jax.vjp(mech.g, qbar)[1](gam)[0]
@@ -54,7 +55,7 @@ def _residual(u, s: State, h, t, params, mech):
     if mech.has_external_force:
         force = force + mech.F(q0, v0, t)
     return jnp.concatenate([
-        dq - h * v0 - h * Minv @ GbarT_gam,
+        dq - h * v0 - h * mech.Minv_mul(GbarT_gam),
         dp - h * force + h * hess,
         mech.D2L(q0, v0) - p1 - h * hess,
         mech.g(q1),
@@ -291,6 +292,148 @@ class VISTangentMF:
         return jnp.concatenate([dq1, dp1, dv, dl, dg])
 
 
+class VISTangentBanded:
+    """The VI-S tangent of :class:`VISTangent` reduced to a band matrix (chains, beams).
+
+    The elimination of :class:`VISTangent` forms S^-1 = (M + h Hg)^-1, which is dense even where
+    Hg is sparse. Here y = M^-1 dp^{n+1} stays an unknown instead: with (55a) solved for dq1 and
+    (55b) + (55c) for dv (A dv + h G0^T dlambda = b2 + b3, dv = a + Al dlambda where A = M), what
+    remains is, in z = (y, dlambda, dgamma),
+
+        (55c)  S y - Y Al dlambda + h K^T dgamma   = Y a - b3
+        (55d)  G1 Wq Al dlambda + h G1 M^-1 Gb^T dgamma = b4 - G1 (b1 + Wq a)
+        (55e)  Gb y + h K Al dlambda               = b5 - h K a
+
+    (Y = M - h^2 Tq, Wq = h I + h^2 M^-1 Hg; with damping or an external force, A is not M and
+    dv stays an unknown too, with the row A dv + h G0^T dlambda = b2 + b3). Every block is a
+    product of the constraint Jacobians and Hessians, whose couplings are those of g: for a chain
+    the matrix is a band in a suitable order. Its entries come from one application of this
+    linear map per colour of a :class:`livens._banded.BandStructure` (AD products, as in
+    :class:`VISTangentMF`), and it is factorized by LU over its band: a Newton iteration costs
+    O(d) where the dense forms cost O(d^3) or O(m^2 d).
+    """
+
+    def __init__(self, structure, mech, h, A, q0, q1, qbar, w, gam):
+        self.mf = VISTangentMF(mech, h, A, q0, q1, qbar, w, gam)
+        self.s = structure
+        self.d, self.m, self.h = mech.d, mech.m, h
+        self.banded = _banded.BandedTangent(structure, self.apply)
+
+    @property
+    def keeps_dv(self) -> bool:
+        return self.mf.A is not None
+
+    def _dv(self, dl):
+        """The part of dv that depends on dlambda (Al dlambda), or None when dv is an unknown."""
+        return None if self.keeps_dv else -self.h * self.mf.Miop(self.mf.G0T(dl)[0])
+
+    def apply(self, z):
+        """The reduced matrix times z (see the class docstring)."""
+        mf, h, d, m = self.mf, self.h, self.d, self.m
+        Mop, Miop = mf.Mop, mf.Miop
+        y, rest = z[:d], z[d:]
+        if self.keeps_dv:
+            dv, dl, dg = rest[:d], rest[d:d + m], rest[d + m:]
+        else:
+            dl, dg = rest[:m], rest[m:]
+            dv = self._dv(dl)
+        rows_c = Mop(y) + h * mf.Hg(y) - (Mop(dv) - (h * h) * mf.Tq(dv)) + h * mf.KT(dg)[0]
+        dq = h * dv + (h * h) * Miop(mf.Hg(dv)) + h * Miop(mf.GbT(dg)[0])
+        rows = [rows_c, mf.G1(dq), mf.Gb(y) + h * mf.K(dv)]
+        if self.keeps_dv:
+            rows.insert(0, mf.A @ dv + h * mf.G0T(dl)[0])
+        return jnp.concatenate(rows)
+
+    def matrix(self):
+        """The dense Jacobian (for tests), from the blocks of :class:`VISTangentMF`."""
+        return self.mf.matrix()
+
+    def reduced_matrix(self):
+        """The band matrix of the reduced system, dense, in the order of z (for tests)."""
+        return self.banded.matrix()
+
+    def solve(self, b):
+        """dR/dx^-1 b: the reduced system by band LU, then dq1, dp1, dv (class docstring)."""
+        mf, h, d, m = self.mf, self.h, self.d, self.m
+        Mop, Miop = mf.Mop, mf.Miop
+        b1, b2, b3, b4, b5 = b[:d], b[d:2 * d], b[2 * d:3 * d], b[3 * d:3 * d + m], b[3 * d + m:]
+        if self.keeps_dv:
+            rhs = jnp.concatenate([b2 + b3, -b3, b4 - mf.G1(b1), b5])
+            z = self.banded.solve(rhs)
+            y, dv, dl, dg = z[:d], z[d:2 * d], z[2 * d:2 * d + m], z[2 * d + m:]
+        else:
+            a = Miop(b2 + b3)
+            Wa = h * a + (h * h) * Miop(mf.Hg(a))
+            rhs = jnp.concatenate([Mop(a) - (h * h) * mf.Tq(a) - b3, b4 - mf.G1(b1 + Wa), b5 - h * mf.K(a)])
+            z = self.banded.solve(rhs)
+            y, dl, dg = z[:d], z[d:d + m], z[d + m:]
+            dv = a + self._dv(dl)
+        dq1 = b1 + h * dv + (h * h) * Miop(mf.Hg(dv)) + h * Miop(mf.GbT(dg)[0])
+        return jnp.concatenate([dq1, Mop(y), dv, dl, dg])
+
+
+BANDED = True
+"""From :data:`MATRIX_FREE_MIN_D` coordinates on, :func:`_tangent` gives :class:`VISTangentBanded`
+where the reduced system is a narrow band (:func:`band_structure`), else :class:`VISTangentMF`."""
+
+_STRUCTURES = CompiledCache(32)
+
+
+def band_structure(mech, keeps_dv: bool):
+    """The :class:`livens._banded.BandStructure` of :class:`VISTangentBanded`'s reduced system for
+    this system, or None where its band is not narrow (cached per system). Found at random
+    states, multipliers, h and System parameters (:func:`livens._banded.sparsity_pattern`), and
+    checked at one more."""
+    key = (mech.system, mech.symmetries, keeps_dv)
+    if key in _STRUCTURES:
+        return _STRUCTURES[key]
+    rng = np.random.default_rng(20240607)
+    d, m = mech.d, mech.m
+    n = (2 * d if keeps_dv else d) + 2 * m
+
+    def random_point():
+        prm = _banded.random_parameters(mech.system.parameters, rng)
+        q0, q1, qbar, w = (jnp.asarray(rng.standard_normal(d)) for _ in range(4))
+        gam = jnp.asarray(rng.standard_normal(m))
+        h = float(rng.uniform(0.01, 0.1))
+        A = None
+        if keeps_dv:
+            bound = mech.bind(prm)
+            A = bound.M(q0) + h * jnp.asarray(rng.standard_normal((d, d))) * _damping_pattern(bound, q0, rng)
+        return prm, h, A, q0, q1, qbar, w, gam
+
+    @jax.jit
+    def columns(prm, h, A, q0, q1, qbar, w, gam, E):
+        probe = VISTangentBanded.__new__(VISTangentBanded)
+        probe.mf = VISTangentMF(mech.bind(prm), h, A, q0, q1, qbar, w, gam)
+        probe.d, probe.m, probe.h = d, m, h
+        return _columns(probe.apply)(E)
+
+    def columns_at(point, E):
+        return columns(*point, jnp.asarray(E))
+
+    # evaluated now, with numbers, also while a time loop that needs it is being traced
+    with jax.ensure_compile_time_eval():
+        points = [random_point() for _ in range(_banded.SAMPLES)]
+        rows, cols = _banded.sparsity_pattern(columns_at, n, points)
+        structure = _banded.BandStructure(n, rows, cols)
+        if not (structure.narrow and _banded.checked(structure, columns_at, random_point(), rng)):
+            structure = None
+    _STRUCTURES[key] = structure
+    return structure
+
+
+def _damping_pattern(mech, q, rng):
+    """0/1: where h D_v f (damping, external force) can be nonzero, from the AD matrices at q."""
+    D = jnp.zeros((mech.d, mech.d))
+    if mech.has_dissipation:
+        D = D + jnp.abs(mech.C(q))
+    if mech.has_external_force:
+        v = jnp.asarray(rng.standard_normal(mech.d))
+        D = D + jnp.abs(jax.jacfwd(lambda v: mech.F(q, v, float(rng.uniform())))(v))
+    return (D != 0).astype(float)
+
+
 def _tangent(u, s: State, h, t, params, mech):
     """The structured tangent of VI-S (:class:`VISTangent`, or :class:`VISTangentMF` from
     :data:`MATRIX_FREE_MIN_D` coordinates on, or where m = 0); its blocks by AD of g, C and F."""
@@ -298,7 +441,7 @@ def _tangent(u, s: State, h, t, params, mech):
     q0 = s.q
     q1, p1 = _nodes(u, s)
     qbar = q0 + h * v0
-    w = mech.Minv() @ p1
+    w = mech.Minv_mul(p1)
     A = None
     if mech.has_dissipation or mech.has_external_force:
         Dvf = jnp.zeros((mech.d, mech.d))
@@ -308,6 +451,9 @@ def _tangent(u, s: State, h, t, params, mech):
             Dvf = Dvf + jax.jacfwd(lambda v: mech.F(q0, v, t))(v0)
         A = mech.M(q0) - h * Dvf
     if mech.d >= MATRIX_FREE_MIN_D and mech.m:
+        structure = band_structure(mech, A is not None) if BANDED else None
+        if structure is not None:
+            return VISTangentBanded(structure, mech, h, A, q0, q1, qbar, w, gam)
         return VISTangentMF(mech, h, A, q0, q1, qbar, w, gam)
 
     def second_order(q):
