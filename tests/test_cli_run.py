@@ -31,11 +31,11 @@ def _env():
     return env
 
 
-def run_in_pty(argv, timeout=300):
+def run_in_pty(argv, timeout=300, **env):
     """Run argv with its stdout and stderr on a fresh pseudo-terminal (size 0 x 0, as under
     script(1) or a CI runner); returns (exit code, everything it wrote)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=_env(), close_fds=True)
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env={**_env(), **env}, close_fds=True)
     os.close(slave)
     chunks, deadline = [], time.time() + timeout
     try:
@@ -63,8 +63,9 @@ BAR = re.compile(r"\d+%\|.*\| *[\d.]+k?M?/[\d.]+[kM]? \[\d\d:\d\d<\d\d:\d\d, *[\
 
 
 def test_progress_bar_on_a_terminal_from_the_cli():
-    # 4e5 steps of the pendulum: several seconds, so the bar (shown after 2 s) must appear
-    code, text = run_in_pty(LIVENS + ["run", "pendulum-3d", "--h", "1e-5", "--t-end", "4"])
+    # 4e5 steps of the pendulum, about a second on a fast machine: the bar is asked for at once
+    code, text = run_in_pty(LIVENS + ["run", "pendulum-3d", "--h", "1e-5", "--t-end", "4"],
+                            LIVENS_PROGRESS_DELAY="0")
     assert code == 0, text[-2000:]
     bars = BAR.findall(text)
     assert bars, text[-2000:]  # steps done/total, time elapsed<left, rate
@@ -75,7 +76,7 @@ def test_progress_bar_on_a_terminal_from_python():
     script = ("import livens as lv\n"
               "lv.simulate(lv.examples.load('pendulum-3d'), 'VI-S', h=1e-5, t_end=4.0)\n"
               "print('finished')\n")
-    code, text = run_in_pty([sys.executable, "-c", script])
+    code, text = run_in_pty([sys.executable, "-c", script], LIVENS_PROGRESS_DELAY="0")
     assert code == 0, text[-2000:]
     assert BAR.findall(text) and "finished" in text, text[-2000:]
 

@@ -241,7 +241,7 @@ def test_em_gv_derivative_meets_86b_and_85b_for_nonquadratic_constraints():
         q0, p0 = jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.normal(size=3))
         q1 = q0 + scale * jnp.asarray(rng.normal(size=3))
         p1 = p0 + scale * jnp.asarray(rng.normal(size=3))
-        Dq, Dp = (np.asarray(a) for a in _gv_derivative(mech, q0, p0, q1, p1))
+        Dq, Dp = (np.asarray(a) for a in _gv_derivative(mech, q0, p0, q1 - q0, p1 - p0))
         lhs = Dq @ np.asarray(q1 - q0) + Dp @ np.asarray(p1 - p0)
         rhs = np.asarray(mech.gv(q1, p1) - mech.gv(q0, p0))
         assert np.max(np.abs(lhs - rhs)) <= 1e-13 * max(1.0, np.max(np.abs(rhs)))

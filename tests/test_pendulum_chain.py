@@ -59,6 +59,24 @@ def test_chain_energy_kept_by_em():
     assert np.max(np.abs(E - E[0])) <= 1e-11 * max(1.0, abs(E[0]))
 
 
+def test_default_step_follows_n_and_the_chain_of_32_runs_to_its_end():
+    """h(N) = 0.01 min(1, sqrt(2/N)) (measured, see the example's docstring). With h = 0.01 VI-S
+    fails at N = 32 in step 793 (t = 7.93, the chain's whip; tests/test_examples_defaults.py, slow);
+    with the default h = 0.0025 it runs the whole T = 10 (4000 steps, measured energy error 0.31 %
+    of the largest kinetic energy)."""
+    from livens.examples.pendulum_chain import default_step
+
+    assert default_step(1) == default_step(2) == 0.01
+    assert [default_step(n) for n in (8, 32, 128)] == pytest.approx([0.005, 0.0025, 0.00125])
+    problem = lv.examples.load("pendulum-chain", n_bodies=32)
+    assert problem.h == pytest.approx(0.0025) and problem.t_end == 10.0
+    sol = lv.simulate(problem, "VI-S")
+    assert sol.n_steps == 4000
+    assert np.max(np.abs(sol.constraint_residual("position"))) <= 1e-9
+    E = sol.energy()
+    assert np.max(np.abs(E["total"] - E["total"][0])) <= 0.01 * np.max(E["kinetic"])
+
+
 def test_chain_parameters_are_checked():
     with pytest.raises(ValueError, match="n_bodies"):
         lv.examples.load("pendulum-chain", n_bodies=0)

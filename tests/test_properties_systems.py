@@ -60,11 +60,16 @@ SLOW_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[
                          print_blob=True)
 
 
+SINGLE_SYSTEM = {"bs99"}  # schemes made for one system (bs99: the heavy top), refused by every other
+
+
 def runnable(problem):
-    """Every registered scheme that can run ``problem`` (schemes needing M^-1 need a regular constant M)."""
+    """Every registered scheme that can run ``problem`` (schemes needing M^-1 need a regular constant M;
+    a scheme made for one system refuses the others, ``Scheme.applies_to``)."""
     mech = mechanics(problem.system, problem.q0)
     regular = mech.constant_mass and mech.Minv_const is not None
-    return [n for n in lv.schemes.names() if regular or not lv.schemes.get(n)[0].needs_mass_inverse]
+    return [n for n in lv.schemes.names() if (regular or not lv.schemes.get(n)[0].needs_mass_inverse)
+            and lv.schemes.get(n)[0].applies_to(problem, mech) is None]
 
 
 def check_promises(problem, scheme, h, **params):
@@ -170,7 +175,8 @@ CHAIN_STEPS = st.floats(0.002, 0.015)
 
 
 def test_both_systems_run_every_scheme_and_declare_their_symmetries():
-    assert runnable(FOUR) == lv.schemes.names() and runnable(CHAIN) == lv.schemes.names()
+    general = sorted(set(lv.schemes.names()) - SINGLE_SYSTEM)
+    assert runnable(FOUR) == general and runnable(CHAIN) == general
     assert {s.name for s in FOUR.symmetries} == {"L1", "L2", "L3", "J1", "J2", "J3"}
     assert {s.name for s in CHAIN.symmetries} == {"J3"}
     assert MOMENTUM <= set(lv.schemes.names()) and set(ENERGY) <= set(lv.schemes.names())

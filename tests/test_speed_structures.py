@@ -35,7 +35,7 @@ def _forced_double_pendulum():
     p = lv.examples.load("double-spherical-pendulum")
     s = p.system
     drag = jnp.array([0.3, 0.1, 0.2, 0.05, 0.4, 0.1])
-    system = dataclasses.replace(s, external_force=lambda q, v, t: -drag * v * jnp.abs(v) + jnp.sin(t) * q)
+    system = dataclasses.replace(s, external_force=lambda q, v, t, par: -drag * v * jnp.abs(v) + jnp.sin(t) * q)
     return p.replace(system=system)
 
 

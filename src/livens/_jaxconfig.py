@@ -1,4 +1,4 @@
-"""float64 everywhere (DESIGN: Newton, time loop), set before any array is created.
+"""float64 everywhere, set before any array is created.
 
 Also: HDF5 file locking off (before h5py loads), so that a streamed result file can be read while
 the run that writes it is still going (see :mod:`livens.stream`).

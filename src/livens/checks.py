@@ -44,6 +44,10 @@ _TRACER_ERRORS = tuple(
 
 
 def _jax_hint(exc) -> str:
+    if isinstance(exc, TypeError) and "positional argument" in str(exc):
+        return (" (the functions of a System with parameters take the parameter dict as their last "
+                "argument, e.g. potential(q, par), external_force(q, v, t, par); a System without "
+                "parameters calls them without it)")
     if isinstance(exc, _TRACER_ERRORS):
         return (" (JAX traces the model functions: write them with jax.numpy, without numpy functions, "
                 "float() or Python if/else on the coordinates)")

@@ -1,4 +1,4 @@
-"""Command line: ``livens list``, ``livens run``, and the study/reproduce commands (DESIGN: CLI).
+"""Command line: ``livens list``, ``livens run``, and the study/reproduce commands.
 
 ``livens run`` streams the run to ``DIR/<example>_<scheme>.nc`` while it goes (``--out DIR``),
 keeping one node in every ``--save-every`` K, so that memory stays bounded; the CSV and the figure

@@ -1,6 +1,6 @@
 """The integrator core: one time step and the one compiled step loop that every caller runs.
 
-:func:`step` is one time step of a scheme (DESIGN: Schemes): the first guess, Newton's method on
+:func:`step` is one time step of a scheme: the first guess, Newton's method on
 the scheme's residual, the state update, and for schemes in increment form the compensated
 summation of q and p. :func:`make_loop` compiles a ``lax.scan`` of ``length`` such steps:
 

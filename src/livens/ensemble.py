@@ -1,4 +1,4 @@
-"""Ensembles: many initial states of one problem in one compiled call (DESIGN: Studies and scale).
+"""Ensembles: many initial states of one problem in one compiled call.
 
 :func:`simulate_ensemble` integrates B initial states (q0_b, v0_b) of the same system with the
 same scheme, h and t_end. The compiled chunk of time steps of :func:`livens.simulate` is mapped

@@ -1,5 +1,5 @@
 """The discrete flow of a scheme as a pure, differentiable function of the initial state and the
-System's parameters (DESIGN: Data flow; Public API ``lv.flow``).
+System's parameters.
 
 ``F = lv.flow(problem, "VI-S", h=0.01, n_steps=1000)`` is a function ``F(q0, v0, params=None)``
 that runs the whole simulation with the step loop of :mod:`livens.core` (the loop

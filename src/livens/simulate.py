@@ -1,5 +1,5 @@
 """The time loop of :func:`simulate`: the host side around the compiled step loop of
-:mod:`livens.core` (DESIGN: Newton, time loop).
+:mod:`livens.core`.
 
 The run goes in chunks of ``chunk`` steps, each one call of the compiled loop (a ``lax.scan``).
 h, t_end, the tolerance, max_iter and the scheme's and System's parameters are runtime values:
@@ -172,6 +172,9 @@ def resolve(problem: Problem, scheme, params: dict):
     sch, alias_params = get_scheme(scheme)
     vals = sch.resolve_params(params, alias_params)
     mech = mechanics(problem.system, problem.q0)
+    reason = sch.applies_to(problem, mech)
+    if reason is not None:
+        raise ValueError(reason)
     _mass_requirements(sch, mech)
     if mech.has_dissipation and not sch.supports_dissipation:
         from .schemes import names, get

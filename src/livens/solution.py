@@ -1,6 +1,6 @@
 """Solution: the arrays of a run, its diagnostics, and lossless export (netCDF, CSV).
 
-Arrays (DESIGN: Public API): t (N+1,), q and p (N+1, d), v (N+1, d) for nodal velocities or
+Arrays: t (N+1,), q and p (N+1, d), v (N+1, d) for nodal velocities or
 (N, d) for "interval"/"leading" ones (see ``velocity_kind``), lam and gam (N, m), newton_iterations
 and newton_residual (N,).
 """

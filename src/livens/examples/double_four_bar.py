@@ -17,6 +17,12 @@ Numbering: the bars follow the paper (B4, B5 upper, so that eq 74b and 78-79 rea
 the initial data are those of papers/README.md (metis), whose bars 1-5 are our B1, B4, B2, B5, B3.
 No symmetry applies (gravity and the ground pins); the angular momentum of eq 75 is available as
 ``Assembly.rotation()`` for monitoring.
+
+Parameter range: h and T are the paper's; every scheme runs them at the paper's data
+(tests/test_examples_defaults.py), VI-B with its nodal momenta off the velocity constraint after
+the first dead-centre position (its parasitic root -1 at vartheta = 1/2,
+:mod:`livens.schemes.ggl_theta`). The bars turn at about v0 / l (plus what gravity adds): scale h
+with l / v0 for a faster start.
 """
 import numpy as np
 

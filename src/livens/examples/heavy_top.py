@@ -7,6 +7,11 @@ l = 0.075, nutation alpha0 = pi/3 (eq 108-110), omega_p = 10 and omega_s from th
 condition (eq 112, = 135.6). Defaults h = 0.002, T = 2 (000 §5.1). Symmetry: rotation about e3
 acting on all four 3-blocks (eq 105-107).
 
+Parameter range: h and T are the papers' and every scheme runs them at the paper's data
+(tests/test_examples_defaults.py). The fastest motion is the spin omega_s (135.6 rad/s, 23 steps per
+turn at h = 0.002); other data change omega_s by eq 112 (a smaller I3 or omega_p spins the top
+faster): scale h with 1 / omega_s.
+
 Built from :mod:`livens.bodies`: a :class:`~livens.bodies.RigidBody` "top" (eq 100-103), a
 :class:`~livens.bodies.FixedPoint` "tip" for its material point X = (0, 0, -l) with scale 1/l, so that
 g_ext = (phi - l d3)/l = phi/l - d3 exactly as eq 104, and :class:`~livens.bodies.Gravity`

@@ -4,6 +4,10 @@ A point mass m on a massless rod of length l (constraint 1/2 (q.q/l^2 - 1) = 0, 
 gravity b = -9.81 e3 (V = -m b.q). Starts at q0 = e1 with v0 = e2; h = 0.05, T = 10.
 Symmetry: rotation about e3 (J3 = (q x p).e3, eq 98). System parameters (runtime values for
 ``lv.simulate(parameters=...)`` and ``lv.flow``): ``length`` and ``gravity``.
+
+Parameter range: h and T are the paper's and every scheme runs them at the paper's data
+(tests/test_examples_defaults.py). The step resolves the swing (period about 2 pi sqrt(l/g) = 2 s,
+40 steps); for another ``length`` or ``gravity`` scale h with sqrt(length / gravity).
 """
 import jax.numpy as jnp
 import numpy as np

@@ -1,4 +1,4 @@
-"""A chain of N spherical pendulums in absolute coordinates: the scalable example (issue 7).
+"""A chain of N spherical pendulums in absolute coordinates, the example whose size scales.
 
 N point masses x_1, ..., x_N in R^3 (q = (x_1, ..., x_N), d = 3N) joined by massless rigid rods,
 the first hung from the origin, under gravity -g e3:
@@ -12,8 +12,26 @@ absolute instead of relative coordinates: for N = 2, x_1 = u_1 and x_2 = u_1 + u
 covariant). The chain starts straight along e1 (x_k = (l_1 + ... + l_k) e1); body 1 moves with
 velocity e2 and the others with e2 + e3, so that the relative velocities u_1' = e2, u_2' = e3,
 u_k' = 0 (k > 2) extend 004 §4.1's initial state; the state is consistent (every rod's length is
-kept: (x_k - x_{k-1}) . (v_k - v_{k-1}) = 0). Defaults h = 0.01, T = 10 (as 004 §4.1).
-Symmetry: rotation about e3 acting on every body (J3 = sum_k (x_k x p_k) . e3).
+kept: (x_k - x_{k-1}) . (v_k - v_{k-1}) = 0). Symmetry: rotation about e3 acting on every body
+(J3 = sum_k (x_k x p_k) . e3).
+
+Defaults: T = 10 (as 004 §4.1) and a step that follows N,
+
+    h(N) = 0.01 min(1, sqrt(2 / N))        (0.01 for N <= 2, as 004 §4.1; 0.0025 at N = 32),
+
+because the falling chain whips: the largest angular rate of a link, |x_k' - x_{k-1}'| / l_k,
+grows with N (measured with VI-S up to T = 10: 15 rad/s at N = 4, 24 at N = 8, 42 at N = 16,
+50-60 at N = 32, 60-77 at N = 128), and VI-S finds no solution of a step (Newton and its rescue
+fail) once h times that rate exceeds about 0.35-0.45. With h = 0.01, VI-S fails at N = 16, 32, 64
+and 128 (at t = 9.36, 7.93, 3.69, 5.17). Measured, the largest h at which VI-S runs to T = 10
+(tried: 0.02, 0.014, 0.01, 0.0095 to 0.0055 in steps of 0.0005, 0.00707, 0.005, 0.0035):
+N = 4: >= 0.02; N = 8: 0.014 (fails at 0.02); N = 16: 0.0085 (fails from 0.009); N = 32: 0.00707
+(fails at 0.0075-0.014); N = 64: 0.009 (fails from 0.0095); N = 128: 0.006 (fails from 0.0065).
+The rule keeps a factor of at least 2.4 below these over N = 4..128 (2.4 at N = 16, 2.8 at 8 and
+32, about 5 at 64 and 128). RATTLE runs h = 0.01 for every N = 4..128 with an energy error of at
+most 1.4 % of the largest kinetic energy of the run, so the rule is VI-S's. The measurements are
+for unit masses and lengths (the defaults); other values change the rates: check the energy error
+or pass h. Documented range: n_bodies = 1..128.
 
 The constraint Jacobian is sparse (each rod couples two bodies). VI-S's matrix-free tangent
 (used from d = 64 on) follows that sparsity through AD products; its dense 2m x 2m system remains,
@@ -40,9 +58,15 @@ def _per_body(name: str, value, n: int) -> np.ndarray:
     return a
 
 
+def default_step(n_bodies: int) -> float:
+    """h(N) = 0.01 min(1, sqrt(2 / N)): the default step of a chain of N bodies (module docstring)."""
+    return 0.01 * min(1.0, float(np.sqrt(2.0 / n_bodies)))
+
+
 @register("pendulum-chain")
 def pendulum_chain(n_bodies: int = 8, mass=1.0, length=1.0, gravity: float = 9.81) -> Problem:
-    """N spherical pendulums in a chain (004 §4.1 continued to N bodies, absolute coordinates).
+    """N spherical pendulums in a chain (004 §4.1 continued to N bodies, absolute coordinates);
+    T = 10 and h = :func:`default_step` (N).
 
     ``mass`` and ``length`` are one number for every body and rod, or one per body (rod k joins
     body k - 1, or the origin for k = 1, to body k).
@@ -74,6 +98,6 @@ def pendulum_chain(n_bodies: int = 8, mass=1.0, length=1.0, gravity: float = 9.8
     e1, e2, e3 = np.eye(3)
     q0 = np.concatenate([np.cumsum(lengths)[k] * e1 for k in range(n)])
     v0 = np.concatenate([e2] + [e2 + e3] * (n - 1))
-    return Problem(system, q0=q0, v0=v0, h=0.01, t_end=10.0,
+    return Problem(system, q0=q0, v0=v0, h=default_step(n), t_end=10.0,
                    symmetries=[Symmetry.rotation([0, 0, 1], blocks=n, name="J3")],
                    name="pendulum-chain")

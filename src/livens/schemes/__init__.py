@@ -1,4 +1,4 @@
-"""Scheme registry: canonical names and the papers' aliases (DESIGN: Schemes table).
+"""Scheme registry: canonical names and the papers' aliases.
 
 Every module in this package that defines schemes registers them with :func:`register` at import;
 modules are discovered automatically, so a new scheme needs no change to the core.

@@ -1,6 +1,6 @@
 """The scheme interface: residual R(x; state_n, h, t_n) = 0, first guess, state update.
 
-A scheme is plain data and pure functions (DESIGN: Schemes). The time loop never looks inside:
+A scheme is plain data and pure functions. The time loop never looks inside:
 it packs the named unknowns into one vector, calls Newton on the residual and hands the solution
 to ``update``. New schemes plug in through :func:`livens.schemes.register`.
 """
@@ -160,6 +160,8 @@ class Scheme:
         written so that no difference q^{n+1} - q^n is formed in the residual; the time loop then
         accumulates q and p by :func:`compensated_add`. Set by default where the unknowns are
         "dq" and "dp".
+    applicability(problem, mech) -> None, or why the scheme cannot run this system (a scheme made
+        for one system, e.g. ``bs99``); :meth:`applies_to` asks it, ``simulate.resolve`` refuses.
     """
 
     name: str
@@ -186,6 +188,7 @@ class Scheme:
     preferred_guess: str = "extrapolated"  # Newton's first guess when the caller names none (livens.guess)
     uses_symmetries: bool = False  # True: the residual reads mech.symmetries (discrete gradients, 002 eq 85)
     increments: Callable | None = None  # u -> (dq, dp) in increment form; default from the names, False: none
+    applicability: Callable | None = None  # (problem, mech) -> None or the reason it cannot run the system
 
     def __post_init__(self):
         names = tuple(n for n, _ in self.unknowns)
@@ -197,6 +200,11 @@ class Scheme:
             object.__setattr__(self, "enforced", enforced_position)
         if self.increments is None and "dq" in names and "dp" in names:
             object.__setattr__(self, "increments", _increments)
+
+    def applies_to(self, problem, mech) -> str | None:
+        """None when the scheme can run ``problem`` as far as its own equations go, else the reason
+        (the mass matrix, dissipation and external forces are checked by ``simulate.resolve``)."""
+        return None if self.applicability is None else self.applicability(problem, mech)
 
     def sizes(self, d: int, m: int) -> list[tuple[str, int]]:
         out = []

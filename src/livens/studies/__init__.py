@@ -1,5 +1,5 @@
 """Studies: convergence, stability, computational effort, velocity bounds, and the reproduction of
-the papers' figures and tables (DESIGN: Studies and scale).
+the papers' figures and tables.
 
 A study is a list of independent runs (plain-data :class:`RunSpec`) plus a reducer::
 

@@ -1,5 +1,5 @@
-"""``livens study convergence|stability|effort|velocity-bound ...`` and ``livens reproduce PAPER``
-(DESIGN: CLI). Added to the main parser by :func:`add_parsers`.
+"""``livens study convergence|stability|effort|velocity-bound ...`` and ``livens reproduce PAPER``.
+Added to the main parser by :func:`add_parsers`.
 
 Examples::
 

@@ -1,4 +1,4 @@
-"""Executors: where the independent runs of a study execute (DESIGN: Studies and scale).
+"""Executors: where the independent runs of a study execute.
 
 By default on the local machine with no set-up: in this process, or in a pool of ``processes``
 worker processes (spawned, so JAX is never forked). Given ``scheduler="tcp://host:port"`` the
@@ -118,15 +118,10 @@ class _Progress:
         self.bar = None
         self.steps = 0
         self.t0 = time.perf_counter()
-        if enabled is False or total == 0:
+        if total == 0:
             return
-        if enabled is None and not sys.stderr.isatty():
-            return
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:  # pragma: no cover
-            return
-        self.bar = tqdm(total=total, unit="run", desc=desc, leave=False)
+        from livens._progress import progress_bar
+        self.bar = progress_bar(total, enabled, unit="run", delay=0.0, desc=desc)
 
     def __call__(self, res: RunResult):
         if self.bar is None:

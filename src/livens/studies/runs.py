@@ -1,6 +1,6 @@
 """One run of a study: a plain-data specification (:class:`RunSpec`) and its execution.
 
-A study is a list of independent runs plus a reducer (DESIGN: Studies and scale). A run is
+A study is a list of independent runs plus a reducer. A run is
 described by plain data only (example name and parameters, scheme name and parameters, h, t_end,
 every Newton setting: tolerance, max_iter, first guess, rescue; what to record), so that it can be
 hashed (identical runs are executed once),

@@ -3,8 +3,8 @@ variational principle for constrained mechanical systems*, Nonlinear Dyn. (2023)
 
 §6.1 mathematical pendulum in 3D (Figs 2-15), §6.2 heavy top (Figs 17-20, orders eq 113-114),
 §6.3 four-particle system (Figs 23-33, Table 2, orders eq 128). Schemes VI-S (eq 55), VI-A (eq 79),
-VI-B (eq 82-83), EM (eq 84-91), EM-G (Gonzalez 1999), BS99 (Bobenko and Suris 1999, 002 App. A.8:
-in the heavy top's order study, Figs 18-19, whenever a scheme of that name is registered).
+VI-B (eq 82-83), EM (eq 84-91), EM-G (Gonzalez 1999), BS99 (Bobenko, Suris 1999; 002 App. A.8, missing from
+our text; :mod:`livens.schemes.bs99`: in the heavy top's order study, Figs 18-19).
 
 Newton as in the paper (tolerance 1e-9, simple guess, no rescue); the claims about the stability
 study's horizon T = 1000 are not judged from the quick variant's shorter runs.
