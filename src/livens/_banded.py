@@ -83,7 +83,7 @@ class BandStructure:
         self.ku = int(np.max(ci - ri, initial=0))
         self.b = b = max(1, self.kl, self.ku)
         self.nb = nb = -(-n // b)
-        self.colors = _color_columns(A.tocsc(), A)
+        self.colors = _color_columns(A.tocsc(), A, perm)
         self.ncolors = int(self.colors.max(initial=-1)) + 1
         # where each entry of the blocks comes from
         zero, one = n * self.ncolors, n * self.ncolors + 1
@@ -152,13 +152,14 @@ def random_parameters(defaults, rng):
     return out
 
 
-def _color_columns(A_csc, A_csr) -> np.ndarray:
-    """Greedy colouring of the columns of A: two columns that share a row get different colours."""
+def _color_columns(A_csc, A_csr, order) -> np.ndarray:
+    """Greedy colouring of the columns of A, taken in ``order``: two columns that share a row get
+    different colours. In the band's order this needs at most kl + ku + 1 colours."""
     n = A_csc.shape[1]
     colors = np.full(n, -1, np.int64)
     indptr_c, rows_of = A_csc.indptr, A_csc.indices
     indptr_r, cols_of = A_csr.indptr, A_csr.indices
-    for j in range(n):
+    for j in order:
         rows = rows_of[indptr_c[j]:indptr_c[j + 1]]
         neighbours = np.unique(np.concatenate([cols_of[indptr_r[i]:indptr_r[i + 1]] for i in rows])) if rows.size \
             else np.zeros(0, np.int64)

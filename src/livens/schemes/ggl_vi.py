@@ -372,18 +372,25 @@ class VISTangentBanded:
         return jnp.concatenate([dq1, Mop(y), dv, dl, dg])
 
 
-BANDED = True
-"""From :data:`MATRIX_FREE_MIN_D` coordinates on, :func:`_tangent` gives :class:`VISTangentBanded`
-where the reduced system is a narrow band (:func:`band_structure`), else :class:`VISTangentMF`."""
+BANDED_MIN_D = 64
+"""From this many coordinates on, :func:`_tangent` gives :class:`VISTangentBanded` where the
+reduced system of that form is a narrow band (:func:`band_structure`), else :class:`VISTangentMF`
+(from :data:`MATRIX_FREE_MIN_D` on) or :class:`VISTangent`. Below it the band LU's sequence of
+small factorizations costs more than the dense forms' few large ones (``python -m benchmarks``)."""
 
 _STRUCTURES = CompiledCache(32)
 
 
 def band_structure(mech, keeps_dv: bool):
     """The :class:`livens._banded.BandStructure` of :class:`VISTangentBanded`'s reduced system for
-    this system, or None where its band is not narrow (cached per system). Found at random
-    states, multipliers, h and System parameters (:func:`livens._banded.sparsity_pattern`), and
-    checked at one more."""
+    this system, or None where its band is not narrow (cached per system: found once, at the
+    compilation of the first run, for every h).
+
+    The pattern is the union of the nonzeros of the reduced matrix at a few random points
+    (:func:`livens._banded.sparsity_pattern`): random states, multipliers, h, t and System
+    parameters, with the damping and external force's velocity derivative by AD at each point
+    (``keeps_dv``); the band assembled from it is checked against the matrix at one more point
+    (:func:`livens._banded.checked`), and given up (None) where they differ."""
     key = (mech.system, mech.symmetries, keeps_dv)
     if key in _STRUCTURES:
         return _STRUCTURES[key]
@@ -393,19 +400,17 @@ def band_structure(mech, keeps_dv: bool):
 
     def random_point():
         prm = _banded.random_parameters(mech.system.parameters, rng)
-        q0, q1, qbar, w = (jnp.asarray(rng.standard_normal(d)) for _ in range(4))
+        q0, v0, q1, qbar, w = (jnp.asarray(rng.standard_normal(d)) for _ in range(5))
         gam = jnp.asarray(rng.standard_normal(m))
-        h = float(rng.uniform(0.01, 0.1))
-        A = None
-        if keeps_dv:
-            bound = mech.bind(prm)
-            A = bound.M(q0) + h * jnp.asarray(rng.standard_normal((d, d))) * _damping_pattern(bound, q0, rng)
-        return prm, h, A, q0, q1, qbar, w, gam
+        h, t = float(rng.uniform(0.01, 0.1)), float(rng.uniform(0.0, 1.0))
+        return prm, h, t, q0, v0, q1, qbar, w, gam
 
     @jax.jit
-    def columns(prm, h, A, q0, q1, qbar, w, gam, E):
+    def columns(prm, h, t, q0, v0, q1, qbar, w, gam, E):
+        bound = mech.bind(prm)
+        A = _velocity_matrix(bound, q0, v0, t, h)
         probe = VISTangentBanded.__new__(VISTangentBanded)
-        probe.mf = VISTangentMF(mech.bind(prm), h, A, q0, q1, qbar, w, gam)
+        probe.mf = VISTangentMF(bound, h, A, q0, q1, qbar, w, gam)
         probe.d, probe.m, probe.h = d, m, h
         return _columns(probe.apply)(E)
 
@@ -423,37 +428,35 @@ def band_structure(mech, keeps_dv: bool):
     return structure
 
 
-def _damping_pattern(mech, q, rng):
-    """0/1: where h D_v f (damping, external force) can be nonzero, from the AD matrices at q."""
-    D = jnp.zeros((mech.d, mech.d))
+def _velocity_matrix(mech, q0, v0, t, h):
+    """A = M - h D_v f (f the force of 002 eq 55b / 000 eq 57b: -C(q^n) v^n + F(q^n, v^n, t^n)),
+    or None without damping and external force (then A = M)."""
+    if not (mech.has_dissipation or mech.has_external_force):
+        return None
+    Dvf = jnp.zeros((mech.d, mech.d))
     if mech.has_dissipation:
-        D = D + jnp.abs(mech.C(q))
+        Dvf = Dvf - mech.C(q0)
     if mech.has_external_force:
-        v = jnp.asarray(rng.standard_normal(mech.d))
-        D = D + jnp.abs(jax.jacfwd(lambda v: mech.F(q, v, float(rng.uniform())))(v))
-    return (D != 0).astype(float)
+        Dvf = Dvf + jax.jacfwd(lambda v: mech.F(q0, v, t))(v0)
+    return mech.M(q0) - h * Dvf
 
 
 def _tangent(u, s: State, h, t, params, mech):
-    """The structured tangent of VI-S (:class:`VISTangent`, or :class:`VISTangentMF` from
-    :data:`MATRIX_FREE_MIN_D` coordinates on, or where m = 0); its blocks by AD of g, C and F."""
+    """The structured tangent of VI-S: :class:`VISTangentBanded` from :data:`BANDED_MIN_D`
+    coordinates on where its reduced system is a narrow band, else :class:`VISTangentMF` from
+    :data:`MATRIX_FREE_MIN_D` coordinates on, else (or where m = 0) :class:`VISTangent`; their
+    blocks by AD of g, C and F."""
     v0, gam = u["v0"], u["gam"]
     q0 = s.q
     q1, p1 = _nodes(u, s)
     qbar = q0 + h * v0
     w = mech.Minv_mul(p1)
-    A = None
-    if mech.has_dissipation or mech.has_external_force:
-        Dvf = jnp.zeros((mech.d, mech.d))
-        if mech.has_dissipation:
-            Dvf = Dvf - mech.C(q0)
-        if mech.has_external_force:
-            Dvf = Dvf + jax.jacfwd(lambda v: mech.F(q0, v, t))(v0)
-        A = mech.M(q0) - h * Dvf
-    if mech.d >= MATRIX_FREE_MIN_D and mech.m:
-        structure = band_structure(mech, A is not None) if BANDED else None
+    A = _velocity_matrix(mech, q0, v0, t, h)
+    if mech.m and mech.d >= BANDED_MIN_D:
+        structure = band_structure(mech, A is not None)
         if structure is not None:
             return VISTangentBanded(structure, mech, h, A, q0, q1, qbar, w, gam)
+    if mech.d >= MATRIX_FREE_MIN_D and mech.m:
         return VISTangentMF(mech, h, A, q0, q1, qbar, w, gam)
 
     def second_order(q):
@@ -464,6 +467,7 @@ def _tangent(u, s: State, h, t, params, mech):
 
     K, Hg, Tq = jax.jacfwd(second_order)(qbar)
     return VISTangent(mech, h, A, mech.G(q0), mech.G(q1), mech.G(qbar), K, Hg, Tq)
+
 
 VI_S = register(
     Scheme(
