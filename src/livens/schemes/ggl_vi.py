@@ -14,6 +14,13 @@ q_bar = q^n + h v^n (002 eq 53):
 000 eq 41b and 57b print M^-1 p^n in the gamma term; the derivation (000 eq 40b) and 002 eq 55b
 give M^-1 p^{n+1}, which is used here. An external force enters like the damping force, at t^n.
 Symplectic, conserves momentum maps, g(q) = 0 at the nodes; first order.
+
+Newton's tangent dR/dx is structured (:func:`_tangent`), each form tested against the AD Jacobian:
+:class:`VISTangent` (dense blocks, block elimination) for small systems; from
+:data:`BANDED_MIN_D` coordinates on :class:`VISTangentBanded` where the reduced Newton system is a
+narrow band in some order of the unknowns (chains: found once per system by
+:func:`band_structure`), factorized by LU over the band at a cost per iteration linear in d;
+otherwise, from :data:`MATRIX_FREE_MIN_D` on, the matrix-free :class:`VISTangentMF`.
 """
 from __future__ import annotations
 
@@ -182,7 +189,8 @@ cost (``python -m benchmarks``). Not used by :class:`VISTangentMF` (in the chain
 step much slower, not understood)."""
 
 MATRIX_FREE_MIN_D = 64
-"""From this many coordinates on, :func:`_tangent` gives the matrix-free :class:`VISTangentMF`."""
+"""From this many coordinates on, :func:`_tangent` gives the matrix-free :class:`VISTangentMF`
+where the banded :class:`VISTangentBanded` does not apply (no narrow band)."""
 
 
 def _columns(f):
@@ -372,11 +380,12 @@ class VISTangentBanded:
         return jnp.concatenate([dq1, Mop(y), dv, dl, dg])
 
 
-BANDED_MIN_D = 64
+BANDED_MIN_D = 54
 """From this many coordinates on, :func:`_tangent` gives :class:`VISTangentBanded` where the
 reduced system of that form is a narrow band (:func:`band_structure`), else :class:`VISTangentMF`
 (from :data:`MATRIX_FREE_MIN_D` on) or :class:`VISTangent`. Below it the band LU's sequence of
-small factorizations costs more than the dense forms' few large ones (``python -m benchmarks``)."""
+small factorizations cost more than the dense form's few large ones on the pendulum chain
+(both timed side by side for N = 8 to 20 bodies; about equal at N = 18, d = 54)."""
 
 _STRUCTURES = CompiledCache(32)
 
