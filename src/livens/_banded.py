@@ -9,18 +9,21 @@ iteration costs O(n) instead of the O(n^3) of a dense LU:
 - :func:`sparsity_pattern`: the nonzero pattern of dR/dx, the union of the nonzeros of the AD
   Jacobian at a few random points (state, unknowns, h, t and parameters all random, so that no
   entry vanishes by coincidence);
-- :func:`band_structure`: the reverse Cuthill-McKee order of that pattern (SciPy), its half
+- :class:`BandStructure`: the reverse Cuthill-McKee order of that pattern (SciPy), its half
   bandwidth b, and a colouring of the columns: columns that share no row get one colour, so that
-  one Jacobian-vector product per colour gives every entry (Curtis, Powell, Reid 1974). None
-  where the band is not narrow (then the dense solve is cheaper);
+  one Jacobian-vector product per colour gives every entry (Curtis, Powell, Reid 1974);
+  :attr:`BandStructure.narrow` says whether the band is worth it;
 - :class:`BandedTangent`: the tangent assembled from those products into the b x b blocks of a
   block-tridiagonal matrix, and :meth:`BandedTangent.solve`, LU with partial pivoting over the
   blocks (:func:`block_tridiagonal_solve`), the same solve as the dense LU up to round-off.
 
 The pattern is found numerically: an entry that vanishes at every sample point (a branch of
-``jnp.where`` that none of them takes) would be missed. :func:`band_structure` therefore checks
-the assembled tangent against ``jax.jvp`` of the residual at one more random point and gives up
-the band (None) where they differ.
+``jnp.where`` that none of them takes) would be missed. :func:`checked` therefore compares the
+band assembled at one more random point with the Jacobian-vector product there, and the caller
+(:func:`livens.schemes.ggl_vi.band_structure`) gives up the band where they differ. An entry
+that vanishes at that point too is still missed: Newton then iterates with an inexact tangent
+(more iterations, or a failed step and its rescue, which uses the AD Jacobian), never to a
+different solution, since it stops on the residual.
 """
 from __future__ import annotations
 
@@ -256,4 +259,5 @@ class BandedTangent:
         return A[s.inv][:, s.inv]
 
 
-__all__ = ["BandStructure", "BandedTangent", "block_tridiagonal_solve", "random_parameters", "sparsity_pattern", "SAMPLES"]
+__all__ = ["BandStructure", "BandedTangent", "block_tridiagonal_solve", "checked", "random_parameters", "sparsity_pattern",
+           "SAMPLES"]
