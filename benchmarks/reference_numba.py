@@ -26,7 +26,8 @@ loop is one ``@njit`` function that allocates nothing per step; Numba compiles i
 (seconds) and keeps it in ``benchmarks/__pycache__``.
 First guesses (``guess=``), as :func:`livens.simulate` names them: "simple" (the unknowns of step n,
 002 Table 2), "advanced" (q^{n+1} = q^n + h v^n) and "extrapolated" (livens' default,
-:mod:`livens.guess`: the quartic through the last five solutions where its residual is below the
+:mod:`livens.guess`: the quartic through the last five solutions (the increments q^{n+1} - q^n,
+p^{n+1} - p^n and the other unknowns, as livens solves for them) where its residual is below the
 advanced guess's, the comparison skipped for up to 7 steps once the prediction's residual is below
 a tenth of it), ported line by line so that both take the same Newton iterations.
 
@@ -218,6 +219,9 @@ def _run(kind, q0, v0, mdiag, c, m, h, n_steps, tol, max_iter, mode, weights, P,
                     for j in range(known):
                         s += weights[known, j] * X[j, i]
                     x[i] = s
+                for i in range(d):  # livens extrapolates the increments q^{n+1} - q^n, p^{n+1} - p^n
+                    x[i] += qn[i]
+                    x[d + i] += pn[i]
             else:
                 x[:] = xs
             _residual(kind, x, qn, pn, G0, dV0, mdiag, h, c, d, m, r, qb, w, Gb, H)
@@ -253,6 +257,9 @@ def _run(kind, q0, v0, mdiag, c, m, h, n_steps, tol, max_iter, mode, weights, P,
             for j in range(HISTORY - 1, 0, -1):
                 X[j] = X[j - 1]
             X[0] = x
+            for i in range(d):
+                X[0, i] -= qn[i]
+                X[0, d + i] -= pn[i]
             known = min(known + 1, HISTORY)
         q[step + 1], p[step + 1] = x[0:d], x[d:2 * d]
         v[step], lam[step], gam[step] = x[2 * d:3 * d], x[3 * d:3 * d + m], x[3 * d + m:]
