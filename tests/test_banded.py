@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _tangents import assert_tangent_equals_ad
 
 import livens as lv
-from _tangents import assert_tangent_equals_ad
 from livens import _banded
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_vi

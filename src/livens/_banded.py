@@ -27,11 +27,10 @@ different solution, since it stops on the residual.
 """
 from __future__ import annotations
 
-import numpy as np
-
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import numpy as np
 from jax import lax
 
 SAMPLES = 3
@@ -182,7 +181,7 @@ def block_tridiagonal_solve(L, D, U, rhs):
     row exchanges applied to the two block rows (so U gains a second super-diagonal block, as in
     LAPACK's band LU), the right-hand side eliminated on the way; then back substitution. The
     same pivots as a dense LU restricted to the band; exact up to round-off."""
-    nb, b = D.shape[0], D.shape[1]
+    b = D.shape[1]
     dtype = D.dtype
     Zb = jnp.zeros((1, b, b), dtype)
     # the next block row of each step; after the last one a block row (0, I, 0 | 0)
@@ -259,5 +258,12 @@ class BandedTangent:
         return A[s.inv][:, s.inv]
 
 
-__all__ = ["BandStructure", "BandedTangent", "block_tridiagonal_solve", "checked", "random_parameters", "sparsity_pattern",
-           "SAMPLES"]
+__all__ = [
+    "SAMPLES",
+    "BandStructure",
+    "BandedTangent",
+    "block_tridiagonal_solve",
+    "checked",
+    "random_parameters",
+    "sparsity_pattern",
+]

@@ -219,7 +219,7 @@ class VISTangentMF:
         grad_gam = jax.grad(lambda y: gam @ g(y))
         self.Gb = jax.linearize(g, qbar)[1]                                   # V -> G(q_bar) V
         self.GbT = jax.vjp(g, qbar)[1]                                        # y -> G(q_bar)^T y
-        Gw = lambda q: jax.jvp(g, (q,), (w,))[1]                              # noqa: E731
+        Gw = lambda q: jax.jvp(g, (q,), (w,))[1]
         self.K = jax.linearize(Gw, qbar)[1]                                   # V -> K V
         self.KT = jax.vjp(Gw, qbar)[1]                                        # y -> K^T y
         self.Hg = jax.linearize(grad_gam, qbar)[1]                            # V -> Hg V
