@@ -6,6 +6,7 @@ Usage::
     python -m benchmarks --quick             # the targets only (a few minutes)
     python -m benchmarks --update-baseline   # write benchmarks/baseline.json from this run
     python -m benchmarks --only heavy-top    # pairs whose example or scheme matches
+    python -m benchmarks --only three-bar-swing   # the swing's section alone (004 §4.2, 10 and 40 elements)
     python -m benchmarks --yardsticks        # livens beside the compiled VI-S and Exudyn only
 
 Every figure is measured after compilation (compile times are reported separately) as the best of
@@ -176,9 +177,74 @@ def measure_chain(lv, sizes, chain_steps: int, repeats: int) -> dict:
     return out
 
 
+SWING = "three-bar-swing"
+SWING_SCHEMES = ("vi-lagrange", "vi-nullspace", "livens-em", "livens-midpoint")
+
+
+def _swing_profile(lv, problem, repeats: int = 20) -> dict:
+    """Where a vi-lagrange step of the swing spends its time: one evaluation of the residual (004 eq 14),
+    of its Newton matrix (AD, block by block) and one dense LU solve of that matrix, each jit-compiled
+    alone and timed as the best of ``repeats`` calls (ms)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from livens.mechanics import mechanics
+    from livens.schemes import get
+    from livens.schemes.base import State
+
+    mech = mechanics(problem.system, problem.q0)
+    d, m = mech.d, mech.m
+    sch, _ = get("vi-lagrange")
+    q0 = jnp.asarray(problem.q0)
+    q1 = q0 + 1e-4 * jnp.asarray(np.random.default_rng(0).standard_normal(d))
+    s = State(q=q0, p=jnp.zeros(d), v=jnp.zeros(d), lam=jnp.zeros(m), gam=jnp.zeros(m), extra={"q_next": q1})
+    h = problem.h
+    res = lambda u: sch.residual(u, s, h, 0.0, {}, mech)  # noqa: E731
+    x = jnp.concatenate([q1, jnp.zeros(m)])
+    R = jax.jit(lambda x: res(sch.unpack(x, d, m)))
+    J = jax.jit(lambda x: sch.jacobian_by_blocks(res, x, d, m))
+    solve = jax.jit(jnp.linalg.solve)
+    A, b = J(x), R(x)
+    out = {"unknowns": int(x.shape[0])}
+    for name, fn, args in (("residual_ms", R, (x,)), ("jacobian_ms", J, (x,)), ("lu_solve_ms", solve, (A, b))):
+        jax.block_until_ready(fn(*args))
+        _, wall = _best(lambda: jax.block_until_ready(fn(*args)), repeats)
+        out[name] = round(wall * 1e3, 3)
+    return out
+
+
+def measure_swing(lv, sizes=(10, 40), steps=None, repeats: int = 2) -> dict:
+    """The three-bar swing (004 §4.2) at 004's h = 5e-4 for each scheme that runs it: compile time,
+    steps/s over the first steps of the pulse, Newton iterations; and the profile of one vi-lagrange
+    step (residual, Newton matrix, dense LU) for each number of elements."""
+    steps = steps or {10: 200, 40: 40}
+    few = {10: 20, 40: 4}  # vi-nullspace: an inner projection (a compiled loop of Hessians of g) per residual
+    rows = {}
+    for n in sizes:
+        problem = lv.examples.load(SWING, n_elements=n)
+        h = problem.h
+        for sc in SWING_SCHEMES:
+            k = (few if sc == "vi-nullspace" else steps).get(n, 40)
+            key = f"{n}|{sc}"
+            t0 = time.perf_counter()
+            try:
+                first = lv.simulate(problem, sc, h=h, t_end=h, progress=False)
+            except (ValueError, lv.SimulationError) as exc:
+                rows[key] = {"failed": f"{type(exc).__name__}: {str(exc)[:120]}"}
+                continue
+            first_call = time.perf_counter() - t0
+            sol, wall = _best(lambda: lv.simulate(problem, sc, h=h, t_end=k * h, progress=False), repeats)
+            rows[key] = {"elements": n, "scheme": sc, "compile_s": round(float(first.meta.get("compile_time", first_call)), 2),
+                         "steps": k, "steps_per_s": round(k / wall, 2),
+                         "newton_iterations": round(float(sol.newton_iterations.mean()), 3)}
+        rows[f"{n}|profile"] = _swing_profile(lv, problem)
+    return rows
+
+
 def measure_three_bar(lv, repeats: int) -> dict:
-    """Cost per step of VI-S on the three-bar swing (004 §4.2) with 10 and 40 beam elements, where
-    livens has that example and its loader takes a number of elements."""
+    """Cost per step of vi-lagrange (004 eq 14; the swing's M is singular, so VI-S refuses it) on
+    the three-bar swing (004 §4.2) with 10 and 40 beam elements, over its first steps."""
     name = next((n for n in lv.examples.names() if "three-bar" in n or "swing" in n), None)
     if name is None:
         return {"missing": "not measured: livens has no three-bar swing example yet"}
@@ -186,13 +252,14 @@ def measure_three_bar(lv, repeats: int) -> dict:
     if key is None:
         return {"missing": f"not measured: {name!r} takes no number of elements"}
     out = {"example": name, "elements": [10, 40], "us_per_step": []}
-    steps = 100
+    steps = 40
     for n in (10, 40):
         try:
             problem = lv.examples.load(name, **{key: n})
             h = problem.h
-            lv.simulate(problem, "VI-S", h=h, t_end=h, progress=False)
-            _, wall = _median(lambda: lv.simulate(problem, "VI-S", h=h, t_end=steps * h, progress=False), repeats)
+            lv.simulate(problem, "vi-lagrange", h=h, t_end=h, progress=False)
+            _, wall = _median(lambda: lv.simulate(problem, "vi-lagrange", h=h, t_end=steps * h, progress=False),
+                              repeats)
         except (ValueError, lv.SimulationError) as exc:
             return {"missing": f"not measured: {type(exc).__name__}: {str(exc)[:120]}"}
         out["us_per_step"].append(round(wall / steps * 1e6, 1))
@@ -236,6 +303,9 @@ def _flatten(results: dict) -> dict:
             flat[f"chain:{n}:us_per_step"] = (r["us_per_step"], False)
     if "ratio_128_16" in chain:
         flat["chain_ratio"] = (chain["ratio_128_16"], False)
+    for key, r in results.get("swing", {}).items():
+        if "steps_per_s" in r:
+            flat[f"swing:{key}"] = (r["steps_per_s"], True)
     for example, y in results.get("yardsticks", {}).items():
         for name, row in y.get("rows", {}).items():
             if "steps_per_s" in row:
@@ -367,7 +437,9 @@ def main(argv=None) -> int:
         return _chain_only(lv, results, args.json)
 
     examples, schemes = lv.examples.names(), lv.schemes.names()
-    pairs = TARGET_PAIRS if args.quick else [(e, s) for e in examples for s in schemes]
+    # the swing has its own section (two sizes, a profile); its compile time and step cost would
+    # dominate the table of pairs
+    pairs = TARGET_PAIRS if args.quick else [(e, s) for e in examples for s in schemes if e != SWING]
     pairs = [(e, s) for e, s in pairs if e in examples and s in schemes]
     if args.yardsticks:
         pairs = []
@@ -443,7 +515,7 @@ def main(argv=None) -> int:
         tb = measure_three_bar(lv, 3)
         results["three_bar"] = tb
         if "ratio" in tb:
-            print(f"\n== three-bar swing (VI-S): cost per step {tb['us_per_step']} us for {tb['elements']} elements: "
+            print(f"\n== three-bar swing (vi-lagrange): cost per step {tb['us_per_step']} us for {tb['elements']} elements: "
                   f"{tb['ratio']}x from 10 to 40 elements (load average {_load_average()})")
         else:
             print(f"\n== three-bar swing: {tb.get('missing')}")
@@ -459,6 +531,23 @@ def main(argv=None) -> int:
                     print(f"  {key:<32} first call {r['first_call_s']:.2f} s (cold, this process: {cold} s)")
             if "import_s" in cc:
                 print(f"  import livens: {cc['import_s']:.2f} s")
+
+    if not args.quick and SWING in examples and (args.only is None or args.only in SWING):
+        print("\n== three-bar swing (004 §4.2), h = 5e-4: steps/s per scheme at 10 and 40 elements; where a "
+              "vi-lagrange step spends its time")
+        swing = measure_swing(lv)
+        results["swing"] = swing
+        for key, r in swing.items():
+            n, sc = key.split("|")
+            if sc == "profile":
+                print(f"  {n:>3} elements, one vi-lagrange step's parts ({r['unknowns']} unknowns): residual "
+                      f"{r['residual_ms']:.2f} ms, Newton matrix (AD) {r['jacobian_ms']:.2f} ms, dense LU solve "
+                      f"{r['lu_solve_ms']:.2f} ms", flush=True)
+            elif "failed" in r:
+                print(f"  {n:>3} elements  {sc:<16} {r['failed']}")
+            else:
+                print(f"  {n:>3} elements  {sc:<16} compile {r['compile_s']:>6.1f} s  {r['steps_per_s']:>9,.1f} steps/s  "
+                      f"{r['newton_iterations']:.2f} Newton it.", flush=True)
 
     results["machine"]["load_average_end"] = _load_average()
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else None

@@ -209,11 +209,12 @@ def test_the_papers_figures_and_tables_are_there(nody):
     assert all(float(r["mean_iterations"]) >= 1 for r in rows)
 
 
-@pytest.mark.parametrize("paper", ["livens-2023", "jns-2009"])
-def test_quick_003_and_004_claims_hold(tmp_path, paper):
+@pytest.mark.parametrize("paper, sections", [("livens-2023", []), ("jns-2009", ["--section", "4.1"])])
+def test_quick_003_and_004_claims_hold(tmp_path, paper, sections):
     """003: livens-em conserves the generalized energy, holds g, p = M v for constant M only;
-    004: Table 1 to 1e-9, L3, second order, eq 14 = eq 16. Both are cheap."""
-    rc = main(["reproduce", paper, "--quick", "--out", str(tmp_path), "--quiet"])
+    004 §4.1: Table 1 to 1e-9, L3, second order, eq 14 = eq 16. Both are cheap (004 §4.2, the
+    three-bar swing, takes minutes: tests/test_three_bar_swing.py, slow)."""
+    rc = main(["reproduce", paper, "--quick", "--out", str(tmp_path), "--quiet"] + sections)
     assert rc == 0
     with open(tmp_path / "claims.csv") as f:
         claims = list(csv.DictReader(f))
@@ -292,3 +293,9 @@ def test_reproduce_on_a_dask_cluster_gives_the_same_report(tmp_path):
     with open(tmp_path / "dask" / "claims.csv") as f:
         remote = list(csv.DictReader(f))
     assert local == remote and len(local) >= 6
+
+
+def test_an_unknown_section_is_refused_with_the_papers_sections(tmp_path, capsys):
+    rc = main(["reproduce", "jns-2009", "--quick", "--out", str(tmp_path), "--quiet", "--section", "9.9"])
+    assert rc != 0
+    assert "Unknown section(s) '9.9' of jns-2009; its sections: 4.1, 4.2" in capsys.readouterr().err

@@ -104,8 +104,9 @@ def test_symmetric_gradient_bounded_where_the_increment_lies_along_the_generator
 
 
 # --------------------------------------------------------------------------- systems
-def _check_run(problem, scheme, h, n_steps, tol=1e-12, j_tol=1e-10, e_tol=1e-11):
-    sol = lv.simulate(problem, scheme, h=h, t_end=n_steps * h, tol=tol, progress=False, rescue=False)
+def _check_run(problem, scheme, h, n_steps, tol=1e-12, j_tol=1e-10, e_tol=1e-11, parameters=None):
+    sol = lv.simulate(problem, scheme, h=h, t_end=n_steps * h, tol=tol, progress=False, rescue=False,
+                      parameters=parameters)
     E = sol.energy()["total"]
     scale = max(1.0, float(np.max(np.abs(sol.energy()["kinetic"])) + np.max(np.abs(sol.energy()["potential"]))))
     assert np.max(np.abs(np.diff(E))) <= e_tol * scale, (scheme, np.max(np.abs(np.diff(E))))
@@ -198,13 +199,19 @@ def _rot_invariants(x, nb):
     return jnp.stack(out)
 
 
-def _random_potential(coef, invariants):
-    def V(q):
+def _random_potential(invariants):
+    """V(q, par) = sum_i c_i0 sin(pi_i) + c_i1 pi_i^2 / 2 + c_i2 pi_i^3 / 10 over the invariants pi_i,
+    the coefficients the System parameter "c" (so that every random system of a kind shares one
+    compiled step: hypothesis draws the coefficients, not new code)."""
+    def V(q, par):
         inv = invariants(q)
         k = inv.shape[0]
-        c = jnp.asarray(coef[: 3 * k]).reshape(3, k)
+        c = par["c"][: 3 * k].reshape(3, k)
         return jnp.sum(c[0] * jnp.sin(inv) + 0.5 * c[1] * inv ** 2 + 0.1 * c[2] * inv ** 3)
     return V
+
+
+_SYSTEMS = {}
 
 
 def _random_system(kind, coef, seed):
@@ -212,9 +219,23 @@ def _random_system(kind, coef, seed):
     ``kind``: "rotation" (about e3, all blocks), "equivariant" (the same, with constraints that
     rotate with the system, g(R q) = R g(q), rather than being invariant), "cylinder" (rotation about e3 and translation
     along e3) or "euclidean" (three rotations and three translations). One constraint is not
-    quadratic, so that the discrete derivatives of g and g_v are not the midpoint ones."""
-    nb = 3
+    quadratic, so that the discrete derivatives of g and g_v are not the midpoint ones.
+    Returns (Problem, parameter values): the System of a kind is built once (masses from a fixed
+    seed), the potential's coefficients ``coef`` are its parameter values and ``seed`` draws the
+    initial state."""
+    if kind not in _SYSTEMS:
+        _SYSTEMS[kind] = _symmetric_system(kind)
+    system, syms = _SYSTEMS[kind]
     rng = np.random.default_rng(seed)
+    par = {"c": np.asarray(coef, dtype=float)}
+    base = np.array([1.0, 0.0, 0.0, 1.0, 0.0, -1.0, 1.0, 1.0, -1.0]) + 0.2 * rng.standard_normal(9)
+    q0, v0 = lv.consistent_initial_state(system, base, rng.standard_normal(9))
+    return lv.Problem(system, q0=q0, v0=v0, symmetries=syms), par
+
+
+def _symmetric_system(kind):
+    """(System, symmetries) of :func:`_random_system`."""
+    nb = 3
     if kind == "rotation":
         inv = lambda q: _rot_invariants(q, nb)  # noqa: E731
         syms = [lv.Symmetry.rotation(E3, blocks=nb, name="J3")]
@@ -253,24 +274,23 @@ def _random_system(kind, coef, seed):
             x1, x2, x3 = q[:3], q[3:6], q[6:]
             return jnp.array([0.5 * ((x2 - x1) @ (x2 - x1) - 1.0),
                               (x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2])
-    V = _random_potential(coef, inv)
-    masses = rng.uniform(0.5, 2.0, nb)
-    system = lv.System(mass_matrix=np.diag(np.repeat(masses, 3)), potential=V, constraints=g)
-    base = np.array([1.0, 0.0, 0.0, 1.0, 0.0, -1.0, 1.0, 1.0, -1.0]) + 0.2 * rng.standard_normal(9)
-    q0, v0 = lv.consistent_initial_state(system, base, rng.standard_normal(9))
-    return lv.Problem(system, q0=q0, v0=v0, symmetries=syms)
+    masses = np.random.default_rng(7).uniform(0.5, 2.0, nb)
+    system = lv.System(mass_matrix=np.diag(np.repeat(masses, 3)), potential=_random_potential(inv),
+                       constraints=lambda q, par: g(q), parameters={"c": np.zeros(60)})
+    return system, syms
 
 
 COEF = st.lists(st.floats(-1.0, 1.0), min_size=60, max_size=60)
 
 
 def _run_random(kind, coef, seed):
-    problem = _random_system(kind, np.asarray(coef), seed)
+    problem, par = _random_system(kind, np.asarray(coef), seed)
     from livens.checks import exact_symmetries
 
-    assert exact_symmetries(problem, mechanics(problem.system, problem.q0))[2] == (kind != "equivariant")
+    mech = mechanics(problem.system, problem.q0).bind(par)
+    assert exact_symmetries(problem, mech)[2] == (kind != "equivariant")
     for scheme in ("EM", "EM-G"):
-        sol = _check_run(problem, scheme, 0.01, 60)
+        sol = _check_run(problem, scheme, 0.01, 60, parameters=par)
         assert sol.meta["kept_symmetries"] == [s.name for s in problem.symmetries]
 
 

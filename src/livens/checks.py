@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _jaxconfig  # noqa: F401
+from ._cache import CompiledCache
 
 
 def _as_vector(name: str, x, d: int | None = None) -> np.ndarray:
@@ -279,22 +280,38 @@ def consistent_initial_state(system, q0, v0, tol: float = 1e-14, max_iter: int =
 SYMMETRY_RTOL = 1e-8
 
 
+_CHECK_FNS = CompiledCache(16)
+
+
+def _compiled(mech):
+    """(g, G, dV) of ``mech`` compiled once per Mechanics: the symmetry checks evaluate them at a
+    dozen points for every Problem (a new initial state is a new Problem), which op by op costs
+    about a second."""
+    hit = _CHECK_FNS.get(id(mech))
+    if hit is not None and hit[0] is mech:
+        return hit[1]
+    fns = (jax.jit(mech.g), jax.jit(mech.G), jax.jit(jax.grad(mech.V)))
+    _CHECK_FNS[id(mech)] = (mech, fns)
+    return fns
+
+
 def _manifold_points(mech, q0, rng, n: int):
     """q0 and up to ``n`` points near it on g(q) = 0 (random perturbations projected by
     Gauss-Newton), for the symmetry checks."""
     pts = [q0]
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(q0.shape[0]))
+    g_fn, G_fn, _ = _compiled(mech) if mech.m else (None, None, None)
     for _ in range(n):
         q = q0 + scale * rng.standard_normal(q0.shape[0])
         if mech.m:
             for _ in range(30):
-                gq = np.asarray(mech.g(jnp.asarray(q)))
+                gq = np.asarray(g_fn(jnp.asarray(q)))
                 if not np.all(np.isfinite(gq)):
                     break
                 if np.max(np.abs(gq)) <= 1e-13:
                     pts.append(q)
                     break
-                G = np.asarray(mech.G(jnp.asarray(q)))
+                G = np.asarray(G_fn(jnp.asarray(q)))
                 try:
                     q = q - G.T @ np.linalg.solve(G @ G.T, gq)
                 except np.linalg.LinAlgError:
@@ -329,7 +346,7 @@ def symmetry_defect(mech, sym, q0, seed: int = 0) -> str | None:
     on = _manifold_points(mech, np.asarray(q0, float), rng, 3)
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
     off = [q + 0.05 * scale * rng.standard_normal(len(q0)) for q in on]
-    dV = jax.grad(mech.V)
+    _, G_fn, dV = _compiled(mech)
     for q in on + off:
         z = np.asarray(sym.generator(jnp.asarray(q)), float)
         grad = np.asarray(dV(jnp.asarray(q)))
@@ -338,7 +355,7 @@ def symmetry_defect(mech, sym, q0, seed: int = 0) -> str | None:
     if mech.m:
         for q in on:
             z = np.asarray(sym.generator(jnp.asarray(q)), float)
-            G = np.asarray(mech.G(jnp.asarray(q)))
+            G = np.asarray(G_fn(jnp.asarray(q)))
             Gz = G @ z
             lim = SYMMETRY_RTOL * (np.linalg.norm(G, axis=1) * np.linalg.norm(z) + 1e-300)
             bad = np.flatnonzero(np.abs(Gz) > lim)
@@ -360,8 +377,9 @@ def constraints_invariant(mech, symmetries, q0, seed: int = 1) -> bool:
     rng = np.random.default_rng(seed)
     q0 = np.asarray(q0, float)
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
+    G_fn = _compiled(mech)[1]
     for q in [q0] + [q0 + scale * rng.standard_normal(len(q0)) for _ in range(3)]:
-        G = np.asarray(mech.G(jnp.asarray(q)))
+        G = np.asarray(G_fn(jnp.asarray(q)))
         for sym in symmetries:
             z = np.asarray(sym.generator(jnp.asarray(q)), float)
             lim = SYMMETRY_RTOL * (np.linalg.norm(G, axis=1) * np.linalg.norm(z) + 1e-300)

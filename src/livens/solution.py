@@ -31,6 +31,32 @@ def _vmapped(fn):
     return hit
 
 
+def manifold_velocity(mech, q, p):
+    """The velocity w tangent to g = 0 whose momentum M w agrees with p in the tangent directions:
+    [M G^T; G 0] [w; mu] = [p; 0]. Regular wherever M is positive definite on ker G(q), also for a
+    singular M (the director beams of 004 §4.2); w = M^-1 p where M is regular and G M^-1 p = 0."""
+    M, G = mech.M(q), mech.G(q)
+    d, m = mech.d, mech.m
+    A = jnp.block([[M, G.T], [G, jnp.zeros((m, m), q.dtype)]])
+    return jnp.linalg.solve(A, jnp.concatenate([p, jnp.zeros((m,), q.dtype)]))[:d]
+
+
+def manifold_kinetic_energy(mech, q, p):
+    """T(q, p) = 1/2 w.M(q)w for the velocity w = :func:`manifold_velocity` (q, p)."""
+    w = manifold_velocity(mech, q, p)
+    return 0.5 * w @ (mech.M(q) @ w)
+
+
+_MANIFOLD_T = CompiledCache(16)
+
+
+def _manifold_kinetic(mech):
+    fn = _MANIFOLD_T.get(mech)
+    if fn is None:
+        fn = _MANIFOLD_T[mech] = lambda q, p: manifold_kinetic_energy(mech, q, p)
+    return fn
+
+
 @dataclass(eq=False)
 class Solution:
     """The result of :func:`livens.simulate`."""
@@ -135,7 +161,12 @@ class Solution:
         """Energies at the nodes: "kinetic", "potential", "total"; "livens" E(q, v, p) = p.v - L
         (002 eq 4, 003 eq 31) where the scheme has nodal velocities.
 
-        The kinetic energy is 1/2 v.M(q)v for nodal velocities, else 1/2 p.M^-1 p (002 eq 7).
+        The kinetic energy is 1/2 v.M(q)v for nodal velocities, else 1/2 p.M^-1 p (002 eq 7). Where M
+        is singular (or configuration dependent) and the scheme has no nodal velocities (``vi-lagrange``,
+        ``vi-nullspace`` on the beams of 004 §4.2), it is 1/2 w.M(q)w for the velocity w on the
+        constraint manifold whose momentum has the same tangential part as p: G(q) w = 0 and
+        M(q) w - p in the range of G(q)^T (:func:`manifold_kinetic_energy`; equal to 1/2 p.M^-1 p
+        where M is regular and G M^-1 p = 0).
         """
         keys = [k for k in ("kinetic", "potential", "total", "livens") if f"energy_{k}" in self.stored]
         if self.problem is None and keys:
@@ -144,8 +175,10 @@ class Solution:
         V = self._vmap(mech.V, self.q)
         if self._nodal_v:
             T = self._vmap(mech.T, self.q, self.v)
-        else:
+        elif mech.Minv_const is not None:
             T = 0.5 * np.einsum("ni,ij,nj->n", self.p, np.asarray(mech.Minv()), self.p)
+        else:
+            T = self._vmap(_manifold_kinetic(mech), self.q, self.p)
         out = {"kinetic": T, "potential": V, "total": T + V}
         if self._nodal_v:
             out["livens"] = self._vmap(mech.E, self.q, self.v, self.p)

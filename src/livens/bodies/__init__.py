@@ -1,9 +1,11 @@
-"""Multibody building blocks in director form (000 §5; 002 §6.2-6.3).
+"""Multibody building blocks in director form (000 §5; 002 §6.2-6.3; 004 §4.2).
 
-Bodies (:class:`PointMass`, :class:`RigidBody` in 3D, :class:`PlanarRigidBody`, the helper
-:func:`bar`), material points on them (``body.point(X)``, :func:`ground`), joints
-(:class:`FixedPoint`, :class:`Spherical`, :class:`Revolute`, :class:`Distance`, :class:`OnAxis`) and
-forces (:class:`Gravity`, :class:`Spring`, :class:`Damper`) are collected by an :class:`Assembly`,
+Bodies (:class:`PointMass`, :class:`RigidBody` in 3D, :class:`PlanarRigidBody`, the helpers
+:func:`bar` and :func:`pyramid`, the geometrically exact :class:`Beam`), material points on them
+(``body.point(X)``, ``beam.node(k)``, :func:`ground`), joints (:class:`FixedPoint`,
+:class:`Spherical`, :class:`Revolute` (planar, or 3D with a hinge axis), :class:`Clamp`, :class:`Distance`,
+:class:`OnAxis`) and forces (:class:`Gravity`, :class:`Spring`, :class:`Damper`, :class:`PointLoad`
+with a time function such as :func:`triangular_pulse`) are collected by an :class:`Assembly`,
 which numbers the coordinates and builds an ordinary :class:`livens.System` (an
 :class:`AssembledSystem`, carrying the mechanism's ``layout`` for the drawings) and a Problem with the
 symmetries that apply::
@@ -16,18 +18,29 @@ symmetries that apply::
                       forces=[lb.Gravity((0, -9.81))], name="pendulum-bar")
     problem = asm.problem(h=1e-3, t_end=1.0)
 
-Pictures: :mod:`livens.bodies.draw` (``snapshot``, ``animate``), imported on first use.
+A beam between two points, clamped at one end and loaded at the other::
+
+    beam = lb.Beam("beam", start=(0, 0, 0), end=(1, 0, 0), n_elements=10,
+                   stiffness=(1e6, 1e6, 2e6, 10.0, 10.0, 8.0), inertia=(1.0, 1e-4, 1e-4))
+    asm = lb.Assembly(bodies=[beam], joints=[lb.Clamp("root", beam.node(0), lb.ground((0, 0, 0)))],
+                      forces=[lb.PointLoad("tip", beam.node(10), (0, 0, -1.0))])
+
+Stress resultants per element: :func:`stress_resultants`. Pictures: :mod:`livens.bodies.draw`
+(``snapshot``, ``animate``), imported on first use.
 """
 from .assembly import AssembledSystem, Assembly, Layout
-from .forces import Damper, Gravity, Spring
-from .joints import Distance, FixedPoint, OnAxis, Revolute, Spherical
-from .rigid import PlanarRigidBody, Point, PointMass, RigidBody, bar, ground, orthonormality
+from .beam import Beam, stress_resultants
+from .forces import Damper, Gravity, PointLoad, Spring, triangular_pulse
+from .joints import Clamp, Distance, FixedPoint, OnAxis, Revolute, Spherical
+from .rigid import (PlanarRigidBody, Point, PointMass, RigidBody, bar, ground, orthonormality, pyramid,
+                    pyramid_inertia, pyramid_points)
 
 __all__ = [
     "Assembly", "AssembledSystem", "Layout",
     "PointMass", "RigidBody", "PlanarRigidBody", "bar", "Point", "ground", "orthonormality",
-    "FixedPoint", "Spherical", "Revolute", "Distance", "OnAxis",
-    "Gravity", "Spring", "Damper",
+    "pyramid", "pyramid_inertia", "pyramid_points", "Beam", "stress_resultants",
+    "FixedPoint", "Spherical", "Revolute", "Clamp", "Distance", "OnAxis",
+    "Gravity", "Spring", "Damper", "PointLoad", "triangular_pulse",
     "draw",
 ]
 

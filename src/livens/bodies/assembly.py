@@ -22,9 +22,12 @@ import numpy as np
 
 from .. import _jaxconfig  # noqa: F401
 from ..system import Problem, Symmetry, System
-from .forces import FORCE_TYPES, Damper, Gravity, Spring
-from .joints import JOINT_TYPES, FixedPoint, OnAxis, Revolute, Spherical
-from .rigid import BODY_TYPES, Point
+from .beam import Beam
+from .forces import FORCE_TYPES, Damper, Gravity, PointLoad, Spring
+from .joints import JOINT_TYPES, Clamp, FixedPoint, OnAxis, Revolute, Spherical
+from .rigid import BODY_TYPES, Point, RigidBody
+
+ALL_BODY_TYPES = BODY_TYPES + (Beam,)
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,6 +94,35 @@ class Layout:
         return np.array([[o + body.position_slice().start + k for k in range(self.dim)]
                          for body, o in zip(self.bodies, self.offsets)])
 
+    def frame(self, q, point: Point):
+        """The director frame (rows d_i, shape (..., dim, dim)) of the body carrying ``point``: a rigid
+        body's directors, a beam node's."""
+        body = point.body
+        qb = self.coordinates(q, body)
+        if isinstance(body, Beam):
+            return body.directors(qb, point.X)
+        if isinstance(body, RigidBody):
+            return qb[..., 3:12].reshape(qb.shape[:-1] + (3, 3))
+        raise ValueError(f"{body.name} has no director frame (a {body.kind}); a hinge axis needs a rigid body "
+                         "or a beam node.")
+
+    def mass_points(self) -> tuple:
+        """The points that carry translational mass: (indices (n_points, dim) of their position
+        blocks in q, the body of each, their masses). One per body (its centre of mass), and each node
+        of a beam with its lumped mass (:meth:`Beam.node_masses`)."""
+        rows, owners, masses = [], [], []
+        for body, o in zip(self.bodies, self.offsets):
+            if isinstance(body, Beam):
+                for s, m in zip(body.position_slices(), body.node_masses()):
+                    rows.append([o + s.start + k for k in range(self.dim)])
+                    owners.append(body)
+                    masses.append(float(m))
+            else:
+                rows.append([o + body.position_slice().start + k for k in range(self.dim)])
+                owners.append(body)
+                masses.append(body.mass)
+        return np.array(rows, dtype=int), tuple(owners), np.array(masses)
+
 
 class _Placement:
     """Positions of points at one configuration q (what joints and forces evaluate)."""
@@ -113,6 +145,10 @@ class _Placement:
         """All position blocks at once, shape (n_bodies, dim)."""
         return self.q[..., self.layout.center_index()]
 
+    def frame(self, point: Point):
+        """The director frame of the body (or beam node) of ``point``."""
+        return self.layout.frame(self.q, point)
+
 
 def _unit(i: int, dim: int) -> np.ndarray:
     """The unit vector e_(i+1) of R^dim."""
@@ -123,10 +159,12 @@ def _unit(i: int, dim: int) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class Assembly:
-    """A mechanism built from blocks (000 §5): ``bodies`` (PointMass, RigidBody, PlanarRigidBody),
-    ``joints`` (FixedPoint, Spherical, Revolute, Distance, OnAxis) and ``forces`` (Gravity, Spring,
-    Damper). Use :meth:`system` for the :class:`AssembledSystem` and :meth:`problem` for a Problem
-    with the bodies' initial state and the symmetries that apply.
+    """A mechanism built from blocks (000 §5): ``bodies`` (PointMass, RigidBody, PlanarRigidBody,
+    Beam), ``joints`` (FixedPoint, Spherical, Revolute, Clamp, Distance, OnAxis) and ``forces`` (Gravity,
+    Spring, Damper, PointLoad). Use :meth:`system` for the :class:`AssembledSystem` and
+    :meth:`problem` for a Problem with the bodies' initial state and the symmetries that apply.
+    Beams add their stored energy to the potential and their consistent mass blocks to M; point
+    loads become the System's ``external_force``.
     """
 
     bodies: tuple
@@ -145,14 +183,14 @@ class Assembly:
         if not bodies:
             raise ValueError("An Assembly needs at least one body.")
         for b in bodies:
-            if not isinstance(b, BODY_TYPES):
-                raise TypeError(f"bodies: expected PointMass, RigidBody or PlanarRigidBody; got {type(b).__name__}.")
+            if not isinstance(b, ALL_BODY_TYPES):
+                raise TypeError(f"bodies: expected PointMass, RigidBody, PlanarRigidBody or Beam; got {type(b).__name__}.")
         for j in joints:
             if not isinstance(j, JOINT_TYPES):
-                raise TypeError(f"joints: expected FixedPoint, Spherical, Revolute, Distance or OnAxis; got {type(j).__name__}.")
+                raise TypeError(f"joints: expected FixedPoint, Spherical, Revolute, Clamp, Distance or OnAxis; got {type(j).__name__}.")
         for f in forces:
             if not isinstance(f, FORCE_TYPES):
-                raise TypeError(f"forces: expected Gravity, Spring or Damper; got {type(f).__name__}.")
+                raise TypeError(f"forces: expected Gravity, Spring, Damper or PointLoad; got {type(f).__name__}.")
         dims = {b.dim for b in bodies}
         if len(dims) != 1:
             raise ValueError(f"All bodies must live in the same space (2D or 3D); got dimensions {sorted(dims)}: "
@@ -174,9 +212,19 @@ class Assembly:
                     raise ValueError(f"{el.name}: its point {p.label} is on a body that is not in this assembly "
                                      f"(bodies: {', '.join(by_name)}).")
         for j in joints:
-            if isinstance(j, Revolute) and dim != 2:
-                raise ValueError(f"{j.name}: Revolute is the planar revolute joint (000 eq 74); this assembly is 3D. "
-                                 "Use Spherical (and further constraints for the hinge axis) in 3D.")
+            if isinstance(j, Revolute) and dim != 2 and j.axis is None:
+                raise ValueError(f"{j.name}: Revolute without an axis is the planar revolute joint (000 eq 74); this "
+                                 "assembly is 3D: give the hinge axis (axis=(ax, ay, az)), or use Spherical.")
+            if isinstance(j, Revolute) and dim == 2 and j.axis is not None:
+                raise ValueError(f"{j.name}: a planar revolute joint takes no axis (it turns about the normal of the "
+                                 f"plane); got axis = {j.axis}.")
+            if isinstance(j, Clamp) and dim != 3:
+                raise ValueError(f"{j.name}: Clamp is a 3D joint.")
+            if isinstance(j, Clamp) or (isinstance(j, Revolute) and j.axis is not None):
+                for p in j.points():
+                    if not p.is_ground and not isinstance(p.body, (RigidBody, Beam)):
+                        raise ValueError(f"{j.name}: a hinge axis needs director frames, but {p.label} is on a "
+                                         f"{p.body.kind}; attach it to a rigid body or a beam node.")
             if type(j) is Spherical and dim != 3:
                 raise ValueError(f"{j.name}: Spherical is a 3D joint; in the plane use Revolute.")
             if isinstance(j, FixedPoint) and j.at is not None and len(j.at) != dim:
@@ -198,7 +246,11 @@ class Assembly:
             """Initial placement of a point."""
             return np.asarray(pre.x(q0, p))
 
-        layout = Layout(self.name, dim, bodies, offsets, tuple(j.resolved(x0) for j in joints),
+        def frame0(p):
+            """Initial director frame of a point's body (rows d_i)."""
+            return np.asarray(pre.frame(q0, p))
+
+        layout = Layout(self.name, dim, bodies, offsets, tuple(j.resolved(x0, frame0) for j in joints),
                         tuple(f.resolved(x0) for f in forces))
         object.__setattr__(self, "_layout", layout)
         object.__setattr__(self, "_plan", self._plan_constraints())
@@ -241,8 +293,12 @@ class Assembly:
 
     # ------------------------------------------------------------------ the System
     def mass_matrix(self) -> np.ndarray:
-        """M = diag(M^(1), ..., M^(n)) (000 eq 60, 71)."""
-        return np.diag(np.concatenate([b.mass_diagonal() for b in self.bodies]))
+        """M = diag(M^(1), ..., M^(n)) (000 eq 60, 71), with a beam's consistent mass block."""
+        M = np.diag(np.concatenate([b.mass_diagonal() for b in self.bodies]))
+        for b, o in zip(self.bodies, self._layout.offsets):
+            if isinstance(b, Beam):
+                M[o:o + b.size, o:o + b.size] = b.mass_block()
+        return M
 
     def _plan_constraints(self):
         """Constant data for a cheap g(q): the director blocks of the rigid bodies (for their Gram
@@ -254,7 +310,8 @@ class Assembly:
         slices and elementwise products that avoid them (measured); in a single run,
         :func:`livens._fusion.fuse_small_dots` turns them into fusible products."""
         lay, dim, d = self._layout, self.dim, self.d
-        rigid = [o for b, o in zip(self.bodies, lay.offsets) if b.internal_names]
+        rigid = [o + f for b, o in zip(self.bodies, lay.offsets) if b.internal_names
+                 for f in (b.frame_offsets() if isinstance(b, Beam) else (0,))]
         pairs = [(i, i) for i in range(dim)] + [(i, j) for i in range(dim) for j in range(i + 1, dim)]
         diagonal = np.array([i == j for i, j in pairs])
         zero = jnp.zeros(d)
@@ -293,6 +350,8 @@ class Assembly:
         for part in pl["parts"]:
             if part[0] == "linear":  # a run of linear joints: A q + c
                 parts.append(jnp.asarray(part[1]) @ q + part[2])
+            elif part[1].uses_frames:
+                parts.append(jnp.atleast_1d(part[1].residual(P.x, P.frame)))
             else:
                 parts.append(jnp.atleast_1d(part[1].residual(P.x)))
         return jnp.concatenate(parts) if parts else jnp.zeros((0,), dtype=jnp.result_type(q))
@@ -302,24 +361,54 @@ class Assembly:
         return jnp.concatenate([self.internal_constraints(q), self.joint_constraints(q)])
 
     def _conservative(self):
-        """The forces with a potential (all but the dampers)."""
-        return [f for f in self._layout.forces if not isinstance(f, Damper)]
+        """The forces with a potential (gravity and springs; not dampers or loads)."""
+        return [f for f in self._layout.forces if isinstance(f, (Gravity, Spring))]
+
+    def _beams(self):
+        """(beam, offset) pairs."""
+        return [(b, o) for b, o in zip(self.bodies, self._layout.offsets) if isinstance(b, Beam)]
+
+    def _loads(self):
+        """The point loads."""
+        return [f for f in self._layout.forces if isinstance(f, PointLoad)]
 
     def invariants(self, q):
-        """pi(q): one invariant per conservative force (002 eq 122; gravity's is linear)."""
+        """pi(q): one invariant per conservative force (002 eq 122; gravity's is linear), then six
+        per beam element (the quadratic strain invariants, :meth:`Beam.invariants`)."""
         P = _Placement(self._layout, q)
-        return jnp.stack([jnp.asarray(v) for f in self._conservative() for v in f.invariants(P)])
+        parts = []
+        if self._conservative():
+            parts.append(jnp.stack([jnp.asarray(v) for f in self._conservative() for v in f.invariants(P)]))
+        for b, o in self._beams():
+            parts.append(jnp.reshape(b.invariants(q[..., o:o + b.size]), (-1,)))
+        return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
 
     def invariant_potentials(self, pi):
-        """V_i(pi_i), so that V(q) = sum_i V_i(pi_i(q)) (002 eq 123-124)."""
+        """V_i(pi_i), so that V(q) = sum_i V_i(pi_i(q)) (002 eq 123-124; a beam's stored energy per
+        element and strain, :meth:`Beam.invariant_potentials`)."""
         fns = [fn for f in self._conservative() for fn in f.invariant_potentials()]
-        return jnp.stack([fn(pi[i]) for i, fn in enumerate(fns)])
+        parts = [jnp.stack([fn(pi[i]) for i, fn in enumerate(fns)])] if fns else []
+        i = len(fns)
+        for b, _ in self._beams():
+            parts.append(b.invariant_potentials(pi[i:i + b.n_invariants]))
+            i += b.n_invariants
+        return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
 
     def potential(self, q):
-        """V(q) = sum of the forces' potentials (000 eq 72; 002 eq 116)."""
-        if not self._conservative():
+        """V(q) = sum of the forces' potentials (000 eq 72; 002 eq 116) and the beams' stored energy."""
+        if not self._conservative() and not self._beams():
             return jnp.zeros((), dtype=jnp.result_type(q))
         return jnp.sum(self.invariant_potentials(self.invariants(q)))
+
+    def external_force(self, q, v, t):
+        """F(q, v, t) = sum over point loads of Dx(q)^T f(t): the gradient of the virtual work (by AD)."""
+        lay = self._layout
+
+        def work(x):
+            P = _Placement(lay, x)
+            return sum(f.virtual_work(P.x, t) for f in self._loads())
+
+        return jax.grad(work)(q)
 
     def rayleigh(self, q, v):
         """R(q, v) = sum over dampers of 1/2 eta |v_rel|^2 (000 eq 77), v_rel by a jvp of x_A - x_B."""
@@ -339,12 +428,13 @@ class Assembly:
         """The :class:`AssembledSystem` (M, V, g, C, names, layout)."""
         has_g = self.m > 0
         has_c = any(isinstance(f, Damper) for f in self._layout.forces)
-        inv = (self.invariants, self.invariant_potentials) if self._conservative() else None
+        inv = (self.invariants, self.invariant_potentials) if (self._conservative() or self._beams()) else None
         return AssembledSystem(
             mass_matrix=self.mass_matrix(),
             potential=self.potential,
             constraints=self.constraints if has_g else None,
             dissipation=self.dissipation if has_c else None,
+            external_force=self.external_force if self._loads() else None,
             invariants=inv,
             coordinate_names=self.coordinate_names(),
             constraint_names=self.constraint_names() if has_g else None,
@@ -374,8 +464,8 @@ class Assembly:
         e = np.asarray(direction, dtype=float)
         shift = np.zeros(self.d)
         for b, o in zip(self.bodies, self._layout.offsets):
-            s = b.position_slice()
-            shift[o + s.start : o + s.stop] = e
+            for s in (b.position_slices() if isinstance(b, Beam) else (b.position_slice(),)):
+                shift[o + s.start : o + s.stop] = e
         return Symmetry(name or _axis_label("L", e), shift=shift)
 
     def symmetries(self) -> list[Symmetry]:

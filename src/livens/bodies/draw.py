@@ -10,6 +10,12 @@ are used; no ffmpeg.
 
 * :func:`snapshot` overlays the configurations at some times in one picture (PNG, PDF, ...).
 * :func:`animate` writes an animated GIF (``livens run ... --animate`` calls ``animate(sol, path)``).
+
+Beams are drawn as their deformed centre lines (node to node), point masses on them as dots. With
+``color_by`` each element is coloured by a stress resultant (:meth:`~livens.bodies.Beam.stress_resultants`):
+``"stress"`` is |n| + |m|, the norm of the force plus the norm of the moment, as in 004 Fig. 6 (blue 0,
+red ``color_range[1]``); any key "N1" ... "M3" its value. ``view="yz"`` (or "xz", "xy") draws a 3D
+mechanism projected onto that coordinate plane (the swing of 004 moves in the (e2, e3) plane).
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import os
 import numpy as np
 
 from .assembly import Layout
+from .beam import Beam
 from .forces import Damper, Spring
 from .joints import Distance, OnAxis
 from .rigid import PointMass
@@ -40,22 +47,44 @@ def layout_of(solution) -> Layout:
     return layout
 
 
+_VIEWS = {"xy": (0, 1), "xz": (0, 2), "yz": (1, 2), "yx": (1, 0), "zx": (2, 0), "zy": (2, 1)}
+
+
+def beam_values(b: Beam, qb, color_by: str) -> np.ndarray:
+    """Per element values (n, n_el) of ``color_by``: "stress" = |n| + |m| (004 Fig. 6) or a key of
+    :meth:`Beam.stress_resultants` ("N1", ..., "M3")."""
+    r = b.stress_resultants(qb)
+    if color_by == "stress":
+        return np.linalg.norm(r["n"], axis=-1) + np.linalg.norm(r["m"], axis=-1)
+    if color_by in r and r[color_by].ndim == qb.ndim:
+        return r[color_by]
+    raise ValueError(f"color_by must be 'stress' or one of N1, N2, N3, M1, M2, M3; got {color_by!r}.")
+
+
 class _Scene:
     """Positions of everything drawn, for a stack of configurations q (n, d)."""
 
-    def __init__(self, layout: Layout, q: np.ndarray, frame_size: float | None = None):
+    def __init__(self, layout: Layout, q: np.ndarray, frame_size: float | None = None, color_by: str | None = None,
+                 view: str | None = None):
         """Evaluate every drawn point for the configurations ``q`` and fix common axis limits."""
         self.layout, self.dim = layout, layout.dim
         q = np.asarray(q, dtype=float)
-        self.shapes, self.frames, self.particles = [], [], []
+        self.shapes, self.frames, self.particles, self.beams = [], [], [], []
         for b in layout.bodies:
             if isinstance(b, PointMass):
                 self.particles.append((b.name, layout.center(q, b)))
                 continue
+            if isinstance(b, Beam):
+                qb = layout.coordinates(q, b)
+                line = b.nodes(qb)[..., 0, :]
+                vals = None if color_by is None else beam_values(b, qb, color_by)
+                self.beams.append((b.name, line, vals))
+                self.particles.extend((f"{b.name}.n{k}", line[:, k]) for k, _ in b.point_masses)
+                continue
             qb = layout.coordinates(q, b)
             if b.shape:
                 self.shapes.append((b.name, np.stack([b.place(qb, X) for X in b.shape], axis=1)))
-            if not b.shape or self.dim == 3:
+            if not b.shape or (self.dim == 3 and view is None):  # projected: shapes only
                 dirs = [qb[..., self.dim * (i + 1) : self.dim * (i + 2)] for i in range(self.dim)]
                 self.frames.append((b.name, layout.center(q, b), dirs))
         self.joints, self.segments, self.axes = [], [], []
@@ -73,7 +102,10 @@ class _Scene:
         grounds = [np.asarray(p.X) for el in layout.joints + layout.forces for p in el.points() if p.is_ground]
         grounds += [np.asarray(j.at) for j in layout.joints if getattr(j, "kind", "") == "fixed"]
         self.grounds = np.array(grounds).reshape(-1, self.dim)
+        if view is not None:
+            self._project(view)
         pts = [a.reshape(-1, self.dim) for _, a in self.shapes + self.particles + self.segments]
+        pts += [a.reshape(-1, self.dim) for _, a, _ in self.beams]
         pts += [c.reshape(-1, self.dim) for _, c, _ in self.frames] + [a.reshape(-1, self.dim) for a in self.joints]
         pts.append(self.grounds)
         allp = np.concatenate(pts) if pts else np.zeros((1, self.dim))
@@ -83,6 +115,24 @@ class _Scene:
         pad = 0.08 * extent + (self.frame_size if self.frames else 0.0)
         center, half = 0.5 * (lo + hi), 0.5 * float(np.max(hi - lo)) + pad
         self.limits = [(c - half, c + half) for c in center]
+        self.labels = ("x", "y", "z") if view is None else tuple("xyz"[i] for i in _VIEWS[view])
+
+    def _project(self, view: str):
+        """Keep the two coordinates of ``view`` ("yz": e2 and e3) of every drawn point (3D only)."""
+        if self.dim != 3 or view not in _VIEWS:
+            raise ValueError(f"view must be one of {', '.join(_VIEWS)} for a 3D mechanism; got {view!r} "
+                             f"({self.dim}D).")
+        ix = list(_VIEWS[view])
+        cut = lambda a: np.asarray(a)[..., ix]  # noqa: E731
+        self.shapes = [(n, cut(a)) for n, a in self.shapes]
+        self.particles = [(n, cut(a)) for n, a in self.particles]
+        self.segments = [(k, cut(a)) for k, a in self.segments]
+        self.beams = [(n, cut(a), v) for n, a, v in self.beams]
+        self.frames = [(n, cut(c), [cut(d) for d in ds]) for n, c, ds in self.frames]
+        self.joints = [cut(a) for a in self.joints]
+        self.axes = [(cut(a), cut(e)) for a, e in self.axes]
+        self.grounds = cut(self.grounds)
+        self.dim = 2
 
 
 def _new_axes(fig, dim: int):
@@ -103,7 +153,7 @@ def _setup(ax, scene: _Scene, title: str):
     lim = scene.limits
     ax.set_xlim(*lim[0])
     ax.set_ylim(*lim[1])
-    labels = ("x", "y", "z")
+    labels = scene.labels
     ax.set_xlabel(labels[0])
     ax.set_ylabel(labels[1])
     if scene.dim == 3:
@@ -124,11 +174,26 @@ def _setup(ax, scene: _Scene, title: str):
 class _Artists:
     """Line artists for one configuration, updated in place from frame to frame."""
 
-    def __init__(self, ax, scene: _Scene, color=None, alpha: float = 1.0):
-        """One artist per drawn item; ``color`` overrides the default colours."""
+    def __init__(self, ax, scene: _Scene, color=None, alpha: float = 1.0, norm=None, cmap=None):
+        """One artist per drawn item; ``color`` overrides the default colours; beams with values are
+        coloured element by element through ``norm`` and ``cmap``."""
         self.scene, self.dim = scene, scene.dim
         cycle = [f"C{i}" for i in range(10)]
         kw = dict(alpha=alpha)
+        self.norm, self.cmap = norm, cmap
+        self.beams = []
+        for i, (_, line, vals) in enumerate(scene.beams):
+            if vals is None:
+                self.beams.append(ax.plot(*([[]] * self.dim), lw=2.5, solid_capstyle="round",
+                                          color=color or cycle[(len(scene.shapes) + i) % 10], **kw)[0])
+            else:
+                if self.dim == 3:
+                    from mpl_toolkits.mplot3d.art3d import Line3DCollection as LC
+                else:
+                    from matplotlib.collections import LineCollection as LC
+                coll = LC(np.stack([line[0, :-1], line[0, 1:]], axis=1), linewidths=3.5, cmap=cmap, norm=norm, **kw)
+                (ax.add_collection3d if self.dim == 3 else ax.add_collection)(coll)
+                self.beams.append(coll)
         self.shapes = [ax.plot(*([[]] * self.dim), lw=3.5, solid_capstyle="round",
                                color=color or cycle[i % 10], **kw)[0] for i, _ in enumerate(scene.shapes)]
         self.frames = [[ax.plot(*([[]] * self.dim), lw=1.6, color=color or _FRAME_COLORS[k], **kw)[0]
@@ -164,6 +229,13 @@ class _Artists:
             self._set(line, pts[n])
         if self.joints is not None:
             self._set(self.joints, np.stack([x[n] for x in s.joints]))
+        for art, (_, line, vals) in zip(self.beams, s.beams):
+            if vals is None:
+                self._set(art, line[n])
+            else:
+                pts = line[n]
+                art.set_segments(np.stack([pts[:-1], pts[1:]], axis=1))
+                art.set_array(np.asarray(vals[n]))
 
 
 def _figure(figsize, dpi):
@@ -184,10 +256,31 @@ def _title(solution, layout: Layout) -> str:
     return f"{name} ({scheme})" if scheme else name
 
 
-def snapshot(solution, times=None, path=None, frame_size: float | None = None, figsize=(6.0, 5.0), dpi: int = 150):
+def _color_map(color_range):
+    """Norm and colormap of stress colours (blue low, red high, as 004 Fig. 6)."""
+    import matplotlib as mpl
+
+    lo, hi = (float(x) for x in color_range)
+    if not hi > lo:
+        raise ValueError(f"color_range must be (low, high) with high > low; got {color_range!r}.")
+    return mpl.colors.Normalize(lo, hi), mpl.colormaps["coolwarm"]
+
+
+def _auto_range(scene: _Scene) -> tuple:
+    vals = [v for _, _, v in scene.beams if v is not None]
+    hi = max(float(np.max(np.abs(v))) for v in vals) if vals else 1.0
+    lo = min(float(np.min(v)) for v in vals) if vals else 0.0
+    return (min(lo, 0.0), hi if hi > 0 else 1.0)
+
+
+def snapshot(solution, times=None, path=None, frame_size: float | None = None, figsize=(6.0, 5.0), dpi: int = 150,
+             color_by: str | None = None, color_range=None, view: str | None = None, title: str | None = None):
     """Overlay the configurations at ``times`` (nearest nodes; default six evenly spaced) in one
     picture, coloured from early (light) to late (dark), and write it to ``path`` (any format
-    matplotlib writes). Returns the path, or the matplotlib Figure when ``path`` is None."""
+    matplotlib writes). Returns the path, or the matplotlib Figure when ``path`` is None.
+    ``color_by`` colours beam elements by a stress resultant ("stress" = |n| + |m|, 004 Fig. 6)
+    over ``color_range`` (default: 0 to the largest value drawn); ``view`` projects a 3D mechanism
+    onto a coordinate plane ("yz", "xz", "xy")."""
     import matplotlib as mpl
 
     layout = layout_of(solution)
@@ -198,15 +291,21 @@ def snapshot(solution, times=None, path=None, frame_size: float | None = None, f
     if np.any(times < t[0] - 1e-12) or np.any(times > t[-1] + 1e-12):
         raise ValueError(f"times must lie in [{t[0]:g}, {t[-1]:g}] (the run's span); got {times.tolist()}.")
     idx = np.abs(t[None, :] - times[:, None]).argmin(axis=1)
-    scene = _Scene(layout, np.asarray(solution.q)[idx], frame_size)
+    scene = _Scene(layout, np.asarray(solution.q)[idx], frame_size, color_by=color_by, view=view)
     fig = _figure(figsize, dpi)
-    ax = _new_axes(fig, layout.dim)
-    _setup(ax, scene, _title(solution, layout) + ", t = " + ", ".join(f"{t[i]:.3g}" for i in idx))
+    ax = _new_axes(fig, scene.dim)
+    _setup(ax, scene, title or (_title(solution, layout) + ", t = " + ", ".join(f"{t[i]:.3g}" for i in idx)))
     cmap = mpl.colormaps["viridis"]
+    norm = smap = None
+    if color_by is not None:
+        norm, smap = _color_map(color_range if color_range is not None else _auto_range(scene))
     for k in range(len(idx)):
         frac = k / max(len(idx) - 1, 1)
-        art = _Artists(ax, scene, color=cmap(0.8 * (1 - frac)), alpha=0.5 + 0.5 * frac)
+        art = _Artists(ax, scene, color=cmap(0.8 * (1 - frac)), alpha=0.5 + 0.5 * frac, norm=norm, cmap=smap)
         art.update(k)
+    if color_by is not None:
+        sm = mpl.cm.ScalarMappable(norm=norm, cmap=smap)
+        fig.colorbar(sm, ax=ax, shrink=0.7, label="|n| + |m|" if color_by == "stress" else color_by)
     if path is None:
         return fig
     path = os.fspath(path)
@@ -216,9 +315,11 @@ def snapshot(solution, times=None, path=None, frame_size: float | None = None, f
 
 
 def animate(solution, path, fps: int = 20, max_frames: int = 200, frame_size: float | None = None,
-            figsize=(5.0, 4.5), dpi: int = 80):
+            figsize=(5.0, 4.5), dpi: int = 80, color_by: str | None = None, color_range=None,
+            view: str | None = None):
     """Write an animated GIF of the run to ``path``: at most ``max_frames`` nodes evenly spread over
-    the run, shown at ``fps`` frames per second (matplotlib Agg renders, Pillow writes). Returns the path."""
+    the run, shown at ``fps`` frames per second (matplotlib Agg renders, Pillow writes). Returns the path.
+    ``color_by``, ``color_range`` and ``view`` as in :func:`snapshot`."""
     from PIL import Image
 
     layout = layout_of(solution)
@@ -228,12 +329,15 @@ def animate(solution, path, fps: int = 20, max_frames: int = 200, frame_size: fl
         raise ValueError(f"max_frames must be a positive integer; got {max_frames!r}.")
     q, t = np.asarray(solution.q), np.asarray(solution.t)
     idx = np.unique(np.round(np.linspace(0, len(t) - 1, min(len(t), max_frames))).astype(int))
-    scene = _Scene(layout, q[idx], frame_size)
+    scene = _Scene(layout, q[idx], frame_size, color_by=color_by, view=view)
     fig = _figure(figsize, dpi)
-    ax = _new_axes(fig, layout.dim)
+    ax = _new_axes(fig, scene.dim)
     title = _title(solution, layout)
     _setup(ax, scene, title)
-    art = _Artists(ax, scene)
+    norm = smap = None
+    if color_by is not None:
+        norm, smap = _color_map(color_range if color_range is not None else _auto_range(scene))
+    art = _Artists(ax, scene, norm=norm, cmap=smap)
     images = []
     for k, n in enumerate(idx):
         art.update(k)
@@ -248,4 +352,4 @@ def animate(solution, path, fps: int = 20, max_frames: int = 200, frame_size: fl
     return path
 
 
-__all__ = ["snapshot", "animate", "layout_of"]
+__all__ = ["snapshot", "animate", "layout_of", "beam_values"]

@@ -1,5 +1,5 @@
 """Forces: gravity, springs and viscous dampers between material points (000 §5, eq 63, 72, 77-78;
-002 eq 116).
+002 eq 116), and prescribed point loads with a time function (the pulse of 004 §4.2).
 
 Conservative forces give potentials; each is also written as a function of one invariant pi(q)
 (002 eq 122-124): a spring's pi = |x_A - x_B|^2, gravity's pi = -sum m b.phi (linear), so that the
@@ -23,7 +23,8 @@ from .rigid import Point, _check_name
 
 @dataclass(frozen=True)
 class Gravity:
-    """Uniform gravity b: V = -sum_i m_i b.phi_i over the bodies (000 eq 63, 72; 002 §6.2).
+    """Uniform gravity b: V = -sum_i m_i b.phi_i over the bodies (000 eq 63, 72; 002 §6.2); over a
+    beam's nodes with their lumped masses (exact for the linear interpolation).
 
     ``bodies``: names of the bodies it acts on (default: all).
     """
@@ -57,8 +58,9 @@ class Gravity:
 
     def invariants(self, P) -> list:
         """pi = -sum m b.phi, the potential energy itself (a linear invariant)."""
-        masses = np.array([body.mass if self._acts_on(body) else 0.0 for body in P.bodies])
-        return [-(masses @ (P.centers() @ np.asarray(self.b)))]
+        idx, owners, mass = P.layout.mass_points()
+        masses = np.array([m if self._acts_on(body) else 0.0 for body, m in zip(owners, mass)])
+        return [-(masses @ (P.q[..., idx] @ np.asarray(self.b)))]
 
     def invariant_potentials(self) -> list[Callable]:
         """V(pi) = pi: gravity's potential is its invariant (000 eq 63, 72)."""
@@ -201,4 +203,83 @@ class Damper:
         return not self.ground_points()
 
 
-FORCE_TYPES = (Gravity, Spring, Damper)
+def triangular_pulse(t_peak: float, t_end: float, t_start: float = 0.0) -> Callable:
+    """The time function of a triangular pulse: 0 at ``t_start``, 1 at ``t_peak``, 0 from ``t_end`` on
+    (the load of the three-bar swing, 004 §4.2: 0 at t = 0, peak at 0.125 s, 0 at 0.25 s). A jax
+    function of t."""
+    t0, tp, t1 = float(t_start), float(t_peak), float(t_end)
+    if not (t0 < tp < t1):
+        raise ValueError(f"triangular_pulse: need t_start < t_peak < t_end; got {t0:g}, {tp:g}, {t1:g}.")
+
+    def pulse(t):
+        """0 -> 1 -> 0, piecewise linear."""
+        return jnp.clip(jnp.minimum((t - t0) / (tp - t0), (t1 - t) / (t1 - tp)), 0.0, 1.0)
+
+    pulse.support = (t0, t1)
+    return pulse
+
+
+@dataclass(frozen=True)
+class PointLoad:
+    """A prescribed (dead) force f(t) = ``force`` * ``time_function``(t) on a material point: the
+    generalized force F(q, t) = Dx(q)^T f(t), the gradient of the virtual work f(t) . x(q) (by AD).
+    ``time_function`` is a jax function of t (default 1: a constant force), e.g.
+    :func:`triangular_pulse`. It enters the schemes as the System's ``external_force``; momentum
+    maps of translations normal to the force and of rotations about axes parallel to it are kept
+    (002 eq 41)."""
+
+    name: str
+    point: Point
+    force: tuple
+    time_function: Callable | None = None
+
+    kind = "load"
+
+    def __post_init__(self):
+        """Check the parameters, with messages naming the load."""
+        _check_name(self.name)
+        _check_point(self.name, self.point)
+        if self.point.is_ground:
+            raise ValueError(f"{self.name}: a load acts on a body point, not a ground point.")
+        f = np.asarray(self.force, dtype=float)
+        if f.ndim != 1 or f.shape[0] not in (2, 3) or not np.all(np.isfinite(f)):
+            raise ValueError(f"{self.name}: force must be a finite 2- or 3-vector; got {self.force!r}.")
+        object.__setattr__(self, "force", tuple(float(x) for x in f))
+        if self.time_function is not None and not callable(self.time_function):
+            raise TypeError(f"{self.name}: time_function must be a function t -> scale (or None for a constant load).")
+
+    def points(self):
+        """The point the load acts on."""
+        return (self.point,)
+
+    def resolved(self, x0):
+        """The load itself (no defaults to resolve)."""
+        return self
+
+    def scale(self, t):
+        """time_function(t), or 1."""
+        return 1.0 if self.time_function is None else self.time_function(t)
+
+    def virtual_work(self, x: Callable, t):
+        """f(t) . x(q), whose gradient in q is the generalized force."""
+        return self.scale(t) * (jnp.asarray(self.force) @ x(self.point))
+
+    def ground_points(self):
+        """None: a load is not attached to the ground."""
+        return []
+
+    def rotation_invariant(self, axis, dim: int) -> bool:
+        """The angular momentum about ``axis`` (3D) is kept when the force is parallel to it (its moment
+        about the axis, (x x f) . a, vanishes wherever the point is); in the plane never."""
+        if dim != 3:
+            return False
+        f = np.asarray(self.force)
+        return bool(np.linalg.norm(np.cross(f, np.asarray(axis, dtype=float))) <= 1e-12 * max(1.0, np.linalg.norm(f)))
+
+    def translation_invariant(self, direction, dim: int) -> bool:
+        """The momentum along ``direction`` is kept when the force is normal to it."""
+        f = np.asarray(self.force)
+        return bool(abs(f @ np.asarray(direction, dtype=float)) <= 1e-12 * max(1.0, np.linalg.norm(f)))
+
+
+FORCE_TYPES = (Gravity, Spring, Damper, PointLoad)

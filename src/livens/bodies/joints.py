@@ -2,12 +2,15 @@
 
 Each joint gives a block of constraint functions g(q) of the placements x(q) = phi + X_i d_i of
 its points, with a name per component ("P4.revolute.x"). The Assembly evaluates them; the
-functions are at most quadratic in q, so that the schemes' discrete derivatives stay exact.
+functions are at most quadratic in q, so that the schemes' discrete derivatives stay exact. Joints with
+``uses_frames`` also read the director frames of their points (``residual(x, frame)``).
 
 * :class:`FixedPoint`: a body point pinned to the ground, s (x_P - x0) = 0; the heavy top's
   tip, phi/l - d3 = 0, is the point X = (0, 0, -l) with s = 1/l (002 eq 104; 000 eq 64).
 * :class:`Spherical`: a ball joint between two body points in 3D, x_A - x_B = 0.
-* :class:`Revolute`: a planar revolute joint, x_A - x_B = 0 in R^2 (000 eq 74a, b).
+* :class:`Revolute`: a revolute joint: x_A - x_B = 0 in R^2 (000 eq 74a, b); in 3D with a hinge
+  ``axis`` kept aligned in both bodies by two bilinear director constraints.
+* :class:`Clamp`: a rigid connection of two frames, or of a frame to the ground, in 3D (six constraints).
 * :class:`Distance`: a massless rod, 1/2 (|x_A - x_B|^2 / L^2 - 1) = 0 (002 eq 93, 117).
 * :class:`OnAxis`: a body point kept on a fixed line through ``through`` along ``direction``:
   the components of x_P - a normal to the line vanish (a slider).
@@ -64,13 +67,15 @@ class _Joint:
     name: str
 
     linear = False  # True where the residual is linear in q (the Assembly stacks those into one matrix)
+    uses_frames = False  # True where the residual also reads director frames: residual(x, frame)
 
     def points(self) -> tuple[Point, ...]:
         """The material (or ground) points the joint connects."""
         raise NotImplementedError
 
-    def resolved(self, x0: Callable) -> "_Joint":
-        """A copy with defaults taken from the initial placement ``x0(point)``."""
+    def resolved(self, x0: Callable, frame0: Callable | None = None) -> "_Joint":
+        """A copy with defaults taken from the initial placement ``x0(point)`` (and, for joints that
+        need them, the initial director frames ``frame0(point)``)."""
         return self
 
     def ground_points(self) -> list[np.ndarray]:
@@ -119,7 +124,7 @@ class FixedPoint(_Joint):
         """The points the joint connects."""
         return (self.point,)
 
-    def resolved(self, x0):
+    def resolved(self, x0, frame0=None):
         """A copy with the defaults filled in from the initial placement ``x0(point)``."""
         at = x0(self.point) if self.at is None else self.at
         return replace(self, at=tuple(float(a) for a in np.asarray(at, dtype=float)))
@@ -179,11 +184,147 @@ class Spherical(_Joint):
 
 @dataclass(frozen=True)
 class Revolute(Spherical):
-    """A planar revolute joint: x_A(q) - x_B(q) = 0 in R^2 (000 eq 74a for B on the ground, 74b
-    between two bars). Components "<name>.revolute.x", "<name>.revolute.y"."""
+    """A revolute joint (a hinge).
+
+    In the plane (no ``axis``): x_A(q) - x_B(q) = 0 in R^2 (000 eq 74a for B on the ground, 74b
+    between two bars); components "<name>.revolute.x", "<name>.revolute.y".
+
+    In 3D, ``axis`` is the hinge axis in the initial configuration (a spatial vector). The axis is
+    fixed in both bodies: a_A = a_i d_i^A in A and a_B = b_j d_j^B in B (a fixed direction if B is a
+    ground point), with components taken from the initial directors. Besides x_A - x_B = 0 the joint
+    keeps them parallel by two bilinear constraints (n_alpha,i d_i^A) . a_B = 0, n_1, n_2 an
+    orthonormal basis normal to a_A in A's frame (the director form of a revolute pair, Betsch and
+    Leyendecker 2006): five constraints "<name>.revolute.x/y/z", "<name>.revolute.axis[n1]",
+    "<name>.revolute.axis[n2]". Point A must lie on a body with directors (a rigid body or a beam node).
+    """
+
+    axis: tuple | None = None
+    axis_a: tuple | None = None
+    normals_a: tuple | None = None
+    axis_b: tuple | None = None
 
     kind = "revolute"
     planar = True
+    uses_frames = True
+
+    def __post_init__(self):
+        """Check the points and the axis, with messages naming the joint."""
+        super().__post_init__()
+        if self.axis is not None:
+            e = np.asarray(self.axis, dtype=float)
+            if e.shape != (3,) or not np.all(np.isfinite(e)) or not np.linalg.norm(e) > 0:
+                raise ValueError(f"{self.name}: axis must be a nonzero 3-vector (the hinge axis); got {self.axis!r}.")
+            object.__setattr__(self, "axis", tuple(float(v) for v in e / np.linalg.norm(e)))
+            if self.a.is_ground:
+                raise ValueError(f"{self.name}: point A of a revolute joint in 3D must be on a body with directors "
+                                 "(a rigid body or a beam node); put the ground point second.")
+
+    @property
+    def linear(self) -> bool:
+        """The planar joint is linear in q; the axis constraints of the 3D joint are bilinear."""
+        return self.axis is None
+
+    def resolved(self, x0, frame0=None):
+        """In 3D: the axis' components in A's and B's director frames from the initial frames
+        ``frame0(point)`` (rows d_i), and a basis n_1, n_2 normal to it in A's frame."""
+        if self.axis is None or self.axis_a is not None:
+            return self
+        e = np.asarray(self.axis)
+        DA = np.asarray(frame0(self.a))
+        a = DA @ e
+        N = _normals(a, 3)
+        b = e if self.b.is_ground else np.asarray(frame0(self.b)) @ e
+        return replace(self, axis_a=tuple(a.tolist()), normals_a=tuple(tuple(r) for r in N.tolist()),
+                       axis_b=tuple(b.tolist()))
+
+    def size(self, dim: int) -> int:
+        """2 in the plane; 3 + 2 in 3D."""
+        return dim if self.axis is None else dim + 2
+
+    def component_names(self, dim: int):
+        """Names of the scalar constraints, as they appear in System.constraint_names."""
+        names = _difference_names(self.name, self.kind, dim)
+        if self.axis is None:
+            return names
+        return names + (f"{self.name}.revolute.axis[n1]", f"{self.name}.revolute.axis[n2]")
+
+    def residual(self, x: Callable, frame: Callable | None = None):
+        """x_A - x_B; in 3D followed by (n_alpha . D_A) . a_B (alpha = 1, 2)."""
+        r = x(self.a) - x(self.b)
+        if self.axis is None:
+            return r
+        DA = frame(self.a)
+        aB = jnp.asarray(self.axis_b) if self.b.is_ground else jnp.asarray(self.axis_b) @ frame(self.b)
+        nA = jnp.asarray(self.normals_a) @ DA  # (2, 3): n_alpha,i d_i^A
+        return jnp.concatenate([r, nA @ aB])
+
+    def rotation_invariant(self, axis, dim: int) -> bool:
+        """Ground points on the rotation axis and, for a hinge to the ground in 3D, the hinge axis
+        parallel to it (002 eq 41c)."""
+        if not super().rotation_invariant(axis, dim):
+            return False
+        if self.axis is not None and self.b.is_ground:
+            return bool(np.linalg.norm(np.cross(np.asarray(self.axis_b), np.asarray(axis, dtype=float))) <= 1e-12)
+        return True
+
+
+@dataclass(frozen=True)
+class Clamp(_Joint):
+    """A rigid connection (clamp, weld) of a frame to another frame or to the ground, in 3D: x_A - x_B = 0
+    and the relative rotation fixed by three bilinear director constraints d2^A . c3 = d3^A . c1 =
+    d1^A . c2 = 0, with c_i the vectors of B's frame (c_i = C_ij d_j^B) or of space (B a ground point)
+    that coincide with d_i^A initially. Six constraints "<name>.clamp.x/y/z", "<name>.clamp.rot[23]",
+    "...rot[31]", "...rot[12]"; A must be on a rigid body or a beam node (a cantilever's root).
+    """
+
+    a: Point = None
+    b: Point = None
+    frame_b: tuple | None = None
+
+    kind = "clamp"
+    uses_frames = True
+
+    def __post_init__(self):
+        """Check the points, with messages naming the joint."""
+        _check_name(self.name)
+        _check_point(self.name, self.a)
+        _check_point(self.name, self.b)
+        if self.a.is_ground:
+            raise ValueError(f"{self.name}: point A of a clamp must be on a body with directors; put the ground "
+                             "point second.")
+
+    def points(self):
+        """The points the joint connects."""
+        return (self.a, self.b)
+
+    def resolved(self, x0, frame0=None):
+        """A copy with A's initial directors expressed in B's frame (or in space)."""
+        if self.frame_b is not None:
+            return self
+        DA = np.asarray(frame0(self.a))
+        C = DA if self.b.is_ground else DA @ np.asarray(frame0(self.b)).T
+        return replace(self, frame_b=tuple(tuple(r) for r in C.tolist()))
+
+    def size(self, dim: int) -> int:
+        """Six constraints (3D)."""
+        return 6
+
+    def component_names(self, dim: int):
+        """Names of the scalar constraints, as they appear in System.constraint_names."""
+        return _difference_names(self.name, self.kind, dim) + tuple(
+            f"{self.name}.clamp.rot[{k}]" for k in ("23", "31", "12"))
+
+    def residual(self, x: Callable, frame: Callable | None = None):
+        """x_A - x_B, then d2^A . c3, d3^A . c1, d1^A . c2."""
+        DA = frame(self.a)
+        C = jnp.asarray(self.frame_b)
+        c = C if self.b.is_ground else C @ frame(self.b)
+        rot = jnp.stack([DA[1] @ c[2], DA[2] @ c[0], DA[0] @ c[1]])
+        return jnp.concatenate([x(self.a) - x(self.b), rot])
+
+    def rotation_invariant(self, axis, dim: int) -> bool:
+        """Never when clamped to the ground (the fixed frame turns with no rotation); else as any joint."""
+        return not self.b.is_ground and super().rotation_invariant(axis, dim)
 
 
 @dataclass(frozen=True)
@@ -211,7 +352,7 @@ class Distance(_Joint):
         """The points the joint connects."""
         return (self.a, self.b)
 
-    def resolved(self, x0):
+    def resolved(self, x0, frame0=None):
         """A copy with the defaults filled in from the initial placement ``x0(point)``."""
         if self.length is not None:
             return self
@@ -262,7 +403,7 @@ class OnAxis(_Joint):
         """The points the joint connects."""
         return (self.point,)
 
-    def resolved(self, x0):
+    def resolved(self, x0, frame0=None):
         """A copy with the defaults filled in from the initial placement ``x0(point)``."""
         a = np.zeros(len(self.direction)) if self.through is None else np.asarray(self.through, dtype=float)
         return replace(self, through=tuple(float(v) for v in a))
@@ -298,4 +439,4 @@ class OnAxis(_Joint):
                                             np.r_[np.asarray(direction, float), [0.0] * (3 - dim)])) <= 1e-12)
 
 
-JOINT_TYPES = (FixedPoint, Spherical, Revolute, Distance, OnAxis)
+JOINT_TYPES = (FixedPoint, Spherical, Revolute, Clamp, Distance, OnAxis)

@@ -376,4 +376,51 @@ def bar(name: str, length: float, mass: float, center, direction, normal=None, v
                            shape=((-half, 0.0), (half, 0.0)))
 
 
+def pyramid_inertia(mass: float, base_edge: float, height: float) -> tuple[float, float, float]:
+    """Principal moments of inertia (J_1, J_2, J_3) about the centroid of a solid right pyramid with a
+    square base of edge a and height H (axis d3): J_1 = J_2 = m (a^2/20 + 3 H^2/80), J_3 = m a^2/10.
+    The centroid lies on the axis, H/4 above the base."""
+    a, H, m = float(base_edge), float(height), float(mass)
+    if not (a > 0 and H > 0 and m > 0):
+        raise ValueError(f"pyramid: mass, base_edge and height must be positive; got {mass!r}, {base_edge!r}, {height!r}.")
+    Jt = m * (a**2 / 20.0 + 3.0 * H**2 / 80.0)
+    return (Jt, Jt, m * a**2 / 10.0)
+
+
+def pyramid(name: str, mass: float, base_edge: float, height: float, base_center, apex_direction,
+            edge_direction=None, velocity=(0.0, 0.0, 0.0), angular_velocity=(0.0, 0.0, 0.0)) -> RigidBody:
+    """A solid right pyramid with a square base (the rigid bodies of the three-bar swing, 004 §4.2) as a
+    :class:`RigidBody` from its mass and principal inertia (:func:`pyramid_inertia`): d3 points from the
+    base centre to the apex along ``apex_direction``, d1 along a base edge (``edge_direction``, made
+    normal to d3; default any normal), d2 = d3 x d1; the centre of mass sits H/4 above ``base_center``.
+    Its material points: the base centre X = (0, 0, -H/4) and the apex X = (0, 0, 3H/4)
+    (:func:`pyramid_points`); it is drawn by its edges."""
+    e3 = np.asarray(_vec(f"{name}: apex_direction", apex_direction, 3))
+    if not np.linalg.norm(e3) > 0:
+        raise ValueError(f"{name}: apex_direction must be nonzero.")
+    e3 = e3 / np.linalg.norm(e3)
+    c = np.eye(3)[int(np.argmin(np.abs(e3)))] if edge_direction is None else np.asarray(
+        _vec(f"{name}: edge_direction", edge_direction, 3))
+    e1 = c - (c @ e3) * e3
+    if not np.linalg.norm(e1) > 1e-12:
+        raise ValueError(f"{name}: edge_direction is parallel to apex_direction; give a direction across the axis.")
+    e1 /= np.linalg.norm(e1)
+    H, a = float(height), float(base_edge)
+    J = pyramid_inertia(mass, a, H)
+    centroid = np.asarray(_vec(f"{name}: base_center", base_center, 3)) + 0.25 * H * e3
+    z0, z1, r = -0.25 * H, 0.75 * H, 0.5 * a
+    corners = [(r, r, z0), (-r, r, z0), (-r, -r, z0), (r, -r, z0)]
+    apex = (0.0, 0.0, z1)
+    outline = (corners[0], corners[1], corners[2], corners[3], corners[0], apex, corners[1], corners[2], apex,
+               corners[3])
+    return RigidBody(name, mass=mass, inertia=J, position=centroid, directors=(e1, np.cross(e3, e1), e3),
+                     velocity=velocity, angular_velocity=angular_velocity, shape=outline)
+
+
+def pyramid_points(height: float) -> tuple[tuple, tuple]:
+    """The material points (base centre, apex) of a :func:`pyramid` of height H, relative to its centroid."""
+    H = float(height)
+    return (0.0, 0.0, -0.25 * H), (0.0, 0.0, 0.75 * H)
+
+
 BODY_TYPES = (PointMass, RigidBody, PlanarRigidBody)

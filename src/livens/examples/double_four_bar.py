@@ -24,7 +24,6 @@ the first dead-centre position (its parasitic root -1 at vartheta = 1/2,
 :mod:`livens.schemes.ggl_theta`). The bars turn at about v0 / l (plus what gravity adds): scale h
 with l / v0 for a faster start.
 """
-import numpy as np
 
 from .. import bodies as lb
 from . import register

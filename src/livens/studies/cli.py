@@ -199,9 +199,13 @@ def _cmd_reproduce(args) -> int:
     kw = dict(quick=args.quick, scheduler=args.scheduler, processes=args.processes,
               progress=False if args.quiet else None)
     if args.paper == "all":
+        if args.section:
+            print("livens reproduce: --section selects sections of one paper; give the paper, not 'all'.",
+                  file=__import__("sys").stderr)
+            return 2
         reps, index = reproduce_all(args.out, **kw)
     else:
-        reps, index = [reproduce(args.paper, args.out, **kw)], None
+        reps, index = [reproduce(args.paper, args.out, sections=args.section, **kw)], None
     errors = []
     for rep in reps:
         counts = rep.summary()
@@ -264,4 +268,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://127.0.0.1:8786")
     p.add_argument("--processes", type=int, default=None, help="local worker processes (default: this process)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--section", action="append", default=None, metavar="KEY",
+                   help="only this section of the paper (e.g. 4.1; repeatable); an unknown key lists the sections")
     p.set_defaults(func=_cmd_reproduce)

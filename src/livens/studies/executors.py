@@ -11,7 +11,6 @@ terminal and never with ``progress=False`` (``--quiet``).
 """
 from __future__ import annotations
 
-import sys
 import time
 from typing import Callable, Iterable, Sequence
 

@@ -143,9 +143,11 @@ class Reproduction:
 
 
 def reproduce(paper: str, out: str, quick: bool = False, executor=None, *, scheduler=None,
-              processes: int | None = None, progress: bool | None = None) -> Reproduction:
+              processes: int | None = None, progress: bool | None = None,
+              sections: list | None = None) -> Reproduction:
     """Reproduce ``paper`` into ``out``: figures (PNG, PDF), data (CSV), ``report.md`` and
-    ``claims.csv``. See the module docstring."""
+    ``claims.csv``. ``sections``: only the items with these keys (e.g. ``["4.1"]``; the report
+    says which); None for all. See the module docstring."""
     all_papers = papers()
     if paper not in all_papers:
         import difflib
@@ -157,6 +159,13 @@ def reproduce(paper: str, out: str, quick: bool = False, executor=None, *, sched
     t0 = time.perf_counter()
     os.makedirs(out, exist_ok=True)
     items = p.build(quick)
+    if sections is not None:
+        keys = [it.key for it in items]
+        unknown = [k for k in sections if k not in keys]
+        if unknown or not sections:
+            raise ValueError(f"Unknown section(s) {', '.join(map(repr, unknown)) or '(none given)'} of {paper}; "
+                             f"its sections: {', '.join(keys)}.")
+        items = [it for it in items if it.key in sections]
     specs = [s for it in items for s in it.runs]
     kw = dict(scheduler=scheduler, processes=processes, progress=progress)
     results = run_specs(specs, executor, desc=f"reproduce {paper}", **kw)
@@ -191,6 +200,9 @@ def reproduce(paper: str, out: str, quick: bool = False, executor=None, *, sched
         f"mode: {'quick (cheap variant: shorter end times, fewer step sizes)' if quick else 'full'}; "
         f"{len(results) + len(rescue_results)} distinct runs; wall time {wall:.1f} s; the runs:",
     ]
+    if sections is not None:
+        settings.insert(-1, "sections: only " + ", ".join(it.key for it in items)
+                        + " (the paper's other sections are not part of this report)")
     claims_csv = write_claims_csv(os.path.join(out, "claims.csv"), claims)
     report = write_report(os.path.join(out, "report.md"), f"{p.title} ({p.key}, paper {p.number})",
                           "Reproduced with livens; verdicts are computed, not copied.", claims,
