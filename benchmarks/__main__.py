@@ -378,6 +378,25 @@ def compare(results: dict, baseline: dict | None) -> None:
         print(f"  {key:<48} {was:>12g} {now:>12g} {r:>9.2f}{flag}")
 
 
+def _chain_only(lv, results, json_path) -> int:
+    """``--chain``: the pendulum chain section alone (N = 16, 32, 64, 128)."""
+    sizes = [16, 32, 64, 128]
+    print(f"\n== pendulum-chain (VI-S, h = 0.01): cost per step for N = {sizes} (the first {CHAIN_STEPS} steps, "
+          f"median of 3)")
+    chain = measure_chain(lv, sizes, CHAIN_STEPS, 3)
+    results["chain"] = chain
+    for n, r in chain["sizes"].items():
+        print(f"  N = {n:>4}: {r}")
+    if "ratio_128_16" in chain:
+        print(f"  N = 128 / N = 16: {chain['ratio_128_16']}x per step, {chain['ratio_per_iteration_128_16']}x per "
+              f"Newton iteration (target: at most 16x per step)")
+    results["machine"]["load_average_end"] = _load_average()
+    print(f"load average at the end: {results['machine']['load_average_end']}")
+    if json_path:
+        Path(json_path).write_text(json.dumps(results, indent=2))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the targets only, shorter runs")
@@ -387,7 +406,11 @@ def main(argv=None) -> int:
     ap.add_argument("--yardsticks", action="store_true",
                     help="only livens beside the compiled VI-S, Exudyn and NumPy (the ratio targets, about a minute)")
     ap.add_argument("--json", default=None, help="also write the results to this file")
+    ap.add_argument("--chain", action="store_true",
+                    help="only the pendulum chain's cost per step for N = 16, 32, 64, 128 (a few minutes)")
     args = ap.parse_args(argv)
+    if args.chain and (args.update_baseline or args.yardsticks or args.quick):
+        ap.error("--chain runs the chain section alone: drop --quick, --yardsticks and --update-baseline")
     if args.yardsticks and args.update_baseline:
         ap.error("--update-baseline needs a run of every section: drop --yardsticks")
 
@@ -409,6 +432,9 @@ def main(argv=None) -> int:
     }}
     print(f"livens benchmarks: {results['machine']['platform']}, {os.cpu_count()} CPUs, jax {jax.__version__}, "
           f"load average {results['machine']['load_average']}")
+
+    if args.chain:
+        return _chain_only(lv, results, args.json)
 
     examples, schemes = lv.examples.names(), lv.schemes.names()
     # the swing has its own section (two sizes, a profile); its compile time and step cost would

@@ -7,6 +7,7 @@ and its partial derivatives, and D_q of the kinetic energy for a configuration-d
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -73,6 +74,22 @@ class Mechanics:
             raise ValueError("M^-1 is not available: the mass matrix is singular or configuration dependent.")
         return jnp.asarray(self.Minv_const)
 
+    @functools.cached_property
+    def Minv_diagonal(self):
+        """The diagonal of M^-1 where M is constant, regular and diagonal, else None."""
+        Mi = self.Minv_const
+        if Mi is None or np.any(Mi - np.diag(np.diag(Mi))):
+            return None
+        return np.diag(Mi).copy()
+
+    def Minv_mul(self, X):
+        """M^-1 X for a vector or the columns of a matrix X (constant regular M): elementwise where
+        M is diagonal (the same numbers as the matrix product, at O(d) cost for large systems)."""
+        diag = self.Minv_diagonal
+        if diag is None:
+            return self.Minv() @ X
+        return (diag if X.ndim == 1 else diag[:, None]) * X
+
     # --- energies ---------------------------------------------------------------------------
     def V(self, q):
         """Potential V(q)."""
@@ -133,7 +150,8 @@ class Mechanics:
         """sum_k gamma_k D^2 g_k(q) w, a Hessian-vector product (002 eq 55b, 76b)."""
         if self.m == 0:
             return jnp.zeros_like(q)
-        return jax.jvp(lambda x: self.G(x).T @ gam, (q,), (w,))[1]
+        # forward over reverse: the cost of a few evaluations of g, without forming G (large systems)
+        return jax.jvp(jax.grad(lambda x: gam @ self.g(x)), (q,), (w,))[1]
 
     def gv(self, q, p):
         """Secondary constraint g_v(q, p) = G(q) M^-1 p (002 eq 29)."""

@@ -109,7 +109,7 @@ def default_update(names: tuple) -> Callable:
         p1 = u["p1"] if "p1" in u else next_node(s.p, u["dp"], cp)
         v = next((u[n] for n in _V if n in u), None)
         if v is None:
-            v = mech.Minv() @ p1
+            v = mech.Minv_mul(p1)
         gam = u.get("gam", s.gam)
         new = State(q=q1, p=p1, v=v, lam=u["lam"], gam=gam, extra=s.extra, comp=s.comp)
         out = {"v": v, "lam": u["lam"]}

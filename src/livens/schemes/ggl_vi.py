@@ -14,6 +14,13 @@ q_bar = q^n + h v^n (002 eq 53):
 000 eq 41b and 57b print M^-1 p^n in the gamma term; the derivation (000 eq 40b) and 002 eq 55b
 give M^-1 p^{n+1}, which is used here. An external force enters like the damping force, at t^n.
 Symplectic, conserves momentum maps, g(q) = 0 at the nodes; first order.
+
+Newton's tangent dR/dx is structured (:func:`_tangent`), each form tested against the AD Jacobian:
+:class:`VISTangent` (dense blocks, block elimination) for small systems; from
+:data:`BANDED_MIN_D` coordinates on :class:`VISTangentBanded` where the reduced Newton system is a
+narrow band in some order of the unknowns (chains: found once per system by
+:func:`band_structure`), factorized by LU over the band at a cost per iteration linear in d;
+otherwise, from :data:`MATRIX_FREE_MIN_D` on, the matrix-free :class:`VISTangentMF`.
 """
 from __future__ import annotations
 
@@ -22,6 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .. import _banded
+from .._cache import CompiledCache
 from .._linalg import block_solve, solver
 from . import register
 from .base import Scheme, State, next_node
@@ -40,9 +49,8 @@ def _residual(u, s: State, h, t, params, mech):
     dq, dp, v0, lam, gam = u["dq"], u["dp"], u["v0"], u["lam"], u["gam"]
     q0 = s.q
     q1, p1 = _nodes(u, s)
-    Minv = mech.Minv()
     qbar = q0 + h * v0
-    w = Minv @ p1
+    w = mech.Minv_mul(p1)
     # G(q_bar)^T gamma, G(q_bar) w and G(q^n)^T lambda as AD vector products: the cost follows
     # that of g, without forming the m x d Jacobians (large systems)
     GbarT_gam = jax.vjp(mech.g, qbar)[1](gam)[0]
@@ -54,7 +62,7 @@ def _residual(u, s: State, h, t, params, mech):
     if mech.has_external_force:
         force = force + mech.F(q0, v0, t)
     return jnp.concatenate([
-        dq - h * v0 - h * Minv @ GbarT_gam,
+        dq - h * v0 - h * mech.Minv_mul(GbarT_gam),
         dp - h * force + h * hess,
         mech.D2L(q0, v0) - p1 - h * hess,
         mech.g(q1),
@@ -181,7 +189,8 @@ cost (``python -m benchmarks``). Not used by :class:`VISTangentMF` (in the chain
 step much slower, not understood)."""
 
 MATRIX_FREE_MIN_D = 64
-"""From this many coordinates on, :func:`_tangent` gives the matrix-free :class:`VISTangentMF`."""
+"""From this many coordinates on, :func:`_tangent` gives the matrix-free :class:`VISTangentMF`
+where the banded :class:`VISTangentBanded` does not apply (no narrow band)."""
 
 
 def _columns(f):
@@ -210,7 +219,7 @@ class VISTangentMF:
         grad_gam = jax.grad(lambda y: gam @ g(y))
         self.Gb = jax.linearize(g, qbar)[1]                                   # V -> G(q_bar) V
         self.GbT = jax.vjp(g, qbar)[1]                                        # y -> G(q_bar)^T y
-        Gw = lambda q: jax.jvp(g, (q,), (w,))[1]                              # noqa: E731
+        Gw = lambda q: jax.jvp(g, (q,), (w,))[1]
         self.K = jax.linearize(Gw, qbar)[1]                                   # V -> K V
         self.KT = jax.vjp(Gw, qbar)[1]                                        # y -> K^T y
         self.Hg = jax.linearize(grad_gam, qbar)[1]                            # V -> Hg V
@@ -291,22 +300,171 @@ class VISTangentMF:
         return jnp.concatenate([dq1, dp1, dv, dl, dg])
 
 
+class VISTangentBanded:
+    """The VI-S tangent of :class:`VISTangent` reduced to a band matrix (chains, beams).
+
+    The elimination of :class:`VISTangent` forms S^-1 = (M + h Hg)^-1, which is dense even where
+    Hg is sparse. Here y = M^-1 dp^{n+1} stays an unknown instead: with (55a) solved for dq1 and
+    (55b) + (55c) for dv (A dv + h G0^T dlambda = b2 + b3, dv = a + Al dlambda where A = M), what
+    remains is, in z = (y, dlambda, dgamma),
+
+        (55c)  S y - Y Al dlambda + h K^T dgamma   = Y a - b3
+        (55d)  G1 Wq Al dlambda + h G1 M^-1 Gb^T dgamma = b4 - G1 (b1 + Wq a)
+        (55e)  Gb y + h K Al dlambda               = b5 - h K a
+
+    (Y = M - h^2 Tq, Wq = h I + h^2 M^-1 Hg; with damping or an external force, A is not M and
+    dv stays an unknown too, with the row A dv + h G0^T dlambda = b2 + b3). Every block is a
+    product of the constraint Jacobians and Hessians, whose couplings are those of g: for a chain
+    the matrix is a band in a suitable order. Its entries come from one application of this
+    linear map per colour of a :class:`livens._banded.BandStructure` (AD products, as in
+    :class:`VISTangentMF`), and it is factorized by LU over its band: a Newton iteration costs
+    O(d) where the dense forms cost O(d^3) or O(m^2 d).
+    """
+
+    def __init__(self, structure, mech, h, A, q0, q1, qbar, w, gam):
+        self.mf = VISTangentMF(mech, h, A, q0, q1, qbar, w, gam)
+        self.s = structure
+        self.d, self.m, self.h = mech.d, mech.m, h
+        self.banded = _banded.BandedTangent(structure, self.apply)
+
+    @property
+    def keeps_dv(self) -> bool:
+        return self.mf.A is not None
+
+    def _dv(self, dl):
+        """The part of dv that depends on dlambda (Al dlambda), or None when dv is an unknown."""
+        return None if self.keeps_dv else -self.h * self.mf.Miop(self.mf.G0T(dl)[0])
+
+    def apply(self, z):
+        """The reduced matrix times z (see the class docstring)."""
+        mf, h, d, m = self.mf, self.h, self.d, self.m
+        Mop, Miop = mf.Mop, mf.Miop
+        y, rest = z[:d], z[d:]
+        if self.keeps_dv:
+            dv, dl, dg = rest[:d], rest[d:d + m], rest[d + m:]
+        else:
+            dl, dg = rest[:m], rest[m:]
+            dv = self._dv(dl)
+        rows_c = Mop(y) + h * mf.Hg(y) - (Mop(dv) - (h * h) * mf.Tq(dv)) + h * mf.KT(dg)[0]
+        dq = h * dv + (h * h) * Miop(mf.Hg(dv)) + h * Miop(mf.GbT(dg)[0])
+        rows = [rows_c, mf.G1(dq), mf.Gb(y) + h * mf.K(dv)]
+        if self.keeps_dv:
+            rows.insert(0, mf.A @ dv + h * mf.G0T(dl)[0])
+        return jnp.concatenate(rows)
+
+    def matrix(self):
+        """The dense Jacobian (for tests), from the blocks of :class:`VISTangentMF`."""
+        return self.mf.matrix()
+
+    def reduced_matrix(self):
+        """The band matrix of the reduced system, dense, in the order of z (for tests)."""
+        return self.banded.matrix()
+
+    def solve(self, b):
+        """dR/dx^-1 b: the reduced system by band LU, then dq1, dp1, dv (class docstring)."""
+        mf, h, d, m = self.mf, self.h, self.d, self.m
+        Mop, Miop = mf.Mop, mf.Miop
+        b1, b2, b3, b4, b5 = b[:d], b[d:2 * d], b[2 * d:3 * d], b[3 * d:3 * d + m], b[3 * d + m:]
+        if self.keeps_dv:
+            rhs = jnp.concatenate([b2 + b3, -b3, b4 - mf.G1(b1), b5])
+            z = self.banded.solve(rhs)
+            y, dv, dl, dg = z[:d], z[d:2 * d], z[2 * d:2 * d + m], z[2 * d + m:]
+        else:
+            a = Miop(b2 + b3)
+            Wa = h * a + (h * h) * Miop(mf.Hg(a))
+            rhs = jnp.concatenate([Mop(a) - (h * h) * mf.Tq(a) - b3, b4 - mf.G1(b1 + Wa), b5 - h * mf.K(a)])
+            z = self.banded.solve(rhs)
+            y, dl, dg = z[:d], z[d:d + m], z[d + m:]
+            dv = a + self._dv(dl)
+        dq1 = b1 + h * dv + (h * h) * Miop(mf.Hg(dv)) + h * Miop(mf.GbT(dg)[0])
+        return jnp.concatenate([dq1, Mop(y), dv, dl, dg])
+
+
+BANDED_MIN_D = 54
+"""From this many coordinates on, :func:`_tangent` gives :class:`VISTangentBanded` where the
+reduced system of that form is a narrow band (:func:`band_structure`), else :class:`VISTangentMF`
+(from :data:`MATRIX_FREE_MIN_D` on) or :class:`VISTangent`. Below it the band LU's sequence of
+small factorizations cost more than the dense form's few large ones on the pendulum chain
+(both timed side by side for N = 8 to 20 bodies; about equal at N = 18, d = 54)."""
+
+_STRUCTURES = CompiledCache(32)
+
+
+def band_structure(mech, keeps_dv: bool):
+    """The :class:`livens._banded.BandStructure` of :class:`VISTangentBanded`'s reduced system for
+    this system, or None where its band is not narrow (cached per system: found once, at the
+    compilation of the first run, for every h).
+
+    The pattern is the union of the nonzeros of the reduced matrix at a few random points
+    (:func:`livens._banded.sparsity_pattern`): random states, multipliers, h, t and System
+    parameters, with the damping and external force's velocity derivative by AD at each point
+    (``keeps_dv``); the band assembled from it is checked against the matrix at one more point
+    (:func:`livens._banded.checked`), and given up (None) where they differ."""
+    key = (mech.system, mech.symmetries, keeps_dv)
+    if key in _STRUCTURES:
+        return _STRUCTURES[key]
+    rng = np.random.default_rng(20240607)
+    d, m = mech.d, mech.m
+    n = (2 * d if keeps_dv else d) + 2 * m
+
+    def random_point():
+        prm = _banded.random_parameters(mech.system.parameters, rng)
+        q0, v0, q1, qbar, w = (jnp.asarray(rng.standard_normal(d)) for _ in range(5))
+        gam = jnp.asarray(rng.standard_normal(m))
+        h, t = float(rng.uniform(0.01, 0.1)), float(rng.uniform(0.0, 1.0))
+        return prm, h, t, q0, v0, q1, qbar, w, gam
+
+    @jax.jit
+    def columns(prm, h, t, q0, v0, q1, qbar, w, gam, E):
+        bound = mech.bind(prm)
+        A = _velocity_matrix(bound, q0, v0, t, h)
+        probe = VISTangentBanded.__new__(VISTangentBanded)
+        probe.mf = VISTangentMF(bound, h, A, q0, q1, qbar, w, gam)
+        probe.d, probe.m, probe.h = d, m, h
+        return _columns(probe.apply)(E)
+
+    def columns_at(point, E):
+        return columns(*point, jnp.asarray(E))
+
+    # evaluated now, with numbers, also while a time loop that needs it is being traced
+    with jax.ensure_compile_time_eval():
+        points = [random_point() for _ in range(_banded.SAMPLES)]
+        rows, cols = _banded.sparsity_pattern(columns_at, n, points)
+        structure = _banded.BandStructure(n, rows, cols)
+        if not (structure.narrow and _banded.checked(structure, columns_at, random_point(), rng)):
+            structure = None
+    _STRUCTURES[key] = structure
+    return structure
+
+
+def _velocity_matrix(mech, q0, v0, t, h):
+    """A = M - h D_v f (f the force of 002 eq 55b / 000 eq 57b: -C(q^n) v^n + F(q^n, v^n, t^n)),
+    or None without damping and external force (then A = M)."""
+    if not (mech.has_dissipation or mech.has_external_force):
+        return None
+    Dvf = jnp.zeros((mech.d, mech.d))
+    if mech.has_dissipation:
+        Dvf = Dvf - mech.C(q0)
+    if mech.has_external_force:
+        Dvf = Dvf + jax.jacfwd(lambda v: mech.F(q0, v, t))(v0)
+    return mech.M(q0) - h * Dvf
+
+
 def _tangent(u, s: State, h, t, params, mech):
-    """The structured tangent of VI-S (:class:`VISTangent`, or :class:`VISTangentMF` from
-    :data:`MATRIX_FREE_MIN_D` coordinates on, or where m = 0); its blocks by AD of g, C and F."""
+    """The structured tangent of VI-S: :class:`VISTangentBanded` from :data:`BANDED_MIN_D`
+    coordinates on where its reduced system is a narrow band, else :class:`VISTangentMF` from
+    :data:`MATRIX_FREE_MIN_D` coordinates on, else (or where m = 0) :class:`VISTangent`; their
+    blocks by AD of g, C and F."""
     v0, gam = u["v0"], u["gam"]
     q0 = s.q
     q1, p1 = _nodes(u, s)
     qbar = q0 + h * v0
-    w = mech.Minv() @ p1
-    A = None
-    if mech.has_dissipation or mech.has_external_force:
-        Dvf = jnp.zeros((mech.d, mech.d))
-        if mech.has_dissipation:
-            Dvf = Dvf - mech.C(q0)
-        if mech.has_external_force:
-            Dvf = Dvf + jax.jacfwd(lambda v: mech.F(q0, v, t))(v0)
-        A = mech.M(q0) - h * Dvf
+    w = mech.Minv_mul(p1)
+    A = _velocity_matrix(mech, q0, v0, t, h)
+    if mech.m and mech.d >= BANDED_MIN_D:
+        structure = band_structure(mech, A is not None)
+        if structure is not None:
+            return VISTangentBanded(structure, mech, h, A, q0, q1, qbar, w, gam)
     if mech.d >= MATRIX_FREE_MIN_D and mech.m:
         return VISTangentMF(mech, h, A, q0, q1, qbar, w, gam)
 
@@ -318,6 +476,7 @@ def _tangent(u, s: State, h, t, params, mech):
 
     K, Hg, Tq = jax.jacfwd(second_order)(qbar)
     return VISTangent(mech, h, A, mech.G(q0), mech.G(q1), mech.G(qbar), K, Hg, Tq)
+
 
 VI_S = register(
     Scheme(

@@ -1,0 +1,269 @@
+"""Newton systems of large, sparsely coupled problems as band matrices (chains, beams).
+
+In a chain of bodies each constraint couples neighbouring bodies only, so the Newton tangent
+dR/dx of a scheme is sparse, and in a suitable order of the unknowns it is a band matrix. This
+module finds that order from the tangent's sparsity pattern, computes the tangent from a few
+Jacobian-vector products of the residual, and factorizes it over its band, so that a Newton
+iteration costs O(n) instead of the O(n^3) of a dense LU:
+
+- :func:`sparsity_pattern`: the nonzero pattern of dR/dx, the union of the nonzeros of the AD
+  Jacobian at a few random points (state, unknowns, h, t and parameters all random, so that no
+  entry vanishes by coincidence);
+- :class:`BandStructure`: the reverse Cuthill-McKee order of that pattern (SciPy), its half
+  bandwidth b, and a colouring of the columns: columns that share no row get one colour, so that
+  one Jacobian-vector product per colour gives every entry (Curtis, Powell, Reid 1974);
+  :attr:`BandStructure.narrow` says whether the band is worth it;
+- :class:`BandedTangent`: the tangent assembled from those products into the b x b blocks of a
+  block-tridiagonal matrix, and :meth:`BandedTangent.solve`, LU with partial pivoting over the
+  blocks (:func:`block_tridiagonal_solve`), the same solve as the dense LU up to round-off.
+
+The pattern is found numerically: an entry that vanishes at every sample point (a branch of
+``jnp.where`` that none of them takes) would be missed. :func:`checked` therefore compares the
+band assembled at one more random point with the Jacobian-vector product there, and the caller
+(:func:`livens.schemes.ggl_vi.band_structure`) gives up the band where they differ. An entry
+that vanishes at that point too is still missed: Newton then iterates with an inexact tangent
+(more iterations, or a failed step and its rescue, which uses the AD Jacobian), never to a
+different solution, since it stops on the residual.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+from jax import lax
+
+SAMPLES = 3
+"""Random points whose Jacobian's nonzeros make up the sparsity pattern."""
+
+CHUNK = 256
+"""Columns of the AD Jacobian computed at a time while the pattern is found (bounded memory)."""
+
+
+def sparsity_pattern(jvp_columns, n: int, points) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, cols) of the entries of an n x n Jacobian that are nonzero (or not finite) at any of
+    ``points``. ``jvp_columns(point, E)`` returns the Jacobian at ``point`` times the n x k matrix
+    E (unit vectors, k = min(n, :data:`CHUNK`), always the same k)."""
+    found = np.zeros((0, 2), np.int64)
+    width = min(CHUNK, n)  # one shape for every call (one compilation)
+    for point in points:
+        for j0 in range(0, n, width):
+            k = min(width, n - j0)
+            E = np.zeros((n, width))
+            E[j0 + np.arange(k), np.arange(k)] = 1.0
+            cols = np.asarray(jvp_columns(point, E))[:, :k]
+            r, c = np.nonzero(~(cols == 0.0))  # NaN counts as nonzero
+            found = np.concatenate([found, np.stack([r, c + j0], axis=1)])
+    found = np.unique(found, axis=0)
+    return found[:, 0], found[:, 1]
+
+
+class BandStructure:
+    """The order, band and column colouring of a sparse n x n tangent (set-up, NumPy).
+
+    perm: the new order (position i holds unknown perm[i]); b: the block size (half bandwidth in
+    the new order, at least 1); nb: blocks (n padded to nb * b); colors: the colour of each
+    unknown's column; ncolors; index: for the (3, nb, b, b) blocks (sub-diagonal, diagonal,
+    super-diagonal) the position of each entry in the compressed Jacobian (n x ncolors, flattened),
+    n * ncolors for a zero, n * ncolors + 1 for the one on the diagonal of the padding.
+    """
+
+    def __init__(self, n, rows, cols):
+        import scipy.sparse as sp
+        from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+        self.n = n = int(n)
+        rows, cols = np.asarray(rows, np.int64), np.asarray(cols, np.int64)
+        self.nnz = int(rows.size)
+        A = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, n))
+        perm = np.asarray(reverse_cuthill_mckee((A + A.T).tocsr(), symmetric_mode=True), np.int64)
+        inv = np.empty(n, np.int64)
+        inv[perm] = np.arange(n)
+        self.perm, self.inv = perm, inv
+        ri, ci = inv[rows], inv[cols]
+        self.kl = int(np.max(ri - ci, initial=0))
+        self.ku = int(np.max(ci - ri, initial=0))
+        self.b = b = max(1, self.kl, self.ku)
+        self.nb = nb = -(-n // b)
+        self.colors = _color_columns(A.tocsc(), A, perm)
+        self.ncolors = int(self.colors.max(initial=-1)) + 1
+        # where each entry of the blocks comes from
+        zero, one = n * self.ncolors, n * self.ncolors + 1
+        index = np.full((3, nb, b, b), zero, np.int64)
+        k, r, c = np.meshgrid(np.arange(nb), np.arange(b), np.arange(b), indexing="ij")
+        pad = (k * b + r >= n) & (r == c)  # the padding's diagonal
+        index[1][pad] = one
+        # the pattern's entries, in the new order
+        k_blk, r_in = np.divmod(ri, b)
+        k_col, c_in = np.divmod(ci, b)
+        which = k_col - k_blk + 1  # 0, 1, 2 for sub-, diagonal, super-diagonal block
+        if np.any((which < 0) | (which > 2)):  # pragma: no cover (b >= kl, ku)
+            raise AssertionError("band structure: an entry outside the three block diagonals")
+        index[which, k_blk, r_in, c_in] = rows * self.ncolors + self.colors[cols]
+        self.index = index
+
+    @property
+    def narrow(self) -> bool:
+        """Worth the band: at least four blocks."""
+        return self.nb >= 4
+
+    def seeds(self) -> np.ndarray:
+        """E (n x ncolors): E[j, colors[j]] = 1; the compressed Jacobian is J E."""
+        E = np.zeros((self.n, self.ncolors))
+        E[np.arange(self.n), self.colors] = 1.0
+        return E
+
+    def compressed(self, jvp, dtype=jnp.float64):
+        """The n x ncolors compressed Jacobian J E from ``jvp(v) = J v``."""
+        return jax.vmap(jvp, in_axes=1, out_axes=1)(jnp.asarray(self.seeds(), dtype))
+
+    def blocks(self, C):
+        """The (3, nb, b, b) blocks (sub-diagonal, diagonal, super-diagonal) from the compressed C."""
+        flat = jnp.concatenate([jnp.ravel(C), jnp.zeros((1,), C.dtype), jnp.ones((1,), C.dtype)])
+        return flat[self.index]
+
+
+def checked(structure: BandStructure, jvp_columns, point, rng) -> bool:
+    """Whether the band matrix assembled at ``point`` from ``jvp_columns`` (as for
+    :func:`sparsity_pattern`) times a random vector equals the Jacobian times it: False where the
+    pattern missed an entry."""
+    n, k = structure.n, min(CHUNK, structure.n)
+    if structure.ncolors + 1 > k:
+        return False
+    v = rng.standard_normal(n)
+    E = np.zeros((n, k))
+    E[:, : structure.ncolors] = structure.seeds()
+    E[:, structure.ncolors] = v
+    cols = jvp_columns(point, E)
+    band = BandedTangent(structure, compressed=cols[:, : structure.ncolors])
+    exact = np.asarray(cols[:, structure.ncolors])
+    scale = np.max(np.abs(exact), initial=0.0)
+    return bool(np.all(np.abs(np.asarray(band.matvec(jnp.asarray(v))) - exact) <= 1e-10 * scale))
+
+
+def random_parameters(defaults, rng):
+    """Values of a System's parameters for a sparsity pattern: each default times a random factor
+    in [1.1, 1.3], plus a small random number where it is zero (no entry vanishes by coincidence).
+    None for a System without parameters."""
+    if defaults is None:
+        return None
+    out = {}
+    for k, v in defaults.items():
+        a = np.asarray(v, dtype=float)
+        out[k] = jnp.asarray(a * rng.uniform(1.1, 1.3, a.shape) + np.where(a == 0, rng.uniform(0.1, 0.2, a.shape), 0.0))
+    return out
+
+
+def _color_columns(A_csc, A_csr, order) -> np.ndarray:
+    """Greedy colouring of the columns of A, taken in ``order``: two columns that share a row get
+    different colours. In the band's order this needs at most kl + ku + 1 colours."""
+    n = A_csc.shape[1]
+    colors = np.full(n, -1, np.int64)
+    indptr_c, rows_of = A_csc.indptr, A_csc.indices
+    indptr_r, cols_of = A_csr.indptr, A_csr.indices
+    for j in order:
+        rows = rows_of[indptr_c[j]:indptr_c[j + 1]]
+        neighbours = np.unique(np.concatenate([cols_of[indptr_r[i]:indptr_r[i + 1]] for i in rows])) if rows.size \
+            else np.zeros(0, np.int64)
+        used = colors[neighbours]
+        used = set(used[used >= 0].tolist())
+        c = 0
+        while c in used:
+            c += 1
+        colors[j] = c
+    return colors
+
+
+def block_tridiagonal_solve(L, D, U, rhs):
+    """Solve the block-tridiagonal system with blocks L[k] = A[k, k-1], D[k] = A[k, k],
+    U[k] = A[k, k+1] (each (nb, b, b); L[0], U[nb-1] unused) and right-hand side rhs (nb, b) by
+    LU with partial pivoting: block column k is factorized as the 2b x b panel [D_k; L_{k+1}], its
+    row exchanges applied to the two block rows (so U gains a second super-diagonal block, as in
+    LAPACK's band LU), the right-hand side eliminated on the way; then back substitution. The
+    same pivots as a dense LU restricted to the band; exact up to round-off."""
+    b = D.shape[1]
+    dtype = D.dtype
+    Zb = jnp.zeros((1, b, b), dtype)
+    # the next block row of each step; after the last one a block row (0, I, 0 | 0)
+    Ln = jnp.concatenate([L[1:], Zb])
+    Dn = jnp.concatenate([D[1:], jnp.eye(b, dtype=dtype)[None]])
+    Un = jnp.concatenate([U[1:], Zb])
+    rn = jnp.concatenate([rhs[1:], jnp.zeros((1, b), dtype)])
+    Z = jnp.zeros((b, b), dtype)
+
+    def eliminate(carry, nxt):
+        Dk, Uk, rk = carry
+        Lk1, Dk1, Uk1, rk1 = nxt
+        lu, _, p = lax.linalg.lu(jnp.concatenate([Dk, Lk1], axis=0))
+        T = jnp.concatenate([jnp.concatenate([Uk, Z, rk[:, None]], axis=1),
+                             jnp.concatenate([Dk1, Uk1, rk1[:, None]], axis=1)], axis=0)[p]
+        top = jsl.solve_triangular(lu[:b], T[:b], lower=True, unit_diagonal=True)
+        bottom = T[b:] - lu[b:] @ top
+        W = jsl.solve_triangular(lu[:b], top, lower=False)  # U_kk^-1 [U_k,k+1  U_k,k+2  y_k]
+        return (bottom[:, :b], bottom[:, b:2 * b], bottom[:, 2 * b]), W
+
+    _, W = lax.scan(eliminate, (D[0], U[0], rhs[0]), (Ln, Dn, Un, rn))
+
+    def back(carry, Wk):
+        x1, x2 = carry
+        xk = Wk[:, 2 * b] - Wk[:, :b] @ x1 - Wk[:, b:2 * b] @ x2
+        return (xk, x1), xk
+
+    zero = jnp.zeros((b,), dtype)
+    _, X = lax.scan(back, (zero, zero), W, reverse=True)
+    return X
+
+
+class BandedTangent:
+    """dR/dx of a sparse residual as a block-tridiagonal matrix in the order of a
+    :class:`BandStructure`: ``solve(rhs)`` applies its inverse (:func:`block_tridiagonal_solve`),
+    ``matrix()`` assembles the dense matrix in the original order (for tests)."""
+
+    def __init__(self, structure: BandStructure, jvp=None, compressed=None):
+        self.s = structure
+        self.C = structure.compressed(jvp) if compressed is None else compressed
+        self.L, self.D, self.U = structure.blocks(self.C)
+
+    def solve(self, rhs):
+        s = self.s
+        x = block_tridiagonal_solve(self.L, self.D, self.U, self._padded(rhs)).reshape(-1)[: s.n]
+        return x[s.inv]
+
+    def _padded(self, v):
+        s = self.s
+        return jnp.zeros((s.nb * s.b,), v.dtype).at[: s.n].set(v[s.perm]).reshape(s.nb, s.b)
+
+    def matvec(self, v):
+        """The matrix times v (original order)."""
+        s = self.s
+        V = self._padded(v)
+        zero = jnp.zeros((1, s.b), v.dtype)
+        prev = jnp.concatenate([zero, V[:-1]])
+        nxt = jnp.concatenate([V[1:], zero])
+        Y = (jnp.einsum("kij,kj->ki", self.L, prev) + jnp.einsum("kij,kj->ki", self.D, V)
+             + jnp.einsum("kij,kj->ki", self.U, nxt))
+        return Y.reshape(-1)[: s.n][s.inv]
+
+    def matrix(self):
+        s = self.s
+        nb, b = s.nb, s.b
+        A = jnp.zeros((nb * b, nb * b), self.D.dtype)
+        for k in range(nb):
+            A = A.at[k * b:(k + 1) * b, k * b:(k + 1) * b].set(self.D[k])
+            if k:
+                A = A.at[k * b:(k + 1) * b, (k - 1) * b:k * b].set(self.L[k])
+            if k + 1 < nb:
+                A = A.at[k * b:(k + 1) * b, (k + 1) * b:(k + 2) * b].set(self.U[k])
+        A = A[: s.n, : s.n]
+        return A[s.inv][:, s.inv]
+
+
+__all__ = [
+    "SAMPLES",
+    "BandStructure",
+    "BandedTangent",
+    "block_tridiagonal_solve",
+    "checked",
+    "random_parameters",
+    "sparsity_pattern",
+]
