@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _tangents import assert_tangent_equals_ad
+from _tangents import assert_tangent_equals_ad, tangent_type
 
 import livens as lv
 from livens import _banded
@@ -181,7 +181,7 @@ def test_banded_tangent_inverts_the_ad_jacobian_of_the_vi_s_residual(name, make,
 
     structure = ggl_vi.band_structure(mech, mech.has_dissipation or mech.has_external_force)
     assert structure is not None and structure.nb >= 4 and structure.ncolors < structure.n // 2
-    assert isinstance(T(x), ggl_vi.VISTangentBanded)
+    assert issubclass(tangent_type(T, x), ggl_vi.VISTangentBanded)
     assert_tangent_equals_ad(R, T, x, n)
     # the matrix whose inverse the banded solve applies is the AD Jacobian
     J_ad = np.asarray(jax.jit(jax.jacfwd(R))(x))
@@ -210,7 +210,7 @@ def test_a_coupling_of_every_body_gives_no_band_and_the_dense_tangent(monkeypatc
     def T(x):
         return sch.tangent(sch.unpack(x, d, m), st, h, t, vals, mech)
 
-    assert isinstance(T(x), ggl_vi.VISTangent)
+    assert issubclass(tangent_type(T, x), ggl_vi.VISTangent)
     assert_tangent_equals_ad(R, T, x, 3 * d + 2 * m)
 
 

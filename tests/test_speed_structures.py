@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import livens as lv
-from _tangents import assert_tangent_equals_ad
+from _tangents import assert_tangent_equals_ad, tangent_type
 from livens import _fusion, _linalg
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_vi
@@ -80,7 +80,7 @@ def test_vis_structured_tangent_equals_ad_tangent(name, form, monkeypatch):
     def T(x):
         return sch.tangent(sch.unpack(x, d, m), st, h, t, vals, mech)
 
-    assert isinstance(T(x), ggl_vi.VISTangent if form.startswith("dense") else ggl_vi.VISTangentMF)
+    assert issubclass(tangent_type(T, x), ggl_vi.VISTangent if form.startswith("dense") else ggl_vi.VISTangentMF)
     assert_tangent_equals_ad(R, T, x, 3 * d + 2 * m)
 
 
