@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 import os
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import livens as lv
@@ -40,3 +42,24 @@ def test_memory_mappings_stay_bounded_over_many_compiled_runs(monkeypatch):
         assert len(sim._RUNNERS) <= 2
     # each compiled loop maps a few hundred regions; with two kept, the count stops growing
     assert counts[-1] - counts[2] < 0.5 * (counts[2] - counts[0]) + 200
+
+
+def test_binding_the_same_parameter_values_reuses_what_was_compiled():
+    """A System with parameters: binding equal concrete values gives the same Mechanics, so a second
+    run compiles neither the scheme's start nor the Solution's diagnostics again (each cost a
+    compilation per call before); other values give another Mechanics."""
+    from livens.mechanics import mechanics
+    from livens.schemes import vi_lagrange
+
+    p = lv.examples.load("double-spherical-pendulum")
+    mech = mechanics(p.system, p.q0)
+    a = mech.bind({"l1": jnp.asarray(1.0), "l2": jnp.asarray(1.5), "gravity": jnp.asarray(9.81)})
+    b = mech.bind({"l1": np.float64(1.0), "l2": np.float64(1.5), "gravity": np.float64(9.81)})
+    assert a is b and a.params is not None
+    assert mech.bind({"l1": 1.0, "l2": 1.6, "gravity": 9.81}) is not a
+    first = lv.simulate(p, "vi-lagrange", t_end=0.1, progress=False)
+    n_start = len(vi_lagrange._START_SOLVERS)
+    second = lv.simulate(p, "vi-lagrange", t_end=0.1, progress=False)
+    assert len(vi_lagrange._START_SOLVERS) == n_start
+    assert first.mechanics is second.mechanics
+    np.testing.assert_array_equal(first.q, second.q)

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _jaxconfig  # noqa: F401
+from ._cache import CompiledCache
 from .system import System
 
 
@@ -39,7 +40,17 @@ class Mechanics:
         possibly traced: a run's or a gradient's values); itself for a System without parameters."""
         if self.system.parameters is None or params is None:
             return self
-        return dataclasses.replace(self, params=params)
+        key = _values_key(params)
+        if key is None:  # traced values (inside a compiled run or a gradient)
+            return dataclasses.replace(self, params=params)
+        # concrete values: the same object for the same values, so that everything compiled per
+        # Mechanics (a scheme's start, a Solution's diagnostics) is reused, not compiled again
+        hit = _BOUND.get((id(self), key))
+        if hit is not None and hit[0] is self:
+            return hit[1]
+        bound = dataclasses.replace(self, params=params)
+        _BOUND[(id(self), key)] = (self, bound)
+        return bound
 
     def _fn(self, name: str):
         """The user function ``name`` with the parameters bound (:meth:`System.bound`)."""
@@ -89,6 +100,18 @@ class Mechanics:
         if diag is None:
             return self.Minv() @ X
         return (diag if X.ndim == 1 else diag[:, None]) * X
+
+    @functools.cached_property
+    def quadratic_constraints(self) -> bool:
+        """g at most quadratic in q (:func:`at_most_quadratic`): the midpoint derivatives of g and
+        of g_v = G(q) M^-1 p are then exact discrete derivatives (002 eq 99)."""
+        return self.m == 0 or at_most_quadratic(self.system.constraints, self.d, self.system.parameters)
+
+    @functools.cached_property
+    def quadratic_potential(self) -> bool:
+        """V at most quadratic in q (:func:`at_most_quadratic`): its midpoint gradient is an exact
+        discrete gradient."""
+        return at_most_quadratic(self.system.potential, self.d, self.system.parameters)
 
     # --- energies ---------------------------------------------------------------------------
     def V(self, q):
@@ -213,26 +236,60 @@ def constant_mass_value(mass_matrix: Callable, q0, parameters: dict | None = Non
     coincidence can fool it; it is conservative: ``jnp.eye(3) + 0.0 * q[0]`` counts as depending
     on q. A function that cannot be traced is left to the set-up checks (None).
     """
+    q = jnp.asarray(q0, dtype=float)
+    args = (q,) if parameters is None else (q, {k: jnp.asarray(v) for k, v in parameters.items()})
+    if _reaches_outputs(mass_matrix, args, every_input=True) is not False:
+        return None
+    return np.asarray(mass_matrix(*args), dtype=float)
+
+
+def _reaches_outputs(fn, args, every_input: bool = False) -> bool | None:
+    """Whether the first argument (``every_input``: any argument) of ``fn(*args)`` reaches its
+    outputs, followed through the jaxpr equation by equation (structural: no value is tried; an
+    equation with inner programs counts as a whole, so the answer errs towards True); None where
+    ``fn`` cannot be traced."""
     from jax.extend.core import Literal
 
-    q = jnp.asarray(q0, dtype=float)
-    raw = mass_matrix
-    args = (q,) if parameters is None else (q, {k: jnp.asarray(v) for k, v in parameters.items()})
     try:
-        closed = jax.make_jaxpr(raw)(*args)
+        closed = jax.make_jaxpr(fn)(*args)
     except Exception:
         return None
     jaxpr = closed.jaxpr
-    depends = set(jaxpr.invars)
+    n_first = len(jax.tree_util.tree_leaves(args[0]))
+    depends = set(jaxpr.invars if every_input else jaxpr.invars[:n_first])
     for eqn in jaxpr.eqns:
         if any(not isinstance(v, Literal) and v in depends for v in eqn.invars):
             depends.update(eqn.outvars)
-    if any(not isinstance(v, Literal) and v in depends for v in jaxpr.outvars):
-        return None
-    return np.asarray(raw(*args), dtype=float)
+    return any(not isinstance(v, Literal) and v in depends for v in jaxpr.outvars)
+
+
+def at_most_quadratic(fn, d: int, parameters: dict | None = None) -> bool:
+    """True where the scalar or vector function ``fn`` of q (``(q, params)`` for a System with
+    parameters) is a polynomial of degree at most 2 in q: its Hessian does not depend on q
+    (:func:`_reaches_outputs`, structural). Then the midpoint derivatives are exact discrete
+    derivatives (002 eq 99), and the energy-momentum schemes need no correction of them."""
+    q = jnp.zeros(d)
+    if parameters is None:
+        return _reaches_outputs(jax.jacfwd(jax.jacfwd(fn)), (q,)) is False
+    par = {k: jnp.asarray(v) for k, v in parameters.items()}
+    return _reaches_outputs(lambda x, p: jax.jacfwd(jax.jacfwd(lambda y: fn(y, p)))(x), (q, par)) is False
 
 
 _CACHE: dict[tuple, Mechanics] = {}
+_BOUND = CompiledCache(64)
+
+
+def _values_key(params) -> tuple | None:
+    """A hashable key of concrete parameter values (names, dtypes, shapes, bytes); None where any
+    value is traced."""
+    out = []
+    for k in sorted(params):
+        v = params[k]
+        if isinstance(v, jax.core.Tracer):
+            return None
+        a = np.asarray(v)
+        out.append((k, a.dtype.str, a.shape, a.tobytes()))
+    return tuple(out)
 
 
 def mechanics(system: System, q0=None, symmetries=(), invariant_constraints: bool = True) -> Mechanics:

@@ -121,6 +121,14 @@ def _force(mech, q0, w0, dq, dw, lam, gam, cq=None):
         gq, Gw = jax.jvp(g, (q,), (w,))
         return lam @ gq + gam @ Gw
 
+    # g at most quadratic and invariant (or no symmetry): the midpoint derivatives meet eq 85-86
+    # exactly (eq 99), and the correction below would only add round-off
+    if mech.quadratic_constraints and (not mech.symmetries or mech.invariant_constraints):
+        if mech.invariants is not None:
+            return dg.potential_gradient(mech, q0, q1) + jax.grad(phi)(qm)
+        if mech.quadratic_potential:
+            return jax.grad(lambda q: mech.V(q) + phi(q))(qm)
+
     g0, Gw0 = jax.jvp(g, (q0,), (w0,))
     g1, Gw1 = jax.jvp(g, (q1,), (w0 + dw,))
     Gm_dw = jax.jvp(g, (qm,), (dw,))[1]

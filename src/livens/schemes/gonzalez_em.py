@@ -55,6 +55,11 @@ def _force(mech, q0, q1, lam):
 
     # an invariant g meets the orthogonality condition by itself; an equivariant one is imposed
     force = Z is not None and not mech.invariant_constraints
+    if mech.quadratic_constraints and not force:  # midpoint derivatives of g exact (002 eq 99)
+        if mech.invariants is not None:
+            return dg.potential_gradient(mech, q0, q1) + jax.grad(phi)(qm)
+        if mech.quadratic_potential:
+            return jax.grad(lambda q: mech.V(q) + phi(q))(qm)
     if mech.invariants is not None:
         DV = dg.potential_gradient(mech, q0, q1)
         targets = -(Z.T @ DV) if force else None
