@@ -26,3 +26,22 @@ def tangent_type(T, x):
     kinds = []
     jax.eval_shape(lambda x: kinds.append(type(T(x))) or x, x)
     return kinds[0]
+
+
+def perturbed_point(problem, scheme, h, seed, velocity: bool = False):
+    """(scheme, its parameter values, Mechanics, a state, an unknown vector) away from any solution
+    (a structured tangent must hold everywhere): the initial state with q, p (and ``velocity``:
+    v) perturbed, and the scheme's advanced guess perturbed."""
+    from livens.simulate import initial_state, resolve
+
+    sch, vals, mech = resolve(problem, scheme, {})
+    st = initial_state(problem, mech)
+    rng = np.random.default_rng(seed)
+    d, m = mech.d, mech.m
+    change = dict(q=st.q + 0.05 * rng.standard_normal(d), p=st.p + 0.05 * rng.standard_normal(d))
+    if velocity:
+        change["v"] = st.v + 0.05 * rng.standard_normal(d)
+    st = st._replace(**change)
+    x = sch.pack(sch.guess(st, h, 0.0, vals, mech, "advanced"), d, m)
+    x = x + 0.1 * rng.standard_normal(x.shape[0]) * (1.0 + jnp.abs(x))
+    return sch, vals, mech, st, x

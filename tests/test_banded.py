@@ -14,13 +14,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _tangents import assert_tangent_equals_ad, tangent_type
+from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
 
 import livens as lv
 from livens import _banded
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_vi
-from livens.simulate import initial_state, resolve
+from livens.simulate import resolve
 
 VI_S = get_scheme("VI-S")[0]
 
@@ -152,15 +152,7 @@ def _coupled_chain():
 
 
 def _point(problem, h, seed):
-    """A state and an unknown vector away from the solution (the tangent must hold everywhere)."""
-    sch, vals, mech = resolve(problem, VI_S, {})
-    st = initial_state(problem, mech)
-    rng = np.random.default_rng(seed)
-    d, m = mech.d, mech.m
-    st = st._replace(q=st.q + 0.05 * rng.standard_normal(d), p=st.p + 0.05 * rng.standard_normal(d))
-    x = sch.pack(sch.guess(st, h, 0.0, vals, mech, "advanced"), d, m)
-    x = x + 0.1 * rng.standard_normal(x.shape[0]) * (1.0 + jnp.abs(x))
-    return sch, vals, mech, st, x
+    return perturbed_point(problem, VI_S, h, seed)
 
 
 @pytest.mark.parametrize("name, make", [("chain", _chain), ("damped chain", _damped_chain),

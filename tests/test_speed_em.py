@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 
 import livens as lv
-from _tangents import assert_tangent_equals_ad, tangent_type
+from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_em
-from livens.simulate import initial_state, resolve
 
 EM = get_scheme("EM")[0]
 
@@ -36,16 +35,7 @@ SYSTEMS = {
 def _point(name, seed, h=0.05):
     """A state and an unknown vector away from the solution (the tangent must hold everywhere)."""
     example, kw = SYSTEMS[name]
-    problem = lv.examples.load(example, **kw)
-    sch, vals, mech = resolve(problem, EM, {})
-    st = initial_state(problem, mech)
-    rng = np.random.default_rng(seed)
-    d, m = mech.d, mech.m
-    st = st._replace(q=st.q + 0.05 * rng.standard_normal(d), p=st.p + 0.05 * rng.standard_normal(d),
-                     v=st.v + 0.05 * rng.standard_normal(d))
-    x = sch.pack(sch.guess(st, h, 0.0, vals, mech, "advanced"), d, m)
-    x = x + 0.1 * rng.standard_normal(x.shape[0]) * (1.0 + jnp.abs(x))
-    return sch, vals, mech, st, x, h
+    return (*perturbed_point(lv.examples.load(example, **kw), EM, h, seed, velocity=True), h)
 
 
 @pytest.mark.parametrize("name", list(SYSTEMS))

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import livens as lv
-from _tangents import assert_tangent_equals_ad, tangent_type
+from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
 from livens import _fusion, _linalg
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_vi
@@ -49,15 +49,7 @@ SYSTEMS = {
 
 
 def _point(problem, h, seed):
-    """A state and an unknown vector away from the solution (the tangent must hold everywhere)."""
-    sch, vals, mech = resolve(problem, VI_S, {})
-    st = initial_state(problem, mech)
-    rng = np.random.default_rng(seed)
-    d, m = mech.d, mech.m
-    st = st._replace(q=st.q + 0.05 * rng.standard_normal(d), p=st.p + 0.05 * rng.standard_normal(d))
-    x = sch.pack(sch.guess(st, h, 0.0, vals, mech, "advanced"), d, m)
-    x = x + 0.1 * rng.standard_normal(x.shape[0]) * (1.0 + jnp.abs(x))
-    return sch, vals, mech, st, x
+    return perturbed_point(problem, VI_S, h, seed)
 
 
 @pytest.mark.parametrize("form", ["dense", "dense, block elimination", "matrix-free", "matrix-free, LU fallback"])
