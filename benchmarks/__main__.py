@@ -536,11 +536,16 @@ def main(argv=None) -> int:
             if "import_s" in cc:
                 print(f"  import livens: {cc['import_s']:.2f} s")
 
-    if not args.quick and SWING in examples and (args.only is None or args.only in SWING):
+    if not args.quick and not args.yardsticks and SWING in examples and (args.only is None or args.only in SWING):
         print("\n== three-bar swing (004 §4.2), h = 5e-4: steps/s per scheme at 10 and 40 elements; where a "
               "vi-lagrange step spends its time")
         swing = measure_swing(lv)
         results["swing"] = swing
+        fast, large = swing.get("10|vi-lagrange", {}), swing.get("40|vi-lagrange", {})
+        if "steps_per_s" in fast and "steps_per_s" in large:  # the target, where the quick measurement did not run
+            results.setdefault("three_bar", {"elements": [10, 40], "us_per_step": [
+                round(1e6 / fast["steps_per_s"], 1), round(1e6 / large["steps_per_s"], 1)],
+                "ratio": round(fast["steps_per_s"] / large["steps_per_s"], 2)})
         for key, r in swing.items():
             n, sc = key.split("|")
             if sc == "profile" and "failed" in r:
