@@ -36,7 +36,7 @@ def residual(x, q0, p0, h, m, l, grav):
 
 
 def jacobian(x, q0, p0, h, m, l, grav):
-    q1, p1, v0, lam, gam = x[0:3], x[3:6], x[6:9], x[9], x[10]
+    q1, p1, v0, gam = x[0:3], x[3:6], x[6:9], x[10]  # the Jacobian does not depend on lambda
     qb = q0 + h * v0
     c = 1.0 / (m * l * l)
     I = np.eye(3)
