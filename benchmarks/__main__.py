@@ -215,17 +215,19 @@ def _swing_profile(lv, problem, repeats: int = 20) -> dict:
     return out
 
 
-def measure_swing(lv, sizes=(10, 40), steps=None, repeats: int = 2) -> dict:
-    """The three-bar swing (004 §4.2) at 004's h = 5e-4 for each scheme that runs it: compile time,
-    steps/s over the first steps of the pulse, Newton iterations; and the profile of one vi-lagrange
-    step (residual, Newton matrix, dense LU) for each number of elements."""
+def measure_swing(lv, sizes=(10, 40), steps=None, repeats: int = 2, schemes=SWING_SCHEMES,
+                  profile: bool = True) -> dict:
+    """The three-bar swing (004 §4.2) at 004's h = 5e-4 for each of ``schemes``: compile time,
+    steps/s over the first steps of the pulse, Newton iterations; with ``profile``, where one
+    vi-lagrange step (004 eq 14) spends its time (residual, Newton matrix, dense LU) for each number
+    of elements. The target's ratio, 40 over 10 elements with vi-lagrange, is :func:`swing_ratio`."""
     steps = steps or {10: 200, 40: 40}
     few = {10: 20, 40: 4}  # vi-nullspace: an inner projection (a compiled loop of Hessians of g) per residual
     rows = {}
     for n in sizes:
         problem = lv.examples.load(SWING, n_elements=n)
         h = problem.h
-        for sc in SWING_SCHEMES:
+        for sc in schemes:
             k = (few if sc == "vi-nullspace" else steps).get(n, 40)
             key = f"{n}|{sc}"
             t0 = time.perf_counter()
@@ -239,6 +241,8 @@ def measure_swing(lv, sizes=(10, 40), steps=None, repeats: int = 2) -> dict:
             rows[key] = {"elements": n, "scheme": sc, "compile_s": round(float(first.meta.get("compile_time", first_call)), 2),
                          "steps": k, "steps_per_s": round(k / wall, 2),
                          "newton_iterations": round(float(sol.newton_iterations.mean()), 3)}
+        if not profile:
+            continue
         try:
             rows[f"{n}|profile"] = _swing_profile(lv, problem)
         except Exception as exc:  # noqa: BLE001 - the measured rates above are kept
@@ -246,29 +250,15 @@ def measure_swing(lv, sizes=(10, 40), steps=None, repeats: int = 2) -> dict:
     return rows
 
 
-def measure_three_bar(lv, repeats: int) -> dict:
-    """Cost per step of vi-lagrange (004 eq 14; the swing's M is singular, so VI-S refuses it) on
-    the three-bar swing (004 §4.2) with 10 and 40 beam elements, over its first steps."""
-    name = next((n for n in lv.examples.names() if "three-bar" in n or "swing" in n), None)
-    if name is None:
-        return {"missing": "not measured: livens has no three-bar swing example yet"}
-    key = next((p for p in lv.examples.parameters(name) if "element" in p), None)
-    if key is None:
-        return {"missing": f"not measured: {name!r} takes no number of elements"}
-    out = {"example": name, "elements": [10, 40], "us_per_step": []}
-    steps = 40
-    for n in (10, 40):
-        try:
-            problem = lv.examples.load(name, **{key: n})
-            h = problem.h
-            lv.simulate(problem, "vi-lagrange", h=h, t_end=h, progress=False)
-            _, wall = _median(lambda: lv.simulate(problem, "vi-lagrange", h=h, t_end=steps * h, progress=False),
-                              repeats)
-        except (ValueError, lv.SimulationError) as exc:
-            return {"missing": f"not measured: {type(exc).__name__}: {str(exc)[:120]}"}
-        out["us_per_step"].append(round(wall / steps * 1e6, 1))
-    out["ratio"] = round(out["us_per_step"][1] / out["us_per_step"][0], 2)
-    return out
+def swing_ratio(swing: dict) -> dict:
+    """The swing's target: cost per step of vi-lagrange with 40 elements over 10 (from
+    :func:`measure_swing`'s rows); {} where either was not measured."""
+    fast, large = swing.get("10|vi-lagrange", {}), swing.get("40|vi-lagrange", {})
+    if "steps_per_s" not in fast or "steps_per_s" not in large:
+        return {}
+    return {"elements": [10, 40], "us_per_step": [round(1e6 / fast["steps_per_s"], 1),
+                                                 round(1e6 / large["steps_per_s"], 1)],
+            "ratio": round(fast["steps_per_s"] / large["steps_per_s"], 2)}
 
 
 def measure_compile_cache(cache_dir: str, pairs) -> dict:
@@ -516,14 +506,6 @@ def main(argv=None) -> int:
             nb["ratio_128_16"] = round(nb["128"]["us_per_step"] / nb["16"]["us_per_step"], 1)
             print(f"  compiled VI-S, N = 128 / N = 16: {nb['ratio_128_16']}x per step", flush=True)
 
-        tb = measure_three_bar(lv, 3)
-        results["three_bar"] = tb
-        if "ratio" in tb:
-            print(f"\n== three-bar swing (vi-lagrange): cost per step {tb['us_per_step']} us for {tb['elements']} elements: "
-                  f"{tb['ratio']}x from 10 to 40 elements (load average {_load_average()})")
-        else:
-            print(f"\n== three-bar swing: {tb.get('missing')}")
-
         if tmp is not None:
             cache_pairs = [list(p) for p in TARGET_PAIRS if f"{p[0]}|{p[1]}" in results["pairs"]]
             print("\n== persistent compilation cache: a second process, same cache")
@@ -536,16 +518,16 @@ def main(argv=None) -> int:
             if "import_s" in cc:
                 print(f"  import livens: {cc['import_s']:.2f} s")
 
-    if not args.quick and not args.yardsticks and SWING in examples and (args.only is None or args.only in SWING):
-        print("\n== three-bar swing (004 §4.2), h = 5e-4: steps/s per scheme at 10 and 40 elements; where a "
-              "vi-lagrange step spends its time")
-        swing = measure_swing(lv)
+    if not args.yardsticks and SWING in examples and (args.only is None or args.only in SWING):
+        print("\n== three-bar swing (004 §4.2), h = 5e-4: steps/s at 10 and 40 elements"
+              + (" (vi-lagrange only, --quick)" if args.quick else " per scheme; where a vi-lagrange step spends its time"))
+        swing = measure_swing(lv, schemes=("vi-lagrange",) if args.quick else SWING_SCHEMES,
+                              profile=not args.quick)
         results["swing"] = swing
-        fast, large = swing.get("10|vi-lagrange", {}), swing.get("40|vi-lagrange", {})
-        if "steps_per_s" in fast and "steps_per_s" in large:  # the target, where the quick measurement did not run
-            results.setdefault("three_bar", {"elements": [10, 40], "us_per_step": [
-                round(1e6 / fast["steps_per_s"], 1), round(1e6 / large["steps_per_s"], 1)],
-                "ratio": round(fast["steps_per_s"] / large["steps_per_s"], 2)})
+        results["three_bar"] = swing_ratio(swing)
+        tb = results["three_bar"]
+        if tb:
+            print(f"  vi-lagrange, 40 / 10 elements: {tb['ratio']}x the cost per step ({tb['us_per_step']} us)")
         for key, r in swing.items():
             n, sc = key.split("|")
             if sc == "profile" and "failed" in r:
