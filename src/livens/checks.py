@@ -388,13 +388,73 @@ def constraints_invariant(mech, symmetries, q0, seed: int = 1) -> bool:
     return True
 
 
+def affine_rows(mech, seed: int = 2) -> np.ndarray:
+    """For each row of g, whether it is affine in q: its Hessian by AD is exactly zero at three
+    random points (AD of a linear expression gives exact zeros; a row's own jaxpr cannot be told
+    apart structurally where g builds all rows in one array)."""
+    rng = np.random.default_rng(seed)
+    hess = jax.jit(jax.jacfwd(jax.jacfwd(mech.g)))
+    flat = np.zeros(mech.m, dtype=bool)
+    for i in range(3):
+        H = np.asarray(hess(jnp.asarray(rng.standard_normal(mech.d))))
+        zero = ~np.any(H.reshape(mech.m, -1) != 0.0, axis=1)
+        flat = zero if i == 0 else flat & zero
+    return flat
+
+
+def constraints_midpoint_orthogonal(mech, symmetries, q0, seed: int = 1) -> bool:
+    """True when the midpoint derivatives of lambda.g and gamma.g_v meet the orthogonality
+    conditions (002 eq 85b, c) of ``symmetries`` at every solution of the energy-momentum schemes,
+    so that no orthogonality target needs imposing: g is invariant (:func:`constraints_invariant`),
+    or each row of g is either invariant (G_k(q) xi q = 0 at q0 and at random points off the
+    manifold) or affine, g_k = a_k . q + b_k (:func:`affine_rows`), with the affine rows' gradients A
+    closed under the generators (the rows of A xi lie in the row space of A; A shift = 0 for a
+    translation) -- a joint fixing a point of a rotating body is such a row.
+
+    Why: for an affine row, A xi = R A and the nodes' g = 0 give A q^{n+1/2} = -b, so a_k . xi q^{n+1/2}
+    = a_k . xi q* = 0 (q* any point of the manifold): the lambda term meets 85b; D_q(a_k . w) = 0, and
+    the target gamma_k a_k M^-1 xi^T p^{n+1/2} = -gamma_k (R A M^-1 p^{n+1/2})_k is the mean of the nodes'
+    g_v rows, zero by (84e). Both hold at the solution, to the Newton tolerance, as the other
+    conditions do."""
+    if constraints_invariant(mech, symmetries, q0, seed):
+        return True
+    affine = affine_rows(mech)
+    rng = np.random.default_rng(seed)
+    q0 = np.asarray(q0, float)
+    scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
+    G_fn = _compiled(mech)[1]
+    for q in [q0] + [q0 + scale * rng.standard_normal(len(q0)) for _ in range(3)]:
+        G = np.asarray(G_fn(jnp.asarray(q)))
+        for sym in symmetries:
+            z = np.asarray(sym.generator(jnp.asarray(q)), float)
+            lim = SYMMETRY_RTOL * (np.linalg.norm(G, axis=1) * np.linalg.norm(z) + 1e-300)
+            if np.any((np.abs(G @ z) > lim) & ~affine):
+                return False
+    if not affine.any():
+        return True
+    A = np.asarray(G_fn(jnp.asarray(q0)))[affine]
+    for sym in symmetries:
+        if sym.xi is None:
+            Axi = A @ np.asarray(sym.shift, float)[:, None]  # must vanish: no component to map into
+            if np.max(np.abs(Axi)) > SYMMETRY_RTOL * max(np.max(np.abs(A)), 1.0) * np.linalg.norm(sym.shift):
+                return False
+            continue
+        Axi = A @ np.asarray(sym.xi, float)
+        coef, *_ = np.linalg.lstsq(A.T, Axi.T, rcond=None)
+        if np.max(np.abs(coef.T @ A - Axi)) > SYMMETRY_RTOL * max(np.max(np.abs(A)), 1.0) * max(np.max(np.abs(sym.xi)), 1.0):
+            return False
+    return True
+
+
 _EXACT: dict = {}
 
 
 def exact_symmetries(problem, mech) -> tuple[tuple, dict, bool]:
     """The problem's symmetries that are exact symmetries of its system (:func:`symmetry_defect`),
-    for the others the reason, and whether g is invariant under the kept ones
-    (:func:`constraints_invariant`): ``(kept, {name: why}, invariant)``. Cached per problem."""
+    for the others the reason, and whether the midpoint derivatives of the constraint terms meet
+    the orthogonality conditions of the kept ones by themselves (g invariant, or its rows invariant
+    or affine: :func:`constraints_midpoint_orthogonal`): ``(kept, {name: why}, invariant)``. Cached
+    per problem."""
     key = id(problem)
     hit = _EXACT.get(key)
     if hit is not None and hit[0] is problem:
@@ -406,6 +466,6 @@ def exact_symmetries(problem, mech) -> tuple[tuple, dict, bool]:
             kept.append(sym)
         else:
             dropped[sym.name] = why
-    out = (tuple(kept), dropped, constraints_invariant(mech, kept, problem.q0))
+    out = (tuple(kept), dropped, constraints_midpoint_orthogonal(mech, kept, problem.q0))
     _EXACT[key] = (problem, out)
     return out

@@ -31,7 +31,9 @@ class Mechanics:
     M_const: np.ndarray | None
     Minv_const: np.ndarray | None
     symmetries: tuple = ()  # the Problem's symmetries that are exact symmetries of V, g and M
-    invariant_constraints: bool = True  # g itself invariant under them (not only the manifold g = 0)
+    # g's midpoint derivatives meet the orthogonality conditions of them by themselves: g invariant
+    # (not only the manifold g = 0), or its rows invariant or affine (checks.constraints_midpoint_orthogonal)
+    invariant_constraints: bool = True
     params: Any = None  # values of System.parameters the functions are evaluated with (None: the defaults)
 
     # --- parameters ---------------------------------------------------------------------------
@@ -300,9 +302,11 @@ def mechanics(system: System, q0=None, symmetries=(), invariant_constraints: boo
     (:func:`constant_mass_value`) is treated as the constant array it returns, so that schemes
     needing M^-1 accept it where it is regular. ``symmetries``: exact symmetries of the system
     (checked by :func:`livens.checks.exact_symmetries`) that the energy-momentum schemes' discrete
-    gradients respect (002 eq 85); ``invariant_constraints``: g itself is invariant under them (else
-    only the manifold g = 0 is, e.g. g equivariant, and the schemes impose the orthogonality
-    explicitly).
+    gradients respect (002 eq 85); ``invariant_constraints``: the midpoint derivatives of g meet the
+    orthogonality conditions by themselves, g being invariant under them or each of its rows
+    invariant or affine (:func:`livens.checks.constraints_midpoint_orthogonal`; else only the
+    manifold g = 0 is invariant, e.g. g nonlinear and equivariant, and the schemes impose the
+    orthogonality explicitly).
     """
     symmetries = tuple(symmetries)
     key = (id(system), tuple(s.key() for s in symmetries), bool(invariant_constraints) or not symmetries)
