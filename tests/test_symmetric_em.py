@@ -397,3 +397,20 @@ def test_heavy_top_joint_rows_are_affine_and_need_no_imposed_orthogonality():
     assert midpoint_ok
     for scheme in ("EM", "EM-G"):
         _check_run(problem, scheme, 0.002, 300, j_tol=1e-14, e_tol=1e-12)
+
+
+def test_symmetries_are_checked_with_the_runs_parameter_values():
+    """A symmetry exact at the System's default parameters but broken by the run's values is not
+    imposed on that run (EM would otherwise conserve a momentum map the physics does not)."""
+    def V(q, par):
+        return 9.81 * q[2] + par["tilt"][0] * q[0]
+
+    system = lv.System(mass_matrix=np.eye(3), potential=V, constraints=lambda q, par: jnp.array([0.5 * (q @ q - 1.0)]),
+                       parameters={"tilt": np.zeros(1)})
+    q0, v0 = lv.consistent_initial_state(system, [0.6, 0.0, -0.8], [0.0, 1.0, 0.0])
+    problem = lv.Problem(system, q0=q0, v0=v0, symmetries=[lv.Symmetry.rotation(E3, name="J3")])
+    assert lv.simulate(problem, "EM", h=0.01, t_end=0.05, progress=False).meta["kept_symmetries"] == ["J3"]
+    sol = lv.simulate(problem, "EM", h=0.01, t_end=0.05, progress=False, parameters={"tilt": np.array([3.0])})
+    assert sol.meta["kept_symmetries"] == []
+    J = sol.momentum_maps()["J3"]
+    assert np.max(np.abs(J - J[0])) > 1e-4  # the tilt's torque changes J3, and the scheme lets it

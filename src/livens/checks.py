@@ -454,8 +454,10 @@ def exact_symmetries(problem, mech) -> tuple[tuple, dict, bool]:
     for the others the reason, and whether the midpoint derivatives of the constraint terms meet
     the orthogonality conditions of the kept ones by themselves (g invariant, or its rows invariant
     or affine: :func:`constraints_midpoint_orthogonal`): ``(kept, {name: why}, invariant)``. Cached
-    per problem."""
-    key = id(problem)
+    per problem and System parameter values (those ``mech`` is bound to)."""
+    from .mechanics import _values_key
+
+    key = (id(problem), None if mech.params is None else _values_key(mech.params))
     hit = _EXACT.get(key)
     if hit is not None and hit[0] is problem:
         return hit[1]

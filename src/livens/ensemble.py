@@ -228,8 +228,8 @@ def simulate_ensemble(
     check_guess(guess)
     if chunk is not None and not (isinstance(chunk, int) and chunk >= 1):
         raise ValueError(f"chunk must be a positive integer; got {chunk!r}.")
-    sch, vals, mech = resolve(problem, scheme, params)
     sys_values = parameter_values(problem.system, parameters)
+    sch, vals, mech = resolve(problem, scheme, params, sys_values)
     jsys = None if sys_values is None else {k: jnp.asarray(v) for k, v in sys_values.items()}
     guess = sch.preferred_guess if guess is None else guess
     q0, v0, p0 = _initial_states(problem, mech, None if q0s is None else np.atleast_2d(q0s),

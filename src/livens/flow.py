@@ -106,7 +106,9 @@ def flow(problem: Problem, scheme: str = "VI-S", h: float | None = None, n_steps
     tolerance. guess: Newton's first guess (default "advanced", q^n + h v^n: the program to
     differentiate stays smaller than with livens' extrapolation); it changes no result.
     save_every: return every k-th node. segment: steps per checkpointed segment (default about
-    sqrt(n_steps)). scheme_params: e.g. theta for ggl-theta-a.
+    sqrt(n_steps)). scheme_params: e.g. theta for ggl-theta-a. The symmetries an
+    energy-momentum scheme respects are checked once, with the System's default parameter values
+    (``params`` may be traced); ``lv.simulate`` checks them with each run's values.
     """
     h = problem.h if h is None else h
     if h is None or n_steps is None:

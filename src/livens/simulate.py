@@ -167,8 +167,10 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, layout:
     return runner
 
 
-def resolve(problem: Problem, scheme, params: dict):
-    """(Scheme, parameter values) for a name or alias, checked against the problem."""
+def resolve(problem: Problem, scheme, params: dict, system_values: dict | None = None):
+    """(Scheme, parameter values, Mechanics) for a name or alias, checked against the problem.
+    ``system_values``: the run's System parameter values (None: the System's defaults); the
+    declared symmetries are checked for exactness with them (:func:`livens.checks.exact_symmetries`)."""
     sch, alias_params = get_scheme(scheme)
     vals = sch.resolve_params(params, alias_params)
     mech = mechanics(problem.system, problem.q0)
@@ -194,7 +196,8 @@ def resolve(problem: Problem, scheme, params: dict):
     if sch.uses_symmetries and problem.symmetries:
         from .checks import exact_symmetries
 
-        kept, _, invariant = exact_symmetries(problem, mech)
+        checked = mech if system_values is None else mech.bind({k: jnp.asarray(v) for k, v in system_values.items()})
+        kept, _, invariant = exact_symmetries(problem, checked)
         mech = mechanics(problem.system, problem.q0, kept, invariant)
     return sch, vals, mech
 
@@ -301,8 +304,8 @@ def simulate(
         raise ValueError(f"chunk must be a positive integer; got {chunk!r}.")
     if isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1:
         raise ValueError(f"save_every must be a positive integer; got {save_every!r}.")
-    sch, vals, mech = resolve(problem, scheme, params)
     sys_values = parameter_values(problem.system, parameters)
+    sch, vals, mech = resolve(problem, scheme, params, sys_values)
     jsys = None if sys_values is None else {k: jnp.asarray(v) for k, v in sys_values.items()}
     guess = sch.preferred_guess if guess is None else guess
     n_steps = max(1, int(round((t_end - t_start) / h)))
