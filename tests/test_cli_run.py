@@ -303,3 +303,36 @@ def test_chunks_of_large_systems_are_short():
     sizes = [_chunk_for(3 * n, n) for n in (32, 64, 128)]  # pendulum chains
     assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 4
     assert all(s & (s - 1) == 0 for s in sizes)  # powers of two
+
+
+_BLOCKED = """
+import sys, numpy as np
+from livens.cli import _exit_on_ctrl_c_before_the_first_step
+from livens.simulate import _NothingComputed
+undo = _exit_on_ctrl_c_before_the_first_step({path!r})
+_NothingComputed.set({flag})
+a = np.random.default_rng(0).standard_normal((2500, 2500))
+print("ready", flush=True)
+np.linalg.svd(a)  # seconds in LAPACK, where Python runs no signal handler (like XLA's compiler)
+"""
+
+
+@pytest.mark.parametrize("nothing_computed", [True, False])
+def test_ctrl_c_before_the_first_step_exits_at_once(tmp_path, nothing_computed):
+    """Ctrl-C while the run has computed nothing (its set-up, the first compilation) exits at once
+    with one line and removes the streamed file that holds only the start; once results exist the
+    watcher leaves Ctrl-C to the flag checked between chunks (the call returns first)."""
+    path = tmp_path / "run.nc"
+    path.write_bytes(b"start only")
+    proc = subprocess.Popen([sys.executable, "-c", _BLOCKED.format(path=str(path), flag=nothing_computed)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    assert proc.stdout.readline().strip() == b"ready"
+    t0 = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    if nothing_computed:
+        assert proc.returncode == 130 and time.perf_counter() - t0 < 1.0, (proc.returncode, err)
+        assert err.decode().strip().splitlines()[-1].startswith("Interrupted before the first step was computed")
+        assert not path.exists()
+    else:  # Python raised KeyboardInterrupt once the LAPACK call returned: nothing removed
+        assert b"KeyboardInterrupt" in err and path.exists() and time.perf_counter() - t0 > 1.0

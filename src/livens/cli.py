@@ -182,6 +182,61 @@ def _partial(out: str, stem: str, streamed: str) -> str:
     return target
 
 
+def _exit_on_ctrl_c_before_the_first_step(streamed):
+    """While ``simulate`` has computed nothing (:class:`livens.simulate._NothingComputed`: set-up
+    and the first chunk, which includes XLA's compilation, seconds to minutes for a large system),
+    answer Ctrl-C at once: exit 130 with one line, removing the streamed file that holds only the
+    initial state. Python runs signal handlers only between bytecodes, so the handler alone would
+    wait for the compiler; the C-level handler writes to a wakeup file descriptor at once, and a
+    thread watching it acts. After the first results the usual flag between chunks takes over.
+    Returns a function that undoes the set-up."""
+    import signal
+    import threading
+
+    from .simulate import _NothingComputed
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        previous = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except (ValueError, OSError):  # pragma: no cover - no signals here
+        os.close(r)
+        os.close(w)
+        return lambda: None
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            try:
+                got = os.read(r, 64)
+            except OSError:
+                return
+            if not got:  # the write end closed: the run is over
+                os.close(r)
+                return
+            if signal.SIGINT not in got:
+                continue
+            with _NothingComputed.lock:  # held: no result is written while we decide
+                if _NothingComputed.flag and not done.is_set():
+                    if streamed and os.path.exists(streamed):
+                        os.remove(streamed)
+                    sys.stderr.write("Interrupted before the first step was computed (set-up or "
+                                     "compilation); nothing was saved.\n")
+                    sys.stderr.flush()
+                    os._exit(130)
+
+    threading.Thread(target=watch, daemon=True, name="livens-ctrl-c").start()
+
+    def undo():
+        done.set()
+        signal.set_wakeup_fd(previous)
+        os.close(w)  # the watcher's read returns
+
+    return undo
+
+
 def _cmd_run(args) -> int:
     from . import examples
     from .errors import SimulationError, SimulationInterrupted
@@ -233,6 +288,7 @@ def _cmd_run(args) -> int:
                 os.remove(stale)
         streamed = os.path.join(args.out, f"{stem}.nc")
         run_kw["out"] = streamed
+    undo = _exit_on_ctrl_c_before_the_first_step(streamed)
     try:
         sol = simulate(problem, **run_kw)
     except SimulationInterrupted as exc:
@@ -260,6 +316,8 @@ def _cmd_run(args) -> int:
             kept = "Nothing was saved (no --out)."
         print(f"error: {exc.reason} {kept}", file=sys.stderr)
         return 3
+    finally:
+        undo()
     _print_summary(sol)
     if args.out:
         files = _write_outputs(sol, args.out, stem, csv=args.csv, animate=args.animate, netcdf=False)

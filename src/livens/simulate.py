@@ -287,8 +287,6 @@ def simulate(
     converged (saved) step. ``solution.meta["solver"]`` names the nonlinear solve: "newton", or
     "newton+rescue" (Newton, and the damped least-squares rescue of a failed step).
     """
-    from .solution import Solution
-
     h = problem.h if h is None else h
     t_end = problem.t_end if t_end is None else t_end
     if h is None or t_end is None:
@@ -304,6 +302,19 @@ def simulate(
         raise ValueError(f"chunk must be a positive integer; got {chunk!r}.")
     if isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1:
         raise ValueError(f"save_every must be a positive integer; got {save_every!r}.")
+    _NothingComputed.set(True)
+    try:
+        return _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter, guess, params,
+                         parameters, rescue, blowup_factor, chunk, save_every, resume, out, progress)
+    finally:
+        _NothingComputed.set(False)
+
+
+def _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter, guess, params, parameters,
+              rescue, blowup_factor, chunk, save_every, resume, out, progress):
+    """:func:`simulate` after its arguments are checked."""
+    from .solution import Solution
+
     sys_values = parameter_values(problem.system, parameters)
     sch, vals, mech = resolve(problem, scheme, params, sys_values)
     jsys = None if sys_values is None else {k: jnp.asarray(v) for k, v in sys_values.items()}
@@ -371,6 +382,7 @@ def simulate(
             if n_done + chunk < n_steps:
                 pending = runner(state, history, t_start_dev, n, *consts)
             recs, n, failed = jax.device_get((recs, n, failed))
+            _NothingComputed.set(False)  # from here on, results are kept and written
             recs = layout.unpack(recs)
             n_new = int(n) - n_done
             if compile_time is None:
@@ -533,6 +545,24 @@ def _resume_state(sol, sch: Scheme, mech: Mechanics, h) -> tuple[State, int]:
             comp = (jnp.zeros_like(q), jnp.zeros_like(p))
     st = State(q=q, p=p, v=jnp.asarray(v), lam=jnp.asarray(lam), gam=jnp.asarray(gam), comp=comp)
     return st, offset
+
+
+class _NothingComputed:
+    """Whether the running ``simulate`` has computed nothing yet (set-up, the first chunk's
+    compilation and computation): a Ctrl-C then loses nothing, and the command line may exit at
+    once instead of waiting for XLA's compiler, which does not return to Python until it is done
+    (:func:`livens.cli._exit_on_ctrl_c_before_the_first_step`). ``lock`` is held while the flag is
+    cleared, so that whoever acts on the flag does so before any result is written."""
+
+    import threading as _threading
+
+    lock = _threading.Lock()
+    flag = False
+
+    @classmethod
+    def set(cls, value: bool) -> None:
+        with cls.lock:
+            cls.flag = value
 
 
 def _install_sigint_flag() -> dict:
