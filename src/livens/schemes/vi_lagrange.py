@@ -58,6 +58,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .. import _banded
 from ..newton import NewtonResult, newton
 from . import register
 from .._cache import CompiledCache
@@ -199,6 +200,39 @@ def reparametrization(mech):
     return F
 
 
+# ------------------------------------------------------------------ the Newton system of eq 14 and 15
+def _lagrange_system(x, args, mech):
+    """The residual of 004 eq 14 and eq 15, one form in the unknowns x = (dq, lambda):
+
+        r + D_1 L_d(q, q + dq) + c h G(q)^T lambda = 0,   g(q + dq) = 0,
+
+    with args = (q, its carry, r, c, h, t): eq 14 at node n+1 is q = q^{n+1}, r = D_2 L_d(q^n, q^{n+1}),
+    c = 1, t = t^{n+1}; eq 15 is q = q_0, r = p_0, c = 1/2, t = 0. Its Jacobian is the saddle-point
+    matrix [D_dq D_1 L_d, c h G(q)^T; G(q + dq), 0]."""
+    q, carry, r, c, h, t = args
+    d = mech.d
+    dq, lam = x[:d], x[d:]
+    return jnp.concatenate([r + D1Ld(mech, q, dq, h, t) + c * h * GT_mul(mech, q, lam),
+                            mech.g(_next(q, dq, carry)[0])])
+
+
+BANDED_MIN_UNKNOWNS = 200
+"""From this many unknowns (d + m) on, Newton's matrix of eq 14 and 15 is a band matrix where the
+system's couplings make it one (chains of bodies, the beams of 004 §4.2): :func:`_band_tangent`.
+Below it the dense AD matrix and LU cost less (``python -m benchmarks --only three-bar-swing``)."""
+
+
+def _band_tangent(x, args, mech):
+    """The Newton matrix of :func:`_lagrange_system` at x as a :class:`livens._banded.BandedTangent`
+    (its pattern found once per system at random points, reverse Cuthill-McKee order, one
+    Jacobian-vector product per colour, LU with partial pivoting over the band, which pivots
+    across the saddle point's zero block: the solve of the dense LU up to round-off), or None where
+    x is short or the matrix is no narrow band; then the dense AD matrix is used."""
+    if mech.m == 0:
+        return None
+    return _banded.residual_tangent("vi-lagrange eq 14", _lagrange_system, x, args, mech, BANDED_MIN_UNKNOWNS)
+
+
 # ------------------------------------------------------------------ start (004 eq 15, 17)
 _START_SOLVERS = CompiledCache(16)
 
@@ -212,9 +246,9 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
     zero = jnp.zeros_like(q0)
     accept = _START_ACCEPT * (1.0 + jnp.max(jnp.abs(p0)))
 
-    def solve(R, x0):
+    def solve(R, x0, tangent=None):
         if not differentiable:
-            return newton(R, x0, _START_TOL, _START_MAX_ITER, floor=accept)
+            return newton(R, x0, _START_TOL, _START_MAX_ITER, tangent=tangent, floor=accept)
         from ..core import _dense_tangent_solve
 
         def root_solve(f, x_start):
@@ -225,12 +259,16 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
         return NewtonResult(x, jax.lax.stop_gradient(its).astype(jnp.int32), jnp.zeros(()), jnp.bool_(True))
 
     if kind == "lagrange":
-        def R(x):  # 004 eq 15, in the increment dq = q_1 - q_0
-            dq, lam = x[:d], x[d:]
-            return jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * GT_mul(mech, q0, lam),
-                                    mech.g(_next(q0, dq, zero)[0])])
+        args = (q0, zero, p0, jnp.asarray(0.5, q0.dtype), h, jnp.zeros((), q0.dtype))
 
-        res = solve(R, jnp.zeros((d + m,), q0.dtype))
+        def R(x):  # 004 eq 15, in the increment dq = q_1 - q_0
+            return _lagrange_system(x, args, mech)
+
+        def tangent(x):
+            band = _band_tangent(x, args, mech)
+            return jax.jacfwd(R)(x) if band is None else band
+
+        res = solve(R, jnp.zeros((d + m,), q0.dtype), tangent)
         dq, lam = res.x[:d], res.x[d:]
     else:
         F = reparametrization(mech)
@@ -290,16 +328,28 @@ def _make_pure_start(kind):
 
 
 # ------------------------------------------------------------------ vi-lagrange (004 eq 14)
+def _step_args(s: State, h, t, mech):
+    """The arguments of :func:`_lagrange_system` for eq 14 at node n+1."""
+    ex = s.extra
+    q1 = ex["q_next"]
+    r = D2Ld(mech, s.q, ex["dq"], h, t)
+    return q1, ex["c_next"], r, jnp.ones((), q1.dtype), h, t + h
+
+
 def _lagrange_residual(u, s: State, h, t, params, mech):
     """004 eq 14 at node n+1: D_2 L_d(q^n, q^{n+1}) + D_1 L_d(q^{n+1}, q^{n+2}) + h G^T lambda = 0,
     in the increments (``extra["dq"]`` = q^{n+1} - q^n, the unknown dq2 = q^{n+2} - q^{n+1})."""
-    ex = s.extra
-    q0, q1, dq1 = s.q, ex["q_next"], ex["dq"]
-    dq2, lam = u["dq2"], u["lam"]
-    return jnp.concatenate([
-        D2Ld(mech, q0, dq1, h, t) + D1Ld(mech, q1, dq2, h, t + h) + h * GT_mul(mech, q1, lam),
-        mech.g(_next(q1, dq2, ex["c_next"])[0]),
-    ])
+    return _lagrange_system(jnp.concatenate([u["dq2"], u["lam"]]), _step_args(s, h, t, mech), mech)
+
+
+def _lagrange_tangent(u, s: State, h, t, params, mech):
+    """Newton's matrix of eq 14: the band form of :func:`_band_tangent` for long chains, else the
+    dense AD matrix (:meth:`~livens.schemes.base.Scheme.jacobian_by_blocks`)."""
+    x = jnp.concatenate([u["dq2"], u["lam"]])
+    band = _band_tangent(x, _step_args(s, h, t, mech), mech)
+    if band is not None:
+        return band
+    return VI_LAGRANGE.jacobian_by_blocks(lambda v: _lagrange_residual(v, s, h, t, params, mech), x, mech.d, mech.m)
 
 
 def _lagrange_guess(s: State, h, t, params, mech, mode):
@@ -330,6 +380,7 @@ VI_LAGRANGE = register(
         paper="004 eq 14, 15, 18 (Schmidt, Leyendecker, Ortiz 2009)",
         unknowns=(("dq2", "d"), ("lam", "m")),
         residual=_lagrange_residual,
+        tangent=_lagrange_tangent,
         guess=_lagrange_guess,
         update=_lagrange_update,
         velocity_kind="interval",
