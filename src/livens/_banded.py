@@ -205,13 +205,13 @@ def residual_tangent(key, residual, x, args, mech, min_n: int = 0):
     The pattern is that of the AD Jacobian of ``residual`` itself, at random x, random ``args``
     shaped as the given ones (:func:`_random_like`: the state, h, t, ...) and random System
     parameters (:func:`random_parameters`), found once per (``key``, system, shapes) by
-    :func:`find_structure`. ``residual`` must be a module-level function (it is part of the key).
+    :func:`find_structure`. ``key`` names the residual: one key, one residual function.
     The tangent is assembled from one Jacobian-vector product of ``residual`` per colour."""
     n = int(x.shape[0])
     if n < min_n:
         return None
     shapes = tuple((jnp.shape(a), str(jnp.result_type(a))) for a in jax.tree_util.tree_leaves(args))
-    full_key = (key, residual, mech.system, mech.symmetries, n, jax.tree_util.tree_structure(args), shapes)
+    full_key = (key, mech.system, mech.symmetries, n, jax.tree_util.tree_structure(args), shapes)
     structure = _STRUCTURES.get(full_key)
     if structure is None and full_key not in _STRUCTURES:
         template = args
