@@ -34,7 +34,9 @@ def _point(problem, seed):
     st = initial_state(problem, mech, sch)
     rng = np.random.default_rng(seed)
     d, m = mech.d, mech.m
-    noise = lambda k, scale: scale * jnp.asarray(rng.standard_normal(k))  # noqa: E731
+    def noise(k, scale):
+        return scale * jnp.asarray(rng.standard_normal(k))
+
     st = st._replace(q=st.q + noise(d, 1e-3), lam=noise(m, 1.0),
                      extra={"q_next": st.q + noise(d, 1e-3), "c_next": noise(d, 1e-17), "dq": noise(d, 1e-4)})
     x = jnp.concatenate([noise(d, 1e-3), noise(m, 1.0)])
@@ -65,7 +67,7 @@ def test_banded_matrix_of_eq_14_is_the_ad_jacobian_and_solves_as_the_dense_lu(mo
 def test_banded_matrix_of_the_start_eq_15_is_the_ad_jacobian(monkeypatch):
     monkeypatch.setattr(vi_lagrange, "BANDED_MIN_UNKNOWNS", 0)
     problem = _swing()
-    sch, vals, mech, st, x = _point(problem, seed=2)
+    _, _, mech, st, x = _point(problem, seed=2)
     d = mech.d
     q0, p0 = st.q, st.q[::-1]  # any momentum: the matrix does not depend on it
     args = (q0, jnp.zeros(d), p0, jnp.asarray(0.5), jnp.asarray(problem.h), jnp.asarray(0.0))
@@ -86,14 +88,16 @@ def test_the_band_does_not_widen_with_the_elements(monkeypatch):
     elements, the number of blocks grows with the elements, and the colours (Jacobian-vector
     products per matrix) stay as few."""
     monkeypatch.setattr(vi_lagrange, "BANDED_MIN_UNKNOWNS", 0)
-    found = {}
-    for n in (4, 8):
+    def structure(n):
         problem = _swing(n)
         sch, vals, mech, st, x = _point(problem, seed=n)
+        found = []
         # the structure is found while the tangent is traced
-        jax.eval_shape(lambda x: found.setdefault(n, vi_lagrange._lagrange_tangent(
-            sch.unpack(x, mech.d, mech.m), st, problem.h, 0.0, vals, mech).s) and x, x)
-    s4, s8 = found[4], found[8]
+        jax.eval_shape(lambda x: found.append(vi_lagrange._lagrange_tangent(
+            sch.unpack(x, mech.d, mech.m), st, problem.h, 0.0, vals, mech).s) or x, x)
+        return found[0]
+
+    s4, s8 = structure(4), structure(8)
     assert s8.n - s4.n == 4 * 18
     assert s8.b == s4.b <= 3 * 18 and s8.ncolors == s4.ncolors <= s4.b + 4
     assert s8.nb > s4.nb >= 4

@@ -125,7 +125,7 @@ def _newton_floor(residual, step, x0, r0, tol, max_iter, floor) -> NewtonResult:
         return (n <= floor) & ~(n < 0.5 * last)
 
     def cond(c):
-        x, r, it, last = c
+        _, r, it, last = c
         n = _norm_inf(r)
         return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n) & ~stalled(n, last)
 
@@ -136,7 +136,7 @@ def _newton_floor(residual, step, x0, r0, tol, max_iter, floor) -> NewtonResult:
         return x, residual(x), it + 1, last
 
     inf = jnp.asarray(jnp.inf, x0.dtype)
-    x, r, it, last = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), inf))
+    x, r, it, _ = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), inf))
     n = _norm_inf(r)
     converged = ((n <= tol) | (n <= floor)) & jnp.all(jnp.isfinite(x))
     return NewtonResult(x, it, n, converged)
