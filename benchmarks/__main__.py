@@ -183,8 +183,10 @@ SWING_SCHEMES = ("vi-lagrange", "vi-nullspace", "livens-em", "livens-midpoint")
 
 def _swing_profile(lv, problem, repeats: int = 20) -> dict:
     """Where a vi-lagrange step of the swing spends its time: one evaluation of the residual (004 eq 14),
-    of its Newton matrix (AD, block by block) and one dense LU solve of that matrix, each jit-compiled
-    alone and timed as the best of ``repeats`` calls (ms)."""
+    one Newton matrix as the scheme forms it together with its solve (``newton_matrix_solve_ms``; the
+    form in ``newton_matrix``: "banded" or "dense"), and for comparison the dense AD matrix (block by
+    block) and its dense LU solve, each jit-compiled alone and timed as the best of ``repeats`` calls
+    (ms)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -207,8 +209,18 @@ def _swing_profile(lv, problem, repeats: int = 20) -> dict:
     J = jax.jit(lambda x: sch.jacobian_by_blocks(res, x, d, m))
     solve = jax.jit(jnp.linalg.solve)
     A, b = J(x), R(x)
-    out = {"unknowns": int(x.shape[0])}
-    for name, fn, args in (("residual_ms", R, (x,)), ("jacobian_ms", J, (x,)), ("lu_solve_ms", solve, (A, b))):
+    kinds = []
+
+    def tangent_solve(x, r):
+        T = sch.tangent(sch.unpack(x, d, m), s, h, 0.0, {}, mech)
+        kinds.append("banded" if hasattr(T, "solve") else "dense")
+        return T.solve(r) if hasattr(T, "solve") else jnp.linalg.solve(T, r)
+
+    TS = jax.jit(tangent_solve)
+    jax.block_until_ready(TS(x, b))
+    out = {"unknowns": int(x.shape[0]), "newton_matrix": kinds[0]}
+    for name, fn, args in (("residual_ms", R, (x,)), ("newton_matrix_solve_ms", TS, (x, b)),
+                           ("jacobian_ms", J, (x,)), ("lu_solve_ms", solve, (A, b))):
         jax.block_until_ready(fn(*args))
         _, wall = _best(lambda: jax.block_until_ready(fn(*args)), repeats)
         out[name] = round(wall * 1e3, 3)
@@ -534,8 +546,9 @@ def main(argv=None) -> int:
                 print(f"  {n:>3} elements, profile of a vi-lagrange step failed: {r['failed']}")
             elif sc == "profile":
                 print(f"  {n:>3} elements, one vi-lagrange step's parts ({r['unknowns']} unknowns): residual "
-                      f"{r['residual_ms']:.2f} ms, Newton matrix (AD) {r['jacobian_ms']:.2f} ms, dense LU solve "
-                      f"{r['lu_solve_ms']:.2f} ms", flush=True)
+                      f"{r['residual_ms']:.2f} ms, Newton matrix ({r['newton_matrix']}) and its solve "
+                      f"{r['newton_matrix_solve_ms']:.2f} ms; for comparison the dense AD matrix "
+                      f"{r['jacobian_ms']:.2f} ms and its LU solve {r['lu_solve_ms']:.2f} ms", flush=True)
             elif "failed" in r:
                 print(f"  {n:>3} elements  {sc:<16} {r['failed']}")
             else:

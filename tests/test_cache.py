@@ -63,3 +63,26 @@ def test_binding_the_same_parameter_values_reuses_what_was_compiled():
     assert len(vi_lagrange._START_SOLVERS) == n_start
     assert first.mechanics is second.mechanics
     np.testing.assert_array_equal(first.q, second.q)
+
+
+def test_record_layout_is_traced_once_per_scheme_system_and_shapes(monkeypatch):
+    """The layout of a run's records is found by tracing the scheme's update (longer than a short
+    run of a large system): a second run of the same system and scheme reuses it, another scheme
+    gets its own, and it is the layout a fresh trace gives."""
+    sim = importlib.import_module("livens.simulate")
+
+    traced = []
+    original = sim.RecordLayout.of  # called once per trace of the update
+    monkeypatch.setattr(sim.RecordLayout, "of", classmethod(lambda cls, shapes: traced.append(1) or original(shapes)))
+    p = lv.examples.load("pendulum-chain", n_bodies=3)
+    lv.simulate(p, "vi-lagrange", t_end=0.05, progress=False)
+    first = len(traced)
+    lv.simulate(p, "vi-lagrange", t_end=0.08, progress=False)
+    assert len(traced) == first
+    lv.simulate(p, "midpoint", t_end=0.05, progress=False)
+    assert len(traced) > first
+    sch, vals, mech = sim.resolve(p, "vi-lagrange", {})
+    state = sch.start(sim.initial_state(p, mech, sch), p.h, vals, mech)
+    cached = sim.record_layout(sch, mech, "extrapolated", state, p.h, vals)
+    sim._LAYOUTS.clear()
+    assert sim.record_layout(sch, mech, "extrapolated", state, p.h, vals) == cached

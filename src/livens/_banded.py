@@ -17,10 +17,15 @@ iteration costs O(n) instead of the O(n^3) of a dense LU:
   block-tridiagonal matrix, and :meth:`BandedTangent.solve`, LU with partial pivoting over the
   blocks (:func:`block_tridiagonal_solve`), the same solve as the dense LU up to round-off.
 
+- :func:`find_structure`: the pattern at random points, its structure, the check below, cached
+  per system, None where the band is not narrow or the check fails; :func:`residual_tangent`
+  applies it to the AD Jacobian of a scheme's residual itself (vi-lagrange, 004 eq 14, 15), where
+  :func:`livens.schemes.ggl_vi.band_structure` applies it to VI-S's reduced system.
+
 The pattern is found numerically: an entry that vanishes at every sample point (a branch of
 ``jnp.where`` that none of them takes) would be missed. :func:`checked` therefore compares the
-band assembled at one more random point with the Jacobian-vector product there, and the caller
-(:func:`livens.schemes.ggl_vi.band_structure`) gives up the band where they differ. An entry
+band assembled at one more random point with the Jacobian-vector product there, and
+:func:`find_structure` gives up the band where they differ. An entry
 that vanishes at that point too is still missed: Newton then iterates with an inexact tangent
 (more iterations, or a failed step and its rescue, which uses the AD Jacobian), never to a
 different solution, since it stops on the residual.
@@ -32,6 +37,8 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
+
+from ._cache import CompiledCache
 
 SAMPLES = 3
 """Random points whose Jacobian's nonzeros make up the sparsity pattern."""
@@ -154,6 +161,77 @@ def random_parameters(defaults, rng):
     return out
 
 
+_STRUCTURES = CompiledCache(64)
+SEED = 20240607
+"""The random points of every pattern come from this seed: the same structure in every process."""
+
+
+def find_structure(key, n: int, columns_at, random_point) -> BandStructure | None:
+    """The :class:`BandStructure` of an n x n Jacobian, or None where its band is not narrow or
+    the band assembled from the pattern misses an entry at one more random point (:func:`checked`).
+    ``random_point(rng)`` draws a point, ``columns_at(point, E)`` is the Jacobian there times E (as
+    for :func:`sparsity_pattern`). Cached under ``key``: found once per system (at the compilation
+    of its first run), evaluated with numbers also while a time loop that needs it is traced."""
+    if key in _STRUCTURES:
+        return _STRUCTURES[key]
+    rng = np.random.default_rng(SEED)
+    with jax.ensure_compile_time_eval():
+        points = [random_point(rng) for _ in range(SAMPLES)]
+        rows, cols = sparsity_pattern(columns_at, n, points)
+        structure = BandStructure(n, rows, cols)
+        if not (structure.narrow and checked(structure, columns_at, random_point(rng), rng)):
+            structure = None
+    _STRUCTURES[key] = structure
+    return structure
+
+
+def _random_like(template, rng):
+    """Random values shaped as the arrays of ``template`` (a pytree; only shapes and dtypes are
+    read, so traced values will do): scalars uniform in [0.01, 0.1] (step sizes, times, factors),
+    arrays standard normal."""
+    def draw(a):
+        shape, dtype = jnp.shape(a), jnp.result_type(a)
+        if not shape:
+            return jnp.asarray(rng.uniform(0.01, 0.1), dtype)
+        return jnp.asarray(rng.standard_normal(shape), dtype)
+
+    return jax.tree_util.tree_map(draw, template)
+
+
+def residual_tangent(key, residual, x, args, mech, min_n: int = 0):
+    """dR/dx at x of R(x) = ``residual(x, args, mech)`` as a :class:`BandedTangent` (its solve is
+    the band LU), or None where x has fewer than ``min_n`` entries or no narrow band was found.
+
+    The pattern is that of the AD Jacobian of ``residual`` itself, at random x, random ``args``
+    shaped as the given ones (:func:`_random_like`: the state, h, t, ...) and random System
+    parameters (:func:`random_parameters`), found once per (``key``, system, shapes) by
+    :func:`find_structure`. ``key`` names the residual: one key, one residual function.
+    The tangent is assembled from one Jacobian-vector product of ``residual`` per colour."""
+    n = int(x.shape[0])
+    if n < min_n:
+        return None
+    shapes = tuple((jnp.shape(a), str(jnp.result_type(a))) for a in jax.tree_util.tree_leaves(args))
+    full_key = (key, mech.system, mech.symmetries, n, jax.tree_util.tree_structure(args), shapes)
+    structure = _STRUCTURES.get(full_key)
+    if structure is None and full_key not in _STRUCTURES:
+        template = args
+
+        def random_point(rng):
+            prm = random_parameters(mech.system.parameters, rng)
+            return prm, jnp.asarray(rng.standard_normal(n), x.dtype), _random_like(template, rng)
+
+        @jax.jit
+        def columns(prm, y, a, E):
+            bound = mech.bind(prm)
+            return jax.vmap(lambda v: jax.jvp(lambda z: residual(z, a, bound), (y,), (v,))[1],
+                            in_axes=1, out_axes=1)(E)
+
+        structure = find_structure(full_key, n, lambda point, E: columns(*point, jnp.asarray(E)), random_point)
+    if structure is None:
+        return None
+    return BandedTangent(structure, lambda v: jax.jvp(lambda z: residual(z, args, mech), (x,), (v,))[1])
+
+
 def _color_columns(A_csc, A_csr, order) -> np.ndarray:
     """Greedy colouring of the columns of A, taken in ``order``: two columns that share a row get
     different colours. In the band's order this needs at most kl + ku + 1 colours."""
@@ -264,6 +342,8 @@ __all__ = [
     "BandedTangent",
     "block_tridiagonal_solve",
     "checked",
+    "find_structure",
     "random_parameters",
+    "residual_tangent",
     "sparsity_pattern",
 ]

@@ -59,7 +59,7 @@ below ACCEPT (1 + |x|_inf): earlier, Newton's increments need not decrease monot
 
 def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = None,
            linear_step: Callable | None = None, r0=None, stopping: str = "tol",
-           final_iteration: bool = False) -> NewtonResult:
+           final_iteration: bool = False, floor=None) -> NewtonResult:
     """Solve residual(x) = 0 from x0; ``tol`` and ``max_iter`` may be traced values.
 
     ``tangent(x)`` returns dR/dx (a matrix or an object with ``solve``); by default
@@ -77,6 +77,11 @@ def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = Non
       round-off and is not applied): the rule used for long-time studies with implicit symplectic
       methods (Hairer, Lubich, Wanner, Geometric Numerical Integration, VIII.6; Hairer, McLachlan,
       Razakarivony 2008). Not converged at max_iter. ``tol`` is not used.
+
+    ``floor`` (with ``stopping="tol"``): a residual norm that counts as converged where the
+    iteration cannot do better: the iteration also stops, converged, as soon as ||R||_inf <= floor
+    and an iteration did not halve ||R||_inf (it has reached the residual's round-off, which may
+    exceed ``tol``, instead of iterating to ``max_iter``).
     """
     step = linear_step if linear_step is not None else newton_increment(residual, tangent)
 
@@ -85,6 +90,10 @@ def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = Non
         return _newton_roundoff(residual, step, x0, r0, max_iter)
     if stopping != "tol":
         raise ValueError(f"stopping must be 'tol' or {ROUNDOFF!r}; got {stopping!r}.")
+    if floor is not None:
+        if final_iteration:
+            raise ValueError("newton: floor and final_iteration=True cannot be combined; give one of them.")
+        return _newton_floor(residual, step, x0, r0, tol, max_iter, floor)
 
     def cond(c):
         x, r, it = c
@@ -105,6 +114,31 @@ def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = Non
         it = it + converged.astype(it.dtype)
         n = _norm_inf(r)
         converged = converged & jnp.isfinite(n) & jnp.all(jnp.isfinite(x))
+    return NewtonResult(x, it, n, converged)
+
+
+def _newton_floor(residual, step, x0, r0, tol, max_iter, floor) -> NewtonResult:
+    """Newton to ||R||_inf <= tol, or to a residual below ``floor`` that stopped halving
+    (:func:`newton` with ``floor``)."""
+
+    def stalled(n, last):
+        return (n <= floor) & ~(n < 0.5 * last)
+
+    def cond(c):
+        _, r, it, last = c
+        n = _norm_inf(r)
+        return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n) & ~stalled(n, last)
+
+    def body(c):
+        x, r, it, _ = c
+        last = _norm_inf(r)
+        x = x + step(x, r)
+        return x, residual(x), it + 1, last
+
+    inf = jnp.asarray(jnp.inf, x0.dtype)
+    x, r, it, _ = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), inf))
+    n = _norm_inf(r)
+    converged = ((n <= tol) | (n <= floor)) & jnp.all(jnp.isfinite(x))
     return NewtonResult(x, it, n, converged)
 
 

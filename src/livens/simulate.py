@@ -137,14 +137,29 @@ class RecordLayout(tuple):
         return out
 
 
+_LAYOUTS = CompiledCache(64)
+
+
 def record_layout(scheme: Scheme, mech: Mechanics, mode: str, state: State, h, params) -> RecordLayout:
-    """The :class:`RecordLayout` of a step of ``scheme`` from ``state`` (shapes only, no computation)."""
+    """The :class:`RecordLayout` of a step of ``scheme`` from ``state`` (shapes only, no computation).
+
+    Found by tracing the scheme's update, which for a large system takes longer than a short run
+    itself (the three-bar swing with 40 elements), so it is kept per scheme, system, guess and the
+    shapes of the state and the scheme's parameters: it depends on nothing else."""
+    leaves, tree = jax.tree_util.tree_flatten(state)
+    key = (id(scheme), mech, mode, tree, tuple((jnp.shape(a), str(jnp.result_type(a))) for a in leaves),
+           tuple(sorted((k, jnp.shape(v)) for k, v in params.items())))
+    hit = _LAYOUTS.get(key)
+    if hit is not None and hit[0] is scheme:
+        return hit[1]
     out = jax.eval_shape(
         lambda s: scheme.update(scheme.guess(s, h, 0.0, params, mech, _scheme_mode(mode)),
                                 s, h, 0.0, params, mech)[1], state)
     f64 = jax.ShapeDtypeStruct((), jnp.float64)
-    return RecordLayout.of({"q": state.q, "p": state.p, "iterations": jax.ShapeDtypeStruct((), jnp.int32),
-                            "residual": f64, "ok": jax.ShapeDtypeStruct((), jnp.bool_), **out})
+    layout = RecordLayout.of({"q": state.q, "p": state.p, "iterations": jax.ShapeDtypeStruct((), jnp.int32),
+                              "residual": f64, "ok": jax.ShapeDtypeStruct((), jnp.bool_), **out})
+    _LAYOUTS[key] = (scheme, layout)
+    return layout
 
 
 def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, layout: RecordLayout,

@@ -30,7 +30,6 @@ import numpy as np
 from jax import lax
 
 from .. import _banded
-from .._cache import CompiledCache
 from .._linalg import block_solve, solver
 from . import register
 from .base import Scheme, State, next_node
@@ -387,27 +386,23 @@ reduced system of that form is a narrow band (:func:`band_structure`), else :cla
 small factorizations cost more than the dense form's few large ones on the pendulum chain
 (both timed side by side for N = 8 to 20 bodies; about equal at N = 18, d = 54)."""
 
-_STRUCTURES = CompiledCache(32)
-
-
 def band_structure(mech, keeps_dv: bool):
     """The :class:`livens._banded.BandStructure` of :class:`VISTangentBanded`'s reduced system for
     this system, or None where its band is not narrow (cached per system: found once, at the
     compilation of the first run, for every h).
 
     The pattern is the union of the nonzeros of the reduced matrix at a few random points
-    (:func:`livens._banded.sparsity_pattern`): random states, multipliers, h, t and System
+    (:func:`livens._banded.find_structure`): random states, multipliers, h, t and System
     parameters, with the damping and external force's velocity derivative by AD at each point
     (``keeps_dv``); the band assembled from it is checked against the matrix at one more point
     (:func:`livens._banded.checked`), and given up (None) where they differ."""
-    key = (mech.system, mech.symmetries, keeps_dv)
-    if key in _STRUCTURES:
-        return _STRUCTURES[key]
-    rng = np.random.default_rng(20240607)
+    key = ("VI-S reduced", mech.system, mech.symmetries, keeps_dv)
+    if key in _banded._STRUCTURES:
+        return _banded._STRUCTURES[key]
     d, m = mech.d, mech.m
     n = (2 * d if keeps_dv else d) + 2 * m
 
-    def random_point():
+    def random_point(rng):
         prm = _banded.random_parameters(mech.system.parameters, rng)
         q0, v0, q1, qbar, w = (jnp.asarray(rng.standard_normal(d)) for _ in range(5))
         gam = jnp.asarray(rng.standard_normal(m))
@@ -426,15 +421,7 @@ def band_structure(mech, keeps_dv: bool):
     def columns_at(point, E):
         return columns(*point, jnp.asarray(E))
 
-    # evaluated now, with numbers, also while a time loop that needs it is being traced
-    with jax.ensure_compile_time_eval():
-        points = [random_point() for _ in range(_banded.SAMPLES)]
-        rows, cols = _banded.sparsity_pattern(columns_at, n, points)
-        structure = _banded.BandStructure(n, rows, cols)
-        if not (structure.narrow and _banded.checked(structure, columns_at, random_point(), rng)):
-            structure = None
-    _STRUCTURES[key] = structure
-    return structure
+    return _banded.find_structure(key, n, columns_at, random_point)
 
 
 def _velocity_matrix(mech, q0, v0, t, h):

@@ -58,6 +58,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .. import _banded
 from ..newton import NewtonResult, newton
 from . import register
 from .._cache import CompiledCache
@@ -65,6 +66,11 @@ from .base import Scheme, State, compensated_add
 
 _START_TOL = 1e-12
 _START_MAX_ITER = 60
+_START_ACCEPT = 1e-9
+"""The start (004 eq 15, 17) is solved to ||R||_inf <= :data:`_START_TOL`, or, where round-off keeps
+its residual above that (the elastic forces of stiff beams: the three-bar swing with 40 elements stalls
+at ~1.5e-12), until the residual stops halving below _START_ACCEPT (1 + |p_0|), the level the start
+requires (``floor`` of :func:`livens.newton.newton`), instead of iterating to max_iter."""
 
 
 # ------------------------------------------------------------------ discrete Lagrangian (004 eq 18)
@@ -94,6 +100,15 @@ def D2Ld(mech, q0, dq, h, t):
     return jax.grad(discrete_lagrangian, argnums=2)(mech, q0, dq, h) + _discrete_force(mech, q0, dq, h, t)
 
 
+def GT_mul(mech, q, lam):
+    """G(q)^T lambda as a vector-Jacobian product of g (reverse-mode AD): its cost follows that of g,
+    where forming the m x d Jacobian G (``mech.G``, forward-mode AD in d directions) costs d times
+    as much (large systems: the beams of 004 §4.2)."""
+    if mech.m == 0:
+        return jnp.zeros_like(q)
+    return jax.vjp(mech.g, q)[1](lam)[0]
+
+
 def _next(q1, dq2, c1):
     """(q2, c2): q1 + dq2 by compensated summation, the carry c1 of q1 -> c2 of q2."""
     return compensated_add(q1, c1, dq2)
@@ -115,7 +130,7 @@ def _multiplier(mech, q, r, h):
 
 # ------------------------------------------------------------------ nodal reparametrization F(w, q)
 def _projection_system(mech, u, mu, y):
-    return jnp.concatenate([u - y - mech.G(u).T @ mu, mech.g(u)])
+    return jnp.concatenate([u - y - GT_mul(mech, u, mu), mech.g(u)])
 
 
 def _projection_jacobian(mech, u, mu):
@@ -185,6 +200,41 @@ def reparametrization(mech):
     return F
 
 
+# ------------------------------------------------------------------ the Newton system of eq 14 and 15
+def _lagrange_system(x, args, mech):
+    """The residual of 004 eq 14 and eq 15, one form in the unknowns x = (dq, lambda):
+
+        r + D_1 L_d(q, q + dq) + c h G(q)^T lambda = 0,   g(q + dq) = 0,
+
+    with args = (q, its carry, r, c, h, t): eq 14 at node n+1 is q = q^{n+1}, r = D_2 L_d(q^n, q^{n+1}),
+    c = 1, t = t^{n+1}; eq 15 is q = q_0, r = p_0, c = 1/2, t = 0. Its Jacobian is the saddle-point
+    matrix [D_dq D_1 L_d, c h G(q)^T; G(q + dq), 0]."""
+    q, carry, r, c, h, t = args
+    d = mech.d
+    dq, lam = x[:d], x[d:]
+    return jnp.concatenate([r + D1Ld(mech, q, dq, h, t) + c * h * GT_mul(mech, q, lam),
+                            mech.g(_next(q, dq, carry)[0])])
+
+
+BANDED_MIN_UNKNOWNS = 96
+"""From this many unknowns (d + m) on, Newton's matrix of eq 14 and 15 is a band matrix where the
+system's couplings make it one (chains of bodies, the beams of 004 §4.2): :func:`_band_tangent`.
+Below it the dense AD matrix and LU cost less: the matrix and its solve timed side by side, band
+against dense, on the pendulum chain (even at 64 unknowns, faster banded from 96 on) and on the
+three-bar swing (faster banded from 4 elements, 142 unknowns, on)."""
+
+
+def _band_tangent(x, args, mech):
+    """The Newton matrix of :func:`_lagrange_system` at x as a :class:`livens._banded.BandedTangent`
+    (its pattern found once per system at random points, reverse Cuthill-McKee order, one
+    Jacobian-vector product per colour, LU with partial pivoting over the band, which pivots
+    across the saddle point's zero block: the solve of the dense LU up to round-off), or None where
+    x is short or the matrix is no narrow band; then the dense AD matrix is used."""
+    if mech.m == 0:
+        return None
+    return _banded.residual_tangent("vi-lagrange eq 14", _lagrange_system, x, args, mech, BANDED_MIN_UNKNOWNS)
+
+
 # ------------------------------------------------------------------ start (004 eq 15, 17)
 _START_SOLVERS = CompiledCache(16)
 
@@ -196,26 +246,31 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
     the derivative of the solution by the implicit function theorem (``lax.custom_root``)."""
     d, m = mech.d, mech.m
     zero = jnp.zeros_like(q0)
+    accept = _START_ACCEPT * (1.0 + jnp.max(jnp.abs(p0)))
 
-    def solve(R, x0):
+    def solve(R, x0, tangent=None):
         if not differentiable:
-            return newton(R, x0, _START_TOL, _START_MAX_ITER)
+            return newton(R, x0, _START_TOL, _START_MAX_ITER, tangent=tangent, floor=accept)
         from ..core import _dense_tangent_solve
 
         def root_solve(f, x_start):
-            res = newton(f, x_start, _START_TOL, _START_MAX_ITER)
+            res = newton(f, x_start, _START_TOL, _START_MAX_ITER, floor=accept)
             return res.x, res.iterations.astype(x_start.dtype)  # custom_root's aux: floating point
 
         x, its = jax.lax.custom_root(R, jax.lax.stop_gradient(x0), root_solve, _dense_tangent_solve, has_aux=True)
         return NewtonResult(x, jax.lax.stop_gradient(its).astype(jnp.int32), jnp.zeros(()), jnp.bool_(True))
 
     if kind == "lagrange":
-        def R(x):  # 004 eq 15, in the increment dq = q_1 - q_0
-            dq, lam = x[:d], x[d:]
-            return jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * mech.G(q0).T @ lam,
-                                    mech.g(_next(q0, dq, zero)[0])])
+        args = (q0, zero, p0, jnp.asarray(0.5, q0.dtype), h, jnp.zeros((), q0.dtype))
 
-        res = solve(R, jnp.zeros((d + m,), q0.dtype))
+        def R(x):  # 004 eq 15, in the increment dq = q_1 - q_0
+            return _lagrange_system(x, args, mech)
+
+        def tangent(x):
+            band = _band_tangent(x, args, mech)
+            return jax.jacfwd(R)(x) if band is None else band
+
+        res = solve(R, jnp.zeros((d + m,), q0.dtype), tangent)
         dq, lam = res.x[:d], res.x[d:]
     else:
         F = reparametrization(mech)
@@ -228,7 +283,7 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
         dq = F(res.x, q0, P) - q0
         lam = 2.0 * _multiplier(mech, q0, p0 + D1Ld(mech, q0, dq, h, 0.0), h)
     q1, c1 = _next(q0, dq, zero)
-    full = jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * mech.G(q0).T @ lam, mech.g(q1)])
+    full = jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * GT_mul(mech, q0, lam), mech.g(q1)])
     return q1, c1, dq, lam, jnp.max(jnp.abs(full)), res.iterations
 
 
@@ -250,7 +305,7 @@ def _make_start(kind):
         # eq 15 holds M (q_1 - q_0)/h, whose round-off grows like |M| |q| eps / h (heavy bodies at small h,
         # the beams of 004 §4.2: 1.6e-9 with 540 kg nodes at h = 1.25e-5)
         floor = 50.0 * 2.2e-16 * float(jnp.max(jnp.abs(mech.M(state.q)))) * (1.0 + float(jnp.max(jnp.abs(state.q)))) / h
-        if not (float(resid) <= max(1e-9 * scale, floor)):
+        if not (float(resid) <= max(_START_ACCEPT * scale, floor)):
             name = "vi-lagrange" if kind == "lagrange" else "vi-nullspace"
             raise ValueError(
                 f"{name}: the start step (004 eq {'15' if kind == 'lagrange' else '17'}) did not converge: "
@@ -267,7 +322,7 @@ def _make_pure_start(kind):
         """The start step as a pure, traceable function (for :func:`livens.flow`): the state and
         whether eq 15 / 17 converged (to 1e-9 relative, as :func:`start` requires)."""
         q1, c1, dq, lam0, resid, _ = _start_equations(mech, kind, state.q, state.p, h, differentiable)
-        ok = resid <= 1e-9 * (1.0 + jnp.max(jnp.abs(state.p)))
+        ok = resid <= _START_ACCEPT * (1.0 + jnp.max(jnp.abs(state.p)))
         new = State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam,
                     extra={"q_next": q1, "c_next": c1, "dq": dq})
         return new, ok
@@ -275,16 +330,28 @@ def _make_pure_start(kind):
 
 
 # ------------------------------------------------------------------ vi-lagrange (004 eq 14)
+def _step_args(s: State, h, t, mech):
+    """The arguments of :func:`_lagrange_system` for eq 14 at node n+1."""
+    ex = s.extra
+    q1 = ex["q_next"]
+    r = D2Ld(mech, s.q, ex["dq"], h, t)
+    return q1, ex["c_next"], r, jnp.ones((), q1.dtype), h, t + h
+
+
 def _lagrange_residual(u, s: State, h, t, params, mech):
     """004 eq 14 at node n+1: D_2 L_d(q^n, q^{n+1}) + D_1 L_d(q^{n+1}, q^{n+2}) + h G^T lambda = 0,
     in the increments (``extra["dq"]`` = q^{n+1} - q^n, the unknown dq2 = q^{n+2} - q^{n+1})."""
-    ex = s.extra
-    q0, q1, dq1 = s.q, ex["q_next"], ex["dq"]
-    dq2, lam = u["dq2"], u["lam"]
-    return jnp.concatenate([
-        D2Ld(mech, q0, dq1, h, t) + D1Ld(mech, q1, dq2, h, t + h) + h * mech.G(q1).T @ lam,
-        mech.g(_next(q1, dq2, ex["c_next"])[0]),
-    ])
+    return _lagrange_system(jnp.concatenate([u["dq2"], u["lam"]]), _step_args(s, h, t, mech), mech)
+
+
+def _lagrange_tangent(u, s: State, h, t, params, mech):
+    """Newton's matrix of eq 14: the band form of :func:`_band_tangent` for long chains, else the
+    dense AD matrix (:meth:`~livens.schemes.base.Scheme.jacobian_by_blocks`)."""
+    x = jnp.concatenate([u["dq2"], u["lam"]])
+    band = _band_tangent(x, _step_args(s, h, t, mech), mech)
+    if band is not None:
+        return band
+    return VI_LAGRANGE.jacobian_by_blocks(lambda v: _lagrange_residual(v, s, h, t, params, mech), x, mech.d, mech.m)
 
 
 def _lagrange_guess(s: State, h, t, params, mech, mode):
@@ -298,7 +365,7 @@ def _advance(dq2, lam1, s: State, h, t, mech):
     transform; q^{n+2} = q^{n+1} + dq2 by compensated summation (carry in ``extra["c_next"]``)."""
     ex = s.extra
     q0, q1, dq1 = s.q, ex["q_next"], ex["dq"]
-    p1 = D2Ld(mech, q0, dq1, h, t) + 0.5 * h * mech.G(q1).T @ lam1
+    p1 = D2Ld(mech, q0, dq1, h, t) + 0.5 * h * GT_mul(mech, q1, lam1)
     v = dq1 / h
     q2, c2 = _next(q1, dq2, ex["c_next"])
     new = State(q=q1, p=p1, v=v, lam=lam1, gam=s.gam, extra={"q_next": q2, "c_next": c2, "dq": dq2})
@@ -315,6 +382,7 @@ VI_LAGRANGE = register(
         paper="004 eq 14, 15, 18 (Schmidt, Leyendecker, Ortiz 2009)",
         unknowns=(("dq2", "d"), ("lam", "m")),
         residual=_lagrange_residual,
+        tangent=_lagrange_tangent,
         guess=_lagrange_guess,
         update=_lagrange_update,
         velocity_kind="interval",
