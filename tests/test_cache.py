@@ -40,8 +40,9 @@ def test_memory_mappings_stay_bounded_over_many_compiled_runs(monkeypatch):
         lv.simulate(p, "VI-S", t_end=0.05, chunk=chunk, rescue=False)
         counts.append(maps())
         assert len(sim._RUNNERS) <= 2
-    # each compiled loop maps a few hundred regions; with two kept, the count stops growing
-    assert counts[-1] - counts[2] < 0.5 * (counts[2] - counts[0]) + 200
+    # each compiled loop maps a few hundred regions; with two kept, the count stops growing (the
+    # first runs may also shrink it, evicting loops that earlier tests compiled)
+    assert counts[-1] - counts[2] < 0.5 * max(counts[2] - counts[0], 0) + 200, counts
 
 
 def test_binding_the_same_parameter_values_reuses_what_was_compiled():
