@@ -53,7 +53,7 @@ import jax.numpy as jnp
 from .. import discrete_gradients as dg
 from .._linalg import solver
 from . import register
-from .base import Scheme, State, enforced_both_nodal, next_node
+from .base import Scheme, State, default_update, enforced_both_nodal, next_node
 from .ggl_vi import _mass_operators
 
 
@@ -199,6 +199,27 @@ def _residual_rowwise(u, s: State, h, t, params, mech):
     ])
 
 
+_UNKNOWNS = (("dq", "d"), ("dp", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m"))
+_update_unknowns = default_update(tuple(n for n, _ in _UNKNOWNS))
+
+
+def _update(u, s: State, h, t, params, mech):
+    """The state after the step, with the nodal velocity v^{n+1} = M^-1 p^{n+1} (p^{n+1} as the
+    time loop stores it) in place of the unknown v1.
+
+    The two are equal in exact arithmetic: (84c) ties only their means, M v^{n+1/2} = p^{n+1/2},
+    so from p^0 = M v^0 on, p^n = M v^n at every node (003 Prop. 5.5). In floating point the
+    unknown v1 carries e^{n+1} = p^{n+1} - M v^{n+1} = -e^n + r^n, r^n the round-off of the step:
+    an alternating sum that (84c) never corrects, while q and p see only e^n + e^{n+1} = r^n.
+    The energy E = 1/2 v.M v + V evaluated with that v then wanders away from the conserved
+    1/2 p.M^-1 p + V by far more than round-off over a long run (Brouwer's law holds for p, not
+    for the accumulated v). Starting each step from v^n = M^-1 p^n ends the accumulation; the
+    trajectory of q and p is the same up to round-off."""
+    new, out = _update_unknowns(u, s, h, t, params, mech)
+    v = mech.Minv_mul(new.p)
+    return new._replace(v=v), {**out, "v": v}
+
+
 # --- structured tangent (speed) ----------------------------------------------------------------
 class EMTangent:
     """The Jacobian of the EM residual (002 eq 84a-e) in its blocks, and its inverse.
@@ -319,8 +340,9 @@ GGL_EM = register(
         name="ggl-em",
         supports_external_force=False,  # 002 eq 79/82/84 and Gonzalez 1999 have no F term
         paper="002 eq 84-91",
-        unknowns=(("dq", "d"), ("dp", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m")),
+        unknowns=_UNKNOWNS,
         residual=_residual,
+        update=_update,
         velocity_kind="nodal",
         description="GGL energy-momentum scheme with discrete gradients",
         has_gamma=True,
