@@ -158,7 +158,6 @@ def _residual(u, s: State, h, t, params, mech):
     dq, dp, v1, lam, gam = u["dq"], u["dp"], u["v1"], u["lam"], u["gam"]
     q0, p0, v0 = s.q, s.p, s.v
     cq = None if s.comp is None else s.comp[0]
-    q1 = next_node(q0, dq, cq)
     g = mech.g
     Minv = mech.Minv()
     GmT_gam = jax.vjp(g, q0 + 0.5 * dq)[1](gam)[0]
@@ -166,9 +165,43 @@ def _residual(u, s: State, h, t, params, mech):
         dq - 0.5 * h * (v0 + v1) - h * Minv @ GmT_gam,                                     # (84a)
         dp + h * _force(mech, q0, Minv @ p0, dq, Minv @ dp, lam, gam, cq),                 # (84b)
         p0 + 0.5 * dp - mech.M(q0) @ (0.5 * (v0 + v1)),                                    # (84c)
-        g(q1),                                                                             # (84d)
-        jax.jvp(g, (q1,), (Minv @ next_node(p0, dp, None if s.comp is None else s.comp[1]),))[1],  # (84e)
+        *_nodal_constraints(mech, s, dq, dp),                                              # (84d, e)
     ])
+
+
+def _nodal_constraints(mech, s: State, dq, dp):
+    """g(q^{n+1}) and g_v(q^{n+1}, p^{n+1}) = G(q^{n+1}) M^-1 p^{n+1} (002 eq 84d, e), at the node
+    q^{n+1} = q^n + y_q, p^{n+1} = p^n + y_p that the time loop accumulates (y = the increment less
+    the carry of the compensated summation, :func:`livens.schemes.base.next_node`).
+
+    For constraints at most quadratic (``mech.quadratic_constraints``: the papers' examples) both
+    are evaluated in increment form, from the values at q^n plus their exact increments,
+
+        g(q^{n+1}) = g(q^n) + G(q^n) y_q + 1/2 y_q . D^2 g(q^n) y_q,
+        G(q^{n+1}) w^{n+1} = G(q^n) w^n + G(q^n) y_w + (D^2 g(q^n) y_q) w^{n+1},   w = M^-1 p,
+
+    so that the residual resolves the increments to their own precision. Formed at the rounded
+    node, g(q^{n+1}) changes only in steps of an ulp of q: the multipliers are then fixed only to
+    within a plateau of that width, Newton leaves them where its first guess put them, and the
+    work lambda . (g^{n+1} - g^n) of the constraint force, which the energy balance of 002 eq 89
+    needs to telescope, picks up a bias that adds up linearly over a long run. For other
+    constraints g is evaluated at the rounded node q^{n+1} itself."""
+    g = mech.g
+    Minv = mech.Minv()
+    cq, cp = (None, None) if s.comp is None else s.comp
+    if not mech.quadratic_constraints:
+        q1 = next_node(s.q, dq, cq)
+        return g(q1), jax.jvp(g, (q1,), (Minv @ next_node(s.p, dp, cp),))[1]
+    yq = dq if cq is None else dq - cq
+    yw = Minv @ (dp if cp is None else dp - cp)
+    w0 = Minv @ s.p
+
+    def G_times(w):  # q -> G(q) w
+        return lambda q: jax.jvp(g, (q,), (w,))[1]
+
+    Gy, yHy = jax.jvp(G_times(yq), (s.q,), (yq,))
+    dGw = jax.jvp(G_times(w0 + yw), (s.q,), (yq,))[1]
+    return g(s.q) + (Gy + 0.5 * yHy), G_times(w0)(s.q) + (G_times(yw)(s.q) + dGw)
 
 
 def _residual_rowwise(u, s: State, h, t, params, mech):
