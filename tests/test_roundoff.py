@@ -136,6 +136,41 @@ def test_increment_form_is_the_same_scheme(scheme):
     assert np.max(np.abs(a.constraint_residual("position"))) <= 1e-11
 
 
+def test_em_nodal_velocity_is_the_momentum_over_the_mass():
+    """EM's nodal velocity is M^-1 p^{n+1} (equal in exact arithmetic, 003 Prop. 5.5), not the unknown
+    v1, whose round-off (84c) would let accumulate as an alternating sum; the energy T(v) + V is
+    then the conserved 1/2 p.M^-1 p + V."""
+    for name, h in (("pendulum-3d", 0.01), ("heavy-top", 0.002)):
+        problem = lv.examples.load(name)
+        sol = lv.simulate(problem, "EM", h=h, t_end=200 * h, tol="roundoff", progress=False)
+        Minv = np.linalg.inv(np.asarray(problem.system.mass_matrix))
+        np.testing.assert_allclose(sol.v[1:], sol.p[1:] @ Minv.T, rtol=1e-15, atol=1e-15)
+
+
+def test_em_nodal_constraints_in_increment_form_equal_the_node_values():
+    """For quadratic constraints EM evaluates g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1} (002 eq 84d, e)
+    from their values at q^n plus exact increments: the same numbers as at the node itself up to
+    round-off (heavy top, six quadratic director constraints; random increments and carries)."""
+    from livens.schemes.base import State, next_node
+    from livens.schemes.ggl_em import _nodal_constraints
+    from livens.simulate import resolve
+
+    problem = lv.examples.load("heavy-top")
+    _, _, mech = resolve(problem, "EM", {})
+    assert mech.quadratic_constraints
+    rng = np.random.default_rng(1)
+    M = np.asarray(problem.system.mass_matrix)
+    q0, p0 = jnp.asarray(problem.q0), jnp.asarray(M @ rng.normal(size=12))
+    for _ in range(5):
+        dq, dp = jnp.asarray(0.05 * rng.normal(size=12)), jnp.asarray(M @ (0.05 * rng.normal(size=12)))
+        comp = (jnp.asarray(1e-17 * rng.normal(size=12)), jnp.asarray(M @ (1e-17 * rng.normal(size=12))))
+        s = State(q=q0, p=p0, v=p0, lam=None, gam=None, comp=comp)
+        rd, re = _nodal_constraints(mech, s, dq, dp)
+        q1, p1 = next_node(q0, dq, comp[0]), next_node(p0, dp, comp[1])
+        np.testing.assert_allclose(rd, mech.g(q1), rtol=0, atol=1e-14)
+        np.testing.assert_allclose(re, mech.gv(q1, p1), rtol=0, atol=1e-13)
+
+
 def test_resume_with_compensation_is_bit_for_bit(tmp_path):
     problem = lv.examples.load("pendulum-3d")
     full = lv.simulate(problem, "EM", h=0.01, t_end=4.0, tol="roundoff", progress=False)
@@ -180,9 +215,16 @@ def test_momentum_maps_grow_like_sqrt_n(example, scheme, h):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example, h", [("pendulum-3d", 0.01), ("heavy-top", 0.002)])
-def test_energy_of_em_over_a_million_steps(example, h):
-    """EM with tol="roundoff": the energy error after 10^6 steps, against the tolerance-stopped
-    Newton (tol 1e-12) that drifted linearly (1.46e-9 for the pendulum before the increment form)."""
+@pytest.mark.parametrize("example, h, bound, exponent", [("pendulum-3d", 0.01, 1e-12, 0.6),
+                                                         ("heavy-top", 0.002, 3e-12, None)])
+def test_energy_of_em_over_a_million_steps(example, h, bound, exponent):
+    """EM with tol="roundoff": the energy error over 10^6 steps. On the pendulum it follows
+    Brouwer's law, a random walk of round-off (max |E - E0| <= 1e-12, fitted exponent <= 0.6);
+    the tolerance-stopped Newton (tol 1e-12) drifted linearly to 1.46e-9, and the energy drifted
+    by a few 1e-12 while EM's nodal velocity was the unknown v1 or its constraints were evaluated
+    at the rounded node. The heavy top (E0 = 5.7) stays within 3e-12; its growth exponent
+    (0.72 measured) is not yet that of a random walk."""
     e, _, ee, _ = _growth(lv.examples.load(example), "EM", h, 1_000_000)
-    assert e[-1] <= 5e-11, (e, ee)
+    assert e[-1] <= bound, (e, ee)
+    if exponent is not None:
+        assert ee <= exponent, (e, ee)

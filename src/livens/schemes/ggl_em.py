@@ -53,7 +53,7 @@ import jax.numpy as jnp
 from .. import discrete_gradients as dg
 from .._linalg import solver
 from . import register
-from .base import Scheme, State, enforced_both_nodal, next_node
+from .base import Scheme, State, default_update, enforced_both_nodal, next_node
 from .ggl_vi import _mass_operators
 
 
@@ -158,7 +158,6 @@ def _residual(u, s: State, h, t, params, mech):
     dq, dp, v1, lam, gam = u["dq"], u["dp"], u["v1"], u["lam"], u["gam"]
     q0, p0, v0 = s.q, s.p, s.v
     cq = None if s.comp is None else s.comp[0]
-    q1 = next_node(q0, dq, cq)
     g = mech.g
     Minv = mech.Minv()
     GmT_gam = jax.vjp(g, q0 + 0.5 * dq)[1](gam)[0]
@@ -166,9 +165,43 @@ def _residual(u, s: State, h, t, params, mech):
         dq - 0.5 * h * (v0 + v1) - h * Minv @ GmT_gam,                                     # (84a)
         dp + h * _force(mech, q0, Minv @ p0, dq, Minv @ dp, lam, gam, cq),                 # (84b)
         p0 + 0.5 * dp - mech.M(q0) @ (0.5 * (v0 + v1)),                                    # (84c)
-        g(q1),                                                                             # (84d)
-        jax.jvp(g, (q1,), (Minv @ next_node(p0, dp, None if s.comp is None else s.comp[1]),))[1],  # (84e)
+        *_nodal_constraints(mech, s, dq, dp),                                              # (84d, e)
     ])
+
+
+def _nodal_constraints(mech, s: State, dq, dp):
+    """g(q^{n+1}) and g_v(q^{n+1}, p^{n+1}) = G(q^{n+1}) M^-1 p^{n+1} (002 eq 84d, e), at the node
+    q^{n+1} = q^n + y_q, p^{n+1} = p^n + y_p that the time loop accumulates (y = the increment less
+    the carry of the compensated summation, :func:`livens.schemes.base.next_node`).
+
+    For constraints at most quadratic (``mech.quadratic_constraints``: the papers' examples) both
+    are evaluated in increment form, from the values at q^n plus their exact increments,
+
+        g(q^{n+1}) = g(q^n) + G(q^n) y_q + 1/2 y_q . D^2 g(q^n) y_q,
+        G(q^{n+1}) w^{n+1} = G(q^n) w^n + G(q^n) y_w + (D^2 g(q^n) y_q) w^{n+1},   w = M^-1 p,
+
+    so that the residual resolves the increments to their own precision. Formed at the rounded
+    node, g(q^{n+1}) changes only in steps of an ulp of q: the multipliers are then fixed only to
+    within a plateau of that width, Newton leaves them where its first guess put them, and the
+    work lambda . (g^{n+1} - g^n) of the constraint force, which the energy balance of 002 eq 89
+    needs to telescope, picks up a bias that adds up linearly over a long run. For other
+    constraints g is evaluated at the rounded node q^{n+1} itself."""
+    g = mech.g
+    Minv = mech.Minv()
+    cq, cp = (None, None) if s.comp is None else s.comp
+    if not mech.quadratic_constraints:
+        q1 = next_node(s.q, dq, cq)
+        return g(q1), jax.jvp(g, (q1,), (Minv @ next_node(s.p, dp, cp),))[1]
+    yq = dq if cq is None else dq - cq
+    yw = Minv @ (dp if cp is None else dp - cp)
+    w0 = Minv @ s.p
+
+    def G_times(w):  # q -> G(q) w
+        return lambda q: jax.jvp(g, (q,), (w,))[1]
+
+    Gy, yHy = jax.jvp(G_times(yq), (s.q,), (yq,))
+    dGw = jax.jvp(G_times(w0 + yw), (s.q,), (yq,))[1]
+    return g(s.q) + (Gy + 0.5 * yHy), G_times(w0)(s.q) + (G_times(yw)(s.q) + dGw)
 
 
 def _residual_rowwise(u, s: State, h, t, params, mech):
@@ -197,6 +230,27 @@ def _residual_rowwise(u, s: State, h, t, params, mech):
         mech.g(q1),                                                        # (84d)
         mech.gv(q1, p1),                                                   # (84e)
     ])
+
+
+_UNKNOWNS = (("dq", "d"), ("dp", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m"))
+_update_unknowns = default_update(tuple(n for n, _ in _UNKNOWNS))
+
+
+def _update(u, s: State, h, t, params, mech):
+    """The state after the step, with the nodal velocity v^{n+1} = M^-1 p^{n+1} (p^{n+1} as the
+    time loop stores it) in place of the unknown v1.
+
+    The two are equal in exact arithmetic: (84c) ties only their means, M v^{n+1/2} = p^{n+1/2},
+    so from p^0 = M v^0 on, p^n = M v^n at every node (003 Prop. 5.5). In floating point the
+    unknown v1 carries e^{n+1} = p^{n+1} - M v^{n+1} = -e^n + r^n, r^n the round-off of the step:
+    an alternating sum that (84c) never corrects, while q and p see only e^n + e^{n+1} = r^n.
+    The energy E = 1/2 v.M v + V evaluated with that v then wanders away from the conserved
+    1/2 p.M^-1 p + V by far more than round-off over a long run (Brouwer's law holds for p, not
+    for the accumulated v). Starting each step from v^n = M^-1 p^n ends the accumulation; the
+    trajectory of q and p is the same up to round-off."""
+    new, out = _update_unknowns(u, s, h, t, params, mech)
+    v = mech.Minv_mul(new.p)
+    return new._replace(v=v), {**out, "v": v}
 
 
 # --- structured tangent (speed) ----------------------------------------------------------------
@@ -319,8 +373,9 @@ GGL_EM = register(
         name="ggl-em",
         supports_external_force=False,  # 002 eq 79/82/84 and Gonzalez 1999 have no F term
         paper="002 eq 84-91",
-        unknowns=(("dq", "d"), ("dp", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m")),
+        unknowns=_UNKNOWNS,
         residual=_residual,
+        update=_update,
         velocity_kind="nodal",
         description="GGL energy-momentum scheme with discrete gradients",
         has_gamma=True,
