@@ -167,6 +167,14 @@ class Mechanics:
             return jnp.zeros((0, self.d), dtype=q.dtype)
         return jax.jacfwd(self.g)(q)
 
+    def GT_mul(self, q, y):
+        """G(q)^T y as a vector-Jacobian product of g (reverse-mode AD): its cost follows that of g,
+        where forming the m x d Jacobian (:meth:`G`, forward-mode AD in d directions) costs d times
+        as much (large systems: the beams of 004 §4.2)."""
+        if self.m == 0:
+            return jnp.zeros_like(q)
+        return jax.vjp(self.g, q)[1](y)[0]
+
     def hess_g(self, q, k):
         """Hessian D^2 g_k(q) (for tests and small systems; schemes use :meth:`hess_g_vec`)."""
         return jax.hessian(lambda x: self.g(x)[k])(q)

@@ -139,7 +139,7 @@ def _force(mech, q0, w0, dq, dw, lam, gam, cq=None):
         # g only equivariant: impose f . xi q_m = gamma.G(q_m) M^-1 xi^T p_m
         # = -(M^-1 G(q_m)^T gamma) . (cotangent generator at p_m); for an invariant g the midpoint
         # derivatives meet it by themselves (differentiate G(exp(a xi) q) exp(a xi) = G(q))
-        Mi_GmT_gam = mech.Minv() @ jax.vjp(g, qm)[1](gam)[0]
+        Mi_GmT_gam = mech.Minv() @ mech.GT_mul(qm, gam)
         targets = -(mech.cotangent_generators(mech.M(qm) @ w).T @ Mi_GmT_gam)
     if mech.invariants is not None:
         DV = dg.potential_gradient(mech, q0, q1)
@@ -158,9 +158,8 @@ def _residual(u, s: State, h, t, params, mech):
     dq, dp, v1, lam, gam = u["dq"], u["dp"], u["v1"], u["lam"], u["gam"]
     q0, p0, v0 = s.q, s.p, s.v
     cq = None if s.comp is None else s.comp[0]
-    g = mech.g
     Minv = mech.Minv()
-    GmT_gam = jax.vjp(g, q0 + 0.5 * dq)[1](gam)[0]
+    GmT_gam = mech.GT_mul(q0 + 0.5 * dq, gam)
     return jnp.concatenate([
         dq - 0.5 * h * (v0 + v1) - h * Minv @ GmT_gam,                                     # (84a)
         dp + h * _force(mech, q0, Minv @ p0, dq, Minv @ dp, lam, gam, cq),                 # (84b)

@@ -52,10 +52,10 @@ def _residual(u, s: State, h, t, params, mech):
     w = mech.Minv_mul(p1)
     # G(q_bar)^T gamma, G(q_bar) w and G(q^n)^T lambda as AD vector products: the cost follows
     # that of g, without forming the m x d Jacobians (large systems)
-    GbarT_gam = jax.vjp(mech.g, qbar)[1](gam)[0]
+    GbarT_gam = mech.GT_mul(qbar, gam)
     Gbar_w = jax.jvp(mech.g, (qbar,), (w,))[1]
     hess = mech.hess_g_vec(qbar, gam, w)
-    force = mech.D1L(q0, v0) - jax.vjp(mech.g, q0)[1](lam)[0]
+    force = mech.D1L(q0, v0) - mech.GT_mul(q0, lam)
     if mech.has_dissipation:
         force = force - mech.C(q0) @ v0
     if mech.has_external_force:

@@ -100,15 +100,6 @@ def D2Ld(mech, q0, dq, h, t):
     return jax.grad(discrete_lagrangian, argnums=2)(mech, q0, dq, h) + _discrete_force(mech, q0, dq, h, t)
 
 
-def GT_mul(mech, q, lam):
-    """G(q)^T lambda as a vector-Jacobian product of g (reverse-mode AD): its cost follows that of g,
-    where forming the m x d Jacobian G (``mech.G``, forward-mode AD in d directions) costs d times
-    as much (large systems: the beams of 004 §4.2)."""
-    if mech.m == 0:
-        return jnp.zeros_like(q)
-    return jax.vjp(mech.g, q)[1](lam)[0]
-
-
 def _next(q1, dq2, c1):
     """(q2, c2): q1 + dq2 by compensated summation, the carry c1 of q1 -> c2 of q2."""
     return compensated_add(q1, c1, dq2)
@@ -130,7 +121,7 @@ def _multiplier(mech, q, r, h):
 
 # ------------------------------------------------------------------ nodal reparametrization F(w, q)
 def _projection_system(mech, u, mu, y):
-    return jnp.concatenate([u - y - GT_mul(mech, u, mu), mech.g(u)])
+    return jnp.concatenate([u - y - mech.GT_mul(u, mu), mech.g(u)])
 
 
 def _projection_jacobian(mech, u, mu):
@@ -212,7 +203,7 @@ def _lagrange_system(x, args, mech):
     q, carry, r, c, h, t = args
     d = mech.d
     dq, lam = x[:d], x[d:]
-    return jnp.concatenate([r + D1Ld(mech, q, dq, h, t) + c * h * GT_mul(mech, q, lam),
+    return jnp.concatenate([r + D1Ld(mech, q, dq, h, t) + c * h * mech.GT_mul(q, lam),
                             mech.g(_next(q, dq, carry)[0])])
 
 
@@ -283,7 +274,7 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
         dq = F(res.x, q0, P) - q0
         lam = 2.0 * _multiplier(mech, q0, p0 + D1Ld(mech, q0, dq, h, 0.0), h)
     q1, c1 = _next(q0, dq, zero)
-    full = jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * GT_mul(mech, q0, lam), mech.g(q1)])
+    full = jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * mech.GT_mul(q0, lam), mech.g(q1)])
     return q1, c1, dq, lam, jnp.max(jnp.abs(full)), res.iterations
 
 
@@ -365,7 +356,7 @@ def _advance(dq2, lam1, s: State, h, t, mech):
     transform; q^{n+2} = q^{n+1} + dq2 by compensated summation (carry in ``extra["c_next"]``)."""
     ex = s.extra
     q0, q1, dq1 = s.q, ex["q_next"], ex["dq"]
-    p1 = D2Ld(mech, q0, dq1, h, t) + 0.5 * h * GT_mul(mech, q1, lam1)
+    p1 = D2Ld(mech, q0, dq1, h, t) + 0.5 * h * mech.GT_mul(q1, lam1)
     v = dq1 / h
     q2, c2 = _next(q1, dq2, ex["c_next"])
     new = State(q=q1, p=p1, v=v, lam=lam1, gam=s.gam, extra={"q_next": q2, "c_next": c2, "dq": dq2})
