@@ -1,0 +1,135 @@
+"""Compile the C source of :mod:`livens.native.codegen` and call it from Python.
+
+The source is compiled by the system's C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang`` on
+the PATH) into a shared library, kept in a cache directory under a name that is the hash of the
+source and the flags, so that a second process (or a second run of the same system and scheme)
+loads it without compiling. The cache is ``native/`` beside JAX's persistent compilation cache
+(:func:`livens._jaxconfig.compilation_cache_dir`), or a temporary directory of this process where
+that cache is off. The library is called through :mod:`ctypes`, which releases the GIL during the
+call: several threads may run kernels at once.
+
+Flags: ``-O2`` without fast-math, and ``-ffp-contract=off`` (no fused multiply-adds the program
+does not contain), so that every floating-point operation is the IEEE operation of the jaxpr.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+import jax
+import numpy as np
+
+from .. import _jaxconfig
+from .codegen import Unsupported, translate
+
+FLAGS = ("-O2", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
+_LOCK = threading.Lock()
+_TMP: list[str] = []
+
+
+def compiler() -> str | None:
+    """The C compiler to use, or None where there is none."""
+    cc = os.environ.get("CC", "").strip()
+    if cc:
+        return shutil.which(cc) or (cc if os.path.isfile(cc) else None)
+    for name in ("cc", "gcc", "clang"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def cache_dir() -> str:
+    base = _jaxconfig.compilation_cache_dir()
+    if base is not None:
+        path = os.path.join(os.path.dirname(base.rstrip(os.sep)) or base, "native")
+        try:
+            os.makedirs(path, exist_ok=True)
+            return path
+        except OSError:
+            pass
+    if not _TMP:
+        _TMP.append(tempfile.mkdtemp(prefix="livens-native-"))
+    return _TMP[0]
+
+
+class CompileError(Unsupported):
+    """The C compiler failed or is missing (the caller falls back to XLA)."""
+
+
+def build(source: str, name: str = "livens_kernel"):
+    """The ctypes function ``name`` of the compiled ``source`` (from the cache where it is there)."""
+    cc = compiler()
+    if cc is None:
+        raise CompileError("no C compiler found (set CC, or install cc, gcc or clang)")
+    key = hashlib.sha256("\0".join([source, cc, *FLAGS]).encode()).hexdigest()[:24]
+    lib_path = os.path.join(cache_dir(), f"{name}_{key}.so")
+    with _LOCK:
+        if not os.path.exists(lib_path):
+            fd, c_path = tempfile.mkstemp(suffix=".c", dir=os.path.dirname(lib_path))
+            with os.fdopen(fd, "w") as f:
+                f.write(source)
+            tmp_lib = c_path[:-2] + ".so"
+            try:
+                proc = subprocess.run([cc, *FLAGS, "-o", tmp_lib, c_path, "-lm"], capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise CompileError(f"{os.path.basename(cc)} failed: {proc.stderr.strip()[:2000]}")
+                os.replace(tmp_lib, lib_path)  # atomic: another process sees all of it or nothing
+            finally:
+                for path in (c_path, tmp_lib):
+                    if os.path.exists(path):
+                        os.remove(path)
+        lib = ctypes.CDLL(lib_path)
+    fn = getattr(lib, name)
+    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    fn.restype = None
+    fn._livens_lib = lib  # keep the library loaded as long as the function lives
+    return fn
+
+
+class Kernel:
+    """A function of arrays compiled to one C function: called like the traced function, it
+    returns the same pytree of outputs, as NumPy arrays (:func:`compile_function`)."""
+
+    def __init__(self, closed_jaxpr, in_tree, out_tree, fn, compile_s: float, source: str):
+        self.jaxpr, self.in_tree, self.out_tree, self.fn = closed_jaxpr, in_tree, out_tree, fn
+        self.in_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in closed_jaxpr.jaxpr.invars]
+        self.out_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in closed_jaxpr.jaxpr.outvars]
+        self.compile_s, self.source = compile_s, source
+
+    def __call__(self, *args):
+        leaves, tree = jax.tree_util.tree_flatten(args)
+        if tree != self.in_tree:
+            raise TypeError(f"native kernel called with {tree}, compiled for {self.in_tree}")
+        ins = []
+        for x, (shape, dtype) in zip(leaves, self.in_avals):
+            a = np.asarray(x, dtype=dtype, order="C")
+            if a.shape != tuple(shape):
+                raise TypeError(f"native kernel: an argument of shape {a.shape}, compiled for {tuple(shape)}")
+            ins.append(a)
+        outs = [np.empty(shape, dtype) for shape, dtype in self.out_avals]
+        arrays = ins + outs
+        ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        self.fn(ptrs)
+        return jax.tree_util.tree_unflatten(self.out_tree, outs)
+
+
+def compile_function(fn, *args) -> Kernel:
+    """Trace ``fn(*args)`` (arrays or pytrees of arrays; their shapes and dtypes are fixed) and
+    compile it to one C function. Raises :class:`Unsupported` where the program holds something
+    the translator does not handle or no C compiler works."""
+    t0 = time.perf_counter()
+    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+    if closed.effects:
+        raise Unsupported(f"effects {closed.effects}")
+    source = translate(closed)
+    kernel_fn = build(source)
+    _, in_tree = jax.tree_util.tree_flatten(args)
+    out_tree = jax.tree_util.tree_structure(out_shape)
+    return Kernel(closed, in_tree, out_tree, kernel_fn, time.perf_counter() - t0, source)

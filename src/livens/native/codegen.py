@@ -1,0 +1,1006 @@
+"""A jaxpr as one C function: the whole chunk of time steps as a single compiled kernel.
+
+XLA on a CPU runs a compiled program as a sequence of kernels ("thunks"), one per fused
+operation, LAPACK call or copy, at a fixed cost each; a Newton iteration of a small system is a
+hundred of them, and that fixed cost, not the arithmetic, is most of the time of a step. Here the
+same program (the ``jaxpr`` that JAX traces from :func:`livens.core.make_loop`: the scheme's
+residual, its tangent, the Newton ``while`` loop, the ``scan`` over the chunk's steps) is written
+as one C function: every array is a fixed-size local C array, every primitive a loop nest over
+it, the control flow C's own. The C compiler then sees the whole step at once.
+
+The translation follows the semantics of each primitive as JAX documents them (``jax.lax``);
+operations on values known when the code is generated (constants of the program, index arrays)
+are evaluated then, with JAX itself. A primitive this module does not know raises
+:class:`Unsupported`, and the caller runs the program with XLA instead. Floating-point results
+agree with XLA's to round-off: only the order of summation in reductions and products, and the
+order of operations inside LU factorizations, may differ.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import numpy as np
+from jax.extend import core as jcore
+
+
+class Unsupported(Exception):
+    """The program holds something this translator does not handle (the caller falls back to XLA)."""
+
+
+CTYPES = {
+    np.dtype(np.float64): "double", np.dtype(np.float32): "float",
+    np.dtype(np.int64): "int64_t", np.dtype(np.int32): "int32_t", np.dtype(np.int16): "int16_t",
+    np.dtype(np.int8): "int8_t", np.dtype(np.uint64): "uint64_t", np.dtype(np.uint32): "uint32_t",
+    np.dtype(np.uint8): "uint8_t", np.dtype(np.bool_): "uint8_t",
+}
+
+MAX_LOCAL_ELEMENTS = 400_000
+"""Programs whose arrays hold more elements than this in all are not translated (stack size)."""
+
+
+def _ctype(dtype) -> str:
+    try:
+        return CTYPES[np.dtype(dtype)]
+    except KeyError:
+        raise Unsupported(f"dtype {dtype}") from None
+
+
+def _is_float(dtype) -> bool:
+    return np.issubdtype(np.dtype(dtype), np.floating)
+
+
+def _strides(shape) -> list[int]:
+    out, s = [], 1
+    for n in reversed(shape):
+        out.append(s)
+        s *= int(n)
+    return out[::-1]
+
+
+def c_literal(x, dtype) -> str:
+    """A C literal for the scalar x of ``dtype`` (floats exact, as hexadecimal)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return "1" if bool(x) else "0"
+    if _is_float(dtype):
+        x = float(x)
+        if math.isnan(x):
+            return "NAN"
+        if math.isinf(x):
+            return "INFINITY" if x > 0 else "(-INFINITY)"
+        s = x.hex()
+        return f"({s})" if x < 0 else s
+    x = int(x)
+    if dtype in (np.dtype(np.int64), np.dtype(np.uint64)):
+        return f"({x}LL)" if dtype == np.dtype(np.int64) else f"{x}ULL"
+    return f"({x})"
+
+
+class Buf:
+    """An array value of the program: a C array (or a pointer into one), or a value known now."""
+
+    def __init__(self, name: str | None, shape, dtype, value=None):
+        self.name, self.shape, self.dtype = name, tuple(int(n) for n in shape), np.dtype(dtype)
+        self.value = None if value is None else np.asarray(value, dtype=self.dtype).reshape(self.shape)
+        self.size = int(math.prod(self.shape))
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+
+class Emitter:
+    """Writes the C function of a closed jaxpr (:func:`translate`)."""
+
+    def __init__(self):
+        self.statics: list[str] = []
+        self._static_names: dict = {}
+        self.lines: list[str] = []
+        self.depth = 1
+        self.count = 0
+        self.elements = 0
+
+    # --- names and declarations -------------------------------------------------------------
+    def fresh(self, prefix: str = "v") -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    def open(self, head: str) -> None:
+        self.line(head + " {")
+        self.depth += 1
+
+    def close(self) -> None:
+        self.depth -= 1
+        self.line("}")
+
+    def new(self, shape, dtype) -> Buf:
+        """A new local array."""
+        b = Buf(self.fresh(), shape, dtype)
+        self.elements += b.size
+        if self.elements > MAX_LOCAL_ELEMENTS:
+            raise Unsupported("arrays too large for one C function")
+        self.line(f"{_ctype(b.dtype)} {b.name}[{max(b.size, 1)}];")
+        return b
+
+    def alias(self, src: Buf, shape) -> Buf:
+        """The same elements in another shape (row-major: reshape, squeeze, expand_dims)."""
+        if src.known:
+            return Buf(None, shape, src.dtype, src.value.reshape(shape))
+        return Buf(src.name, shape, src.dtype)
+
+    def static(self, b: Buf) -> str:
+        """The name of a file-level constant array holding b's known value."""
+        flat = b.value.ravel()
+        key = (b.dtype.str, flat.tobytes())
+        name = self._static_names.get(key)
+        if name is None:
+            name = f"K{len(self._static_names)}"
+            vals = ", ".join(c_literal(x, b.dtype) for x in flat) or "0"
+            self.statics.append(f"static const {_ctype(b.dtype)} {name}[{max(flat.size, 1)}] = {{{vals}}};")
+            self._static_names[key] = name
+        return name
+
+    def at(self, b: Buf, index) -> str:
+        """C expression of element ``index`` (an int or a C index expression) of b."""
+        if b.known:
+            if b.size == 1:
+                return c_literal(b.value.ravel()[0], b.dtype)
+            if isinstance(index, (int, np.integer)):
+                return c_literal(b.value.ravel()[int(index)], b.dtype)
+            return f"{self.static(b)}[{index}]"
+        return f"{b.name}[{index}]"
+
+    def copy(self, dst: Buf, src: Buf) -> None:
+        """dst[:] = src[:] (same size)."""
+        if src.known or dst.name != src.name:
+            if src.size == 1:
+                self.line(f"{dst.name}[0] = {self.at(src, 0)};")
+            elif src.known:
+                self.line(f"memcpy({dst.name}, {self.static(src)}, sizeof({dst.name}[0]) * {src.size});")
+            else:
+                self.line(f"memcpy({dst.name}, {src.name}, sizeof({dst.name}[0]) * {src.size});")
+
+    # --- loop nests ----------------------------------------------------------------------------
+    def loops(self, shape) -> list[str]:
+        """Open one ``for`` per axis of ``shape``; returns the index variable names."""
+        names = []
+        for n in shape:
+            i = self.fresh("i")
+            self.open(f"for (int {i} = 0; {i} < {int(n)}; {i}++)")
+            names.append(i)
+        return names
+
+    def end(self, idx) -> None:
+        for _ in idx:
+            self.close()
+
+    @staticmethod
+    def affine(terms, offset: int | str = 0) -> str:
+        """The C expression offset + sum(coef * var) for terms [(coef, var)]."""
+        parts = [str(offset)] if (not isinstance(offset, int) or offset) else []
+        for c, v in terms:
+            if c == 1:
+                parts.append(v)
+            elif c:
+                parts.append(f"{c}*{v}")
+        return " + ".join(parts) if parts else "0"
+
+    def flat(self, idx, shape) -> str:
+        return self.affine(list(zip(_strides(shape), idx)))
+
+
+# --- elementwise primitives ------------------------------------------------------------------------
+def _maxmin(op):
+    def f(a, b, dt):
+        if _is_float(dt):  # NaN propagates, as in XLA
+            return f"(({a} {op} {b}) || isnan({a}) ? {a} : {b})"
+        return f"(({a} {op} {b}) ? {a} : {b})"
+    return f
+
+
+def _unary(fn):
+    return lambda a, dt: f"{fn}({a})"
+
+
+def _sign(a, dt):
+    if _is_float(dt):
+        return f"(isnan({a}) ? {a} : (({a} > 0) - ({a} < 0)) * 1.0)"
+    return f"(({a} > 0) - ({a} < 0))"
+
+
+def _abs(a, dt):
+    return f"fabs({a})" if _is_float(dt) else f"(({a}) < 0 ? -({a}) : ({a}))"
+
+
+def _not(a, dt):
+    return f"(!{a})" if np.dtype(dt) == np.bool_ else f"(~{a})"
+
+
+def _rem(a, b, dt):
+    return f"fmod({a}, {b})" if _is_float(dt) else f"({a} % {b})"
+
+
+def _round(a, dt, rounding_method=0):
+    return f"rint({a})" if int(rounding_method) == 1 else f"round({a})"
+
+
+def _integer_pow(a, dt, y):
+    y = int(y)
+    if y == 0:
+        return "1.0"
+    base = a
+    n = abs(y)
+    # exponentiation by squaring, as an expression
+    result, sq = None, base
+    while n:
+        if n & 1:
+            result = sq if result is None else f"({result} * {sq})"
+        n >>= 1
+        if n:
+            sq = f"({sq} * {sq})"
+    return f"(1.0 / {result})" if y < 0 else result
+
+
+UNARY = {
+    "neg": lambda a, dt: f"(-{a})", "abs": _abs, "sign": _sign, "not": _not,
+    "sqrt": _unary("sqrt"), "rsqrt": lambda a, dt: f"(1.0 / sqrt({a}))", "cbrt": _unary("cbrt"),
+    "exp": _unary("exp"), "exp2": _unary("exp2"), "log": _unary("log"), "log1p": _unary("log1p"),
+    "expm1": _unary("expm1"), "sin": _unary("sin"), "cos": _unary("cos"), "tan": _unary("tan"),
+    "asin": _unary("asin"), "acos": _unary("acos"), "atan": _unary("atan"), "sinh": _unary("sinh"),
+    "cosh": _unary("cosh"), "tanh": _unary("tanh"), "asinh": _unary("asinh"), "acosh": _unary("acosh"),
+    "atanh": _unary("atanh"), "floor": _unary("floor"), "ceil": _unary("ceil"), "erf": _unary("erf"),
+    "erfc": _unary("erfc"), "lgamma": _unary("lgamma"), "is_finite": lambda a, dt: f"isfinite({a})",
+    "square": lambda a, dt: f"({a} * {a})", "logistic": lambda a, dt: f"(1.0 / (1.0 + exp(-{a})))",
+}
+
+BINARY = {
+    "add": lambda a, b, dt: f"({a} + {b})", "add_any": lambda a, b, dt: f"({a} + {b})",
+    "sub": lambda a, b, dt: f"({a} - {b})", "mul": lambda a, b, dt: f"({a} * {b})",
+    "div": lambda a, b, dt: f"({a} / {b})", "rem": _rem, "pow": lambda a, b, dt: f"pow({a}, {b})",
+    "atan2": lambda a, b, dt: f"atan2({a}, {b})", "nextafter": lambda a, b, dt: f"nextafter({a}, {b})",
+    "max": _maxmin(">"), "min": _maxmin("<"),
+    "and": lambda a, b, dt: f"({a} & {b})", "or": lambda a, b, dt: f"({a} | {b})",
+    "xor": lambda a, b, dt: f"({a} ^ {b})",
+    "eq": lambda a, b, dt: f"({a} == {b})", "ne": lambda a, b, dt: f"({a} != {b})",
+    "lt": lambda a, b, dt: f"({a} < {b})", "le": lambda a, b, dt: f"({a} <= {b})",
+    "gt": lambda a, b, dt: f"({a} > {b})", "ge": lambda a, b, dt: f"({a} >= {b})",
+}
+
+IDENTITY = {"copy", "copy_p", "optimization_barrier", "stop_gradient"}
+CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "custom_jvp_call",
+         "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin"}
+NO_FOLD = {"while", "cond", "scan", "rng_uniform", "random_bits", "random_seed"}
+
+
+class Translator(Emitter):
+    """Emits the equations of jaxprs (with their sub-jaxprs) as C statements."""
+
+    # --- jaxprs --------------------------------------------------------------------------------
+    def jaxpr(self, jaxpr, consts, args) -> list[Buf]:
+        """Emit ``jaxpr`` with its constvars bound to ``consts`` and invars to ``args`` (Bufs);
+        returns the Bufs of its outvars."""
+        env: dict = {}
+        for v, b in zip(jaxpr.constvars, consts):
+            env[v] = b
+        for v, b in zip(jaxpr.invars, args):
+            env[v] = b
+
+        def read(v):
+            if isinstance(v, jcore.Literal):
+                return Buf(None, np.shape(v.val), v.aval.dtype, v.val)
+            return env[v]
+
+        for eqn in jaxpr.eqns:
+            ins = [read(v) for v in eqn.invars]
+            outs = self.eqn(eqn, ins)
+            for v, b in zip(eqn.outvars, outs):
+                env[v] = b
+        return [read(v) for v in jaxpr.outvars]
+
+    def closed(self, cj, args) -> list[Buf]:
+        consts = [Buf(None, np.shape(c), np.asarray(c).dtype, np.asarray(c)) for c in cj.consts]
+        return self.jaxpr(cj.jaxpr, consts, args)
+
+    def eqn(self, eqn, ins: list[Buf]) -> list[Buf]:
+        name = eqn.primitive.name
+        p = eqn.params
+        outs_aval = [v.aval for v in eqn.outvars]
+        if name in CALLS:
+            sub = p.get("jaxpr", p.get("call_jaxpr", p.get("fun_jaxpr")))
+            if sub is None:
+                raise Unsupported(f"{name} without a jaxpr")
+            if isinstance(sub, jcore.ClosedJaxpr):
+                return self.closed(sub, ins)
+            return self.jaxpr(sub, [], ins)
+        if all(b.known for b in ins) and name not in NO_FOLD and not eqn.effects:
+            return self.fold(eqn, ins)
+        method = getattr(self, "p_" + name.replace("-", "_"), None)
+        if method is not None:
+            out = method(ins, outs_aval, **p)
+            return out if isinstance(out, list) else [out]
+        if name in UNARY:
+            return [self.elementwise(UNARY[name], ins, outs_aval[0], p)]
+        if name in BINARY:
+            return [self.elementwise(BINARY[name], ins, outs_aval[0], p)]
+        if name in IDENTITY:
+            return [self.alias(b, a.shape) for b, a in zip(ins, outs_aval)]
+        raise Unsupported(f"primitive {name!r}")
+
+    def fold(self, eqn, ins) -> list[Buf]:
+        """Evaluate an equation on known values now (with JAX on the CPU)."""
+        vals = [b.value for b in ins]
+        try:
+            with jax.ensure_compile_time_eval():
+                out = eqn.primitive.bind(*vals, **eqn.params)
+        except Exception as exc:  # pragma: no cover - a primitive that cannot run eagerly
+            raise Unsupported(f"cannot evaluate {eqn.primitive.name} on constants: {exc}") from None
+        outs = out if eqn.primitive.multiple_results else [out]
+        return [Buf(None, v.aval.shape, v.aval.dtype, np.asarray(o)) for v, o in zip(eqn.outvars, outs)]
+
+    # --- elementwise -----------------------------------------------------------------------------
+    def elementwise(self, fn, ins, aval, params) -> Buf:
+        out = self.new(aval.shape, aval.dtype)
+        dt = ins[0].dtype
+        extra = {k: v for k, v in params.items() if k in ("y", "rounding_method")}
+        n = out.size
+        if any(b.size not in (1, n) or (b.size == n and b.shape != out.shape and len(b.shape) == len(out.shape)
+                                          and b.size > 1 and any(x != y for x, y in zip(b.shape, out.shape)))
+               for b in ins):
+            # operands of the output's rank with axes of length 1 (lax broadcasts those)
+            idx = self.loops(out.shape)
+            args = []
+            for b in ins:
+                if b.size == 1:
+                    args.append(self.at(b, 0))
+                    continue
+                if len(b.shape) != len(out.shape):
+                    raise Unsupported(f"elementwise operands of shapes {b.shape} and {out.shape}")
+                st = _strides(b.shape)
+                args.append(self.at(b, self.affine([(s, i) for s, i, k in zip(st, idx, b.shape) if k != 1])))
+            self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {fn(*args, dt, **extra)};")
+            self.end(idx)
+            return out
+
+        def expr(i):
+            args = [self.at(b, 0 if b.size == 1 else i) for b in ins]
+            return fn(*args, dt, **extra)
+
+        if n == 1:
+            self.line(f"{out.name}[0] = {expr(0)};")
+        else:
+            i = self.fresh("i")
+            self.open(f"for (int {i} = 0; {i} < {n}; {i}++)")
+            self.line(f"{out.name}[{i}] = {expr(i)};")
+            self.close()
+        return out
+
+    def p_integer_pow(self, ins, outs, y, **_):
+        return self.elementwise(_integer_pow, ins, outs[0], {"y": y})
+
+    def p_round(self, ins, outs, rounding_method=0, **_):
+        return self.elementwise(_round, ins, outs[0], {"rounding_method": int(rounding_method)})
+
+    def p_convert_element_type(self, ins, outs, new_dtype, **_):
+        src = ins[0]
+        if np.dtype(new_dtype) == src.dtype:
+            return self.alias(src, outs[0].shape)
+        ct = _ctype(new_dtype)
+        if np.dtype(new_dtype) == np.bool_:
+            return self.elementwise(lambda a, dt: f"({a} != 0)", ins, outs[0], {})
+        return self.elementwise(lambda a, dt: f"(({ct}) {a})", ins, outs[0], {})
+
+    def p_select_n(self, ins, outs, **_):
+        pred, cases = ins[0], ins[1:]
+
+        def fn(*args):
+            c, vals = args[0], args[1:-1]
+            if pred.dtype == np.bool_ or len(vals) == 2:
+                return f"({c} ? {vals[1]} : {vals[0]})"
+            e = vals[-1]
+            for k in range(len(vals) - 2, -1, -1):
+                e = f"({c} == {k} ? {vals[k]} : {e})"
+            return e
+
+        return self.elementwise(fn, [pred, *cases], outs[0], {})
+
+    def p_clamp(self, ins, outs, **_):
+        def fn(lo, x, hi, dt):
+            return f"({x} < {lo} ? {lo} : ({x} > {hi} ? {hi} : {x}))"
+        return self.elementwise(fn, ins, outs[0], {})
+
+    def p_reduce_precision(self, ins, outs, exponent_bits, mantissa_bits, **_):
+        if ins[0].dtype == np.float64 and (exponent_bits, mantissa_bits) == (11, 52):
+            return self.alias(ins[0], outs[0].shape)
+        raise Unsupported("reduce_precision")
+
+    def p_iota(self, ins, outs, dtype, shape, dimension, **_):
+        out = self.new(shape, dtype)
+        idx = self.loops(shape)
+        self.line(f"{out.name}[{self.flat(idx, shape)}] = {idx[dimension]};")
+        self.end(idx)
+        return out
+
+    # --- data movement ---------------------------------------------------------------------------
+    def gather_loops(self, out: Buf, src: Buf, index_of) -> None:
+        """out[idx] = src[index_of(idx)] over all indices of out (index_of returns a C expression)."""
+        idx = self.loops(out.shape)
+        self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {self.at(src, index_of(idx))};")
+        self.end(idx)
+
+    def p_reshape(self, ins, outs, **_):
+        return self.alias(ins[0], outs[0].shape)
+
+    p_squeeze = p_reshape
+    p_expand_dims = p_reshape
+
+    def p_broadcast_in_dim(self, ins, outs, shape, broadcast_dimensions, **_):
+        src = ins[0]
+        if src.size == 1:
+            out = self.new(shape, src.dtype)
+            if out.size == 1:
+                self.line(f"{out.name}[0] = {self.at(src, 0)};")
+            else:
+                i = self.fresh("i")
+                self.line(f"for (int {i} = 0; {i} < {out.size}; {i}++) {out.name}[{i}] = {self.at(src, 0)};")
+            return out
+        out = self.new(shape, src.dtype)
+        st = _strides(src.shape)
+        self.gather_loops(out, src, lambda idx: self.affine(
+            [(st[k], idx[d]) for k, d in enumerate(broadcast_dimensions) if src.shape[k] != 1]))
+        return out
+
+    def p_transpose(self, ins, outs, permutation, **_):
+        src = ins[0]
+        out = self.new(outs[0].shape, src.dtype)
+        st = _strides(src.shape)
+        self.gather_loops(out, src, lambda idx: self.affine([(st[permutation[j]], idx[j]) for j in range(len(idx))]))
+        return out
+
+    def p_slice(self, ins, outs, start_indices, limit_indices, strides=None, **_):
+        src = ins[0]
+        shape = outs[0].shape
+        steps = strides or (1,) * len(shape)
+        st = _strides(src.shape)
+        offset = sum(s * a for s, a in zip(st, start_indices))
+        # a contiguous block: an alias into the source
+        if not src.known and self._contiguous(src.shape, start_indices, shape, steps):
+            return Buf(f"({src.name} + {offset})" if offset else src.name, shape, src.dtype)
+        out = self.new(shape, src.dtype)
+        self.gather_loops(out, src, lambda idx: self.affine([(s * k, i) for s, k, i in zip(st, steps, idx)], offset))
+        return out
+
+    @staticmethod
+    def _contiguous(shape, start, out_shape, steps) -> bool:
+        """Whether a slice is one contiguous run of the row-major source."""
+        if any(s != 1 for s in steps):
+            return False
+        # all axes after the first one that is cut must be whole; the axes before it of length 1
+        k = 0
+        while k < len(shape) and out_shape[k] == 1:
+            k += 1
+        if k == len(shape):
+            return True
+        return all(out_shape[j] == shape[j] and start[j] == 0 for j in range(k + 1, len(shape)))
+
+    def p_split(self, ins, outs, sizes, axis, **_):
+        src = ins[0]
+        res, start = [], 0
+        for n, aval in zip(sizes, outs):
+            begin = [0] * len(src.shape)
+            begin[axis] = start
+            limit = list(src.shape)
+            limit[axis] = start + int(n)
+            res.append(self.p_slice([src], [aval], begin, limit))
+            start += int(n)
+        return res
+
+    def p_stack(self, ins, outs, axis, **_):
+        """The operands along a new axis: a concatenation of the operands with that axis added."""
+        shaped = [self.alias(b, b.shape[:axis] + (1,) + b.shape[axis:]) for b in ins]
+        return self.p_concatenate(shaped, outs, axis)
+
+    def p_unstack(self, ins, outs, axis, **_):
+        """The slices along ``axis``, that axis removed."""
+        src = ins[0]
+        res = []
+        for k, aval in enumerate(outs):
+            begin = [0] * len(src.shape)
+            begin[axis] = k
+            limit = list(src.shape)
+            limit[axis] = k + 1
+            piece = self.p_slice([src], [jax.core.ShapedArray(src.shape[:axis] + (1,) + src.shape[axis + 1:],
+                                                                src.dtype)], begin, limit)
+            res.append(self.alias(piece, aval.shape))
+        return res
+
+    def p_rev(self, ins, outs, dimensions, **_):
+        src = ins[0]
+        out = self.new(src.shape, src.dtype)
+        st = _strides(src.shape)
+        n = src.shape
+
+        def index_of(idx):
+            terms, off = [], 0
+            for j, i in enumerate(idx):
+                if j in dimensions:
+                    terms.append((-st[j], i))
+                    off += st[j] * (n[j] - 1)
+                else:
+                    terms.append((st[j], i))
+            return self.affine(terms, off)
+
+        self.gather_loops(out, src, index_of)
+        return out
+
+    def p_concatenate(self, ins, outs, dimension, **_):
+        out = self.new(outs[0].shape, outs[0].dtype)
+        sto = _strides(out.shape)
+        off = 0
+        for b in ins:
+            if b.size:
+                idx = self.loops(b.shape)
+                target = self.affine(list(zip(sto, idx)), off * sto[dimension])
+                self.line(f"{out.name}[{target}] = {self.at(b, self.flat(idx, b.shape))};")
+                self.end(idx)
+            off += b.shape[dimension]
+        return out
+
+    def p_pad(self, ins, outs, padding_config, **_):
+        src, val = ins
+        if any(lo < 0 or hi < 0 for lo, hi, _ in padding_config):
+            raise Unsupported("pad with negative padding")
+        out = self.new(outs[0].shape, src.dtype)
+        i = self.fresh("i")
+        self.line(f"for (int {i} = 0; {i} < {out.size}; {i}++) {out.name}[{i}] = {self.at(val, 0)};")
+        if src.size:
+            sto = _strides(out.shape)
+            idx = self.loops(src.shape)
+            off = sum(s * lo for s, (lo, _, _) in zip(sto, padding_config))
+            target = self.affine([(s * (it + 1), v) for s, (_, _, it), v in zip(sto, padding_config, idx)], off)
+            self.line(f"{out.name}[{target}] = {self.at(src, self.flat(idx, src.shape))};")
+            self.end(idx)
+        return out
+
+    def _starts(self, operand_shape, sizes, starts) -> list[str]:
+        """C expressions of dynamic slice starts, clamped to [0, n - size] as in XLA."""
+        out = []
+        for n, s, b in zip(operand_shape, sizes, starts):
+            hi = int(n) - int(s)
+            if b.known:
+                out.append(str(min(max(int(b.value.ravel()[0]), 0), hi)))
+            else:
+                v = self.fresh("s")
+                self.line(f"int64_t {v} = (int64_t) {self.at(b, 0)};")
+                self.line(f"{v} = {v} < 0 ? 0 : ({v} > {hi} ? {hi} : {v});")
+                out.append(v)
+        return out
+
+    def p_dynamic_slice(self, ins, outs, slice_sizes, **_):
+        src, starts = ins[0], ins[1:]
+        s = self._starts(src.shape, slice_sizes, starts)
+        out = self.new(outs[0].shape, src.dtype)
+        st = _strides(src.shape)
+        self.gather_loops(out, src, lambda idx: " + ".join(f"({a} + {i})*{k}" for a, i, k in zip(s, idx, st)) or "0")
+        return out
+
+    def p_dynamic_update_slice(self, ins, outs, **_):
+        src, upd, starts = ins[0], ins[1], ins[2:]
+        s = self._starts(src.shape, upd.shape, starts)
+        out = self.new(src.shape, src.dtype)
+        self.copy(out, src)
+        st = _strides(src.shape)
+        idx = self.loops(upd.shape)
+        target = " + ".join(f"({a} + {i})*{k}" for a, i, k in zip(s, idx, st)) or "0"
+        self.line(f"{out.name}[{target}] = {self.at(upd, self.flat(idx, upd.shape))};")
+        self.end(idx)
+        return out
+
+    def p_gather(self, ins, outs, dimension_numbers, slice_sizes, mode, fill_value=None, **params):
+        src, ind = ins
+        dn = dimension_numbers
+        if dn.operand_batching_dims:
+            raise Unsupported("gather with batching dimensions")
+        out = self.new(outs[0].shape, src.dtype)
+        if ind.known:  # the source index of every output element, now: a table
+            codes = np.arange(src.size, dtype=np.int64).reshape(src.shape)
+            fill = src.size  # an out-of-bounds window (FILL_OR_DROP) reads the fill value
+            with jax.ensure_compile_time_eval():
+                table = np.asarray(jax.lax.gather(codes, ind.value, dn, slice_sizes, mode=mode, fill_value=fill,
+                                                  indices_are_sorted=params.get("indices_are_sorted", False),
+                                                  unique_indices=params.get("unique_indices", False))).ravel()
+            if np.any(table == fill):
+                raise Unsupported("gather out of bounds")
+            self._table_copy(out, src, table)
+            return out
+        # runtime indices: the index vector is the last axis of the indices
+        out_shape = out.shape
+        batch_axes = [a for a in range(len(out_shape)) if a not in dn.offset_dims]
+        window = [a for a in range(len(src.shape)) if a not in dn.collapsed_slice_dims]
+        st_src, st_ind = _strides(src.shape), _strides(ind.shape)
+        idx = self.loops(out_shape)
+        base = self.affine([(st_ind[k], idx[a]) for k, a in enumerate(batch_axes)])
+        starts = []
+        for k, dim in enumerate(dn.start_index_map):
+            s = self.fresh("s")
+            hi = src.shape[dim] - slice_sizes[dim]
+            self.line(f"int64_t {s} = (int64_t) {self.at(ind, f'{base} + {k * st_ind[-1]}')};")
+            if str(mode).endswith("FILL_OR_DROP") or "FILL" in str(mode):
+                raise Unsupported("gather with runtime indices in fill mode")
+            self.line(f"{s} = {s} < 0 ? 0 : ({s} > {hi} ? {hi} : {s});")
+            starts.append((dim, s))
+        terms = []
+        for dim, s in starts:
+            terms.append(f"{s}*{st_src[dim]}")
+        for j, dim in enumerate(window):
+            terms.append(f"{idx[dn.offset_dims[j]]}*{st_src[dim]}")
+        self.line(f"{out.name}[{self.flat(idx, out_shape)}] = {self.at(src, ' + '.join(terms) or '0')};")
+        self.end(idx)
+        return out
+
+    def _table_copy(self, out: Buf, src: Buf, table) -> None:
+        """out[i] = src[table[i]]; an arithmetic progression as a loop, else a constant table."""
+        n = out.size
+        if n == 0:
+            return
+        if n == 1:
+            self.line(f"{out.name}[0] = {self.at(src, int(table[0]))};")
+            return
+        step = table[1] - table[0]
+        if np.all(np.diff(table) == step):
+            i = self.fresh("i")
+            self.line(f"for (int {i} = 0; {i} < {n}; {i}++) {out.name}[{i}] = "
+                      f"{self.at(src, self.affine([(int(step), i)], int(table[0])))};")
+            return
+        tname = self.static(Buf(None, (n,), np.int32, table.astype(np.int32)))
+        i = self.fresh("i")
+        self.line(f"for (int {i} = 0; {i} < {n}; {i}++) {out.name}[{i}] = {self.at(src, f'{tname}[{i}]')};")
+
+    def _scatter_table(self, operand: Buf, ind: Buf, upd: Buf, dn, mode):
+        """The operand index of every update element, for indices known now (or Unsupported)."""
+        if not ind.known:
+            raise Unsupported("scatter with runtime indices")
+        if dn.operand_batching_dims:
+            raise Unsupported("scatter with batching dimensions")
+        window = list(dn.update_window_dims)
+        slice_sizes, j = [], 0
+        for d in range(len(operand.shape)):
+            if d in dn.inserted_window_dims:
+                slice_sizes.append(1)
+            else:
+                slice_sizes.append(upd.shape[window[j]])
+                j += 1
+        gdn = jax.lax.GatherDimensionNumbers(offset_dims=tuple(window), collapsed_slice_dims=tuple(dn.inserted_window_dims),
+                                             start_index_map=tuple(dn.scatter_dims_to_operand_dims))
+        codes = np.arange(operand.size, dtype=np.int64).reshape(operand.shape)
+        with jax.ensure_compile_time_eval():
+            table = np.asarray(jax.lax.gather(codes, ind.value, gdn, tuple(slice_sizes),
+                                              mode=jax.lax.GatherScatterMode.CLIP)).ravel()
+            # the same targets as the scatter itself: count the updates that land on each element
+            ones = np.ones(upd.shape, np.int64)
+            counts = np.asarray(jax.lax.scatter_add(np.zeros(operand.shape, np.int64), ind.value, ones, dn,
+                                                    mode=mode)).ravel()
+        if table.size != upd.size or not np.array_equal(np.bincount(table, minlength=operand.size), counts):
+            raise Unsupported("scatter out of bounds")
+        return table
+
+    def p_scatter_add(self, ins, outs, dimension_numbers, mode, **_):
+        operand, ind, upd = ins
+        table = self._scatter_table(operand, ind, upd, dimension_numbers, mode)
+        out = self.new(operand.shape, operand.dtype)
+        self.copy(out, operand)
+        tname = self.static(Buf(None, (table.size,), np.int32, table.astype(np.int32)))
+        i = self.fresh("i")
+        self.line(f"for (int {i} = 0; {i} < {table.size}; {i}++) {out.name}[{tname}[{i}]] += {self.at(upd, i)};")
+        return out
+
+    def p_scatter(self, ins, outs, dimension_numbers, mode, **_):
+        operand, ind, upd = ins
+        table = self._scatter_table(operand, ind, upd, dimension_numbers, mode)
+        if len(set(table.tolist())) != table.size:
+            raise Unsupported("scatter with repeated indices")
+        out = self.new(operand.shape, operand.dtype)
+        self.copy(out, operand)
+        tname = self.static(Buf(None, (table.size,), np.int32, table.astype(np.int32)))
+        i = self.fresh("i")
+        self.line(f"for (int {i} = 0; {i} < {table.size}; {i}++) {out.name}[{tname}[{i}]] = {self.at(upd, i)};")
+        return out
+
+    # --- contractions and reductions -------------------------------------------------------------
+    def p_dot_general(self, ins, outs, dimension_numbers, **_):
+        lhs, rhs = ins
+        (lc, rc), (lb, rb) = dimension_numbers
+        out = self.new(outs[0].shape, outs[0].dtype)
+        lfree = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
+        rfree = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
+        sl, sr = _strides(lhs.shape), _strides(rhs.shape)
+        idx = self.loops(out.shape)
+        nb = len(lb)
+        bi, li, ri = idx[:nb], idx[nb:nb + len(lfree)], idx[nb + len(lfree):]
+        acc = self.fresh("acc")
+        ct = _ctype(out.dtype)
+        self.line(f"{ct} {acc} = 0;")
+        cidx = self.loops([lhs.shape[i] for i in lc])
+        lterms = [(sl[a], v) for a, v in zip(lb, bi)] + [(sl[a], v) for a, v in zip(lfree, li)] + \
+                 [(sl[a], v) for a, v in zip(lc, cidx)]
+        rterms = [(sr[a], v) for a, v in zip(rb, bi)] + [(sr[a], v) for a, v in zip(rfree, ri)] + \
+                 [(sr[a], v) for a, v in zip(rc, cidx)]
+        self.line(f"{acc} += {self.at(lhs, self.affine(lterms))} * {self.at(rhs, self.affine(rterms))};")
+        self.end(cidx)
+        self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {acc};")
+        self.end(idx)
+        return out
+
+    def _reduce(self, ins, outs, axes, init: str, update) -> Buf:
+        src = ins[0]
+        out = self.new(outs[0].shape, outs[0].dtype)
+        kept = [a for a in range(len(src.shape)) if a not in axes]
+        st = _strides(src.shape)
+        idx = self.loops([src.shape[a] for a in kept])
+        acc = self.fresh("acc")
+        self.line(f"{_ctype(out.dtype)} {acc} = {init};")
+        ridx = self.loops([src.shape[a] for a in axes])
+        x = self.at(src, self.affine([(st[a], v) for a, v in zip(kept, idx)] + [(st[a], v) for a, v in zip(axes, ridx)]))
+        self.line(update(acc, x) + ";")
+        self.end(ridx)
+        self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {acc};")
+        self.end(idx)
+        return out
+
+    def p_reduce_sum(self, ins, outs, axes, **_):
+        return self._reduce(ins, outs, axes, "0", lambda a, x: f"{a} += {x}")
+
+    def p_reduce_prod(self, ins, outs, axes, **_):
+        return self._reduce(ins, outs, axes, "1", lambda a, x: f"{a} *= {x}")
+
+    def p_reduce_max(self, ins, outs, axes, **_):
+        dt = ins[0].dtype
+        init = "(-INFINITY)" if _is_float(dt) else str(np.iinfo(dt).min) + ("LL" if dt.itemsize == 8 else "")
+        return self._reduce(ins, outs, axes, init, lambda a, x: f"{a} = {_maxmin('>')(x, a, dt)}")
+
+    def p_reduce_min(self, ins, outs, axes, **_):
+        dt = ins[0].dtype
+        init = "INFINITY" if _is_float(dt) else str(np.iinfo(dt).max) + ("LL" if dt.itemsize == 8 else "")
+        return self._reduce(ins, outs, axes, init, lambda a, x: f"{a} = {_maxmin('<')(x, a, dt)}")
+
+    def p_reduce_and(self, ins, outs, axes, **_):
+        return self._reduce(ins, outs, axes, "1", lambda a, x: f"{a} = {a} & {x}")
+
+    def p_reduce_or(self, ins, outs, axes, **_):
+        return self._reduce(ins, outs, axes, "0", lambda a, x: f"{a} = {a} | {x}")
+
+    def _arg(self, ins, outs, axes, index_dtype, better: str) -> Buf:
+        src = ins[0]
+        (axis,) = axes
+        out = self.new(outs[0].shape, index_dtype)
+        kept = [a for a in range(len(src.shape)) if a != axis]
+        st = _strides(src.shape)
+        idx = self.loops([src.shape[a] for a in kept])
+        base = self.affine([(st[a], v) for a, v in zip(kept, idx)])
+        best, at = self.fresh("b"), self.fresh("k")
+        self.line(f"{_ctype(src.dtype)} {best} = {self.at(src, base)}; int64_t {at} = 0;")
+        j = self.fresh("j")
+        self.open(f"for (int {j} = 1; {j} < {src.shape[axis]}; {j}++)")
+        x = self.at(src, f"{base} + {j}*{st[axis]}")
+        nan = f" || (isnan({x}) && !isnan({best}))" if _is_float(src.dtype) else ""
+        self.line(f"if (({x} {better} {best}){nan}) {{ {best} = {x}; {at} = {j}; }}")
+        self.close()
+        self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {at};")
+        self.end(idx)
+        return out
+
+    def p_argmax(self, ins, outs, axes, index_dtype, **_):
+        return self._arg(ins, outs, axes, index_dtype, ">")
+
+    def p_argmin(self, ins, outs, axes, index_dtype, **_):
+        return self._arg(ins, outs, axes, index_dtype, "<")
+
+    # --- linear algebra --------------------------------------------------------------------------
+    def p_lu(self, ins, outs, **_):
+        """LU with partial pivoting, as LAPACK's getrf: the first largest |a_ik| is the pivot."""
+        a = ins[0]
+        *batch, m, n = a.shape
+        lu = self.new(a.shape, a.dtype)
+        piv = self.new(outs[1].shape, np.int32)
+        perm = self.new(outs[2].shape, np.int32)
+        self.copy(lu, a)
+        nb = int(math.prod(batch))
+        k = min(m, n)
+        b = self.fresh("b")
+        self.open(f"for (int {b} = 0; {b} < {nb}; {b}++)")
+        A = f"({lu.name} + {b}*{m * n})"
+        P = f"({perm.name} + {b}*{m})"
+        V = f"({piv.name} + {b}*{k})"
+        self.line(f"for (int i = 0; i < {m}; i++) {P}[i] = i;")
+        self.open(f"for (int c = 0; c < {k}; c++)")
+        self.line(f"int p = c; double best = fabs({A}[c*{n} + c]);")
+        self.line(f"for (int i = c + 1; i < {m}; i++) {{ double x = fabs({A}[i*{n} + c]); if (x > best) {{ best = x; p = i; }} }}")
+        self.line(f"{V}[c] = p;")
+        self.open("if (p != c)")
+        self.line(f"for (int j = 0; j < {n}; j++) {{ double t = {A}[c*{n} + j]; {A}[c*{n} + j] = {A}[p*{n} + j]; {A}[p*{n} + j] = t; }}")
+        self.line(f"int t = {P}[c]; {P}[c] = {P}[p]; {P}[p] = t;")
+        self.close()
+        self.open(f"if ({A}[c*{n} + c] != 0.0)")
+        self.line(f"double inv = 1.0 / {A}[c*{n} + c];")
+        self.open(f"for (int i = c + 1; i < {m}; i++)")
+        self.line(f"double l = {A}[i*{n} + c] * inv; {A}[i*{n} + c] = l;")
+        self.line(f"for (int j = c + 1; j < {n}; j++) {A}[i*{n} + j] -= l * {A}[c*{n} + j];")
+        self.close()
+        self.close()
+        self.close()
+        self.close()
+        return [lu, piv, perm]
+
+    def p_triangular_solve(self, ins, outs, left_side, lower, transpose_a, conjugate_a, unit_diagonal, **_):
+        """op(a) x = b (left_side) or x op(a) = b, op(a) = a or a^T; a triangular."""
+        a, bmat = ins
+        *batch, m, _ = a.shape
+        out = self.new(bmat.shape, bmat.dtype)
+        self.copy(out, bmat)
+        nb = int(math.prod(batch))
+        rows, cols = bmat.shape[-2], bmat.shape[-1]
+        # x op(a) = b  <=>  op(a)^T x^T = b^T: a left solve with the other transpose, over b's rows
+        eff_t = transpose_a if left_side else not transpose_a
+        eff_lower = (lower != eff_t)  # op(a) lower triangular
+        bb = self.fresh("b")
+        self.open(f"for (int {bb} = 0; {bb} < {nb}; {bb}++)")
+        A = f"({a.name if not a.known else self.static(a)} + {bb}*{m * m})"
+
+        def Aij(i, j):
+            return f"{A}[({j})*{m} + ({i})]" if eff_t else f"{A}[({i})*{m} + ({j})]"
+
+        X = f"({out.name} + {bb}*{rows * cols})"
+        # the right-hand sides: columns of b (left side) or rows of b (right side)
+        nrhs, stride_rhs, stride_elem = (cols, 1, cols) if left_side else (rows, cols, 1)
+        r = self.fresh("r")
+        self.open(f"for (int {r} = 0; {r} < {nrhs}; {r}++)")
+
+        def x(i):
+            return f"{X}[{r}*{stride_rhs} + ({i})*{stride_elem}]"
+
+        order = f"for (int i = 0; i < {m}; i++)" if eff_lower else f"for (int i = {m} - 1; i >= 0; i--)"
+        inner = "for (int j = 0; j < i; j++)" if eff_lower else f"for (int j = i + 1; j < {m}; j++)"
+        self.open(order)
+        self.line(f"double s = {x('i')};")
+        self.line(f"{inner} s -= {Aij('i', 'j')} * {x('j')};")
+        self.line(f"{x('i')} = s;" if unit_diagonal else f"{x('i')} = s / {Aij('i', 'i')};")
+        self.close()
+        self.close()
+        self.close()
+        return out
+
+    # --- control flow ----------------------------------------------------------------------------
+    def _carry(self, init: list[Buf]) -> list[Buf]:
+        """Fresh arrays holding the initial values of loop carries."""
+        out = []
+        for b in init:
+            c = self.new(b.shape, b.dtype)
+            self.copy(c, b)
+            out.append(c)
+        return out
+
+    def _assign(self, dst: list[Buf], src: list[Buf]) -> None:
+        """dst := src for loop carries, through temporaries where a source is one of the carries."""
+        names = {d.name for d in dst}
+        staged = []
+        for d, s in zip(dst, src):
+            if not s.known and s.name is not None and s.name.strip("()").split(" ")[0] in names and s.name != d.name:
+                t = self.new(s.shape, s.dtype)
+                self.copy(t, s)
+                staged.append((d, t))
+            else:
+                staged.append((d, s))
+        for d, s in staged:
+            self.copy(d, s)
+
+    def p_while(self, ins, outs, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
+        cconsts, bconsts = ins[:cond_nconsts], ins[cond_nconsts:cond_nconsts + body_nconsts]
+        carry = self._carry(ins[cond_nconsts + body_nconsts:])
+        pred = self.fresh("c")
+        self.line(f"int {pred};")
+        self.open("for (;;)")
+        self.open("")
+        (c,) = self.closed_with(cond_jaxpr, cconsts, carry)
+        self.line(f"{pred} = {self.at(c, 0)};")
+        self.close()
+        self.line(f"if (!{pred}) break;")
+        self.open("")
+        new = self.closed_with(body_jaxpr, bconsts, carry)
+        self._assign(carry, new)
+        self.close()
+        self.close()
+        return carry
+
+    def closed_with(self, cj, consts, args) -> list[Buf]:
+        """A closed jaxpr whose own consts come first, then ``consts`` + ``args`` as its invars."""
+        own = [Buf(None, np.shape(c), np.asarray(c).dtype, np.asarray(c)) for c in cj.consts]
+        return self.jaxpr(cj.jaxpr, own, list(consts) + list(args))
+
+    def p_cond(self, ins, outs, branches, **_):
+        index, ops = ins[0], ins[1:]
+        res = [self.new(a.shape, a.dtype) for a in outs]
+        if index.known:
+            k = min(max(int(index.value.ravel()[0]), 0), len(branches) - 1)
+            self.open("")
+            vals = self.closed_with(branches[k], [], ops)
+            for d, s in zip(res, vals):
+                self.copy(d, s)
+            self.close()
+            return res
+        k = self.fresh("k")
+        self.line(f"int {k} = (int) {self.at(index, 0)};")
+        for j, br in enumerate(branches):
+            if j == 0:
+                head = f"if ({k} <= 0)" if len(branches) > 1 else ""
+            elif j == len(branches) - 1:
+                head = "else"
+            else:
+                head = f"else if ({k} == {j})"
+            self.open(head)
+            vals = self.closed_with(br, [], ops)
+            for d, s in zip(res, vals):
+                self.copy(d, s)
+            self.close()
+        return res
+
+    def p_scan(self, ins, outs, jaxpr, num_consts, num_carry, length, reverse, **_):
+        consts = ins[:num_consts]
+        carry = self._carry(ins[num_consts:num_consts + num_carry])
+        xs = ins[num_consts + num_carry:]
+        ys = [self.new(a.shape, a.dtype) for a in outs[num_carry:]]
+        i = self.fresh("n")
+        self.open(f"for (int {i} = 0; {i} < {int(length)}; {i}++)")
+        at = f"({int(length) - 1} - {i})" if reverse else i
+        xslices = []
+        for x in xs:
+            step = x.size // int(length)
+            if x.known:
+                raise Unsupported("scan over known arrays")
+            xslices.append(Buf(f"({x.name} + {at}*{step})", x.shape[1:], x.dtype))
+        new = self.closed_with(jaxpr, consts, carry + xslices)
+        for y, v in zip(ys, new[num_carry:]):
+            step = y.size // int(length)
+            if v.size == 1:
+                self.line(f"{y.name}[{at}*{step}] = {self.at(v, 0)};")
+            else:
+                src = self.static(v) if v.known else v.name
+                self.line(f"memcpy({y.name} + {at}*{step}, {src}, sizeof({y.name}[0]) * {step});")
+        self._assign(carry, new[:num_carry])
+        self.close()
+        return carry + ys
+
+
+HEADER = """#include <math.h>
+#include <stdint.h>
+#include <string.h>
+"""
+
+
+def translate(closed_jaxpr, name: str = "livens_kernel") -> str:
+    """C source of ``void name(void **args)``: args are the flat inputs of the closed jaxpr, then
+    its flat outputs, each a pointer to a C-contiguous array of the aval's shape and dtype."""
+    t = Translator()
+    jaxpr = closed_jaxpr.jaxpr
+    n_in = len(jaxpr.invars)
+    args = []
+    for k, v in enumerate(jaxpr.invars):
+        ct = _ctype(v.aval.dtype)
+        nm = f"in{k}"
+        t.line(f"{ct} *{nm} = ({ct} *) args[{k}];")
+        args.append(Buf(nm, v.aval.shape, v.aval.dtype))
+    outs = t.closed(closed_jaxpr, args)
+    for k, (v, b) in enumerate(zip(jaxpr.outvars, outs)):
+        ct = _ctype(b.dtype)
+        dst = Buf(f"out{k}", b.shape, b.dtype)
+        t.line(f"{ct} *out{k} = ({ct} *) args[{n_in + k}];")
+        if b.size:
+            t.copy(dst, b)
+    body = "\n".join(t.lines)
+    return HEADER + "\n".join(t.statics) + f"\n\nvoid {name}(void **args) {{\n{body}\n}}\n"
+
+
+__all__ = ["Unsupported", "translate", "c_literal"]
