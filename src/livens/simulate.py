@@ -163,21 +163,28 @@ def record_layout(scheme: Scheme, mech: Mechanics, mode: str, state: State, h, p
 
 
 def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, layout: RecordLayout,
-                 newton_opts: tuple = NEWTON_DEFAULT):
+                 newton_opts: tuple = NEWTON_DEFAULT, backend: str = "xla"):
     """The compiled chunk of ``chunk`` time steps (:func:`livens.core.make_loop`, cached per system,
-    scheme, guess, chunk, Newton options):
+    scheme, guess, chunk, Newton options and backend):
 
         (state, history, t_start, n0, n_stop, h, tol, max_iter, params, sys_params)
             -> (state, history, n, failed, rows)
 
     with the records as rows of ``layout`` (:meth:`RecordLayout.unpack`). Ensembles run the same
-    loop under ``vmap`` (:mod:`livens.ensemble`).
+    loop under ``vmap`` (:mod:`livens.ensemble`). ``backend`` "auto" or "native": a
+    :class:`livens.native.runner.ChunkRunner`, which compiles the loop to one C function at its
+    first call (the loop without the rewriting of small products, which helps XLA only).
     """
-    key = (mech, scheme, mode, chunk, layout, newton_opts)
+    key = (mech, scheme, mode, chunk, layout, newton_opts, backend)
     hit = _RUNNERS.get(key)
     if hit is not None:
         return hit
     runner = jax.jit(make_loop(mech, scheme, mode, chunk, layout, newton_opts, fuse_small_dots))
+    if backend != "xla":
+        from .native.runner import ChunkRunner
+
+        unknowns = sum(n for _, n in scheme.sizes(mech.d, mech.m))
+        runner = ChunkRunner(make_loop(mech, scheme, mode, chunk, layout, newton_opts), runner, backend, unknowns)
     _RUNNERS[key] = runner
     return runner
 
@@ -250,6 +257,7 @@ def simulate(
     rescue: bool = True,
     final_iteration: bool = False,
     parameters: dict | None = None,
+    backend: str | None = None,
     **params: Any,
 ):
     """Integrate ``problem`` with ``scheme`` from t = 0 to ``t_end`` with step ``h``.
@@ -296,6 +304,13 @@ def simulate(
     parameters: values of the System's parameters (``System(parameters=...)``) in place of its
         defaults; runtime values, so a sweep over them compiles once. Stored in
         ``solution.meta["parameters"]``.
+    backend: what runs the compiled chunks of steps: "native" (the chunk loop translated to one C
+        function and compiled by the system's C compiler, :mod:`livens.native`), "xla" (JAX's
+        compiler), or "auto" (native where the loop translates, a C compiler is found and the
+        system has at most ``livens.native.runner.MAX_UNKNOWNS`` Newton unknowns per step, else
+        XLA). Default: ``$LIVENS_BACKEND``, else "auto". The two compute the same equations with
+        the same Newton iteration; results agree to round-off. ``solution.meta["backend"]`` says
+        which ran (and ``meta["native_fallback"]`` why XLA did where native was possible in principle).
     **params: scheme parameters, e.g. ``theta=0.5``.
 
     Returns a :class:`~livens.Solution`. The failed-run errors carry ``.solution`` with every
@@ -311,6 +326,9 @@ def simulate(
     nopts = newton_options(tol, final_iteration)
     tol_num = RESCUE_TOL if nopts[0] == ROUNDOFF else float(tol)  # the rescue needs a number
     check_guess(guess)
+    from .native.runner import resolve_backend
+
+    backend = resolve_backend(backend)
     if blowup_factor is not None and not (blowup_factor > 0):
         raise ValueError(f"blowup_factor must be positive; got {blowup_factor!r}.")
     if not (isinstance(chunk, int) and chunk >= 1):
@@ -320,13 +338,13 @@ def simulate(
     _NothingComputed.set(True)
     try:
         return _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter, guess, params,
-                         parameters, rescue, blowup_factor, chunk, save_every, resume, out, progress)
+                         parameters, rescue, blowup_factor, chunk, save_every, resume, out, progress, backend)
     finally:
         _NothingComputed.set(False)
 
 
 def _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter, guess, params, parameters,
-              rescue, blowup_factor, chunk, save_every, resume, out, progress):
+              rescue, blowup_factor, chunk, save_every, resume, out, progress, backend="xla"):
     """:func:`simulate` after its arguments are checked."""
     from .solution import Solution
 
@@ -343,7 +361,7 @@ def _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter,
     else:
         state, offset = _resume_state(resume, sch, mech, h)
     layout = record_layout(sch, mech, guess, state, h, vals)
-    runner = _make_runner(mech, sch, guess, chunk, layout, nopts)
+    runner = _make_runner(mech, sch, guess, chunk, layout, nopts, backend)
     jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     empty_history = history = new_history(sch, mech, state, h, jparams)
     if resume is not None and guess == "extrapolated":
@@ -446,7 +464,10 @@ def _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter,
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - wall0
-    meta.update(wall_time=wall, compile_time=compile_time or 0.0, steps=n_done, rescued_steps=rescued)
+    meta.update(wall_time=wall, compile_time=compile_time or 0.0, steps=n_done, rescued_steps=rescued,
+                backend=getattr(runner, "backend", None) or "xla")
+    if getattr(runner, "reason", None) and meta["backend"] == "xla":
+        meta["native_fallback"] = runner.reason
     if guess == "extrapolated" and failure is None:
         # the predictor's history at the last node, so that a resumed run continues exactly
         meta["guess_history"] = history.to_meta(offset + n_done)

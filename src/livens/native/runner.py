@@ -1,0 +1,82 @@
+"""The chunk loop of :func:`livens.simulate` as a native kernel, or with XLA where it cannot be.
+
+:class:`ChunkRunner` is called like the jitted loop of :func:`livens.core.make_loop`. At its first
+call for given argument shapes it translates the loop to one C function (:mod:`livens.native`);
+where the loop holds something the translator does not handle, no C compiler is found or the
+system is larger than :data:`MAX_UNKNOWNS` (large systems have banded or matrix-free tangents that
+XLA runs well, and their C source would be long to compile), it runs the jitted XLA loop instead.
+
+The backend is chosen with ``simulate(..., backend=...)`` or the environment variable
+``LIVENS_BACKEND``: "auto" (the default: native where possible, else XLA), "native" (an error
+where it is not possible), "xla".
+"""
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+
+BACKENDS = ("auto", "native", "xla")
+
+MAX_UNKNOWNS = 64
+"""With backend "auto", systems whose Newton unknowns per step number more than this run with XLA."""
+
+
+def resolve_backend(backend: str | None) -> str:
+    """The backend asked for: ``backend``, else ``$LIVENS_BACKEND``, else "auto"."""
+    value = backend if backend is not None else (os.environ.get("LIVENS_BACKEND", "").strip().lower() or "auto")
+    if value not in BACKENDS:
+        source = "backend" if backend is not None else "LIVENS_BACKEND"
+        raise ValueError(f"{source} must be one of {', '.join(BACKENDS)}; got {value!r}.")
+    return value
+
+
+class NativeUnavailable(ValueError):
+    """backend="native" was asked for and the loop cannot run natively (the reason is the message)."""
+
+
+def _signature(args):
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    return tree, tuple((np.shape(x), np.dtype(getattr(x, "dtype", type(x))).str) for x in leaves)
+
+
+class ChunkRunner:
+    """The jitted XLA loop ``xla`` or, where possible, ``loop`` compiled natively (module docstring).
+
+    ``backend``: "auto", "native" or "xla"; ``unknowns``: Newton unknowns per step (for
+    :data:`MAX_UNKNOWNS`). After a call, :attr:`backend` names what ran it and :attr:`reason` why
+    XLA ran it where native was asked for or possible in principle.
+    """
+
+    def __init__(self, loop, xla, backend: str, unknowns: int):
+        self.loop, self.xla, self.requested, self.unknowns = loop, xla, backend, int(unknowns)
+        self.kernels: dict = {}
+        self.backend = "xla" if backend == "xla" else None
+        self.reason = None
+
+    def _native(self, args):
+        from . import compile_function
+        from .codegen import Unsupported
+
+        if self.requested == "auto" and self.unknowns > MAX_UNKNOWNS:
+            self.reason = f"{self.unknowns} Newton unknowns per step, more than MAX_UNKNOWNS = {MAX_UNKNOWNS}"
+            return None
+        try:
+            return compile_function(self.loop, *args)
+        except Unsupported as exc:
+            self.reason = str(exc)
+            if self.requested == "native":
+                raise NativeUnavailable(f"backend='native': this run cannot be compiled natively ({exc}); "
+                                        f"use backend='auto' or 'xla'.") from None
+            return None
+
+    def __call__(self, *args):
+        if self.requested == "xla":
+            return self.xla(*args)
+        key = _signature(args)
+        if key not in self.kernels:
+            self.kernels[key] = self._native(args)
+        kernel = self.kernels[key]
+        self.backend = "xla" if kernel is None else "native"
+        return self.xla(*args) if kernel is None else kernel(*args)

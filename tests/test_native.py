@@ -1,0 +1,199 @@
+"""The native backend (livens.native): a jaxpr as one C function.
+
+Each primitive the translator handles is compared with XLA's result of the same program; whole
+runs are compared with the XLA backend (same Newton iterations, states to round-off), and the
+energy-momentum scheme must still conserve energy to round-off when it runs natively. Where no
+C compiler is found, the module is skipped (and ``backend="auto"`` runs XLA, tested below with a
+compiler that does not exist)."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import livens as lv
+from livens import native
+from livens.native.runner import MAX_UNKNOWNS, NativeUnavailable
+
+pytestmark = pytest.mark.skipif(native.compiler() is None, reason="no C compiler")
+
+
+def _same(f, *args, tol=1e-13):
+    """f natively and with XLA: every output equal to ``tol`` (relative to the output's size)."""
+    k = native.compile_function(f, *args)
+    want = jax.tree_util.tree_leaves(jax.jit(f)(*args))
+    got = jax.tree_util.tree_leaves(k(*args))
+    assert len(want) == len(got)
+    for w, g in zip(want, got):
+        w, g = np.asarray(w), np.asarray(g)
+        assert w.shape == g.shape and w.dtype == g.dtype
+        if np.issubdtype(w.dtype, np.floating):
+            scale = max(1.0, float(np.max(np.abs(w))) if w.size else 1.0)
+            np.testing.assert_allclose(g, w, rtol=0, atol=tol * scale)
+        else:
+            np.testing.assert_array_equal(g, w)
+    return k
+
+
+RNG = np.random.default_rng(7)
+A = jnp.asarray(RNG.standard_normal((5, 5)) + 3 * np.eye(5))
+B = jnp.asarray(RNG.standard_normal((5, 3)))
+X = jnp.asarray(RNG.standard_normal((2, 3, 4)))
+
+
+def test_lu_and_triangular_solves_match_lapack():
+    def f(a, b):
+        lu, piv, perm = lax.linalg.lu(a)
+        y = jax.scipy.linalg.solve_triangular(lu, b[perm], lower=True, unit_diagonal=True)
+        x = jax.scipy.linalg.solve_triangular(lu, y, lower=False)
+        xt = jax.scipy.linalg.solve_triangular(lu, b, lower=False, trans=1)
+        xr = lax.linalg.triangular_solve(lu, b.T, left_side=False, lower=True)
+        return lu, piv, perm, x, xt, xr
+
+    _same(f, A, B, tol=1e-12)
+    # a pivot that must be taken: the first column's largest entry is in the last row
+    P = jnp.asarray(np.roll(np.eye(5), 1, axis=0) + 0.1 * RNG.standard_normal((5, 5)))
+    _same(f, P, B, tol=1e-12)
+
+
+def test_contractions_reductions_and_broadcasting():
+    def f(x, a, b):
+        batched = lax.dot_general(x, x, (((2,), (2,)), ((0,), (0,))))        # (2, 3, 3)
+        return (batched, a @ b, jnp.einsum("ijk,k->ij", x, x[0, 0]), x.sum(axis=(0, 2)), x.max(axis=1),
+                x.min(), jnp.prod(x[0], axis=1), jnp.argmax(x, axis=2), jnp.argmin(x, axis=0),
+                lax.mul(x[:, :1, :], x),                                         # size-1 axis broadcast
+                x * 2.0, jnp.all(x > -10), jnp.any(x > 10))
+
+    _same(f, X, A, B)
+
+
+def test_data_movement():
+    def f(x, i):
+        y = jnp.transpose(x, (2, 0, 1))
+        parts = jnp.split(x, [1], axis=1)
+        return (y, x[:, 1:3, ::2], x[::-1], jnp.concatenate([x, 2 * x], axis=1), jnp.pad(x, ((1, 0), (0, 2), (1, 1))),
+                jnp.stack([x[0], x[1]], axis=1), parts[0], parts[1], lax.dynamic_slice(x, (i, i - i + 1, i * 0), (1, 2, 3)),
+                lax.dynamic_update_slice(x, jnp.ones((1, 2, 2)), (i, i, i - i + 1)), jnp.broadcast_to(x[0, :, :1], (2, 3, 4)),
+                x.reshape(6, 4), jnp.squeeze(x[:, :1]), jnp.expand_dims(x, 1), *jnp.unstack(x, axis=1))
+
+    _same(f, X, jnp.int32(1))
+    _same(f, X, jnp.int32(7))   # out of range: the start is clamped, as in XLA
+
+
+def test_gather_and_scatter_with_constant_indices():
+    idx = np.array([[0, 2], [1, 1], [2, 0]])
+
+    def f(x):
+        g = x[0][idx[:, 0], idx[:, 1]]            # gather
+        s = jnp.zeros((3, 4)).at[idx[:, 0], idx[:, 1]].add(g)   # scatter-add, a repeated index
+        t = jnp.zeros((3, 4)).at[np.array([0, 2]), 1].set(g[:2])
+        return g, s, t, x[:, np.array([2, 0])], jax.grad(lambda y: jnp.sum(y[np.array([1, 1, 0])] ** 2))(x[0, 0])
+
+    _same(f, X)
+
+
+def test_runtime_gather():
+    def f(x, perm):
+        return x[perm], x[:, perm[:2]]
+
+    _same(f, A, jnp.asarray([4, 0, 3, 1, 2], dtype=jnp.int32))
+
+
+def test_elementwise_functions():
+    def f(x, n):
+        y = jnp.abs(x) + 0.5
+        return (jnp.sqrt(y), lax.rsqrt(y), jnp.exp(x), jnp.log(y), jnp.sin(x), jnp.cos(x), jnp.tan(x), jnp.tanh(x),
+                jnp.arctan2(x, y), x ** 3, y ** -2, y ** x, jnp.sign(x), jnp.floor(x), jnp.round(x), jnp.maximum(x, 0),
+                jnp.minimum(x, jnp.nan), jnp.isfinite(x / 0.0), jnp.where(x > 0, x, -x), jnp.clip(x, -0.5, 0.5),
+                x.astype(jnp.int32), (x > 0).astype(jnp.float64), n % 3, n // 2, jnp.logical_not(x > 0),
+                lax.select_n(jnp.clip(n, 0, 2), x, 2 * x, 3 * x), jnp.arange(12).reshape(3, 4) * n)
+
+    _same(f, X, jnp.int32(5))
+
+
+def test_control_flow():
+    def f(x, n):
+        def body(c):
+            k, v = c
+            return k + 1, 0.5 * (v + x[0, 0] / v)
+        k, root = lax.while_loop(lambda c: (c[0] < n) & (jnp.max(jnp.abs(c[1] * c[1] - x[0, 0])) > 1e-15), body,
+                                 (jnp.int32(0), jnp.ones(4)))
+        branch = lax.switch(jnp.clip(n - 3, 0, 2), [lambda v: v, lambda v: 2 * v, lambda v: -v], x)
+        cond = lax.cond(n > 4, lambda v: jnp.sin(v), lambda v: v, x)
+        carry, ys = lax.scan(lambda c, xi: (c + xi.sum(), c * xi), 0.0, x.reshape(6, 4))
+        rev = lax.scan(lambda c, xi: (c * 0.5 + xi, c), jnp.zeros(4), x.reshape(6, 4), reverse=True)
+        return k, root, branch, cond, carry, ys, rev
+
+    x = jnp.abs(X) + 1.0
+    _same(f, x, jnp.int32(30))
+    _same(f, x, jnp.int32(4))
+
+
+# --- whole runs ------------------------------------------------------------------------------------
+PAIRS = [("pendulum-3d", "VI-S", 300), ("pendulum-3d", "EM", 300), ("pendulum-3d", "VI-A", 300),
+         ("heavy-top", "VI-S", 200), ("four-particle", "EM", 200), ("spring-pendulum-spherical", "livens-em", 100),
+         ("double-spherical-pendulum", "vi-lagrange", 200), ("redundant-mass-spring", "livens-midpoint", 100)]
+
+
+@pytest.mark.parametrize("example,scheme,steps", PAIRS)
+def test_native_runs_match_xla(example, scheme, steps):
+    """The same run with both backends: the same Newton iterations in every step, the states equal
+    to round-off (only the order of summation and of LU's operations differs)."""
+    p = lv.examples.load(example)
+    runs = {b: lv.simulate(p, scheme, t_end=steps * p.h, progress=False, backend=b) for b in ("native", "xla")}
+    assert runs["native"].meta["backend"] == "native" and runs["xla"].meta["backend"] == "xla"
+    np.testing.assert_array_equal(runs["native"].newton_iterations, runs["xla"].newton_iterations)
+    for name in ("q", "p"):
+        a, b = getattr(runs["native"], name), getattr(runs["xla"], name)
+        assert np.max(np.abs(a - b)) <= 1e-10 * max(1.0, np.max(np.abs(b))), name
+
+
+def test_native_energy_momentum_scheme_conserves_energy_to_roundoff():
+    """EM's promise (002 eq 84-91: the discrete energy balance) holds in the native kernel too:
+    the heavy top's energy over 2000 steps at tol = 1e-12 to 1e-12 relative, and J3 to 1e-13."""
+    p = lv.examples.load("heavy-top")
+    sol = lv.simulate(p, "EM", t_end=2000 * p.h, tol=1e-12, progress=False, backend="native")
+    assert sol.meta["backend"] == "native"
+    e = sol.energy()["total"]
+    assert np.max(np.abs(e - e[0])) <= 1e-12 * abs(e[0])
+    (j,) = sol.momentum_maps().values()
+    assert np.max(np.abs(j - j[0])) <= 1e-13
+
+
+def test_failed_step_stops_the_same_way():
+    """A step that fails in the native kernel stops the run like XLA's: the same step, every
+    converged step kept."""
+    p = lv.examples.load("pendulum-3d")
+    errors = {}
+    for b in ("native", "xla"):
+        with pytest.raises(lv.ConvergenceError) as info:
+            lv.simulate(p, "VI-S", h=0.2, t_end=40.0, max_iter=3, rescue=False, progress=False, backend=b)
+        errors[b] = info.value
+    assert errors["native"].step == errors["xla"].step
+    assert errors["native"].solution.q.shape == errors["xla"].solution.q.shape
+    np.testing.assert_allclose(errors["native"].solution.q, errors["xla"].solution.q, atol=1e-10)
+
+
+def test_backend_choice_and_fallbacks(monkeypatch):
+    p = lv.examples.load("pendulum-3d")
+    with pytest.raises(ValueError, match="backend must be one of auto, native, xla; got 'gpu'"):
+        lv.simulate(p, "VI-S", t_end=0.1, backend="gpu")
+    monkeypatch.setenv("LIVENS_BACKEND", "xla")
+    assert lv.simulate(p, "VI-S", t_end=0.1, progress=False).meta["backend"] == "xla"
+    monkeypatch.setenv("LIVENS_BACKEND", "auto")
+    assert lv.simulate(p, "VI-S", t_end=0.1, progress=False).meta["backend"] == "native"
+    # no C compiler: "auto" runs XLA and says why, "native" refuses with the reason
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    sol = lv.simulate(p, "EM", t_end=0.1, chunk=16, progress=False)
+    assert sol.meta["backend"] == "xla" and "no C compiler" in sol.meta["native_fallback"]
+    with pytest.raises(NativeUnavailable, match="no C compiler"):
+        lv.simulate(p, "EM", t_end=0.1, chunk=16, progress=False, backend="native")
+
+
+def test_large_systems_run_with_xla_under_auto():
+    p = lv.examples.load("double-four-bar")
+    sol = lv.simulate(p, "VI-S", t_end=5 * p.h, chunk=8, progress=False)
+    assert sol.meta["backend"] == "xla"
+    assert f"more than MAX_UNKNOWNS = {MAX_UNKNOWNS}" in sol.meta["native_fallback"]
