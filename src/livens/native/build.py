@@ -3,7 +3,7 @@
 The source is compiled by the system's C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang`` on
 the PATH) into a shared library, kept in a cache directory under a name that is the hash of the
 source and the flags, so that a second process (or a second run of the same system and scheme)
-loads it without compiling. The cache is ``native/`` beside JAX's persistent compilation cache
+loads it without compiling. The cache is ``native/`` inside JAX's persistent compilation cache
 (:func:`livens._jaxconfig.compilation_cache_dir`), or a temporary directory of this process where
 that cache is off. The library is called through :mod:`ctypes`, which releases the GIL during the
 call: several threads may run kernels at once.
@@ -48,7 +48,7 @@ def compiler() -> str | None:
 def cache_dir() -> str:
     base = _jaxconfig.compilation_cache_dir()
     if base is not None:
-        path = os.path.join(os.path.dirname(base.rstrip(os.sep)) or base, "native")
+        path = os.path.join(base, "native")
         try:
             os.makedirs(path, exist_ok=True)
             return path
