@@ -99,7 +99,8 @@ def measure_pair(lv, example: str, scheme: str, seconds: float, repeats: int) ->
         return {"skipped": str(exc).split(". ")[0]}
     except lv.SimulationError as exc:
         return {"failed": f"{type(exc).__name__}: {str(exc)[:160]}"}
-    out = {"compile_s": round(float(first.meta.get("compile_time", first_call)), 3), "first_call_s": round(first_call, 3)}
+    out = {"compile_s": round(float(first.meta.get("compile_time", first_call)), 3), "first_call_s": round(first_call, 3),
+           "backend": first.meta.get("backend", "xla")}
     try:
         t0 = time.perf_counter()
         lv.simulate(problem, scheme, h=h, t_end=CHUNK * h, progress=False)
@@ -457,7 +458,7 @@ def main(argv=None) -> int:
     results["pairs"] = {}
     if pairs:
         print(f"\n== steps/s and compile time, {len(pairs)} (example, scheme) pairs at the papers' h")
-        print(f"  {'example':<26} {'scheme':<18} {'compile s':>9} {'steps/s':>11} {'Newton it.':>10}")
+        print(f"  {'example':<26} {'scheme':<18} {'compile s':>9} {'steps/s':>11} {'Newton it.':>10} {'backend':>8}")
     for e, s in pairs:
         r = measure_pair(lv, e, s, seconds, repeats)
         results["pairs"][f"{e}|{s}"] = r
@@ -467,7 +468,8 @@ def main(argv=None) -> int:
         rate = f"{r['steps_per_s']:>11,.0f}" if "steps_per_s" in r else f"{'-':>11}"
         its = f"{r['newton_iterations']:>10.2f}" if "newton_iterations" in r else ""
         comp = f"{r['compile_s']:>9.2f}" if "compile_s" in r else f"{'-':>9}"
-        print(f"  {e:<26} {s:<18} {comp} {rate} {its}" + (f"  {r['failed'][:60]}" if "failed" in r else ""), flush=True)
+        print(f"  {e:<26} {s:<18} {comp} {rate} {its} {r.get('backend', '-'):>8}"
+              + (f"  {r['failed'][:60]}" if "failed" in r else ""), flush=True)
 
     if args.only is None:
         from benchmarks import yardsticks

@@ -5,7 +5,9 @@ a change of the machine's load falls on all of them alike), the same number of s
 initial state at the same h, each figure the median of the three rounds, after compilation:
 
 - livens: ``lv.simulate(problem, "VI-S", h=h, ...)`` with its default first guess ("extrapolated"),
-  Newton tolerance 1e-9, the wall time of the call as a user sees it;
+  Newton tolerance 1e-9, the wall time of the call as a user sees it, with its default backend
+  (native where the loop translates: the chunk of steps as one C function, :mod:`livens.native`)
+  and, as a second row, with ``backend="xla"``;
 - the compiled VI-S (:mod:`benchmarks.reference_numba`): the same residual, Newton iteration,
   stopping rule and first guess written by hand in Numba, dense LU, the whole loop compiled; once
   with livens' guess (the same Newton iterations: the ratio compares the code) and once with 002's
@@ -80,18 +82,24 @@ def measure_system(lv, example: str, h: float, steps: int, rounds: int = 3) -> d
     runs = {}
     notes = {}
 
-    def livens():
-        t0 = time.perf_counter()
-        sol = lv.simulate(problem, "VI-S", h=h, t_end=steps * h, progress=False)
-        wall = time.perf_counter() - t0
-        return sol, (wall, steps, float(sol.newton_iterations.mean()))
+    def livens(backend=None):
+        def run():
+            t0 = time.perf_counter()
+            sol = lv.simulate(problem, "VI-S", h=h, t_end=steps * h, progress=False, backend=backend)
+            wall = time.perf_counter() - t0
+            return sol, (wall, steps, float(sol.newton_iterations.mean()))
+        return run
 
     t0 = time.perf_counter()
     first = lv.simulate(problem, "VI-S", h=h, t_end=h, progress=False)
     notes["livens_first_call_s"] = round(time.perf_counter() - t0, 2)
+    notes["livens_backend"] = first.meta.get("backend", "xla")
     guess = first.meta.get("guess", "extrapolated")
     notes["livens_guess"] = guess
-    makers = {"livens": livens}
+    makers = {"livens": livens()}
+    if notes["livens_backend"] != "xla":
+        lv.simulate(problem, "VI-S", h=h, t_end=h, progress=False, backend="xla")
+        makers["livens (xla)"] = livens("xla")
 
     if rn is not None:
         system = {"pendulum-3d": rn.pendulum_3d, "heavy-top": rn.heavy_top}[example]()
@@ -140,7 +148,7 @@ def measure_system(lv, example: str, h: float, steps: int, rounds: int = 3) -> d
             out, sample = fn()
             runs.setdefault(name, []).append(sample)
             last[name] = out
-    order = ["livens", f"numba ({guess})", f"numba ({PAPER_GUESS})", "exudyn", "numpy (simple)"]
+    order = ["livens", "livens (xla)", f"numba ({guess})", f"numba ({PAPER_GUESS})", "exudyn", "numpy (simple)"]
     rows = _median_rows({k: runs[k] for k in sorted(runs, key=lambda k: order.index(k) if k in order else 99)})
     # the same motion: livens against the references (the last round's trajectories)
     sol = last["livens"]
@@ -185,7 +193,8 @@ def print_system(example: str, result: dict) -> None:
           f"{notes.get('livens_first_call_s', '-')} s{numba_first})")
     print(f"    {'code':<42} {'steps/s':>11} {'Newton it.':>10} {'us/step':>9} {'us/iteration':>13} {'livens/this':>12}")
     rat = ratios(result)
-    labels = {"livens": f"livens (guess {notes.get('livens_guess')})",
+    labels = {"livens": f"livens ({notes.get('livens_backend', 'xla')}, guess {notes.get('livens_guess')})",
+              "livens (xla)": f"livens (xla, guess {notes.get('livens_guess')})",
               "exudyn": " ".join(filter(None, ["Exudyn", notes.get("exudyn_version"), "generalized-α"])),
               "numpy (simple)": "NumPy VI-S (simple guess)"}
     for name, row in rows.items():

@@ -186,7 +186,7 @@ def test_backend_choice_and_fallbacks(monkeypatch):
     assert lv.simulate(p, "VI-S", t_end=0.1, progress=False).meta["backend"] == "native"
     # no C compiler: "auto" runs XLA and says why, "native" refuses with the reason
     monkeypatch.setenv("CC", "/nonexistent/cc")
-    sol = lv.simulate(p, "EM", t_end=0.1, chunk=16, progress=False)
+    sol = lv.simulate(p, "EM", t_end=0.1, chunk=16, progress=False, backend="auto")
     assert sol.meta["backend"] == "xla" and "no C compiler" in sol.meta["native_fallback"]
     with pytest.raises(NativeUnavailable, match="no C compiler"):
         lv.simulate(p, "EM", t_end=0.1, chunk=16, progress=False, backend="native")
@@ -194,6 +194,18 @@ def test_backend_choice_and_fallbacks(monkeypatch):
 
 def test_large_systems_run_with_xla_under_auto():
     p = lv.examples.load("double-four-bar")
-    sol = lv.simulate(p, "VI-S", t_end=5 * p.h, chunk=8, progress=False)
+    sol = lv.simulate(p, "VI-S", t_end=5 * p.h, chunk=8, progress=False, backend="auto")
     assert sol.meta["backend"] == "xla"
     assert f"more than MAX_UNKNOWNS = {MAX_UNKNOWNS}" in sol.meta["native_fallback"]
+
+
+def test_runtime_scatter_and_batched_gather():
+    """Indices computed at run time, and the batched forms that vmap makes of them."""
+    def f(x, i, perm):
+        upd = jnp.zeros((3, 4)).at[i].set(x[0, 0]).at[perm[:2], 1].add(x[1, :2, 0])
+        dus = jax.vmap(lambda row, k: lax.dynamic_update_slice(row, jnp.ones(2), (k,)))(x[0], perm[:3])
+        gat = jax.vmap(lambda row, p: row[p])(x[0], jnp.stack([perm[:4] % 4, perm[1:5] % 4, perm[:4] % 4]))
+        return upd, dus, gat
+
+    _same(f, X, jnp.int32(2), jnp.asarray([3, 1, 0, 2, 1], dtype=jnp.int32))
+    _same(f, X, jnp.int32(9), jnp.asarray([3, 3, 0, 2, 1], dtype=jnp.int32))  # clamped / repeated

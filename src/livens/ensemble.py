@@ -9,11 +9,16 @@ Newton loop of a member stops changing it once it has converged; the ensemble's 
 the slowest member has converged), so each member equals ``lv.simulate`` of its initial state
 to round-off.
 
+With ``backend="native"`` (:mod:`livens.native`), each
+member instead runs the single run's chunk kernel, the members shared among one thread per CPU
+core (the kernel releases the GIL): a member then takes exactly the steps of its single run.
+
 The result is an :class:`EnsembleSolution`: batched arrays (member first) and ``ens[i]``, the
 member's :class:`~livens.Solution`, as ``lv.simulate`` would have returned it.
 """
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -70,6 +75,48 @@ def _ensemble_runner(mech, scheme, mode: str, chunk: int, newton_opts: tuple = N
     runner = jax.jit(traced)
     _RUNNERS[key] = runner
     return runner
+
+
+_MEMBER_RUNNERS = CompiledCache(16)
+
+
+def _member_runner(mech, scheme, mode: str, chunk: int, newton_opts: tuple, backend: str):
+    """The single run's chunk loop for one member, as a :class:`livens.native.runner.ChunkRunner`
+    (records as a dict of arrays), or None with backend "xla"."""
+    if backend == "xla":
+        return None
+    key = (mech, scheme, mode, chunk, newton_opts, backend)
+    hit = _MEMBER_RUNNERS.get(key)
+    if hit is None:
+        from .native.runner import ChunkRunner
+
+        loop = make_loop(mech, scheme, mode, chunk, None, newton_opts)
+        unknowns = sum(n for _, n in scheme.sizes(mech.d, mech.m))
+        hit = ChunkRunner(loop, jax.jit(loop), backend, unknowns)
+        _MEMBER_RUNNERS[key] = hit
+    return hit
+
+
+def _run_members(kernel, args):
+    """One chunk of every member with the native ``kernel`` of a single run, the members spread
+    over one thread per CPU core; outputs stacked member first, like the vmapped runner's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    state, history, t_start, n0, n_stop, h, tol, max_iter, params, sys_params = args
+    state, history = jax.tree_util.tree_map(np.asarray, (state, history))
+    n0, n_stop = np.asarray(n0), np.asarray(n_stop)
+
+    def member(b):
+        sb, hb = jax.tree_util.tree_map(lambda a: a[b], (state, history))
+        return kernel(sb, hb, t_start, n0[b], n_stop[b], h, tol, max_iter, params, sys_params)
+
+    workers = max(1, min(os.cpu_count() or 1, n0.shape[0]))
+    if workers == 1:
+        outs = [member(b) for b in range(n0.shape[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="livens-member") as pool:
+            outs = list(pool.map(member, range(n0.shape[0])))
+    return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *outs)
 
 
 def _consistency_functions(mech):
@@ -200,6 +247,7 @@ def simulate_ensemble(
     guess: str | None = None,
     chunk: int | None = None,
     parameters: dict | None = None,
+    backend: str | None = None,
     **params: Any,
 ) -> EnsembleSolution:
     """Integrate many initial states of ``problem`` in one compiled, ``jax.vmap``-ped call per chunk.
@@ -211,7 +259,10 @@ def simulate_ensemble(
     q0s, v0s: initial configurations and velocities, shape (B, d) (or (d,) broadcast to all
         members); each must lie on the constraint manifold (|g(q0)|, |G(q0) v0| at most
         ``problem.consistency_tol``).
-    scheme, h, t_end, tol, max_iter, guess, parameters, **params: as for :func:`livens.simulate`.
+    scheme, h, t_end, tol, max_iter, guess, parameters, backend, **params: as for
+        :func:`livens.simulate`. With the native backend the members run the single run's kernel,
+        spread over one thread per CPU core; with XLA, one ``vmap``-ped call per chunk.
+        ``ens.meta["backend"]`` says which ran.
     chunk: steps per compiled call; by default about 65536 member-steps per call (512 for up to
         128 members, 64 for 1000), so that the records of one call stay small (they are
         allocated for the whole chunk: 1000 members x 512 steps of a heavy top are 230 MB).
@@ -226,6 +277,9 @@ def simulate_ensemble(
         raise ValueError("Give h and t_end: the problem has no default step size or end time.")
     check_step(h, t_end, tol, max_iter)
     check_guess(guess)
+    from .native.runner import resolve_backend
+
+    backend = resolve_backend(backend)
     if chunk is not None and not (isinstance(chunk, int) and chunk >= 1):
         raise ValueError(f"chunk must be a positive integer; got {chunk!r}.")
     sys_values = parameter_values(problem.system, parameters)
@@ -250,6 +304,10 @@ def simulate_ensemble(
     nopts = newton_options(tol)
     tol_num = 0.0 if nopts[0] == ROUNDOFF else float(tol)
     runner = _ensemble_runner(mech, sch, guess, chunk, nopts)
+    # members through the single run's native kernel only on request: measured under load it was
+    # slower than the vmapped XLA call (per-member Python overhead in the threads)
+    member_runner = _member_runner(mech, sch, guess, chunk, nopts, "native" if backend == "native" else "xla")
+    kernel = None
     jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     empty = new_history(sch, mech, jax.tree_util.tree_map(lambda a: a[0], state), h, jparams)
     history = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), empty)
@@ -278,11 +336,16 @@ def simulate_ensemble(
         t0 = time.perf_counter()
         # a failed member gets n_stop = n: it takes no further step
         n_stop = np.where(failed, n, n_steps)
-        state, history, n_new, failed_now, recs = runner(
-            state, history, jnp.asarray(0.0, dtype=jnp.float64), jnp.asarray(n), jnp.asarray(n_stop),
-            jnp.asarray(h, dtype=jnp.float64), jnp.asarray(tol_num, dtype=jnp.float64),
-            jnp.asarray(max_iter, dtype=jnp.int32), jparams, jsys,
-        )
+        args = (state, history, jnp.asarray(0.0, dtype=jnp.float64), jnp.asarray(n), jnp.asarray(n_stop),
+                jnp.asarray(h, dtype=jnp.float64), jnp.asarray(tol_num, dtype=jnp.float64),
+                jnp.asarray(max_iter, dtype=jnp.int32), jparams, jsys)
+        if member_runner is not None and compile_time is None:  # the single run's kernel, where there is one
+            one = jax.tree_util.tree_map(lambda a: a[0], (state, history))
+            kernel = member_runner.kernel(*one, *args[2:3], args[3][0], args[4][0], *args[5:])
+        if kernel is not None:
+            state, history, n_new, failed_now, recs = _run_members(kernel, args)
+        else:
+            state, history, n_new, failed_now, recs = runner(*args)
         recs = jax.device_get(recs)
         if compile_time is None:
             compile_time = time.perf_counter() - t0
@@ -322,7 +385,9 @@ def simulate_ensemble(
     meta = dict(h=float(h), t_end=float(n_steps * h), tol=tol if nopts[0] == ROUNDOFF else float(tol),
                 max_iter=int(max_iter), guess=guess, solver="newton",
                 save_every=1, t_start=0.0, step_offset=0, wall_time=wall, compile_time=compile_time or 0.0,
-                members=B, steps=int(n_steps), v0s=v0)
+                members=B, steps=int(n_steps), v0s=v0, backend="native" if kernel is not None else "xla")
+    if kernel is None and member_runner is not None and member_runner.reason:
+        meta["native_fallback"] = member_runner.reason
     if sys_values is not None:
         meta["parameters"] = {k: v.tolist() for k, v in sys_values.items()}
     return EnsembleSolution(

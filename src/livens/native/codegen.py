@@ -603,8 +603,6 @@ class Translator(Emitter):
     def p_gather(self, ins, outs, dimension_numbers, slice_sizes, mode, fill_value=None, **params):
         src, ind = ins
         dn = dimension_numbers
-        if dn.operand_batching_dims:
-            raise Unsupported("gather with batching dimensions")
         out = self.new(outs[0].shape, src.dtype)
         if ind.known:  # the source index of every output element, now: a table
             codes = np.arange(src.size, dtype=np.int64).reshape(src.shape)
@@ -617,10 +615,13 @@ class Translator(Emitter):
                 raise Unsupported("gather out of bounds")
             self._table_copy(out, src, table)
             return out
-        # runtime indices: the index vector is the last axis of the indices
+        # runtime indices: the index vector is the last axis of the indices, whose other axes are
+        # the output's batch axes in order; an operand batching axis takes the index of its paired
+        # indices batching axis (vmap of a gather)
         out_shape = out.shape
         batch_axes = [a for a in range(len(out_shape)) if a not in dn.offset_dims]
-        window = [a for a in range(len(src.shape)) if a not in dn.collapsed_slice_dims]
+        window = [a for a in range(len(src.shape))
+                  if a not in dn.collapsed_slice_dims and a not in dn.operand_batching_dims]
         st_src, st_ind = _strides(src.shape), _strides(ind.shape)
         idx = self.loops(out_shape)
         base = self.affine([(st_ind[k], idx[a]) for k, a in enumerate(batch_axes)])
@@ -633,7 +634,8 @@ class Translator(Emitter):
                 raise Unsupported("gather with runtime indices in fill mode")
             self.line(f"{s} = {s} < 0 ? 0 : ({s} > {hi} ? {hi} : {s});")
             starts.append((dim, s))
-        terms = []
+        terms = [f"{idx[batch_axes[ib]]}*{st_src[ob]}"
+                 for ob, ib in zip(dn.operand_batching_dims, dn.start_indices_batching_dims)]
         for dim, s in starts:
             terms.append(f"{s}*{st_src[dim]}")
         for j, dim in enumerate(window):
@@ -688,8 +690,46 @@ class Translator(Emitter):
             raise Unsupported("scatter out of bounds")
         return table
 
+    def _scatter_runtime(self, operand: Buf, ind: Buf, upd: Buf, dn, mode, op: str) -> Buf:
+        """A scatter whose indices are computed at run time: every update element goes to its
+        operand element (XLA's semantics: the update's scatter axes are the indices' batch axes in
+        order, its window axes the operand's axes that are not inserted nor batching axes); a
+        window out of bounds is dropped, or clamped in CLIP mode."""
+        out = self.new(operand.shape, operand.dtype)
+        self.copy(out, operand)
+        window = list(dn.update_window_dims)
+        scatter_axes = [a for a in range(len(upd.shape)) if a not in window]
+        op_window = [a for a in range(len(operand.shape))
+                     if a not in dn.inserted_window_dims and a not in dn.operand_batching_dims]
+        sizes = {dim: upd.shape[window[j]] for j, dim in enumerate(op_window)}
+        st_op, st_ind = _strides(operand.shape), _strides(ind.shape)
+        idx = self.loops(upd.shape)
+        base = self.affine([(st_ind[k], idx[a]) for k, a in enumerate(scatter_axes)])
+        clip = "CLIP" in str(mode)
+        terms, inside = [], []
+        for k, dim in enumerate(dn.scatter_dims_to_operand_dims):
+            v = self.fresh("s")
+            hi = operand.shape[dim] - sizes.get(dim, 1)
+            self.line(f"int64_t {v} = (int64_t) {self.at(ind, f'{base} + {k * st_ind[-1]}')};")
+            if clip:
+                self.line(f"{v} = {v} < 0 ? 0 : ({v} > {hi} ? {hi} : {v});")
+            else:
+                inside.append(f"{v} >= 0 && {v} <= {hi}")
+            terms.append(f"{v}*{st_op[dim]}")
+        terms += [f"{idx[window[j]]}*{st_op[dim]}" for j, dim in enumerate(op_window)]
+        terms += [f"{idx[scatter_axes[ib]]}*{st_op[ob]}"
+                  for ob, ib in zip(dn.operand_batching_dims, dn.scatter_indices_batching_dims)]
+        target = f"{out.name}[{' + '.join(terms) or '0'}]"
+        value = self.at(upd, self.flat(idx, upd.shape))
+        stmt = f"{target} += {value};" if op == "add" else f"{target} = {value};"
+        self.line(f"if ({' && '.join(inside)}) {stmt}" if inside else stmt)
+        self.end(idx)
+        return out
+
     def p_scatter_add(self, ins, outs, dimension_numbers, mode, **_):
         operand, ind, upd = ins
+        if not ind.known or dimension_numbers.operand_batching_dims:
+            return self._scatter_runtime(operand, ind, upd, dimension_numbers, mode, "add")
         table = self._scatter_table(operand, ind, upd, dimension_numbers, mode)
         out = self.new(operand.shape, operand.dtype)
         self.copy(out, operand)
@@ -699,7 +739,10 @@ class Translator(Emitter):
         return out
 
     def p_scatter(self, ins, outs, dimension_numbers, mode, **_):
+        """Where two updates land on one element, the last one wins (XLA leaves that unspecified)."""
         operand, ind, upd = ins
+        if not ind.known or dimension_numbers.operand_batching_dims:
+            return self._scatter_runtime(operand, ind, upd, dimension_numbers, mode, "set")
         table = self._scatter_table(operand, ind, upd, dimension_numbers, mode)
         if len(set(table.tolist())) != table.size:
             raise Unsupported("scatter with repeated indices")
@@ -898,18 +941,38 @@ class Translator(Emitter):
             self.copy(d, s)
 
     def p_while(self, ins, outs, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
+        """``lax.while_loop``. A predicate with a shape (what ``vmap`` makes of a while loop) runs
+        the body while any of its elements is true and updates each carry only where its element
+        is true, the predicate's axes being the carries' leading axes (as XLA lowers it)."""
         cconsts, bconsts = ins[:cond_nconsts], ins[cond_nconsts:cond_nconsts + body_nconsts]
         carry = self._carry(ins[cond_nconsts + body_nconsts:])
+        pshape = tuple(cond_jaxpr.out_avals[0].shape)
         pred = self.fresh("c")
         self.line(f"int {pred};")
+        mask = self.new(pshape, np.bool_) if pshape else None
         self.open("for (;;)")
         self.open("")
         (c,) = self.closed_with(cond_jaxpr, cconsts, carry)
-        self.line(f"{pred} = {self.at(c, 0)};")
+        if mask is None:
+            self.line(f"{pred} = {self.at(c, 0)};")
+        else:
+            self.copy(mask, c)
+            i = self.fresh("i")
+            self.line(f"{pred} = 0; for (int {i} = 0; {i} < {mask.size}; {i}++) {pred} |= {mask.name}[{i}];")
         self.close()
         self.line(f"if (!{pred}) break;")
         self.open("")
         new = self.closed_with(body_jaxpr, bconsts, carry)
+        if mask is not None:
+            masked = []
+            for old, upd in zip(carry, new):
+                per = old.size // mask.size if mask.size else 0
+                sel = self.new(old.shape, old.dtype)
+                i = self.fresh("i")
+                self.line(f"for (int {i} = 0; {i} < {old.size}; {i}++) {sel.name}[{i}] = {mask.name}[{i} / {max(per, 1)}] "
+                          f"? {self.at(upd, i if upd.size > 1 else 0)} : {old.name}[{i}];")
+                masked.append(sel)
+            new = masked
         self._assign(carry, new)
         self.close()
         self.close()

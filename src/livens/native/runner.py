@@ -7,8 +7,8 @@ system is larger than :data:`MAX_UNKNOWNS` (large systems have banded or matrix-
 XLA runs well, and their C source would be long to compile), it runs the jitted XLA loop instead.
 
 The backend is chosen with ``simulate(..., backend=...)`` or the environment variable
-``LIVENS_BACKEND``: "auto" (the default: native where possible, else XLA), "native" (an error
-where it is not possible), "xla".
+``LIVENS_BACKEND``: "xla" (the default for now), "auto" (native where possible, else XLA),
+"native" (an error where it is not possible).
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ MAX_UNKNOWNS = 64
 
 
 def resolve_backend(backend: str | None) -> str:
-    """The backend asked for: ``backend``, else ``$LIVENS_BACKEND``, else "auto"."""
-    value = backend if backend is not None else (os.environ.get("LIVENS_BACKEND", "").strip().lower() or "auto")
+    """The backend asked for: ``backend``, else ``$LIVENS_BACKEND``, else "xla"."""
+    value = backend if backend is not None else (os.environ.get("LIVENS_BACKEND", "").strip().lower() or "xla")
     if value not in BACKENDS:
         source = "backend" if backend is not None else "LIVENS_BACKEND"
         raise ValueError(f"{source} must be one of {', '.join(BACKENDS)}; got {value!r}.")
@@ -71,12 +71,22 @@ class ChunkRunner:
                                         f"use backend='auto' or 'xla'.") from None
             return None
 
-    def __call__(self, *args):
+    def kernel(self, *args):
+        """The native kernel for these arguments (compiled on first need), or None where XLA runs them."""
         if self.requested == "xla":
-            return self.xla(*args)
+            return None
         key = _signature(args)
         if key not in self.kernels:
             self.kernels[key] = self._native(args)
-        kernel = self.kernels[key]
+        return self.kernels[key]
+
+    def _cache_size(self) -> int:
+        """Compiled variants held (native kernels and XLA executables), like ``jax.jit``'s."""
+        return len(self.kernels) + self.xla._cache_size()
+
+    def __call__(self, *args):
+        if self.requested == "xla":
+            return self.xla(*args)
+        kernel = self.kernel(*args)
         self.backend = "xla" if kernel is None else "native"
         return self.xla(*args) if kernel is None else kernel(*args)
