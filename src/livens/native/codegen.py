@@ -79,12 +79,22 @@ def c_literal(x, dtype) -> str:
 
 
 class Buf:
-    """An array value of the program: a C array (or a pointer into one), or a value known now."""
+    """An array value of the program: a C array (or a pointer into one), a value known now, or a
+    list of elements (``elems``) each of which is an element of some C array or a known scalar.
 
-    def __init__(self, name: str | None, shape, dtype, value=None):
+    An element ("atom") is ``(name, index)``, the C expression ``name[index]``, or ``(None, x)``,
+    the known scalar x. Moving data around (transpose, slice, concatenate, gather with known
+    indices, ...) and the simplifications of :meth:`Translator.simplify` then cost no code: the
+    output's elements are the operands' elements in another order, some known zeros among them.
+    Such a Buf is written to a C array (:meth:`Emitter.arr`) only where a loop needs one."""
+
+    def __init__(self, name: str | None, shape, dtype, value=None, elems=None):
         self.name, self.shape, self.dtype = name, tuple(int(n) for n in shape), np.dtype(dtype)
         self.value = None if value is None else np.asarray(value, dtype=self.dtype).reshape(self.shape)
         self.size = int(math.prod(self.shape))
+        self.elems = elems
+        self.stored = None  # the C array it was written to
+        self.slot = None  # where in the code it was made: (lines, depth) to write it there
 
     @property
     def known(self) -> bool:
@@ -99,6 +109,8 @@ class Emitter:
         self._static_names: dict = {}
         self.lines: list[str] = []
         self.depth = 1
+        self.scope: tuple = ()
+        self.blocks = 0
         self.count = 0
         self.elements = 0
 
@@ -113,9 +125,12 @@ class Emitter:
     def open(self, head: str) -> None:
         self.line(head + " {")
         self.depth += 1
+        self.blocks += 1
+        self.scope = self.scope + (self.blocks,)
 
     def close(self) -> None:
         self.depth -= 1
+        self.scope = self.scope[:-1]
         self.line("}")
 
     def new(self, shape, dtype) -> Buf:
@@ -131,7 +146,93 @@ class Emitter:
         """The same elements in another shape (row-major: reshape, squeeze, expand_dims)."""
         if src.known:
             return Buf(None, shape, src.dtype, src.value.reshape(shape))
+        if src.elems is not None:
+            out = Buf(None, shape, src.dtype, elems=src.elems)
+            out.slot = src.slot
+            return out
         return Buf(src.name, shape, src.dtype)
+
+    # --- elements --------------------------------------------------------------------------------
+    @staticmethod
+    def atoms(b: Buf) -> list:
+        """The elements of b as atoms (see :class:`Buf`)."""
+        if b.elems is not None:
+            return b.elems
+        if b.known:
+            return [(None, x) for x in b.value.ravel().tolist()]
+        return [(b.name, i) for i in range(b.size)]
+
+    @staticmethod
+    def text(atom, dtype) -> str:
+        name, x = atom
+        return c_literal(x, dtype) if name is None else f"{name}[{x}]"
+
+    def make(self, shape, dtype, atoms: list) -> Buf:
+        """A Buf of these elements: a known value where all are known, the C array itself where
+        they are a whole contiguous run of one, else a Buf of elements."""
+        shape = tuple(int(n) for n in shape)
+        if all(a[0] is None for a in atoms):
+            return Buf(None, shape, dtype, np.array([a[1] for a in atoms], dtype=dtype))
+        name, i0 = atoms[0]
+        if name is not None and all(a[0] == name and a[1] == i0 + k for k, a in enumerate(atoms)):
+            return Buf(f"({name} + {i0})" if i0 else name, shape, dtype)
+        out = Buf(None, shape, dtype, elems=atoms)
+        out.slot = ([], self.depth)
+        self.lines.append(out.slot[0])
+        return out
+
+    def assign(self, dst: str, ks, fn, operands, dtype) -> None:
+        """``dst[k] = fn(texts of operands[k])`` for the indices ks (ascending), where operands[k]
+        is a tuple of atoms. Runs of consecutive k over which every operand moves by a fixed step
+        through one array (or stays one known value) become loops."""
+        j, n = 0, len(ks)
+        while j < n:
+            e = j + 1
+            steps = None
+            while e < n and ks[e] == ks[e - 1] + 1:
+                prev, cur = operands[e - 1], operands[e]
+                st = []
+                for a, b in zip(prev, cur):
+                    if a[0] != b[0] or (a[0] is None and a[1] != b[1]):
+                        break
+                    st.append(0 if a[0] is None else b[1] - a[1])
+                else:
+                    if steps is None or st == steps:
+                        steps = st
+                        e += 1
+                        continue
+                break
+            if e - j >= 3:
+                i = self.fresh("i")
+                texts = [self.text(a, dtype) if a[0] is None else f"{a[0]}[{self.affine([(st, i)], a[1])}]"
+                         for a, st in zip(operands[j], steps)]
+                self.line(f"for (int {i} = 0; {i} < {e - j}; {i}++) {dst}[{self.affine([(1, i)], ks[j])}] = {fn(*texts)};")
+            else:
+                e = j + 1
+                self.line(f"{dst}[{ks[j]}] = {fn(*[self.text(a, dtype) for a in operands[j]])};")
+            j = e
+
+    def arr(self, b: Buf) -> Buf:
+        """b as a C array. A Buf of elements is written to a new one where it was made (not in a
+        loop that reads it), once."""
+        if b.elems is None:
+            return b
+        if b.stored is None:
+            saved = self.lines, self.depth
+            self.lines, self.depth = b.slot
+            try:
+                out = self.new(b.shape, b.dtype)
+                self.assign(out.name, range(b.size), lambda x: x, [(a,) for a in b.elems], b.dtype)
+            finally:
+                self.lines, self.depth = saved
+            b.stored = out
+        return b.stored
+
+    @staticmethod
+    def refs(b: Buf) -> set:
+        """The C arrays (their base names) that b's elements are read from."""
+        names = {a[0] for a in b.elems} if b.elems is not None else ({b.name} if not b.known else set())
+        return {n.strip("()").split(" ")[0] for n in names if n is not None}
 
     def static(self, b: Buf) -> str:
         """The name of a file-level constant array holding b's known value."""
@@ -147,6 +248,10 @@ class Emitter:
 
     def at(self, b: Buf, index) -> str:
         """C expression of element ``index`` (an int or a C index expression) of b."""
+        if b.elems is not None:
+            if isinstance(index, (int, np.integer)):
+                return self.text(b.elems[int(index)], b.dtype)
+            return self.at(self.arr(b), index)
         if b.known:
             if b.size == 1:
                 return c_literal(b.value.ravel()[0], b.dtype)
@@ -157,6 +262,9 @@ class Emitter:
 
     def copy(self, dst: Buf, src: Buf) -> None:
         """dst[:] = src[:] (same size)."""
+        if src.elems is not None:
+            self.assign(dst.name, range(src.size), lambda x: x, [(a,) for a in src.elems], src.dtype)
+            return
         if src.known or dst.name != src.name:
             if src.size == 1:
                 self.line(f"{dst.name}[0] = {self.at(src, 0)};")
@@ -275,6 +383,15 @@ IDENTITY = {"copy", "copy_p", "optimization_barrier", "stop_gradient"}
 CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "custom_jvp_call",
          "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin"}
 NO_FOLD = {"while", "cond", "scan", "rng_uniform", "random_bits", "random_seed"}
+MOVES = {  # primitives that only move elements: operand positions that are data (None: all)
+    "transpose": None, "reshape": None, "squeeze": None, "expand_dims": None, "broadcast_in_dim": None,
+    "slice": None, "concatenate": None, "rev": None, "pad": None, "split": None, "stack": None,
+    "unstack": None, "copy": None, "copy_p": None, "dynamic_slice": (0,), "dynamic_update_slice": (0, 1),
+    "gather": (0,), "select_n": "cases",
+}
+MAX_ELEMS = 4096
+"""Outputs of data movement larger than this are copied by loops instead of kept as elements."""
+ZERO_RULES = {"add", "add_any", "sub", "mul"}
 
 
 class Translator(Emitter):
@@ -319,13 +436,25 @@ class Translator(Emitter):
             return self.jaxpr(sub, [], ins)
         if all(b.known for b in ins) and name not in NO_FOLD and not eqn.effects:
             return self.fold(eqn, ins)
+        if name in MOVES:
+            moved = self.move(eqn, ins)
+            if moved is not None:
+                return moved
         method = getattr(self, "p_" + name.replace("-", "_"), None)
         if method is not None:
             out = method(ins, outs_aval, **p)
             return out if isinstance(out, list) else [out]
         if name in UNARY:
+            if ins[0].elems is not None and not p:
+                return [self.elementwise_elems(name, UNARY[name], ins, outs_aval[0])]
             return [self.elementwise(UNARY[name], ins, outs_aval[0], p)]
         if name in BINARY:
+            simple = self.simplify(name, ins, outs_aval[0])
+            if simple is not None:
+                return [simple]
+            if any(b.elems is not None for b in ins) or (name in ZERO_RULES and any(
+                    b.known and b.size > 1 and bool(np.any(b.value == 0)) for b in ins)):
+                return [self.elementwise_elems(name, BINARY[name], ins, outs_aval[0])]
             return [self.elementwise(BINARY[name], ins, outs_aval[0], p)]
         if name in IDENTITY:
             return [self.alias(b, a.shape) for b, a in zip(ins, outs_aval)]
@@ -341,6 +470,146 @@ class Translator(Emitter):
             raise Unsupported(f"cannot evaluate {eqn.primitive.name} on constants: {exc}") from None
         outs = out if eqn.primitive.multiple_results else [out]
         return [Buf(None, v.aval.shape, v.aval.dtype, np.asarray(o)) for v, o in zip(eqn.outvars, outs)]
+
+    # --- data movement as elements ----------------------------------------------------------------
+    def move(self, eqn, ins) -> list[Buf] | None:
+        """A primitive that only moves elements (:data:`MOVES`), evaluated now on the codes of the
+        elements (with the primitive itself, so with its own semantics): the outputs are Bufs of
+        the operands' elements. None where an output is large or an index is not known now."""
+        data = MOVES[eqn.primitive.name]
+        if data is None:
+            data = range(len(ins))
+        elif data == "cases":
+            data = range(1, len(ins))
+        if any(not ins[k].known for k in range(len(ins)) if k not in data):
+            return None
+        if sum(math.prod(v.aval.shape) for v in eqn.outvars) > MAX_ELEMS:
+            return None
+        if any(ins[k].elems is None and not ins[k].known and ins[k].size > MAX_ELEMS for k in data):
+            return None
+        vals, pool, base = [], [], 1  # code 0: an element no operand gives (out-of-bounds fill)
+        for k, b in enumerate(ins):
+            if k in data:
+                vals.append((base + np.arange(b.size, dtype=np.int64)).reshape(b.shape))
+                pool.extend(self.atoms(b))
+                base += b.size
+            else:
+                vals.append(b.value)
+        params = dict(eqn.params)
+        if eqn.primitive.name == "gather":
+            params["fill_value"] = 0
+        try:
+            with jax.ensure_compile_time_eval():
+                out = eqn.primitive.bind(*vals, **params)
+        except Exception:  # noqa: BLE001 - leave it to the primitive's own translation
+            return None
+        outs = out if eqn.primitive.multiple_results else [out]
+        res = []
+        for v, o in zip(eqn.outvars, outs):
+            codes = np.asarray(o).ravel()
+            if codes.size and codes.min() <= 0:
+                return None
+            res.append(self.make(v.aval.shape, v.aval.dtype, [pool[c - 1] for c in codes.tolist()]))
+        return res
+
+    def elementwise_elems(self, name, fn, ins, aval) -> Buf:
+        """An elementwise operation element by element, on operands of which one is a Buf of
+        elements or known with zeros: ``x + 0``, ``x - 0``, ``x * 1`` are x's element, ``x * 0`` a
+        known zero (:meth:`simplify`), the others computed, by runs of loops where they line up."""
+        shape = tuple(aval.shape)
+        n = int(math.prod(shape))
+        cols = []
+        for b in ins:
+            if b.size == 1:
+                at = self.atoms(b)
+                cols.append([at[0]] * n)
+                continue
+            if len(b.shape) != len(shape):
+                raise Unsupported(f"elementwise operands of shapes {b.shape} and {shape}")
+            where = np.broadcast_to(np.arange(b.size).reshape(b.shape), shape).ravel().tolist()
+            at = self.atoms(b)
+            cols.append([at[w] for w in where])
+        dt = ins[0].dtype
+        result, ks, ops = [], [], []
+        for k in range(n):
+            args = tuple(c[k] for c in cols)
+            r = self._simple_atom(name, args, aval.dtype)
+            if r is None:
+                ks.append(k)
+                ops.append(args)
+            result.append(r)
+        if ks:
+            out = self.new(shape, aval.dtype)
+            self.assign(out.name, ks, lambda *t: fn(*t, dt), ops, dt)
+            for k in ks:
+                result[k] = (out.name, k)
+        return self.make(shape, aval.dtype, result)
+
+    @staticmethod
+    def _simple_atom(name, args, dtype):
+        """The element of ``x + 0``, ``0 + x``, ``x - 0``, ``x * 1``, ``1 * x`` (x), ``x * 0`` (0),
+        ``-c`` (-c) for known scalars; None where it must be computed."""
+        if not _is_float(dtype):
+            return None
+        if name == "neg":
+            a = args[0]
+            return (None, -a[1]) if a[0] is None else None
+        if len(args) != 2:
+            return None
+        (an, av), (bn, bv) = args
+        if name in ("add", "add_any"):
+            if bn is None and bv == 0:
+                return args[0]
+            if an is None and av == 0:
+                return args[1]
+        elif name == "sub":
+            if bn is None and bv == 0:
+                return args[0]
+        elif name == "mul":
+            if (an is None and av == 0) or (bn is None and bv == 0):
+                return (None, 0.0)
+            if bn is None and bv == 1:
+                return args[0]
+            if an is None and av == 1:
+                return args[1]
+        return None
+
+    # --- algebraic simplification ---------------------------------------------------------------
+    @staticmethod
+    def _all(b: Buf, x) -> bool:
+        return b.known and b.size > 0 and bool(np.all(b.value == x))
+
+    def simplify(self, name, ins, aval) -> Buf | None:
+        """``x + 0``, ``0 + x``, ``x - 0`` and ``x * 1`` as ``x`` itself, ``x * 0`` as a known zero.
+
+        Differentiation (``jacfwd`` seeds, ``add_any`` of symbolic zeros made concrete, identity
+        blocks of tangents) leaves many such operations on operands known now. Folding ``x * 0`` to
+        zero ignores that it is NaN where x is infinite or NaN: XLA's algebraic simplifier does the
+        same for the zeros of differentiation, and a step with a non-finite iterate is rejected by
+        its residual check either way. ``x + 0`` differs from x only in the sign of a zero x."""
+        if len(ins) != 2 or not _is_float(aval.dtype):
+            return None
+        a, b = ins
+        shape = tuple(aval.shape)
+
+        def same(x: Buf) -> Buf | None:
+            return self.alias(x, shape) if x.shape == shape else None
+
+        if name in ("add", "add_any"):
+            if self._all(b, 0):
+                return same(a)
+            if self._all(a, 0):
+                return same(b)
+        elif name == "sub" and self._all(b, 0):
+            return same(a)
+        elif name == "mul":
+            if self._all(a, 0) or self._all(b, 0):
+                return Buf(None, shape, aval.dtype, np.zeros(shape, aval.dtype))
+            if self._all(b, 1):
+                return same(a)
+            if self._all(a, 1):
+                return same(b)
+        return None
 
     # --- elementwise -----------------------------------------------------------------------------
     def elementwise(self, fn, ins, aval, params) -> Buf:
@@ -714,6 +983,10 @@ class Translator(Emitter):
     def p_dot_general(self, ins, outs, dimension_numbers, **_):
         lhs, rhs = ins
         (lc, rc), (lb, rb) = dimension_numbers
+        if _is_float(outs[0].dtype) and any(b.known or b.elems is not None for b in ins):
+            out = self._sparse_dot(lhs, rhs, (lc, rc), (lb, rb), outs[0])
+            if out is not None:
+                return out
         out = self.new(outs[0].shape, outs[0].dtype)
         lfree = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
         rfree = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
@@ -734,6 +1007,76 @@ class Translator(Emitter):
         self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {acc};")
         self.end(idx)
         return out
+
+    SPARSE_DOT_TERMS = 16
+    """A product with a known operand is written term by term when it has at most this many
+    multiplications by nonzero known elements, or when at most half of its terms are nonzero."""
+
+    def _sparse_dot(self, lhs: Buf, rhs: Buf, contract, batch, aval) -> Buf | None:
+        """A ``dot_general`` with known elements in an operand, as one sum per output element of
+        only its terms without a known zero factor (a known factor 1 without the multiplication,
+        -1 as a subtraction), summed in the order of the contraction as the loop nest would.
+
+        The known operands of differentiation (``jacfwd``'s seeds, selection and identity blocks,
+        and the blocks of zeros in the matrices assembled from them) are mostly zeros: most of the
+        loop nest's multiply-adds are by zero. Dropping ``x * 0`` is the simplification of
+        :meth:`simplify`. An output element that is one operand's element is that element, one
+        without terms a known zero. Returns None where few factors are known zeros (the loop
+        nest is then the shorter code)."""
+        (lc, rc), (lb, rb) = contract, batch
+        lfree = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
+        rfree = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
+        # both operands as [batch, free, contraction]
+        lcode = np.arange(lhs.size).reshape(lhs.shape).transpose(list(lb) + lfree + list(lc))
+        rcode = np.arange(rhs.size).reshape(rhs.shape).transpose(list(rb) + rfree + list(rc))
+        nb = int(math.prod(lhs.shape[a] for a in lb))
+        nc = int(math.prod(lhs.shape[a] for a in lc))
+        lcode, rcode = lcode.reshape(nb, -1, nc), rcode.reshape(nb, -1, nc)
+        # per output element (b, i, j) and term c: the lhs and the rhs element
+        ll, rr = np.broadcast_arrays(lcode[:, :, None, :], rcode[:, None, :, :])
+        ll, rr = ll.reshape(-1, nc), rr.reshape(-1, nc)
+        la, ra = self.atoms(lhs), self.atoms(rhs)
+
+        def zeros(at):
+            return np.array([a[0] is None and a[1] == 0 for a in at], dtype=bool)
+
+        live = ~(zeros(la)[ll] | zeros(ra)[rr])
+        if np.count_nonzero(live) > live.size // 2 and live.size > self.SPARSE_DOT_TERMS:
+            return None
+        dt = aval.dtype
+        result, lines = [], []
+        for k in range(ll.shape[0]):
+            terms = []
+            for c in np.nonzero(live[k])[0].tolist():
+                x, y = la[ll[k, c]], ra[rr[k, c]]
+                if x[0] is None and y[0] is None:
+                    terms.append((1, (None, x[1] * y[1])))
+                elif x[0] is None and abs(x[1]) == 1:
+                    terms.append((x[1], y))
+                elif y[0] is None and abs(y[1]) == 1:
+                    terms.append((y[1], x))
+                else:
+                    terms.append((0, f"{self.text(x, dt)} * {self.text(y, dt)}"))
+            if not terms:
+                result.append((None, 0.0))
+            elif len(terms) == 1 and terms[0][0] == 1:
+                result.append(terms[0][1])
+            else:
+                expr = ""
+                for sign, t in terms:
+                    t = t if sign == 0 else self.text(t, dt)
+                    if not expr:
+                        expr = f"-{t}" if sign == -1 else t
+                    else:
+                        expr += f" - {t}" if sign == -1 else f" + {t}"
+                lines.append((k, expr))
+                result.append(None)
+        if lines:
+            out = self.new(aval.shape, dt)
+            for k, expr in lines:
+                self.line(f"{out.name}[{k}] = {expr};")
+                result[k] = (out.name, k)
+        return self.make(aval.shape, dt, result)
 
     def _reduce(self, ins, outs, axes, init: str, update) -> Buf:
         src = ins[0]
@@ -848,6 +1191,7 @@ class Translator(Emitter):
         eff_lower = (lower != eff_t)  # op(a) lower triangular
         bb = self.fresh("b")
         self.open(f"for (int {bb} = 0; {bb} < {nb}; {bb}++)")
+        a = self.arr(a)
         A = f"({a.name if not a.known else self.static(a)} + {bb}*{m * m})"
 
         def Aij(i, j):
@@ -888,7 +1232,7 @@ class Translator(Emitter):
         names = {d.name for d in dst}
         staged = []
         for d, s in zip(dst, src):
-            if not s.known and s.name is not None and s.name.strip("()").split(" ")[0] in names and s.name != d.name:
+            if (self.refs(s) & names) and s.name != d.name:
                 t = self.new(s.shape, s.dtype)
                 self.copy(t, s)
                 staged.append((d, t))
@@ -960,12 +1304,15 @@ class Translator(Emitter):
             step = x.size // int(length)
             if x.known:
                 raise Unsupported("scan over known arrays")
+            x = self.arr(x)
             xslices.append(Buf(f"({x.name} + {at}*{step})", x.shape[1:], x.dtype))
         new = self.closed_with(jaxpr, consts, carry + xslices)
         for y, v in zip(ys, new[num_carry:]):
             step = y.size // int(length)
             if v.size == 1:
                 self.line(f"{y.name}[{at}*{step}] = {self.at(v, 0)};")
+            elif v.elems is not None:
+                self.assign(f"({y.name} + {at}*{step})", range(v.size), lambda x: x, [(a,) for a in v.elems], v.dtype)
             else:
                 src = self.static(v) if v.known else v.name
                 self.line(f"memcpy({y.name} + {at}*{step}, {src}, sizeof({y.name}[0]) * {step});")
@@ -999,7 +1346,14 @@ def translate(closed_jaxpr, name: str = "livens_kernel") -> str:
         t.line(f"{ct} *out{k} = ({ct} *) args[{n_in + k}];")
         if b.size:
             t.copy(dst, b)
-    body = "\n".join(t.lines)
+    def flat(lines):
+        for x in lines:
+            if isinstance(x, list):
+                yield from flat(x)
+            else:
+                yield x
+
+    body = "\n".join(flat(t.lines))
     return HEADER + "\n".join(t.statics) + f"\n\nvoid {name}(void **args) {{\n{body}\n}}\n"
 
 
