@@ -165,7 +165,16 @@ class Emitter:
     @staticmethod
     def text(atom, dtype) -> str:
         name, x = atom
-        return c_literal(x, dtype) if name is None else f"{name}[{x}]"
+        if name is None:
+            return c_literal(x, dtype)
+        return name if x is None else f"{name}[{x}]"
+
+    def scalar(self, expr: str, dtype):
+        """A new C scalar (an atom ``(name, None)``) holding expr: a register to the compiler
+        where an array element is memory it must track."""
+        t = self.fresh("t")
+        self.line(f"const {_ctype(dtype)} {t} = {expr};")
+        return (t, None)
 
     def make(self, shape, dtype, atoms: list) -> Buf:
         """A Buf of these elements: a known value where all are known, the C array itself where
@@ -174,7 +183,7 @@ class Emitter:
         if all(a[0] is None for a in atoms):
             return Buf(None, shape, dtype, np.array([a[1] for a in atoms], dtype=dtype))
         name, i0 = atoms[0]
-        if name is not None and all(a[0] == name and a[1] == i0 + k for k, a in enumerate(atoms)):
+        if name is not None and i0 is not None and all(a[0] == name and a[1] == i0 + k for k, a in enumerate(atoms)):
             return Buf(f"({name} + {i0})" if i0 else name, shape, dtype)
         out = Buf(None, shape, dtype, elems=atoms)
         out.slot = ([], self.depth)
@@ -193,7 +202,7 @@ class Emitter:
                 prev, cur = operands[e - 1], operands[e]
                 st = []
                 for a, b in zip(prev, cur):
-                    if a[0] != b[0] or (a[0] is None and a[1] != b[1]):
+                    if a[0] != b[0] or (a[0] is None and a[1] != b[1]) or (a[0] is not None and a[1] is None):
                         break
                     st.append(0 if a[0] is None else b[1] - a[1])
                 else:
@@ -983,7 +992,8 @@ class Translator(Emitter):
     def p_dot_general(self, ins, outs, dimension_numbers, **_):
         lhs, rhs = ins
         (lc, rc), (lb, rb) = dimension_numbers
-        if _is_float(outs[0].dtype) and any(b.known or b.elems is not None for b in ins):
+        if _is_float(outs[0].dtype) and (any(b.known or b.elems is not None for b in ins)
+                                         or outs[0].size * math.prod(lhs.shape[a] for a in lc) <= self.SPARSE_DOT_TERMS):
             out = self._sparse_dot(lhs, rhs, (lc, rc), (lb, rb), outs[0])
             if out is not None:
                 return out
@@ -1008,9 +1018,10 @@ class Translator(Emitter):
         self.end(idx)
         return out
 
-    SPARSE_DOT_TERMS = 16
-    """A product with a known operand is written term by term when it has at most this many
-    multiplications by nonzero known elements, or when at most half of its terms are nonzero."""
+    SPARSE_DOT_TERMS = 32
+    """A ``dot_general`` of at most this many multiplications is written term by term, into C
+    scalars (registers, where a loop nest writes an array the compiler must track in memory); a
+    larger one where at most half of its terms survive the known zeros (:meth:`_sparse_dot`)."""
 
     def _sparse_dot(self, lhs: Buf, rhs: Buf, contract, batch, aval) -> Buf | None:
         """A ``dot_general`` with known elements in an operand, as one sum per output element of
@@ -1021,8 +1032,8 @@ class Translator(Emitter):
         and the blocks of zeros in the matrices assembled from them) are mostly zeros: most of the
         loop nest's multiply-adds are by zero. Dropping ``x * 0`` is the simplification of
         :meth:`simplify`. An output element that is one operand's element is that element, one
-        without terms a known zero. Returns None where few factors are known zeros (the loop
-        nest is then the shorter code)."""
+        without terms a known zero. Returns None for a large product with few known zeros
+        (the loop nest is then the shorter code)."""
         (lc, rc), (lb, rb) = contract, batch
         lfree = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
         rfree = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
@@ -1071,11 +1082,8 @@ class Translator(Emitter):
                         expr += f" - {t}" if sign == -1 else f" + {t}"
                 lines.append((k, expr))
                 result.append(None)
-        if lines:
-            out = self.new(aval.shape, dt)
-            for k, expr in lines:
-                self.line(f"{out.name}[{k}] = {expr};")
-                result[k] = (out.name, k)
+        for k, expr in lines:
+            result[k] = self.scalar(expr, dt)
         return self.make(aval.shape, dt, result)
 
     def _reduce(self, ins, outs, axes, init: str, update) -> Buf:
