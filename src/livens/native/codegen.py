@@ -1335,6 +1335,22 @@ HEADER = """#include <math.h>
 """
 
 
+def _dce(jaxpr):
+    """The jaxpr without the equations no output depends on (those of the sub-jaxprs of loops and
+    conditionals too, by JAX's own rules: ``partial_eval.dce_jaxpr``), its constvars first among
+    its invars; and which of those invars it still reads. Differentiation leaves such equations
+    (the primal outputs of a ``jvp`` that only its tangent is read of); the C compiler would
+    remove them too, but only after spending its time on them."""
+    from jax._src.interpreters import partial_eval as pe
+
+    full = pe.convert_constvars_jaxpr(jaxpr)
+    try:
+        live, used = pe.dce_jaxpr(full, [True] * len(full.outvars), instantiate=True)
+    except Exception:  # noqa: BLE001 - an equation without a DCE rule: translate it all
+        return full, [True] * len(full.invars)
+    return live, used
+
+
 def translate(closed_jaxpr, name: str = "livens_kernel") -> str:
     """C source of ``void name(void **args)``: args are the flat inputs of the closed jaxpr, then
     its flat outputs, each a pointer to a C-contiguous array of the aval's shape and dtype."""
@@ -1347,7 +1363,9 @@ def translate(closed_jaxpr, name: str = "livens_kernel") -> str:
         nm = f"in{k}"
         t.line(f"{ct} *{nm} = ({ct} *) args[{k}];")
         args.append(Buf(nm, v.aval.shape, v.aval.dtype))
-    outs = t.closed(closed_jaxpr, args)
+    consts = [Buf(None, np.shape(c), np.asarray(c).dtype, np.asarray(c)) for c in closed_jaxpr.consts]
+    live, used = _dce(jaxpr)
+    outs = t.jaxpr(live, [], [b for b, u in zip(consts + args, used) if u])
     for k, (v, b) in enumerate(zip(jaxpr.outvars, outs)):
         ct = _ctype(b.dtype)
         dst = Buf(f"out{k}", b.shape, b.dtype)
