@@ -403,6 +403,50 @@ MAX_ELEMS = 4096
 ZERO_RULES = {"add", "add_any", "sub", "mul"}
 
 
+def _np_move(name, vals, p):
+    """The common data-movement primitives on NumPy arrays, as ``jax.lax`` defines them (the
+    others, and any parameter not handled here: None, for the primitive itself). JAX would compile
+    an XLA program for each new shape, which is most of the time of translating otherwise."""
+    try:
+        if name in ("reshape", "squeeze", "expand_dims"):
+            if name == "reshape" and p.get("dimensions") is not None:
+                return None
+            return [vals[0].reshape(p["new_sizes"] if name == "reshape" else _squeezed(vals[0].shape, name, p))]
+        if name == "transpose":
+            return [vals[0].transpose(p["permutation"])]
+        if name == "broadcast_in_dim":
+            x, shape, dims = vals[0], tuple(p["shape"]), tuple(p["broadcast_dimensions"])
+            mid = [1] * len(shape)
+            for k, d in enumerate(dims):
+                mid[d] = x.shape[k]
+            return [np.broadcast_to(x.reshape(mid), shape)]
+        if name == "slice":
+            steps = p.get("strides") or (1,) * vals[0].ndim
+            return [vals[0][tuple(slice(a, b, c) for a, b, c in zip(p["start_indices"], p["limit_indices"], steps))]]
+        if name == "concatenate":
+            return [np.concatenate(vals, axis=p["dimension"])]
+        if name == "rev":
+            return [np.flip(vals[0], axis=tuple(p["dimensions"])) if p["dimensions"] else vals[0]]
+        if name == "split":
+            cuts = np.cumsum(p["sizes"])[:-1]
+            return np.split(vals[0], cuts, axis=p["axis"])
+        if name in ("copy", "copy_p"):
+            return [vals[0]]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None
+
+
+def _squeezed(shape, name, p):
+    dims = [d % (len(shape) + (len(p["dimensions"]) if name == "expand_dims" else 0)) for d in p["dimensions"]]
+    if name == "squeeze":
+        return tuple(n for k, n in enumerate(shape) if k not in dims)
+    out, it = [], iter(shape)
+    for k in range(len(shape) + len(dims)):
+        out.append(1 if k in dims else next(it))
+    return tuple(out)
+
+
 class Translator(Emitter):
     """Emits the equations of jaxprs (with their sub-jaxprs) as C statements."""
 
@@ -472,6 +516,10 @@ class Translator(Emitter):
     def fold(self, eqn, ins) -> list[Buf]:
         """Evaluate an equation on known values now (with JAX on the CPU)."""
         vals = [b.value for b in ins]
+        if eqn.primitive.name in MOVES:
+            outs = _np_move(eqn.primitive.name, vals, eqn.params)
+            if outs is not None:
+                return [Buf(None, v.aval.shape, v.aval.dtype, np.asarray(o)) for v, o in zip(eqn.outvars, outs)]
         try:
             with jax.ensure_compile_time_eval():
                 out = eqn.primitive.bind(*vals, **eqn.params)
@@ -504,15 +552,17 @@ class Translator(Emitter):
                 base += b.size
             else:
                 vals.append(b.value)
-        params = dict(eqn.params)
-        if eqn.primitive.name == "gather":
-            params["fill_value"] = 0
-        try:
-            with jax.ensure_compile_time_eval():
-                out = eqn.primitive.bind(*vals, **params)
-        except Exception:  # noqa: BLE001 - leave it to the primitive's own translation
-            return None
-        outs = out if eqn.primitive.multiple_results else [out]
+        outs = _np_move(eqn.primitive.name, vals, eqn.params)
+        if outs is None:
+            params = dict(eqn.params)
+            if eqn.primitive.name == "gather":
+                params["fill_value"] = 0
+            try:
+                with jax.ensure_compile_time_eval():
+                    out = eqn.primitive.bind(*vals, **params)
+            except Exception:  # noqa: BLE001 - leave it to the primitive's own translation
+                return None
+            outs = out if eqn.primitive.multiple_results else [out]
         res = []
         for v, o in zip(eqn.outvars, outs):
             codes = np.asarray(o).ravel()
