@@ -597,10 +597,16 @@ class Translator(Emitter):
                 ks.append(k)
                 ops.append(args)
             result.append(r)
-        if ks:
+        # an element of a C scalar operand in a C scalar itself (no run of a loop can read it),
+        # the others into an array, by runs
+        arrayed = [(k, a) for k, a in zip(ks, ops) if all(x[0] is None or x[1] is not None for x in a)]
+        for k, a in zip(ks, ops):
+            if not all(x[0] is None or x[1] is not None for x in a):
+                result[k] = self.scalar(fn(*[self.text(x, dt) for x in a], dt), aval.dtype)
+        if arrayed:
             out = self.new(shape, aval.dtype)
-            self.assign(out.name, ks, lambda *t: fn(*t, dt), ops, dt)
-            for k in ks:
+            self.assign(out.name, [k for k, _ in arrayed], lambda *t: fn(*t, dt), [a for _, a in arrayed], dt)
+            for k, _ in arrayed:
                 result[k] = (out.name, k)
         return self.make(shape, aval.dtype, result)
 
