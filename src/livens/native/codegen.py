@@ -740,6 +740,8 @@ class Translator(Emitter):
                 e = f"({c} == {k} ? {vals[k]} : {e})"
             return e
 
+        if any(b.elems is not None for b in ins):
+            return self.elementwise_elems("select_n", fn, [pred, *cases], outs[0])
         return self.elementwise(fn, [pred, *cases], outs[0], {})
 
     def p_clamp(self, ins, outs, **_):
@@ -1025,6 +1027,23 @@ class Translator(Emitter):
     def p_scatter_add(self, ins, outs, dimension_numbers, mode, **_):
         operand, ind, upd = ins
         table = self._scatter_table(operand, ind, upd, dimension_numbers, mode)
+        if (upd.elems is not None or operand.elems is not None or operand.known) and operand.size <= MAX_ELEMS \
+                and _is_float(operand.dtype):
+            # element by element: each target is its operand element plus its updates, in order
+            dt = operand.dtype
+            sums = [[a] for a in self.atoms(operand)]
+            for a, k in zip(self.atoms(upd), table.tolist()):
+                if not (a[0] is None and a[1] == 0):
+                    sums[k].append(a)
+            result = []
+            for terms in sums:
+                if len(terms) > 1 and terms[0][0] is None and terms[0][1] == 0:
+                    terms = terms[1:]  # 0 + u is u (but for the sign of a zero u)
+                if len(terms) == 1:
+                    result.append(terms[0])
+                else:
+                    result.append(self.scalar(" + ".join(self.text(a, dt) for a in terms), dt))
+            return self.make(operand.shape, dt, result)
         out = self.new(operand.shape, operand.dtype)
         self.copy(out, operand)
         tname = self.static(Buf(None, (table.size,), np.int32, table.astype(np.int32)))
