@@ -169,6 +169,20 @@ class Emitter:
             return c_literal(x, dtype)
         return name if x is None else f"{name}[{x}]"
 
+    def computed(self, shape, dtype, result: list, exprs: list) -> Buf:
+        """The Buf of the elements ``result`` with those at the indices ``exprs`` lists (pairs
+        ``(k, C expression)``) computed: into C scalars for a small array, into a C array for a
+        larger one (whose elements later loops can run over)."""
+        if len(result) <= SCALAR_MAX:
+            for k, e in exprs:
+                result[k] = self.scalar(e, dtype)
+        elif exprs:
+            out = self.new(shape, dtype)
+            for k, e in exprs:
+                self.line(f"{out.name}[{k}] = {e};")
+                result[k] = (out.name, k)
+        return self.make(shape, dtype, result)
+
     def scalar(self, expr: str, dtype):
         """A new C scalar (an atom ``(name, None)``) holding expr: a register to the compiler
         where an array element is memory it must track."""
@@ -236,6 +250,26 @@ class Emitter:
                 self.lines, self.depth = saved
             b.stored = out
         return b.stored
+
+    def view(self, b: Buf):
+        """``(array, offset, strides)`` through which a loop reads b: element (i, j, ...) is
+        ``array[offset + i*strides[0] + j*strides[1] + ...]``. A Buf of elements that all lie in
+        one array at such places (a transpose, a strided slice, a broadcast of a C array) is read
+        in place; another is written to an array first (:meth:`arr`)."""
+        if b.elems is not None and b.size > 1:
+            names = {a[0] for a in b.elems}
+            if len(names) == 1 and None not in names and b.elems[0][1] is not None:
+                idx = np.array([a[1] for a in b.elems], dtype=np.int64).reshape(b.shape)
+                off = int(idx.ravel()[0])
+                strides = [int(np.take(idx, 1, axis=d).ravel()[0] - off) if n > 1 else 0
+                           for d, n in enumerate(b.shape)]
+                grid = off + sum(st * np.arange(n).reshape([-1 if k == d else 1 for k in range(len(b.shape))])
+                                 for d, (st, n) in enumerate(zip(strides, b.shape)))
+                if np.array_equal(idx, np.broadcast_to(grid, b.shape)):
+                    return next(iter(names)), off, strides
+        b = self.arr(b)
+        name = self.static(b) if b.known else b.name
+        return name, 0, _strides(b.shape)
 
     @staticmethod
     def refs(b: Buf) -> set:
@@ -398,8 +432,13 @@ MOVES = {  # primitives that only move elements: operand positions that are data
     "unstack": None, "copy": None, "copy_p": None, "dynamic_slice": (0,), "dynamic_update_slice": (0, 1),
     "gather": (0,), "select_n": "cases",
 }
-MAX_ELEMS = 4096
-"""Outputs of data movement larger than this are copied by loops instead of kept as elements."""
+SCALAR_MAX = 16
+"""Computed elements of arrays of at most this many are C scalars (registers to the compiler);
+of larger ones, elements of a C array (a loop can run over them, code of constant size)."""
+MAX_ELEMS = 512
+"""Arrays of more elements than this are not handled element by element (data movement copies
+them by loops, products and elementwise operations run as loop nests): the code written per
+element would cost the compiler more than the known zeros save the kernel."""
 ZERO_RULES = {"add", "add_any", "sub", "mul"}
 
 
@@ -505,8 +544,9 @@ class Translator(Emitter):
             simple = self.simplify(name, ins, outs_aval[0])
             if simple is not None:
                 return [simple]
-            if any(b.elems is not None for b in ins) or (name in ZERO_RULES and any(
-                    b.known and b.size > 1 and bool(np.any(b.value == 0)) for b in ins)):
+            if any(b.elems is not None for b in ins) or (
+                    name in ZERO_RULES and math.prod(outs_aval[0].shape) <= MAX_ELEMS
+                    and any(b.known and b.size > 1 and bool(np.any(b.value == 0)) for b in ins)):
                 return [self.elementwise_elems(name, BINARY[name], ins, outs_aval[0])]
             return [self.elementwise(BINARY[name], ins, outs_aval[0], p)]
         if name in IDENTITY:
@@ -599,10 +639,13 @@ class Translator(Emitter):
             result.append(r)
         # an element of a C scalar operand in a C scalar itself (no run of a loop can read it),
         # the others into an array, by runs
-        arrayed = [(k, a) for k, a in zip(ks, ops) if all(x[0] is None or x[1] is not None for x in a)]
-        for k, a in zip(ks, ops):
-            if not all(x[0] is None or x[1] is not None for x in a):
-                result[k] = self.scalar(fn(*[self.text(x, dt) for x in a], dt), aval.dtype)
+        if n > SCALAR_MAX:
+            arrayed = list(zip(ks, ops))
+        else:
+            arrayed = [(k, a) for k, a in zip(ks, ops) if all(x[0] is None or x[1] is not None for x in a)]
+            for k, a in zip(ks, ops):
+                if not all(x[0] is None or x[1] is not None for x in a):
+                    result[k] = self.scalar(fn(*[self.text(x, dt) for x in a], dt), aval.dtype)
         if arrayed:
             out = self.new(shape, aval.dtype)
             self.assign(out.name, [k for k, _ in arrayed], lambda *t: fn(*t, dt), [a for _, a in arrayed], dt)
@@ -1035,15 +1078,14 @@ class Translator(Emitter):
             for a, k in zip(self.atoms(upd), table.tolist()):
                 if not (a[0] is None and a[1] == 0):
                     sums[k].append(a)
-            result = []
-            for terms in sums:
+            result, exprs = [], []
+            for k, terms in enumerate(sums):
                 if len(terms) > 1 and terms[0][0] is None and terms[0][1] == 0:
                     terms = terms[1:]  # 0 + u is u (but for the sign of a zero u)
-                if len(terms) == 1:
-                    result.append(terms[0])
-                else:
-                    result.append(self.scalar(" + ".join(self.text(a, dt) for a in terms), dt))
-            return self.make(operand.shape, dt, result)
+                result.append(terms[0] if len(terms) == 1 else None)
+                if len(terms) > 1:
+                    exprs.append((k, " + ".join(self.text(a, dt) for a in terms)))
+            return self.computed(operand.shape, dt, result, exprs)
         out = self.new(operand.shape, operand.dtype)
         self.copy(out, operand)
         tname = self.static(Buf(None, (table.size,), np.int32, table.astype(np.int32)))
@@ -1075,7 +1117,7 @@ class Translator(Emitter):
         out = self.new(outs[0].shape, outs[0].dtype)
         lfree = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
         rfree = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
-        sl, sr = _strides(lhs.shape), _strides(rhs.shape)
+        (lname, loff, sl), (rname, roff, sr) = self.view(lhs), self.view(rhs)
         idx = self.loops(out.shape)
         nb = len(lb)
         bi, li, ri = idx[:nb], idx[nb:nb + len(lfree)], idx[nb + len(lfree):]
@@ -1087,7 +1129,7 @@ class Translator(Emitter):
                  [(sl[a], v) for a, v in zip(lc, cidx)]
         rterms = [(sr[a], v) for a, v in zip(rb, bi)] + [(sr[a], v) for a, v in zip(rfree, ri)] + \
                  [(sr[a], v) for a, v in zip(rc, cidx)]
-        self.line(f"{acc} += {self.at(lhs, self.affine(lterms))} * {self.at(rhs, self.affine(rterms))};")
+        self.line(f"{acc} += {lname}[{self.affine(lterms, loff)}] * {rname}[{self.affine(rterms, roff)}];")
         self.end(cidx)
         self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {acc};")
         self.end(idx)
@@ -1096,7 +1138,9 @@ class Translator(Emitter):
     SPARSE_DOT_TERMS = 32
     """A ``dot_general`` of at most this many multiplications is written term by term, into C
     scalars (registers, where a loop nest writes an array the compiler must track in memory); a
-    larger one where at most half of its terms survive the known zeros (:meth:`_sparse_dot`)."""
+    larger one where at most an eighth of its terms survive the known zeros, or at most half of
+    them and at most :attr:`SPARSE_DOT_SUMS` output elements are sums (:meth:`_sparse_dot`)."""
+    SPARSE_DOT_SUMS = 96
 
     def _sparse_dot(self, lhs: Buf, rhs: Buf, contract, batch, aval) -> Buf | None:
         """A ``dot_general`` with known elements in an operand, as one sum per output element of
@@ -1110,6 +1154,8 @@ class Translator(Emitter):
         without terms a known zero. Returns None for a large product with few known zeros
         (the loop nest is then the shorter code)."""
         (lc, rc), (lb, rb) = contract, batch
+        if int(math.prod(aval.shape)) > MAX_ELEMS:
+            return None
         lfree = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
         rfree = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
         # both operands as [batch, free, contraction]
@@ -1127,7 +1173,9 @@ class Translator(Emitter):
             return np.array([a[0] is None and a[1] == 0 for a in at], dtype=bool)
 
         live = ~(zeros(la)[ll] | zeros(ra)[rr])
-        if np.count_nonzero(live) > live.size // 2 and live.size > self.SPARSE_DOT_TERMS:
+        nlive = np.count_nonzero(live)
+        if live.size > self.SPARSE_DOT_TERMS and nlive > live.size // 8 and (
+                nlive > live.size // 2 or np.count_nonzero(live.sum(axis=1) > 1) > self.SPARSE_DOT_SUMS):
             return None
         dt = aval.dtype
         result, lines = [], []
@@ -1157,9 +1205,7 @@ class Translator(Emitter):
                         expr += f" - {t}" if sign == -1 else f" + {t}"
                 lines.append((k, expr))
                 result.append(None)
-        for k, expr in lines:
-            result[k] = self.scalar(expr, dt)
-        return self.make(aval.shape, dt, result)
+        return self.computed(aval.shape, dt, result, lines)
 
     def _reduce(self, ins, outs, axes, init: str, update) -> Buf:
         src = ins[0]
