@@ -109,8 +109,9 @@ class Emitter:
         self._static_names: dict = {}
         self.lines: list[str] = []
         self.depth = 1
-        self.scope: tuple = ()
+        self.scope: tuple = ()  # the blocks the current line is in
         self.blocks = 0
+        self._scalars: dict = {}
         self.count = 0
         self.elements = 0
 
@@ -184,10 +185,18 @@ class Emitter:
         return self.make(shape, dtype, result)
 
     def scalar(self, expr: str, dtype):
-        """A new C scalar (an atom ``(name, None)``) holding expr: a register to the compiler
-        where an array element is memory it must track."""
+        """A C scalar (an atom ``(name, None)``) holding expr: a register to the compiler where
+        an array element is memory it must track. The same expression in the same or an enclosed
+        block is the same scalar: every array an expression reads is written whole before it is
+        read and not after, but for loop carries, which change only at the end of their loop's
+        body, after the last expression of the body is written."""
+        key = (expr, np.dtype(dtype).str)
+        hit = self._scalars.get(key)
+        if hit is not None and self.scope[:len(hit[0])] == hit[0]:
+            return hit[1]
         t = self.fresh("t")
         self.line(f"const {_ctype(dtype)} {t} = {expr};")
+        self._scalars[key] = (self.scope, (t, None))
         return (t, None)
 
     def make(self, shape, dtype, atoms: list) -> Buf:
