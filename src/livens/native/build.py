@@ -10,10 +10,13 @@ call: several threads may run kernels at once.
 
 Flags: ``-O2`` without fast-math, and ``-ffp-contract=off`` (no fused multiply-adds the program
 does not contain), so that every floating-point operation is the IEEE operation of the jaxpr.
-The generated function is one large body of small arrays, on which two of gcc's passes take much
-of the compile time and gain the kernel nothing measurable: RTL global common subexpression
-elimination (``-fno-gcse``; the tree-level passes do the same work before it) and the alias
-queries of value numbering (capped by ``--param=sccvn-max-alias-queries-per-access``).
+The generated function is one large body of scalars and small arrays, on which some of gcc's
+passes take much of the compile time and gain the kernel nothing measurable: RTL global common
+subexpression elimination (``-fno-gcse``; the tree-level passes do the same work before it), the
+alias queries of value numbering (capped by ``--param=sccvn-max-alias-queries-per-access``),
+register allocation by loop regions (``-fira-region=one``), straight-line vectorization (the
+elements are rarely in adjacent memory) and points-to analysis (every array is a local whose
+address is never taken but for the arguments).
 """
 from __future__ import annotations
 
@@ -32,8 +35,8 @@ import numpy as np
 from .. import _jaxconfig
 from .codegen import Unsupported, translate
 
-FLAGS = ("-O2", "-fno-gcse", "--param=sccvn-max-alias-queries-per-access=100",
-         "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
+FLAGS = ("-O2", "-fno-gcse", "--param=sccvn-max-alias-queries-per-access=100", "-fira-region=one",
+         "-fno-tree-slp-vectorize", "-fno-tree-pta", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
 _LOCK = threading.Lock()
 _TMP: list[str] = []
 
