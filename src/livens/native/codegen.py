@@ -485,6 +485,42 @@ def _np_move(name, vals, p):
     return None
 
 
+_NP_BINARY = {"add": np.add, "add_any": np.add, "sub": np.subtract, "mul": np.multiply, "eq": np.equal,
+              "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+              "and": np.bitwise_and, "or": np.bitwise_or}
+
+
+def _np_elementwise(name, vals, p):
+    """Common elementwise primitives on known NumPy arrays, where NumPy's result is the one
+    ``jax.lax`` defines (IEEE arithmetic, comparisons, exact conversions); None for the others,
+    which run through JAX (which compiles an XLA program for each new shape)."""
+    if name in _NP_BINARY and all(np.asarray(v).dtype == np.asarray(vals[0]).dtype for v in vals):
+        return [_NP_BINARY[name](*vals)]
+    if name == "div" and _is_float(np.asarray(vals[0]).dtype):
+        return [np.divide(*vals)]
+    if name == "neg":
+        return [np.negative(vals[0])]
+    if name == "not":
+        return [np.logical_not(vals[0]) if vals[0].dtype == np.bool_ else np.invert(vals[0])]
+    if name == "convert_element_type":
+        src, dst = np.asarray(vals[0]).dtype, np.dtype(p["new_dtype"])
+        if _is_float(dst) or (not _is_float(src) and dst != np.bool_):
+            return [np.asarray(vals[0]).astype(dst)]
+        if dst == np.bool_:
+            return [np.asarray(vals[0]) != 0]
+        return None
+    if name == "select_n":
+        pred, cases = np.asarray(vals[0]), vals[1:]
+        if pred.dtype == np.bool_:
+            return [np.where(pred, cases[1], cases[0])] if len(cases) == 2 else [np.asarray(cases[0])]
+        return [np.choose(pred, np.broadcast_arrays(*cases))]
+    if name == "iota":
+        shape, dim = tuple(p["shape"]), p["dimension"]
+        ar = np.arange(shape[dim], dtype=np.dtype(p["dtype"]))
+        return [np.broadcast_to(ar.reshape([-1 if k == dim else 1 for k in range(len(shape))]), shape)]
+    return None
+
+
 def _squeezed(shape, name, p):
     dims = [d % (len(shape) + (len(p["dimensions"]) if name == "expand_dims" else 0)) for d in p["dimensions"]]
     if name == "squeeze":
@@ -565,10 +601,10 @@ class Translator(Emitter):
     def fold(self, eqn, ins) -> list[Buf]:
         """Evaluate an equation on known values now (with JAX on the CPU)."""
         vals = [b.value for b in ins]
-        if eqn.primitive.name in MOVES:
-            outs = _np_move(eqn.primitive.name, vals, eqn.params)
-            if outs is not None:
-                return [Buf(None, v.aval.shape, v.aval.dtype, np.asarray(o)) for v, o in zip(eqn.outvars, outs)]
+        with np.errstate(all="ignore"):
+            outs = (_np_move if eqn.primitive.name in MOVES else _np_elementwise)(eqn.primitive.name, vals, eqn.params)
+        if outs is not None:
+            return [Buf(None, v.aval.shape, v.aval.dtype, np.asarray(o)) for v, o in zip(eqn.outvars, outs)]
         try:
             with jax.ensure_compile_time_eval():
                 out = eqn.primitive.bind(*vals, **eqn.params)
