@@ -480,9 +480,47 @@ def _np_move(name, vals, p):
             return np.split(vals[0], cuts, axis=p["axis"])
         if name in ("copy", "copy_p"):
             return [vals[0]]
+        if name == "stack":
+            return [np.stack(vals, axis=p["axis"])]
+        if name == "gather":
+            out = _np_gather(vals[0], np.asarray(vals[1]), p["dimension_numbers"], p["slice_sizes"], p["mode"])
+            return None if out is None else [out]
     except (KeyError, TypeError, ValueError):
         return None
     return None
+
+
+def _np_gather(operand, indices, dn, slice_sizes, mode):
+    """``jax.lax.gather`` (its index vector the last axis of the indices, as JAX always has it):
+    the window of ``slice_sizes`` at each index vector's start, starts clamped into the operand
+    (modes clip and promise-in-bounds); None for batching dimensions, and for a window out of
+    bounds in fill mode."""
+    if getattr(dn, "operand_batching_dims", ()) or indices.ndim == 0:
+        return None
+    fill = "FILL" in str(mode)
+    batch_shape = indices.shape[:-1]
+    rows = indices.reshape(-1, indices.shape[-1]).tolist()
+    wshape = [n for d, n in enumerate(slice_sizes) if d not in dn.collapsed_slice_dims]
+    windows = []
+    for row in rows:
+        start = [0] * operand.ndim
+        for k, d in enumerate(dn.start_index_map):
+            start[d] = int(row[k])
+        for d in range(operand.ndim):
+            hi = operand.shape[d] - slice_sizes[d]
+            if fill and not 0 <= start[d] <= hi:
+                return None
+            start[d] = min(max(start[d], 0), hi)
+        windows.append(operand[tuple(slice(a, a + n) for a, n in zip(start, slice_sizes))].reshape(wshape))
+    w = np.stack(windows).reshape(tuple(batch_shape) + tuple(wshape)) if windows else \
+        np.zeros(tuple(batch_shape) + tuple(wshape), operand.dtype)
+    rank = len(batch_shape) + len(wshape)
+    src = [0] * rank
+    for i, t in enumerate(a for a in range(rank) if a not in dn.offset_dims):
+        src[t] = i
+    for j, t in enumerate(dn.offset_dims):
+        src[t] = len(batch_shape) + j
+    return w.transpose(src)
 
 
 _NP_BINARY = {"add": np.add, "add_any": np.add, "sub": np.subtract, "mul": np.multiply, "eq": np.equal,
@@ -602,7 +640,9 @@ class Translator(Emitter):
         """Evaluate an equation on known values now (with JAX on the CPU)."""
         vals = [b.value for b in ins]
         with np.errstate(all="ignore"):
-            outs = (_np_move if eqn.primitive.name in MOVES else _np_elementwise)(eqn.primitive.name, vals, eqn.params)
+            outs = _np_move(eqn.primitive.name, vals, eqn.params)
+            if outs is None:
+                outs = _np_elementwise(eqn.primitive.name, vals, eqn.params)
         if outs is not None:
             return [Buf(None, v.aval.shape, v.aval.dtype, np.asarray(o)) for v, o in zip(eqn.outvars, outs)]
         try:
