@@ -529,9 +529,10 @@ _NP_BINARY = {"add": np.add, "add_any": np.add, "sub": np.subtract, "mul": np.mu
 
 
 def _np_elementwise(name, vals, p):
-    """Common elementwise primitives on known NumPy arrays, where NumPy's result is the one
-    ``jax.lax`` defines (IEEE arithmetic, comparisons, exact conversions); None for the others,
-    which run through JAX (which compiles an XLA program for each new shape)."""
+    """Common elementwise primitives (and ``dot_general``) on known NumPy arrays, where NumPy's
+    result is the one ``jax.lax`` defines (IEEE arithmetic, comparisons, exact conversions; a
+    product to round-off); None for the others, which run through JAX (which compiles an XLA
+    program for each new shape)."""
     if name in _NP_BINARY and all(np.asarray(v).dtype == np.asarray(vals[0]).dtype for v in vals):
         return [_NP_BINARY[name](*vals)]
     if name == "div" and _is_float(np.asarray(vals[0]).dtype):
@@ -552,6 +553,22 @@ def _np_elementwise(name, vals, p):
         if pred.dtype == np.bool_:
             return [np.where(pred, cases[1], cases[0])] if len(cases) == 2 else [np.asarray(cases[0])]
         return [np.choose(pred, np.broadcast_arrays(*cases))]
+    if name == "dot_general" and all(_is_float(np.asarray(v).dtype) for v in vals) \
+            and np.asarray(vals[0]).dtype == np.asarray(vals[1]).dtype:
+        # summed term by term in the contraction's order, as the loop nest of p_dot_general does
+        (lc, rc), (lb, rb) = p["dimension_numbers"]
+        lhs, rhs = np.asarray(vals[0]), np.asarray(vals[1])
+        lfree = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
+        rfree = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
+        nb = int(math.prod(lhs.shape[a] for a in lb))
+        nc = int(math.prod(lhs.shape[a] for a in lc))
+        lm = lhs.transpose(list(lb) + lfree + list(lc)).reshape(nb, -1, nc)
+        rm = rhs.transpose(list(rb) + rfree + list(rc)).reshape(nb, -1, nc)
+        acc = np.zeros((nb, lm.shape[1], rm.shape[1]), lhs.dtype)
+        for c in range(nc):
+            acc += lm[:, :, None, c] * rm[:, None, :, c]
+        shape = [lhs.shape[a] for a in lb] + [lhs.shape[a] for a in lfree] + [rhs.shape[a] for a in rfree]
+        return [acc.reshape(shape)]
     if name == "iota":
         shape, dim = tuple(p["shape"]), p["dimension"]
         ar = np.arange(shape[dim], dtype=np.dtype(p["dtype"]))
