@@ -327,23 +327,30 @@ class Emitter:
 
     # --- loop nests ----------------------------------------------------------------------------
     def loops(self, shape) -> list[str]:
-        """Open one ``for`` per axis of ``shape``; returns the index variable names."""
+        """Open one ``for`` per axis of ``shape`` longer than 1; returns the index expressions
+        (a variable name, or ``"0"`` for an axis of length 1, which gets no loop)."""
         names = []
         for n in shape:
+            if int(n) == 1:
+                names.append("0")
+                continue
             i = self.fresh("i")
             self.open(f"for (int {i} = 0; {i} < {int(n)}; {i}++)")
             names.append(i)
         return names
 
     def end(self, idx) -> None:
-        for _ in idx:
-            self.close()
+        for i in idx:
+            if i != "0":
+                self.close()
 
     @staticmethod
     def affine(terms, offset: int | str = 0) -> str:
         """The C expression offset + sum(coef * var) for terms [(coef, var)]."""
         parts = [str(offset)] if (not isinstance(offset, int) or offset) else []
         for c, v in terms:
+            if v == "0":
+                continue
             if c == 1:
                 parts.append(v)
             elif c:
