@@ -1270,7 +1270,7 @@ class Translator(Emitter):
         without terms a known zero. Returns None for a large product with few known zeros
         (the loop nest is then the shorter code)."""
         (lc, rc), (lb, rb) = contract, batch
-        if int(math.prod(aval.shape)) > MAX_ELEMS:
+        if int(math.prod(aval.shape)) * int(math.prod(lhs.shape[a] for a in lc)) > 1 << 21:
             return None
         lfree = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
         rfree = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
@@ -1290,8 +1290,10 @@ class Translator(Emitter):
 
         live = ~(zeros(la)[ll] | zeros(ra)[rr])
         nlive = np.count_nonzero(live)
-        if live.size > self.SPARSE_DOT_TERMS and nlive > live.size // 8 and (
-                nlive > live.size // 2 or np.count_nonzero(live.sum(axis=1) > 1) > self.SPARSE_DOT_SUMS):
+        if live.size > self.SPARSE_DOT_TERMS and (live.shape[0] > MAX_ELEMS or (nlive > live.size // 8 and (
+                nlive > live.size // 2 or np.count_nonzero(live.sum(axis=1) > 1) > self.SPARSE_DOT_SUMS))):
+            if nlive <= live.size // 4:
+                return self._table_dot(lhs, rhs, ll, rr, live, aval)
             return None
         dt = aval.dtype
         result, lines = [], []
@@ -1322,6 +1324,26 @@ class Translator(Emitter):
                 lines.append((k, expr))
                 result.append(None)
         return self.computed(aval.shape, dt, result, lines)
+
+    def _table_dot(self, lhs: Buf, rhs: Buf, ll, rr, live, aval) -> Buf:
+        """A large ``dot_general`` with mostly known-zero terms (``live`` marks the others, ``ll``
+        and ``rr`` give each term's operand elements) as a loop over tables of its live terms:
+        the work of the sparse product, in code of constant size. Summed as :meth:`_sparse_dot`."""
+        ptr = np.concatenate([[0], np.cumsum(live.sum(axis=1))]).astype(np.int32)
+        ia = ll[live].astype(np.int32)  # row by row, each row's terms in contraction order
+        ib = rr[live].astype(np.int32)
+        a, b = self.arr(lhs), self.arr(rhs)
+        an = self.static(a) if a.known else a.name
+        bn = self.static(b) if b.known else b.name
+        P, IA, IB = (self.static(Buf(None, (t.size,), np.int32, t)) for t in (ptr, ia, ib))
+        out = self.new(aval.shape, aval.dtype)
+        k, t, acc = self.fresh("k"), self.fresh("j"), self.fresh("acc")
+        self.open(f"for (int {k} = 0; {k} < {out.size}; {k}++)")
+        self.line(f"{_ctype(out.dtype)} {acc} = 0;")
+        self.line(f"for (int {t} = {P}[{k}]; {t} < {P}[{k} + 1]; {t}++) {acc} += {an}[{IA}[{t}]] * {bn}[{IB}[{t}]];")
+        self.line(f"{out.name}[{k}] = {acc};")
+        self.close()
+        return out
 
     def _reduce(self, ins, outs, axes, init: str, update) -> Buf:
         src = ins[0]
