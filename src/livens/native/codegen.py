@@ -222,8 +222,10 @@ class Emitter:
 
     def assign(self, dst: str, ks, fn, operands, dtype) -> None:
         """``dst[k] = fn(texts of operands[k])`` for the indices ks (ascending), where operands[k]
-        is a tuple of atoms. Runs of consecutive k over which every operand moves by a fixed step
-        through one array (or stays one known value) become loops."""
+        is a tuple of atoms, of the dtype ``dtype`` (or a tuple of one dtype per operand). Runs of
+        consecutive k over which every operand moves by a fixed step through one array (or stays
+        one known value) become loops."""
+        dts = tuple(dtype) if isinstance(dtype, (tuple, list)) else None
         j, n = 0, len(ks)
         while j < n:
             e = j + 1
@@ -243,12 +245,14 @@ class Emitter:
                 break
             if e - j >= 3:
                 i = self.fresh("i")
-                texts = [self.text(a, dtype) if a[0] is None else f"{a[0]}[{self.affine([(st, i)], a[1])}]"
-                         for a, st in zip(operands[j], steps)]
+                texts = [self.text(a, dts[p] if dts else dtype) if a[0] is None
+                         else f"{a[0]}[{self.affine([(st, i)], a[1])}]"
+                         for p, (a, st) in enumerate(zip(operands[j], steps))]
                 self.line(f"for (int {i} = 0; {i} < {e - j}; {i}++) {dst}[{self.affine([(1, i)], ks[j])}] = {fn(*texts)};")
             else:
                 e = j + 1
-                self.line(f"{dst}[{ks[j]}] = {fn(*[self.text(a, dtype) for a in operands[j]])};")
+                texts = [self.text(a, dts[p] if dts else dtype) for p, a in enumerate(operands[j])]
+                self.line(f"{dst}[{ks[j]}] = {fn(*texts)};")
             j = e
 
     def arr(self, b: Buf) -> Buf:
@@ -745,6 +749,7 @@ class Translator(Emitter):
             at = self.atoms(b)
             cols.append([at[w] for w in where])
         dt = ins[0].dtype
+        dts = tuple(b.dtype for b in ins)  # for the literals of each operand
         result, ks, ops = [], [], []
         for k in range(n):
             args = tuple(c[k] for c in cols)
@@ -761,10 +766,10 @@ class Translator(Emitter):
             arrayed = [(k, a) for k, a in zip(ks, ops) if all(x[0] is None or x[1] is not None for x in a)]
             for k, a in zip(ks, ops):
                 if not all(x[0] is None or x[1] is not None for x in a):
-                    result[k] = self.scalar(fn(*[self.text(x, dt) for x in a], dt), aval.dtype)
+                    result[k] = self.scalar(fn(*[self.text(x, d) for x, d in zip(a, dts)], dt), aval.dtype)
         if arrayed:
             out = self.new(shape, aval.dtype)
-            self.assign(out.name, [k for k, _ in arrayed], lambda *t: fn(*t, dt), [a for _, a in arrayed], dt)
+            self.assign(out.name, [k for k, _ in arrayed], lambda *t: fn(*t, dt), [a for _, a in arrayed], dts)
             for k, _ in arrayed:
                 result[k] = (out.name, k)
         return self.make(shape, aval.dtype, result)
