@@ -1473,13 +1473,28 @@ class Translator(Emitter):
         # the right-hand sides: columns of b (left side) or rows of b (right side)
         nrhs, stride_rhs, stride_elem = (cols, 1, cols) if left_side else (rows, cols, 1)
         r = self.fresh("r")
-        self.open(f"for (int {r} = 0; {r} < {nrhs}; {r}++)")
 
         def x(i):
             return f"{X}[{r}*{stride_rhs} + ({i})*{stride_elem}]"
 
         order = f"for (int i = 0; i < {m}; i++)" if eff_lower else f"for (int i = {m} - 1; i >= 0; i--)"
         inner = "for (int j = 0; j < i; j++)" if eff_lower else f"for (int j = i + 1; j < {m}; j++)"
+        if nrhs > 1 and stride_rhs == 1:
+            # several right-hand sides side by side in memory: row i of x updated by whole rows,
+            # each element by the same operations in the same order as below (x_i -= a_ij x_j
+            # over j, then / a_ii), but reading and writing memory in order
+            self.open(order)
+            self.open(inner)
+            self.line(f"const double a = {Aij('i', 'j')};")
+            self.line(f"for (int {r} = 0; {r} < {nrhs}; {r}++) {x('i')} -= a * {x('j')};")
+            self.close()
+            if not unit_diagonal:
+                self.line(f"const double d = {Aij('i', 'i')};")
+                self.line(f"for (int {r} = 0; {r} < {nrhs}; {r}++) {x('i')} = {x('i')} / d;")
+            self.close()
+            self.close()
+            return out
+        self.open(f"for (int {r} = 0; {r} < {nrhs}; {r}++)")
         self.open(order)
         self.line(f"double s = {x('i')};")
         self.line(f"{inner} s -= {Aij('i', 'j')} * {x('j')};")
