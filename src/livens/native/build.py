@@ -10,6 +10,13 @@ call: several threads may run kernels at once.
 
 Flags: ``-O2`` without fast-math, and ``-ffp-contract=off`` (no fused multiply-adds the program
 does not contain), so that every floating-point operation is the IEEE operation of the jaxpr.
+The generated function is one large body of scalars and small arrays, on which some of GCC's
+passes take much of the compile time and gain the kernel nothing measurable: RTL global common
+subexpression elimination (``-fno-gcse``; the tree-level passes do the same work before it), the
+alias queries of value numbering (capped by ``--param=sccvn-max-alias-queries-per-access``),
+register allocation by loop regions (``-fira-region=one``), straight-line vectorization (the
+elements are rarely in adjacent memory) and points-to analysis (every array is a local whose
+address is never taken but for the arguments).
 """
 from __future__ import annotations
 
@@ -29,6 +36,9 @@ from .. import _jaxconfig
 from .codegen import Unsupported, translate
 
 FLAGS = ("-O2", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
+GCC_FLAGS = ("-fno-gcse", "--param=sccvn-max-alias-queries-per-access=100", "-fira-region=one",
+             "-fno-tree-slp-vectorize", "-fno-tree-pta")
+"""Added where the compiler is GCC (other compilers do not know them)."""
 _LOCK = threading.Lock()
 _TMP: list[str] = []
 
@@ -43,6 +53,21 @@ def compiler() -> str | None:
         if path:
             return path
     return None
+
+
+_GCC: dict = {}
+
+
+def flags(cc: str) -> tuple:
+    """The flags for the compiler ``cc``: :data:`FLAGS`, and :data:`GCC_FLAGS` where it is GCC."""
+    if cc not in _GCC:
+        try:
+            out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        first = out.splitlines()[0] if out else ""
+        _GCC[cc] = ("gcc" in first.lower() or "Free Software Foundation" in out) and "clang" not in out.lower()
+    return FLAGS + (GCC_FLAGS if _GCC[cc] else ())
 
 
 def cache_dir() -> str:
@@ -68,7 +93,8 @@ def build(source: str, name: str = "livens_kernel"):
     cc = compiler()
     if cc is None:
         raise CompileError("no C compiler found (set CC, or install cc, gcc or clang)")
-    key = hashlib.sha256("\0".join([source, cc, *FLAGS]).encode()).hexdigest()[:24]
+    opts = flags(cc)
+    key = hashlib.sha256("\0".join([source, cc, *opts]).encode()).hexdigest()[:24]
     lib_path = os.path.join(cache_dir(), f"{name}_{key}.so")
     with _LOCK:
         if not os.path.exists(lib_path):
@@ -77,7 +103,7 @@ def build(source: str, name: str = "livens_kernel"):
                 f.write(source)
             tmp_lib = c_path[:-2] + ".so"
             try:
-                proc = subprocess.run([cc, *FLAGS, "-o", tmp_lib, c_path, "-lm"], capture_output=True, text=True)
+                proc = subprocess.run([cc, *opts, "-o", tmp_lib, c_path, "-lm"], capture_output=True, text=True)
                 if proc.returncode != 0:
                     raise CompileError(f"{os.path.basename(cc)} failed: {proc.stderr.strip()[:2000]}")
                 os.replace(tmp_lib, lib_path)  # atomic: another process sees all of it or nothing

@@ -8,12 +8,19 @@ residual, its tangent, the Newton ``while`` loop, the ``scan`` over the chunk's 
 as one C function: every array is a fixed-size local C array, every primitive a loop nest over
 it, the control flow C's own. The C compiler then sees the whole step at once.
 
+Small arrays are also handled element by element, where that saves work or code (:class:`Buf`):
+data movement only reorders elements, known zeros and ones of differentiation (``jacfwd``'s
+seeds, identity and zero blocks) are folded away, small products are written term by term into C
+scalars, and only what a loop nest reads is written to an array. Both the kernel's time and the
+C compiler's time (which grows with the number of statements and memory accesses) go down.
+
 The translation follows the semantics of each primitive as JAX documents them (``jax.lax``);
 operations on values known when the code is generated (constants of the program, index arrays)
 are evaluated then, with JAX itself. A primitive this module does not know raises
 :class:`Unsupported`, and the caller runs the program with XLA instead. Floating-point results
 agree with XLA's to round-off: only the order of summation in reductions and products, and the
-order of operations inside LU factorizations, may differ.
+order of operations inside LU factorizations, may differ; and a product ``x * 0`` with a known
+zero is taken as zero, NaN and infinite x included (:meth:`Translator.simplify`).
 """
 from __future__ import annotations
 
@@ -79,12 +86,22 @@ def c_literal(x, dtype) -> str:
 
 
 class Buf:
-    """An array value of the program: a C array (or a pointer into one), or a value known now."""
+    """An array value of the program: a C array (or a pointer into one), a value known now, or a
+    list of elements (``elems``) each of which is an element of some C array or a known scalar.
 
-    def __init__(self, name: str | None, shape, dtype, value=None):
+    An element ("atom") is ``(name, index)``, the C expression ``name[index]``, or ``(None, x)``,
+    the known scalar x. Moving data around (transpose, slice, concatenate, gather with known
+    indices, ...) and the simplifications of :meth:`Translator.simplify` then cost no code: the
+    output's elements are the operands' elements in another order, some known zeros among them.
+    Such a Buf is written to a C array (:meth:`Emitter.arr`) only where a loop needs one."""
+
+    def __init__(self, name: str | None, shape, dtype, value=None, elems=None):
         self.name, self.shape, self.dtype = name, tuple(int(n) for n in shape), np.dtype(dtype)
         self.value = None if value is None else np.asarray(value, dtype=self.dtype).reshape(self.shape)
         self.size = int(math.prod(self.shape))
+        self.elems = elems
+        self.stored = None  # the C array it was written to
+        self.slot = None  # where in the code it was made: (lines, depth) to write it there
 
     @property
     def known(self) -> bool:
@@ -99,6 +116,9 @@ class Emitter:
         self._static_names: dict = {}
         self.lines: list[str] = []
         self.depth = 1
+        self.scope: tuple = ()  # the blocks the current line is in
+        self.blocks = 0
+        self._scalars: dict = {}
         self.count = 0
         self.elements = 0
 
@@ -113,9 +133,12 @@ class Emitter:
     def open(self, head: str) -> None:
         self.line(head + " {")
         self.depth += 1
+        self.blocks += 1
+        self.scope = self.scope + (self.blocks,)
 
     def close(self) -> None:
         self.depth -= 1
+        self.scope = self.scope[:-1]
         self.line("}")
 
     def new(self, shape, dtype) -> Buf:
@@ -131,7 +154,148 @@ class Emitter:
         """The same elements in another shape (row-major: reshape, squeeze, expand_dims)."""
         if src.known:
             return Buf(None, shape, src.dtype, src.value.reshape(shape))
+        if src.elems is not None:
+            out = Buf(None, shape, src.dtype, elems=src.elems)
+            out.slot = src.slot
+            return out
         return Buf(src.name, shape, src.dtype)
+
+    # --- elements --------------------------------------------------------------------------------
+    @staticmethod
+    def atoms(b: Buf) -> list:
+        """The elements of b as atoms (see :class:`Buf`)."""
+        if b.elems is not None:
+            return b.elems
+        if b.known:
+            return [(None, x) for x in b.value.ravel().tolist()]
+        return [(b.name, i) for i in range(b.size)]
+
+    @staticmethod
+    def text(atom, dtype) -> str:
+        name, x = atom
+        if name is None:
+            return c_literal(x, dtype)
+        return name if x is None else f"{name}[{x}]"
+
+    def computed(self, shape, dtype, result: list, exprs: list) -> Buf:
+        """The Buf of the elements ``result`` with those at the indices ``exprs`` lists (pairs
+        ``(k, C expression)``) computed: into C scalars for a small array, into a C array for a
+        larger one (whose elements later loops can run over)."""
+        if len(result) <= SCALAR_MAX:
+            for k, e in exprs:
+                result[k] = self.scalar(e, dtype)
+        elif exprs:
+            out = self.new(shape, dtype)
+            for k, e in exprs:
+                self.line(f"{out.name}[{k}] = {e};")
+                result[k] = (out.name, k)
+        return self.make(shape, dtype, result)
+
+    def scalar(self, expr: str, dtype):
+        """A C scalar (an atom ``(name, None)``) holding expr: a register to the compiler where
+        an array element is memory it must track. The same expression in the same or an enclosed
+        block is the same scalar: every array an expression reads is written whole before it is
+        read and not after, but for loop carries, which change only at the end of their loop's
+        body, after the last expression of the body is written."""
+        key = (expr, np.dtype(dtype).str)
+        hit = self._scalars.get(key)
+        if hit is not None and self.scope[:len(hit[0])] == hit[0]:
+            return hit[1]
+        t = self.fresh("t")
+        self.line(f"const {_ctype(dtype)} {t} = {expr};")
+        self._scalars[key] = (self.scope, (t, None))
+        return (t, None)
+
+    def make(self, shape, dtype, atoms: list) -> Buf:
+        """A Buf of these elements: a known value where all are known, the C array itself where
+        they are a whole contiguous run of one, else a Buf of elements."""
+        shape = tuple(int(n) for n in shape)
+        if all(a[0] is None for a in atoms):
+            return Buf(None, shape, dtype, np.array([a[1] for a in atoms], dtype=dtype))
+        name, i0 = atoms[0]
+        if name is not None and i0 is not None and all(a[0] == name and a[1] == i0 + k for k, a in enumerate(atoms)):
+            return Buf(f"({name} + {i0})" if i0 else name, shape, dtype)
+        out = Buf(None, shape, dtype, elems=atoms)
+        out.slot = ([], self.depth)
+        self.lines.append(out.slot[0])
+        return out
+
+    def assign(self, dst: str, ks, fn, operands, dtype) -> None:
+        """``dst[k] = fn(texts of operands[k])`` for the indices ks (ascending), where operands[k]
+        is a tuple of atoms, of the dtype ``dtype`` (or a tuple of one dtype per operand). Runs of
+        consecutive k over which every operand moves by a fixed step through one array (or stays
+        one known value) become loops."""
+        dts = tuple(dtype) if isinstance(dtype, (tuple, list)) else None
+        j, n = 0, len(ks)
+        while j < n:
+            e = j + 1
+            steps = None
+            while e < n and ks[e] == ks[e - 1] + 1:
+                prev, cur = operands[e - 1], operands[e]
+                st = []
+                for a, b in zip(prev, cur):
+                    if a[0] != b[0] or (a[0] is None and a[1] != b[1]) or (a[0] is not None and a[1] is None):
+                        break
+                    st.append(0 if a[0] is None else b[1] - a[1])
+                else:
+                    if steps is None or st == steps:
+                        steps = st
+                        e += 1
+                        continue
+                break
+            if e - j >= 3:
+                i = self.fresh("i")
+                texts = [self.text(a, dts[p] if dts else dtype) if a[0] is None
+                         else f"{a[0]}[{self.affine([(st, i)], a[1])}]"
+                         for p, (a, st) in enumerate(zip(operands[j], steps))]
+                self.line(f"for (int {i} = 0; {i} < {e - j}; {i}++) {dst}[{self.affine([(1, i)], ks[j])}] = {fn(*texts)};")
+            else:
+                e = j + 1
+                texts = [self.text(a, dts[p] if dts else dtype) for p, a in enumerate(operands[j])]
+                self.line(f"{dst}[{ks[j]}] = {fn(*texts)};")
+            j = e
+
+    def arr(self, b: Buf) -> Buf:
+        """b as a C array. A Buf of elements is written to a new one where it was made (not in a
+        loop that reads it), once."""
+        if b.elems is None:
+            return b
+        if b.stored is None:
+            saved = self.lines, self.depth
+            self.lines, self.depth = b.slot
+            try:
+                out = self.new(b.shape, b.dtype)
+                self.assign(out.name, range(b.size), lambda x: x, [(a,) for a in b.elems], b.dtype)
+            finally:
+                self.lines, self.depth = saved
+            b.stored = out
+        return b.stored
+
+    def view(self, b: Buf):
+        """``(array, offset, strides)`` through which a loop reads b: element (i, j, ...) is
+        ``array[offset + i*strides[0] + j*strides[1] + ...]``. A Buf of elements that all lie in
+        one array at such places (a transpose, a strided slice, a broadcast of a C array) is read
+        in place; another is written to an array first (:meth:`arr`)."""
+        if b.elems is not None and b.size > 1:
+            names = {a[0] for a in b.elems}
+            if len(names) == 1 and None not in names and b.elems[0][1] is not None:
+                idx = np.array([a[1] for a in b.elems], dtype=np.int64).reshape(b.shape)
+                off = int(idx.ravel()[0])
+                strides = [int(np.take(idx, 1, axis=d).ravel()[0] - off) if n > 1 else 0
+                           for d, n in enumerate(b.shape)]
+                grid = off + sum(st * np.arange(n).reshape([-1 if k == d else 1 for k in range(len(b.shape))])
+                                 for d, (st, n) in enumerate(zip(strides, b.shape)))
+                if np.array_equal(idx, np.broadcast_to(grid, b.shape)):
+                    return next(iter(names)), off, strides
+        b = self.arr(b)
+        name = self.static(b) if b.known else b.name
+        return name, 0, _strides(b.shape)
+
+    @staticmethod
+    def refs(b: Buf) -> set:
+        """The C arrays (their base names) that b's elements are read from."""
+        names = {a[0] for a in b.elems} if b.elems is not None else ({b.name} if not b.known else set())
+        return {n.strip("()").split(" ")[0] for n in names if n is not None}
 
     def static(self, b: Buf) -> str:
         """The name of a file-level constant array holding b's known value."""
@@ -147,6 +311,10 @@ class Emitter:
 
     def at(self, b: Buf, index) -> str:
         """C expression of element ``index`` (an int or a C index expression) of b."""
+        if b.elems is not None:
+            if isinstance(index, (int, np.integer)):
+                return self.text(b.elems[int(index)], b.dtype)
+            return self.at(self.arr(b), index)
         if b.known:
             if b.size == 1:
                 return c_literal(b.value.ravel()[0], b.dtype)
@@ -157,6 +325,9 @@ class Emitter:
 
     def copy(self, dst: Buf, src: Buf) -> None:
         """dst[:] = src[:] (same size)."""
+        if src.elems is not None:
+            self.assign(dst.name, range(src.size), lambda x: x, [(a,) for a in src.elems], src.dtype)
+            return
         if src.known or dst.name != src.name:
             if src.size == 1:
                 self.line(f"{dst.name}[0] = {self.at(src, 0)};")
@@ -167,23 +338,30 @@ class Emitter:
 
     # --- loop nests ----------------------------------------------------------------------------
     def loops(self, shape) -> list[str]:
-        """Open one ``for`` per axis of ``shape``; returns the index variable names."""
+        """Open one ``for`` per axis of ``shape`` longer than 1; returns the index expressions
+        (a variable name, or ``"0"`` for an axis of length 1, which gets no loop)."""
         names = []
         for n in shape:
+            if int(n) == 1:
+                names.append("0")
+                continue
             i = self.fresh("i")
             self.open(f"for (int {i} = 0; {i} < {int(n)}; {i}++)")
             names.append(i)
         return names
 
     def end(self, idx) -> None:
-        for _ in idx:
-            self.close()
+        for i in idx:
+            if i != "0":
+                self.close()
 
     @staticmethod
     def affine(terms, offset: int | str = 0) -> str:
         """The C expression offset + sum(coef * var) for terms [(coef, var)]."""
         parts = [str(offset)] if (not isinstance(offset, int) or offset) else []
         for c, v in terms:
+            if v == "0":
+                continue
             if c == 1:
                 parts.append(v)
             elif c:
@@ -275,6 +453,155 @@ IDENTITY = {"copy", "copy_p", "optimization_barrier", "stop_gradient"}
 CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "custom_jvp_call",
          "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin"}
 NO_FOLD = {"while", "cond", "scan", "rng_uniform", "random_bits", "random_seed"}
+MOVES = {  # primitives that only move elements: operand positions that are data (None: all)
+    "transpose": None, "reshape": None, "squeeze": None, "expand_dims": None, "broadcast_in_dim": None,
+    "slice": None, "concatenate": None, "rev": None, "pad": None, "split": None, "stack": None,
+    "unstack": None, "copy": None, "copy_p": None, "dynamic_slice": (0,), "dynamic_update_slice": (0, 1),
+    "gather": (0,), "select_n": "cases",
+}
+SCALAR_MAX = 16
+"""Computed elements of arrays of at most this many are C scalars (registers to the compiler);
+of larger ones, elements of a C array (a loop can run over them, code of constant size)."""
+MAX_ELEMS = 512
+"""Arrays of more elements than this are not handled element by element (data movement copies
+them by loops, products and elementwise operations run as loop nests): the code written per
+element would cost the compiler more than the known zeros save the kernel."""
+ZERO_RULES = {"add", "add_any", "sub", "mul"}
+
+
+def _np_move(name, vals, p):
+    """The common data-movement primitives on NumPy arrays, as ``jax.lax`` defines them (the
+    others, and any parameter not handled here: None, for the primitive itself). JAX would compile
+    an XLA program for each new shape, which is most of the time of translating otherwise."""
+    try:
+        if name in ("reshape", "squeeze", "expand_dims"):
+            if name == "reshape" and p.get("dimensions") is not None:
+                return None
+            return [vals[0].reshape(p["new_sizes"] if name == "reshape" else _squeezed(vals[0].shape, name, p))]
+        if name == "transpose":
+            return [vals[0].transpose(p["permutation"])]
+        if name == "broadcast_in_dim":
+            x, shape, dims = vals[0], tuple(p["shape"]), tuple(p["broadcast_dimensions"])
+            mid = [1] * len(shape)
+            for k, d in enumerate(dims):
+                mid[d] = x.shape[k]
+            return [np.broadcast_to(x.reshape(mid), shape)]
+        if name == "slice":
+            steps = p.get("strides") or (1,) * vals[0].ndim
+            return [vals[0][tuple(slice(a, b, c) for a, b, c in zip(p["start_indices"], p["limit_indices"], steps))]]
+        if name == "concatenate":
+            return [np.concatenate(vals, axis=p["dimension"])]
+        if name == "rev":
+            return [np.flip(vals[0], axis=tuple(p["dimensions"])) if p["dimensions"] else vals[0]]
+        if name == "split":
+            cuts = np.cumsum(p["sizes"])[:-1]
+            return np.split(vals[0], cuts, axis=p["axis"])
+        if name in ("copy", "copy_p"):
+            return [vals[0]]
+        if name == "stack":
+            return [np.stack(vals, axis=p["axis"])]
+        if name == "gather":
+            out = _np_gather(vals[0], np.asarray(vals[1]), p["dimension_numbers"], p["slice_sizes"], p["mode"])
+            return None if out is None else [out]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None
+
+
+def _np_gather(operand, indices, dn, slice_sizes, mode):
+    """``jax.lax.gather`` (its index vector the last axis of the indices, as JAX always has it):
+    the window of ``slice_sizes`` at each index vector's start, starts clamped into the operand
+    (modes clip and promise-in-bounds); None for batching dimensions, and for a window out of
+    bounds in fill mode."""
+    if getattr(dn, "operand_batching_dims", ()) or indices.ndim == 0:
+        return None
+    fill = "FILL" in str(mode)
+    batch_shape = indices.shape[:-1]
+    rows = indices.reshape(-1, indices.shape[-1]).tolist()
+    wshape = [n for d, n in enumerate(slice_sizes) if d not in dn.collapsed_slice_dims]
+    windows = []
+    for row in rows:
+        start = [0] * operand.ndim
+        for k, d in enumerate(dn.start_index_map):
+            start[d] = int(row[k])
+        for d in range(operand.ndim):
+            hi = operand.shape[d] - slice_sizes[d]
+            if fill and not 0 <= start[d] <= hi:
+                return None
+            start[d] = min(max(start[d], 0), hi)
+        windows.append(operand[tuple(slice(a, a + n) for a, n in zip(start, slice_sizes))].reshape(wshape))
+    w = np.stack(windows).reshape(tuple(batch_shape) + tuple(wshape)) if windows else \
+        np.zeros(tuple(batch_shape) + tuple(wshape), operand.dtype)
+    rank = len(batch_shape) + len(wshape)
+    src = [0] * rank
+    for i, t in enumerate(a for a in range(rank) if a not in dn.offset_dims):
+        src[t] = i
+    for j, t in enumerate(dn.offset_dims):
+        src[t] = len(batch_shape) + j
+    return w.transpose(src)
+
+
+_NP_BINARY = {"add": np.add, "add_any": np.add, "sub": np.subtract, "mul": np.multiply, "eq": np.equal,
+              "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+              "and": np.bitwise_and, "or": np.bitwise_or}
+
+
+def _np_elementwise(name, vals, p):
+    """Common elementwise primitives (and ``dot_general``) on known NumPy arrays, where NumPy's
+    result is the one ``jax.lax`` defines (IEEE arithmetic, comparisons, exact conversions; a
+    product to round-off); None for the others, which run through JAX (which compiles an XLA
+    program for each new shape)."""
+    if name in _NP_BINARY and all(np.asarray(v).dtype == np.asarray(vals[0]).dtype for v in vals):
+        return [_NP_BINARY[name](*vals)]
+    if name == "div" and _is_float(np.asarray(vals[0]).dtype):
+        return [np.divide(*vals)]
+    if name == "neg":
+        return [np.negative(vals[0])]
+    if name == "not":
+        return [np.logical_not(vals[0]) if vals[0].dtype == np.bool_ else np.invert(vals[0])]
+    if name == "convert_element_type":
+        src, dst = np.asarray(vals[0]).dtype, np.dtype(p["new_dtype"])
+        if _is_float(dst) or (not _is_float(src) and dst != np.bool_):
+            return [np.asarray(vals[0]).astype(dst)]
+        if dst == np.bool_:
+            return [np.asarray(vals[0]) != 0]
+        return None
+    if name == "select_n":
+        pred, cases = np.asarray(vals[0]), vals[1:]
+        if pred.dtype == np.bool_:
+            return [np.where(pred, cases[1], cases[0])] if len(cases) == 2 else [np.asarray(cases[0])]
+        return [np.choose(pred, np.broadcast_arrays(*cases))]
+    if name == "dot_general" and all(_is_float(np.asarray(v).dtype) for v in vals) \
+            and np.asarray(vals[0]).dtype == np.asarray(vals[1]).dtype:
+        # summed term by term in the contraction's order, as the loop nest of p_dot_general does
+        (lc, rc), (lb, rb) = p["dimension_numbers"]
+        lhs, rhs = np.asarray(vals[0]), np.asarray(vals[1])
+        lfree = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
+        rfree = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
+        nb = int(math.prod(lhs.shape[a] for a in lb))
+        nc = int(math.prod(lhs.shape[a] for a in lc))
+        lm = lhs.transpose(list(lb) + lfree + list(lc)).reshape(nb, -1, nc)
+        rm = rhs.transpose(list(rb) + rfree + list(rc)).reshape(nb, -1, nc)
+        acc = np.zeros((nb, lm.shape[1], rm.shape[1]), lhs.dtype)
+        for c in range(nc):
+            acc += lm[:, :, None, c] * rm[:, None, :, c]
+        shape = [lhs.shape[a] for a in lb] + [lhs.shape[a] for a in lfree] + [rhs.shape[a] for a in rfree]
+        return [acc.reshape(shape)]
+    if name == "iota":
+        shape, dim = tuple(p["shape"]), p["dimension"]
+        ar = np.arange(shape[dim], dtype=np.dtype(p["dtype"]))
+        return [np.broadcast_to(ar.reshape([-1 if k == dim else 1 for k in range(len(shape))]), shape)]
+    return None
+
+
+def _squeezed(shape, name, p):
+    dims = [d % (len(shape) + (len(p["dimensions"]) if name == "expand_dims" else 0)) for d in p["dimensions"]]
+    if name == "squeeze":
+        return tuple(n for k, n in enumerate(shape) if k not in dims)
+    out, it = [], iter(shape)
+    for k in range(len(shape) + len(dims)):
+        out.append(1 if k in dims else next(it))
+    return tuple(out)
 
 
 class Translator(Emitter):
@@ -319,13 +646,26 @@ class Translator(Emitter):
             return self.jaxpr(sub, [], ins)
         if all(b.known for b in ins) and name not in NO_FOLD and not eqn.effects:
             return self.fold(eqn, ins)
+        if name in MOVES:
+            moved = self.move(eqn, ins)
+            if moved is not None:
+                return moved
         method = getattr(self, "p_" + name.replace("-", "_"), None)
         if method is not None:
             out = method(ins, outs_aval, **p)
             return out if isinstance(out, list) else [out]
         if name in UNARY:
+            if ins[0].elems is not None and not p:
+                return [self.elementwise_elems(name, UNARY[name], ins, outs_aval[0])]
             return [self.elementwise(UNARY[name], ins, outs_aval[0], p)]
         if name in BINARY:
+            simple = self.simplify(name, ins, outs_aval[0])
+            if simple is not None:
+                return [simple]
+            if any(b.elems is not None for b in ins) or (
+                    name in ZERO_RULES and math.prod(outs_aval[0].shape) <= MAX_ELEMS
+                    and any(b.known and b.size > 1 and bool(np.any(b.value == 0)) for b in ins)):
+                return [self.elementwise_elems(name, BINARY[name], ins, outs_aval[0])]
             return [self.elementwise(BINARY[name], ins, outs_aval[0], p)]
         if name in IDENTITY:
             return [self.alias(b, a.shape) for b, a in zip(ins, outs_aval)]
@@ -334,6 +674,12 @@ class Translator(Emitter):
     def fold(self, eqn, ins) -> list[Buf]:
         """Evaluate an equation on known values now (with JAX on the CPU)."""
         vals = [b.value for b in ins]
+        with np.errstate(all="ignore"):
+            outs = _np_move(eqn.primitive.name, vals, eqn.params)
+            if outs is None:
+                outs = _np_elementwise(eqn.primitive.name, vals, eqn.params)
+        if outs is not None:
+            return [Buf(None, v.aval.shape, v.aval.dtype, np.asarray(o)) for v, o in zip(eqn.outvars, outs)]
         try:
             with jax.ensure_compile_time_eval():
                 out = eqn.primitive.bind(*vals, **eqn.params)
@@ -341,6 +687,158 @@ class Translator(Emitter):
             raise Unsupported(f"cannot evaluate {eqn.primitive.name} on constants: {exc}") from None
         outs = out if eqn.primitive.multiple_results else [out]
         return [Buf(None, v.aval.shape, v.aval.dtype, np.asarray(o)) for v, o in zip(eqn.outvars, outs)]
+
+    # --- data movement as elements ----------------------------------------------------------------
+    def move(self, eqn, ins) -> list[Buf] | None:
+        """A primitive that only moves elements (:data:`MOVES`), evaluated now on the codes of the
+        elements (with the primitive itself, so with its own semantics): the outputs are Bufs of
+        the operands' elements. None where an output is large or an index is not known now."""
+        data = MOVES[eqn.primitive.name]
+        if data is None:
+            data = range(len(ins))
+        elif data == "cases":
+            data = range(1, len(ins))
+        if any(not ins[k].known for k in range(len(ins)) if k not in data):
+            return None
+        if sum(math.prod(v.aval.shape) for v in eqn.outvars) > MAX_ELEMS:
+            return None
+        if any(ins[k].elems is None and not ins[k].known and ins[k].size > MAX_ELEMS for k in data):
+            return None
+        vals, pool, base = [], [], 1  # code 0: an element no operand gives (out-of-bounds fill)
+        for k, b in enumerate(ins):
+            if k in data:
+                vals.append((base + np.arange(b.size, dtype=np.int64)).reshape(b.shape))
+                pool.extend(self.atoms(b))
+                base += b.size
+            else:
+                vals.append(b.value)
+        outs = _np_move(eqn.primitive.name, vals, eqn.params)
+        if outs is None:
+            params = dict(eqn.params)
+            if eqn.primitive.name == "gather":
+                params["fill_value"] = 0
+            try:
+                with jax.ensure_compile_time_eval():
+                    out = eqn.primitive.bind(*vals, **params)
+            except Exception:  # noqa: BLE001 - leave it to the primitive's own translation
+                return None
+            outs = out if eqn.primitive.multiple_results else [out]
+        res = []
+        for v, o in zip(eqn.outvars, outs):
+            codes = np.asarray(o).ravel()
+            if codes.size and codes.min() <= 0:
+                return None
+            res.append(self.make(v.aval.shape, v.aval.dtype, [pool[c - 1] for c in codes.tolist()]))
+        return res
+
+    def elementwise_elems(self, name, fn, ins, aval) -> Buf:
+        """An elementwise operation element by element, on operands of which one is a Buf of
+        elements or known with zeros: ``x + 0``, ``x - 0``, ``x * 1`` are x's element, ``x * 0`` a
+        known zero (:meth:`simplify`), the others computed, by runs of loops where they line up."""
+        shape = tuple(aval.shape)
+        n = int(math.prod(shape))
+        cols = []
+        for b in ins:
+            if b.size == 1:
+                at = self.atoms(b)
+                cols.append([at[0]] * n)
+                continue
+            if len(b.shape) != len(shape):
+                raise Unsupported(f"elementwise operands of shapes {b.shape} and {shape}")
+            where = np.broadcast_to(np.arange(b.size).reshape(b.shape), shape).ravel().tolist()
+            at = self.atoms(b)
+            cols.append([at[w] for w in where])
+        dt = ins[0].dtype
+        dts = tuple(b.dtype for b in ins)  # for the literals of each operand
+        result, ks, ops = [], [], []
+        for k in range(n):
+            args = tuple(c[k] for c in cols)
+            r = self._simple_atom(name, args, aval.dtype)
+            if r is None:
+                ks.append(k)
+                ops.append(args)
+            result.append(r)
+        # an element of a C scalar operand in a C scalar itself (no run of a loop can read it),
+        # the others into an array, by runs
+        if n > SCALAR_MAX:
+            arrayed = list(zip(ks, ops))
+        else:
+            arrayed = [(k, a) for k, a in zip(ks, ops) if all(x[0] is None or x[1] is not None for x in a)]
+            for k, a in zip(ks, ops):
+                if not all(x[0] is None or x[1] is not None for x in a):
+                    result[k] = self.scalar(fn(*[self.text(x, d) for x, d in zip(a, dts)], dt), aval.dtype)
+        if arrayed:
+            out = self.new(shape, aval.dtype)
+            self.assign(out.name, [k for k, _ in arrayed], lambda *t: fn(*t, dt), [a for _, a in arrayed], dts)
+            for k, _ in arrayed:
+                result[k] = (out.name, k)
+        return self.make(shape, aval.dtype, result)
+
+    @staticmethod
+    def _simple_atom(name, args, dtype):
+        """The element of ``x + 0``, ``0 + x``, ``x - 0``, ``x * 1``, ``1 * x`` (x), ``x * 0`` (0),
+        ``-c`` (-c) for known scalars; None where it must be computed."""
+        if not _is_float(dtype):
+            return None
+        if name == "neg":
+            a = args[0]
+            return (None, -a[1]) if a[0] is None else None
+        if len(args) != 2:
+            return None
+        (an, av), (bn, bv) = args
+        if name in ("add", "add_any"):
+            if bn is None and bv == 0:
+                return args[0]
+            if an is None and av == 0:
+                return args[1]
+        elif name == "sub":
+            if bn is None and bv == 0:
+                return args[0]
+        elif name == "mul":
+            if (an is None and av == 0) or (bn is None and bv == 0):
+                return (None, 0.0)
+            if bn is None and bv == 1:
+                return args[0]
+            if an is None and av == 1:
+                return args[1]
+        return None
+
+    # --- algebraic simplification ---------------------------------------------------------------
+    @staticmethod
+    def _all(b: Buf, x) -> bool:
+        return b.known and b.size > 0 and bool(np.all(b.value == x))
+
+    def simplify(self, name, ins, aval) -> Buf | None:
+        """``x + 0``, ``0 + x``, ``x - 0`` and ``x * 1`` as ``x`` itself, ``x * 0`` as a known zero.
+
+        Differentiation (``jacfwd`` seeds, ``add_any`` of symbolic zeros made concrete, identity
+        blocks of tangents) leaves many such operations on operands known now. Folding ``x * 0`` to
+        zero ignores that it is NaN where x is infinite or NaN: XLA's algebraic simplifier does the
+        same for the zeros of differentiation, and a step with a non-finite iterate is rejected by
+        its residual check either way. ``x + 0`` differs from x only in the sign of a zero x."""
+        if len(ins) != 2 or not _is_float(aval.dtype):
+            return None
+        a, b = ins
+        shape = tuple(aval.shape)
+
+        def same(x: Buf) -> Buf | None:
+            return self.alias(x, shape) if x.shape == shape else None
+
+        if name in ("add", "add_any"):
+            if self._all(b, 0):
+                return same(a)
+            if self._all(a, 0):
+                return same(b)
+        elif name == "sub" and self._all(b, 0):
+            return same(a)
+        elif name == "mul":
+            if self._all(a, 0) or self._all(b, 0):
+                return Buf(None, shape, aval.dtype, np.zeros(shape, aval.dtype))
+            if self._all(b, 1):
+                return same(a)
+            if self._all(a, 1):
+                return same(b)
+        return None
 
     # --- elementwise -----------------------------------------------------------------------------
     def elementwise(self, fn, ins, aval, params) -> Buf:
@@ -406,6 +904,8 @@ class Translator(Emitter):
                 e = f"({c} == {k} ? {vals[k]} : {e})"
             return e
 
+        if any(b.elems is not None for b in ins):
+            return self.elementwise_elems("select_n", fn, [pred, *cases], outs[0])
         return self.elementwise(fn, [pred, *cases], outs[0], {})
 
     def p_clamp(self, ins, outs, **_):
@@ -731,6 +1231,22 @@ class Translator(Emitter):
         if not ind.known or dimension_numbers.operand_batching_dims:
             return self._scatter_runtime(operand, ind, upd, dimension_numbers, mode, "add")
         table = self._scatter_table(operand, ind, upd, dimension_numbers, mode)
+        if (upd.elems is not None or operand.elems is not None or operand.known) and operand.size <= MAX_ELEMS \
+                and _is_float(operand.dtype):
+            # element by element: each target is its operand element plus its updates, in order
+            dt = operand.dtype
+            sums = [[a] for a in self.atoms(operand)]
+            for a, k in zip(self.atoms(upd), table.tolist()):
+                if not (a[0] is None and a[1] == 0):
+                    sums[k].append(a)
+            result, exprs = [], []
+            for k, terms in enumerate(sums):
+                if len(terms) > 1 and terms[0][0] is None and terms[0][1] == 0:
+                    terms = terms[1:]  # 0 + u is u (but for the sign of a zero u)
+                result.append(terms[0] if len(terms) == 1 else None)
+                if len(terms) > 1:
+                    exprs.append((k, " + ".join(self.text(a, dt) for a in terms)))
+            return self.computed(operand.shape, dt, result, exprs)
         out = self.new(operand.shape, operand.dtype)
         self.copy(out, operand)
         tname = self.static(Buf(None, (table.size,), np.int32, table.astype(np.int32)))
@@ -757,10 +1273,15 @@ class Translator(Emitter):
     def p_dot_general(self, ins, outs, dimension_numbers, **_):
         lhs, rhs = ins
         (lc, rc), (lb, rb) = dimension_numbers
+        if _is_float(outs[0].dtype) and (any(b.known or b.elems is not None for b in ins)
+                                         or outs[0].size * math.prod(lhs.shape[a] for a in lc) <= self.SPARSE_DOT_TERMS):
+            out = self._sparse_dot(lhs, rhs, (lc, rc), (lb, rb), outs[0])
+            if out is not None:
+                return out
         out = self.new(outs[0].shape, outs[0].dtype)
         lfree = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
         rfree = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
-        sl, sr = _strides(lhs.shape), _strides(rhs.shape)
+        (lname, loff, sl), (rname, roff, sr) = self.view(lhs), self.view(rhs)
         idx = self.loops(out.shape)
         nb = len(lb)
         bi, li, ri = idx[:nb], idx[nb:nb + len(lfree)], idx[nb + len(lfree):]
@@ -772,10 +1293,104 @@ class Translator(Emitter):
                  [(sl[a], v) for a, v in zip(lc, cidx)]
         rterms = [(sr[a], v) for a, v in zip(rb, bi)] + [(sr[a], v) for a, v in zip(rfree, ri)] + \
                  [(sr[a], v) for a, v in zip(rc, cidx)]
-        self.line(f"{acc} += {self.at(lhs, self.affine(lterms))} * {self.at(rhs, self.affine(rterms))};")
+        self.line(f"{acc} += {lname}[{self.affine(lterms, loff)}] * {rname}[{self.affine(rterms, roff)}];")
         self.end(cidx)
         self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {acc};")
         self.end(idx)
+        return out
+
+    SPARSE_DOT_TERMS = 32
+    """A ``dot_general`` of at most this many multiplications is written term by term, into C
+    scalars (registers, where a loop nest writes an array the compiler must track in memory); a
+    larger one where at most an eighth of its terms survive the known zeros, or at most half of
+    them and at most :attr:`SPARSE_DOT_SUMS` output elements are sums (:meth:`_sparse_dot`)."""
+    SPARSE_DOT_SUMS = 96
+
+    def _sparse_dot(self, lhs: Buf, rhs: Buf, contract, batch, aval) -> Buf | None:
+        """A ``dot_general`` with known elements in an operand, as one sum per output element of
+        only its terms without a known zero factor (a known factor 1 without the multiplication,
+        -1 as a subtraction), summed in the order of the contraction as the loop nest would.
+
+        The known operands of differentiation (``jacfwd``'s seeds, selection and identity blocks,
+        and the blocks of zeros in the matrices assembled from them) are mostly zeros: most of the
+        loop nest's multiply-adds are by zero. Dropping ``x * 0`` is the simplification of
+        :meth:`simplify`. An output element that is one operand's element is that element, one
+        without terms a known zero. Returns None for a large product with few known zeros
+        (the loop nest is then the shorter code)."""
+        (lc, rc), (lb, rb) = contract, batch
+        if int(math.prod(aval.shape)) * int(math.prod(lhs.shape[a] for a in lc)) > 1 << 21:
+            return None
+        lfree = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
+        rfree = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
+        # both operands as [batch, free, contraction]
+        lcode = np.arange(lhs.size).reshape(lhs.shape).transpose(list(lb) + lfree + list(lc))
+        rcode = np.arange(rhs.size).reshape(rhs.shape).transpose(list(rb) + rfree + list(rc))
+        nb = int(math.prod(lhs.shape[a] for a in lb))
+        nc = int(math.prod(lhs.shape[a] for a in lc))
+        lcode, rcode = lcode.reshape(nb, -1, nc), rcode.reshape(nb, -1, nc)
+        # per output element (b, i, j) and term c: the lhs and the rhs element
+        ll, rr = np.broadcast_arrays(lcode[:, :, None, :], rcode[:, None, :, :])
+        ll, rr = ll.reshape(-1, nc), rr.reshape(-1, nc)
+        la, ra = self.atoms(lhs), self.atoms(rhs)
+
+        def zeros(at):
+            return np.array([a[0] is None and a[1] == 0 for a in at], dtype=bool)
+
+        live = ~(zeros(la)[ll] | zeros(ra)[rr])
+        nlive = np.count_nonzero(live)
+        if live.size > self.SPARSE_DOT_TERMS and (live.shape[0] > MAX_ELEMS or (nlive > live.size // 8 and (
+                nlive > live.size // 2 or np.count_nonzero(live.sum(axis=1) > 1) > self.SPARSE_DOT_SUMS))):
+            if nlive <= live.size // 4:
+                return self._table_dot(lhs, rhs, ll, rr, live, aval)
+            return None
+        dt = aval.dtype
+        result, lines = [], []
+        for k in range(ll.shape[0]):
+            terms = []
+            for c in np.nonzero(live[k])[0].tolist():
+                x, y = la[ll[k, c]], ra[rr[k, c]]
+                if x[0] is None and y[0] is None:
+                    terms.append((1, (None, x[1] * y[1])))
+                elif x[0] is None and abs(x[1]) == 1:
+                    terms.append((x[1], y))
+                elif y[0] is None and abs(y[1]) == 1:
+                    terms.append((y[1], x))
+                else:
+                    terms.append((0, f"{self.text(x, dt)} * {self.text(y, dt)}"))
+            if not terms:
+                result.append((None, 0.0))
+            elif len(terms) == 1 and terms[0][0] == 1:
+                result.append(terms[0][1])
+            else:
+                expr = ""
+                for sign, t in terms:
+                    t = t if sign == 0 else self.text(t, dt)
+                    if not expr:
+                        expr = f"-{t}" if sign == -1 else t
+                    else:
+                        expr += f" - {t}" if sign == -1 else f" + {t}"
+                lines.append((k, expr))
+                result.append(None)
+        return self.computed(aval.shape, dt, result, lines)
+
+    def _table_dot(self, lhs: Buf, rhs: Buf, ll, rr, live, aval) -> Buf:
+        """A large ``dot_general`` with mostly known-zero terms (``live`` marks the others, ``ll``
+        and ``rr`` give each term's operand elements) as a loop over tables of its live terms:
+        the work of the sparse product, in code of constant size. Summed as :meth:`_sparse_dot`."""
+        ptr = np.concatenate([[0], np.cumsum(live.sum(axis=1))]).astype(np.int32)
+        ia = ll[live].astype(np.int32)  # row by row, each row's terms in contraction order
+        ib = rr[live].astype(np.int32)
+        a, b = self.arr(lhs), self.arr(rhs)
+        an = self.static(a) if a.known else a.name
+        bn = self.static(b) if b.known else b.name
+        P, IA, IB = (self.static(Buf(None, (t.size,), np.int32, t)) for t in (ptr, ia, ib))
+        out = self.new(aval.shape, aval.dtype)
+        k, t, acc = self.fresh("k"), self.fresh("j"), self.fresh("acc")
+        self.open(f"for (int {k} = 0; {k} < {out.size}; {k}++)")
+        self.line(f"{_ctype(out.dtype)} {acc} = 0;")
+        self.line(f"for (int {t} = {P}[{k}]; {t} < {P}[{k} + 1]; {t}++) {acc} += {an}[{IA}[{t}]] * {bn}[{IB}[{t}]];")
+        self.line(f"{out.name}[{k}] = {acc};")
+        self.close()
         return out
 
     def _reduce(self, ins, outs, axes, init: str, update) -> Buf:
@@ -891,6 +1506,7 @@ class Translator(Emitter):
         eff_lower = (lower != eff_t)  # op(a) lower triangular
         bb = self.fresh("b")
         self.open(f"for (int {bb} = 0; {bb} < {nb}; {bb}++)")
+        a = self.arr(a)
         A = f"({a.name if not a.known else self.static(a)} + {bb}*{m * m})"
 
         def Aij(i, j):
@@ -900,13 +1516,28 @@ class Translator(Emitter):
         # the right-hand sides: columns of b (left side) or rows of b (right side)
         nrhs, stride_rhs, stride_elem = (cols, 1, cols) if left_side else (rows, cols, 1)
         r = self.fresh("r")
-        self.open(f"for (int {r} = 0; {r} < {nrhs}; {r}++)")
 
         def x(i):
             return f"{X}[{r}*{stride_rhs} + ({i})*{stride_elem}]"
 
         order = f"for (int i = 0; i < {m}; i++)" if eff_lower else f"for (int i = {m} - 1; i >= 0; i--)"
         inner = "for (int j = 0; j < i; j++)" if eff_lower else f"for (int j = i + 1; j < {m}; j++)"
+        if nrhs > 1 and stride_rhs == 1:
+            # several right-hand sides side by side in memory: row i of x updated by whole rows,
+            # each element by the same operations in the same order as below (x_i -= a_ij x_j
+            # over j, then / a_ii), but reading and writing memory in order
+            self.open(order)
+            self.open(inner)
+            self.line(f"const double a = {Aij('i', 'j')};")
+            self.line(f"for (int {r} = 0; {r} < {nrhs}; {r}++) {x('i')} -= a * {x('j')};")
+            self.close()
+            if not unit_diagonal:
+                self.line(f"const double d = {Aij('i', 'i')};")
+                self.line(f"for (int {r} = 0; {r} < {nrhs}; {r}++) {x('i')} = {x('i')} / d;")
+            self.close()
+            self.close()
+            return out
+        self.open(f"for (int {r} = 0; {r} < {nrhs}; {r}++)")
         self.open(order)
         self.line(f"double s = {x('i')};")
         self.line(f"{inner} s -= {Aij('i', 'j')} * {x('j')};")
@@ -931,7 +1562,7 @@ class Translator(Emitter):
         names = {d.name for d in dst}
         staged = []
         for d, s in zip(dst, src):
-            if not s.known and s.name is not None and s.name.strip("()").split(" ")[0] in names and s.name != d.name:
+            if (self.refs(s) & names) and s.name != d.name:
                 t = self.new(s.shape, s.dtype)
                 self.copy(t, s)
                 staged.append((d, t))
@@ -1023,12 +1654,15 @@ class Translator(Emitter):
             step = x.size // int(length)
             if x.known:
                 raise Unsupported("scan over known arrays")
+            x = self.arr(x)
             xslices.append(Buf(f"({x.name} + {at}*{step})", x.shape[1:], x.dtype))
         new = self.closed_with(jaxpr, consts, carry + xslices)
         for y, v in zip(ys, new[num_carry:]):
             step = y.size // int(length)
             if v.size == 1:
                 self.line(f"{y.name}[{at}*{step}] = {self.at(v, 0)};")
+            elif v.elems is not None:
+                self.assign(f"({y.name} + {at}*{step})", range(v.size), lambda x: x, [(a,) for a in v.elems], v.dtype)
             else:
                 src = self.static(v) if v.known else v.name
                 self.line(f"memcpy({y.name} + {at}*{step}, {src}, sizeof({y.name}[0]) * {step});")
@@ -1043,6 +1677,22 @@ HEADER = """#include <math.h>
 """
 
 
+def _dce(jaxpr):
+    """The jaxpr without the equations no output depends on (those of the sub-jaxprs of loops and
+    conditionals too, by JAX's own rules: ``partial_eval.dce_jaxpr``), its constvars first among
+    its invars; and which of those invars it still reads. Differentiation leaves such equations
+    (the primal outputs of a ``jvp`` that only its tangent is read of); the C compiler would
+    remove them too, but only after spending its time on them."""
+    from jax._src.interpreters import partial_eval as pe
+
+    full = pe.convert_constvars_jaxpr(jaxpr)
+    try:
+        live, used = pe.dce_jaxpr(full, [True] * len(full.outvars), instantiate=True)
+    except Exception:  # noqa: BLE001 - an equation without a DCE rule: translate it all
+        return full, [True] * len(full.invars)
+    return live, used
+
+
 def translate(closed_jaxpr, name: str = "livens_kernel") -> str:
     """C source of ``void name(void **args)``: args are the flat inputs of the closed jaxpr, then
     its flat outputs, each a pointer to a C-contiguous array of the aval's shape and dtype."""
@@ -1055,14 +1705,23 @@ def translate(closed_jaxpr, name: str = "livens_kernel") -> str:
         nm = f"in{k}"
         t.line(f"{ct} *{nm} = ({ct} *) args[{k}];")
         args.append(Buf(nm, v.aval.shape, v.aval.dtype))
-    outs = t.closed(closed_jaxpr, args)
+    consts = [Buf(None, np.shape(c), np.asarray(c).dtype, np.asarray(c)) for c in closed_jaxpr.consts]
+    live, used = _dce(jaxpr)
+    outs = t.jaxpr(live, [], [b for b, u in zip(consts + args, used) if u])
     for k, (v, b) in enumerate(zip(jaxpr.outvars, outs)):
         ct = _ctype(b.dtype)
         dst = Buf(f"out{k}", b.shape, b.dtype)
         t.line(f"{ct} *out{k} = ({ct} *) args[{n_in + k}];")
         if b.size:
             t.copy(dst, b)
-    body = "\n".join(t.lines)
+    def flat(lines):
+        for x in lines:
+            if isinstance(x, list):
+                yield from flat(x)
+            else:
+                yield x
+
+    body = "\n".join(flat(t.lines))
     return HEADER + "\n".join(t.statics) + f"\n\nvoid {name}(void **args) {{\n{body}\n}}\n"
 
 
