@@ -1226,6 +1226,16 @@ class Translator(Emitter):
         self.end(idx)
         return out
 
+    def _scatter_loop(self, operand: Buf, upd: Buf, table, assign: str) -> Buf:
+        """The operand with update element i written (``assign`` "=") or added ("+=") at its
+        operand element table[i], indices known now: one loop over a constant table."""
+        out = self.new(operand.shape, operand.dtype)
+        self.copy(out, operand)
+        tname = self.static(Buf(None, (table.size,), np.int32, table.astype(np.int32)))
+        i = self.fresh("i")
+        self.line(f"for (int {i} = 0; {i} < {table.size}; {i}++) {out.name}[{tname}[{i}]] {assign} {self.at(upd, i)};")
+        return out
+
     def p_scatter_add(self, ins, outs, dimension_numbers, mode, **_):
         operand, ind, upd = ins
         if not ind.known or dimension_numbers.operand_batching_dims:
@@ -1247,12 +1257,7 @@ class Translator(Emitter):
                 if len(terms) > 1:
                     exprs.append((k, " + ".join(self.text(a, dt) for a in terms)))
             return self.computed(operand.shape, dt, result, exprs)
-        out = self.new(operand.shape, operand.dtype)
-        self.copy(out, operand)
-        tname = self.static(Buf(None, (table.size,), np.int32, table.astype(np.int32)))
-        i = self.fresh("i")
-        self.line(f"for (int {i} = 0; {i} < {table.size}; {i}++) {out.name}[{tname}[{i}]] += {self.at(upd, i)};")
-        return out
+        return self._scatter_loop(operand, upd, table, "+=")
 
     def p_scatter(self, ins, outs, dimension_numbers, mode, **_):
         """Where two updates land on one element, the last one wins (XLA leaves that unspecified)."""
@@ -1262,12 +1267,7 @@ class Translator(Emitter):
         table = self._scatter_table(operand, ind, upd, dimension_numbers, mode)
         if len(set(table.tolist())) != table.size:
             raise Unsupported("scatter with repeated indices")
-        out = self.new(operand.shape, operand.dtype)
-        self.copy(out, operand)
-        tname = self.static(Buf(None, (table.size,), np.int32, table.astype(np.int32)))
-        i = self.fresh("i")
-        self.line(f"for (int {i} = 0; {i} < {table.size}; {i}++) {out.name}[{tname}[{i}]] = {self.at(upd, i)};")
-        return out
+        return self._scatter_loop(operand, upd, table, "=")
 
     # --- contractions and reductions -------------------------------------------------------------
     def p_dot_general(self, ins, outs, dimension_numbers, **_):
