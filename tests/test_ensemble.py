@@ -8,6 +8,11 @@ import numpy as np
 import pytest
 
 import livens as lv
+from livens import native
+
+# the two ways an ensemble runs: members through the single run's native kernel (one thread per
+# core), or one vmapped XLA call per chunk for all members
+BACKENDS = ["xla", pytest.param("native", marks=pytest.mark.skipif(native.compiler() is None, reason="no C compiler"))]
 
 
 def _rotate_e3(x, angle, blocks):
@@ -26,13 +31,14 @@ def _pendulum_states(B, seed=0):
     return q, v
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("scheme", ["VI-S", "EM"])
-def test_members_equal_single_runs(scheme):
+def test_members_equal_single_runs(scheme, backend):
     problem = lv.examples.load("pendulum-3d")
     q0s, v0s = _pendulum_states(5)
     h, t_end, chunk = 0.02, 0.7, 16  # 35 steps: three chunks, the last one partly past the end
-    ens = lv.simulate_ensemble(problem, scheme, q0s, v0s, h=h, t_end=t_end, tol=1e-11, chunk=chunk)
-    assert isinstance(ens, lv.EnsembleSolution)
+    ens = lv.simulate_ensemble(problem, scheme, q0s, v0s, h=h, t_end=t_end, tol=1e-11, chunk=chunk, backend=backend)
+    assert isinstance(ens, lv.EnsembleSolution) and ens.meta["backend"] == backend
     assert len(ens) == 5 and ens.q.shape == (5, 36, 3) and not ens.failed.any()
     assert np.all(ens.steps == 35)
     for b in range(5):
@@ -66,7 +72,8 @@ def test_heavy_tops_rotated_about_e3_are_rotated_copies():
     np.testing.assert_array_equal(ens[2].newton_iterations, single.newton_iterations)
 
 
-def test_a_failing_member_stops_alone():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failing_member_stops_alone(backend):
     problem = lv.examples.load("pendulum-3d")
     q0s, v0s = _pendulum_states(3, seed=3)
     # member 1 starts near the top and falls: too fast for h = 0.05 and 6 Newton iterations after
@@ -75,14 +82,16 @@ def test_a_failing_member_stops_alone():
     v0s[1] = [0.0, 9.0, 0.0]
     kw = dict(h=0.05, t_end=1.0, tol=1e-10, max_iter=6, chunk=2)
     with pytest.warns(RuntimeWarning, match="1 of 3"):
-        ens = lv.simulate_ensemble(problem, "VI-S", q0s, v0s, **kw)
-    assert ens.failed.tolist() == [False, True, False]
+        ens = lv.simulate_ensemble(problem, "VI-S", q0s, v0s, backend=backend, **kw)
+    assert ens.failed.tolist() == [False, True, False] and ens.meta["backend"] == backend
     with pytest.raises(lv.ConvergenceError) as err:
         lv.simulate(problem.replace(q0=q0s[1], v0=v0s[1]), "VI-S", **kw)
     partial = err.value.solution
     assert ens.steps[1] == partial.n_steps >= 2
     assert np.max(np.abs(ens[1].q - partial.q)) <= 1e-12
     assert np.all(np.isnan(ens.q[1, ens.steps[1] + 1:]))
+    # the failed step's Newton record is kept, as in the single run's error
+    assert ens.newton_iterations[1, ens.steps[1]] == 6 and ens.newton_residual[1, ens.steps[1]] > kw["tol"]
     for b in (0, 2):
         single = lv.simulate(problem.replace(q0=q0s[b], v0=v0s[b]), "VI-S", **kw)
         assert ens.steps[b] == 20

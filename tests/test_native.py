@@ -180,6 +180,8 @@ def test_backend_choice_and_fallbacks(monkeypatch):
     p = lv.examples.load("pendulum-3d")
     with pytest.raises(ValueError, match="backend must be one of auto, native, xla; got 'gpu'"):
         lv.simulate(p, "VI-S", t_end=0.1, backend="gpu")
+    monkeypatch.delenv("LIVENS_BACKEND", raising=False)  # the default is "auto": native where possible
+    assert lv.simulate(p, "VI-S", t_end=0.1, progress=False).meta["backend"] == "native"
     monkeypatch.setenv("LIVENS_BACKEND", "xla")
     assert lv.simulate(p, "VI-S", t_end=0.1, progress=False).meta["backend"] == "xla"
     monkeypatch.setenv("LIVENS_BACKEND", "auto")

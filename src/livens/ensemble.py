@@ -9,9 +9,10 @@ Newton loop of a member stops changing it once it has converged; the ensemble's 
 the slowest member has converged), so each member equals ``lv.simulate`` of its initial state
 to round-off.
 
-With ``backend="native"`` (:mod:`livens.native`), each
-member instead runs the single run's chunk kernel, the members shared among one thread per CPU
-core (the kernel releases the GIL): a member then takes exactly the steps of its single run.
+Where the single run's chunk loop runs natively (:mod:`livens.native`; the default backend
+"auto" and a C compiler found), each member instead runs that native kernel from its first step
+to its last, the members shared among one thread per CPU core (the kernel releases the GIL): a
+member then takes exactly the steps of its single run. ``backend="xla"`` asks for the vmapped call.
 
 The result is an :class:`EnsembleSolution`: batched arrays (member first) and ``ens[i]``, the
 member's :class:`~livens.Solution`, as ``lv.simulate`` would have returned it.
@@ -97,26 +98,98 @@ def _member_runner(mech, scheme, mode: str, chunk: int, newton_opts: tuple, back
     return hit
 
 
-def _run_members(kernel, args):
-    """One chunk of every member with the native ``kernel`` of a single run, the members spread
-    over one thread per CPU core; outputs stacked member first, like the vmapped runner's."""
+def _store(out: dict, bs, a: int, e: int, recs: dict, nodal: bool) -> None:
+    """Copy the records of steps a..e of members ``bs`` (``recs``, member first) into the
+    ensemble's arrays ``out``."""
+    k = e - a
+    out["q"][bs, a + 1:e + 1] = recs["q"][:, :k]
+    out["p"][bs, a + 1:e + 1] = recs["p"][:, :k]
+    if nodal:
+        out["v"][bs, a + 1:e + 1] = recs["v"][:, :k]
+    else:
+        out["v"][bs, a:e] = recs["v"][:, :k]
+    out["lam"][bs, a:e] = recs["lam"][:, :k]
+    if out["gam"] is not None:
+        out["gam"][bs, a:e] = recs["gam"][:, :k]
+    out["iterations"][bs, a:e] = recs["iterations"][:, :k]
+    out["residual"][bs, a:e] = recs["residual"][:, :k]
+
+
+def _store_failure(out: dict, b: int, i: int, recs: dict) -> None:
+    """The failed step i of member b: its Newton iterations and residual (``recs`` of one member)."""
+    j = int(np.flatnonzero(~np.asarray(recs["ok"]))[0])
+    if i < out["iterations"].shape[1]:
+        out["iterations"][b, i] = recs["iterations"][j]
+        out["residual"][b, i] = recs["residual"][j]
+
+
+def _run_members(kernel, state, history, args, n, failed, n_steps: int, out: dict, nodal: bool) -> None:
+    """Every member from its step ``n[b]`` to the end (or its failed step) with the native
+    ``kernel`` of a single run, chunk after chunk, the records written straight into ``out``; the
+    members are spread over one thread per CPU core (the kernel releases the GIL). Updates ``n``
+    and ``failed`` in place."""
     from concurrent.futures import ThreadPoolExecutor
 
-    state, history, t_start, n0, n_stop, h, tol, max_iter, params, sys_params = args
     state, history = jax.tree_util.tree_map(np.asarray, (state, history))
-    n0, n_stop = np.asarray(n0), np.asarray(n_stop)
+    t_start, h, tol, max_iter, params, sys_params = args
 
     def member(b):
         sb, hb = jax.tree_util.tree_map(lambda a: a[b], (state, history))
-        return kernel(sb, hb, t_start, n0[b], n_stop[b], h, tol, max_iter, params, sys_params)
+        nb = int(n[b])
+        while nb < n_steps:
+            sb, hb, n_new, failed_now, recs = kernel(sb, hb, t_start, nb, n_steps, h, tol, max_iter, params,
+                                                     sys_params)
+            n_new = int(n_new)
+            if n_new > nb:
+                _store(out, [b], nb, n_new, {k: v[None] for k, v in recs.items()}, nodal)
+            nb = n_new
+            if failed_now:
+                failed[b] = True
+                _store_failure(out, b, nb, recs)
+                break
+        n[b] = nb
 
-    workers = max(1, min(os.cpu_count() or 1, n0.shape[0]))
+    B = n.shape[0]
+    workers = max(1, min(os.cpu_count() or 1, B))
     if workers == 1:
-        outs = [member(b) for b in range(n0.shape[0])]
+        for b in range(B):
+            member(b)
     else:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="livens-member") as pool:
-            outs = list(pool.map(member, range(n0.shape[0])))
-    return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *outs)
+            list(pool.map(member, range(B)))
+
+
+def _run_vmapped(runner, state, history, scalars, n, failed, n_steps: int, out: dict, nodal: bool) -> float:
+    """Every member to the end (or its failed step) with ``runner``, the vmapped chunk loop: one
+    call per chunk for all members. Updates ``n`` and ``failed`` in place; returns the first
+    call's wall time (its compilation included)."""
+    t_start, h, tol, max_iter, params, sys_params = scalars
+    compile_time = None
+    while True:
+        alive = ~failed & (n < n_steps)
+        if not alive.any():
+            break
+        n_before = n.copy()
+        t0 = time.perf_counter()
+        # a failed member gets n_stop = n: it takes no further step
+        n_stop = np.where(failed, n, n_steps)
+        state, history, n_new, failed_now, recs = runner(state, history, t_start, jnp.asarray(n), jnp.asarray(n_stop),
+                                                         h, tol, max_iter, params, sys_params)
+        recs = jax.device_get(recs)
+        if compile_time is None:
+            compile_time = time.perf_counter() - t0
+        n_new = np.asarray(n_new)
+        failed_now = np.asarray(failed_now)
+        failed |= failed_now
+        moved = n_new > n_before
+        # members that advanced over the same steps are copied together (all alive ones, usually)
+        for a, e in sorted({(int(x), int(y)) for x, y in zip(n_before[moved], n_new[moved])}):
+            bs = np.flatnonzero(moved & (n_before == a) & (n_new == e))
+            _store(out, bs, a, e, {k: v[bs] for k, v in recs.items()}, nodal)
+        for b in np.flatnonzero(failed_now):  # the failed step's iterations and residual
+            _store_failure(out, b, int(n_new[b]), {k: v[b] for k, v in recs.items()})
+        n[:] = n_new
+    return compile_time or 0.0
 
 
 def _consistency_functions(mech):
@@ -250,7 +323,8 @@ def simulate_ensemble(
     backend: str | None = None,
     **params: Any,
 ) -> EnsembleSolution:
-    """Integrate many initial states of ``problem`` in one compiled, ``jax.vmap``-ped call per chunk.
+    """Integrate many initial states of ``problem``: natively one thread per core, else one
+    compiled, ``jax.vmap``-ped call per chunk.
 
     Parameters
     ----------
@@ -260,12 +334,13 @@ def simulate_ensemble(
         members); each must lie on the constraint manifold (|g(q0)|, |G(q0) v0| at most
         ``problem.consistency_tol``).
     scheme, h, t_end, tol, max_iter, guess, parameters, backend, **params: as for
-        :func:`livens.simulate`. With the native backend the members run the single run's kernel,
-        spread over one thread per CPU core; with XLA, one ``vmap``-ped call per chunk.
-        ``ens.meta["backend"]`` says which ran.
-    chunk: steps per compiled call; by default about 65536 member-steps per call (512 for up to
-        128 members, 64 for 1000), so that the records of one call stay small (they are
-        allocated for the whole chunk: 1000 members x 512 steps of a heavy top are 230 MB).
+        :func:`livens.simulate`. With the native backend each member runs the single run's
+        kernel, the members spread over one thread per CPU core; with XLA, one ``vmap``-ped call
+        per chunk for all members. ``ens.meta["backend"]`` says which ran.
+    chunk: steps per compiled call. Natively, one member's steps per call (default 512); with
+        XLA, all members' steps per call: by default about 65536 member-steps (512 for up to 128
+        members, 64 for 1000), so that the records of one call stay small (they are allocated
+        for the whole chunk: 1000 members x 512 steps of a heavy top are 230 MB).
 
     Returns an :class:`EnsembleSolution`; ``ens[b]`` equals ``lv.simulate`` of member b (to
     round-off). A member whose Newton iteration fails stops there (``ens.failed``); the others go
@@ -289,6 +364,7 @@ def simulate_ensemble(
     q0, v0, p0 = _initial_states(problem, mech, None if q0s is None else np.atleast_2d(q0s),
                                  None if v0s is None else np.atleast_2d(v0s))
     B, d, m = q0.shape[0], mech.d, mech.m
+    chunk_given = chunk is not None
     if chunk is None:  # a power of two, so that ensembles of similar size share the compiled call
         chunk = int(min(DEFAULT_CHUNK, max(8, 2 ** int(np.log2(max(1, 65536 // B))))))
     n_steps = max(1, int(round(t_end / h)))
@@ -303,77 +379,37 @@ def simulate_ensemble(
         state = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *starts)
     nopts = newton_options(tol)
     tol_num = 0.0 if nopts[0] == ROUNDOFF else float(tol)
-    runner = _ensemble_runner(mech, sch, guess, chunk, nopts)
-    # members through the single run's native kernel only on request: measured under load it was
-    # slower than the vmapped XLA call (per-member Python overhead in the threads)
-    member_runner = _member_runner(mech, sch, guess, chunk, nopts, "native" if backend == "native" else "xla")
-    kernel = None
     jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     empty = new_history(sch, mech, jax.tree_util.tree_map(lambda a: a[0], state), h, jparams)
     history = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), empty)
 
     nan = np.nan
-    Q = np.full((B, n_steps + 1, d), nan)
-    P = np.full((B, n_steps + 1, d), nan)
-    Q[:, 0], P[:, 0] = q0, p0
     nodal = sch.velocity_kind == "nodal"
-    V = np.full((B, n_steps + 1 if nodal else n_steps, d), nan)
+    out = {"q": np.full((B, n_steps + 1, d), nan), "p": np.full((B, n_steps + 1, d), nan),
+           "v": np.full((B, n_steps + 1 if nodal else n_steps, d), nan), "lam": np.full((B, n_steps, m), nan),
+           "gam": np.full((B, n_steps, m), nan) if sch.has_gamma else None,
+           "iterations": np.zeros((B, n_steps), np.int32), "residual": np.full((B, n_steps), nan)}
+    out["q"][:, 0], out["p"][:, 0] = q0, p0
     if nodal:
-        V[:, 0] = v0
-    LAM = np.full((B, n_steps, m), nan)
-    GAM = np.full((B, n_steps, m), nan) if sch.has_gamma else None
-    ITS = np.zeros((B, n_steps), np.int32)
-    RES = np.full((B, n_steps), nan)
+        out["v"][:, 0] = v0
     n = np.zeros(B, np.int64)  # converged steps per member
     failed = np.zeros(B, bool)
+    scalars = (jnp.asarray(0.0, dtype=jnp.float64), jnp.asarray(h, dtype=jnp.float64),
+               jnp.asarray(tol_num, dtype=jnp.float64), jnp.asarray(max_iter, dtype=jnp.int32), jparams, jsys)
     wall0 = time.perf_counter()
-    compile_time = None
-    while True:
-        alive = ~failed & (n < n_steps)
-        if not alive.any():
-            break
-        n_before = n.copy()
-        t0 = time.perf_counter()
-        # a failed member gets n_stop = n: it takes no further step
-        n_stop = np.where(failed, n, n_steps)
-        args = (state, history, jnp.asarray(0.0, dtype=jnp.float64), jnp.asarray(n), jnp.asarray(n_stop),
-                jnp.asarray(h, dtype=jnp.float64), jnp.asarray(tol_num, dtype=jnp.float64),
-                jnp.asarray(max_iter, dtype=jnp.int32), jparams, jsys)
-        if member_runner is not None and compile_time is None:  # the single run's kernel, where there is one
-            one = jax.tree_util.tree_map(lambda a: a[0], (state, history))
-            kernel = member_runner.kernel(*one, *args[2:3], args[3][0], args[4][0], *args[5:])
-        if kernel is not None:
-            state, history, n_new, failed_now, recs = _run_members(kernel, args)
-        else:
-            state, history, n_new, failed_now, recs = runner(*args)
-        recs = jax.device_get(recs)
-        if compile_time is None:
-            compile_time = time.perf_counter() - t0
-        n_new = np.asarray(n_new)
-        failed = failed | np.asarray(failed_now)
-        moved = n_new > n_before
-        # members that advanced over the same steps are copied together (all alive ones, usually)
-        for a, e in sorted({(int(x), int(y)) for x, y in zip(n_before[moved], n_new[moved])}):
-            bs = np.flatnonzero(moved & (n_before == a) & (n_new == e))
-            k = e - a
-            Q[bs, a + 1:e + 1] = recs["q"][bs, :k]
-            P[bs, a + 1:e + 1] = recs["p"][bs, :k]
-            if nodal:
-                V[bs, a + 1:e + 1] = recs["v"][bs, :k]
-            else:
-                V[bs, a:e] = recs["v"][bs, :k]
-            LAM[bs, a:e] = recs["lam"][bs, :k]
-            if GAM is not None:
-                GAM[bs, a:e] = recs["gam"][bs, :k]
-            ITS[bs, a:e] = recs["iterations"][bs, :k]
-            RES[bs, a:e] = recs["residual"][bs, :k]
-        for b in np.flatnonzero(np.asarray(failed_now)):  # the failed step's iterations and residual
-            i = int(n_new[b])
-            j = int(np.flatnonzero(~np.asarray(recs["ok"][b]))[0])
-            if i < n_steps:
-                ITS[b, i] = recs["iterations"][b, j]
-                RES[b, i] = recs["residual"][b, j]
-        n = n_new
+    # the members through the single run's native kernel where there is one (one member's records
+    # per call, so its chunk need not shrink with B), else one vmapped XLA call per chunk
+    member_runner = _member_runner(mech, sch, guess, chunk if chunk_given else DEFAULT_CHUNK, nopts, backend)
+    kernel = None
+    if member_runner is not None:
+        one = jax.tree_util.tree_map(lambda a: a[0], (state, history))
+        kernel = member_runner.kernel(*one, scalars[0], 0, n_steps, *scalars[1:])
+    if kernel is not None:
+        compile_time = time.perf_counter() - wall0
+        _run_members(kernel, state, history, scalars, n, failed, n_steps, out, nodal)
+    else:
+        compile_time = _run_vmapped(_ensemble_runner(mech, sch, guess, chunk, nopts), state, history, scalars, n,
+                                    failed, n_steps, out, nodal)
     wall = time.perf_counter() - wall0
     if failed.any():
         bad = np.flatnonzero(failed)
@@ -391,8 +427,9 @@ def simulate_ensemble(
     if sys_values is not None:
         meta["parameters"] = {k: v.tolist() for k, v in sys_values.items()}
     return EnsembleSolution(
-        t=np.arange(n_steps + 1) * float(h), q=Q, p=P, v=V, lam=LAM, gam=GAM, newton_iterations=ITS,
-        newton_residual=RES, steps=n.astype(np.int64), failed=failed, velocity_kind=sch.velocity_kind,
+        t=np.arange(n_steps + 1) * float(h), q=out["q"], p=out["p"], v=out["v"], lam=out["lam"], gam=out["gam"],
+        newton_iterations=out["iterations"],
+        newton_residual=out["residual"], steps=n.astype(np.int64), failed=failed, velocity_kind=sch.velocity_kind,
         scheme=sch.name, params=dict(vals), meta=meta, problem=problem, _scheme_obj=sch, _mech=mech,
     )
 

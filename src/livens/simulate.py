@@ -308,7 +308,7 @@ def simulate(
         function and compiled by the system's C compiler, :mod:`livens.native`), "xla" (JAX's
         compiler), or "auto" (native where the loop translates, a C compiler is found and the
         system has at most ``livens.native.runner.MAX_UNKNOWNS`` Newton unknowns per step, else
-        XLA). Default: ``$LIVENS_BACKEND``, else "xla". The two compute the same equations with
+        XLA). Default: ``$LIVENS_BACKEND``, else "auto". The two compute the same equations with
         the same Newton iteration; results agree to round-off. ``solution.meta["backend"]`` says
         which ran (and ``meta["native_fallback"]`` why XLA did where native was possible in principle).
     **params: scheme parameters, e.g. ``theta=0.5``.

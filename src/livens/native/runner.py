@@ -7,8 +7,8 @@ system is larger than :data:`MAX_UNKNOWNS` (large systems have banded or matrix-
 XLA runs well, and their C source would be long to compile), it runs the jitted XLA loop instead.
 
 The backend is chosen with ``simulate(..., backend=...)`` or the environment variable
-``LIVENS_BACKEND``: "xla" (the default for now), "auto" (native where possible, else XLA),
-"native" (an error where it is not possible).
+``LIVENS_BACKEND``: "auto" (the default: native where possible, else XLA), "xla", or "native"
+(an error where it is not possible).
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ MAX_UNKNOWNS = 64
 
 
 def resolve_backend(backend: str | None) -> str:
-    """The backend asked for: ``backend``, else ``$LIVENS_BACKEND``, else "xla"."""
-    value = backend if backend is not None else (os.environ.get("LIVENS_BACKEND", "").strip().lower() or "xla")
+    """The backend asked for: ``backend``, else ``$LIVENS_BACKEND``, else "auto"."""
+    value = backend if backend is not None else (os.environ.get("LIVENS_BACKEND", "").strip().lower() or "auto")
     if value not in BACKENDS:
         source = "backend" if backend is not None else "LIVENS_BACKEND"
         raise ValueError(f"{source} must be one of {', '.join(BACKENDS)}; got {value!r}.")
