@@ -211,3 +211,41 @@ def test_runtime_scatter_and_batched_gather():
 
     _same(f, X, jnp.int32(2), jnp.asarray([3, 1, 0, 2, 1], dtype=jnp.int32))
     _same(f, X, jnp.int32(9), jnp.asarray([3, 3, 0, 2, 1], dtype=jnp.int32))  # clamped / repeated
+
+
+def test_large_sources_start_at_og_and_switch_to_o2_without_changing_a_bit(monkeypatch, tmp_path):
+    """A large source is compiled at -Og and -O2 at once; the kernel runs the first until the
+    second is ready. Both levels keep IEEE arithmetic, so the switch changes no bit."""
+    from livens.native import build as native_build
+
+    monkeypatch.setattr(native_build, "LARGE_SOURCE", 0)  # every source counts as large
+    monkeypatch.setenv("LIVENS_COMPILATION_CACHE", str(tmp_path))  # nothing cached yet
+
+    def f(x, y):  # transcendental functions, a solve and a loop: what a time step holds
+        lu, _, perm = lax.linalg.lu(A + jnp.diag(jnp.exp(-x[:5] ** 2)))
+        b = (jnp.sin(y[:5]) * jnp.cosh(x[:5]))[perm]
+        z = jax.scipy.linalg.solve_triangular(lu, jax.scipy.linalg.solve_triangular(lu, b, lower=True,
+                                                                                      unit_diagonal=True), lower=False)
+        return lax.fori_loop(0, 7, lambda i, c: c + jnp.sqrt(1.0 + c * c) / (2.0 + i), z), jnp.log1p(x * x) @ y
+
+    x, y = jnp.asarray(RNG.standard_normal(8)), jnp.asarray(RNG.standard_normal(8))
+    k = native.compile_function(f, x, y)
+    assert k.level == "-Og"
+    quick = [np.asarray(o) for o in jax.tree_util.tree_leaves(k(x, y))]
+    native.wait()
+    assert k.level == "-O2"
+    full = [np.asarray(o) for o in jax.tree_util.tree_leaves(k(x, y))]
+    for a, b in zip(quick, full):
+        np.testing.assert_array_equal(a, b)
+    _same(f, x, y)  # and both agree with XLA (the -O2 library, from the cache now)
+    assert len(list(tmp_path.glob("native/*.so"))) == 2  # one library per level, nothing left behind
+    assert not list(tmp_path.glob("native/*.c"))
+
+    # a whole run: the run that starts at -Og equals, bit for bit, a run with the -O2 library
+    p = lv.examples.load("heavy-top")
+    run = dict(t_end=300 * p.h, chunk=48, progress=False, backend="native")
+    first = lv.simulate(p, "EM", **run)
+    native.wait()
+    second = lv.simulate(p, "EM", **run)
+    for name in ("q", "p", "v", "lam"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(second, name))

@@ -17,9 +17,18 @@ alias queries of value numbering (capped by ``--param=sccvn-max-alias-queries-pe
 register allocation by loop regions (``-fira-region=one``), straight-line vectorization (the
 elements are rarely in adjacent memory) and points-to analysis (every array is a local whose
 address is never taken but for the arguments).
+
+Large sources (more than :data:`LARGE_SOURCE` characters, where GCC at ``-O2`` may take several
+seconds) whose optimized library is not yet cached are compiled twice at once: at ``-Og``
+(:data:`QUICK_FLAGS`), which compiles in a fraction of the time, and at ``-O2``. The kernel runs
+the ``-Og`` library from the first call and switches to the ``-O2`` one when its compile ends
+(:func:`wait` waits for that). Both levels follow IEEE arithmetic (no fast-math, no contraction),
+so the switch changes no bit of the results. A process that exits first stops the ``-O2``
+compile; the next one compiles it again.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import os
@@ -28,6 +37,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 
 import jax
 import numpy as np
@@ -39,8 +49,14 @@ FLAGS = ("-O2", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-mat
 GCC_FLAGS = ("-fno-gcse", "--param=sccvn-max-alias-queries-per-access=100", "-fira-region=one",
              "-fno-tree-slp-vectorize", "-fno-tree-pta")
 """Added where the compiler is GCC (other compilers do not know them)."""
+QUICK_FLAGS = ("-Og", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
+"""The quick compile of a large source: the same arithmetic as :data:`FLAGS`, less optimization."""
+LARGE_SOURCE = 150_000
+"""Sources of more characters than this are compiled at both levels at once (module docstring)."""
 _LOCK = threading.Lock()
 _TMP: list[str] = []
+_RUNNING: set = set()  # (gcc process, its files) of compiles under way, stopped at exit
+_PENDING: set = set()  # futures of -O2 libraries compiled in the background
 
 
 def compiler() -> str | None:
@@ -88,30 +104,43 @@ class CompileError(Unsupported):
     """The C compiler failed or is missing (the caller falls back to XLA)."""
 
 
-def build(source: str, name: str = "livens_kernel"):
-    """The ctypes function ``name`` of the compiled ``source`` (from the cache where it is there)."""
-    cc = compiler()
-    if cc is None:
-        raise CompileError("no C compiler found (set CC, or install cc, gcc or clang)")
-    opts = flags(cc)
-    key = hashlib.sha256("\0".join([source, cc, *opts]).encode()).hexdigest()[:24]
-    lib_path = os.path.join(cache_dir(), f"{name}_{key}.so")
-    with _LOCK:
-        if not os.path.exists(lib_path):
-            fd, c_path = tempfile.mkstemp(suffix=".c", dir=os.path.dirname(lib_path))
-            with os.fdopen(fd, "w") as f:
-                f.write(source)
-            tmp_lib = c_path[:-2] + ".so"
-            try:
-                proc = subprocess.run([cc, *opts, "-o", tmp_lib, c_path, "-lm"], capture_output=True, text=True)
-                if proc.returncode != 0:
-                    raise CompileError(f"{os.path.basename(cc)} failed: {proc.stderr.strip()[:2000]}")
-                os.replace(tmp_lib, lib_path)  # atomic: another process sees all of it or nothing
-            finally:
-                for path in (c_path, tmp_lib):
-                    if os.path.exists(path):
-                        os.remove(path)
-        lib = ctypes.CDLL(lib_path)
+def _compile(cc: str, opts: tuple, source: str, lib_path: str) -> None:
+    """Compile ``source`` with ``opts`` into ``lib_path`` (atomically: another process sees all of
+    it or nothing)."""
+    fd, c_path = tempfile.mkstemp(suffix=".c", dir=os.path.dirname(lib_path))
+    with os.fdopen(fd, "w") as f:
+        f.write(source)
+    tmp_lib = c_path[:-2] + ".so"
+    entry = None
+    try:
+        proc = subprocess.Popen([cc, *opts, "-o", tmp_lib, c_path, "-lm"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        entry = (proc, c_path, tmp_lib)
+        _RUNNING.add(entry)
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise CompileError(f"{os.path.basename(cc)} failed: {err.strip()[:2000]}")
+        os.replace(tmp_lib, lib_path)
+    finally:
+        _RUNNING.discard(entry)
+        for path in (c_path, tmp_lib):
+            if os.path.exists(path):
+                os.remove(path)
+
+
+@atexit.register
+def _stop_compiles() -> None:
+    """At exit, stop the background compiles (their threads are not waited for) and remove their files."""
+    for proc, *paths in list(_RUNNING):
+        proc.kill()
+        proc.wait()
+        for path in paths:
+            if os.path.exists(path):
+                os.remove(path)
+
+
+def _load(lib_path: str, name: str):
+    lib = ctypes.CDLL(lib_path)
     fn = getattr(lib, name)
     fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
     fn.restype = None
@@ -119,15 +148,75 @@ def build(source: str, name: str = "livens_kernel"):
     return fn
 
 
+def _library(cc: str, opts: tuple, source: str, name: str) -> str:
+    key = hashlib.sha256("\0".join([source, cc, *opts]).encode()).hexdigest()[:24]
+    return os.path.join(cache_dir(), f"{name}_{key}.so")
+
+
+def build(source: str, name: str = "livens_kernel", quick: bool = False):
+    """The ctypes function ``name`` of the compiled ``source`` (from the cache where it is there).
+
+    With ``quick=True``, a large source whose ``-O2`` library is not cached is compiled at both
+    levels at once (module docstring); the result is then ``(fn, future)``: the ``-Og`` function,
+    and a :class:`concurrent.futures.Future` of the ``-O2`` one (None where ``fn`` is already it)."""
+    cc = compiler()
+    if cc is None:
+        raise CompileError("no C compiler found (set CC, or install cc, gcc or clang)")
+    opts = flags(cc)
+    lib_path = _library(cc, opts, source, name)
+    if quick and len(source) > LARGE_SOURCE and not os.path.exists(lib_path):
+        future: Future = Future()
+
+        def optimized():
+            try:
+                _compile(cc, opts, source, lib_path)
+                future.set_result(_load(lib_path, name))
+            except BaseException as exc:  # the -Og library stays; the error is kept on the future
+                future.set_exception(exc)
+            finally:
+                _PENDING.discard(future)
+
+        _PENDING.add(future)
+        threading.Thread(target=optimized, name="livens-native-O2", daemon=True).start()
+        quick_path = _library(cc, QUICK_FLAGS, source, name)
+        if not os.path.exists(quick_path):
+            _compile(cc, QUICK_FLAGS, source, quick_path)
+        return _load(quick_path, name), future
+    with _LOCK:
+        if not os.path.exists(lib_path):
+            _compile(cc, opts, source, lib_path)
+        fn = _load(lib_path, name)
+    return (fn, None) if quick else fn
+
+
+def wait(timeout: float | None = None) -> None:
+    """Wait until the ``-O2`` libraries being compiled in the background are in use (module docstring)."""
+    for future in list(_PENDING):
+        try:
+            future.result(timeout)
+        except Exception:  # a failed -O2 compile leaves the -Og library in use
+            pass
+        while future in _PENDING:  # its callbacks (the kernels' switch) run before it leaves
+            time.sleep(0.001)
+
+
 class Kernel:
     """A function of arrays compiled to one C function: called like the traced function, it
     returns the same pytree of outputs, as NumPy arrays (:func:`compile_function`)."""
 
-    def __init__(self, closed_jaxpr, in_tree, out_tree, fn, compile_s: float, source: str):
+    def __init__(self, closed_jaxpr, in_tree, out_tree, fn, compile_s: float, source: str, optimized=None):
         self.jaxpr, self.in_tree, self.out_tree, self.fn = closed_jaxpr, in_tree, out_tree, fn
         self.in_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in closed_jaxpr.jaxpr.invars]
         self.out_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in closed_jaxpr.jaxpr.outvars]
         self.compile_s, self.source = compile_s, source
+        self.level = "-O2" if optimized is None else "-Og"
+        """The optimization of the library in use: "-Og" until the background "-O2" compile ends."""
+        if optimized is not None:
+            optimized.add_done_callback(self._switch)
+
+    def _switch(self, future) -> None:
+        if future.exception() is None:
+            self.fn, self.level = future.result(), "-O2"
 
     def __call__(self, *args):
         leaves, tree = jax.tree_util.tree_flatten(args)
@@ -142,7 +231,8 @@ class Kernel:
         outs = [np.empty(shape, dtype) for shape, dtype in self.out_avals]
         arrays = ins + outs
         ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
-        self.fn(ptrs)
+        fn = self.fn
+        fn(ptrs)
         return jax.tree_util.tree_unflatten(self.out_tree, outs)
 
 
@@ -155,7 +245,7 @@ def compile_function(fn, *args) -> Kernel:
     if closed.effects:
         raise Unsupported(f"effects {closed.effects}")
     source = translate(closed)
-    kernel_fn = build(source)
+    kernel_fn, optimized = build(source, quick=True)
     _, in_tree = jax.tree_util.tree_flatten(args)
     out_tree = jax.tree_util.tree_structure(out_shape)
-    return Kernel(closed, in_tree, out_tree, kernel_fn, time.perf_counter() - t0, source)
+    return Kernel(closed, in_tree, out_tree, kernel_fn, time.perf_counter() - t0, source, optimized)
