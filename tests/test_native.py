@@ -134,7 +134,8 @@ def test_control_flow():
 # --- whole runs ------------------------------------------------------------------------------------
 PAIRS = [("pendulum-3d", "VI-S", 300), ("pendulum-3d", "EM", 300), ("pendulum-3d", "VI-A", 300),
          ("heavy-top", "VI-S", 200), ("four-particle", "EM", 200), ("spring-pendulum-spherical", "livens-em", 100),
-         ("double-spherical-pendulum", "vi-lagrange", 200), ("redundant-mass-spring", "livens-midpoint", 100)]
+         ("double-spherical-pendulum", "vi-lagrange", 200), ("redundant-mass-spring", "livens-midpoint", 100),
+         ("four-particle", "vi-nullspace", 200)]  # its null-space basis from the translator's QR
 
 
 @pytest.mark.parametrize("example,scheme,steps", PAIRS)
@@ -249,3 +250,16 @@ def test_large_sources_start_at_og_and_switch_to_o2_without_changing_a_bit(monke
     second = lv.simulate(p, "EM", **run)
     for name in ("q", "p", "v", "lam"):
         np.testing.assert_array_equal(getattr(first, name), getattr(second, name))
+
+
+def test_qr_sort_and_linear_solve():
+    """QR as LAPACK (the same signs: Q and R equal XLA's to round-off, complete and reduced, and
+    of a transposed operand), the stable sort of a permutation, and jnp.linalg.solve."""
+    G = jnp.asarray(RNG.standard_normal((2, 5)))
+    _same(lambda g: jnp.linalg.qr(g.T, mode="complete"), G, tol=1e-13)
+    _same(lambda g: jnp.linalg.qr(g.T, mode="reduced"), G, tol=1e-13)
+    _same(lambda a: jnp.linalg.qr(a), jnp.stack([A, A.T]), tol=1e-13)  # batched, square
+    _same(lambda g: jnp.linalg.qr(jnp.zeros((4, 2)).at[:, 1].set(g[0, :4])), G)  # a zero column: tau = 0
+    keys = jnp.asarray(np.array([3, 1, 4, 1, 0], dtype=np.int32))
+    _same(lambda k: lax.sort((k, jnp.arange(5, dtype=jnp.int32)), num_keys=1, is_stable=True), keys)
+    _same(lambda a, b: jnp.linalg.solve(a, b), A, B[:, 0], tol=1e-12)

@@ -1493,6 +1493,106 @@ class Translator(Emitter):
         self.close()
         return [lu, piv, perm]
 
+    def p_qr(self, ins, outs, full_matrices, pivoting=False, **_):
+        """Householder QR as LAPACK's geqrf and orgqr: reflector j maps column j below the diagonal
+        to beta e_j with beta = -sign(alpha) ||x|| (alpha the diagonal element), and Q is the product
+        of the reflectors applied to the identity, the last one first."""
+        if pivoting:
+            raise Unsupported("qr with pivoting")
+        a = ins[0]
+        if not _is_float(a.dtype):
+            raise Unsupported(f"qr of {a.dtype}")
+        *batch, m, n = a.shape
+        k = min(m, n)
+        mq = m if full_matrices else k  # columns of Q, rows of R
+        q = self.new(outs[0].shape, a.dtype)
+        r = self.new(outs[1].shape, a.dtype)
+        w = self.new((m, n), a.dtype)  # the factorization in place: R above, reflectors below
+        tau = self.new((max(k, 1),), a.dtype)
+        a = self.arr(a)
+        src = self.static(a) if a.known else a.name
+        nb = int(math.prod(batch))
+        b = self.fresh("b")
+        self.open(f"for (int {b} = 0; {b} < {nb}; {b}++)")
+        W, T = w.name, tau.name
+        self.line(f"for (int i = 0; i < {m * n}; i++) {W}[i] = {src}[{b}*{m * n} + i];")
+        self.open(f"for (int j = 0; j < {k}; j++)")
+        self.line("double xnorm = 0.0;")
+        self.line(f"for (int i = j + 1; i < {m}; i++) xnorm += {W}[i*{n} + j] * {W}[i*{n} + j];")
+        self.line("xnorm = sqrt(xnorm);")
+        self.line(f"double alpha = {W}[j*{n} + j];")
+        self.open("if (xnorm == 0.0)")
+        self.line(f"{T}[j] = 0.0;")
+        self.close()
+        self.open("else")
+        self.line("double beta = -copysign(hypot(alpha, xnorm), alpha);")
+        self.line(f"{T}[j] = (beta - alpha) / beta;")
+        self.line("double scale = 1.0 / (alpha - beta);")
+        self.line(f"for (int i = j + 1; i < {m}; i++) {W}[i*{n} + j] *= scale;")
+        self.line(f"{W}[j*{n} + j] = beta;")
+        # apply H = I - tau v v^T (v = (1, W[j+1:, j])) to the columns right of j
+        self.open(f"for (int c = j + 1; c < {n}; c++)")
+        self.line(f"double s = {W}[j*{n} + c];")
+        self.line(f"for (int i = j + 1; i < {m}; i++) s += {W}[i*{n} + j] * {W}[i*{n} + c];")
+        self.line(f"s *= {T}[j];")
+        self.line(f"{W}[j*{n} + c] -= s;")
+        self.line(f"for (int i = j + 1; i < {m}; i++) {W}[i*{n} + c] -= s * {W}[i*{n} + j];")
+        self.close()
+        self.close()
+        self.close()
+        R = f"({r.name} + {b}*{mq * n})"
+        self.line(f"for (int i = 0; i < {mq}; i++) for (int c = 0; c < {n}; c++) "
+                  f"{R}[i*{n} + c] = c >= i ? {W}[i*{n} + c] : 0.0;")
+        Q = f"({q.name} + {b}*{m * mq})"
+        self.line(f"for (int i = 0; i < {m}; i++) for (int c = 0; c < {mq}; c++) {Q}[i*{mq} + c] = i == c ? 1.0 : 0.0;")
+        self.open(f"for (int j = {k} - 1; j >= 0; j--)")
+        self.open(f"for (int c = j; c < {mq}; c++)")
+        self.line(f"double s = {Q}[j*{mq} + c];")
+        self.line(f"for (int i = j + 1; i < {m}; i++) s += {W}[i*{n} + j] * {Q}[i*{mq} + c];")
+        self.line(f"s *= {T}[j];")
+        self.line(f"{Q}[j*{mq} + c] -= s;")
+        self.line(f"for (int i = j + 1; i < {m}; i++) {Q}[i*{mq} + c] -= s * {W}[i*{n} + j];")
+        self.close()
+        self.close()
+        self.close()
+        return [q, r]
+
+    def p_sort(self, ins, outs, dimension, is_stable, num_keys, **_):
+        """A stable sort along ``dimension`` by one integer key, the other operands carried along
+        (insertion sort: the arrays sorted here are a permutation's few entries)."""
+        if num_keys != 1 or not np.issubdtype(ins[0].dtype, np.integer):
+            raise Unsupported("sort other than by one integer key")
+        shape = ins[0].shape
+        n = shape[dimension]
+        res = [self.new(shape, b.dtype) for b in ins]
+        for dst, src in zip(res, ins):
+            self.copy(dst, src)
+        st = _strides(shape)
+        lanes = [d for d in range(len(shape)) if d != dimension]
+        idx = self.loops([shape[d] for d in lanes])
+        base = " + ".join([f"{i}*{st[d]}" for i, d in zip(idx, lanes)]) or "0"
+        step = st[dimension]
+        self.open(f"for (int i = 1; i < {n}; i++)")
+        self.line(" ".join(f"{_ctype(x.dtype)} t{k} = {x.name}[{base} + i*{step}];" for k, x in enumerate(res)))
+        self.line("int j = i - 1;")
+        self.open(f"while (j >= 0 && {res[0].name}[{base} + j*{step}] > t0)")
+        for x in res:
+            self.line(f"{x.name}[{base} + (j + 1)*{step}] = {x.name}[{base} + j*{step}];")
+        self.line("j--;")
+        self.close()
+        for k, x in enumerate(res):
+            self.line(f"{x.name}[{base} + (j + 1)*{step}] = t{k};")
+        self.close()
+        self.end(idx)
+        return res
+
+    def p_custom_linear_solve(self, ins, outs, const_lengths, jaxprs, **_):
+        """x = solve(b): the forward value is the ``solve`` jaxpr on its constants and b."""
+        n_mv, n_vm, n_solve = const_lengths.matvec, const_lengths.vecmat, const_lengths.solve
+        n_consts = n_mv + n_vm + n_solve + const_lengths.transpose_solve
+        consts = ins[n_mv + n_vm:n_mv + n_vm + n_solve]
+        return self.closed_with(jaxprs.solve, consts, ins[n_consts:])
+
     def p_triangular_solve(self, ins, outs, left_side, lower, transpose_a, conjugate_a, unit_diagonal, **_):
         """op(a) x = b (left_side) or x op(a) = b, op(a) = a or a^T; a triangular."""
         a, bmat = ins
