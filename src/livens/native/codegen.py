@@ -967,8 +967,10 @@ class Translator(Emitter):
         steps = strides or (1,) * len(shape)
         st = _strides(src.shape)
         offset = sum(s * a for s, a in zip(st, start_indices))
-        # a contiguous block: an alias into the source
+        # a contiguous block: an alias into the source (or the run of its elements)
         if not src.known and self._contiguous(src.shape, start_indices, shape, steps):
+            if src.elems is not None:
+                return self.make(shape, src.dtype, src.elems[offset:offset + math.prod(shape)])
             return Buf(f"({src.name} + {offset})" if offset else src.name, shape, src.dtype)
         out = self.new(shape, src.dtype)
         self.gather_loops(out, src, lambda idx: self.affine([(s * k, i) for s, k, i in zip(st, steps, idx)], offset))
