@@ -135,7 +135,8 @@ def test_control_flow():
 PAIRS = [("pendulum-3d", "VI-S", 300), ("pendulum-3d", "EM", 300), ("pendulum-3d", "VI-A", 300),
          ("heavy-top", "VI-S", 200), ("four-particle", "EM", 200), ("spring-pendulum-spherical", "livens-em", 100),
          ("double-spherical-pendulum", "vi-lagrange", 200), ("redundant-mass-spring", "livens-midpoint", 100),
-         ("four-particle", "vi-nullspace", 200)]  # its null-space basis from the translator's QR
+         ("four-particle", "vi-nullspace", 200),  # its null-space basis from the translator's QR
+         ("spring-pendulum-spherical", "vi-nullspace", 100)]  # no constraints: arrays of size 0
 
 
 @pytest.mark.parametrize("example,scheme,steps", PAIRS)
@@ -274,3 +275,20 @@ def test_large_system_compiles_natively_on_request():
     assert runs["native"].meta["backend"] == "native"
     np.testing.assert_array_equal(runs["native"].newton_iterations, runs["xla"].newton_iterations)
     assert np.max(np.abs(runs["native"].q - runs["xla"].q)) <= 1e-12
+
+
+def test_a_translator_fault_falls_back_to_xla_with_a_warning(monkeypatch):
+    """"auto" must not lose a run to a fault of the translator: XLA runs it, a warning and
+    meta["native_fallback"] say why; "native" refuses with the fault named."""
+    from livens.native import build as native_build
+
+    def broken(closed):
+        raise ValueError("a translator fault")
+
+    monkeypatch.setattr(native_build, "translate", broken)
+    p = lv.examples.load("pendulum-3d")
+    with pytest.warns(RuntimeWarning, match="native translator failed .*a translator fault"):
+        sol = lv.simulate(p, "VI-S", t_end=0.1, chunk=24, progress=False, backend="auto")
+    assert sol.meta["backend"] == "xla" and "a translator fault" in sol.meta["native_fallback"]
+    with pytest.raises(NativeUnavailable, match="a translator fault"):
+        lv.simulate(p, "VI-S", t_end=0.1, chunk=40, progress=False, backend="native")

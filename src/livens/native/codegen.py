@@ -580,8 +580,10 @@ def _np_elementwise(name, vals, p):
         rfree = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
         nb = int(math.prod(lhs.shape[a] for a in lb))
         nc = int(math.prod(lhs.shape[a] for a in lc))
-        lm = lhs.transpose(list(lb) + lfree + list(lc)).reshape(nb, -1, nc)
-        rm = rhs.transpose(list(rb) + rfree + list(rc)).reshape(nb, -1, nc)
+        nl = int(math.prod(lhs.shape[a] for a in lfree))
+        nr = int(math.prod(rhs.shape[a] for a in rfree))
+        lm = lhs.transpose(list(lb) + lfree + list(lc)).reshape(nb, nl, nc)  # sizes given: some may be 0
+        rm = rhs.transpose(list(rb) + rfree + list(rc)).reshape(nb, nr, nc)
         acc = np.zeros((nb, lm.shape[1], rm.shape[1]), lhs.dtype)
         for c in range(nc):
             acc += lm[:, :, None, c] * rm[:, None, :, c]

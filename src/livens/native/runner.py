@@ -13,6 +13,7 @@ The backend is chosen with ``simulate(..., backend=...)`` or the environment var
 from __future__ import annotations
 
 import os
+import warnings
 
 import jax
 import numpy as np
@@ -69,6 +70,13 @@ class ChunkRunner:
             if self.requested == "native":
                 raise NativeUnavailable(f"backend='native': this run cannot be compiled natively ({exc}); "
                                         f"use backend='auto' or 'xla'.") from None
+            return None
+        except Exception as exc:  # noqa: BLE001 - a fault of the translator: XLA runs the loop, and says so
+            self.reason = f"the native translator failed ({type(exc).__name__}: {exc})"
+            if self.requested == "native":
+                raise NativeUnavailable(f"backend='native': {self.reason}; use backend='auto' or 'xla'.") from exc
+            warnings.warn(f"{self.reason}; XLA runs this loop instead (results are the same). This is a "
+                          "bug in livens.native: please report it.", RuntimeWarning, stacklevel=4)
             return None
 
     def kernel(self, *args):
