@@ -89,11 +89,10 @@ def _member_runner(mech, scheme, mode: str, chunk: int, newton_opts: tuple, back
     key = (mech, scheme, mode, chunk, newton_opts, backend)
     hit = _MEMBER_RUNNERS.get(key)
     if hit is None:
-        from .native.runner import ChunkRunner
+        from .native.runner import ChunkRunner, system_size
 
         loop = make_loop(mech, scheme, mode, chunk, None, newton_opts)
-        unknowns = sum(n for _, n in scheme.sizes(mech.d, mech.m))
-        hit = ChunkRunner(loop, jax.jit(loop), backend, unknowns)
+        hit = ChunkRunner(loop, jax.jit(loop), backend, system_size(scheme, mech))
         _MEMBER_RUNNERS[key] = hit
     return hit
 

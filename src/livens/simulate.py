@@ -181,10 +181,10 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, layout:
         return hit
     runner = jax.jit(make_loop(mech, scheme, mode, chunk, layout, newton_opts, fuse_small_dots))
     if backend != "xla":
-        from .native.runner import ChunkRunner
+        from .native.runner import ChunkRunner, system_size
 
-        unknowns = sum(n for _, n in scheme.sizes(mech.d, mech.m))
-        runner = ChunkRunner(make_loop(mech, scheme, mode, chunk, layout, newton_opts), runner, backend, unknowns)
+        runner = ChunkRunner(make_loop(mech, scheme, mode, chunk, layout, newton_opts), runner, backend,
+                             system_size(scheme, mech))
     _RUNNERS[key] = runner
     return runner
 
@@ -307,8 +307,8 @@ def simulate(
     backend: what runs the compiled chunks of steps: "native" (the chunk loop translated to one C
         function and compiled by the system's C compiler, :mod:`livens.native`), "xla" (JAX's
         compiler), or "auto" (native where the loop translates, a C compiler is found and the
-        system has at most ``livens.native.runner.MAX_UNKNOWNS`` Newton unknowns per step, else
-        XLA). Default: ``$LIVENS_BACKEND``, else "auto". The two compute the same equations with
+        system has at most ``livens.native.runner.MAX_UNKNOWNS`` Newton unknowns per step and
+        coordinates plus multipliers, else XLA). Default: ``$LIVENS_BACKEND``, else "auto". The two compute the same equations with
         the same Newton iteration; results agree to round-off. ``solution.meta["backend"]`` says
         which ran (and ``meta["native_fallback"]`` why XLA did where native was possible in principle).
     **params: scheme parameters, e.g. ``theta=0.5``.

@@ -21,7 +21,18 @@ import numpy as np
 BACKENDS = ("auto", "native", "xla")
 
 MAX_UNKNOWNS = 64
-"""With backend "auto", systems whose Newton unknowns per step number more than this run with XLA."""
+"""With backend "auto", a system whose Newton unknowns per step, or whose coordinates and
+multipliers, number more than this runs with XLA (:func:`system_size`)."""
+
+
+def system_size(scheme, mech) -> tuple[int, str]:
+    """The size :data:`MAX_UNKNOWNS` bounds, and its words: the scheme's Newton unknowns per step,
+    or d + m where that is larger (a scheme with few unknowns may still work on d x m matrices:
+    vi-nullspace's QR of G^T)."""
+    unknowns = sum(n for _, n in scheme.sizes(mech.d, mech.m))
+    if mech.d + mech.m > unknowns:
+        return mech.d + mech.m, f"{mech.d} coordinates and {mech.m} multipliers"
+    return unknowns, f"{unknowns} Newton unknowns per step"
 
 
 def resolve_backend(backend: str | None) -> str:
@@ -45,13 +56,13 @@ def _signature(args):
 class ChunkRunner:
     """The jitted XLA loop ``xla`` or, where possible, ``loop`` compiled natively (module docstring).
 
-    ``backend``: "auto", "native" or "xla"; ``unknowns``: Newton unknowns per step (for
-    :data:`MAX_UNKNOWNS`). After a call, :attr:`backend` names what ran it and :attr:`reason` why
+    ``backend``: "auto", "native" or "xla"; ``size``: :func:`system_size` of the scheme on the
+    system (for :data:`MAX_UNKNOWNS`). After a call, :attr:`backend` names what ran it and :attr:`reason` why
     XLA ran it where native was asked for or possible in principle.
     """
 
-    def __init__(self, loop, xla, backend: str, unknowns: int):
-        self.loop, self.xla, self.requested, self.unknowns = loop, xla, backend, int(unknowns)
+    def __init__(self, loop, xla, backend: str, size: tuple[int, str]):
+        self.loop, self.xla, self.requested, self.size = loop, xla, backend, size
         self.kernels: dict = {}
         self.backend = "xla" if backend == "xla" else None
         self.reason = None
@@ -60,8 +71,8 @@ class ChunkRunner:
         from . import compile_function
         from .codegen import Unsupported
 
-        if self.requested == "auto" and self.unknowns > MAX_UNKNOWNS:
-            self.reason = f"{self.unknowns} Newton unknowns per step, more than MAX_UNKNOWNS = {MAX_UNKNOWNS}"
+        if self.requested == "auto" and self.size[0] > MAX_UNKNOWNS:
+            self.reason = f"{self.size[1]}, more than MAX_UNKNOWNS = {MAX_UNKNOWNS}"
             return None
         try:
             return compile_function(self.loop, *args)
