@@ -234,6 +234,8 @@ def test_without_out_the_run_says_nothing_was_saved(capsys):
     assert main(["run", "pendulum-3d", "--t-end", "0.5", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert out.strip().splitlines()[-1].startswith("Nothing was saved: give --out DIR")
+    # the summary's first line names what ran the steps
+    assert ", backend native" in out or ", backend xla" in out
 
 
 def test_failure_messages_count_steps_from_one_and_name_the_file(tmp_path, capsys):

@@ -157,7 +157,11 @@ def _print_summary(sol) -> None:
     summary = sol.summary()
     width = max(len(k) for k in summary)
     kept = f", one node in every {sol.save_every} kept" if sol.save_every > 1 else ""
-    print(f"{sol.scheme} {sol.params or ''} on {sol.meta.get('example')}, h = {sol.h:g}{kept}")
+    backend = sol.meta.get("backend")
+    how = f", backend {backend}" if backend else ""
+    if sol.meta.get("native_fallback"):
+        how += f" ({sol.meta['native_fallback']})"
+    print(f"{sol.scheme} {sol.params or ''} on {sol.meta.get('example')}, h = {sol.h:g}{kept}{how}")
     for k, v in summary.items():
         if k == "steps/s" and v != v:
             v = "n/a (every step ran in the first, compiled chunk)"
