@@ -142,7 +142,9 @@ def test_physical_energy_error_is_the_exact_order_h_term(nutating):
         H_hand = np.einsum("ni,ni->n", m, m) / (2 * I1) + (0.5 / I3 - 0.5 / I1) * md**2 + MGL * d[:, 2]
         np.testing.assert_allclose(H, H_hand, rtol=1e-13)
         c = np.einsum("ni,ni->n", m, np.cross(E3, d))
-        np.testing.assert_allclose(H - H[0], -h * MGL / (2 * I1) * (c - c[0]), rtol=0, atol=1e-13 * abs(H[0]))
+        # exact up to the round-off of the conserved deformed energy, which walks with the number of
+        # steps (measured at h = 0.0005, 2000 steps: 7e-14 |H0| with XLA, 1.1e-13 |H0| natively)
+        np.testing.assert_allclose(H - H[0], -h * MGL / (2 * I1) * (c - c[0]), rtol=0, atol=3e-13 * abs(H[0]))
         errs.append(np.max(np.abs(H - H[0])) / abs(H[0]))
     ratios = np.array(errs[:-1]) / np.array(errs[1:])
     assert np.all((ratios > 1.8) & (ratios < 2.2)), (errs, ratios)
