@@ -309,6 +309,10 @@ def test_chunks_of_large_systems_are_short():
 
 _BLOCKED = """
 import hashlib
+import signal
+# as in a terminal's foreground job, whatever the test runner's own SIGINT disposition (a shell's
+# background job starts with SIGINT ignored, and Python then installs no handler)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from livens.cli import _exit_on_ctrl_c_before_the_first_step
 from livens.simulate import _NothingComputed
 undo = _exit_on_ctrl_c_before_the_first_step({path!r})
