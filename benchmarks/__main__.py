@@ -345,7 +345,29 @@ def _flatten(results: dict) -> dict:
                 if "compile_s" in r and k.split("|")[0] not in NOT_OF_THE_PAPERS]
     if compiles:
         flat["compile_max"] = (max(compiles), False)
+    firsts = [r["first_call_s"] for k, r in results.get("pairs", {}).items()
+              if "first_call_s" in r and k.split("|")[0] not in NOT_OF_THE_PAPERS]
+    if firsts:
+        flat["first_call_max"] = (max(firsts), False)
     return flat
+
+
+def _compile_context(results: dict) -> list[str]:
+    """What the compile target's figure leaves out: it is the compiled chunk loop's first call;
+    the whole first ``lv.simulate`` call adds the set-up and a start solver's own compilation
+    (vi-lagrange, vi-nullspace), and the three-bar swing is timed in its own section."""
+    pairs = {k: r for k, r in results.get("pairs", {}).items()
+             if "first_call_s" in r and k.split("|")[0] not in NOT_OF_THE_PAPERS}
+    lines = []
+    if pairs:
+        worst = max(pairs, key=lambda k: pairs[k]["first_call_s"])
+        over = sum(r["first_call_s"] > 3.0 for r in pairs.values())
+        lines.append(f"(the whole first lv.simulate call, set-up and start solvers included: at most "
+                     f"{pairs[worst]['first_call_s']} s, {worst}; {over} of {len(pairs)} pairs over 3 s)")
+    swing = [r["compile_s"] for k, r in results.get("swing", {}).items() if "compile_s" in r]
+    if swing:
+        lines.append(f"(the three-bar swing, not in these pairs: compile {min(swing)} to {max(swing)} s)")
+    return lines
 
 
 def _why_not_measured(results: dict, key: str) -> str:
@@ -375,6 +397,9 @@ def compare(results: dict, baseline: dict | None) -> None:
         other = flat.get(key + "-advanced")
         if other is not None:
             print(f"    (against the compiled VI-S with 002's advanced guess instead: {other[0]})")
+        if key == "compile_max" and got is not None:
+            for line in _compile_context(results):
+                print(f"    {line}")
     if "compile_max" in flat and len(results.get("pairs", {})) < 10:
         print(f"  (compile times of the {len(results['pairs'])} pairs measured; the full run measures every pair)")
     if not baseline:
