@@ -217,7 +217,9 @@ def test_runtime_scatter_and_batched_gather():
 
 def test_large_sources_start_at_og_and_switch_to_o2_without_changing_a_bit(monkeypatch, tmp_path):
     """A large source is compiled at -Og and -O2 at once; the kernel runs the first until the
-    second is ready. Both levels keep IEEE arithmetic, so the switch changes no bit."""
+    second is ready. Both levels keep IEEE arithmetic, so the switch changes no bit; -O2 also
+    vectorizes loops (the LU row updates of the heavy top's EM below), one element per lane, and
+    no floating-point sum (with -fassociative-math it would, and this test fails)."""
     from livens.native import build as native_build
 
     monkeypatch.setattr(native_build, "LARGE_SOURCE", 0)  # every source counts as large
