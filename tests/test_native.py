@@ -255,6 +255,22 @@ def test_large_sources_start_at_og_and_switch_to_o2_without_changing_a_bit(monke
         np.testing.assert_array_equal(getattr(first, name), getattr(second, name))
 
 
+def test_a_library_for_this_cpu_is_named_by_what_march_native_means_here(monkeypatch):
+    """A cache shared by machines with different CPUs must never load a library built for another:
+    the name of an -O2 library hashes what -march=native expands to, the -Og one does not use it."""
+    from livens.native import build as native_build
+
+    cc = native.compiler()
+    if cc is None or "-march=native" not in native_build.flags(cc):
+        pytest.skip("no GCC that says what -march=native means here")
+    assert "-march=" in native_build.native_target(cc)
+    here = native_build._library(cc, native_build.flags(cc), "int x;", "k")
+    quick = native_build._library(cc, native_build.QUICK_FLAGS, "int x;", "k")
+    monkeypatch.setitem(native_build._TARGET, cc, "cc1 -march=another-cpu")
+    assert native_build._library(cc, native_build.flags(cc), "int x;", "k") != here
+    assert native_build._library(cc, native_build.QUICK_FLAGS, "int x;", "k") == quick
+
+
 def test_qr_sort_and_linear_solve():
     """QR as LAPACK (the same signs: Q and R equal XLA's to round-off, complete and reduced, and
     of a transposed operand), the stable sort of a permutation, and jnp.linalg.solve."""

@@ -21,7 +21,9 @@ address is never taken but for the arguments). Loops are vectorized with GCC's "
 run at least twice the vector length (``min-vect-loop-bound``: shorter loops, as in the 3-vectors
 of a pendulum, ran slower vectorized): the row updates of LU and of the block eliminations. Each
 lane does the IEEE operation of one element, and GCC vectorizes no floating-point sum without
-``-fassociative-math``, so vectorization changes no bit of the results.
+``-fassociative-math``, so vectorization changes no bit of the results. GCC compiles for this
+CPU (``-march=native``: AVX2 or AVX-512 vectors where it has them), and the library's name holds
+what that means here (:data:`ARCH_FLAGS`).
 
 Large sources (more than :data:`LARGE_SOURCE` characters, where GCC at ``-O2`` may take several
 seconds) whose optimized library is not yet cached are compiled twice at once: at ``-Og``
@@ -54,6 +56,11 @@ FLAGS = ("-O2", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-mat
 GCC_FLAGS = ("-fno-gcse", "--param=sccvn-max-alias-queries-per-access=100", "-fira-region=one",
              "-fno-tree-slp-vectorize", "-fno-tree-pta", "-fvect-cost-model=cheap", "--param=min-vect-loop-bound=2")
 """Added where the compiler is GCC (other compilers do not know them)."""
+ARCH_FLAGS = ("-march=native",)
+"""Added where the compiler is GCC and says what ``-march=native`` means on this CPU (its wider
+vectors and instructions; with ``-ffp-contract=off`` no fused multiply-add, so the same bits).
+What it means is part of the library's name: a cache shared by machines with different CPUs
+never loads a library built for another."""
 QUICK_FLAGS = ("-Og", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
 """The quick compile of a large source: the same arithmetic as :data:`FLAGS`, less optimization."""
 LARGE_SOURCE = 150_000
@@ -77,10 +84,26 @@ def compiler() -> str | None:
 
 
 _GCC: dict = {}
+_TARGET: dict = {}  # compiler -> its command line for -march=native on this CPU ("" where unknown)
+
+
+def native_target(cc: str) -> str:
+    """What ``-march=native`` expands to for the compiler ``cc`` on this CPU (the compiler proper's
+    command line, as ``-###`` prints it), or "" where it cannot say."""
+    if cc not in _TARGET:
+        try:
+            run = subprocess.run([cc, *ARCH_FLAGS, "-###", "-x", "c", "-c", "-o", os.devnull, os.devnull],
+                                 capture_output=True, text=True, timeout=30)
+            lines = [ln for ln in run.stderr.splitlines() if "cc1" in ln and "-march=" in ln]
+            _TARGET[cc] = lines[-1].strip() if run.returncode == 0 and lines else ""
+        except (OSError, subprocess.SubprocessError):
+            _TARGET[cc] = ""
+    return _TARGET[cc]
 
 
 def flags(cc: str) -> tuple:
-    """The flags for the compiler ``cc``: :data:`FLAGS`, and :data:`GCC_FLAGS` where it is GCC."""
+    """The flags for the compiler ``cc``: :data:`FLAGS`, and :data:`GCC_FLAGS` where it is GCC, with
+    :data:`ARCH_FLAGS` where it also says what they mean here (:func:`native_target`)."""
     if cc not in _GCC:
         try:
             out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
@@ -88,7 +111,9 @@ def flags(cc: str) -> tuple:
             out = ""
         first = out.splitlines()[0] if out else ""
         _GCC[cc] = ("gcc" in first.lower() or "Free Software Foundation" in out) and "clang" not in out.lower()
-    return FLAGS + (GCC_FLAGS if _GCC[cc] else ())
+    if not _GCC[cc]:
+        return FLAGS
+    return FLAGS + GCC_FLAGS + (ARCH_FLAGS if native_target(cc) else ())
 
 
 def cache_dir() -> str:
@@ -154,7 +179,10 @@ def _load(lib_path: str, name: str):
 
 
 def _library(cc: str, opts: tuple, source: str, name: str) -> str:
-    key = hashlib.sha256("\0".join([source, cc, *opts]).encode()).hexdigest()[:24]
+    """The cached library's path: a hash of the source, the compiler and its flags, and what
+    ``-march=native`` means on this CPU where the flags hold it."""
+    target = native_target(cc) if any(o in opts for o in ARCH_FLAGS) else ""
+    key = hashlib.sha256("\0".join([source, cc, *opts, target]).encode()).hexdigest()[:24]
     return os.path.join(cache_dir(), f"{name}_{key}.so")
 
 
