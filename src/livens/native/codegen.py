@@ -1504,7 +1504,7 @@ class Translator(Emitter):
         if pivoting:
             raise Unsupported("qr with pivoting")
         a = ins[0]
-        if not _is_float(a.dtype):
+        if np.dtype(a.dtype) != np.float64:  # the loops below compute in double
             raise Unsupported(f"qr of {a.dtype}")
         *batch, m, n = a.shape
         k = min(m, n)
@@ -1534,14 +1534,7 @@ class Translator(Emitter):
         self.line("double scale = 1.0 / (alpha - beta);")
         self.line(f"for (int i = j + 1; i < {m}; i++) {W}[i*{n} + j] *= scale;")
         self.line(f"{W}[j*{n} + j] = beta;")
-        # apply H = I - tau v v^T (v = (1, W[j+1:, j])) to the columns right of j
-        self.open(f"for (int c = j + 1; c < {n}; c++)")
-        self.line(f"double s = {W}[j*{n} + c];")
-        self.line(f"for (int i = j + 1; i < {m}; i++) s += {W}[i*{n} + j] * {W}[i*{n} + c];")
-        self.line(f"s *= {T}[j];")
-        self.line(f"{W}[j*{n} + c] -= s;")
-        self.line(f"for (int i = j + 1; i < {m}; i++) {W}[i*{n} + c] -= s * {W}[i*{n} + j];")
-        self.close()
+        self._reflect(W, n, "j + 1", W, n, T, m)  # to the columns right of j
         self.close()
         self.close()
         R = f"({r.name} + {b}*{mq * n})"
@@ -1550,16 +1543,22 @@ class Translator(Emitter):
         Q = f"({q.name} + {b}*{m * mq})"
         self.line(f"for (int i = 0; i < {m}; i++) for (int c = 0; c < {mq}; c++) {Q}[i*{mq} + c] = i == c ? 1.0 : 0.0;")
         self.open(f"for (int j = {k} - 1; j >= 0; j--)")
-        self.open(f"for (int c = j; c < {mq}; c++)")
-        self.line(f"double s = {Q}[j*{mq} + c];")
-        self.line(f"for (int i = j + 1; i < {m}; i++) s += {W}[i*{n} + j] * {Q}[i*{mq} + c];")
-        self.line(f"s *= {T}[j];")
-        self.line(f"{Q}[j*{mq} + c] -= s;")
-        self.line(f"for (int i = j + 1; i < {m}; i++) {Q}[i*{mq} + c] -= s * {W}[i*{n} + j];")
-        self.close()
+        self._reflect(Q, mq, "j", W, n, T, m)
         self.close()
         self.close()
         return [q, r]
+
+    def _reflect(self, X: str, width: int, first: str, W: str, wn: int, T: str, m: int) -> None:
+        """Apply reflector j, H = I - tau_j v v^T with v = (1, W[j+1:m, j]) (W row-major of row width
+        ``wn``), to columns ``first``..``width``-1 of the row-major m x ``width`` array X:
+        X[j:, c] -= tau_j (v . X[j:, c]) v, in LAPACK's order of operations."""
+        self.open(f"for (int c = {first}; c < {width}; c++)")
+        self.line(f"double s = {X}[j*{width} + c];")
+        self.line(f"for (int i = j + 1; i < {m}; i++) s += {W}[i*{wn} + j] * {X}[i*{width} + c];")
+        self.line(f"s *= {T}[j];")
+        self.line(f"{X}[j*{width} + c] -= s;")
+        self.line(f"for (int i = j + 1; i < {m}; i++) {X}[i*{width} + c] -= s * {W}[i*{wn} + j];")
+        self.close()
 
     def p_sort(self, ins, outs, dimension, is_stable, num_keys, **_):
         """A stable sort along ``dimension`` by one integer key, the other operands carried along
