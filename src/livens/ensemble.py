@@ -97,6 +97,28 @@ def _member_runner(mech, scheme, mode: str, chunk: int, newton_opts: tuple, back
     return hit
 
 
+LANES = 8
+"""Members per lane kernel (:mod:`livens.native.lanes`): eight doubles are one AVX-512 vector."""
+
+
+def _lane_runner(mech, scheme, mode: str, chunk: int, newton_opts: tuple, backend: str):
+    """The single run's chunk loop for a native kernel of :data:`LANES` members at once, as a
+    :class:`livens.native.runner.ChunkRunner`; None with backend "xla". Its step is a ``cond``
+    on "still running", which the lane kernel skips once every lane has stopped."""
+    if backend == "xla":
+        return None
+    key = (mech, scheme, mode, chunk, newton_opts, backend, "lanes")
+    hit = _MEMBER_RUNNERS.get(key)
+    if hit is None:
+        from .native.runner import ChunkRunner, system_size
+
+        loop = make_loop(mech, scheme, mode, chunk, None, newton_opts)
+        # "auto": where no lane kernel can be made, the members run one by one (never an error)
+        hit = ChunkRunner(loop, jax.jit(loop), "auto", system_size(scheme, mech), lanes=LANES)
+        _MEMBER_RUNNERS[key] = hit
+    return hit
+
+
 def _store(out: dict, bs, a: int, e: int, recs: dict, nodal: bool) -> None:
     """Copy the records of steps a..e of members ``bs`` (``recs``, member first) into the
     ensemble's arrays ``out``."""
@@ -156,6 +178,55 @@ def _run_members(kernel, state, history, args, n, failed, n_steps: int, out: dic
     else:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="livens-member") as pool:
             list(pool.map(member, range(B)))
+
+
+def _run_lanes(kernel, state, history, args, n, failed, n_steps: int, out: dict, nodal: bool) -> None:
+    """Every member from its step ``n[b]`` to the end (or its failed step) with a lane kernel:
+    the members in groups of ``kernel.lanes`` (the last group filled up with copies of its last
+    member, which take no step), each group chunk after chunk until all its members have
+    stopped, the groups spread over one thread per CPU core. Updates ``n`` and ``failed``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    L = kernel.lanes
+    state, history = jax.tree_util.tree_map(np.asarray, (state, history))
+    t_start, h, tol, max_iter, params, sys_params = jax.tree_util.tree_map(
+        lambda x: np.broadcast_to(np.asarray(x), (L,) + np.shape(x)), args)
+    B = n.shape[0]
+
+    def group(first):
+        bs = np.arange(first, min(first + L, B))
+        lanes = np.concatenate([bs, np.full(L - bs.size, bs[-1])])
+        real = np.arange(L) < bs.size
+        sb, hb = jax.tree_util.tree_map(lambda a: a[lanes], (state, history))
+        nb = n[lanes].astype(np.int64)
+        done = ~real | failed[lanes]
+        while True:
+            alive = ~done & (nb < n_steps)
+            if not alive.any():
+                break
+            n_stop = np.where(alive, n_steps, nb)
+            sb, hb, n_new, failed_now, recs = kernel(sb, hb, t_start, nb, n_stop, h, tol, max_iter, params,
+                                                     sys_params)
+            n_new = np.asarray(n_new, dtype=np.int64)
+            for lane in np.flatnonzero(alive):
+                b, a, e = int(lanes[lane]), int(nb[lane]), int(n_new[lane])
+                one = {k: v[lane] for k, v in recs.items()}
+                if e > a:
+                    _store(out, [b], a, e, {k: v[None] for k, v in one.items()}, nodal)
+                if failed_now[lane]:
+                    failed[b] = done[lane] = True
+                    _store_failure(out, b, e, one)
+            nb = n_new
+        n[bs] = nb[:bs.size]
+
+    starts = list(range(0, B, L))
+    workers = max(1, min(os.cpu_count() or 1, len(starts)))
+    if workers == 1:
+        for first in starts:
+            group(first)
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="livens-lanes") as pool:
+            list(pool.map(group, starts))
 
 
 def _run_vmapped(runner, state, history, scalars, n, failed, n_steps: int, out: dict, nodal: bool) -> float:
@@ -398,12 +469,19 @@ def simulate_ensemble(
     wall0 = time.perf_counter()
     # the members through the single run's native kernel where there is one (one member's records
     # per call, so its chunk need not shrink with B), else one vmapped XLA call per chunk
-    member_runner = _member_runner(mech, sch, guess, chunk if chunk_given else DEFAULT_CHUNK, nopts, backend)
-    kernel = None
-    if member_runner is not None:
-        one = jax.tree_util.tree_map(lambda a: a[0], (state, history))
+    native_chunk = chunk if chunk_given else DEFAULT_CHUNK
+    member_runner = _member_runner(mech, sch, guess, native_chunk, nopts, backend)
+    lane_runner = _lane_runner(mech, sch, guess, native_chunk, nopts, backend) if B >= 2 * LANES else None
+    kernel = lanes = None
+    one = jax.tree_util.tree_map(lambda a: a[0], (state, history))
+    if lane_runner is not None:
+        lanes = lane_runner.kernel(*one, scalars[0], 0, n_steps, *scalars[1:])
+    if lanes is None and member_runner is not None:
         kernel = member_runner.kernel(*one, scalars[0], 0, n_steps, *scalars[1:])
-    if kernel is not None:
+    if lanes is not None:
+        compile_time = time.perf_counter() - wall0
+        _run_lanes(lanes, state, history, scalars, n, failed, n_steps, out, nodal)
+    elif kernel is not None:
         compile_time = time.perf_counter() - wall0
         _run_members(kernel, state, history, scalars, n, failed, n_steps, out, nodal)
     else:
@@ -420,8 +498,10 @@ def simulate_ensemble(
     meta = dict(h=float(h), t_end=float(n_steps * h), tol=tol if nopts[0] == ROUNDOFF else float(tol),
                 max_iter=int(max_iter), guess=guess, solver="newton",
                 save_every=1, t_start=0.0, step_offset=0, wall_time=wall, compile_time=compile_time or 0.0,
-                members=B, steps=int(n_steps), v0s=v0, backend="native" if kernel is not None else "xla")
-    if kernel is None and member_runner is not None and member_runner.reason:
+                members=B, steps=int(n_steps), v0s=v0,
+                backend="native" if kernel is not None or lanes is not None else "xla",
+                lanes=lanes.lanes if lanes is not None else 0)
+    if kernel is None and lanes is None and member_runner is not None and member_runner.reason:
         meta["native_fallback"] = member_runner.reason
     if sys_values is not None:
         meta["parameters"] = {k: v.tolist() for k, v in sys_values.items()}

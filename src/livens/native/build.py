@@ -101,9 +101,18 @@ def native_target(cc: str) -> str:
     return _TARGET[cc]
 
 
-def flags(cc: str) -> tuple:
-    """The flags for the compiler ``cc``: :data:`FLAGS`, and :data:`GCC_FLAGS` where it is GCC, with
-    :data:`ARCH_FLAGS` where it also says what they mean here (:func:`native_target`)."""
+CXX_FLAGS = ("-x", "c++", "-std=gnu++17", "-fno-exceptions", "-fno-rtti")
+"""In place of ``-std=gnu99`` for the C++ source of a lane kernel (:mod:`livens.native.lanes`)."""
+
+
+def _as_cpp(opts: tuple) -> tuple:
+    """The flags ``opts`` for C++ source."""
+    k = opts.index("-std=gnu99")
+    return opts[:k] + CXX_FLAGS + opts[k + 1:]
+
+
+def is_gcc(cc: str) -> bool:
+    """Whether the compiler ``cc`` is GCC."""
     if cc not in _GCC:
         try:
             out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
@@ -111,9 +120,24 @@ def flags(cc: str) -> tuple:
             out = ""
         first = out.splitlines()[0] if out else ""
         _GCC[cc] = ("gcc" in first.lower() or "Free Software Foundation" in out) and "clang" not in out.lower()
-    if not _GCC[cc]:
-        return FLAGS
-    return FLAGS + GCC_FLAGS + (ARCH_FLAGS if native_target(cc) else ())
+    return _GCC[cc]
+
+
+LANE_ARCH_FLAGS = ("-mprefer-vector-width=512",)
+"""Added to :data:`ARCH_FLAGS` for a lane kernel: the loops GCC vectorizes in it (the lane-by-lane
+math functions, the broadcasts) then use vectors as wide as its own, where the CPU has them; a
+loop vectorized at half the width passes its result through memory, which stalls."""
+
+
+def flags(cc: str, cpp: bool = False) -> tuple:
+    """The flags for the compiler ``cc``: :data:`FLAGS`, and :data:`GCC_FLAGS` where it is GCC, with
+    :data:`ARCH_FLAGS` where it also says what they mean here (:func:`native_target`); for C++
+    source (``cpp``), :data:`CXX_FLAGS` in place of the C standard."""
+    base = _as_cpp(FLAGS) if cpp else FLAGS
+    if not is_gcc(cc):
+        return base
+    arch = (ARCH_FLAGS + (LANE_ARCH_FLAGS if cpp else ())) if native_target(cc) else ()
+    return base + GCC_FLAGS + arch
 
 
 def cache_dir() -> str:
@@ -186,16 +210,19 @@ def _library(cc: str, opts: tuple, source: str, name: str) -> str:
     return os.path.join(cache_dir(), f"{name}_{key}.so")
 
 
-def build(source: str, name: str = "livens_kernel", quick: bool = False):
+def build(source: str, name: str = "livens_kernel", quick: bool = False, cpp: bool = False):
     """The ctypes function ``name`` of the compiled ``source`` (from the cache where it is there).
 
     With ``quick=True``, a large source whose ``-O2`` library is not cached is compiled at both
     levels at once (module docstring); the result is then ``(fn, future)``: the ``-Og`` function,
-    and a :class:`concurrent.futures.Future` of the ``-O2`` one (None where ``fn`` is already it)."""
+    and a :class:`concurrent.futures.Future` of the ``-O2`` one (None where ``fn`` is already it).
+    ``cpp``: the source is C++ (a lane kernel), compiled with GCC only."""
     cc = compiler()
     if cc is None:
         raise CompileError("no C compiler found (set CC, or install cc, gcc or clang)")
-    opts = flags(cc)
+    if cpp and not is_gcc(cc):
+        raise CompileError("lane kernels need GCC (its vector extensions in C++)")
+    opts = flags(cc, cpp)
     lib_path = _library(cc, opts, source, name)
     if quick and len(source) > LARGE_SOURCE and not os.path.exists(lib_path):
         future: Future = Future()
@@ -211,9 +238,10 @@ def build(source: str, name: str = "livens_kernel", quick: bool = False):
 
         _PENDING.add(future)
         threading.Thread(target=optimized, name="livens-native-O2", daemon=True).start()
-        quick_path = _library(cc, QUICK_FLAGS, source, name)
+        quick_opts = _as_cpp(QUICK_FLAGS) if cpp else QUICK_FLAGS
+        quick_path = _library(cc, quick_opts, source, name)
         if not os.path.exists(quick_path):
-            _compile(cc, QUICK_FLAGS, source, quick_path)
+            _compile(cc, quick_opts, source, quick_path)
         return _load(quick_path, name), future
     with _LOCK:
         if not os.path.exists(lib_path):
@@ -237,8 +265,12 @@ class Kernel:
     """A function of arrays compiled to one C function: called like the traced function, it
     returns the same pytree of outputs, as NumPy arrays (:func:`compile_function`)."""
 
-    def __init__(self, closed_jaxpr, in_tree, out_tree, fn, compile_s: float, source: str, optimized=None):
+    def __init__(self, closed_jaxpr, in_tree, out_tree, fn, compile_s: float, source: str, optimized=None,
+                 lanes: int = 0):
         self.jaxpr, self.in_tree, self.out_tree, self.fn = closed_jaxpr, in_tree, out_tree, fn
+        self.lanes = lanes
+        """0 for a kernel of one member; else the members it runs at once (:mod:`livens.native.lanes`):
+        every argument and output then has a first axis of that length, one member per row."""
         self.in_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in closed_jaxpr.jaxpr.invars]
         self.out_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in closed_jaxpr.jaxpr.outvars]
         self.compile_s, self.source = compile_s, source
@@ -255,6 +287,8 @@ class Kernel:
         leaves, tree = jax.tree_util.tree_flatten(args)
         if tree != self.in_tree:
             raise TypeError(f"native kernel called with {tree}, compiled for {self.in_tree}")
+        if self.lanes:
+            return self._call_lanes(leaves)
         ins = []
         for x, (shape, dtype) in zip(leaves, self.in_avals):
             a = np.asarray(x, dtype=dtype, order="C")
@@ -268,17 +302,57 @@ class Kernel:
         fn(ptrs)
         return jax.tree_util.tree_unflatten(self.out_tree, outs)
 
+    def _call_lanes(self, leaves):
+        """The lane kernel on member-first arguments: each member's values go to its lane (the
+        last axis of the kernel's arrays, 64-bit, masks -1 for true) and back."""
+        L = self.lanes
+        ins = []
+        for x, (shape, dtype) in zip(leaves, self.in_avals):
+            a = np.asarray(x)
+            if a.shape != (L, *shape):
+                raise TypeError(f"native lane kernel: an argument of shape {a.shape}, compiled for {(L, *shape)}")
+            buf = _aligned(tuple(shape) + (L,), _lane_dtype(dtype))
+            buf[...] = np.moveaxis(-a.astype(np.int64) if dtype == np.bool_ else a, 0, -1)
+            ins.append(buf)
+        outs = [_aligned(tuple(shape) + (L,), _lane_dtype(dtype)) for shape, dtype in self.out_avals]
+        arrays = ins + outs
+        ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        fn = self.fn
+        fn(ptrs)
+        res = []
+        for o, (shape, dtype) in zip(outs, self.out_avals):
+            o = np.moveaxis(o, -1, 0)
+            res.append(np.ascontiguousarray(o != 0 if dtype == np.bool_ else o.astype(dtype, copy=False)))
+        return jax.tree_util.tree_unflatten(self.out_tree, res)
 
-def compile_function(fn, *args) -> Kernel:
+
+def _lane_dtype(dtype) -> np.dtype:
+    """The type of a value of ``dtype`` in a lane kernel's arrays."""
+    return np.dtype(np.float64) if np.issubdtype(dtype, np.floating) else np.dtype(np.int64)
+
+
+def _aligned(shape, dtype, align: int = 64) -> np.ndarray:
+    """An empty C-contiguous array whose data starts at a multiple of ``align`` bytes (a lane
+    kernel reads and writes its arguments as whole vectors)."""
+    n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    raw = np.empty(n + align, np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + n].view(dtype).reshape(shape)
+
+
+def compile_function(fn, *args, lanes: int = 0) -> Kernel:
     """Trace ``fn(*args)`` (arrays or pytrees of arrays; their shapes and dtypes are fixed) and
     compile it to one C function. Raises :class:`Unsupported` where the program holds something
-    the translator does not handle or no C compiler works."""
+    the translator does not handle or no C compiler works.
+
+    ``lanes`` > 0: a kernel that runs ``fn`` on that many argument sets at once (each argument
+    and output with a first axis of ``lanes``; :mod:`livens.native.lanes`), ``args`` being one set."""
     t0 = time.perf_counter()
     closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
     if closed.effects:
         raise Unsupported(f"effects {closed.effects}")
-    source = translate(closed)
-    kernel_fn, optimized = build(source, quick=True)
+    source = translate(closed, lanes=lanes)
+    kernel_fn, optimized = build(source, quick=True, cpp=bool(lanes))
     _, in_tree = jax.tree_util.tree_flatten(args)
     out_tree = jax.tree_util.tree_structure(out_shape)
-    return Kernel(closed, in_tree, out_tree, kernel_fn, time.perf_counter() - t0, source, optimized)
+    return Kernel(closed, in_tree, out_tree, kernel_fn, time.perf_counter() - t0, source, optimized, lanes)

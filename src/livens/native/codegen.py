@@ -122,6 +122,24 @@ class Emitter:
         self.count = 0
         self.elements = 0
 
+    # --- what a value is in C (the lanes of :mod:`livens.native.lanes` change these) ----------
+    def ct(self, dtype) -> str:
+        """The C type of a value of ``dtype`` in the kernel's arrays and scalars."""
+        return _ctype(dtype)
+
+    def rhs(self, expr: str, dtype) -> str:
+        """``expr`` as the value assigned to an element or a scalar of ``dtype``."""
+        return expr
+
+    def literal(self, x, dtype) -> str:
+        """The C literal of the known scalar x of ``dtype``."""
+        return c_literal(x, dtype)
+
+    def static_copy(self, dst: "Buf", name: str, n: int, offset: str = "") -> None:
+        """``dst[offset + i] = name[i]`` for i < n, from the file-level constant array ``name``."""
+        at = f"{dst.name} + {offset}" if offset else dst.name
+        self.line(f"memcpy({at}, {name}, sizeof({dst.name}[0]) * {n});")
+
     # --- names and declarations -------------------------------------------------------------
     def fresh(self, prefix: str = "v") -> str:
         self.count += 1
@@ -147,7 +165,7 @@ class Emitter:
         self.elements += b.size
         if self.elements > MAX_LOCAL_ELEMENTS:
             raise Unsupported("arrays too large for one C function")
-        self.line(f"{_ctype(b.dtype)} {b.name}[{max(b.size, 1)}];")
+        self.line(f"{self.ct(b.dtype)} {b.name}[{max(b.size, 1)}];")
         return b
 
     def alias(self, src: Buf, shape) -> Buf:
@@ -170,11 +188,10 @@ class Emitter:
             return [(None, x) for x in b.value.ravel().tolist()]
         return [(b.name, i) for i in range(b.size)]
 
-    @staticmethod
-    def text(atom, dtype) -> str:
+    def text(self, atom, dtype) -> str:
         name, x = atom
         if name is None:
-            return c_literal(x, dtype)
+            return self.literal(x, dtype)
         return name if x is None else f"{name}[{x}]"
 
     def computed(self, shape, dtype, result: list, exprs: list) -> Buf:
@@ -187,7 +204,7 @@ class Emitter:
         elif exprs:
             out = self.new(shape, dtype)
             for k, e in exprs:
-                self.line(f"{out.name}[{k}] = {e};")
+                self.line(f"{out.name}[{k}] = {self.rhs(e, dtype)};")
                 result[k] = (out.name, k)
         return self.make(shape, dtype, result)
 
@@ -202,7 +219,7 @@ class Emitter:
         if hit is not None and self.scope[:len(hit[0])] == hit[0]:
             return hit[1]
         t = self.fresh("t")
-        self.line(f"const {_ctype(dtype)} {t} = {expr};")
+        self.line(f"const {self.ct(dtype)} {t} = {self.rhs(expr, dtype)};")
         self._scalars[key] = (self.scope, (t, None))
         return (t, None)
 
@@ -220,12 +237,13 @@ class Emitter:
         self.lines.append(out.slot[0])
         return out
 
-    def assign(self, dst: str, ks, fn, operands, dtype) -> None:
+    def assign(self, dst: str, ks, fn, operands, dtype, out_dtype=None) -> None:
         """``dst[k] = fn(texts of operands[k])`` for the indices ks (ascending), where operands[k]
         is a tuple of atoms, of the dtype ``dtype`` (or a tuple of one dtype per operand). Runs of
         consecutive k over which every operand moves by a fixed step through one array (or stays
         one known value) become loops."""
         dts = tuple(dtype) if isinstance(dtype, (tuple, list)) else None
+        odt = out_dtype if out_dtype is not None else dtype
         j, n = 0, len(ks)
         while j < n:
             e = j + 1
@@ -248,11 +266,11 @@ class Emitter:
                 texts = [self.text(a, dts[p] if dts else dtype) if a[0] is None
                          else f"{a[0]}[{self.affine([(st, i)], a[1])}]"
                          for p, (a, st) in enumerate(zip(operands[j], steps))]
-                self.line(f"for (int {i} = 0; {i} < {e - j}; {i}++) {dst}[{self.affine([(1, i)], ks[j])}] = {fn(*texts)};")
+                self.line(f"for (int {i} = 0; {i} < {e - j}; {i}++) {dst}[{self.affine([(1, i)], ks[j])}] = {self.rhs(fn(*texts), odt)};")
             else:
                 e = j + 1
                 texts = [self.text(a, dts[p] if dts else dtype) for p, a in enumerate(operands[j])]
-                self.line(f"{dst}[{ks[j]}] = {fn(*texts)};")
+                self.line(f"{dst}[{ks[j]}] = {self.rhs(fn(*texts), odt)};")
             j = e
 
     def arr(self, b: Buf) -> Buf:
@@ -317,9 +335,9 @@ class Emitter:
             return self.at(self.arr(b), index)
         if b.known:
             if b.size == 1:
-                return c_literal(b.value.ravel()[0], b.dtype)
+                return self.literal(b.value.ravel()[0], b.dtype)
             if isinstance(index, (int, np.integer)):
-                return c_literal(b.value.ravel()[int(index)], b.dtype)
+                return self.literal(b.value.ravel()[int(index)], b.dtype)
             return f"{self.static(b)}[{index}]"
         return f"{b.name}[{index}]"
 
@@ -330,9 +348,9 @@ class Emitter:
             return
         if src.known or dst.name != src.name:
             if src.size == 1:
-                self.line(f"{dst.name}[0] = {self.at(src, 0)};")
+                self.line(f"{dst.name}[0] = {self.rhs(self.at(src, 0), dst.dtype)};")
             elif src.known:
-                self.line(f"memcpy({dst.name}, {self.static(src)}, sizeof({dst.name}[0]) * {src.size});")
+                self.static_copy(dst, self.static(src), src.size)
             else:
                 self.line(f"memcpy({dst.name}, {src.name}, sizeof({dst.name}[0]) * {src.size});")
 
@@ -609,6 +627,13 @@ def _squeezed(shape, name, p):
 class Translator(Emitter):
     """Emits the equations of jaxprs (with their sub-jaxprs) as C statements."""
 
+    UNARY, BINARY = UNARY, BINARY
+    linkage = ""
+    """What precedes the kernel's declaration (C++ sources: ``extern "C"``)."""
+
+    def header(self) -> str:
+        return HEADER
+
     # --- jaxprs --------------------------------------------------------------------------------
     def jaxpr(self, jaxpr, consts, args) -> list[Buf]:
         """Emit ``jaxpr`` with its constvars bound to ``consts`` and invars to ``args`` (Bufs);
@@ -656,19 +681,19 @@ class Translator(Emitter):
         if method is not None:
             out = method(ins, outs_aval, **p)
             return out if isinstance(out, list) else [out]
-        if name in UNARY:
+        if name in self.UNARY:
             if ins[0].elems is not None and not p:
-                return [self.elementwise_elems(name, UNARY[name], ins, outs_aval[0])]
-            return [self.elementwise(UNARY[name], ins, outs_aval[0], p)]
-        if name in BINARY:
+                return [self.elementwise_elems(name, self.UNARY[name], ins, outs_aval[0])]
+            return [self.elementwise(self.UNARY[name], ins, outs_aval[0], p)]
+        if name in self.BINARY:
             simple = self.simplify(name, ins, outs_aval[0])
             if simple is not None:
                 return [simple]
             if any(b.elems is not None for b in ins) or (
                     name in ZERO_RULES and math.prod(outs_aval[0].shape) <= MAX_ELEMS
                     and any(b.known and b.size > 1 and bool(np.any(b.value == 0)) for b in ins)):
-                return [self.elementwise_elems(name, BINARY[name], ins, outs_aval[0])]
-            return [self.elementwise(BINARY[name], ins, outs_aval[0], p)]
+                return [self.elementwise_elems(name, self.BINARY[name], ins, outs_aval[0])]
+            return [self.elementwise(self.BINARY[name], ins, outs_aval[0], p)]
         if name in IDENTITY:
             return [self.alias(b, a.shape) for b, a in zip(ins, outs_aval)]
         raise Unsupported(f"primitive {name!r}")
@@ -771,7 +796,8 @@ class Translator(Emitter):
                     result[k] = self.scalar(fn(*[self.text(x, d) for x, d in zip(a, dts)], dt), aval.dtype)
         if arrayed:
             out = self.new(shape, aval.dtype)
-            self.assign(out.name, [k for k, _ in arrayed], lambda *t: fn(*t, dt), [a for _, a in arrayed], dts)
+            self.assign(out.name, [k for k, _ in arrayed], lambda *t: fn(*t, dt), [a for _, a in arrayed], dts,
+                        aval.dtype)
             for k, _ in arrayed:
                 result[k] = (out.name, k)
         return self.make(shape, aval.dtype, result)
@@ -862,7 +888,7 @@ class Translator(Emitter):
                     raise Unsupported(f"elementwise operands of shapes {b.shape} and {out.shape}")
                 st = _strides(b.shape)
                 args.append(self.at(b, self.affine([(s, i) for s, i, k in zip(st, idx, b.shape) if k != 1])))
-            self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {fn(*args, dt, **extra)};")
+            self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {self.rhs(fn(*args, dt, **extra), out.dtype)};")
             self.end(idx)
             return out
 
@@ -871,11 +897,11 @@ class Translator(Emitter):
             return fn(*args, dt, **extra)
 
         if n == 1:
-            self.line(f"{out.name}[0] = {expr(0)};")
+            self.line(f"{out.name}[0] = {self.rhs(expr(0), out.dtype)};")
         else:
             i = self.fresh("i")
             self.open(f"for (int {i} = 0; {i} < {n}; {i}++)")
-            self.line(f"{out.name}[{i}] = {expr(i)};")
+            self.line(f"{out.name}[{i}] = {self.rhs(expr(i), out.dtype)};")
             self.close()
         return out
 
@@ -923,7 +949,7 @@ class Translator(Emitter):
     def p_iota(self, ins, outs, dtype, shape, dimension, **_):
         out = self.new(shape, dtype)
         idx = self.loops(shape)
-        self.line(f"{out.name}[{self.flat(idx, shape)}] = {idx[dimension]};")
+        self.line(f"{out.name}[{self.flat(idx, shape)}] = {self.rhs(idx[dimension], dtype)};")
         self.end(idx)
         return out
 
@@ -931,7 +957,7 @@ class Translator(Emitter):
     def gather_loops(self, out: Buf, src: Buf, index_of) -> None:
         """out[idx] = src[index_of(idx)] over all indices of out (index_of returns a C expression)."""
         idx = self.loops(out.shape)
-        self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {self.at(src, index_of(idx))};")
+        self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {self.rhs(self.at(src, index_of(idx)), out.dtype)};")
         self.end(idx)
 
     def p_reshape(self, ins, outs, **_):
@@ -945,10 +971,10 @@ class Translator(Emitter):
         if src.size == 1:
             out = self.new(shape, src.dtype)
             if out.size == 1:
-                self.line(f"{out.name}[0] = {self.at(src, 0)};")
+                self.line(f"{out.name}[0] = {self.rhs(self.at(src, 0), out.dtype)};")
             else:
                 i = self.fresh("i")
-                self.line(f"for (int {i} = 0; {i} < {out.size}; {i}++) {out.name}[{i}] = {self.at(src, 0)};")
+                self.line(f"for (int {i} = 0; {i} < {out.size}; {i}++) {out.name}[{i}] = {self.rhs(self.at(src, 0), out.dtype)};")
             return out
         out = self.new(shape, src.dtype)
         st = _strides(src.shape)
@@ -1049,7 +1075,7 @@ class Translator(Emitter):
             if b.size:
                 idx = self.loops(b.shape)
                 target = self.affine(list(zip(sto, idx)), off * sto[dimension])
-                self.line(f"{out.name}[{target}] = {self.at(b, self.flat(idx, b.shape))};")
+                self.line(f"{out.name}[{target}] = {self.rhs(self.at(b, self.flat(idx, b.shape)), out.dtype)};")
                 self.end(idx)
             off += b.shape[dimension]
         return out
@@ -1060,13 +1086,13 @@ class Translator(Emitter):
             raise Unsupported("pad with negative padding")
         out = self.new(outs[0].shape, src.dtype)
         i = self.fresh("i")
-        self.line(f"for (int {i} = 0; {i} < {out.size}; {i}++) {out.name}[{i}] = {self.at(val, 0)};")
+        self.line(f"for (int {i} = 0; {i} < {out.size}; {i}++) {out.name}[{i}] = {self.rhs(self.at(val, 0), out.dtype)};")
         if src.size:
             sto = _strides(out.shape)
             idx = self.loops(src.shape)
             off = sum(s * lo for s, (lo, _, _) in zip(sto, padding_config))
             target = self.affine([(s * (it + 1), v) for s, (_, _, it), v in zip(sto, padding_config, idx)], off)
-            self.line(f"{out.name}[{target}] = {self.at(src, self.flat(idx, src.shape))};")
+            self.line(f"{out.name}[{target}] = {self.rhs(self.at(src, self.flat(idx, src.shape)), out.dtype)};")
             self.end(idx)
         return out
 
@@ -1100,7 +1126,7 @@ class Translator(Emitter):
         st = _strides(src.shape)
         idx = self.loops(upd.shape)
         target = " + ".join(f"({a} + {i})*{k}" for a, i, k in zip(s, idx, st)) or "0"
-        self.line(f"{out.name}[{target}] = {self.at(upd, self.flat(idx, upd.shape))};")
+        self.line(f"{out.name}[{target}] = {self.rhs(self.at(upd, self.flat(idx, upd.shape)), out.dtype)};")
         self.end(idx)
         return out
 
@@ -1154,17 +1180,17 @@ class Translator(Emitter):
         if n == 0:
             return
         if n == 1:
-            self.line(f"{out.name}[0] = {self.at(src, int(table[0]))};")
+            self.line(f"{out.name}[0] = {self.rhs(self.at(src, int(table[0])), out.dtype)};")
             return
         step = table[1] - table[0]
         if np.all(np.diff(table) == step):
             i = self.fresh("i")
             self.line(f"for (int {i} = 0; {i} < {n}; {i}++) {out.name}[{i}] = "
-                      f"{self.at(src, self.affine([(int(step), i)], int(table[0])))};")
+                      f"{self.rhs(self.at(src, self.affine([(int(step), i)], int(table[0]))), out.dtype)};")
             return
         tname = self.static(Buf(None, (n,), np.int32, table.astype(np.int32)))
         i = self.fresh("i")
-        self.line(f"for (int {i} = 0; {i} < {n}; {i}++) {out.name}[{i}] = {self.at(src, f'{tname}[{i}]')};")
+        self.line(f"for (int {i} = 0; {i} < {n}; {i}++) {out.name}[{i}] = {self.rhs(self.at(src, f'{tname}[{i}]'), out.dtype)};")
 
     def _scatter_table(self, operand: Buf, ind: Buf, upd: Buf, dn, mode):
         """The operand index of every update element, for indices known now (or Unsupported)."""
@@ -1237,7 +1263,7 @@ class Translator(Emitter):
         self.copy(out, operand)
         tname = self.static(Buf(None, (table.size,), np.int32, table.astype(np.int32)))
         i = self.fresh("i")
-        self.line(f"for (int {i} = 0; {i} < {table.size}; {i}++) {out.name}[{tname}[{i}]] {assign} {self.at(upd, i)};")
+        self.line(f"for (int {i} = 0; {i} < {table.size}; {i}++) {out.name}[{tname}[{i}]] {assign} {self.rhs(self.at(upd, i), out.dtype)};")
         return out
 
     def p_scatter_add(self, ins, outs, dimension_numbers, mode, **_):
@@ -1290,8 +1316,7 @@ class Translator(Emitter):
         nb = len(lb)
         bi, li, ri = idx[:nb], idx[nb:nb + len(lfree)], idx[nb + len(lfree):]
         acc = self.fresh("acc")
-        ct = _ctype(out.dtype)
-        self.line(f"{ct} {acc} = 0;")
+        self.line(f"{self.ct(out.dtype)} {acc} = {self.rhs('0', out.dtype)};")
         cidx = self.loops([lhs.shape[i] for i in lc])
         lterms = [(sl[a], v) for a, v in zip(lb, bi)] + [(sl[a], v) for a, v in zip(lfree, li)] + \
                  [(sl[a], v) for a, v in zip(lc, cidx)]
@@ -1391,7 +1416,7 @@ class Translator(Emitter):
         out = self.new(aval.shape, aval.dtype)
         k, t, acc = self.fresh("k"), self.fresh("j"), self.fresh("acc")
         self.open(f"for (int {k} = 0; {k} < {out.size}; {k}++)")
-        self.line(f"{_ctype(out.dtype)} {acc} = 0;")
+        self.line(f"{self.ct(out.dtype)} {acc} = {self.rhs('0', out.dtype)};")
         self.line(f"for (int {t} = {P}[{k}]; {t} < {P}[{k} + 1]; {t}++) {acc} += {an}[{IA}[{t}]] * {bn}[{IB}[{t}]];")
         self.line(f"{out.name}[{k}] = {acc};")
         self.close()
@@ -1404,7 +1429,7 @@ class Translator(Emitter):
         st = _strides(src.shape)
         idx = self.loops([src.shape[a] for a in kept])
         acc = self.fresh("acc")
-        self.line(f"{_ctype(out.dtype)} {acc} = {init};")
+        self.line(f"{self.ct(out.dtype)} {acc} = {self.rhs(init, out.dtype)};")
         ridx = self.loops([src.shape[a] for a in axes])
         x = self.at(src, self.affine([(st[a], v) for a, v in zip(kept, idx)] + [(st[a], v) for a, v in zip(axes, ridx)]))
         self.line(update(acc, x) + ";")
@@ -1631,18 +1656,18 @@ class Translator(Emitter):
             # over j, then / a_ii), but reading and writing memory in order
             self.open(order)
             self.open(inner)
-            self.line(f"const double a = {Aij('i', 'j')};")
+            self.line(f"const {self.ct(bmat.dtype)} a = {Aij('i', 'j')};")
             self.line(f"for (int {r} = 0; {r} < {nrhs}; {r}++) {x('i')} -= a * {x('j')};")
             self.close()
             if not unit_diagonal:
-                self.line(f"const double d = {Aij('i', 'i')};")
+                self.line(f"const {self.ct(bmat.dtype)} d = {Aij('i', 'i')};")
                 self.line(f"for (int {r} = 0; {r} < {nrhs}; {r}++) {x('i')} = {x('i')} / d;")
             self.close()
             self.close()
             return out
         self.open(f"for (int {r} = 0; {r} < {nrhs}; {r}++)")
         self.open(order)
-        self.line(f"double s = {x('i')};")
+        self.line(f"{self.ct(bmat.dtype)} s = {x('i')};")
         self.line(f"{inner} s -= {Aij('i', 'j')} * {x('j')};")
         self.line(f"{x('i')} = s;" if unit_diagonal else f"{x('i')} = s / {Aij('i', 'i')};")
         self.close()
@@ -1763,12 +1788,14 @@ class Translator(Emitter):
         for y, v in zip(ys, new[num_carry:]):
             step = y.size // int(length)
             if v.size == 1:
-                self.line(f"{y.name}[{at}*{step}] = {self.at(v, 0)};")
+                self.line(f"{y.name}[{at}*{step}] = {self.rhs(self.at(v, 0), y.dtype)};")
             elif v.elems is not None:
                 self.assign(f"({y.name} + {at}*{step})", range(v.size), lambda x: x, [(a,) for a in v.elems], v.dtype)
             else:
-                src = self.static(v) if v.known else v.name
-                self.line(f"memcpy({y.name} + {at}*{step}, {src}, sizeof({y.name}[0]) * {step});")
+                if v.known:
+                    self.static_copy(y, self.static(v), step, f"{at}*{step}")
+                else:
+                    self.line(f"memcpy({y.name} + {at}*{step}, {v.name}, sizeof({y.name}[0]) * {step});")
         self._assign(carry, new[:num_carry])
         self.close()
         return carry + ys
@@ -1796,15 +1823,23 @@ def _dce(jaxpr):
     return live, used
 
 
-def translate(closed_jaxpr, name: str = "livens_kernel") -> str:
+def translate(closed_jaxpr, name: str = "livens_kernel", lanes: int = 0) -> str:
     """C source of ``void name(void **args)``: args are the flat inputs of the closed jaxpr, then
-    its flat outputs, each a pointer to a C-contiguous array of the aval's shape and dtype."""
-    t = Translator()
+    its flat outputs, each a pointer to a C-contiguous array of the aval's shape and dtype.
+
+    With ``lanes`` > 0, C++ source of the same function run on that many members at once, one per
+    lane of a vector (:mod:`livens.native.lanes`): each array has a last axis of ``lanes``."""
+    if lanes:
+        from .lanes import LaneTranslator
+
+        t = LaneTranslator(lanes)
+    else:
+        t = Translator()
     jaxpr = closed_jaxpr.jaxpr
     n_in = len(jaxpr.invars)
     args = []
     for k, v in enumerate(jaxpr.invars):
-        ct = _ctype(v.aval.dtype)
+        ct = t.ct(v.aval.dtype)
         nm = f"in{k}"
         t.line(f"{ct} *{nm} = ({ct} *) args[{k}];")
         args.append(Buf(nm, v.aval.shape, v.aval.dtype))
@@ -1812,7 +1847,7 @@ def translate(closed_jaxpr, name: str = "livens_kernel") -> str:
     live, used = _dce(jaxpr)
     outs = t.jaxpr(live, [], [b for b, u in zip(consts + args, used) if u])
     for k, (v, b) in enumerate(zip(jaxpr.outvars, outs)):
-        ct = _ctype(b.dtype)
+        ct = t.ct(b.dtype)
         dst = Buf(f"out{k}", b.shape, b.dtype)
         t.line(f"{ct} *out{k} = ({ct} *) args[{n_in + k}];")
         if b.size:
@@ -1825,7 +1860,7 @@ def translate(closed_jaxpr, name: str = "livens_kernel") -> str:
                 yield x
 
     body = "\n".join(flat(t.lines))
-    return HEADER + "\n".join(t.statics) + f"\n\nvoid {name}(void **args) {{\n{body}\n}}\n"
+    return t.header() + "\n".join(t.statics) + f"\n\n{t.linkage}void {name}(void **args) {{\n{body}\n}}\n"
 
 
 __all__ = ["Unsupported", "translate", "c_literal"]

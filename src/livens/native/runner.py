@@ -57,12 +57,13 @@ class ChunkRunner:
     """The jitted XLA loop ``xla`` or, where possible, ``loop`` compiled natively (module docstring).
 
     ``backend``: "auto", "native" or "xla"; ``size``: :func:`system_size` of the scheme on the
-    system (for :data:`MAX_UNKNOWNS`). After a call, :attr:`backend` names what ran it and :attr:`reason` why
+    system (for :data:`MAX_UNKNOWNS`); ``lanes``: > 0 for kernels that run that many members at
+    once (:mod:`livens.native.lanes`). After a call, :attr:`backend` names what ran it and :attr:`reason` why
     XLA ran it where native was asked for or possible in principle.
     """
 
-    def __init__(self, loop, xla, backend: str, size: tuple[int, str]):
-        self.loop, self.xla, self.requested, self.size = loop, xla, backend, size
+    def __init__(self, loop, xla, backend: str, size: tuple[int, str], lanes: int = 0):
+        self.loop, self.xla, self.requested, self.size, self.lanes = loop, xla, backend, size, lanes
         self.kernels: dict = {}
         self.backend = "xla" if backend == "xla" else None
         self.reason = None
@@ -75,7 +76,7 @@ class ChunkRunner:
             self.reason = f"{self.size[1]}, more than MAX_UNKNOWNS = {MAX_UNKNOWNS}"
             return None
         try:
-            return compile_function(self.loop, *args)
+            return compile_function(self.loop, *args, lanes=self.lanes)
         except Unsupported as exc:
             self.reason = str(exc)
             if self.requested == "native":

@@ -1,0 +1,355 @@
+"""The native kernel of one member run on several members at once, one per lane of a vector.
+
+An ensemble of a small system (:func:`livens.simulate_ensemble`) repeats the same program for
+every member. Here that program (the jaxpr of the single run's chunk loop) is written once more as
+C++, every value of it a GCC vector of ``lanes`` doubles (or 64-bit integers), member l in lane l:
+the straight-line arithmetic of a step, its products and LU eliminations then run on ``lanes``
+members per instruction. Each lane computes exactly the IEEE operations of the single member's
+kernel (:mod:`livens.native.codegen`), so every member's results are the same to the bit.
+
+What differs from one member to the next is handled per lane:
+
+- the Newton ``while`` loop runs until every lane's condition is false, and a lane whose
+  condition is false keeps its carries (the semantics of ``jax.vmap`` of a while loop);
+- a ``cond`` computes all its branches and selects each lane's;
+- LU's pivot rows, and gathers and dynamic slices at computed indices, are taken lane by lane;
+- a boolean is a mask: -1 (all bits) for true, 0 for false.
+
+Math functions run lane by lane through the scalar C library (the same results as the single
+run). Primitives this translation does not handle per lane (sorting, QR, scatters and argmax at
+computed indices, 32-bit floats) raise :class:`~livens.native.codegen.Unsupported`; the ensemble
+then runs the members one by one.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .codegen import BINARY, UNARY, Buf, Translator, Unsupported, _is_float, _strides, c_literal
+
+LANE_HEADER = """#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#define LANES {lanes}
+typedef double dv __attribute__((vector_size(8 * LANES)));
+typedef int64_t iv __attribute__((vector_size(8 * LANES)));
+static inline dv BD(double x) {{ return x - (dv){{}}; }}  /* x - (+0) is x, -0 and NaN included */
+static inline dv BD(dv x) {{ return x; }}
+static inline iv BI(int64_t x) {{ return x + (iv){{}}; }}
+static inline iv BI(iv x) {{ return x; }}
+static inline int ANY(iv m) {{ int64_t r = 0; for (int l = 0; l < LANES; l++) r |= m[l]; return r != 0; }}
+static inline int ANY(int64_t m) {{ return m != 0; }}
+static inline iv isnan(dv x) {{ return x != x; }}
+static inline dv fabs(dv x) {{ return (dv) ((iv) x & 0x7fffffffffffffffLL); }}
+#define LANE1(f) static inline dv f(dv x) {{ dv r; for (int l = 0; l < LANES; l++) r[l] = f(x[l]); return r; }}
+#define LANE2(f) \\
+  static inline dv f(dv a, dv b) {{ dv r; for (int l = 0; l < LANES; l++) r[l] = f(a[l], b[l]); return r; }} \\
+  static inline dv f(dv a, double b) {{ dv r; for (int l = 0; l < LANES; l++) r[l] = f(a[l], b); return r; }} \\
+  static inline dv f(double a, dv b) {{ dv r; for (int l = 0; l < LANES; l++) r[l] = f(a, b[l]); return r; }}
+LANE1(sqrt) LANE1(cbrt) LANE1(exp) LANE1(exp2) LANE1(log) LANE1(log1p) LANE1(expm1)
+LANE1(sin) LANE1(cos) LANE1(tan) LANE1(asin) LANE1(acos) LANE1(atan) LANE1(sinh) LANE1(cosh)
+LANE1(tanh) LANE1(asinh) LANE1(acosh) LANE1(atanh) LANE1(floor) LANE1(ceil) LANE1(erf) LANE1(erfc)
+LANE1(lgamma) LANE1(rint) LANE1(round)
+LANE2(pow) LANE2(atan2) LANE2(nextafter) LANE2(fmod)
+static inline iv isfinite(dv x) {{ return fabs(x) <= 0x1.fffffffffffffp+1023; }}
+"""
+"""The C++ prelude of a lane kernel: the vector types ``dv`` and ``iv``, broadcasts ``BD`` and
+``BI`` of a scalar to all lanes, ``ANY`` of a mask, and the math functions lane by lane."""
+
+
+def _sign(a, dt):
+    if _is_float(dt):
+        return f"(isnan({a}) ? {a} : (({a} > 0) ? BD(1.0) : (({a} < 0) ? BD(-1.0) : BD(0.0))))"
+    return f"(({a} > 0) ? BI(1) : (({a} < 0) ? BI(-1) : BI(0)))"
+
+
+def _xor(a, b, dt):
+    if np.dtype(dt) == np.bool_:
+        return f"(({a} != 0) ^ ({b} != 0))"
+    return f"({a} ^ {b})"
+
+
+def _rem(a, b, dt):
+    return f"fmod({a}, {b})" if _is_float(dt) else f"({a} % {b})"
+
+
+class LaneTranslator(Translator):
+    """:class:`~livens.native.codegen.Translator` of a program run on ``lanes`` members at once
+    (module docstring): arrays of vectors, lane l the member l; masks for booleans."""
+
+    UNARY = {**UNARY, "sign": _sign}
+    BINARY = {**BINARY, "xor": _xor, "rem": _rem}
+    linkage = 'extern "C" '
+
+    def __init__(self, lanes: int):
+        super().__init__()
+        if lanes < 2:
+            raise ValueError(f"lanes must be at least 2; got {lanes}")
+        self.lanes = int(lanes)
+
+    def header(self) -> str:
+        return LANE_HEADER.format(lanes=self.lanes)
+
+    # --- values --------------------------------------------------------------------------------
+    def ct(self, dtype) -> str:
+        dtype = np.dtype(dtype)
+        if dtype == np.float64:
+            return "dv"
+        if dtype == np.bool_ or np.issubdtype(dtype, np.integer):
+            return "iv"
+        raise Unsupported(f"dtype {dtype} in lanes")
+
+    def rhs(self, expr: str, dtype) -> str:
+        return f"BD({expr})" if _is_float(dtype) else f"BI({expr})"
+
+    def literal(self, x, dtype) -> str:
+        if np.dtype(dtype) == np.bool_:
+            return "(-1LL)" if bool(x) else "(0LL)"
+        return c_literal(x, dtype)
+
+    def static(self, b: Buf) -> str:
+        if b.dtype == np.bool_:  # masks: -1 for true
+            b = Buf(None, b.shape, np.int64, -b.value.astype(np.int64))
+        return super().static(b)
+
+    def static_copy(self, dst: Buf, name: str, n: int, offset: str = "") -> None:
+        i = self.fresh("i")
+        at = f"{offset} + {i}" if offset else i
+        self.line(f"for (int {i} = 0; {i} < {n}; {i}++) {dst.name}[{at}] = {self.rhs(f'{name}[{i}]', dst.dtype)};")
+
+    def new(self, shape, dtype) -> Buf:
+        self.elements += int(math.prod(shape)) * (self.lanes - 1)  # the stack holds every lane
+        return super().new(shape, dtype)
+
+    def lane(self, b: Buf, index) -> str:
+        """Lane ``l`` (the C variable) of element ``index`` of b (a known b: its scalar)."""
+        text = self.at(b, index)
+        return text if b.known else f"({text})[l]"
+
+    # --- elementwise -----------------------------------------------------------------------------
+    def p_convert_element_type(self, ins, outs, new_dtype, **_):
+        src, dst = ins[0], np.dtype(new_dtype)
+        if dst == src.dtype:
+            return self.alias(src, outs[0].shape)
+        if dst == np.bool_:
+            return self.elementwise(lambda a, dt: f"({a} != 0)", ins, outs[0], {})
+        if src.dtype == np.bool_:  # a mask to 0 or 1
+            to = "dv" if _is_float(dst) else "iv"
+            return self.elementwise(lambda a, dt: f"__builtin_convertvector((({a}) != 0) & 1, {to})", ins, outs[0], {})
+        if _is_float(dst) == _is_float(src.dtype):  # integers are all 64-bit in lanes
+            if not _is_float(dst) and dst.itemsize < 8 and src.dtype.itemsize > dst.itemsize:
+                bits = 8 * dst.itemsize
+                return self.elementwise(lambda a, dt: f"((({a}) << {64 - bits}) >> {64 - bits})", ins, outs[0], {})
+            return self.alias(src, outs[0].shape)
+        to = "dv" if _is_float(dst) else "iv"
+        return self.elementwise(lambda a, dt: f"__builtin_convertvector({a}, {to})", ins, outs[0], {})
+
+    def p_reduce_and(self, ins, outs, axes, **_):
+        return self._reduce(ins, outs, axes, "-1", lambda a, x: f"{a} = {a} & {x}")
+
+    # --- indices computed per lane ---------------------------------------------------------------
+    def _lane_starts(self, operand_shape, sizes, starts) -> list[str]:
+        """C expressions of the dynamic slice starts in lane ``l``, clamped as in XLA."""
+        out = []
+        for n, s, b in zip(operand_shape, sizes, starts):
+            hi = int(n) - int(s)
+            if b.known:
+                out.append(str(min(max(int(b.value.ravel()[0]), 0), hi)))
+            else:
+                v = self.fresh("s")
+                self.line(f"int64_t {v} = (int64_t) {self.lane(b, 0)};")
+                self.line(f"{v} = {v} < 0 ? 0 : ({v} > {hi} ? {hi} : {v});")
+                out.append(v)
+        return out
+
+    def p_dynamic_slice(self, ins, outs, slice_sizes, **_):
+        src, starts = ins[0], ins[1:]
+        if all(b.known for b in starts):
+            return super().p_dynamic_slice(ins, outs, slice_sizes)
+        out = self.new(outs[0].shape, src.dtype)
+        self.open(f"for (int l = 0; l < {self.lanes}; l++)")
+        s = self._lane_starts(src.shape, slice_sizes, starts)
+        st = _strides(src.shape)
+        idx = self.loops(out.shape)
+        at = " + ".join(f"({a} + {i})*{k}" for a, i, k in zip(s, idx, st)) or "0"
+        self.line(f"{out.name}[{self.flat(idx, out.shape)}][l] = {self.lane(src, at)};")
+        self.end(idx)
+        self.close()
+        return out
+
+    def p_dynamic_update_slice(self, ins, outs, **_):
+        src, upd, starts = ins[0], ins[1], ins[2:]
+        if all(b.known for b in starts):
+            return super().p_dynamic_update_slice(ins, outs)
+        out = self.new(src.shape, src.dtype)
+        self.copy(out, src)
+        self.open(f"for (int l = 0; l < {self.lanes}; l++)")
+        s = self._lane_starts(src.shape, upd.shape, starts)
+        st = _strides(src.shape)
+        idx = self.loops(upd.shape)
+        target = " + ".join(f"({a} + {i})*{k}" for a, i, k in zip(s, idx, st)) or "0"
+        self.line(f"{out.name}[{target}][l] = {self.lane(upd, self.flat(idx, upd.shape))};")
+        self.end(idx)
+        self.close()
+        return out
+
+    def p_gather(self, ins, outs, dimension_numbers, slice_sizes, mode, fill_value=None, **params):
+        src, ind = ins
+        if ind.known:
+            return super().p_gather(ins, outs, dimension_numbers, slice_sizes, mode, fill_value, **params)
+        dn = dimension_numbers
+        if "FILL" in str(mode):
+            raise Unsupported("gather with runtime indices in fill mode")
+        out = self.new(outs[0].shape, src.dtype)
+        out_shape = out.shape
+        batch_axes = [a for a in range(len(out_shape)) if a not in dn.offset_dims]
+        window = [a for a in range(len(src.shape))
+                  if a not in dn.collapsed_slice_dims and a not in dn.operand_batching_dims]
+        st_src, st_ind = _strides(src.shape), _strides(ind.shape)
+        self.open(f"for (int l = 0; l < {self.lanes}; l++)")
+        idx = self.loops(out_shape)
+        base = self.affine([(st_ind[k], idx[a]) for k, a in enumerate(batch_axes)])
+        terms = [f"{idx[batch_axes[ib]]}*{st_src[ob]}"
+                 for ob, ib in zip(dn.operand_batching_dims, dn.start_indices_batching_dims)]
+        for k, dim in enumerate(dn.start_index_map):
+            s = self.fresh("s")
+            hi = src.shape[dim] - slice_sizes[dim]
+            self.line(f"int64_t {s} = (int64_t) {self.lane(ind, f'{base} + {k * st_ind[-1]}')};")
+            self.line(f"{s} = {s} < 0 ? 0 : ({s} > {hi} ? {hi} : {s});")
+            terms.append(f"{s}*{st_src[dim]}")
+        for j, dim in enumerate(window):
+            terms.append(f"{idx[dn.offset_dims[j]]}*{st_src[dim]}")
+        self.line(f"{out.name}[{self.flat(idx, out_shape)}][l] = {self.lane(src, ' + '.join(terms) or '0')};")
+        self.end(idx)
+        self.close()
+        return out
+
+    def _scatter_runtime(self, operand, ind, upd, dn, mode, op):
+        raise Unsupported("scatter with runtime indices in lanes")
+
+    def _arg(self, ins, outs, axes, index_dtype, better):
+        raise Unsupported("argmax/argmin in lanes")
+
+    def p_sort(self, ins, outs, **_):
+        raise Unsupported("sort in lanes")
+
+    def p_qr(self, ins, outs, **_):
+        raise Unsupported("qr in lanes")
+
+    # --- linear algebra --------------------------------------------------------------------------
+    def p_lu(self, ins, outs, **_):
+        """LU with partial pivoting (as :meth:`Translator.p_lu`), each lane its own pivot rows: the
+        search for the pivot on vectors, the row swaps lane by lane, the elimination on vectors
+        where a lane's pivot is zero leaving that lane's rows as they are."""
+        a = ins[0]
+        if a.dtype != np.float64:
+            raise Unsupported(f"lu of {a.dtype} in lanes")
+        *batch, m, n = a.shape
+        lu = self.new(a.shape, a.dtype)
+        piv = self.new(outs[1].shape, np.int32)
+        perm = self.new(outs[2].shape, np.int32)
+        self.copy(lu, a)
+        nb = int(math.prod(batch))
+        k = min(m, n)
+        b = self.fresh("b")
+        self.open(f"for (int {b} = 0; {b} < {nb}; {b}++)")
+        A = f"({lu.name} + {b}*{m * n})"
+        P = f"({perm.name} + {b}*{m})"
+        V = f"({piv.name} + {b}*{k})"
+        self.line(f"for (int i = 0; i < {m}; i++) {P}[i] = BI(i);")
+        self.open(f"for (int c = 0; c < {k}; c++)")
+        self.line(f"iv p = BI(c); dv best = fabs({A}[c*{n} + c]);")
+        self.line(f"for (int i = c + 1; i < {m}; i++) {{ dv x = fabs({A}[i*{n} + c]); iv gt = x > best; "
+                  "best = gt ? x : best; p = gt ? BI(i) : p; }")
+        self.line(f"{V}[c] = p;")
+        # row c and row r swapped in the lanes whose pivot row is r
+        self.open(f"for (int r = c + 1; r < {m}; r++)")
+        self.line("const iv sw = p == r;")
+        self.open("if (ANY(sw))")
+        self.line(f"for (int j = 0; j < {n}; j++) {{ const dv x = {A}[c*{n} + j], y = {A}[r*{n} + j]; "
+                  f"{A}[c*{n} + j] = sw ? y : x; {A}[r*{n} + j] = sw ? x : y; }}")
+        self.line(f"const iv x = {P}[c], y = {P}[r]; {P}[c] = sw ? y : x; {P}[r] = sw ? x : y;")
+        self.close()
+        self.close()
+        self.line(f"const iv nz = {A}[c*{n} + c] != 0.0;")
+        self.open("if (ANY(nz))")
+        self.line(f"const dv inv = 1.0 / {A}[c*{n} + c];")
+        self.open(f"for (int i = c + 1; i < {m}; i++)")
+        self.line(f"const dv l = {A}[i*{n} + c] * inv; {A}[i*{n} + c] = nz ? l : {A}[i*{n} + c];")
+        self.line(f"for (int j = c + 1; j < {n}; j++) {A}[i*{n} + j] = nz ? {A}[i*{n} + j] - l * {A}[c*{n} + j] "
+                  f": {A}[i*{n} + j];")
+        self.close()
+        self.close()
+        self.close()
+        self.close()
+        return [lu, piv, perm]
+
+    # --- control flow ----------------------------------------------------------------------------
+    def p_while(self, ins, outs, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
+        """``lax.while_loop`` as ``vmap`` makes it of one per lane: the body runs while the
+        condition holds in any lane (or any element of a predicate with a shape), and a carry
+        changes only where it holds."""
+        cconsts, bconsts = ins[:cond_nconsts], ins[cond_nconsts:cond_nconsts + body_nconsts]
+        carry = self._carry(ins[cond_nconsts + body_nconsts:])
+        pshape = tuple(cond_jaxpr.out_avals[0].shape)
+        pred = self.fresh("c")
+        self.line(f"int {pred};")
+        mask = self.new(pshape, np.bool_)
+        self.open("for (;;)")
+        self.open("")
+        (c,) = self.closed_with(cond_jaxpr, cconsts, carry)
+        self.copy(mask, c)
+        i = self.fresh("i")
+        self.line(f"{pred} = 0; for (int {i} = 0; {i} < {mask.size}; {i}++) {pred} |= ANY({mask.name}[{i}]);")
+        self.close()
+        self.line(f"if (!{pred}) break;")
+        self.open("")
+        new = self.closed_with(body_jaxpr, bconsts, carry)
+        masked = []
+        for old, upd in zip(carry, new):
+            per = old.size // mask.size if mask.size else 0
+            sel = self.new(old.shape, old.dtype)
+            i = self.fresh("i")
+            self.line(f"for (int {i} = 0; {i} < {old.size}; {i}++) {sel.name}[{i}] = {mask.name}[{i} / {max(per, 1)}] "
+                      f"? {self.rhs(self.at(upd, i if upd.size > 1 else 0), old.dtype)} : {old.name}[{i}];")
+            masked.append(sel)
+        self._assign(carry, masked)
+        self.close()
+        self.close()
+        return carry
+
+    def p_cond(self, ins, outs, branches, **_):
+        """``lax.cond``/``switch`` at an index that differs by lane: each branch that some lane
+        takes is computed, and each lane's result taken from its branch (the index clamped as in
+        XLA). A loop of steps whose step is a ``cond`` on "still running" so skips the step once
+        every lane has stopped."""
+        index, ops = ins[0], ins[1:]
+        if index.known or len(branches) == 1:
+            return super().p_cond(ins, outs, branches)
+        k = self.fresh("k")
+        self.line(f"const iv {k} = {self.rhs(self.at(index, 0), index.dtype)};")
+        results = []
+        for j, br in enumerate(branches):
+            test = f"{k} <= 0" if j == 0 else (f"{k} >= {j}" if j == len(branches) - 1 else f"{k} == {j}")
+            res = [self.new(a.shape, a.dtype) for a in outs]
+            self.open(f"if (ANY({test}))")
+            vals = self.closed_with(br, [], ops)
+            for d, s in zip(res, vals):
+                self.copy(d, s)
+            self.close()
+            results.append(res)
+        out = results[-1]
+        for j in range(len(branches) - 2, -1, -1):
+            test = f"{k} <= 0" if j == 0 else f"{k} == {j}"
+            sel = [self.new(a.shape, a.dtype) for a in outs]
+            for d, yes, no in zip(sel, results[j], out):
+                if d.size:
+                    i = self.fresh("i")
+                    self.line(f"for (int {i} = 0; {i} < {d.size}; {i}++) {d.name}[{i}] = ({test}) "
+                              f"? {yes.name}[{i}] : {no.name}[{i}];")
+            out = sel
+        return out
+
+
+__all__ = ["LaneTranslator", "LANE_HEADER"]

@@ -1,0 +1,162 @@
+"""Lane kernels (livens.native.lanes): one member per lane of a vector.
+
+Each lane must compute exactly the IEEE operations of the single member's kernel, so the tests
+compare bits: a lane kernel against ``jax.vmap`` of the same program on the primitives that differ
+per lane (while loops that stop at different iterations, conds, gathers and dynamic slices at
+computed indices, LU with different pivot rows), against the single member's native kernel on the
+papers' systems, and an ensemble in lanes against the single runs of its members.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import livens as lv
+from livens import native
+from livens.ensemble import LANES
+from livens.native import build
+
+pytestmark = pytest.mark.skipif(native.compiler() is None or not build.is_gcc(native.compiler()),
+                                reason="lane kernels need GCC")
+
+
+def _lanes_of(fn, args, L=LANES):
+    """fn compiled as a lane kernel, called on the member-first ``args``."""
+    one = jax.tree_util.tree_map(lambda a: a[0], args)
+    kernel = native.compile_function(fn, *one, lanes=L)
+    native.wait()
+    return kernel(*args)
+
+
+def _program(x, k, A):
+    """Control flow and indexing that differ by member: a Newton-like while loop with a
+    data-dependent trip count, a cond, a gather and a dynamic slice at computed indices, an LU
+    solve with pivoting, and elementwise functions of masks and signs."""
+    def cond(c):
+        y, i = c
+        return (jnp.abs(y - jnp.sqrt(x[0])) > 1e-14) & (i < 50)
+
+    def body(c):
+        y, i = c
+        return 0.5 * (y + x[0] / y), i + 1
+
+    root, iters = jax.lax.while_loop(cond, body, (jnp.maximum(x[0], 1.0), 0))
+    branch = jax.lax.cond(x[1] > 0, lambda v: jnp.sin(v) * 2.0, lambda v: jnp.cos(v) - 1.0, x)
+    picked = x[jnp.clip(k, 0, 3)]
+    window = jax.lax.dynamic_slice(x, (k % 3,), (2,))
+    solved = jnp.linalg.solve(A, x)
+    flags = (x > 0) ^ (x < 0.5)
+    misc = jnp.sign(x) + flags.astype(x.dtype) + jnp.where(x > 0.2, x, -x) + jnp.max(x)
+    return root, iters, branch, picked, window, solved, misc, jnp.all(flags)
+
+
+def test_a_lane_kernel_computes_what_vmap_computes_lane_by_lane():
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-2.0, 9.0, (LANES, 4))
+    x[:, 0] = rng.uniform(0.1, 1e4, LANES)  # square roots of very different sizes: different trip counts
+    k = rng.integers(-2, 7, LANES)
+    A = rng.standard_normal((LANES, 4, 4))  # pivot rows differ by member
+    got = _lanes_of(_program, (x, k, A))
+    want = jax.vmap(_program)(x, k, A)
+    assert len(set(np.asarray(want[1]).tolist())) > 1, "the members should take different trip counts"
+    for k, (g, w) in enumerate(zip(got, want)):
+        w = np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        if k == 5:  # the LU solve: XLA's LAPACK may order its sums otherwise
+            np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-13)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def _loop_args(problem, scheme, members):
+    from livens.core import make_loop
+    from livens.schemes.base import State
+    from livens.simulate import new_history, newton_options, resolve
+
+    sch, vals, mech = resolve(problem, scheme, {}, None)
+    loop = make_loop(mech, sch, sch.preferred_guess, 64, None, newton_options(1e-10))
+    jp = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
+    sets = []
+    for q0, v0 in members:
+        q0, v0 = jnp.asarray(q0), jnp.asarray(v0)
+        z = jnp.zeros(mech.m)
+        p0 = (jnp.asarray(mech.M_const) if mech.constant_mass else mech.M(q0)) @ v0
+        st = State(q=q0, p=p0, v=v0, lam=z, gam=z)
+        if sch.increments:
+            st = st._replace(comp=(jnp.zeros_like(q0), jnp.zeros_like(p0)))
+        hist = new_history(sch, mech, st, problem.h, jp)
+        sets.append(jax.tree_util.tree_map(np.asarray, (st, hist, 0.0, 0, 50, problem.h, 1e-10, np.int32(40), jp,
+                                                         None)))
+    return loop, sets
+
+
+@pytest.mark.parametrize("example,scheme", [("pendulum-3d", "VI-S"), ("pendulum-3d", "EM"),
+                                            ("double-spherical-pendulum", "livens-em")])
+def test_each_lane_has_the_bits_of_the_single_members_kernel(example, scheme):
+    problem = lv.examples.load(example)
+    rng = np.random.default_rng(2)
+    members = [(problem.q0, np.asarray(problem.v0) * rng.uniform(0.5, 1.5)) for _ in range(LANES)]
+    loop, sets = _loop_args(problem, scheme, members)
+    stacked = jax.tree_util.tree_map(lambda *a: np.stack(a), *sets)
+    got = jax.tree_util.tree_leaves(_lanes_of(loop, stacked))
+    single = native.compile_function(loop, *sets[0])
+    native.wait()
+    for lane, args in enumerate(sets):
+        want = jax.tree_util.tree_leaves(single(*args))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g[lane], w)
+
+
+def _pendulum_states(B, seed=0):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((B, 3))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    v = rng.standard_normal((B, 3)) * 2.0
+    v -= np.sum(v * q, axis=1, keepdims=True) * q
+    return q, v
+
+
+def test_an_ensemble_in_lanes_is_its_members_single_runs_to_the_bit():
+    problem = lv.examples.load("pendulum-3d")
+    B = 2 * LANES + 3  # the last group of lanes is filled up with copies
+    q0s, v0s = _pendulum_states(B)
+    kw = dict(h=0.02, t_end=0.7, tol=1e-11, chunk=16)
+    ens = lv.simulate_ensemble(problem, "VI-S", q0s, v0s, **kw)
+    assert ens.meta["backend"] == "native" and ens.meta["lanes"] == LANES
+    assert np.all(ens.steps == 35) and not ens.failed.any()
+    for b in (0, LANES + 1, B - 1):
+        single = lv.simulate(problem.replace(q0=q0s[b], v0=v0s[b]), "VI-S", backend="native", **kw)
+        np.testing.assert_array_equal(ens[b].q, single.q)
+        np.testing.assert_array_equal(ens[b].lam, single.lam)
+        np.testing.assert_array_equal(ens[b].newton_iterations, single.newton_iterations)
+
+
+def test_a_failing_member_in_lanes_stops_alone():
+    problem = lv.examples.load("pendulum-3d")
+    q0s, v0s = _pendulum_states(2 * LANES, seed=3)
+    # member 5 starts near the top and falls: too fast for h = 0.05 and 6 Newton iterations
+    q0s[5] = [np.sin(0.3), 0.0, np.cos(0.3)]
+    v0s[5] = [0.0, 9.0, 0.0]
+    kw = dict(h=0.05, t_end=1.0, tol=1e-10, max_iter=6, chunk=2)
+    with pytest.warns(RuntimeWarning, match=f"1 of {2 * LANES}"):
+        ens = lv.simulate_ensemble(problem, "VI-S", q0s, v0s, **kw)
+    assert ens.meta["lanes"] == LANES
+    assert np.flatnonzero(ens.failed).tolist() == [5]
+    with pytest.raises(lv.ConvergenceError) as err:
+        lv.simulate(problem.replace(q0=q0s[5], v0=v0s[5]), "VI-S", **kw)
+    partial = err.value.solution
+    assert ens.steps[5] == partial.n_steps >= 2
+    np.testing.assert_array_equal(ens[5].q, partial.q)
+    assert ens.newton_iterations[5, ens.steps[5]] == 6 and ens.newton_residual[5, ens.steps[5]] > kw["tol"]
+    for b in (4, 6):  # its neighbours in the same group of lanes go on to the end
+        assert ens.steps[b] == 20
+        single = lv.simulate(problem.replace(q0=q0s[b], v0=v0s[b]), "VI-S", **kw)
+        np.testing.assert_array_equal(ens[b].q, single.q)
+
+
+def test_what_lanes_do_not_handle_falls_back_to_one_member_per_kernel():
+    def sorts(x):
+        return jnp.sort(x)
+
+    with pytest.raises(native.Unsupported, match="sort in lanes"):
+        native.compile_function(sorts, np.zeros(4), lanes=LANES)
