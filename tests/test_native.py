@@ -300,7 +300,7 @@ def test_a_translator_fault_falls_back_to_xla_with_a_warning(monkeypatch):
     meta["native_fallback"] say why; "native" refuses with the fault named."""
     from livens.native import build as native_build
 
-    def broken(closed):
+    def broken(closed, **_):
         raise ValueError("a translator fault")
 
     monkeypatch.setattr(native_build, "translate", broken)
