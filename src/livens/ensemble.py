@@ -19,6 +19,8 @@ member's :class:`~livens.Solution`, as ``lv.simulate`` would have returned it.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import time
 import warnings
@@ -208,14 +210,15 @@ def _run_lanes(kernel, state, history, args, n, failed, n_steps: int, out: dict,
             sb, hb, n_new, failed_now, recs = kernel(sb, hb, t_start, nb, n_stop, h, tol, max_iter, params,
                                                      sys_params)
             n_new = np.asarray(n_new, dtype=np.int64)
-            for lane in np.flatnonzero(alive):
-                b, a, e = int(lanes[lane]), int(nb[lane]), int(n_new[lane])
-                one = {k: v[lane] for k, v in recs.items()}
-                if e > a:
-                    _store(out, [b], a, e, {k: v[None] for k, v in one.items()}, nodal)
-                if failed_now[lane]:
-                    failed[b] = done[lane] = True
-                    _store_failure(out, b, e, one)
+            moved = alive & (n_new > nb)
+            # lanes that advanced over the same steps are copied together (all of them, usually)
+            for a, e in sorted({(int(x), int(y)) for x, y in zip(nb[moved], n_new[moved])}):
+                sel = np.flatnonzero(moved & (nb == a) & (n_new == e))
+                _store(out, lanes[sel], a, e, {k: v[sel] for k, v in recs.items()}, nodal)
+            for lane in np.flatnonzero(alive & np.asarray(failed_now)):
+                b = int(lanes[lane])
+                failed[b] = done[lane] = True
+                _store_failure(out, b, int(n_new[lane]), {k: v[lane] for k, v in recs.items()})
             nb = n_new
         n[bs] = nb[:bs.size]
 
@@ -227,6 +230,20 @@ def _run_lanes(kernel, state, history, args, n, failed, n_steps: int, out: dict,
     else:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="livens-lanes") as pool:
             list(pool.map(group, starts))
+
+
+@contextlib.contextmanager
+def _no_collection():
+    """Python's cyclic garbage collector paused (and restored as it was): the native members' loops
+    make no reference cycles, and a full collection of the large heap JAX leaves (tenths of a
+    second) would stop every thread at its next Python line."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _run_vmapped(runner, state, history, scalars, n, failed, n_steps: int, out: dict, nodal: bool) -> float:
@@ -480,10 +497,12 @@ def simulate_ensemble(
         kernel = member_runner.kernel(*one, scalars[0], 0, n_steps, *scalars[1:])
     if lanes is not None:
         compile_time = time.perf_counter() - wall0
-        _run_lanes(lanes, state, history, scalars, n, failed, n_steps, out, nodal)
+        with _no_collection():
+            _run_lanes(lanes, state, history, scalars, n, failed, n_steps, out, nodal)
     elif kernel is not None:
         compile_time = time.perf_counter() - wall0
-        _run_members(kernel, state, history, scalars, n, failed, n_steps, out, nodal)
+        with _no_collection():
+            _run_members(kernel, state, history, scalars, n, failed, n_steps, out, nodal)
     else:
         compile_time = _run_vmapped(_ensemble_runner(mech, sch, guess, chunk, nopts), state, history, scalars, n,
                                     failed, n_steps, out, nodal)

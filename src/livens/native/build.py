@@ -319,10 +319,10 @@ class Kernel:
         ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         fn = self.fn
         fn(ptrs)
-        res = []
+        res = []  # member-first views of the lane-last buffers (copied only to change the dtype)
         for o, (shape, dtype) in zip(outs, self.out_avals):
             o = np.moveaxis(o, -1, 0)
-            res.append(np.ascontiguousarray(o != 0 if dtype == np.bool_ else o.astype(dtype, copy=False)))
+            res.append(o != 0 if dtype == np.bool_ else o.astype(dtype, copy=False))
         return jax.tree_util.tree_unflatten(self.out_tree, res)
 
 
