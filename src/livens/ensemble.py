@@ -10,9 +10,12 @@ the slowest member has converged), so each member equals ``lv.simulate`` of its 
 to round-off.
 
 Where the single run's chunk loop runs natively (:mod:`livens.native`; the default backend
-"auto" and a C compiler found), each member instead runs that native kernel from its first step
-to its last, the members shared among one thread per CPU core (the kernel releases the GIL): a
-member then takes exactly the steps of its single run. ``backend="xla"`` asks for the vmapped call.
+"auto" and a C compiler found), the members instead run that loop compiled as a lane kernel
+(:mod:`livens.native.lanes`, with GCC, for at least ``2 * LANES`` members): :data:`LANES` members at
+once, one per lane of a vector, each with the bits of its own native run; where that kernel cannot
+be made, each member runs the single run's kernel from its first step to its last. Either way the
+kernels run on one thread per CPU core (a kernel releases the GIL), and a member takes exactly the
+steps of its single run. ``backend="xla"`` asks for the vmapped call.
 
 The result is an :class:`EnsembleSolution`: batched arrays (member first) and ``ens[i]``, the
 member's :class:`~livens.Solution`, as ``lv.simulate`` would have returned it.
@@ -410,8 +413,9 @@ def simulate_ensemble(
     backend: str | None = None,
     **params: Any,
 ) -> EnsembleSolution:
-    """Integrate many initial states of ``problem``: natively one thread per core, else one
-    compiled, ``jax.vmap``-ped call per chunk.
+    """Integrate many initial states of ``problem``: natively in lane kernels of :data:`LANES`
+    members (or one member per kernel call) on one thread per core, else one compiled,
+    ``jax.vmap``-ped call per chunk.
 
     Parameters
     ----------
@@ -421,9 +425,11 @@ def simulate_ensemble(
         members); each must lie on the constraint manifold (|g(q0)|, |G(q0) v0| at most
         ``problem.consistency_tol``).
     scheme, h, t_end, tol, max_iter, guess, parameters, backend, **params: as for
-        :func:`livens.simulate`. With the native backend each member runs the single run's
-        kernel, the members spread over one thread per CPU core; with XLA, one ``vmap``-ped call
-        per chunk for all members. ``ens.meta["backend"]`` says which ran.
+        :func:`livens.simulate`. With the native backend and at least ``2 * LANES`` members, the
+        members run :data:`LANES` at a time in a lane kernel (``ens.meta["lanes"]``; 0 where each
+        member runs the single run's kernel), the kernels spread over one thread per CPU core;
+        with XLA, one ``vmap``-ped call per chunk for all members. ``ens.meta["backend"]`` says
+        which ran.
     chunk: steps per compiled call. Natively, one member's steps per call (default 512); with
         XLA, all members' steps per call: by default about 65536 member-steps (512 for up to 128
         members, 64 for 1000), so that the records of one call stay small (they are allocated
