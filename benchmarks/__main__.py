@@ -45,7 +45,7 @@ TARGETS = [
     ("yard:heavy-top:numba", "heavy-top (h = 0.002): livens / compiled VI-S (Numba)", ">=", 2.5),
     ("chain_ratio", "pendulum-chain cost per step, N = 128 / N = 16 (300 steps)", "<=", 16.0),
     ("three_bar_ratio", "three-bar swing cost per step, 40 / 10 elements", "<=", 6.0),
-    ("compile_max", "cold compile time per (example, scheme) of the papers, s", "<=", 3.0),
+    ("first_call_max", "cold first lv.simulate call per (example, scheme) of the papers, s", "<=", 3.0),
     ("ensemble_ratio", "1000 heavy tops in one call / one run (trajectory-steps/s)", ">=", 3.0),
 ]
 TARGET_PAIRS = [("pendulum-3d", "ggl-vi"), ("heavy-top", "ggl-vi"), ("heavy-top", "ggl-em"),
@@ -359,16 +359,16 @@ def _paper_pairs(results: dict) -> dict:
 
 
 def _compile_context(results: dict) -> list[str]:
-    """What the compile target's figure leaves out: it is the compiled chunk loop's first call;
-    the whole first ``lv.simulate`` call adds the set-up and a start solver's own compilation
-    (vi-lagrange, vi-nullspace), and the three-bar swing is timed in its own section."""
+    """Beside the compile target (the whole first ``lv.simulate`` call of each pair: set-up, a start
+    solver's compilation and the time loop's): the time loop's compilation alone, how many pairs are
+    over 3 s, and the three-bar swing, which is timed in its own section."""
     pairs = _paper_pairs(results)
     lines = []
     if pairs:
-        worst = max(pairs, key=lambda k: pairs[k]["first_call_s"])
-        over = sum(r["first_call_s"] > 3.0 for r in pairs.values())
-        lines.append(f"(the whole first lv.simulate call, set-up and start solvers included: at most "
-                     f"{pairs[worst]['first_call_s']} s, {worst}; {over} of {len(pairs)} pairs over 3 s)")
+        worst = max(pairs, key=lambda k: pairs[k]["compile_s"])
+        over = [k for k, r in pairs.items() if r["first_call_s"] > 3.0]
+        lines.append(f"({len(over)} of {len(pairs)} pairs over 3 s{': ' + ', '.join(sorted(over)) if over else ''}; "
+                     f"the time loop's compilation alone: at most {pairs[worst]['compile_s']} s, {worst})")
     swing = [r["compile_s"] for k, r in results.get("swing", {}).items() if "compile_s" in r]
     if swing:
         lines.append(f"(the three-bar swing, not in these pairs: compile {min(swing)} to {max(swing)} s)")
@@ -402,10 +402,10 @@ def compare(results: dict, baseline: dict | None) -> None:
         other = flat.get(key + "-advanced")
         if other is not None:
             print(f"    (against the compiled VI-S with 002's advanced guess instead: {other[0]})")
-        if key == "compile_max" and got is not None:
+        if key == "first_call_max" and got is not None:
             for line in _compile_context(results):
                 print(f"    {line}")
-    if "compile_max" in flat and len(results.get("pairs", {})) < 10:
+    if "first_call_max" in flat and len(results.get("pairs", {})) < 10:
         print(f"  (compile times of the {len(results['pairs'])} pairs measured; the full run measures every pair)")
     if not baseline:
         print("\n(no baseline to compare with)")

@@ -161,3 +161,27 @@ def test_singular_and_configuration_dependent_mass_matrices_run():
     ref = lv.simulate(sp, "vi-lagrange", h=0.0025, t_end=0.5, tol=TOL).q[-1]
     errs = [np.max(np.abs(lv.simulate(sp, "vi-lagrange", h=h, t_end=0.5, tol=TOL).q[-1] - ref)) for h in (0.02, 0.01)]
     assert abs(np.log2(errs[0] / errs[1]) - 2.0) <= 0.3, errs
+
+
+@pytest.mark.parametrize("scheme,eq", [("vi-lagrange", "15"), ("vi-nullspace", "17")])
+def test_a_start_that_fails_stops_the_run_with_its_residual(pendulum, scheme, eq):
+    """At h = 0.5 the discrete Legendre transform of the start has no solution Newton finds: the
+    run stops before its first step, naming the equation, the residual and h (the time loop was
+    compiled meanwhile: the start is finished after it)."""
+    with pytest.raises(ValueError, match=rf"{scheme}: the start step \(004 eq {eq}\) did not converge: "
+                                         r"residual .* with h = 0\.5"):
+        lv.simulate(pendulum, scheme, h=0.5, t_end=1.5, progress=False)
+
+
+def test_the_start_is_compiled_once_per_system(pendulum):
+    """The start's program (compiled in a background thread the first time) is reused by later runs
+    and gives them the same q_1 and lambda_0 to the bit."""
+    from livens.schemes import vi_lagrange as V
+
+    a = lv.simulate(pendulum, "vi-nullspace", h=0.02, t_end=0.1, progress=False)
+    held = [v for k, v in V._START_SOLVERS.items() if k[1] == "nullspace"]
+    assert held and all(not isinstance(v[1], V.Future) for v in held)
+    b = lv.simulate(pendulum, "vi-nullspace", h=0.02, t_end=0.1, progress=False)
+    assert [v for k, v in V._START_SOLVERS.items() if k[1] == "nullspace"] == held
+    np.testing.assert_array_equal(a.q, b.q)
+    np.testing.assert_array_equal(a.lam, b.lam)

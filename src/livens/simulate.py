@@ -353,9 +353,12 @@ def _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter,
     jsys = None if sys_values is None else {k: jnp.asarray(v) for k, v in sys_values.items()}
     guess = sch.preferred_guess if guess is None else guess
     n_steps = max(1, int(round((t_end - t_start) / h)))
+    finish_start = None
     if resume is None:
         state = initial_state(problem, mech, sch)
-        if sch.start is not None:
+        if sch.start_ahead is not None:  # the state's shapes now, the state once the time loop is compiled
+            state, finish_start = sch.start_ahead(state, float(h), vals, mech.bind(jsys))
+        elif sch.start is not None:
             state = sch.start(state, float(h), vals, mech.bind(jsys))
         offset = 0
     else:
@@ -364,6 +367,17 @@ def _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter,
     runner = _make_runner(mech, sch, guess, chunk, layout, nopts, backend)
     jparams = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     empty_history = history = new_history(sch, mech, state, h, jparams)
+    # the same argument kinds on every call (one cache entry): n0 a device value like the n a
+    # chunk returns, the rest NumPy scalars
+    consts = (np.int64(n_steps), np.float64(h), np.float64(tol_num), np.int32(max_iter), jparams, jsys)
+    t_start_dev = np.float64(t_start)
+    ahead_compile = 0.0
+    if finish_start is not None:
+        if hasattr(runner, "kernel"):  # a native time loop is compiled while the start compiles
+            t0 = time.perf_counter()
+            runner.kernel(state, history, t_start_dev, jnp.asarray(0, jnp.int64), *consts)
+            ahead_compile = time.perf_counter() - t0
+        state = finish_start()
     if resume is not None and guess == "extrapolated":
         history = _guess.GuessHistory.from_meta(resume.meta.get("guess_history"), offset, empty_history)
     meta = dict(h=float(h), t_end=float(t_start + n_steps * h), tol=tol if nopts[0] == ROUNDOFF else float(tol),
@@ -394,11 +408,7 @@ def _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter,
     bar = _progress_bar(n_steps, progress)
     interrupted = _install_sigint_flag()
     try:
-        # the same argument kinds on every call (one cache entry): n0 a device value like the n a
-        # chunk returns, the rest NumPy scalars
         i64 = jnp.int64
-        consts = (np.int64(n_steps), np.float64(h), np.float64(tol_num), np.int32(max_iter), jparams, jsys)
-        t_start_dev = np.float64(t_start)
         # chunks are dispatched one ahead (JAX runs them asynchronously): while one computes, the
         # records of the previous one are copied and written. The next chunk starts from the
         # current one's device-side end state, on the guess that no step fails; after a failure,
@@ -419,7 +429,7 @@ def _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter,
             recs = layout.unpack(recs)
             n_new = int(n) - n_done
             if compile_time is None:
-                compile_time = time.perf_counter() - t0
+                compile_time = ahead_compile + time.perf_counter() - t0
             rec = {k: np.asarray(v)[:n_new] for k, v in recs.items() if k != "ok"}
             if bool(failed):
                 i_bad = int(np.flatnonzero(~np.asarray(recs["ok"]))[0])

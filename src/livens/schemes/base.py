@@ -153,7 +153,10 @@ class Scheme:
         :func:`default_update`.
     start(problem_state, h, params, mech) -> State, optional (e.g. two-step schemes); with it,
         pure_start(state, h, params, mech, differentiable) -> (State, ok), the same as a pure,
-        traceable function (:func:`livens.flow`).
+        traceable function (:func:`livens.flow`), and optionally
+        start_ahead(problem_state, h, params, mech) -> (State of shapes, finish): the same start in
+        two parts, the returned State's shapes at once and ``finish()`` -> State later, so that
+        :func:`livens.simulate` compiles the time loop while the start's own program compiles.
     enforced(sol) -> dict name -> residual array, the constraints the scheme is built to meet;
         default :func:`enforced_position`.
     increments(u) -> (dq, dp): the scheme solves for the increments of q and p over the step,
@@ -181,6 +184,7 @@ class Scheme:
     supports_external_force: bool = True  # False: the residual has no F(q, v, t) term; refused
     start: Callable | None = None
     pure_start: Callable | None = None  # (state, h, params, mech, differentiable) -> (State, ok): start, traceable
+    start_ahead: Callable | None = None  # (state, h, params, mech) -> (State of shapes, finish): start in two parts
     enforced: Callable | None = None
     tangent: Callable | None = None  # structured tangent dR/dx, optional
     keeps: str = ""

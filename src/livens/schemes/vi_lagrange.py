@@ -55,8 +55,12 @@ configuration-dependent M through L(q, v).
 """
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _banded
 from ..newton import NewtonResult, newton
@@ -278,34 +282,86 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
     return q1, c1, dq, lam, jnp.max(jnp.abs(full)), res.iterations
 
 
-def _start_solver(mech, kind):
-    key = (mech, kind)
+def _start_program(mech, kind, q0, p0, h):
+    """The compiled program of :func:`_start_equations` for these argument shapes, and its output
+    shapes: (shapes, executable or a Future of it). The first time, the equations are traced now
+    and compiled in a background thread (a run compiles its time loop meanwhile: :func:`_make_start`);
+    later, the cached executable."""
+    key = (mech, kind, jnp.shape(q0), jnp.shape(p0))
     hit = _START_SOLVERS.get(key)
     if hit is not None:
         return hit
-    fn = jax.jit(lambda q0, p0, h: _start_equations(mech, kind, q0, p0, h))
-    _START_SOLVERS[key] = fn
-    return fn
+    traced = jax.jit(lambda q0, p0, h: _start_equations(mech, kind, q0, p0, h)).trace(q0, p0, h)
+    lowered = traced.lower()
+    program = (traced.out_info, _background(lowered.compile))
+    _START_SOLVERS[key] = program
+    return program
+
+
+def _background(fn) -> Future:
+    """fn() in a daemon thread, as a Future (XLA's compiler releases the GIL while it works)."""
+    future = Future()
+
+    def work():
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001 - kept on the future, raised where it is awaited
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name="livens-start-compile", daemon=True).start()
+    return future
 
 
 def _make_start(kind):
+    name = "vi-lagrange" if kind == "lagrange" else "vi-nullspace"
+    eq = "15" if kind == "lagrange" else "17"
+
+    def start_ahead(state: State, h, params, mech):
+        """The start in two parts: (the State it returns, as shapes; a function that returns that
+        State). The first is known as soon as the start's equations are traced; their compilation
+        runs in a background thread until the second is called, so that a run compiles its time
+        loop in the meantime (:func:`livens.simulate`)."""
+        q, p, hh = jnp.asarray(state.q), jnp.asarray(state.p), jnp.asarray(h, jnp.float64)
+        shapes, program = _start_program(mech, kind, q, p, hh)
+        q1, c1, dq, lam0 = shapes[:4]
+        ahead = State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam,
+                      extra={"q_next": q1, "c_next": c1, "dq": dq})
+
+        def finish() -> State:
+            key = (mech, kind, jnp.shape(q), jnp.shape(p))
+            solver = program
+            if isinstance(program, Future):
+                try:
+                    solver = program.result()
+                except BaseException:
+                    _START_SOLVERS.pop(key, None)  # compiled again at the next call
+                    raise
+                _START_SOLVERS[key] = (shapes, solver)
+            q1, c1, dq, lam0, resid, its = solver(q, p, hh)
+            scale = 1.0 + float(np.max(np.abs(np.asarray(p))))
+            # eq 15 holds M (q_1 - q_0)/h, whose round-off grows like |M| |q| eps / h (heavy bodies at small h,
+            # the beams of 004 §4.2: 1.6e-9 with 540 kg nodes at h = 1.25e-5)
+            M0 = np.asarray(mech.M(state.q))
+            floor = 50.0 * 2.2e-16 * float(np.max(np.abs(M0))) * (1.0 + float(np.max(np.abs(np.asarray(q))))) / h
+            if not (float(resid) <= max(_START_ACCEPT * scale, floor)):
+                raise ValueError(
+                    f"{name}: the start step (004 eq {eq}) did not converge: residual {float(resid):.3e} after "
+                    f"{int(its)} Newton iterations with h = {h:g}. Try a smaller h."
+                )
+            return State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam,
+                         extra={"q_next": q1, "c_next": c1, "dq": dq})
+
+        return ahead, finish
+
     def start(state: State, h, params, mech) -> State:
         """Solve the constrained discrete Legendre transform (004 eq 15 / 17) for q_1 and lambda_0."""
-        q1, c1, dq, lam0, resid, its = _start_solver(mech, kind)(state.q, state.p, jnp.asarray(h, jnp.float64))
-        scale = 1.0 + float(jnp.max(jnp.abs(state.p)))
-        # eq 15 holds M (q_1 - q_0)/h, whose round-off grows like |M| |q| eps / h (heavy bodies at small h,
-        # the beams of 004 §4.2: 1.6e-9 with 540 kg nodes at h = 1.25e-5)
-        floor = 50.0 * 2.2e-16 * float(jnp.max(jnp.abs(mech.M(state.q)))) * (1.0 + float(jnp.max(jnp.abs(state.q)))) / h
-        if not (float(resid) <= max(_START_ACCEPT * scale, floor)):
-            name = "vi-lagrange" if kind == "lagrange" else "vi-nullspace"
-            raise ValueError(
-                f"{name}: the start step (004 eq {'15' if kind == 'lagrange' else '17'}) did not converge: "
-                f"residual {float(resid):.3e} after {int(its)} Newton iterations with h = {h:g}. "
-                "Try a smaller h."
-            )
-        return State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam,
-                     extra={"q_next": q1, "c_next": c1, "dq": dq})
-    return start
+        return start_ahead(state, h, params, mech)[1]()
+
+    return start, start_ahead
+
+
+_START_LAGRANGE = _make_start("lagrange")
+_START_NULLSPACE = _make_start("nullspace")
 
 
 def _make_pure_start(kind):
@@ -381,7 +437,8 @@ VI_LAGRANGE = register(
         allows_singular_mass=True,
         allows_configuration_mass=True,
         description="variational integrator, midpoint discrete Lagrangian, Lagrange multipliers (two-step)",
-        start=_make_start("lagrange"),
+        start=_START_LAGRANGE[0],
+        start_ahead=_START_LAGRANGE[1],
         pure_start=_make_pure_start("lagrange"),
         keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
         order=2,
@@ -425,7 +482,8 @@ VI_NULLSPACE = register(
         allows_singular_mass=True,
         allows_configuration_mass=True,
         description="discrete null space method: the vi-lagrange trajectory from d - m unknowns per step",
-        start=_make_start("nullspace"),
+        start=_START_NULLSPACE[0],
+        start_ahead=_START_NULLSPACE[1],
         pure_start=_make_pure_start("nullspace"),
         keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
         order=2,
