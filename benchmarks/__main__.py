@@ -529,7 +529,7 @@ def main(argv=None) -> int:
         members = 1000
         steps = 100 if args.quick else 200
         print(f"\n== ensemble: {members} heavy tops (VI-S), {steps} steps, one call of lv.simulate_ensemble")
-        ens = measure_ensemble(lv, members, steps, 2)
+        ens = measure_ensemble(lv, members, steps, 3)
         results["ensemble"] = ens
         if ens["backend"] != "native":
             how = "one vmapped XLA call per chunk"

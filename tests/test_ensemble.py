@@ -72,6 +72,17 @@ def test_heavy_tops_rotated_about_e3_are_rotated_copies():
     np.testing.assert_array_equal(ens[2].newton_iterations, single.newton_iterations)
 
 
+def assert_nothing_after_the_failed_step(ens, b):
+    """Member b's arrays after its last converged step k: NaN, and no Newton iterations after the
+    failed step k + 1 (the arrays are allocated empty and filled where no step wrote)."""
+    k = int(ens.steps[b])
+    assert np.all(np.isfinite(ens.q[b, :k + 1])) and np.all(np.isfinite(ens.lam[b, :k]))
+    v_first = k + 1 if ens.velocity_kind == "nodal" else k
+    for a, first in ((ens.q, k + 1), (ens.p, k + 1), (ens.v, v_first), (ens.lam, k), (ens.newton_residual, k + 1)):
+        assert np.all(np.isnan(a[b, first:]))
+    assert np.all(ens.newton_iterations[b, k + 1:] == 0) and np.all(ens.newton_iterations[b, :k] > 0)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_failing_member_stops_alone(backend):
     problem = lv.examples.load("pendulum-3d")
@@ -89,9 +100,9 @@ def test_a_failing_member_stops_alone(backend):
     partial = err.value.solution
     assert ens.steps[1] == partial.n_steps >= 2
     assert np.max(np.abs(ens[1].q - partial.q)) <= 1e-12
-    assert np.all(np.isnan(ens.q[1, ens.steps[1] + 1:]))
     # the failed step's Newton record is kept, as in the single run's error
     assert ens.newton_iterations[1, ens.steps[1]] == 6 and ens.newton_residual[1, ens.steps[1]] > kw["tol"]
+    assert_nothing_after_the_failed_step(ens, 1)
     for b in (0, 2):
         single = lv.simulate(problem.replace(q0=q0s[b], v0=v0s[b]), "VI-S", **kw)
         assert ens.steps[b] == 20

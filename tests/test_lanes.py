@@ -16,6 +16,8 @@ from livens import native
 from livens.ensemble import LANES
 from livens.native import build
 
+from test_ensemble import assert_nothing_after_the_failed_step
+
 pytestmark = pytest.mark.skipif(native.compiler() is None or not build.is_gcc(native.compiler()),
                                 reason="lane kernels need GCC")
 
@@ -148,6 +150,7 @@ def test_a_failing_member_in_lanes_stops_alone():
     assert ens.steps[5] == partial.n_steps >= 2
     np.testing.assert_array_equal(ens[5].q, partial.q)
     assert ens.newton_iterations[5, ens.steps[5]] == 6 and ens.newton_residual[5, ens.steps[5]] > kw["tol"]
+    assert_nothing_after_the_failed_step(ens, 5)
     for b in (4, 6):  # its neighbours in the same group of lanes go on to the end
         assert ens.steps[b] == 20
         single = lv.simulate(problem.replace(q0=q0s[b], v0=v0s[b]), "VI-S", **kw)

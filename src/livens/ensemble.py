@@ -141,6 +141,22 @@ def _store(out: dict, bs, a: int, e: int, recs: dict, nodal: bool) -> None:
     out["residual"][bs, a:e] = recs["residual"][:, :k]
 
 
+def _fill_after_last_step(out: dict, n, failed, n_steps: int, nodal: bool) -> None:
+    """NaN after each member's last converged step ``n[b]`` (zero Newton iterations), where no
+    record was written: the failed step keeps its iterations and residual (:func:`_store_failure`)."""
+    for b in np.flatnonzero(n < n_steps):
+        k = int(n[b])
+        out["q"][b, k + 1:] = np.nan
+        out["p"][b, k + 1:] = np.nan
+        out["v"][b, k + 1 if nodal else k:] = np.nan
+        out["lam"][b, k:] = np.nan
+        if out["gam"] is not None:
+            out["gam"][b, k:] = np.nan
+        f = k + 1 if failed[b] else k
+        out["iterations"][b, f:] = 0
+        out["residual"][b, f:] = np.nan
+
+
 def _store_failure(out: dict, b: int, i: int, recs: dict) -> None:
     """The failed step i of member b: its Newton iterations and residual (``recs`` of one member)."""
     j = int(np.flatnonzero(~np.asarray(recs["ok"]))[0])
@@ -476,12 +492,13 @@ def simulate_ensemble(
     empty = new_history(sch, mech, jax.tree_util.tree_map(lambda a: a[0], state), h, jparams)
     history = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), empty)
 
-    nan = np.nan
     nodal = sch.velocity_kind == "nodal"
-    out = {"q": np.full((B, n_steps + 1, d), nan), "p": np.full((B, n_steps + 1, d), nan),
-           "v": np.full((B, n_steps + 1 if nodal else n_steps, d), nan), "lam": np.full((B, n_steps, m), nan),
-           "gam": np.full((B, n_steps, m), nan) if sch.has_gamma else None,
-           "iterations": np.zeros((B, n_steps), np.int32), "residual": np.full((B, n_steps), nan)}
+    # allocated empty: each member's records are first written by the thread that runs it, and what
+    # no step wrote is filled at the end (_fill_after_last_step)
+    out = {"q": np.empty((B, n_steps + 1, d)), "p": np.empty((B, n_steps + 1, d)),
+           "v": np.empty((B, n_steps + 1 if nodal else n_steps, d)), "lam": np.empty((B, n_steps, m)),
+           "gam": np.empty((B, n_steps, m)) if sch.has_gamma else None,
+           "iterations": np.empty((B, n_steps), np.int32), "residual": np.empty((B, n_steps))}
     out["q"][:, 0], out["p"][:, 0] = q0, p0
     if nodal:
         out["v"][:, 0] = v0
@@ -512,6 +529,7 @@ def simulate_ensemble(
     else:
         compile_time = _run_vmapped(_ensemble_runner(mech, sch, guess, chunk, nopts), state, history, scalars, n,
                                     failed, n_steps, out, nodal)
+    _fill_after_last_step(out, n, failed, n_steps, nodal)
     wall = time.perf_counter() - wall0
     if failed.any():
         bad = np.flatnonzero(failed)
