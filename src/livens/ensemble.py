@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -209,6 +210,7 @@ def _run_lanes(kernel, state, history, args, n, failed, n_steps: int, out: dict,
     from concurrent.futures import ThreadPoolExecutor
 
     L = kernel.lanes
+    local = threading.local()  # each thread's kernel buffers, reused group after group
     state, history = jax.tree_util.tree_map(np.asarray, (state, history))
     t_start, h, tol, max_iter, params, sys_params = jax.tree_util.tree_map(
         lambda x: np.broadcast_to(np.asarray(x), (L,) + np.shape(x)), args)
@@ -221,19 +223,24 @@ def _run_lanes(kernel, state, history, args, n, failed, n_steps: int, out: dict,
         sb, hb = jax.tree_util.tree_map(lambda a: a[lanes], (state, history))
         nb = n[lanes].astype(np.int64)
         done = ~real | failed[lanes]
+        if not hasattr(local, "buffers"):
+            local.buffers = {}
         while True:
             alive = ~done & (nb < n_steps)
             if not alive.any():
                 break
             n_stop = np.where(alive, n_steps, nb)
+            # the outputs are views of this thread's buffers: copied out (or passed back in) before the next call
             sb, hb, n_new, failed_now, recs = kernel(sb, hb, t_start, nb, n_stop, h, tol, max_iter, params,
-                                                     sys_params)
-            n_new = np.asarray(n_new, dtype=np.int64)
+                                                     sys_params, buffers=local.buffers)
+            n_new = np.array(n_new, dtype=np.int64)
+            failed_now = np.array(failed_now)
             moved = alive & (n_new > nb)
             # lanes that advanced over the same steps are copied together (all of them, usually)
             for a, e in sorted({(int(x), int(y)) for x, y in zip(nb[moved], n_new[moved])}):
                 sel = np.flatnonzero(moved & (nb == a) & (n_new == e))
-                _store(out, lanes[sel], a, e, {k: v[sel] for k, v in recs.items()}, nodal)
+                rows = slice(sel[0], sel[-1] + 1) if sel[-1] - sel[0] + 1 == sel.size else sel
+                _store(out, lanes[sel], a, e, {k: v[rows] for k, v in recs.items()}, nodal)
             for lane in np.flatnonzero(alive & np.asarray(failed_now)):
                 b = int(lanes[lane])
                 failed[b] = done[lane] = True

@@ -283,12 +283,18 @@ class Kernel:
         if future.exception() is None:
             self.fn, self.level = future.result(), "-O2"
 
-    def __call__(self, *args):
+    def __call__(self, *args, buffers: dict | None = None):
+        """The outputs for ``args``. ``buffers`` (a lane kernel only): a dict that keeps the kernel's
+        argument and output buffers from one call to the next (a loop of calls then allocates, and
+        touches fresh memory, only once); the outputs are then views of buffers that the next call
+        with the same dict overwrites."""
         leaves, tree = jax.tree_util.tree_flatten(args)
         if tree != self.in_tree:
             raise TypeError(f"native kernel called with {tree}, compiled for {self.in_tree}")
         if self.lanes:
-            return self._call_lanes(leaves)
+            return self._call_lanes(leaves, buffers)
+        if buffers is not None:
+            raise TypeError("native kernel: buffers are kept for lane kernels only")
         ins = []
         for x, (shape, dtype) in zip(leaves, self.in_avals):
             a = np.asarray(x, dtype=dtype, order="C")
@@ -302,19 +308,27 @@ class Kernel:
         fn(ptrs)
         return jax.tree_util.tree_unflatten(self.out_tree, outs)
 
-    def _call_lanes(self, leaves):
+    def _lane_buffers(self, buffers: dict | None):
+        """(argument buffers, output buffers): lane-last, 64-bit, aligned; kept in ``buffers``."""
+        held = None if buffers is None else buffers.get(id(self))
+        if held is None:
+            L = self.lanes
+            held = ([_aligned(tuple(shape) + (L,), _lane_dtype(dtype)) for shape, dtype in self.in_avals],
+                    [_aligned(tuple(shape) + (L,), _lane_dtype(dtype)) for shape, dtype in self.out_avals])
+            if buffers is not None:
+                buffers[id(self)] = held
+        return held
+
+    def _call_lanes(self, leaves, buffers: dict | None = None):
         """The lane kernel on member-first arguments: each member's values go to its lane (the
         last axis of the kernel's arrays, 64-bit, masks -1 for true) and back."""
         L = self.lanes
-        ins = []
-        for x, (shape, dtype) in zip(leaves, self.in_avals):
+        ins, outs = self._lane_buffers(buffers)
+        for x, buf, (shape, dtype) in zip(leaves, ins, self.in_avals):
             a = np.asarray(x)
             if a.shape != (L, *shape):
                 raise TypeError(f"native lane kernel: an argument of shape {a.shape}, compiled for {(L, *shape)}")
-            buf = _aligned(tuple(shape) + (L,), _lane_dtype(dtype))
             buf[...] = np.moveaxis(-a.astype(np.int64) if dtype == np.bool_ else a, 0, -1)
-            ins.append(buf)
-        outs = [_aligned(tuple(shape) + (L,), _lane_dtype(dtype)) for shape, dtype in self.out_avals]
         arrays = ins + outs
         ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         fn = self.fn
