@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from . import _jaxconfig  # noqa: F401
@@ -164,6 +165,18 @@ def make_loop(mech, scheme: Scheme, mode: str, length: int, layout=None, newton_
                 new_carry, rec = taken(carry, jnp.where(active, max_iter, 0))
                 new_carry = jax.tree_util.tree_map(lambda a, b: jnp.where(active, b, a), carry, new_carry)
                 rec = {**rec, "ok": rec["ok"] | ~active}
+            elif layout is not None:
+                # the row is packed inside the branch: the skipped branch's row (zeros, "ok" true) then
+                # has the layout's known width, and the step is traced once, not once more for its shapes
+                skipped = np.zeros(layout.width)
+                skipped[layout.column("ok")] = 1.0
+
+                def taken_row(c):
+                    new_carry, rec = taken(c)
+                    return new_carry, layout.pack(rec)
+
+                new_carry, row = lax.cond(active, taken_row, lambda c: (c, jnp.asarray(skipped)), carry)
+                return new_carry, row
             else:
                 rec_shape = jax.eval_shape(lambda c: taken(c)[1], carry)
                 zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), rec_shape)
