@@ -1137,10 +1137,13 @@ class Translator(Emitter):
         if ind.known:  # the source index of every output element, now: a table
             codes = np.arange(src.size, dtype=np.int64).reshape(src.shape)
             fill = src.size  # an out-of-bounds window (FILL_OR_DROP) reads the fill value
-            with jax.ensure_compile_time_eval():
-                table = np.asarray(jax.lax.gather(codes, ind.value, dn, slice_sizes, mode=mode, fill_value=fill,
-                                                  indices_are_sorted=params.get("indices_are_sorted", False),
-                                                  unique_indices=params.get("unique_indices", False))).ravel()
+            table = _np_gather(codes, np.asarray(ind.value), dn, slice_sizes, mode)
+            if table is None:  # a window out of bounds in fill mode, or batching dimensions: JAX says which
+                with jax.ensure_compile_time_eval():
+                    table = jax.lax.gather(codes, ind.value, dn, slice_sizes, mode=mode, fill_value=fill,
+                                           indices_are_sorted=params.get("indices_are_sorted", False),
+                                           unique_indices=params.get("unique_indices", False))
+            table = np.asarray(table).ravel()
             if np.any(table == fill):
                 raise Unsupported("gather out of bounds")
             self._table_copy(out, src, table)
@@ -1209,14 +1212,19 @@ class Translator(Emitter):
         gdn = jax.lax.GatherDimensionNumbers(offset_dims=tuple(window), collapsed_slice_dims=tuple(dn.inserted_window_dims),
                                              start_index_map=tuple(dn.scatter_dims_to_operand_dims))
         codes = np.arange(operand.size, dtype=np.int64).reshape(operand.shape)
-        with jax.ensure_compile_time_eval():
-            table = np.asarray(jax.lax.gather(codes, ind.value, gdn, tuple(slice_sizes),
-                                              mode=jax.lax.GatherScatterMode.CLIP)).ravel()
-            # the same targets as the scatter itself: count the updates that land on each element
-            ones = np.ones(upd.shape, np.int64)
-            counts = np.asarray(jax.lax.scatter_add(np.zeros(operand.shape, np.int64), ind.value, ones, dn,
-                                                    mode=mode)).ravel()
-        if table.size != upd.size or not np.array_equal(np.bincount(table, minlength=operand.size), counts):
+        clip = jax.lax.GatherScatterMode.CLIP
+        # the scatter's targets as a gather's sources, with NumPy (JAX would compile a program per
+        # shape): a clipping scatter clamps its windows like the gather; any other drops those out
+        # of bounds, which the fill-mode gather reports (None)
+        if jax.lax.GatherScatterMode.from_any(mode) == clip:
+            table = _np_gather(codes, np.asarray(ind.value), gdn, tuple(slice_sizes), clip)
+        else:
+            table = _np_gather(codes, np.asarray(ind.value), gdn, tuple(slice_sizes),
+                               jax.lax.GatherScatterMode.FILL_OR_DROP)
+            if table is None:
+                raise Unsupported("scatter out of bounds")
+        table = np.asarray(table).ravel()
+        if table.size != upd.size:
             raise Unsupported("scatter out of bounds")
         return table
 
