@@ -1,13 +1,13 @@
-"""The translator's gathers and scatters at indices known while translating: their element tables
-come from NumPy (:func:`livens.native.codegen._np_gather`), checked here against ``jax.lax``'s own
-semantics, clamped and out-of-bounds windows included."""
+"""The translator's gathers, scatters and pads on values known while translating: their element
+tables come from NumPy (:func:`livens.native.codegen._np_gather`, ``_np_pad``), checked here against
+``jax.lax``'s own semantics, clamped and out-of-bounds windows and negative padding included."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from livens.native import compile_function
-from livens.native.codegen import Unsupported, _np_gather
+from livens.native.codegen import Unsupported, _np_gather, _np_pad
 
 CLIP, FILL = jax.lax.GatherScatterMode.CLIP, jax.lax.GatherScatterMode.FILL_OR_DROP
 
@@ -52,3 +52,13 @@ def test_scatter_at_known_indices_out_of_bounds():
     np.testing.assert_array_equal(compile_function(clipped, x, u)(x, u), jax.jit(clipped)(x, u))
     with pytest.raises(Unsupported, match="out of bounds"):
         compile_function(dropped, x, u)
+
+
+@pytest.mark.parametrize("config", [
+    [(1, 2, 0)], [(0, 0, 2)], [(-1, 3, 1)], [(2, -2, 0)], [(-3, -1, 2)],
+    [(1, 0, 0), (0, 2, 1)], [(-1, 1, 0), (2, -1, 3)], [(0, 0, 0), (0, 0, 0)],
+])
+def test_np_pad_is_lax_pad(config):
+    shape = (4,) if len(config) == 1 else (3, 4)
+    x = np.arange(1, np.prod(shape) + 1, dtype=np.int64).reshape(shape)
+    np.testing.assert_array_equal(_np_pad(x, np.int64(-7), config), np.asarray(jax.lax.pad(x, np.int64(-7), config)))

@@ -518,12 +518,35 @@ def _np_move(name, vals, p):
             return [vals[0]]
         if name == "stack":
             return [np.stack(vals, axis=p["axis"])]
+        if name == "pad":
+            return [_np_pad(vals[0], vals[1], p["padding_config"])]
         if name == "gather":
             out = _np_gather(vals[0], np.asarray(vals[1]), p["dimension_numbers"], p["slice_sizes"], p["mode"])
             return None if out is None else [out]
     except (KeyError, TypeError, ValueError):
         return None
     return None
+
+
+def _np_pad(x, value, config):
+    """``jax.lax.pad``: per axis (low, high, interior), ``interior`` copies of ``value`` between
+    neighbours, then ``low`` / ``high`` of them at the ends (negative: that many cut off)."""
+    x = np.asarray(x)
+    value = np.asarray(value, x.dtype)
+    dilated = [n + max(n - 1, 0) * k for n, (_, _, k) in zip(x.shape, config)]
+    inner = np.full(dilated, value, x.dtype)
+    inner[tuple(slice(None, None, k + 1) for _, _, k in config)] = x
+    shape = [lo + n + hi for n, (lo, hi, _) in zip(dilated, config)]
+    if any(n < 0 for n in shape):
+        raise ValueError("pad: negative size")
+    out = np.full(shape, value, x.dtype)
+    src, dst = [], []
+    for n, m, (lo, _, _) in zip(dilated, shape, config):
+        a, b = max(lo, 0), min(lo + n, m)  # where the dilated operand lands in the output
+        src.append(slice(a - lo, b - lo) if b > a else slice(0, 0))
+        dst.append(slice(a, b) if b > a else slice(0, 0))
+    out[tuple(dst)] = inner[tuple(src)]
+    return out
 
 
 def _np_gather(operand, indices, dn, slice_sizes, mode):
