@@ -16,7 +16,7 @@ from livens import native
 from livens.ensemble import LANES
 from livens.native import build
 
-from test_ensemble import assert_nothing_after_the_failed_step
+from test_ensemble import _pendulum_states, assert_nothing_after_the_failed_step
 
 pytestmark = pytest.mark.skipif(native.compiler() is None or not build.is_gcc(native.compiler()),
                                 reason="lane kernels need GCC")
@@ -107,15 +107,6 @@ def test_each_lane_has_the_bits_of_the_single_members_kernel(example, scheme):
         want = jax.tree_util.tree_leaves(single(*args))
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g[lane], w)
-
-
-def _pendulum_states(B, seed=0):
-    rng = np.random.default_rng(seed)
-    q = rng.standard_normal((B, 3))
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    v = rng.standard_normal((B, 3)) * 2.0
-    v -= np.sum(v * q, axis=1, keepdims=True) * q
-    return q, v
 
 
 def test_an_ensemble_in_lanes_is_its_members_single_runs_to_the_bit():

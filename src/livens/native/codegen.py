@@ -528,6 +528,12 @@ def _np_move(name, vals, p):
     return None
 
 
+def _window_offset(starts, idx, strides) -> str:
+    """C expression of the flat operand index of window element ``idx`` (C index names) of a
+    window starting at ``starts`` (C expressions), in an operand of ``strides``."""
+    return " + ".join(f"({a} + {i})*{k}" for a, i, k in zip(starts, idx, strides)) or "0"
+
+
 def _np_pad(x, value, config):
     """``jax.lax.pad``: per axis (low, high, interior), ``interior`` copies of ``value`` between
     neighbours, then ``low`` / ``high`` of them at the ends (negative: that many cut off)."""
@@ -1119,8 +1125,11 @@ class Translator(Emitter):
             self.end(idx)
         return out
 
-    def _starts(self, operand_shape, sizes, starts) -> list[str]:
-        """C expressions of dynamic slice starts, clamped to [0, n - size] as in XLA."""
+    def _starts(self, operand_shape, sizes, starts, read=None) -> list[str]:
+        """C expressions of dynamic slice starts, clamped to [0, n - size] as in XLA; a start
+        computed at run time is read by ``read(buf, 0)`` (default :meth:`at`; a lane kernel reads
+        its lane)."""
+        read = read or self.at
         out = []
         for n, s, b in zip(operand_shape, sizes, starts):
             hi = int(n) - int(s)
@@ -1128,7 +1137,7 @@ class Translator(Emitter):
                 out.append(str(min(max(int(b.value.ravel()[0]), 0), hi)))
             else:
                 v = self.fresh("s")
-                self.line(f"int64_t {v} = (int64_t) {self.at(b, 0)};")
+                self.line(f"int64_t {v} = (int64_t) {read(b, 0)};")
                 self.line(f"{v} = {v} < 0 ? 0 : ({v} > {hi} ? {hi} : {v});")
                 out.append(v)
         return out
@@ -1138,7 +1147,7 @@ class Translator(Emitter):
         s = self._starts(src.shape, slice_sizes, starts)
         out = self.new(outs[0].shape, src.dtype)
         st = _strides(src.shape)
-        self.gather_loops(out, src, lambda idx: " + ".join(f"({a} + {i})*{k}" for a, i, k in zip(s, idx, st)) or "0")
+        self.gather_loops(out, src, lambda idx: _window_offset(s, idx, st))
         return out
 
     def p_dynamic_update_slice(self, ins, outs, **_):
@@ -1148,7 +1157,7 @@ class Translator(Emitter):
         self.copy(out, src)
         st = _strides(src.shape)
         idx = self.loops(upd.shape)
-        target = " + ".join(f"({a} + {i})*{k}" for a, i, k in zip(s, idx, st)) or "0"
+        target = _window_offset(s, idx, st)
         self.line(f"{out.name}[{target}] = {self.rhs(self.at(upd, self.flat(idx, upd.shape)), out.dtype)};")
         self.end(idx)
         return out
@@ -1518,21 +1527,25 @@ class Translator(Emitter):
         return self._arg(ins, outs, axes, index_dtype, "<")
 
     # --- linear algebra --------------------------------------------------------------------------
-    def p_lu(self, ins, outs, **_):
-        """LU with partial pivoting, as LAPACK's getrf: the first largest |a_ik| is the pivot."""
+    def _lu_start(self, ins, outs):
+        """The outputs of an LU (a copy of the matrices, pivots, permutation), the loop over the
+        batch opened, and (A, P, V, m, n, k): C pointers to this matrix, its permutation and its
+        pivots, the matrix shape and min(m, n). The caller writes the factorization and closes."""
         a = ins[0]
         *batch, m, n = a.shape
         lu = self.new(a.shape, a.dtype)
         piv = self.new(outs[1].shape, np.int32)
         perm = self.new(outs[2].shape, np.int32)
         self.copy(lu, a)
-        nb = int(math.prod(batch))
         k = min(m, n)
         b = self.fresh("b")
-        self.open(f"for (int {b} = 0; {b} < {nb}; {b}++)")
-        A = f"({lu.name} + {b}*{m * n})"
-        P = f"({perm.name} + {b}*{m})"
-        V = f"({piv.name} + {b}*{k})"
+        self.open(f"for (int {b} = 0; {b} < {int(math.prod(batch))}; {b}++)")
+        return [lu, piv, perm], (f"({lu.name} + {b}*{m * n})", f"({perm.name} + {b}*{m})",
+                                 f"({piv.name} + {b}*{k})", m, n, k)
+
+    def p_lu(self, ins, outs, **_):
+        """LU with partial pivoting, as LAPACK's getrf: the first largest |a_ik| is the pivot."""
+        res, (A, P, V, m, n, k) = self._lu_start(ins, outs)
         self.line(f"for (int i = 0; i < {m}; i++) {P}[i] = i;")
         self.open(f"for (int c = 0; c < {k}; c++)")
         self.line(f"int p = c; double best = fabs({A}[c*{n} + c]);")
@@ -1551,7 +1564,7 @@ class Translator(Emitter):
         self.close()
         self.close()
         self.close()
-        return [lu, piv, perm]
+        return res
 
     def p_qr(self, ins, outs, full_matrices, pivoting=False, **_):
         """Householder QR as LAPACK's geqrf and orgqr: reflector j maps column j below the diagonal

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from .codegen import BINARY, UNARY, Buf, Translator, Unsupported, _is_float, _strides, c_literal
+from .codegen import BINARY, UNARY, Buf, Translator, Unsupported, _is_float, _strides, _window_offset, c_literal
 
 LANE_HEADER = """#include <math.h>
 #include <stdint.h>
@@ -149,33 +149,25 @@ class LaneTranslator(Translator):
         return self._reduce(ins, outs, axes, "-1", lambda a, x: f"{a} = {a} & {x}")
 
     # --- indices computed per lane ---------------------------------------------------------------
-    def _lane_starts(self, operand_shape, sizes, starts) -> list[str]:
-        """C expressions of the dynamic slice starts in lane ``l``, clamped as in XLA."""
-        out = []
-        for n, s, b in zip(operand_shape, sizes, starts):
-            hi = int(n) - int(s)
-            if b.known:
-                out.append(str(min(max(int(b.value.ravel()[0]), 0), hi)))
-            else:
-                v = self.fresh("s")
-                self.line(f"int64_t {v} = (int64_t) {self.lane(b, 0)};")
-                self.line(f"{v} = {v} < 0 ? 0 : ({v} > {hi} ? {hi} : {v});")
-                out.append(v)
-        return out
+    def _lane_window(self, out, src_shape, window_shape, starts, write) -> None:
+        """A loop over the lanes and the window elements of a dynamic slice whose starts are
+        computed per lane (clamped as in XLA): ``write(idx, at)`` is the C statement for window
+        element ``idx`` at flat operand index ``at`` in lane ``l``."""
+        self.open(f"for (int l = 0; l < {self.lanes}; l++)")
+        s = self._starts(src_shape, window_shape, starts, read=self.lane)
+        st = _strides(src_shape)
+        idx = self.loops(window_shape)
+        self.line(write(idx, _window_offset(s, idx, st)))
+        self.end(idx)
+        self.close()
 
     def p_dynamic_slice(self, ins, outs, slice_sizes, **_):
         src, starts = ins[0], ins[1:]
         if all(b.known for b in starts):
             return super().p_dynamic_slice(ins, outs, slice_sizes)
         out = self.new(outs[0].shape, src.dtype)
-        self.open(f"for (int l = 0; l < {self.lanes}; l++)")
-        s = self._lane_starts(src.shape, slice_sizes, starts)
-        st = _strides(src.shape)
-        idx = self.loops(out.shape)
-        at = " + ".join(f"({a} + {i})*{k}" for a, i, k in zip(s, idx, st)) or "0"
-        self.line(f"{out.name}[{self.flat(idx, out.shape)}][l] = {self.lane(src, at)};")
-        self.end(idx)
-        self.close()
+        self._lane_window(out, src.shape, out.shape, starts,
+                          lambda idx, at: f"{out.name}[{self.flat(idx, out.shape)}][l] = {self.lane(src, at)};")
         return out
 
     def p_dynamic_update_slice(self, ins, outs, **_):
@@ -184,14 +176,8 @@ class LaneTranslator(Translator):
             return super().p_dynamic_update_slice(ins, outs)
         out = self.new(src.shape, src.dtype)
         self.copy(out, src)
-        self.open(f"for (int l = 0; l < {self.lanes}; l++)")
-        s = self._lane_starts(src.shape, upd.shape, starts)
-        st = _strides(src.shape)
-        idx = self.loops(upd.shape)
-        target = " + ".join(f"({a} + {i})*{k}" for a, i, k in zip(s, idx, st)) or "0"
-        self.line(f"{out.name}[{target}][l] = {self.lane(upd, self.flat(idx, upd.shape))};")
-        self.end(idx)
-        self.close()
+        self._lane_window(out, src.shape, upd.shape, starts,
+                          lambda idx, at: f"{out.name}[{at}][l] = {self.lane(upd, self.flat(idx, upd.shape))};")
         return out
 
     def p_gather(self, ins, outs, dimension_numbers, slice_sizes, mode, fill_value=None, **params):
@@ -242,21 +228,9 @@ class LaneTranslator(Translator):
         """LU with partial pivoting (as :meth:`Translator.p_lu`), each lane its own pivot rows: the
         search for the pivot on vectors, the row swaps lane by lane, the elimination on vectors
         where a lane's pivot is zero leaving that lane's rows as they are."""
-        a = ins[0]
-        if a.dtype != np.float64:
-            raise Unsupported(f"lu of {a.dtype} in lanes")
-        *batch, m, n = a.shape
-        lu = self.new(a.shape, a.dtype)
-        piv = self.new(outs[1].shape, np.int32)
-        perm = self.new(outs[2].shape, np.int32)
-        self.copy(lu, a)
-        nb = int(math.prod(batch))
-        k = min(m, n)
-        b = self.fresh("b")
-        self.open(f"for (int {b} = 0; {b} < {nb}; {b}++)")
-        A = f"({lu.name} + {b}*{m * n})"
-        P = f"({perm.name} + {b}*{m})"
-        V = f"({piv.name} + {b}*{k})"
+        if ins[0].dtype != np.float64:
+            raise Unsupported(f"lu of {ins[0].dtype} in lanes")
+        res, (A, P, V, m, n, k) = self._lu_start(ins, outs)
         self.line(f"for (int i = 0; i < {m}; i++) {P}[i] = BI(i);")
         self.open(f"for (int c = 0; c < {k}; c++)")
         self.line(f"iv p = BI(c); dv best = fabs({A}[c*{n} + c]);")
@@ -283,7 +257,7 @@ class LaneTranslator(Translator):
         self.close()
         self.close()
         self.close()
-        return [lu, piv, perm]
+        return res
 
     # --- control flow ----------------------------------------------------------------------------
     def p_while(self, ins, outs, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
