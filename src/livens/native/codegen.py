@@ -1743,16 +1743,26 @@ class Translator(Emitter):
         for d, s in staged:
             self.copy(d, s)
 
+    MASKED_WHILE = False
+    """True where even a predicate without a shape differs between the values computed at once
+    (a lane kernel): every while loop then updates its carries only where its predicate holds."""
+
+    def holds_somewhere(self, expr: str) -> str:
+        """C truth value of a predicate element ``expr``: true where it holds (a lane kernel: in
+        any lane)."""
+        return expr
+
     def p_while(self, ins, outs, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
-        """``lax.while_loop``. A predicate with a shape (what ``vmap`` makes of a while loop) runs
-        the body while any of its elements is true and updates each carry only where its element
-        is true, the predicate's axes being the carries' leading axes (as XLA lowers it)."""
+        """``lax.while_loop``. A predicate with a shape (what ``vmap`` makes of a while loop), or
+        any predicate with :attr:`MASKED_WHILE`, runs the body while any of its elements is true
+        and updates each carry only where its element is true, the predicate's axes being the
+        carries' leading axes (as XLA lowers it)."""
         cconsts, bconsts = ins[:cond_nconsts], ins[cond_nconsts:cond_nconsts + body_nconsts]
         carry = self._carry(ins[cond_nconsts + body_nconsts:])
         pshape = tuple(cond_jaxpr.out_avals[0].shape)
         pred = self.fresh("c")
         self.line(f"int {pred};")
-        mask = self.new(pshape, np.bool_) if pshape else None
+        mask = self.new(pshape, np.bool_) if pshape or self.MASKED_WHILE else None
         self.open("for (;;)")
         self.open("")
         (c,) = self.closed_with(cond_jaxpr, cconsts, carry)
@@ -1761,7 +1771,8 @@ class Translator(Emitter):
         else:
             self.copy(mask, c)
             i = self.fresh("i")
-            self.line(f"{pred} = 0; for (int {i} = 0; {i} < {mask.size}; {i}++) {pred} |= {mask.name}[{i}];")
+            self.line(f"{pred} = 0; for (int {i} = 0; {i} < {mask.size}; {i}++) "
+                      f"{pred} |= {self.holds_somewhere(f'{mask.name}[{i}]')};")
         self.close()
         self.line(f"if (!{pred}) break;")
         self.open("")
@@ -1773,7 +1784,7 @@ class Translator(Emitter):
                 sel = self.new(old.shape, old.dtype)
                 i = self.fresh("i")
                 self.line(f"for (int {i} = 0; {i} < {old.size}; {i}++) {sel.name}[{i}] = {mask.name}[{i} / {max(per, 1)}] "
-                          f"? {self.at(upd, i if upd.size > 1 else 0)} : {old.name}[{i}];")
+                          f"? {self.rhs(self.at(upd, i if upd.size > 1 else 0), old.dtype)} : {old.name}[{i}];")
                 masked.append(sel)
             new = masked
         self._assign(carry, new)

@@ -260,38 +260,10 @@ class LaneTranslator(Translator):
         return res
 
     # --- control flow ----------------------------------------------------------------------------
-    def p_while(self, ins, outs, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
-        """``lax.while_loop`` as ``vmap`` makes it of one per lane: the body runs while the
-        condition holds in any lane (or any element of a predicate with a shape), and a carry
-        changes only where it holds."""
-        cconsts, bconsts = ins[:cond_nconsts], ins[cond_nconsts:cond_nconsts + body_nconsts]
-        carry = self._carry(ins[cond_nconsts + body_nconsts:])
-        pshape = tuple(cond_jaxpr.out_avals[0].shape)
-        pred = self.fresh("c")
-        self.line(f"int {pred};")
-        mask = self.new(pshape, np.bool_)
-        self.open("for (;;)")
-        self.open("")
-        (c,) = self.closed_with(cond_jaxpr, cconsts, carry)
-        self.copy(mask, c)
-        i = self.fresh("i")
-        self.line(f"{pred} = 0; for (int {i} = 0; {i} < {mask.size}; {i}++) {pred} |= ANY({mask.name}[{i}]);")
-        self.close()
-        self.line(f"if (!{pred}) break;")
-        self.open("")
-        new = self.closed_with(body_jaxpr, bconsts, carry)
-        masked = []
-        for old, upd in zip(carry, new):
-            per = old.size // mask.size if mask.size else 0
-            sel = self.new(old.shape, old.dtype)
-            i = self.fresh("i")
-            self.line(f"for (int {i} = 0; {i} < {old.size}; {i}++) {sel.name}[{i}] = {mask.name}[{i} / {max(per, 1)}] "
-                      f"? {self.rhs(self.at(upd, i if upd.size > 1 else 0), old.dtype)} : {old.name}[{i}];")
-            masked.append(sel)
-        self._assign(carry, masked)
-        self.close()
-        self.close()
-        return carry
+    MASKED_WHILE = True  # a while loop runs until its condition fails in every lane (vmap's semantics)
+
+    def holds_somewhere(self, expr: str) -> str:
+        return f"ANY({expr})"
 
     def p_cond(self, ins, outs, branches, **_):
         """``lax.cond``/``switch`` at an index that differs by lane: each branch that some lane
