@@ -28,7 +28,7 @@ from jax import lax
 
 from . import _jaxconfig  # noqa: F401
 from . import guess as _guess
-from .newton import NewtonResult, damped_newton, newton, newton_increment
+from .newton import NewtonResult, damped_newton, linearized_increment, newton, newton_increment, newton_linearized
 from .schemes.base import Scheme, State, compensated_add
 
 NEWTON_DEFAULT = ("tol", False)
@@ -86,6 +86,8 @@ def step(mech, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, par
     def solve(res_fn, x_start, r_start):
         if robust:
             return damped_newton(res_fn, x_start, tol, max_iter)
+        if scheme.linearize_once and scheme.tangent is None and newton_opts == NEWTON_DEFAULT:
+            return newton_linearized(f(linearized_increment(R)), x_start, tol, max_iter, r0=r_start)
         # the residual and the whole Newton update with small matrix products fused
         # (livens._fusion) up to a few hundred unknowns, where it helps
         return newton(res_fn, x_start, tol, max_iter, linear_step=f(newton_increment(R, tangent)), r0=r_start,

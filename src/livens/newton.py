@@ -8,6 +8,8 @@ A tangent is either the matrix dR/dx or an object with a ``solve(rhs)`` method t
 inverse (e.g. by block elimination, see :mod:`livens.schemes.ggl_vi`); both give the same Newton
 iterates up to round-off. The time loop passes the update as one function ``linear_step(x, r)``
 (the increment -dR/dx(x)^-1 r), so that it can be compiled as a whole (:mod:`livens._fusion`).
+:func:`newton_linearized` is the same iteration for residuals whose derivative repeats their own
+work (the null space method's projection): R and dR/dx from one linearization per iterate.
 """
 from __future__ import annotations
 
@@ -115,6 +117,53 @@ def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = Non
         n = _norm_inf(r)
         converged = converged & jnp.isfinite(n) & jnp.all(jnp.isfinite(x))
     return NewtonResult(x, it, n, converged)
+
+
+def newton_linearized(increment: Callable, x0, tol, max_iter, r0=None) -> NewtonResult:
+    """Newton's method that takes the residual and the increment at each iterate from one
+    linearization: ``increment(x, it, tol, max_iter) -> (x_next, R(x), it_next, stop)`` (see
+    :func:`linearized_increment`). The papers' stopping rule (||R||_inf <= tol, at most
+    ``max_iter`` updates) and the same iterates as :func:`newton`; ``r0``: R(x0) where the caller
+    has it (a first guess that already satisfies the tolerance then costs nothing more).
+
+    For residuals whose derivative repeats work of the residual itself (an inner Newton solve, as
+    the projection of the null space method, whose implicit derivative needs its solution), where
+    :func:`newton` evaluates the residual at x_{k+1} and then linearizes it there again."""
+    if r0 is None:
+        r0, stop0 = jnp.zeros_like(x0), jnp.bool_(False)
+    else:
+        n0 = _norm_inf(r0)
+        stop0 = (max_iter <= 0) | (n0 <= tol) | ~jnp.isfinite(n0)
+
+    def body(c):
+        x, _, it, _ = c
+        return increment(x, it, tol, max_iter)
+
+    x, r, it, _ = lax.while_loop(lambda c: ~c[3], body, (x0, r0, jnp.int32(0), stop0))
+    n = _norm_inf(r)
+    converged = (n <= tol) & jnp.all(jnp.isfinite(x))
+    return NewtonResult(x, it, n, converged)
+
+
+def linearized_increment(residual: Callable, jacobian_of_linear: Callable | None = None) -> Callable:
+    """The iteration of :func:`newton_linearized` for ``residual``: R(x) and its linearization from
+    one ``jax.linearize``; the tangent dR/dx (the linearization applied to the unit vectors, or
+    ``jacobian_of_linear(lin, x)``) and its solve only where the iteration goes on."""
+
+    def increment(x, it, tol, max_iter):
+        r, lin = jax.linearize(residual, x)
+        n = _norm_inf(r)
+        stop = (it >= max_iter) | (n <= tol) | ~jnp.isfinite(n)
+
+        def update():
+            J = jax.vmap(lin, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype)) if jacobian_of_linear is None \
+                else jacobian_of_linear(lin, x)
+            return x + apply_inverse(J, -r)
+
+        x_next = lax.cond(stop, lambda: x, update)
+        return x_next, r, it + (~stop).astype(it.dtype), stop
+
+    return increment
 
 
 def _newton_floor(residual, step, x0, r0, tol, max_iter, floor) -> NewtonResult:

@@ -165,6 +165,11 @@ class Scheme:
         "dq" and "dp".
     applicability(problem, mech) -> None, or why the scheme cannot run this system (a scheme made
         for one system, e.g. ``bs99``); :meth:`applies_to` asks it, ``simulate.resolve`` refuses.
+    linearize_once: True where the residual's derivative repeats the residual's own work (an inner
+        solve whose implicit derivative needs its solution, the projection of ``vi-nullspace``):
+        Newton then takes R and dR/dx at each iterate from one ``jax.linearize``
+        (:func:`livens.newton.newton_linearized`; the same iterates). Only without a ``tangent``
+        and with the papers' stopping rule; otherwise plain Newton.
     """
 
     name: str
@@ -187,6 +192,7 @@ class Scheme:
     start_ahead: Callable | None = None  # (state, h, params, mech) -> (State of shapes, finish): start in two parts
     enforced: Callable | None = None
     tangent: Callable | None = None  # structured tangent dR/dx, optional
+    linearize_once: bool = False  # Newton takes R and dR/dx from one linearization (see above)
     keeps: str = ""
     order: int | None = None
     preferred_guess: str = "extrapolated"  # Newton's first guess when the caller names none (livens.guess)
