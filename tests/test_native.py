@@ -284,6 +284,36 @@ def test_qr_sort_and_linear_solve():
     _same(lambda a, b: jnp.linalg.solve(a, b), A, B[:, 0], tol=1e-12)
 
 
+def test_a_function_called_at_several_places_is_written_once(monkeypatch):
+    """A ``jit`` function called at several places (with inputs computed, known and of size zero)
+    is one C function in the source, called at each place: the results equal XLA's, and the
+    source is shorter than with every call inlined."""
+    from livens.native import codegen
+
+    @jax.jit
+    def inner(y, a, c, empty):
+        def body(_, u):
+            for _ in range(20):
+                u = jnp.sin(u) * a + 0.5 * u + c
+            return u
+        u = lax.fori_loop(0, 3, body, y)
+        return u, jnp.sum(u) > 0.0, empty + 1.0
+
+    def f(x):
+        e, c = jnp.zeros((0,)), 0.1 * jnp.arange(4.0)  # known now: passed as constant arrays
+        u1, s1, _ = inner(x, x[1], c, e)
+        u2, s2, _ = inner(u1 * 2.0, x[0], c, e)
+        u3, s3, e3 = inner(jnp.arange(4.0), 0.7, c, e)  # every input known: evaluated now
+        return u1 + u2, s1 | s2, s3, u3, e3
+
+    x = jnp.asarray(RNG.standard_normal(4))
+    shared = _same(f, x)
+    assert shared.source.count("__attribute__((noinline))") == 1
+    monkeypatch.setattr(codegen.Translator, "SHARED_FUNCTIONS", False)
+    inlined = _same(f, x)
+    assert "noinline" not in inlined.source and len(shared.source) < 0.7 * len(inlined.source)
+
+
 def test_large_system_compiles_natively_on_request():
     """backend="native" on a system over MAX_UNKNOWNS (the pendulum chain, 72 unknowns per step
     of vi-nullspace): its program slices arrays of more than MAX_ELEMS elements kept element by

@@ -153,6 +153,8 @@ def _eval(jaxpr, consts, args, limit):
             outs = [_dot_as_sum(*invals, **eqn.params)]
         elif (folded := _fold(eqn, invals)) is not None:
             outs = folded
+        elif name in ("pjit", "jit") and _kept_call(eqn.params.get("jaxpr"), invals):
+            outs = _rewritten_call(eqn.params["jaxpr"], limit)(*invals)
         elif name in _CALLS and "jaxpr" in eqn.params:
             closed = eqn.params["jaxpr"]
             outs = _eval(closed.jaxpr, closed.consts, invals, limit)
@@ -165,6 +167,54 @@ def _eval(jaxpr, consts, args, limit):
         for v, o in zip(eqn.outvars, outs):
             env[v] = o
     return [read(v) for v in jaxpr.outvars]
+
+
+_CALLED: dict = {}  # id of a called jaxpr -> (the jaxpr, its rewritten function, jitted)
+_CALLED_MAX = 256
+KEPT_CALL_EQUATIONS = 60
+"""A ``jit`` call whose jaxpr holds at least this many equations (its sub-jaxprs' included) and
+whose arguments are all traced stays a call (:func:`_rewritten_call`); a smaller one (jnp's
+helpers) or one with a constant argument (an index array, which the rewrite then folds) is
+evaluated in line."""
+
+
+def _kept_call(closed, invals) -> bool:
+    from jax.extend import core as jcore
+
+    if not isinstance(closed, jcore.ClosedJaxpr) or any(_constant(x) is not None for x in invals):
+        return False
+    count, todo = 0, [closed.jaxpr]
+    while todo and count < KEPT_CALL_EQUATIONS:
+        jaxpr = todo.pop()
+        count += len(jaxpr.eqns)
+        for eqn in jaxpr.eqns:
+            for v in eqn.params.values():
+                for x in (v if isinstance(v, (tuple, list)) else (v,)):
+                    if isinstance(x, jcore.ClosedJaxpr):
+                        todo.append(x.jaxpr)
+                    elif isinstance(x, jcore.Jaxpr):
+                        todo.append(x)
+    return count >= KEPT_CALL_EQUATIONS
+
+
+def _rewritten_call(closed, limit: int):
+    """The rewritten function of the jaxpr of a ``jit`` call, itself called through ``jax.jit``: the
+    program keeps the call (the native translator writes a function called at several places
+    once: :mod:`livens.native.codegen`), and the same jaxpr gives the same function, whose trace
+    JAX reuses, so that every call of it in the rewritten program shares one jaxpr too."""
+    key = (id(closed), limit)
+    hit = _CALLED.get(key)
+    if hit is not None and hit[0] is closed:
+        return hit[1]
+    if len(_CALLED) >= _CALLED_MAX:
+        _CALLED.clear()
+
+    def call(*args):
+        return _eval(closed.jaxpr, closed.consts, args, limit)
+
+    fn = jax.jit(call)
+    _CALLED[key] = (closed, fn)
+    return fn
 
 
 def fuse_small_dots(fn, limit: int = DEFAULT_LIMIT):

@@ -14,6 +14,11 @@ seeds, identity and zero blocks) are folded away, small products are written ter
 scalars, and only what a loop nest reads is written to an array. Both the kernel's time and the
 C compiler's time (which grows with the number of statements and memory accesses) go down.
 
+A large ``jit`` function that the program calls at several places (a scheme's inner solve, as
+the projection of the null space method, in the first guess, in Newton's iteration and in the
+update) is written once, as a C function of its own called at each place
+(:meth:`Translator.plan_shared`), not once per call: a shorter source, compiled sooner.
+
 The translation follows the semantics of each primitive as JAX documents them (``jax.lax``);
 operations on values known when the code is generated (constants of the program, index arrays)
 are evaluated then, with JAX itself. A primitive this module does not know raises
@@ -113,6 +118,8 @@ class Emitter:
 
     def __init__(self):
         self.statics: list[str] = []
+        self.functions: list[str] = []  # C functions of called jaxprs (Translator.call_shared)
+        self.shared: dict = {}
         self._static_names: dict = {}
         self.lines: list[str] = []
         self.depth = 1
@@ -663,6 +670,87 @@ class Translator(Emitter):
     def header(self) -> str:
         return HEADER
 
+    # --- functions called at several places ---------------------------------------------------
+    SHARED_FUNCTIONS = True
+    """Write the jaxpr of a ``jit`` call made at several places of the program once, as a C
+    function (:meth:`plan_shared`); False: every call inlined."""
+    SHARED_MIN_EQUATIONS = 60
+    """A called jaxpr of fewer equations (its sub-jaxprs' included) is inlined at each call."""
+
+    def _key(self, closed):
+        """What makes two called jaxprs the same function: their text and their constants."""
+        if not isinstance(closed, jcore.ClosedJaxpr):
+            return None
+        memo = self.__dict__.setdefault("_keys", {})
+        hit = memo.get(id(closed))
+        if hit is None or hit[0] is not closed:
+            consts = tuple((np.shape(c), str(np.asarray(c).dtype), np.asarray(c).tobytes()) for c in closed.consts)
+            hit = (closed, (str(closed.jaxpr), consts))
+            memo[id(closed)] = hit
+        return hit[1]
+
+    def plan_shared(self, jaxpr) -> None:
+        """Find the called jaxprs (``jit``) of ``jaxpr`` that are called at several places (in all
+        its sub-jaxprs) and are large (:data:`SHARED_MIN_EQUATIONS`): each becomes one C function,
+        called at each place (:meth:`call_shared`). The program is the same; the source is
+        shorter, and the C compiler's time with it, where a scheme calls the same inner solve
+        several times in a step (the projection of the null space method)."""
+        self.shared: dict = {}
+        if not self.SHARED_FUNCTIONS:
+            return
+        counts: dict = {}
+        for eqn in _equations(jaxpr):
+            if eqn.primitive.name in ("pjit", "jit"):
+                sub = eqn.params.get("jaxpr")
+                if isinstance(sub, jcore.ClosedJaxpr) and _size(sub.jaxpr) >= self.SHARED_MIN_EQUATIONS:
+                    key = self._key(sub)
+                    counts[key] = counts.get(key, 0) + 1
+        self.shared = {key: None for key, n in counts.items() if n >= 2}
+
+    def call_shared(self, closed, ins: list[Buf]) -> list[Buf]:
+        """A call of the C function of ``closed`` (written the first time): arguments as C arrays
+        (known values as file-level constants), outputs into new local arrays."""
+        key = self._key(closed)
+        fname = self.shared[key]
+        if fname is None:
+            fname = self._write_function(closed)
+            self.shared[key] = fname
+        args = []
+        for b in ins:
+            if b.size == 0:
+                args.append("0")
+            elif b.known:
+                args.append(f"({self.ct(b.dtype)} *) {self.static(b)}")
+            else:
+                args.append(self.arr(b).name)
+        outs = [self.new(v.aval.shape, v.aval.dtype) for v in closed.jaxpr.outvars]
+        args += [o.name for o in outs]
+        self.line(f"{fname}({', '.join(args)});")
+        return outs
+
+    def _write_function(self, closed) -> str:
+        """The C function of ``closed``: ``static void f(inputs..., outputs...)``, its body
+        translated on its own (its own scalars and blocks), kept from inlining so that the C
+        compiler works on it once."""
+        fname = self.fresh("f")
+        saved = (self.lines, self.depth, self.scope, self._scalars)
+        self.lines, self.depth, self.scope, self._scalars = [], 1, (), {}
+        try:
+            params, args = [], []
+            for k, v in enumerate(closed.jaxpr.invars):
+                params.append(f"{self.ct(v.aval.dtype)} *a{k}")
+                args.append(Buf(f"a{k}", v.aval.shape, v.aval.dtype))
+            outs = self.closed(closed, args)
+            for k, (v, b) in enumerate(zip(closed.jaxpr.outvars, outs)):
+                params.append(f"{self.ct(v.aval.dtype)} *o{k}")
+                if b.size:
+                    self.copy(Buf(f"o{k}", b.shape, b.dtype), b)
+            body = "\n".join(_flat(self.lines))
+        finally:
+            self.lines, self.depth, self.scope, self._scalars = saved
+        self.functions.append(f"static __attribute__((noinline)) void {fname}({', '.join(params) or 'void'}) {{\n{body}\n}}")
+        return fname
+
     # --- jaxprs --------------------------------------------------------------------------------
     def jaxpr(self, jaxpr, consts, args) -> list[Buf]:
         """Emit ``jaxpr`` with its constvars bound to ``consts`` and invars to ``args`` (Bufs);
@@ -693,6 +781,9 @@ class Translator(Emitter):
         name = eqn.primitive.name
         p = eqn.params
         outs_aval = [v.aval for v in eqn.outvars]
+        if (name in ("pjit", "jit") and self.shared and not all(b.known for b in ins)
+                and self._key(p.get("jaxpr")) in self.shared):
+            return self.call_shared(p["jaxpr"], ins)
         if name in CALLS:
             sub = p.get("jaxpr", p.get("call_jaxpr", p.get("fun_jaxpr")))
             if sub is None:
@@ -1862,6 +1953,38 @@ HEADER = """#include <math.h>
 """
 
 
+def _sub_jaxprs(eqn):
+    """The jaxprs in an equation's parameters (loop bodies, branches, called functions)."""
+    for v in eqn.params.values():
+        for x in (v if isinstance(v, (tuple, list)) else (v,)):
+            if isinstance(x, jcore.ClosedJaxpr):
+                yield x.jaxpr
+            elif isinstance(x, jcore.Jaxpr):
+                yield x
+
+
+def _equations(jaxpr):
+    """Every equation of ``jaxpr`` and of its sub-jaxprs, depth first."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in _sub_jaxprs(eqn):
+            yield from _equations(sub)
+
+
+def _size(jaxpr) -> int:
+    """The number of equations of ``jaxpr``, those of its sub-jaxprs included."""
+    return sum(1 for _ in _equations(jaxpr))
+
+
+def _flat(lines):
+    """The lines of a function body (nested lists: the places where values were made)."""
+    for x in lines:
+        if isinstance(x, list):
+            yield from _flat(x)
+        else:
+            yield x
+
+
 def _dce(jaxpr):
     """The jaxpr without the equations no output depends on (those of the sub-jaxprs of loops and
     conditionals too, by JAX's own rules: ``partial_eval.dce_jaxpr``), its constvars first among
@@ -1900,6 +2023,7 @@ def translate(closed_jaxpr, name: str = "livens_kernel", lanes: int = 0) -> str:
         args.append(Buf(nm, v.aval.shape, v.aval.dtype))
     consts = [Buf(None, np.shape(c), np.asarray(c).dtype, np.asarray(c)) for c in closed_jaxpr.consts]
     live, used = _dce(jaxpr)
+    t.plan_shared(live)
     outs = t.jaxpr(live, [], [b for b, u in zip(consts + args, used) if u])
     for k, (v, b) in enumerate(zip(jaxpr.outvars, outs)):
         ct = t.ct(b.dtype)
@@ -1907,15 +2031,9 @@ def translate(closed_jaxpr, name: str = "livens_kernel", lanes: int = 0) -> str:
         t.line(f"{ct} *out{k} = ({ct} *) args[{n_in + k}];")
         if b.size:
             t.copy(dst, b)
-    def flat(lines):
-        for x in lines:
-            if isinstance(x, list):
-                yield from flat(x)
-            else:
-                yield x
-
-    body = "\n".join(flat(t.lines))
-    return t.header() + "\n".join(t.statics) + f"\n\n{t.linkage}void {name}(void **args) {{\n{body}\n}}\n"
+    body = "\n".join(_flat(t.lines))
+    return (t.header() + "\n".join(t.statics) + "\n\n" + "".join(f + "\n\n" for f in t.functions)
+            + f"{t.linkage}void {name}(void **args) {{\n{body}\n}}\n")
 
 
 __all__ = ["Unsupported", "translate", "c_literal"]

@@ -81,6 +81,7 @@ class LaneTranslator(Translator):
     UNARY = {**UNARY, "sign": _sign}
     BINARY = {**BINARY, "xor": _xor, "rem": _rem}
     linkage = 'extern "C" '
+    SHARED_FUNCTIONS = False  # a call inside a masked loop would need the mask: every call inlined
 
     def __init__(self, lanes: int):
         super().__init__()

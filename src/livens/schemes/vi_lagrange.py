@@ -161,17 +161,22 @@ def _project(mech, y):
 
 
 def make_projection(mech):
-    """Proj(y) with its implicit derivative: [I - sum mu_k D^2 g_k, -G^T; G, 0] [du; dmu] = [dy; 0]."""
+    """Proj(y) with its implicit derivative: [I - sum mu_k D^2 g_k, -G^T; G, 0] [du; dmu] = [dy; 0].
+
+    The closest-point Newton loop is one ``jit`` function, called by the projection and by its
+    derivative: a step calls it at several places (first guess, Newton, update), which the native
+    backend then writes as one C function (:mod:`livens.native.codegen`)."""
     d = mech.d
+    closest_point = jax.jit(lambda y: _project(mech, y))
 
     @jax.custom_jvp
     def proj(y):
-        return _project(mech, y)[0]
+        return closest_point(y)[0]
 
     @proj.defjvp
     def proj_jvp(primals, tangents):
         (y,), (dy,) = primals, tangents
-        u, mu = _project(mech, y)
+        u, mu = closest_point(y)
         A = _projection_jacobian(mech, u, mu)
         rhs = jnp.concatenate([dy, jnp.zeros_like(mu)])
         return u, jnp.linalg.solve(A, rhs)[:d]
@@ -475,6 +480,7 @@ VI_NULLSPACE = register(
         paper="004 eq 16, 17, 18 (discrete null space method; Leyendecker, Marsden, Ortiz 2008)",
         unknowns=(("w", "k"),),
         residual=_nullspace_residual,
+        linearize_once=True,
         guess=_nullspace_guess,
         update=_nullspace_update,
         velocity_kind="interval",
