@@ -69,6 +69,14 @@ def test_contractions_reductions_and_broadcasting():
     _same(f, X, A, B)
 
 
+def test_empty_contractions():
+    """Products over an axis of length zero (a system without constraints: G is 0 x d) are zeros."""
+    x, e, E = jnp.asarray(RNG.standard_normal(3)), jnp.zeros((0,)), jnp.zeros((3, 0))
+    _same(lambda x, e: e @ e + x[0], x, e)
+    _same(lambda x, E, e: E @ e + x, x, E, e)
+    _same(lambda x, E: E @ E.T + x, x, E)
+
+
 def test_data_movement():
     def f(x, i):
         y = jnp.transpose(x, (2, 0, 1))
@@ -150,6 +158,21 @@ def test_native_runs_match_xla(example, scheme, steps):
     for name in ("q", "p"):
         a, b = getattr(runs["native"], name), getattr(runs["xla"], name)
         assert np.max(np.abs(a - b)) <= 1e-10 * max(1.0, np.max(np.abs(b))), name
+
+
+def test_null_space_method_with_system_parameters_runs_natively():
+    """The null space method's closest-point solve is a ``jit`` function closing over the System's
+    parameters (traced values in the loop): the loop and its start still translate, and agree with
+    XLA with the parameters given, which change the run."""
+    p = lv.examples.load("pendulum-3d")
+    given = {"length": 1.0, "gravity": 7.0}
+    runs = {b: lv.simulate(p, "vi-nullspace", t_end=0.5, progress=False, backend=b, parameters=given)
+            for b in ("native", "xla")}
+    assert runs["native"].meta["backend"] == "native"
+    np.testing.assert_array_equal(runs["native"].newton_iterations, runs["xla"].newton_iterations)
+    assert np.max(np.abs(runs["native"].q - runs["xla"].q)) <= 1e-12
+    default = lv.simulate(p, "vi-nullspace", t_end=0.5, progress=False, backend="native")
+    assert np.max(np.abs(default.q - runs["native"].q)) > 1e-3
 
 
 def test_native_energy_momentum_scheme_conserves_energy_to_roundoff():

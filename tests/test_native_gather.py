@@ -62,3 +62,18 @@ def test_np_pad_is_lax_pad(config):
     shape = (4,) if len(config) == 1 else (3, 4)
     x = np.arange(1, np.prod(shape) + 1, dtype=np.int64).reshape(shape)
     np.testing.assert_array_equal(_np_pad(x, np.int64(-7), config), np.asarray(jax.lax.pad(x, np.int64(-7), config)))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_np_unstack_is_lax_unstack(axis):
+    """``unstack`` (linearize and vmap write it) on known values: NumPy, the same pieces as JAX's."""
+    from jax._src.lax.lax import unstack_p
+
+    from livens.native.codegen import _np_move
+
+    x = np.arange(24.0).reshape(2, 3, 4)
+    got = _np_move("unstack", [x], {"axis": axis})
+    want = unstack_p.bind(jnp.asarray(x), axis=axis)
+    assert len(got) == len(want) == x.shape[axis]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, np.asarray(w))

@@ -185,3 +185,33 @@ def test_the_start_is_compiled_once_per_system(pendulum):
     assert [v for k, v in V._START_SOLVERS.items() if k[1] == "nullspace"] == held
     np.testing.assert_array_equal(a.q, b.q)
     np.testing.assert_array_equal(a.lam, b.lam)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_the_start_in_c_agrees_with_xla(pendulum, scheme, monkeypatch):
+    """Where the time loop runs natively, the start (eq 15 / 17) is solved by a C program compiled
+    beside it: q_1, lambda_0 and the whole run agree with XLA's start to round-off; a fault of the
+    translator leaves the start to XLA with a warning, not a lost run."""
+    from livens import native
+    from livens.schemes import vi_lagrange as V
+
+    if native.compiler() is None:
+        pytest.skip("no C compiler")
+    runs = {b: lv.simulate(pendulum, scheme, h=0.01, t_end=0.5, progress=False, backend=b) for b in ("native", "xla")}
+    kind = "lagrange" if scheme == "vi-lagrange" else "nullspace"
+    kinds = {k[4]: type(v[1]).__name__ for k, v in V._START_SOLVERS.items() if k[1] == kind}
+    assert kinds.get("native") == "Kernel" and kinds.get("xla") != "Kernel"
+    for name in ("q", "p", "lam"):
+        a, b = getattr(runs["native"], name), getattr(runs["xla"], name)
+        assert np.max(np.abs(a - b)) <= 1e-12 * max(1.0, np.max(np.abs(b))), name
+    assert np.max(np.abs(runs["native"].lam[0] - runs["xla"].lam[0])) <= 1e-12 * np.max(np.abs(runs["xla"].lam[0]))
+
+    def broken(*_, **__):
+        raise ValueError("a translator fault")
+
+    V._START_SOLVERS.clear()
+    monkeypatch.setattr(native, "trace_function", broken)
+    with pytest.warns(RuntimeWarning, match="failed on the start step .*a translator fault"):
+        again = lv.simulate(pendulum, scheme, h=0.01, t_end=0.5, progress=False, backend="native")
+    V._START_SOLVERS.clear()
+    assert np.max(np.abs(again.q - runs["xla"].q)) <= 1e-12 * max(1.0, np.max(np.abs(runs["xla"].q)))

@@ -357,7 +357,10 @@ def _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter,
     if resume is None:
         state = initial_state(problem, mech, sch)
         if sch.start_ahead is not None:  # the state's shapes now, the state once the time loop is compiled
-            state, finish_start = sch.start_ahead(state, float(h), vals, mech.bind(jsys))
+            from .native.runner import runs_natively
+
+            start_backend = "native" if runs_natively(backend, sch, mech) else "xla"
+            state, finish_start = sch.start_ahead(state, float(h), vals, mech.bind(jsys), backend=start_backend)
         elif sch.start is not None:
             state = sch.start(state, float(h), vals, mech.bind(jsys))
         offset = 0

@@ -1,5 +1,6 @@
 """Native kernels: a traced program as one C function (see :mod:`livens.native.codegen`)."""
-from .build import CompileError, Kernel, compile_function, compiler, wait
+from .build import CompileError, Kernel, Traced, compile_function, compile_traced, compiler, trace_function, wait
 from .codegen import Unsupported, translate
 
-__all__ = ["CompileError", "Kernel", "Unsupported", "compile_function", "compiler", "translate", "wait"]
+__all__ = ["CompileError", "Kernel", "Traced", "Unsupported", "compile_function", "compile_traced", "compiler",
+           "trace_function", "translate", "wait"]

@@ -45,6 +45,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -63,6 +64,8 @@ What it means is part of the library's name: a cache shared by machines with dif
 never loads a library built for another."""
 QUICK_FLAGS = ("-Og", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
 """The quick compile of a large source: the same arithmetic as :data:`FLAGS`, less optimization."""
+ONCE_FLAGS = ("-O0", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
+"""The compile of a program that runs once (``build(once=True)``): the same arithmetic, no optimization."""
 LARGE_SOURCE = 150_000
 """Sources of more characters than this are compiled at both levels at once (module docstring)."""
 _LOCK = threading.Lock()
@@ -210,18 +213,24 @@ def _library(cc: str, opts: tuple, source: str, name: str) -> str:
     return os.path.join(cache_dir(), f"{name}_{key}.so")
 
 
-def build(source: str, name: str = "livens_kernel", quick: bool = False, cpp: bool = False):
+def build(source: str, name: str = "livens_kernel", quick: bool = False, cpp: bool = False, once: bool = False):
     """The ctypes function ``name`` of the compiled ``source`` (from the cache where it is there).
 
     With ``quick=True``, a large source whose ``-O2`` library is not cached is compiled at both
     levels at once (module docstring); the result is then ``(fn, future)``: the ``-Og`` function,
     and a :class:`concurrent.futures.Future` of the ``-O2`` one (None where ``fn`` is already it).
-    ``cpp``: the source is C++ (a lane kernel), compiled with GCC only."""
+    ``cpp``: the source is C++ (a lane kernel), compiled with GCC only. ``once=True``: a program
+    run once, compiled at :data:`ONCE_FLAGS` only."""
     cc = compiler()
     if cc is None:
         raise CompileError("no C compiler found (set CC, or install cc, gcc or clang)")
     if cpp and not is_gcc(cc):
         raise CompileError("lane kernels need GCC (its vector extensions in C++)")
+    if once:  # a program run once: -O0, no lock (_compile writes the library atomically)
+        lib_path = _library(cc, ONCE_FLAGS, source, name)
+        if not os.path.exists(lib_path):
+            _compile(cc, ONCE_FLAGS, source, lib_path)
+        return _load(lib_path, name)
     opts = flags(cc, cpp)
     lib_path = _library(cc, opts, source, name)
     if quick and len(source) > LARGE_SOURCE and not os.path.exists(lib_path):
@@ -354,6 +363,46 @@ def _aligned(shape, dtype, align: int = 64) -> np.ndarray:
     return raw[off:off + n].view(dtype).reshape(shape)
 
 
+class Traced(NamedTuple):
+    """A function traced and translated, not yet compiled (:func:`trace_function`)."""
+
+    jaxpr: object
+    source: str
+    in_tree: object
+    out_tree: object
+    out_shape: object  # the outputs' ShapeDtypeStructs
+    lanes: int
+    seconds: float  # spent tracing and translating
+
+
+def trace_function(fn, *args, lanes: int = 0) -> Traced:
+    """Trace ``fn(*args)`` (arrays or pytrees of arrays; their shapes and dtypes are fixed) and
+    translate it to C (:func:`compile_traced` compiles it). Raises :class:`Unsupported` where the
+    program holds something the translator does not handle."""
+    t0 = time.perf_counter()
+    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+    if closed.effects:
+        raise Unsupported(f"effects {closed.effects}")
+    source = translate(closed, lanes=lanes)
+    _, in_tree = jax.tree_util.tree_flatten(args)
+    out_tree = jax.tree_util.tree_structure(out_shape)
+    return Traced(closed, source, in_tree, out_tree, out_shape, lanes, time.perf_counter() - t0)
+
+
+def compile_traced(traced: Traced, once: bool = False) -> Kernel:
+    """The :class:`Kernel` of a :class:`Traced` function. ``once=True``: a program that runs once or
+    a few times (a start step), compiled at ``-O0`` only (:data:`ONCE_FLAGS`: the same arithmetic,
+    a fraction of the compile time), without the lock that keeps two threads from compiling the
+    same source (its compile may run in a thread beside the time loop's)."""
+    t0 = time.perf_counter()
+    if once:
+        kernel_fn, optimized = build(traced.source, once=True), None
+    else:
+        kernel_fn, optimized = build(traced.source, quick=True, cpp=bool(traced.lanes))
+    return Kernel(traced.jaxpr, traced.in_tree, traced.out_tree, kernel_fn,
+                  traced.seconds + time.perf_counter() - t0, traced.source, optimized, traced.lanes)
+
+
 def compile_function(fn, *args, lanes: int = 0) -> Kernel:
     """Trace ``fn(*args)`` (arrays or pytrees of arrays; their shapes and dtypes are fixed) and
     compile it to one C function. Raises :class:`Unsupported` where the program holds something
@@ -361,12 +410,4 @@ def compile_function(fn, *args, lanes: int = 0) -> Kernel:
 
     ``lanes`` > 0: a kernel that runs ``fn`` on that many argument sets at once (each argument
     and output with a first axis of ``lanes``; :mod:`livens.native.lanes`), ``args`` being one set."""
-    t0 = time.perf_counter()
-    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
-    if closed.effects:
-        raise Unsupported(f"effects {closed.effects}")
-    source = translate(closed, lanes=lanes)
-    kernel_fn, optimized = build(source, quick=True, cpp=bool(lanes))
-    _, in_tree = jax.tree_util.tree_flatten(args)
-    out_tree = jax.tree_util.tree_structure(out_shape)
-    return Kernel(closed, in_tree, out_tree, kernel_fn, time.perf_counter() - t0, source, optimized, lanes)
+    return compile_traced(trace_function(fn, *args, lanes=lanes))

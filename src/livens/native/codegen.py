@@ -525,6 +525,8 @@ def _np_move(name, vals, p):
             return [vals[0]]
         if name == "stack":
             return [np.stack(vals, axis=p["axis"])]
+        if name == "unstack":
+            return [np.take(vals[0], k, axis=p["axis"]) for k in range(vals[0].shape[p["axis"]])]
         if name == "pad":
             return [_np_pad(vals[0], vals[1], p["padding_config"])]
         if name == "gather":
@@ -1487,6 +1489,8 @@ class Translator(Emitter):
         rcode = np.arange(rhs.size).reshape(rhs.shape).transpose(list(rb) + rfree + list(rc))
         nb = int(math.prod(lhs.shape[a] for a in lb))
         nc = int(math.prod(lhs.shape[a] for a in lc))
+        if nc == 0 or nb == 0:  # an empty sum (or an empty output): known zeros
+            return Buf(None, aval.shape, aval.dtype, np.zeros(aval.shape, aval.dtype))
         lcode, rcode = lcode.reshape(nb, -1, nc), rcode.reshape(nb, -1, nc)
         # per output element (b, i, j) and term c: the lhs and the rhs element
         ll, rr = np.broadcast_arrays(lcode[:, :, None, :], rcode[:, None, :, :])

@@ -35,6 +35,17 @@ def system_size(scheme, mech) -> tuple[int, str]:
     return unknowns, f"{unknowns} Newton unknowns per step"
 
 
+def runs_natively(backend: str, scheme, mech) -> bool:
+    """Whether a time loop of ``scheme`` on ``mech`` under ``backend`` ("auto", "native", "xla") is
+    meant to run natively: a C compiler is there, and with "auto" the system is small
+    (:data:`MAX_UNKNOWNS`). The translation may still refuse the loop (:class:`ChunkRunner`)."""
+    from .build import compiler
+
+    if backend == "xla" or compiler() is None:
+        return False
+    return backend == "native" or system_size(scheme, mech)[0] <= MAX_UNKNOWNS
+
+
 def resolve_backend(backend: str | None) -> str:
     """The backend asked for: ``backend``, else ``$LIVENS_BACKEND``, else "auto"."""
     value = backend if backend is not None else (os.environ.get("LIVENS_BACKEND", "").strip().lower() or "auto")

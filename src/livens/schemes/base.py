@@ -154,9 +154,10 @@ class Scheme:
     start(problem_state, h, params, mech) -> State, optional (e.g. two-step schemes); with it,
         pure_start(state, h, params, mech, differentiable) -> (State, ok), the same as a pure,
         traceable function (:func:`livens.flow`), and optionally
-        start_ahead(problem_state, h, params, mech) -> (State of shapes, finish): the same start in
-        two parts, the returned State's shapes at once and ``finish()`` -> State later, so that
-        :func:`livens.simulate` compiles the time loop while the start's own program compiles.
+        start_ahead(problem_state, h, params, mech, backend="xla") -> (State of shapes, finish): the
+        same start in two parts, the returned State's shapes at once and ``finish()`` -> State
+        later, so that :func:`livens.simulate` compiles the time loop while the start's own
+        program compiles (``backend="native"``: in C, where the time loop runs natively).
     enforced(sol) -> dict name -> residual array, the constraints the scheme is built to meet;
         default :func:`enforced_position`.
     increments(u) -> (dq, dp): the scheme solves for the increments of q and p over the step,

@@ -56,6 +56,7 @@ configuration-dependent M through L(q, v).
 from __future__ import annotations
 
 import threading
+import warnings
 from concurrent.futures import Future
 
 import jax
@@ -287,18 +288,38 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
     return q1, c1, dq, lam, jnp.max(jnp.abs(full)), res.iterations
 
 
-def _start_program(mech, kind, q0, p0, h):
+def _start_program(mech, kind, q0, p0, h, backend: str = "xla"):
     """The compiled program of :func:`_start_equations` for these argument shapes, and its output
-    shapes: (shapes, executable or a Future of it). The first time, the equations are traced now
-    and compiled in a background thread (a run compiles its time loop meanwhile: :func:`_make_start`);
-    later, the cached executable."""
-    key = (mech, kind, jnp.shape(q0), jnp.shape(p0))
+    shapes: (shapes, program or a Future of it). The first time, the equations are traced now
+    and compiled in a background thread (a run compiles its time loop meanwhile: :func:`_make_start`):
+    with ``backend="native"`` translated to C and compiled at ``-O0`` (a program that runs once;
+    XLA where the translator cannot), else by XLA. Later, the cached program."""
+    key = (mech, kind, jnp.shape(q0), jnp.shape(p0), backend)
     hit = _START_SOLVERS.get(key)
     if hit is not None:
         return hit
-    traced = jax.jit(lambda q0, p0, h: _start_equations(mech, kind, q0, p0, h)).trace(q0, p0, h)
-    lowered = traced.lower()
-    program = (traced.out_info, _background(lowered.compile))
+
+    def equations(q0, p0, h):
+        return _start_equations(mech, kind, q0, p0, h)
+
+    program = None
+    if backend == "native":
+        from ..native import Unsupported, compile_traced, trace_function
+
+        try:
+            traced = trace_function(equations, q0, p0, h)
+            program = (traced.out_shape, _background(lambda: compile_traced(traced, once=True)))
+        except Unsupported:
+            program = None
+        except Exception as exc:  # noqa: BLE001 - a fault of the translator: XLA solves the start, and says so
+            warnings.warn(f"the native translator failed on the start step ({type(exc).__name__}: {exc}); XLA "
+                          "solves it instead. This is a bug in livens.native: please report it.", RuntimeWarning,
+                          stacklevel=4)
+            program = None
+    if program is None:
+        traced = jax.jit(equations).trace(q0, p0, h)
+        lowered = traced.lower()
+        program = (traced.out_info, _background(lowered.compile))
     _START_SOLVERS[key] = program
     return program
 
@@ -321,25 +342,28 @@ def _make_start(kind):
     name = "vi-lagrange" if kind == "lagrange" else "vi-nullspace"
     eq = "15" if kind == "lagrange" else "17"
 
-    def start_ahead(state: State, h, params, mech):
+    def start_ahead(state: State, h, params, mech, backend: str = "xla"):
         """The start in two parts: (the State it returns, as shapes; a function that returns that
         State). The first is known as soon as the start's equations are traced; their compilation
         runs in a background thread until the second is called, so that a run compiles its time
-        loop in the meantime (:func:`livens.simulate`)."""
+        loop in the meantime (:func:`livens.simulate`). ``backend="native"``: the start's program
+        in C (:func:`_start_program`; its results agree with XLA's to round-off)."""
         q, p, hh = jnp.asarray(state.q), jnp.asarray(state.p), jnp.asarray(h, jnp.float64)
-        shapes, program = _start_program(mech, kind, q, p, hh)
+        shapes, program = _start_program(mech, kind, q, p, hh, backend)
         q1, c1, dq, lam0 = shapes[:4]
         ahead = State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam,
                       extra={"q_next": q1, "c_next": c1, "dq": dq})
 
         def finish() -> State:
-            key = (mech, kind, jnp.shape(q), jnp.shape(p))
+            key = (mech, kind, jnp.shape(q), jnp.shape(p), backend)
             solver = program
             if isinstance(program, Future):
                 try:
                     solver = program.result()
-                except BaseException:
+                except BaseException as exc:
                     _START_SOLVERS.pop(key, None)  # compiled again at the next call
+                    if backend == "native" and type(exc).__name__ == "CompileError":  # the C compiler failed
+                        return start_ahead(state, h, params, mech, "xla")[1]()
                     raise
                 _START_SOLVERS[key] = (shapes, solver)
             q1, c1, dq, lam0, resid, its = solver(q, p, hh)
