@@ -181,20 +181,11 @@ evaluated in line."""
 def _kept_call(closed, invals) -> bool:
     from jax.extend import core as jcore
 
+    from ._jaxprs import size
+
     if not isinstance(closed, jcore.ClosedJaxpr) or any(_constant(x) is not None for x in invals):
         return False
-    count, todo = 0, [closed.jaxpr]
-    while todo and count < KEPT_CALL_EQUATIONS:
-        jaxpr = todo.pop()
-        count += len(jaxpr.eqns)
-        for eqn in jaxpr.eqns:
-            for v in eqn.params.values():
-                for x in (v if isinstance(v, (tuple, list)) else (v,)):
-                    if isinstance(x, jcore.ClosedJaxpr):
-                        todo.append(x.jaxpr)
-                    elif isinstance(x, jcore.Jaxpr):
-                        todo.append(x)
-    return count >= KEPT_CALL_EQUATIONS
+    return size(closed.jaxpr, KEPT_CALL_EQUATIONS) >= KEPT_CALL_EQUATIONS
 
 
 def _rewritten_call(closed, limit: int):

@@ -36,6 +36,8 @@ import jax
 import numpy as np
 from jax.extend import core as jcore
 
+from .._jaxprs import equations, size
+
 
 class Unsupported(Exception):
     """The program holds something this translator does not handle (the caller falls back to XLA)."""
@@ -701,10 +703,10 @@ class Translator(Emitter):
         if not self.SHARED_FUNCTIONS:
             return
         counts: dict = {}
-        for eqn in _equations(jaxpr):
+        for eqn in equations(jaxpr):
             if eqn.primitive.name in ("pjit", "jit"):
                 sub = eqn.params.get("jaxpr")
-                if isinstance(sub, jcore.ClosedJaxpr) and _size(sub.jaxpr) >= self.SHARED_MIN_EQUATIONS:
+                if isinstance(sub, jcore.ClosedJaxpr) and size(sub.jaxpr, self.SHARED_MIN_EQUATIONS) >= self.SHARED_MIN_EQUATIONS:
                     key = self._key(sub)
                     counts[key] = counts.get(key, 0) + 1
         self.shared = {key: None for key, n in counts.items() if n >= 2}
@@ -1955,29 +1957,6 @@ HEADER = """#include <math.h>
 #include <stdint.h>
 #include <string.h>
 """
-
-
-def _sub_jaxprs(eqn):
-    """The jaxprs in an equation's parameters (loop bodies, branches, called functions)."""
-    for v in eqn.params.values():
-        for x in (v if isinstance(v, (tuple, list)) else (v,)):
-            if isinstance(x, jcore.ClosedJaxpr):
-                yield x.jaxpr
-            elif isinstance(x, jcore.Jaxpr):
-                yield x
-
-
-def _equations(jaxpr):
-    """Every equation of ``jaxpr`` and of its sub-jaxprs, depth first."""
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for sub in _sub_jaxprs(eqn):
-            yield from _equations(sub)
-
-
-def _size(jaxpr) -> int:
-    """The number of equations of ``jaxpr``, those of its sub-jaxprs included."""
-    return sum(1 for _ in _equations(jaxpr))
 
 
 def _flat(lines):
