@@ -220,24 +220,25 @@ def _swing_profile(lv, problem, repeats: int = 20) -> dict:
     s = State(q=q0, p=jnp.zeros(d), v=jnp.zeros(d), lam=jnp.zeros(m), gam=jnp.zeros(m),
               extra={"q_next": q1, "c_next": jnp.zeros(d), "dq": q1 - q0})
     h = problem.h
-    res = lambda u: sch.residual(u, s, h, 0.0, {}, mech)  # noqa: E731
+    # the state is an argument, as in the time loop (closed over, XLA would fold it into constants)
+    res = lambda u, s: sch.residual(u, s, h, 0.0, {}, mech)  # noqa: E731
     x = jnp.concatenate([q1 - q0, jnp.zeros(m)])  # the unknowns (dq2, lambda), 004 eq 14 in increments
-    R = jax.jit(lambda x: res(sch.unpack(x, d, m)))
-    J = jax.jit(lambda x: sch.jacobian_by_blocks(res, x, d, m))
+    R = jax.jit(lambda x, s: res(sch.unpack(x, d, m), s))
+    J = jax.jit(lambda x, s: sch.jacobian_by_blocks(lambda u: res(u, s), x, d, m))
     solve = jax.jit(jnp.linalg.solve)
-    A, b = J(x), R(x)
+    A, b = J(x, s), R(x, s)
     kinds = []
 
-    def tangent_solve(x, r):
+    def tangent_solve(x, r, s):
         T = sch.tangent(sch.unpack(x, d, m), s, h, 0.0, {}, mech)
         kinds.append("banded" if hasattr(T, "solve") else "dense")
         return T.solve(r) if hasattr(T, "solve") else jnp.linalg.solve(T, r)
 
     TS = jax.jit(tangent_solve)
-    jax.block_until_ready(TS(x, b))
+    jax.block_until_ready(TS(x, b, s))
     out = {"unknowns": int(x.shape[0]), "newton_matrix": kinds[0]}
-    for name, fn, args in (("residual_ms", R, (x,)), ("newton_matrix_solve_ms", TS, (x, b)),
-                           ("jacobian_ms", J, (x,)), ("lu_solve_ms", solve, (A, b))):
+    for name, fn, args in (("residual_ms", R, (x, s)), ("newton_matrix_solve_ms", TS, (x, b, s)),
+                           ("jacobian_ms", J, (x, s)), ("lu_solve_ms", solve, (A, b))):
         jax.block_until_ready(fn(*args))
         _, wall = _best(lambda: jax.block_until_ready(fn(*args)), repeats)
         out[name] = round(wall * 1e3, 3)
