@@ -190,7 +190,7 @@ class Scheme:
     supports_external_force: bool = True  # False: the residual has no F(q, v, t) term; refused
     start: Callable | None = None
     pure_start: Callable | None = None  # (state, h, params, mech, differentiable) -> (State, ok): start, traceable
-    start_ahead: Callable | None = None  # (state, h, params, mech) -> (State of shapes, finish): start in two parts
+    start_ahead: Callable | None = None  # (state, h, params, mech, backend) -> (State of shapes, finish): start in two parts
     enforced: Callable | None = None
     tangent: Callable | None = None  # structured tangent dR/dx, optional
     linearize_once: bool = False  # Newton takes R and dR/dx from one linearization (see above)

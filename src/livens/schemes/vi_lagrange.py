@@ -325,7 +325,8 @@ def _start_program(mech, kind, q0, p0, h, backend: str = "xla"):
 
 
 def _background(fn) -> Future:
-    """fn() in a daemon thread, as a Future (XLA's compiler releases the GIL while it works)."""
+    """fn() in a daemon thread, as a Future (XLA's compiler releases the GIL while it works, and the
+    native start waits for the C compiler, a process of its own)."""
     future = Future()
 
     def work():
