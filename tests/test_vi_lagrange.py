@@ -191,7 +191,8 @@ def test_the_start_is_compiled_once_per_system(pendulum):
 def test_the_start_in_c_agrees_with_xla(pendulum, scheme, monkeypatch):
     """Where the time loop runs natively, the start (eq 15 / 17) is solved by a C program compiled
     beside it: q_1, lambda_0 and the whole run agree with XLA's start to round-off; a fault of the
-    translator leaves the start to XLA with a warning, not a lost run."""
+    translator leaves the start to XLA with a warning, and a failing C compiler leaves it to XLA
+    too: not a lost run."""
     from livens import native
     from livens.schemes import vi_lagrange as V
 
@@ -215,3 +216,14 @@ def test_the_start_in_c_agrees_with_xla(pendulum, scheme, monkeypatch):
         again = lv.simulate(pendulum, scheme, h=0.01, t_end=0.5, progress=False, backend="native")
     V._START_SOLVERS.clear()
     assert np.max(np.abs(again.q - runs["xla"].q)) <= 1e-12 * max(1.0, np.max(np.abs(runs["xla"].q)))
+
+    def no_compiler(*_, **__):
+        raise native.CompileError("gcc failed: no such file")
+
+    monkeypatch.undo()
+    monkeypatch.setattr(native, "compile_traced", no_compiler)  # the C compiler fails: XLA solves the start
+    third = lv.simulate(pendulum, scheme, h=0.01, t_end=0.5, progress=False, backend="native")
+    kinds = {k[4]: type(v[1]).__name__ for k, v in V._START_SOLVERS.items() if k[1] == kind}
+    assert "native" not in kinds and kinds.get("xla") not in (None, "Kernel")
+    V._START_SOLVERS.clear()
+    assert np.max(np.abs(third.q - runs["xla"].q)) <= 1e-12 * max(1.0, np.max(np.abs(runs["xla"].q)))

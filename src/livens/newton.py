@@ -145,10 +145,10 @@ def newton_linearized(increment: Callable, x0, tol, max_iter, r0=None) -> Newton
     return NewtonResult(x, it, n, converged)
 
 
-def linearized_increment(residual: Callable, jacobian_of_linear: Callable | None = None) -> Callable:
+def linearized_increment(residual: Callable) -> Callable:
     """The iteration of :func:`newton_linearized` for ``residual``: R(x) and its linearization from
-    one ``jax.linearize``; the tangent dR/dx (the linearization applied to the unit vectors, or
-    ``jacobian_of_linear(lin, x)``) and its solve only where the iteration goes on."""
+    one ``jax.linearize``; the tangent dR/dx (the linearization applied to the unit vectors) and its
+    solve only where the iteration goes on."""
 
     def increment(x, it, tol, max_iter):
         r, lin = jax.linearize(residual, x)
@@ -156,8 +156,7 @@ def linearized_increment(residual: Callable, jacobian_of_linear: Callable | None
         stop = (it >= max_iter) | (n <= tol) | ~jnp.isfinite(n)
 
         def update():
-            J = jax.vmap(lin, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype)) if jacobian_of_linear is None \
-                else jacobian_of_linear(lin, x)
+            J = jax.vmap(lin, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
             return x + apply_inverse(J, -r)
 
         x_next = lax.cond(stop, lambda: x, update)

@@ -122,6 +122,7 @@ class Emitter:
         self.statics: list[str] = []
         self.functions: list[str] = []  # C functions of called jaxprs (Translator.call_shared)
         self.shared: dict = {}
+        self._keys: dict = {}  # id of a called jaxpr -> (it, its key): Translator._key
         self._static_names: dict = {}
         self.lines: list[str] = []
         self.depth = 1
@@ -685,12 +686,11 @@ class Translator(Emitter):
         """What makes two called jaxprs the same function: their text and their constants."""
         if not isinstance(closed, jcore.ClosedJaxpr):
             return None
-        memo = self.__dict__.setdefault("_keys", {})
-        hit = memo.get(id(closed))
+        hit = self._keys.get(id(closed))
         if hit is None or hit[0] is not closed:
             consts = tuple((np.shape(c), str(np.asarray(c).dtype), np.asarray(c).tobytes()) for c in closed.consts)
             hit = (closed, (str(closed.jaxpr), consts))
-            memo[id(closed)] = hit
+            self._keys[id(closed)] = hit
         return hit[1]
 
     def plan_shared(self, jaxpr) -> None:

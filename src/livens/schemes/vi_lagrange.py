@@ -288,13 +288,18 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
     return q1, c1, dq, lam, jnp.max(jnp.abs(full)), res.iterations
 
 
+def _start_key(mech, kind, q0, p0, backend: str):
+    """The key of a start's compiled program in ``_START_SOLVERS``."""
+    return mech, kind, jnp.shape(q0), jnp.shape(p0), backend
+
+
 def _start_program(mech, kind, q0, p0, h, backend: str = "xla"):
     """The compiled program of :func:`_start_equations` for these argument shapes, and its output
     shapes: (shapes, program or a Future of it). The first time, the equations are traced now
     and compiled in a background thread (a run compiles its time loop meanwhile: :func:`_make_start`):
     with ``backend="native"`` translated to C and compiled at ``-O0`` (a program that runs once;
     XLA where the translator cannot), else by XLA. Later, the cached program."""
-    key = (mech, kind, jnp.shape(q0), jnp.shape(p0), backend)
+    key = _start_key(mech, kind, q0, p0, backend)
     hit = _START_SOLVERS.get(key)
     if hit is not None:
         return hit
@@ -356,14 +361,16 @@ def _make_start(kind):
                       extra={"q_next": q1, "c_next": c1, "dq": dq})
 
         def finish() -> State:
-            key = (mech, kind, jnp.shape(q), jnp.shape(p), backend)
+            key = _start_key(mech, kind, q, p, backend)
             solver = program
             if isinstance(program, Future):
                 try:
                     solver = program.result()
                 except BaseException as exc:
                     _START_SOLVERS.pop(key, None)  # compiled again at the next call
-                    if backend == "native" and type(exc).__name__ == "CompileError":  # the C compiler failed
+                    from ..native import CompileError
+
+                    if backend == "native" and isinstance(exc, CompileError):  # the C compiler failed
                         return start_ahead(state, h, params, mech, "xla")[1]()
                     raise
                 _START_SOLVERS[key] = (shapes, solver)
