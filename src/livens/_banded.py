@@ -32,12 +32,15 @@ different solution, since it stops on the residual.
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
 
+from . import _jaxconfig
 from ._cache import CompiledCache
 
 SAMPLES = 3
@@ -125,8 +128,10 @@ class BandStructure:
         return jax.vmap(jvp, in_axes=1, out_axes=1)(jnp.asarray(self.seeds(), dtype))
 
     def blocks(self, C):
-        """The (3, nb, b, b) blocks (sub-diagonal, diagonal, super-diagonal) from the compressed C."""
-        flat = jnp.concatenate([jnp.ravel(C), jnp.zeros((1,), C.dtype), jnp.ones((1,), C.dtype)])
+        """The (3, nb, b, b) blocks (sub-diagonal, diagonal, super-diagonal) from the compressed C
+        (NumPy for a NumPy C)."""
+        xp = np if isinstance(C, np.ndarray) else jnp
+        flat = xp.concatenate([xp.ravel(C), xp.zeros((1,), C.dtype), xp.ones((1,), C.dtype)])
         return flat[self.index]
 
 
@@ -141,11 +146,11 @@ def checked(structure: BandStructure, jvp_columns, point, rng) -> bool:
     E = np.zeros((n, k))
     E[:, : structure.ncolors] = structure.seeds()
     E[:, structure.ncolors] = v
-    cols = jvp_columns(point, E)
+    cols = np.asarray(jvp_columns(point, E))  # the check in NumPy: no eager XLA operation to compile
     band = BandedTangent(structure, compressed=cols[:, : structure.ncolors])
-    exact = np.asarray(cols[:, structure.ncolors])
+    exact = cols[:, structure.ncolors]
     scale = np.max(np.abs(exact), initial=0.0)
-    return bool(np.all(np.abs(np.asarray(band.matvec(jnp.asarray(v))) - exact) <= 1e-10 * scale))
+    return bool(np.all(np.abs(band.matvec(v) - exact) <= 1e-10 * scale))
 
 
 def random_parameters(defaults, rng):
@@ -220,7 +225,7 @@ def residual_tangent(key, residual, x, args, mech, min_n: int = 0):
             prm = random_parameters(mech.system.parameters, rng)
             return prm, jnp.asarray(rng.standard_normal(n), x.dtype), _random_like(template, rng)
 
-        @jax.jit
+        @functools.partial(_jaxconfig.jit, once=True)  # run at a few sample points
         def columns(prm, y, a, E):
             bound = mech.bind(prm)
             return jax.vmap(lambda v: jax.jvp(lambda z: residual(z, a, bound), (y,), (v,))[1],
@@ -309,17 +314,22 @@ class BandedTangent:
 
     def _padded(self, v):
         s = self.s
+        if isinstance(v, np.ndarray):
+            out = np.zeros((s.nb * s.b,), v.dtype)
+            out[: s.n] = v[s.perm]
+            return out.reshape(s.nb, s.b)
         return jnp.zeros((s.nb * s.b,), v.dtype).at[: s.n].set(v[s.perm]).reshape(s.nb, s.b)
 
     def matvec(self, v):
-        """The matrix times v (original order)."""
+        """The matrix times v (original order); NumPy where the blocks and v are NumPy arrays."""
         s = self.s
+        xp = np if isinstance(v, np.ndarray) and isinstance(self.D, np.ndarray) else jnp
         V = self._padded(v)
-        zero = jnp.zeros((1, s.b), v.dtype)
-        prev = jnp.concatenate([zero, V[:-1]])
-        nxt = jnp.concatenate([V[1:], zero])
-        Y = (jnp.einsum("kij,kj->ki", self.L, prev) + jnp.einsum("kij,kj->ki", self.D, V)
-             + jnp.einsum("kij,kj->ki", self.U, nxt))
+        zero = xp.zeros((1, s.b), v.dtype)
+        prev = xp.concatenate([zero, V[:-1]])
+        nxt = xp.concatenate([V[1:], zero])
+        Y = (xp.einsum("kij,kj->ki", self.L, prev) + xp.einsum("kij,kj->ki", self.D, V)
+             + xp.einsum("kij,kj->ki", self.U, nxt))
         return Y.reshape(-1)[: s.n][s.inv]
 
     def matrix(self):
