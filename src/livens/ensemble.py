@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _jaxconfig  # noqa: F401
+from . import _jaxconfig
 from . import _linalg
 from .checks import check_step, constraint_label
 from .schemes.base import State
@@ -79,7 +79,7 @@ def _ensemble_runner(mech, scheme, mode: str, chunk: int, newton_opts: tuple = N
         with _linalg.whole_systems():
             return mapped(*args)
 
-    runner = jax.jit(traced)
+    runner = _jaxconfig.jit(traced)
     _RUNNERS[key] = runner
     return runner
 
@@ -98,7 +98,7 @@ def _member_runner(mech, scheme, mode: str, chunk: int, newton_opts: tuple, back
         from .native.runner import ChunkRunner, system_size
 
         loop = make_loop(mech, scheme, mode, chunk, None, newton_opts)
-        hit = ChunkRunner(loop, jax.jit(loop), backend, system_size(scheme, mech))
+        hit = ChunkRunner(loop, _jaxconfig.jit(loop), backend, system_size(scheme, mech))
         _MEMBER_RUNNERS[key] = hit
     return hit
 
@@ -120,7 +120,7 @@ def _lane_runner(mech, scheme, mode: str, chunk: int, newton_opts: tuple, backen
 
         loop = make_loop(mech, scheme, mode, chunk, None, newton_opts)
         # "auto": where no lane kernel can be made, the members run one by one (never an error)
-        hit = ChunkRunner(loop, jax.jit(loop), "auto", system_size(scheme, mech), lanes=LANES)
+        hit = ChunkRunner(loop, _jaxconfig.jit(loop), "auto", system_size(scheme, mech), lanes=LANES)
         _MEMBER_RUNNERS[key] = hit
     return hit
 

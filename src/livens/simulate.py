@@ -18,11 +18,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _jaxconfig  # noqa: F401
+from . import _jaxconfig
 from .checks import check_step
 from .errors import BlowUpError, ConvergenceError, SimulationInterrupted
 from .mechanics import Mechanics, mechanics
 from ._fusion import fuse_small_dots
+from ._tiered import TieredJit
 from . import guess as _guess
 from .core import NEWTON_DEFAULT, make_loop, scheme_mode as _scheme_mode, step as core_step
 from .newton import ROUNDOFF
@@ -89,7 +90,7 @@ def _make_rescuer(mech: Mechanics, scheme: Scheme, mode: str):
     key = (mech, scheme, mode)
     fn = _RESCUERS.get(key)
     if fn is None:
-        fn = jax.jit(lambda state, t, h, tol, max_iter, params, sys_params: _one_step(
+        fn = _jaxconfig.jit(lambda state, t, h, tol, max_iter, params, sys_params: _one_step(
             mech, scheme, mode, state, t, h, tol, max_iter, params, robust=True, sys_params=sys_params))
         _RESCUERS[key] = fn
     return fn
@@ -179,7 +180,7 @@ def _make_runner(mech: Mechanics, scheme: Scheme, mode: str, chunk: int, layout:
     hit = _RUNNERS.get(key)
     if hit is not None:
         return hit
-    runner = jax.jit(make_loop(mech, scheme, mode, chunk, layout, newton_opts, fuse_small_dots))
+    runner = TieredJit(make_loop(mech, scheme, mode, chunk, layout, newton_opts, fuse_small_dots))
     if backend != "xla":
         from .native.runner import ChunkRunner, system_size
 
@@ -375,11 +376,10 @@ def _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter,
     consts = (np.int64(n_steps), np.float64(h), np.float64(tol_num), np.int32(max_iter), jparams, jsys)
     t_start_dev = np.float64(t_start)
     ahead_compile = 0.0
-    if finish_start is not None:
-        if hasattr(runner, "kernel"):  # a native time loop is compiled while the start compiles
-            t0 = time.perf_counter()
-            runner.kernel(state, history, t_start_dev, jnp.asarray(0, jnp.int64), *consts)
-            ahead_compile = time.perf_counter() - t0
+    if finish_start is not None:  # the time loop is compiled while the start compiles
+        t0 = time.perf_counter()
+        runner.prepare(state, history, t_start_dev, jnp.asarray(0, jnp.int64), *consts)
+        ahead_compile = time.perf_counter() - t0
         state = finish_start()
     if resume is not None and guess == "extrapolated":
         history = _guess.GuessHistory.from_meta(resume.meta.get("guess_history"), offset, empty_history)

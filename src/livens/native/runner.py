@@ -111,6 +111,12 @@ class ChunkRunner:
             self.kernels[key] = self._native(args)
         return self.kernels[key]
 
+    def prepare(self, *args) -> None:
+        """Compile the loop for these arguments (or their shapes) without running it: the native
+        kernel, or where XLA runs the loop, XLA's program."""
+        if self.kernel(*args) is None and hasattr(self.xla, "prepare"):
+            self.xla.prepare(*args)
+
     def _cache_size(self) -> int:
         """Compiled variants held (native kernels and XLA executables), like ``jax.jit``'s."""
         return len(self.kernels) + self.xla._cache_size()

@@ -55,7 +55,6 @@ configuration-dependent M through L(q, v).
 """
 from __future__ import annotations
 
-import threading
 import warnings
 from concurrent.futures import Future
 
@@ -63,7 +62,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _banded
+from .. import _banded, _jaxconfig
+from .._tiered import background
 from ..newton import NewtonResult, newton
 from . import register
 from .._cache import CompiledCache
@@ -322,7 +322,7 @@ def _start_program(mech, kind, q0, p0, h, backend: str = "xla"):
                           stacklevel=4)
             program = None
     if program is None:
-        traced = jax.jit(equations).trace(q0, p0, h)
+        traced = _jaxconfig.jit(equations, once=True).trace(q0, p0, h)
         lowered = traced.lower()
         program = (traced.out_info, _background(lowered.compile))
     _START_SOLVERS[key] = program
@@ -330,18 +330,8 @@ def _start_program(mech, kind, q0, p0, h, backend: str = "xla"):
 
 
 def _background(fn) -> Future:
-    """fn() in a daemon thread, as a Future (XLA's compiler releases the GIL while it works, and the
-    native start waits for the C compiler, a process of its own)."""
-    future = Future()
-
-    def work():
-        try:
-            future.set_result(fn())
-        except BaseException as exc:  # noqa: BLE001 - kept on the future, raised where it is awaited
-            future.set_exception(exc)
-
-    threading.Thread(target=work, name="livens-start-compile", daemon=True).start()
-    return future
+    """fn() in a daemon thread, as a Future (:func:`livens._tiered.background`)."""
+    return background(fn, "livens-start-compile")
 
 
 def _make_start(kind):

@@ -1,0 +1,145 @@
+"""A large XLA program compiled twice: quickly first, optimized in the background.
+
+XLA's CPU compiler spends most of its time on LLVM's optimization of the generated code. At XLA's
+lowest backend optimization level (``xla_backend_optimization_level=0``) a large time loop (the
+beams of 004 §4.2, the double four-bar's energy schemes) compiles in about half the time and runs
+about half as fast. :class:`TieredJit` is ``jax.jit`` for such programs: the first call of each
+argument signature compiles the program at level 0 and runs it; a background thread compiles it
+again at XLA's default level, and every call after that compile has ended uses the optimized
+executable. A run's first chunks may therefore run on the quick executable, later ones on the
+optimized one; both compute the same operations, so their results agree to round-off (the
+optimizer may reassociate floating-point arithmetic only where XLA's default allows it, which is
+the same at both levels). A program of fewer than :data:`LARGE` equations compiles fast at the
+default level and is compiled once, at it.
+
+This is the XLA counterpart of the native backend's ``-Og`` / ``-O2`` pair
+(:mod:`livens.native.build`); :func:`wait` waits for the background compiles, as
+:func:`livens.native.wait` does for the C compiler's. A process that ends while one still runs waits
+for it at exit (XLA's compiler cannot be stopped, and the interpreter's shutdown under it would abort
+the process).
+"""
+from __future__ import annotations
+
+import atexit
+import threading
+from concurrent.futures import Future
+
+import jax
+
+from . import _jaxconfig
+from ._jaxprs import size as jaxpr_size
+
+LARGE = 1500
+"""Equations of a program (its sub-programs included) from which :class:`TieredJit` compiles it quickly
+first; below, XLA's default level costs little more than level 0."""
+
+_PENDING: set = set()
+
+
+def _leaf_key(x):
+    if isinstance(x, jax.ShapeDtypeStruct):
+        return tuple(x.shape), str(x.dtype), bool(getattr(x, "weak_type", False))
+    aval = jax.typeof(x) if hasattr(jax, "typeof") else jax.core.get_aval(x)
+    return tuple(aval.shape), str(aval.dtype), bool(getattr(aval, "weak_type", False))
+
+
+def signature(args) -> tuple:
+    """What decides a compiled program: the arguments' tree, shapes, dtypes and weak types."""
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    return tree, tuple(_leaf_key(x) for x in leaves)
+
+
+class _Program:
+    """The executables of one argument signature: the one in use, and the optimized one to come."""
+
+    def __init__(self, lowered, large: bool):
+        self.optimized: Future | None = None
+        if not large:
+            self.executable = lowered.compile(_jaxconfig.compiler_options())
+            self.level = "default"
+            return
+        self.executable = lowered.compile(_jaxconfig.compiler_options(once=True))
+        self.level = "quick"
+        self.optimized = background(lambda: lowered.compile(_jaxconfig.compiler_options()), "livens-xla-optimize")
+
+    def current(self):
+        """The optimized executable once its compile has ended (successfully), else the quick one."""
+        future = self.optimized
+        if future is not None and future.done():
+            self.optimized = None
+            if future.exception() is None:
+                self.executable, self.level = future.result(), "default"
+        return self.executable
+
+
+class TieredJit:
+    """``jax.jit(fn)`` for a large program, compiled quickly first (module docstring); called with
+    the same arguments as ``fn``. ``large``: the number of equations from which it is compiled in
+    two tiers (default :data:`LARGE`)."""
+
+    def __init__(self, fn, large: int | None = None):
+        self.fn = fn
+        self.jitted = _jaxconfig.jit(fn)
+        self.large = LARGE if large is None else large
+        self._programs: dict = {}
+
+    def _program(self, args) -> _Program:
+        key = signature(args)
+        program = self._programs.get(key)
+        if program is None:
+            traced = self.jitted.trace(*args)
+            large = jaxpr_size(traced.jaxpr.jaxpr, at_least=self.large) >= self.large
+            program = self._programs[key] = _Program(traced.lower(), large)
+        return program
+
+    def prepare(self, *args) -> None:
+        """Compile (the quick tier of) the program for these arguments, or their shapes
+        (``jax.ShapeDtypeStruct``), without running it."""
+        self._program(args)
+
+    def level(self, *args) -> str | None:
+        """"quick" or "default": the executable the next call with these arguments runs (None if not compiled)."""
+        program = self._programs.get(signature(args))
+        if program is None:
+            return None
+        program.current()
+        return program.level
+
+    def __call__(self, *args):
+        return self._program(args).current()(*args)
+
+    def _cache_size(self) -> int:
+        """The argument signatures compiled, like ``jax.jit``'s."""
+        return len(self._programs)
+
+
+def background(fn, name: str = "livens-compile") -> Future:
+    """fn() in a daemon thread, as a Future (XLA's compiler releases the GIL while it works; a C
+    compiler runs as a process of its own); :func:`wait` and the process's exit wait for it."""
+    future: Future = Future()
+
+    def work():
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001 - kept on the future, raised where it is awaited
+            future.set_exception(exc)
+        finally:
+            _PENDING.discard(future)
+
+    _PENDING.add(future)
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return future
+
+
+def wait(timeout: float | None = None) -> None:
+    """Wait until the compiles running in the background (:func:`background`) have ended."""
+    for future in list(_PENDING):
+        try:
+            future.result(timeout)
+        except Exception:  # noqa: BLE001 - a failed optimized compile leaves the quick executable in use
+            pass
+
+
+# an XLA compile still running in a daemon thread when the interpreter shuts down aborts the process
+# ("terminate called ... FATAL: exception not rethrown")
+atexit.register(wait)
