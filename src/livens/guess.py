@@ -98,24 +98,36 @@ def predict(history: GuessHistory, x_scheme):
 
 def extrapolated_guess(R, x_scheme, history: GuessHistory):
     """(x0, R(x0), history with the comparison's bookkeeping updated): the predictor where it is
-    trusted or has the smaller residual, else the scheme's advanced guess ``x_scheme``."""
+    trusted or has the smaller residual, else the scheme's advanced guess ``x_scheme``.
+
+    R is evaluated in one place of the program, a loop of one or two passes: at the predictor, and
+    at ``x_scheme`` only where the predictor is not trusted (a residual written twice, as in two
+    branches of a ``cond``, is compiled twice: for the null space method that is a second copy of
+    its closest-point projection)."""
     xe = predict(history, x_scheme)
-    re = R(xe)
-    ne = _norm_inf(re)
-    trusted = ((history.k >= 2) & (history.since < CHECK_EVERY - 1) & jnp.isfinite(history.advanced)
-               & (ne < TRUST * history.advanced))
+    r_shape = jax.eval_shape(R, xe)
+    zero = jnp.zeros(r_shape.shape, r_shape.dtype)
 
-    def take_prediction():
-        return xe, re, history._replace(since=history.since + 1)
+    def trusted(re):
+        return ((history.k >= 2) & (history.since < CHECK_EVERY - 1) & jnp.isfinite(history.advanced)
+                & (_norm_inf(re) < TRUST * history.advanced))
 
-    def compare():
-        rs = R(x_scheme)
-        ns = _norm_inf(rs)
-        use = (history.k >= 2) & (ne < ns)
-        return (jnp.where(use, xe, x_scheme), jnp.where(use, re, rs),
-                history._replace(advanced=ns.astype(history.advanced.dtype), since=jnp.zeros_like(history.since)))
+    def more(c):
+        i, re, _ = c
+        return (i == 0) | ((i == 1) & ~trusted(re))
 
-    return jax.lax.cond(trusted, take_prediction, compare)
+    def evaluate(c):
+        i, re, rs = c
+        r = R(jnp.where(i == 0, xe, x_scheme))
+        return i + 1, jnp.where(i == 0, r, re), jnp.where(i == 1, r, rs)
+
+    passes, re, rs = jax.lax.while_loop(more, evaluate, (jnp.int32(0), zero, zero))
+    ne, ns = _norm_inf(re), _norm_inf(rs)
+    use = (passes == 1) | ((history.k >= 2) & (ne < ns))  # one pass: the predictor was trusted
+    compared = history._replace(advanced=ns.astype(history.advanced.dtype), since=jnp.zeros_like(history.since))
+    kept = history._replace(since=history.since + 1)
+    new = jax.tree_util.tree_map(lambda a, b: jnp.where(passes == 1, a, b), kept, compared)
+    return jnp.where(use, xe, x_scheme), jnp.where(use, re, rs), new
 
 
 def push(history: GuessHistory, x, ok) -> GuessHistory:
