@@ -157,3 +157,33 @@ def test_the_default_guess_is_the_schemes_preferred_one():
     e = lv.simulate(top, "VI-A", t_end=40 * top.h, guess="extrapolated")
     assert e.newton_iterations[10:].mean() > a.newton_iterations[10:].mean()
     assert lv.simulate(top, "VI-S", t_end=5 * top.h).meta["guess"] == "extrapolated"
+
+
+def test_the_residual_written_once_gives_the_same_guess_as_the_two_branches():
+    """The loop form (``written_once``, for the large systems XLA compiles) evaluates R in one place of
+    the program and returns what the ``cond`` form returns, bit for bit, in each case: too few
+    solutions, a trusted prediction, a prediction compared and kept, one compared and dropped."""
+    import jax
+
+    from livens._jaxprs import equations
+
+    target = jnp.array([0.3, -1.2, 2.0])
+
+    def R(x):
+        return jnp.sin(x) - jnp.sin(target) + 0.1 * (x - target) ** 3
+
+    x_scheme = jnp.array([0.2, -1.0, 1.7])
+    near = np.stack([target + 1e-3 * j for j in range(gs.HISTORY)])  # a good prediction
+    far = np.stack([target + 3.0 * (-1) ** j for j in range(gs.HISTORY)])  # a bad one
+    cases = [_history(near, 1), _history(near, 5, advanced=1.0, since=2),  # too few; trusted
+             _history(near, 5), _history(far, 5, advanced=1e-9)]  # compared and kept; compared, dropped
+    for history in cases:
+        two = jax.jit(lambda h: gs.extrapolated_guess(R, x_scheme, h))(history)
+        once = jax.jit(lambda h: gs.extrapolated_guess(R, x_scheme, h, written_once=True))(history)
+        for a, b in zip(jax.tree_util.tree_leaves(two), jax.tree_util.tree_leaves(once)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    used = {False: 0, True: 0}
+    for once in used:
+        jaxpr = jax.make_jaxpr(lambda h: gs.extrapolated_guess(R, x_scheme, h, written_once=once))(cases[0])
+        used[once] = sum(e.primitive.name == "sin" for e in equations(jaxpr.jaxpr)) // 2  # two per R
+    assert used == {False: 2, True: 1}

@@ -76,7 +76,11 @@ def step(mech, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, par
     fR = f(R)
     r0 = None
     if mode == "extrapolated" and not robust:
-        x0, r0, history = _guess.extrapolated_guess(fR, x0, history)
+        from .native.runner import MAX_UNKNOWNS, system_size
+
+        # a system XLA compiles (over the native backend's size): the residual written once
+        once = system_size(scheme, mech)[0] > MAX_UNKNOWNS
+        x0, r0, history = _guess.extrapolated_guess(fR, x0, history, written_once=once)
 
     def tangent(x):
         if scheme.tangent is not None:

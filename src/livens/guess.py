@@ -96,21 +96,34 @@ def predict(history: GuessHistory, x_scheme):
     return jnp.where(k >= 2, jnp.asarray(_WEIGHTS[:, : X.shape[0]])[k] @ X, x_scheme)
 
 
-def extrapolated_guess(R, x_scheme, history: GuessHistory):
+def extrapolated_guess(R, x_scheme, history: GuessHistory, written_once: bool = False):
     """(x0, R(x0), history with the comparison's bookkeeping updated): the predictor where it is
     trusted or has the smaller residual, else the scheme's advanced guess ``x_scheme``.
 
-    R is evaluated in one place of the program, a loop of one or two passes: at the predictor, and
-    at ``x_scheme`` only where the predictor is not trusted (a residual written twice, as in two
-    branches of a ``cond``, is compiled twice: for the null space method that is a second copy of
-    its closest-point projection)."""
+    R is evaluated at the predictor, and at ``x_scheme`` only where the predictor is not trusted: in
+    the branch of a ``cond``, or with ``written_once`` in a loop of one or two passes, so that R is in
+    the program once. A residual written twice is compiled twice (for the null space method, a
+    second copy of its closest-point projection), which matters for the large systems that XLA
+    compiles; the ``cond`` runs faster on the small ones (the same results either way)."""
     xe = predict(history, x_scheme)
-    r_shape = jax.eval_shape(R, xe)
-    zero = jnp.zeros(r_shape.shape, r_shape.dtype)
 
     def trusted(re):
         return ((history.k >= 2) & (history.since < CHECK_EVERY - 1) & jnp.isfinite(history.advanced)
                 & (_norm_inf(re) < TRUST * history.advanced))
+
+    def chosen(re, rs):
+        ne, ns = _norm_inf(re), _norm_inf(rs)
+        use = (history.k >= 2) & (ne < ns)
+        return (jnp.where(use, xe, x_scheme), jnp.where(use, re, rs),
+                history._replace(advanced=ns.astype(history.advanced.dtype), since=jnp.zeros_like(history.since)))
+
+    if not written_once:
+        re = R(xe)
+        return jax.lax.cond(trusted(re), lambda: (xe, re, history._replace(since=history.since + 1)),
+                            lambda: chosen(re, R(x_scheme)))
+
+    r_shape = jax.eval_shape(R, xe)
+    zero = jnp.zeros(r_shape.shape, r_shape.dtype)
 
     def more(c):
         i, re, _ = c
@@ -122,12 +135,8 @@ def extrapolated_guess(R, x_scheme, history: GuessHistory):
         return i + 1, jnp.where(i == 0, r, re), jnp.where(i == 1, r, rs)
 
     passes, re, rs = jax.lax.while_loop(more, evaluate, (jnp.int32(0), zero, zero))
-    ne, ns = _norm_inf(re), _norm_inf(rs)
-    use = (passes == 1) | ((history.k >= 2) & (ne < ns))  # one pass: the predictor was trusted
-    compared = history._replace(advanced=ns.astype(history.advanced.dtype), since=jnp.zeros_like(history.since))
-    kept = history._replace(since=history.since + 1)
-    new = jax.tree_util.tree_map(lambda a, b: jnp.where(passes == 1, a, b), kept, compared)
-    return jnp.where(use, xe, x_scheme), jnp.where(use, re, rs), new
+    kept = (xe, re, history._replace(since=history.since + 1))  # one pass: the predictor was trusted
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(passes == 1, a, b), kept, chosen(re, rs))
 
 
 def push(history: GuessHistory, x, ok) -> GuessHistory:
