@@ -74,3 +74,29 @@ def test_a_nan_residual_stops_unconverged():
 
     res = jax.jit(lambda x: newton_linearized(linearized_increment(bad), x, 1e-12, 30))(jnp.array([1.2, 1.7, 0.3]))
     assert not bool(res.converged) and int(res.iterations) == 0
+
+
+def test_the_floor_rule_and_a_given_tangent_as_plain_newton():
+    """With ``floor`` (the start of 004 eq 15 / 17 uses it: stop, converged, once the residual is below
+    the floor and stopped halving), and with the tangent assembled from the linearization by the
+    caller (the band of vi-lagrange's start), the iterates, count and verdict of plain Newton. The
+    tangent here is 0.6 times the Jacobian, so that the residual shrinks by about 2/3 per iteration
+    and never halves."""
+    def scaled(x, lin):  # the caller's matrix from the linearization
+        return 0.6 * jnp.stack([lin(e) for e in jnp.eye(x.shape[0], dtype=x.dtype)], axis=1)
+
+    x0 = jnp.array([1.2, 1.7, 0.3])
+    verdicts = {}
+    for floor in (1e-6, 1e-9):
+        plain = jax.jit(lambda x: newton(_residual, x, 1e-14, 40, tangent=lambda z: 0.6 * jax.jacfwd(_residual)(z),
+                                         floor=floor))(x0)
+        joint = jax.jit(lambda x: newton_linearized(linearized_increment(_residual, scaled), x, 1e-14, 40,
+                                                    floor=floor))(x0)
+        assert int(joint.iterations) == int(plain.iterations) > 0
+        assert bool(joint.converged) == bool(plain.converged)
+        np.testing.assert_allclose(np.asarray(joint.x), np.asarray(plain.x), rtol=0, atol=1e-15)
+        np.testing.assert_allclose(float(joint.residual), float(plain.residual), rtol=0, atol=1e-15)
+        verdicts[floor] = (bool(joint.converged), int(joint.iterations), float(joint.residual))
+    # a floor that the 40 iterations reach stops there, converged; one they do not reach: not converged
+    assert verdicts[1e-6][0] and verdicts[1e-6][2] <= 1e-6 and verdicts[1e-6][1] < 40
+    assert not verdicts[1e-9][0] and verdicts[1e-9][1] == 40

@@ -203,7 +203,7 @@ def _random_like(template, rng):
     return jax.tree_util.tree_map(draw, template)
 
 
-def residual_tangent(key, residual, x, args, mech, min_n: int = 0):
+def residual_tangent(key, residual, x, args, mech, min_n: int = 0, jvp=None):
     """dR/dx at x of R(x) = ``residual(x, args, mech)`` as a :class:`BandedTangent` (its solve is
     the band LU), or None where x has fewer than ``min_n`` entries or no narrow band was found.
 
@@ -211,7 +211,8 @@ def residual_tangent(key, residual, x, args, mech, min_n: int = 0):
     shaped as the given ones (:func:`_random_like`: the state, h, t, ...) and random System
     parameters (:func:`random_parameters`), found once per (``key``, system, shapes) by
     :func:`find_structure`. ``key`` names the residual: one key, one residual function.
-    The tangent is assembled from one Jacobian-vector product of ``residual`` per colour."""
+    The tangent is assembled from one Jacobian-vector product of ``residual`` per colour: ``jvp(v)``
+    where the caller has the linearization at x, else ``jax.jvp``."""
     n = int(x.shape[0])
     if n < min_n:
         return None
@@ -234,7 +235,9 @@ def residual_tangent(key, residual, x, args, mech, min_n: int = 0):
         structure = find_structure(full_key, n, lambda point, E: columns(*point, jnp.asarray(E)), random_point)
     if structure is None:
         return None
-    return BandedTangent(structure, lambda v: jax.jvp(lambda z: residual(z, args, mech), (x,), (v,))[1])
+    if jvp is None:
+        jvp = lambda v: jax.jvp(lambda z: residual(z, args, mech), (x,), (v,))[1]  # noqa: E731
+    return BandedTangent(structure, jvp)
 
 
 def _color_columns(A_csc, A_csr, order) -> np.ndarray:

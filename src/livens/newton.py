@@ -119,16 +119,18 @@ def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = Non
     return NewtonResult(x, it, n, converged)
 
 
-def newton_linearized(increment: Callable, x0, tol, max_iter, r0=None) -> NewtonResult:
+def newton_linearized(increment: Callable, x0, tol, max_iter, r0=None, floor=None) -> NewtonResult:
     """Newton's method that takes the residual and the increment at each iterate from one
-    linearization: ``increment(x, it, tol, max_iter) -> (x_next, R(x), it_next, stop)`` (see
+    linearization: ``increment(x, it, tol, max_iter[, stalled]) -> (x_next, R(x), it_next, stop)`` (see
     :func:`linearized_increment`). The papers' stopping rule (||R||_inf <= tol, at most
     ``max_iter`` updates) and the same iterates as :func:`newton`; ``r0``: R(x0) where the caller
-    has it (a first guess that already satisfies the tolerance then costs nothing more).
+    has it (a first guess that already satisfies the tolerance then costs nothing more); ``floor``:
+    as for :func:`newton`, also stop, converged, once ||R||_inf <= floor did not halve.
 
     For residuals whose derivative repeats work of the residual itself (an inner Newton solve, as
     the projection of the null space method, whose implicit derivative needs its solution), where
     :func:`newton` evaluates the residual at x_{k+1} and then linearizes it there again."""
+    inf = jnp.asarray(jnp.inf, x0.dtype)
     if r0 is None:
         r0, stop0 = jnp.zeros_like(x0), jnp.bool_(False)
     else:
@@ -136,30 +138,39 @@ def newton_linearized(increment: Callable, x0, tol, max_iter, r0=None) -> Newton
         stop0 = (max_iter <= 0) | (n0 <= tol) | ~jnp.isfinite(n0)
 
     def body(c):
-        x, _, it, _ = c
-        return increment(x, it, tol, max_iter)
+        x, r, it, _, last = c
+        if floor is None:
+            x_next, r, it_next, stop = increment(x, it, tol, max_iter)
+        else:  # the floor's rule (as _newton_floor's)
+            x_next, r, it_next, stop = increment(x, it, tol, max_iter,
+                                                 lambda n: (n <= floor) & ~(n < 0.5 * last))
+        return x_next, r, it_next, stop, _norm_inf(r)
 
-    x, r, it, _ = lax.while_loop(lambda c: ~c[3], body, (x0, r0, jnp.int32(0), stop0))
+    x, r, it, _, _ = lax.while_loop(lambda c: ~c[3], body, (x0, r0, jnp.int32(0), stop0, inf))
     n = _norm_inf(r)
-    converged = (n <= tol) & jnp.all(jnp.isfinite(x))
+    converged = ((n <= tol) | (jnp.bool_(False) if floor is None else n <= floor)) & jnp.all(jnp.isfinite(x))
     return NewtonResult(x, it, n, converged)
 
 
-def linearized_increment(residual: Callable) -> Callable:
-    """The iteration of :func:`newton_linearized` for ``residual``: R(x) and its linearization from
-    one ``jax.linearize``; the tangent dR/dx (the linearization applied to the unit vectors) and its
-    solve only where the iteration goes on."""
+def linearized_jacobian(x, lin):
+    """The dense dR/dx at x from the linearization ``lin`` of R there (``lin`` applied to the unit vectors)."""
+    return jax.vmap(lin, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
 
-    def increment(x, it, tol, max_iter):
+
+def linearized_increment(residual: Callable, tangent: Callable | None = None) -> Callable:
+    """The iteration of :func:`newton_linearized` for ``residual``: R(x) and its linearization from
+    one ``jax.linearize``; the tangent dR/dx and its solve only where the iteration goes on.
+    ``tangent(x, lin)``: dR/dx at x from the linearization ``lin`` (a matrix or an object with
+    ``solve``, as a band assembled from a few products); by default ``lin`` applied to the unit
+    vectors."""
+
+    tangent = linearized_jacobian if tangent is None else tangent
+
+    def increment(x, it, tol, max_iter, stalled=lambda n: jnp.bool_(False)):
         r, lin = jax.linearize(residual, x)
         n = _norm_inf(r)
-        stop = (it >= max_iter) | (n <= tol) | ~jnp.isfinite(n)
-
-        def update():
-            J = jax.vmap(lin, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
-            return x + apply_inverse(J, -r)
-
-        x_next = lax.cond(stop, lambda: x, update)
+        stop = (it >= max_iter) | (n <= tol) | ~jnp.isfinite(n) | stalled(n)
+        x_next = lax.cond(stop, lambda: x, lambda: x + apply_inverse(tangent(x, lin), -r))
         return x_next, r, it + (~stop).astype(it.dtype), stop
 
     return increment

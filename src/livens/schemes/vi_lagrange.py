@@ -64,7 +64,7 @@ import numpy as np
 
 from .. import _banded, _jaxconfig
 from .._tiered import background
-from ..newton import NewtonResult, newton
+from ..newton import NewtonResult, linearized_increment, linearized_jacobian, newton, newton_linearized
 from . import register
 from .._cache import CompiledCache
 from .base import Scheme, State, compensated_add
@@ -225,7 +225,7 @@ against dense, on the pendulum chain (even at 64 unknowns, faster banded from 96
 three-bar swing (faster banded from 4 elements, 142 unknowns, on)."""
 
 
-def _band_tangent(x, args, mech):
+def _band_tangent(x, args, mech, jvp=None):
     """The Newton matrix of :func:`_lagrange_system` at x as a :class:`livens._banded.BandedTangent`
     (its pattern found once per system at random points, reverse Cuthill-McKee order, one
     Jacobian-vector product per colour, LU with partial pivoting over the band, which pivots
@@ -233,7 +233,7 @@ def _band_tangent(x, args, mech):
     x is short or the matrix is no narrow band; then the dense AD matrix is used."""
     if mech.m == 0:
         return None
-    return _banded.residual_tangent("vi-lagrange eq 14", _lagrange_system, x, args, mech, BANDED_MIN_UNKNOWNS)
+    return _banded.residual_tangent("vi-lagrange eq 14", _lagrange_system, x, args, mech, BANDED_MIN_UNKNOWNS, jvp)
 
 
 # ------------------------------------------------------------------ start (004 eq 15, 17)
@@ -250,8 +250,8 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
     accept = _START_ACCEPT * (1.0 + jnp.max(jnp.abs(p0)))
 
     def solve(R, x0, tangent=None):
-        if not differentiable:
-            return newton(R, x0, _START_TOL, _START_MAX_ITER, tangent=tangent, floor=accept)
+        if not differentiable:  # R and its tangent from one linearization per iterate (R written once)
+            return newton_linearized(linearized_increment(R, tangent), x0, _START_TOL, _START_MAX_ITER, floor=accept)
         from ..core import _dense_tangent_solve
 
         def root_solve(f, x_start):
@@ -267,9 +267,9 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
         def R(x):  # 004 eq 15, in the increment dq = q_1 - q_0
             return _lagrange_system(x, args, mech)
 
-        def tangent(x):
-            band = _band_tangent(x, args, mech)
-            return jax.jacfwd(R)(x) if band is None else band
+        def tangent(x, lin):
+            band = _band_tangent(x, args, mech, lin)
+            return linearized_jacobian(x, lin) if band is None else band
 
         res = solve(R, jnp.zeros((d + m,), q0.dtype), tangent)
         dq, lam = res.x[:d], res.x[d:]
