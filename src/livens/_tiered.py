@@ -7,13 +7,15 @@ about half as fast. :class:`TieredJit` is ``jax.jit`` for such programs: the fir
 argument signature compiles the program at level 0 and runs it; a background thread compiles it
 again at XLA's default level, and every call after that compile has ended uses the optimized
 executable. A run's first chunks may therefore run on the quick executable, later ones on the
-optimized one; both compute the same operations, so their results agree to round-off (the
-optimizer may reassociate floating-point arithmetic only where XLA's default allows it, which is
-the same at both levels). A program of fewer than :data:`LARGE` equations compiles fast at the
-default level and is compiled once, at it.
+optimized one. They do not agree to the bit: at its default level XLA contracts a product and a sum
+into a fused multiply-add, at level 0 it does not (then each operation is the IEEE one, as in
+NumPy), so the two differ by round-off, and a Newton iteration that stops near its tolerance may
+take one iteration more or fewer: the results agree to round-off and the Newton tolerance, and
+which chunks ran on which executable depends on when the background compile ended. A program of
+fewer than :data:`LARGE` equations compiles fast at the default level and is compiled once, at it.
 
 This is the XLA counterpart of the native backend's ``-Og`` / ``-O2`` pair
-(:mod:`livens.native.build`); :func:`wait` waits for the background compiles, as
+(:mod:`livens.native.build`, whose two levels give the same bits); :func:`wait` waits for the background compiles, as
 :func:`livens.native.wait` does for the C compiler's. A process that ends while one still runs waits
 for it at exit (XLA's compiler cannot be stopped, and the interpreter's shutdown under it would abort
 the process).
