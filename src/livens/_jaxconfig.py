@@ -13,8 +13,9 @@ switches it off; a cache directory already given to JAX (``JAX_COMPILATION_CACHE
 
 And the options XLA compiles livens' programs with (:func:`jit`): on the CPU, XLA's newer MLIR
 fusion emitters are switched off (``xla_cpu_use_fusion_emitters``); the classic emitters compile
-the large time loops of the beams and the double four-bar in about two thirds of the time, and their
-loops run as fast (``python -m benchmarks``). Where the installed jaxlib does not know the option,
+the large time loops of the beams and the double four-bar in about two thirds of the time, and the
+benchmark's loops run as fast with them but one (livens-midpoint on the 40-element swing runs slower;
+``python -m benchmarks``, README "XLA's compilation"). Where the installed jaxlib does not know the option,
 or ``XLA_FLAGS`` names it, livens' programs compile with XLA's defaults.
 """
 import functools
