@@ -141,9 +141,8 @@ def newton_linearized(increment: Callable, x0, tol, max_iter, r0=None, floor=Non
         x, r, it, _, last = c
         if floor is None:
             x_next, r, it_next, stop = increment(x, it, tol, max_iter)
-        else:  # the floor's rule (as _newton_floor's)
-            x_next, r, it_next, stop = increment(x, it, tol, max_iter,
-                                                 lambda n: (n <= floor) & ~(n < 0.5 * last))
+        else:
+            x_next, r, it_next, stop = increment(x, it, tol, max_iter, lambda n: _stalled(n, last, floor))
         return x_next, r, it_next, stop, _norm_inf(r)
 
     x, r, it, _, _ = lax.while_loop(lambda c: ~c[3], body, (x0, r0, jnp.int32(0), stop0, inf))
@@ -176,17 +175,20 @@ def linearized_increment(residual: Callable, tangent: Callable | None = None) ->
     return increment
 
 
+def _stalled(n, last, floor):
+    """The floor's rule (:func:`newton`'s ``floor``): ||R||_inf = n is below the floor and did not
+    halve from ``last``, the norm before the latest iteration."""
+    return (n <= floor) & ~(n < 0.5 * last)
+
+
 def _newton_floor(residual, step, x0, r0, tol, max_iter, floor) -> NewtonResult:
     """Newton to ||R||_inf <= tol, or to a residual below ``floor`` that stopped halving
     (:func:`newton` with ``floor``)."""
 
-    def stalled(n, last):
-        return (n <= floor) & ~(n < 0.5 * last)
-
     def cond(c):
         _, r, it, last = c
         n = _norm_inf(r)
-        return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n) & ~stalled(n, last)
+        return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n) & ~_stalled(n, last, floor)
 
     def body(c):
         x, r, it, _ = c
