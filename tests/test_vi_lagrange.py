@@ -121,8 +121,10 @@ def test_second_order_convergence(pendulum, scheme):
 
 @pytest.mark.parametrize("example", ["double-spherical-pendulum", "double-four-bar"])
 def test_nullspace_pieces_against_ad(example):
-    """The assembled Jacobian of the projection system (Hessian of mu.g) equals the AD Jacobian,
-    and the QR null-space basis is orthonormal with G P = 0, at a state off the initial one."""
+    """The bases are orthonormal complements (G P = 0, P^T N = 0); the chart F(w, q) lies on g = 0,
+    its tangent component is w and its normal correction lies in range N; the chart's implicit
+    derivative (in y and in N) equals forward AD through its Newton iteration, at a state off the
+    initial one."""
     import jax
     import jax.numpy as jnp
 
@@ -133,15 +135,28 @@ def test_nullspace_pieces_against_ad(example):
     mech = mechanics(problem.system, problem.q0)
     d, m = mech.d, mech.m
     rng = np.random.default_rng(3)
-    u = jnp.asarray(problem.q0) + 0.05 * rng.standard_normal(d)
-    mu = jnp.asarray(rng.standard_normal(m))
-    y = u + 0.01 * rng.standard_normal(d)
-    ad = jax.jacfwd(lambda x: V._projection_system(mech, x[:d], x[d:], y))(jnp.concatenate([u, mu]))
-    np.testing.assert_allclose(V._projection_jacobian(mech, u, mu), ad, rtol=0, atol=1e-12 * (1 + np.abs(ad).max()))
-    P = np.asarray(V.null_space_basis(mech, u))
-    assert P.shape == (d, d - m)
-    np.testing.assert_allclose(P.T @ P, np.eye(d - m), rtol=0, atol=1e-13)
-    np.testing.assert_allclose(np.asarray(mech.G(u)) @ P, 0.0, rtol=0, atol=1e-12 * (1 + np.abs(mech.G(u)).max()))
+    q = V.reparametrization(mech)(0.05 * rng.standard_normal(d - m), jnp.asarray(problem.q0),
+                                  V.tangent_and_normal_bases(mech, jnp.asarray(problem.q0)))
+    P, N = (np.asarray(B) for B in V.tangent_and_normal_bases(mech, q))
+    assert P.shape == (d, d - m) and N.shape == (d, m)
+    Q = np.concatenate([P, N], axis=1)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(d), rtol=0, atol=1e-13)
+    G = np.asarray(mech.G(q))
+    np.testing.assert_allclose(G @ P, 0.0, rtol=0, atol=1e-12 * (1 + np.abs(G).max()))
+    w = 0.02 * rng.standard_normal(d - m)
+    u = np.asarray(V.reparametrization(mech)(jnp.asarray(w), q, (jnp.asarray(P), jnp.asarray(N))))
+    assert np.max(np.abs(np.asarray(mech.g(u)))) <= 1e-13
+    np.testing.assert_allclose(P.T @ (u - np.asarray(q)), w, rtol=0, atol=1e-14)
+    y = np.asarray(q) + P @ w
+    np.testing.assert_allclose(u - y, N @ (N.T @ (u - y)), rtol=0, atol=1e-14)
+
+    chart = V.make_chart(mech)
+    dy, dN = rng.standard_normal(d), 0.1 * rng.standard_normal((d, m))
+    primals = (jnp.asarray(y), jnp.asarray(N))
+    _, implicit = jax.jvp(chart, primals, (jnp.asarray(dy), jnp.asarray(dN)))
+    _, iterated = jax.jvp(lambda y, N: V._normal_correction(mech, y, N)[0], primals, (jnp.asarray(dy), jnp.asarray(dN)))
+    np.testing.assert_allclose(implicit, iterated, rtol=0, atol=1e-12 * (1 + np.abs(iterated).max()))
+    assert np.max(np.abs(np.asarray(mech.G(jnp.asarray(u))) @ np.asarray(implicit))) <= 1e-12 * (1 + np.abs(dy).max())
 
 
 def test_singular_and_configuration_dependent_mass_matrices_run():

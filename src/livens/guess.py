@@ -103,7 +103,7 @@ def extrapolated_guess(R, x_scheme, history: GuessHistory, written_once: bool = 
     R is evaluated at the predictor, and at ``x_scheme`` only where the predictor is not trusted: in
     the branch of a ``cond``, or with ``written_once`` in a loop of one or two passes, so that R is in
     the program once. A residual written twice is compiled twice (for the null space method, a
-    second copy of its closest-point projection), which matters for the large systems that XLA
+    second copy of the inner solve of its reparametrization), which matters for the large systems that XLA
     compiles; the ``cond`` runs faster on the small ones (the same results either way)."""
     xe = predict(history, x_scheme)
 

@@ -22,12 +22,16 @@ so that only k = d - m unknowns w_{i+1} are solved for:
     P(q_0)^T [p_0 + D_1 L_d(q_0, F(w_1, q_0))] = 0                                (17)
 
 004 does not spell out F for its examples (it refers to Leyendecker et al. 2008b, where F comes
-from the geometry of the system). For a generic system F is taken here as the closest-point projection onto g = 0 of the
-tangent step, F(w, q_i) = Proj(q_i + P(q_i) w): Proj(y) = u with u = y + G(u)^T mu, g(u) = 0, found
-by an inner Newton iteration and differentiated implicitly. Any such local chart of the constraint
-manifold gives the same q_{i+1}: (16) is (14) with the multiplier term removed by P^T (004: "(16) and
-(14) are equivalent"), so ``vi-nullspace`` reproduces the ``vi-lagrange`` trajectory to the Newton
-tolerance; lambda_i is recovered afterwards by least squares from (14).
+from the geometry of the system). For a generic system F is taken here as the tangent step
+corrected along the normal space at q_i: F(w, q_i) = q_i + P(q_i) w + N(q_i) z with g(F) = 0, N(q)
+an orthonormal basis of range G(q)^T (the complement of P in the same QR factor), z found by an inner
+Newton iteration in its m unknowns (matrix G(u) N(q_i), first derivatives of g only) and
+differentiated implicitly (:func:`make_chart`). Since P^T N = 0, w = P^T (F(w, q_i) - q_i). Any local
+chart of the constraint manifold gives the same q_{i+1}: (16) is (14) with the multiplier term
+removed by P^T (004: "(16) and (14) are equivalent"), so ``vi-nullspace`` reproduces the
+``vi-lagrange`` trajectory to the Newton tolerance; lambda_i is recovered afterwards by least
+squares from (14). (An earlier form, the closest-point projection u = y + G(u)^T mu, needed the
+Hessian of mu.g in its inner Newton matrix, of size d + m.)
 
 Position-momentum form. Both schemes report the nodal momenta of the constrained discrete Legendre
 transform, p_i = D_2 L_d(q_{i-1}, q_i) + h/2 G(q_i)^T lambda_i = -D_1 L_d(q_i, q_{i+1}) - h/2 G(q_i)^T
@@ -110,12 +114,17 @@ def _next(q1, dq2, c1):
     return compensated_add(q1, c1, dq2)
 
 
-def null_space_basis(mech, q):
-    """Orthonormal P(q) with range P = null G(q), shape (d, k) (004 §4): the last k columns of the
-    complete QR factor of G(q)^T (G of full rank m). Any orthonormal basis gives the same q_{i+1};
-    QR costs less than the SVD."""
+def tangent_and_normal_bases(mech, q):
+    """(P, N): orthonormal bases of null G(q) (d x k, 004 §4) and of its complement range G(q)^T
+    (d x m), the last k and the first m columns of the complete QR factor of G(q)^T (G of full
+    rank m). Any orthonormal basis P gives the same q_{i+1}; QR costs less than the SVD."""
     Q, _ = jnp.linalg.qr(mech.G(q).T, mode="complete")
-    return Q[:, mech.m:]
+    return Q[:, mech.m:], Q[:, :mech.m]
+
+
+def null_space_basis(mech, q):
+    """Orthonormal P(q) with range P = null G(q), shape (d, k) (004 §4)."""
+    return tangent_and_normal_bases(mech, q)[0]
 
 
 def _multiplier(mech, q, r, h):
@@ -125,78 +134,82 @@ def _multiplier(mech, q, r, h):
 
 
 # ------------------------------------------------------------------ nodal reparametrization F(w, q)
-def _projection_system(mech, u, mu, y):
-    return jnp.concatenate([u - y - mech.GT_mul(u, mu), mech.g(u)])
+CHART_MAX_ITER = 50
+"""Newton iterations of the normal correction z (:func:`_normal_correction`)."""
 
 
-def _projection_jacobian(mech, u, mu):
-    """d(_projection_system)/d(u, mu) = [I - sum_k mu_k D^2 g_k(u), -G(u)^T; G(u), 0], assembled from
-    the Hessian of mu.g (forward over reverse AD), which costs much less than AD through G(u)^T mu."""
-    G = mech.G(u)
-    H = jax.hessian(lambda x: mu @ mech.g(x))(u)
-    top = jnp.concatenate([jnp.eye(mech.d, dtype=u.dtype) - H, -G.T], axis=1)
-    bottom = jnp.concatenate([G, jnp.zeros((mech.m, mech.m), u.dtype)], axis=1)
-    return jnp.concatenate([top, bottom], axis=0)
+def _normal_correction(mech, y, N):
+    """(u, z): the point u = y + N z on g(u) = 0, z found by Newton's method from z = 0 with the
+    m x m matrix G(u) N (m products of g's linearization at u: no second derivatives of g), to a
+    correction below 1e-15 (1 + |y|). A correction still above 1e-8 (1 + |y|) after
+    :data:`CHART_MAX_ITER` iterations (no point of the normal space near y on the manifold) gives
+    NaN, so that the step that asked for it fails instead of leaving g(q) = 0."""
+    scale = 1.0 + jnp.max(jnp.abs(y))
 
-
-def _project(mech, y):
-    """Closest point u on g(u) = 0 to y: u = y + G(u)^T mu, g(u) = 0 (Newton from (y, 0))."""
-    d, m = mech.d, mech.m
-
-    def Phi(x):
-        return _projection_system(mech, x[:d], x[d:], y)
+    def normal_matrix(u):
+        r, lin = jax.linearize(mech.g, u)
+        return r, jax.vmap(lin, in_axes=1, out_axes=1)(N)
 
     def cond(c):
-        x, dx_norm, it = c
-        scale = 1.0 + jnp.max(jnp.abs(x[:d]))
-        return (it < 50) & (dx_norm > 1e-15 * scale) & jnp.isfinite(dx_norm)  # dx_norm starts at 1
+        _, dz_norm, it = c
+        return (it < CHART_MAX_ITER) & (dz_norm > 1e-15 * scale) & jnp.isfinite(dz_norm)  # dz_norm starts at 1
 
     def body(c):
-        x, _, it = c
-        dx = -jnp.linalg.solve(_projection_jacobian(mech, x[:d], x[d:]), Phi(x))
-        return x + dx, jnp.max(jnp.abs(dx)), it + 1
+        z, _, it = c
+        r, J = normal_matrix(y + N @ z)
+        dz = -jnp.linalg.solve(J, r)
+        return z + dz, jnp.max(jnp.abs(dz)), it + 1
 
-    x0 = jnp.concatenate([y, jnp.zeros((m,), y.dtype)])
-    x, _, _ = jax.lax.while_loop(cond, body, (x0, jnp.asarray(1.0, y.dtype), jnp.int32(0)))
-    return x[:d], x[d:]
+    z0 = jnp.zeros((N.shape[1],), y.dtype)
+    z, dz_norm, _ = jax.lax.while_loop(cond, body, (z0, jnp.asarray(1.0, y.dtype), jnp.int32(0)))
+    u = y + N @ z
+    return jnp.where(dz_norm <= 1e-8 * scale, u, jnp.nan), z
 
 
-def make_projection(mech):
-    """Proj(y) with its implicit derivative: [I - sum mu_k D^2 g_k, -G^T; G, 0] [du; dmu] = [dy; 0].
+def make_chart(mech):
+    """The point u = y + N z on g = 0 (:func:`_normal_correction`) as a function of (y, N), with its
+    implicit derivative: G(u) du = 0 with du = t + N dz, t = dy + dN z, so that
+    du = t - N (G(u) N)^-1 G(u) t (one m x m solve).
 
-    The closest-point Newton loop is one ``jit`` function, called by the projection and by its
-    derivative: a step calls it at several places (first guess, Newton, update), which the native
-    backend then writes as one C function (:mod:`livens.native.codegen`)."""
-    d = mech.d
-    closest_point = jax.jit(lambda y: _project(mech, y))
+    The Newton loop is one ``jit`` function, called by the chart and by its derivative: a step
+    calls it at several places (first guess, Newton, update), which the native backend then writes
+    as one C function (:mod:`livens.native.codegen`). Without constraints (m = 0) u = y."""
+    if mech.m == 0:
+        return lambda y, N: y
+    correction = jax.jit(lambda y, N: _normal_correction(mech, y, N))
 
     @jax.custom_jvp
-    def proj(y):
-        return closest_point(y)[0]
+    def chart(y, N):
+        return correction(y, N)[0]
 
-    @proj.defjvp
-    def proj_jvp(primals, tangents):
-        (y,), (dy,) = primals, tangents
-        u, mu = closest_point(y)
-        A = _projection_jacobian(mech, u, mu)
-        rhs = jnp.concatenate([dy, jnp.zeros_like(mu)])
-        return u, jnp.linalg.solve(A, rhs)[:d]
+    @chart.defjvp
+    def chart_jvp(primals, tangents):
+        (y, N), (dy, dN) = primals, tangents
+        u, z = correction(y, N)
+        t = dy + dN @ z
+        _, lin = jax.linearize(mech.g, u)
+        J = jax.vmap(lin, in_axes=1, out_axes=1)(N)
+        return u, t - N @ jnp.linalg.solve(J, lin(t))
 
-    return proj
+    return chart
 
 
-_PROJ = CompiledCache(16)
+_CHARTS = CompiledCache(16)
 
 
 def reparametrization(mech):
-    """F(w, q) = Proj(q + P(q) w), the nodal reparametrization of the discrete null space method."""
-    proj = _PROJ.get(mech)
-    if proj is None:
-        proj = make_projection(mech)
-        _PROJ[mech] = proj
+    """F(w, q) = q + P(q) w + N(q) z with g(F) = 0, the nodal reparametrization of the discrete
+    null space method: the tangent step P w corrected along the normal space range G(q)^T. Called
+    as F(w, q, (P, N)) with the bases of :func:`tangent_and_normal_bases` at q. Since P^T N = 0,
+    w = P^T (F(w, q) - q): the chart's coordinate of a point is its tangent component."""
+    chart = _CHARTS.get(mech)
+    if chart is None:
+        chart = make_chart(mech)
+        _CHARTS[mech] = chart
 
-    def F(w, q, P):
-        return proj(q + P @ w)
+    def F(w, q, bases):
+        P, N = bases
+        return chart(q + P @ w, N)
 
     return F
 
@@ -275,13 +288,13 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
         dq, lam = res.x[:d], res.x[d:]
     else:
         F = reparametrization(mech)
-        P = null_space_basis(mech, q0)
+        bases = tangent_and_normal_bases(mech, q0)
 
         def R(w):  # 004 eq 17
-            return P.T @ (p0 + D1Ld(mech, q0, F(w, q0, P) - q0, h, 0.0))
+            return bases[0].T @ (p0 + D1Ld(mech, q0, F(w, q0, bases) - q0, h, 0.0))
 
         res = solve(R, jnp.zeros((d - m,), q0.dtype))
-        dq = F(res.x, q0, P) - q0
+        dq = F(res.x, q0, bases) - q0
         lam = 2.0 * _multiplier(mech, q0, p0 + D1Ld(mech, q0, dq, h, 0.0), h)
     q1, c1 = _next(q0, dq, zero)
     full = jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * mech.GT_mul(q0, lam), mech.g(q1)])
@@ -477,9 +490,9 @@ VI_LAGRANGE = register(
 def _nullspace_residual(u, s: State, h, t, params, mech):
     """004 eq 16 at node n+1, for w with q^{n+2} = F(w, q^{n+1})."""
     q0, q1, dq1 = s.q, s.extra["q_next"], s.extra["dq"]
-    P = null_space_basis(mech, q1)
-    q2 = reparametrization(mech)(u["w"], q1, P)
-    return P.T @ (D2Ld(mech, q0, dq1, h, t) + D1Ld(mech, q1, q2 - q1, h, t + h))
+    bases = tangent_and_normal_bases(mech, q1)
+    q2 = reparametrization(mech)(u["w"], q1, bases)
+    return bases[0].T @ (D2Ld(mech, q0, dq1, h, t) + D1Ld(mech, q1, q2 - q1, h, t + h))
 
 
 def _nullspace_guess(s: State, h, t, params, mech, mode):
@@ -491,7 +504,7 @@ def _nullspace_guess(s: State, h, t, params, mech, mode):
 
 def _nullspace_update(u, s: State, h, t, params, mech):
     q0, q1, dq1 = s.q, s.extra["q_next"], s.extra["dq"]
-    dq2 = reparametrization(mech)(u["w"], q1, null_space_basis(mech, q1)) - q1
+    dq2 = reparametrization(mech)(u["w"], q1, tangent_and_normal_bases(mech, q1)) - q1
     lam1 = _multiplier(mech, q1, D2Ld(mech, q0, dq1, h, t) + D1Ld(mech, q1, dq2, h, t + h), h)
     return _advance(dq2, lam1, s, h, t, mech)
 
