@@ -242,3 +242,32 @@ def test_the_start_in_c_agrees_with_xla(pendulum, scheme, monkeypatch):
     assert "native" not in kinds and kinds.get("xla") not in (None, "Kernel")
     V._START_SOLVERS.clear()
     assert np.max(np.abs(third.q - runs["xla"].q)) <= 1e-12 * max(1.0, np.max(np.abs(runs["xla"].q)))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_prepared_invariants_change_no_bit(pendulum, scheme):
+    """The step's invariants that core.step prepares once (D_2 L_d(q^n, q^{n+1}); for the null space
+    form also the QR bases at q^{n+1}) give the same residual and update as computed in place, and
+    the update's state carries none of them (the time loop's carry keeps its structure)."""
+    import jax
+    import jax.numpy as jnp
+
+    from livens.mechanics import mechanics
+    from livens.schemes import get
+    from livens.simulate import initial_state
+
+    sch, _ = get(scheme)
+    mech = mechanics(pendulum.system, pendulum.q0)
+    h, t = 0.02, 0.0
+    state = sch.start(initial_state(pendulum, mech, sch), h, {}, mech)
+    prepared = sch.prepare(state, h, t, {}, mech)
+    assert set(prepared.extra) > set(state.extra)
+    u = sch.guess(state, h, t, {}, mech, "advanced")
+    u = jax.tree_util.tree_map(lambda a: a + 1e-3 * jnp.arange(a.size).reshape(a.shape), u)
+    np.testing.assert_array_equal(np.asarray(sch.residual(u, prepared, h, t, {}, mech)),
+                                  np.asarray(sch.residual(u, state, h, t, {}, mech)))
+    new_p, out_p = sch.update(u, prepared, h, t, {}, mech)
+    new_s, out_s = sch.update(u, state, h, t, {}, mech)
+    assert set(new_p.extra) == set(state.extra)
+    for a, b in zip(jax.tree_util.tree_leaves((new_p, out_p)), jax.tree_util.tree_leaves((new_s, out_s))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

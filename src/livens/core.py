@@ -66,6 +66,8 @@ def step(mech, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, par
     """
     mech = mech.bind(sys_params)
     d, m = mech.d, mech.m
+    if scheme.prepare is not None:  # the step's invariants, once (not per residual)
+        state = scheme.prepare(state, h, t, params, mech)
     u0 = scheme.guess(state, h, t, params, mech, scheme_mode(mode))
     x0 = scheme.pack(u0, d, m)
 

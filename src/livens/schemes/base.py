@@ -171,6 +171,12 @@ class Scheme:
         Newton then takes R and dR/dx at each iterate from one ``jax.linearize``
         (:func:`livens.newton.newton_linearized`; the same iterates). Only without a ``tangent``
         and with the papers' stopping rule; otherwise plain Newton.
+    prepare(state, h, t, params, mech) -> State: the state with the step's invariants (values that
+        depend on the state only, as D_2 L_d(q^n, q^{n+1}) of a two-step scheme) added to ``extra``,
+        computed once per step by :func:`livens.core.step` before the guess; guess, residual,
+        tangent and update read them there, and compute them where a caller passes a state
+        without them. The update returns a state without them (the time loop's carry is
+        unchanged). Default: none.
     """
 
     name: str
@@ -200,6 +206,7 @@ class Scheme:
     uses_symmetries: bool = False  # True: the residual reads mech.symmetries (discrete gradients, 002 eq 85)
     increments: Callable | None = None  # u -> (dq, dp) in increment form; default from the names, False: none
     applicability: Callable | None = None  # (problem, mech) -> None or the reason it cannot run the system
+    prepare: Callable | None = None  # (state, h, t, params, mech) -> state with the step's invariants in extra
 
     def __post_init__(self):
         names = tuple(n for n, _ in self.unknowns)

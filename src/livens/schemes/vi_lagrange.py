@@ -50,6 +50,10 @@ the increment's precision (at small h the difference (q_{i+1} - q_i)/h of rounde
 error of ulp(q)/h, the floor of Newton's residual). The nodes are accumulated by compensated
 summation (:func:`livens.schemes.base.compensated_add`).
 
+What eq 14 / 16 at node n+1 holds fixed while Newton iterates, D_2 L_d(q^n, q^{n+1}) and (null space
+form) the QR factors of G(q^{n+1})^T, is computed once per step before the first guess
+(``Scheme.prepare``), not in each residual.
+
 Both schemes are variational, hence symplectic and momentum-conserving (discrete Noether, for
 symmetries leaving L and g invariant), and second order (004 Fig. 4).
 Neither scheme forms M^-1: both run a singular mass matrix as long as it is positive definite on the
@@ -64,6 +68,7 @@ from concurrent.futures import Future
 
 import jax
 import jax.numpy as jnp
+import jax.scipy.linalg as jsl
 import numpy as np
 
 from .. import _banded, _jaxconfig
@@ -114,17 +119,23 @@ def _next(q1, dq2, c1):
     return compensated_add(q1, c1, dq2)
 
 
+def _qr_bases(mech, q):
+    """(P, N, R1) from the complete QR factorization G(q)^T = [N P] [R1; 0] (G of full rank m): P
+    (d x k) an orthonormal basis of null G(q) (004 §4), N (d x m) one of its complement range
+    G(q)^T, R1 (m x m) upper triangular with G(q)^T = N R1. Any orthonormal basis P gives the same
+    q_{i+1}; QR costs less than the SVD."""
+    Q, R = jnp.linalg.qr(mech.G(q).T, mode="complete")
+    return Q[:, mech.m:], Q[:, :mech.m], R[:mech.m]
+
+
 def tangent_and_normal_bases(mech, q):
-    """(P, N): orthonormal bases of null G(q) (d x k, 004 §4) and of its complement range G(q)^T
-    (d x m), the last k and the first m columns of the complete QR factor of G(q)^T (G of full
-    rank m). Any orthonormal basis P gives the same q_{i+1}; QR costs less than the SVD."""
-    Q, _ = jnp.linalg.qr(mech.G(q).T, mode="complete")
-    return Q[:, mech.m:], Q[:, :mech.m]
+    """(P, N): orthonormal bases of null G(q) (d x k) and of range G(q)^T (d x m) (:func:`_qr_bases`)."""
+    return _qr_bases(mech, q)[:2]
 
 
 def null_space_basis(mech, q):
     """Orthonormal P(q) with range P = null G(q), shape (d, k) (004 §4)."""
-    return tangent_and_normal_bases(mech, q)[0]
+    return _qr_bases(mech, q)[0]
 
 
 def _multiplier(mech, q, r, h):
@@ -417,12 +428,23 @@ def _make_pure_start(kind):
 
 
 # ------------------------------------------------------------------ vi-lagrange (004 eq 14)
+def _prepare(s: State, h, t, params, mech) -> State:
+    """The step's invariant of eq 14 at node n+1: r = D_2 L_d(q^n, q^{n+1}) (with the discrete force
+    f^+_d), the same at every Newton iterate and the first term of p^{n+1} (:func:`_advance`)."""
+    return s._replace(extra={**s.extra, "r": D2Ld(mech, s.q, s.extra["dq"], h, t)})
+
+
+def _d2(s: State, h, t, mech):
+    """r = D_2 L_d(q^n, q^{n+1}) of the step: prepared (:func:`_prepare`), else computed."""
+    ex = s.extra
+    return ex["r"] if "r" in ex else D2Ld(mech, s.q, ex["dq"], h, t)
+
+
 def _step_args(s: State, h, t, mech):
     """The arguments of :func:`_lagrange_system` for eq 14 at node n+1."""
     ex = s.extra
     q1 = ex["q_next"]
-    r = D2Ld(mech, s.q, ex["dq"], h, t)
-    return q1, ex["c_next"], r, jnp.ones((), q1.dtype), h, t + h
+    return q1, ex["c_next"], _d2(s, h, t, mech), jnp.ones((), q1.dtype), h, t + h
 
 
 def _lagrange_residual(u, s: State, h, t, params, mech):
@@ -451,8 +473,8 @@ def _advance(dq2, lam1, s: State, h, t, mech):
     """Node n+1 of the position-momentum form: p^{n+1} by the constrained discrete Legendre
     transform; q^{n+2} = q^{n+1} + dq2 by compensated summation (carry in ``extra["c_next"]``)."""
     ex = s.extra
-    q0, q1, dq1 = s.q, ex["q_next"], ex["dq"]
-    p1 = D2Ld(mech, q0, dq1, h, t) + 0.5 * h * mech.GT_mul(q1, lam1)
+    q1, dq1 = ex["q_next"], ex["dq"]
+    p1 = _d2(s, h, t, mech) + 0.5 * h * mech.GT_mul(q1, lam1)
     v = dq1 / h
     q2, c2 = _next(q1, dq2, ex["c_next"])
     new = State(q=q1, p=p1, v=v, lam=lam1, gam=s.gam, extra={"q_next": q2, "c_next": c2, "dq": dq2})
@@ -480,6 +502,7 @@ VI_LAGRANGE = register(
         start=_START_LAGRANGE[0],
         start_ahead=_START_LAGRANGE[1],
         pure_start=_make_pure_start("lagrange"),
+        prepare=_prepare,
         keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
         order=2,
     ),
@@ -487,25 +510,43 @@ VI_LAGRANGE = register(
 
 
 # ------------------------------------------------------------------ vi-nullspace (004 eq 16, 17)
+def _prepare_nullspace(s: State, h, t, params, mech) -> State:
+    """The step's invariants of eq 16 at node n+1: r = D_2 L_d(q^n, q^{n+1}) (:func:`_prepare`) and
+    the bases P, N and factor R1 of G(q^{n+1})^T (:func:`_qr_bases`)."""
+    P, N, R1 = _qr_bases(mech, s.extra["q_next"])
+    s = _prepare(s, h, t, params, mech)
+    return s._replace(extra={**s.extra, "P": P, "N": N, "R1": R1})
+
+
+def _bases(s: State, mech):
+    """(P, N, R1) at q^{n+1}: prepared (:func:`_prepare_nullspace`), else computed."""
+    ex = s.extra
+    return (ex["P"], ex["N"], ex["R1"]) if "P" in ex else _qr_bases(mech, ex["q_next"])
+
+
 def _nullspace_residual(u, s: State, h, t, params, mech):
     """004 eq 16 at node n+1, for w with q^{n+2} = F(w, q^{n+1})."""
-    q0, q1, dq1 = s.q, s.extra["q_next"], s.extra["dq"]
-    bases = tangent_and_normal_bases(mech, q1)
-    q2 = reparametrization(mech)(u["w"], q1, bases)
-    return bases[0].T @ (D2Ld(mech, q0, dq1, h, t) + D1Ld(mech, q1, q2 - q1, h, t + h))
+    q1 = s.extra["q_next"]
+    P, N, _ = _bases(s, mech)
+    q2 = reparametrization(mech)(u["w"], q1, (P, N))
+    return P.T @ (_d2(s, h, t, mech) + D1Ld(mech, q1, q2 - q1, h, t + h))
 
 
 def _nullspace_guess(s: State, h, t, params, mech, mode):
     q1 = s.extra["q_next"]
     if mode == "advanced":
-        return {"w": null_space_basis(mech, q1).T @ s.extra["dq"]}
+        return {"w": _bases(s, mech)[0].T @ s.extra["dq"]}
     return {"w": jnp.zeros((mech.d - mech.m,), q1.dtype)}
 
 
 def _nullspace_update(u, s: State, h, t, params, mech):
-    q0, q1, dq1 = s.q, s.extra["q_next"], s.extra["dq"]
-    dq2 = reparametrization(mech)(u["w"], q1, tangent_and_normal_bases(mech, q1)) - q1
-    lam1 = _multiplier(mech, q1, D2Ld(mech, q0, dq1, h, t) + D1Ld(mech, q1, dq2, h, t + h), h)
+    """q^{n+2} = F(w, q^{n+1}); lambda_{n+1} from eq 14 by least squares, h N R1 lambda = -r with
+    r = D_2 L_d + D_1 L_d (G^T = N R1: a triangular solve); then :func:`_advance`."""
+    q1 = s.extra["q_next"]
+    P, N, R1 = _bases(s, mech)
+    dq2 = reparametrization(mech)(u["w"], q1, (P, N)) - q1
+    r = _d2(s, h, t, mech) + D1Ld(mech, q1, dq2, h, t + h)
+    lam1 = -jsl.solve_triangular(R1, N.T @ r, lower=False) / h if mech.m else jnp.zeros((0,), r.dtype)
     return _advance(dq2, lam1, s, h, t, mech)
 
 
@@ -526,6 +567,7 @@ VI_NULLSPACE = register(
         start=_START_NULLSPACE[0],
         start_ahead=_START_NULLSPACE[1],
         pure_start=_make_pure_start("nullspace"),
+        prepare=_prepare_nullspace,
         keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
         order=2,
     ),
