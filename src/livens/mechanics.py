@@ -20,6 +20,24 @@ from ._cache import CompiledCache
 from .system import System
 
 
+_TRACED_ONCE = ("constraints", "potential", "mass_matrix", "dissipation", "external_force")
+"""The user functions that :meth:`Mechanics._fn` gives as ``jax.jit(inline=True)`` functions."""
+_TRACED = CompiledCache(64)
+
+
+def _traced_once(fn, parameters):
+    """``fn`` as a ``jax.jit(inline=True)`` function (:meth:`Mechanics._fn`); a System's default
+    parameter values (``parameters``) are passed to it as NumPy arguments at each call, not closed
+    over as JAX arrays: an array made while one program is traced and kept in the cached jaxpr
+    would be taken for a constant of that program when another one inlines it (JAX then compiles
+    a program that expects one argument more than it is given)."""
+    if parameters is None:
+        return jax.jit(fn, inline=True)
+    values = {k: np.asarray(v) for k, v in parameters.items()}
+    jitted = jax.jit(lambda par, *args: fn(*args, par), inline=True)
+    return lambda *args: jitted(values, *args)
+
+
 @dataclass(frozen=True, eq=False)
 class Mechanics:
     """Pure functions derived from a :class:`System`; d coordinates, m constraints."""
@@ -55,8 +73,23 @@ class Mechanics:
         return bound
 
     def _fn(self, name: str):
-        """The user function ``name`` with the parameters bound (:meth:`System.bound`)."""
-        return self.system.bound(name, self.params)
+        """The user function ``name`` with the parameters bound (:meth:`System.bound`).
+
+        With the System's own parameter values (``params`` None), a function that a scheme calls
+        at many places (g, V, M(q), ...) is given as ``jax.jit(inline=True)``, one per Mechanics and
+        name: JAX then traces the user's code once per argument shapes and reuses its jaxpr, and the
+        derivatives of it, wherever a program calls it again (the start, the first guess, Newton's
+        residual and tangent, the update, a band pattern's Jacobian). Inlined, the compiled programs
+        hold the same operations as before. Bound to other values (traced parameters of an
+        ensemble or a gradient), the function is called directly."""
+        fn = self.system.bound(name, self.params)
+        if self.params is not None or name not in _TRACED_ONCE or not callable(fn):
+            return fn
+        key = (id(self), name)
+        hit = _TRACED.get(key)
+        if hit is None or hit[0] is not self:
+            hit = _TRACED[key] = (self, _traced_once(getattr(self.system, name), self.system.parameters))
+        return hit[1]
 
     # --- symmetry ---------------------------------------------------------------------------
     def generators(self, q):
