@@ -32,8 +32,6 @@ different solution, since it stops on the residual.
 """
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
@@ -155,15 +153,37 @@ def checked(structure: BandStructure, jvp_columns, point, rng) -> bool:
 
 def random_parameters(defaults, rng):
     """Values of a System's parameters for a sparsity pattern: each default times a random factor
-    in [1.1, 1.3], plus a small random number where it is zero (no entry vanishes by coincidence).
-    None for a System without parameters."""
+    in [1.1, 1.3], plus a small random number where it is zero (no entry vanishes by coincidence);
+    NumPy arrays. None for a System without parameters."""
     if defaults is None:
         return None
     out = {}
     for k, v in defaults.items():
         a = np.asarray(v, dtype=float)
-        out[k] = jnp.asarray(a * rng.uniform(1.1, 1.3, a.shape) + np.where(a == 0, rng.uniform(0.1, 0.2, a.shape), 0.0))
+        out[k] = a * rng.uniform(1.1, 1.3, a.shape) + np.where(a == 0, rng.uniform(0.1, 0.2, a.shape), 0.0)
     return out
+
+
+class Evaluated:
+    """``fn(*args)`` evaluated at once with NumPy arguments, also while another program is being
+    traced (a pattern is found during the tracing of the first run that needs it): ``fn`` is traced,
+    compiled ahead of time at XLA's level 0 (it runs a few times) once per argument signature, and
+    executed. Without it, the call would be staged into the program being traced, and JAX would
+    evaluate every operation on known values in it eagerly, each an XLA compilation of its own."""
+
+    def __init__(self, fn):
+        self.jitted = jax.jit(fn)
+        self._compiled: dict = {}
+
+    def __call__(self, *args):
+        from ._tiered import signature
+
+        key = signature(args)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = self._compiled[key] = self.jitted.trace(*args).lower().compile(
+                _jaxconfig.compiler_options(once=True))
+        return compiled(*args)
 
 
 _STRUCTURES = CompiledCache(64)
@@ -174,18 +194,18 @@ SEED = 20240607
 def find_structure(key, n: int, columns_at, random_point) -> BandStructure | None:
     """The :class:`BandStructure` of an n x n Jacobian, or None where its band is not narrow or
     the band assembled from the pattern misses an entry at one more random point (:func:`checked`).
-    ``random_point(rng)`` draws a point, ``columns_at(point, E)`` is the Jacobian there times E (as
-    for :func:`sparsity_pattern`). Cached under ``key``: found once per system (at the compilation
-    of its first run), evaluated with numbers also while a time loop that needs it is traced."""
+    ``random_point(rng)`` draws a point (NumPy arrays), ``columns_at(point, E)`` is the Jacobian
+    there times E (as for :func:`sparsity_pattern`), evaluated at once also while a time loop that
+    needs it is traced (:class:`Evaluated`). Cached under ``key``: found once per system (at the
+    compilation of its first run)."""
     if key in _STRUCTURES:
         return _STRUCTURES[key]
     rng = np.random.default_rng(SEED)
-    with jax.ensure_compile_time_eval():
-        points = [random_point(rng) for _ in range(SAMPLES)]
-        rows, cols = sparsity_pattern(columns_at, n, points)
-        structure = BandStructure(n, rows, cols)
-        if not (structure.narrow and checked(structure, columns_at, random_point(rng), rng)):
-            structure = None
+    points = [random_point(rng) for _ in range(SAMPLES)]
+    rows, cols = sparsity_pattern(columns_at, n, points)
+    structure = BandStructure(n, rows, cols)
+    if not (structure.narrow and checked(structure, columns_at, random_point(rng), rng)):
+        structure = None
     _STRUCTURES[key] = structure
     return structure
 
@@ -193,12 +213,12 @@ def find_structure(key, n: int, columns_at, random_point) -> BandStructure | Non
 def _random_like(template, rng):
     """Random values shaped as the arrays of ``template`` (a pytree; only shapes and dtypes are
     read, so traced values will do): scalars uniform in [0.01, 0.1] (step sizes, times, factors),
-    arrays standard normal."""
+    arrays standard normal; NumPy arrays."""
     def draw(a):
-        shape, dtype = jnp.shape(a), jnp.result_type(a)
+        shape, dtype = jnp.shape(a), np.dtype(jnp.result_type(a))
         if not shape:
-            return jnp.asarray(rng.uniform(0.01, 0.1), dtype)
-        return jnp.asarray(rng.standard_normal(shape), dtype)
+            return np.asarray(rng.uniform(0.01, 0.1), dtype)
+        return np.asarray(rng.standard_normal(shape), dtype)
 
     return jax.tree_util.tree_map(draw, template)
 
@@ -224,15 +244,15 @@ def residual_tangent(key, residual, x, args, mech, min_n: int = 0, jvp=None):
 
         def random_point(rng):
             prm = random_parameters(mech.system.parameters, rng)
-            return prm, jnp.asarray(rng.standard_normal(n), x.dtype), _random_like(template, rng)
+            return prm, np.asarray(rng.standard_normal(n), np.dtype(x.dtype)), _random_like(template, rng)
 
-        @functools.partial(_jaxconfig.jit, once=True)  # run at a few sample points
+        @Evaluated  # run at a few sample points
         def columns(prm, y, a, E):
             bound = mech.bind(prm)
             return jax.vmap(lambda v: jax.jvp(lambda z: residual(z, a, bound), (y,), (v,))[1],
                             in_axes=1, out_axes=1)(E)
 
-        structure = find_structure(full_key, n, lambda point, E: columns(*point, jnp.asarray(E)), random_point)
+        structure = find_structure(full_key, n, lambda point, E: columns(*point, E), random_point)
     if structure is None:
         return None
     if jvp is None:

@@ -404,12 +404,12 @@ def band_structure(mech, keeps_dv: bool):
 
     def random_point(rng):
         prm = _banded.random_parameters(mech.system.parameters, rng)
-        q0, v0, q1, qbar, w = (jnp.asarray(rng.standard_normal(d)) for _ in range(5))
-        gam = jnp.asarray(rng.standard_normal(m))
+        q0, v0, q1, qbar, w = (rng.standard_normal(d) for _ in range(5))
+        gam = rng.standard_normal(m)
         h, t = float(rng.uniform(0.01, 0.1)), float(rng.uniform(0.0, 1.0))
         return prm, h, t, q0, v0, q1, qbar, w, gam
 
-    @jax.jit
+    @_banded.Evaluated
     def columns(prm, h, t, q0, v0, q1, qbar, w, gam, E):
         bound = mech.bind(prm)
         A = _velocity_matrix(bound, q0, v0, t, h)
@@ -419,7 +419,7 @@ def band_structure(mech, keeps_dv: bool):
         return _columns(probe.apply)(E)
 
     def columns_at(point, E):
-        return columns(*point, jnp.asarray(E))
+        return columns(*point, E)
 
     return _banded.find_structure(key, n, columns_at, random_point)
 
