@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _jaxconfig  # noqa: F401
+from . import _jaxconfig
 from ._cache import CompiledCache
 
 
@@ -55,16 +55,30 @@ def _jax_hint(exc) -> str:
     return ""
 
 
-def _evaluate(name: str, fn, *args, shape=None, floating: bool = False, finite: bool = True) -> np.ndarray:
+def _evaluate(name: str, fn, *args, shape=None, floating: bool = False, finite: bool = True,
+              compiled: bool = True) -> np.ndarray:
     """Evaluate a user function at the initial state and refuse what no scheme can use.
 
     ``floating``: the value must have a floating-point dtype (JAX differentiates only those).
+
+    With ``compiled`` (the default) the function is evaluated as one compiled program (XLA's level 0), as the schemes will trace
+    it, instead of operation by operation (each operation a small XLA program of its own: about 150
+    for the three-bar swing's checks); where that fails, it is evaluated eagerly, so that the
+    user's own error is reported (and :func:`_traceable` reports one that only tracing meets).
     """
+    args = [jnp.asarray(a) for a in args]
     try:
-        out = fn(*[jnp.asarray(a) for a in args])
+        if not compiled:
+            raise NotImplementedError
+        out = _jaxconfig.jit(fn, once=True)(*args)
         arr = np.asarray(out)
-    except Exception as exc:  # user code: report what failed, not JAX's internals
-        raise ValueError(f"{name} raised {type(exc).__name__} at the initial state: {exc}{_jax_hint(exc)}") from exc
+    except Exception:  # noqa: BLE001 - the eager evaluation below says what failed
+        try:
+            out = fn(*args)
+            arr = np.asarray(out)
+        except Exception as exc:  # user code: report what failed, not JAX's internals
+            raise ValueError(f"{name} raised {type(exc).__name__} at the initial state: {exc}{_jax_hint(exc)}") \
+                from exc
     if np.iscomplexobj(arr):
         raise ValueError(f"{name} returned complex values at the initial state; it must be real.")
     if arr.dtype.kind not in "biuf":
@@ -107,7 +121,9 @@ def validate_problem(problem):
             raise ValueError(f"q0 has {d} entries but the mass matrix is {dm} x {dm}.")
     if problem.v0 is None and problem.p0 is None:
         raise ValueError("Give the initial velocity v0 or the initial momentum p0.")
-    M = _evaluate("mass_matrix", system.bound("mass_matrix"), q0, shape=(d, d)) if not system.constant_mass \
+    # eagerly, as before: p0 = M(q0) v0 is the run's initial momentum
+    M = _evaluate("mass_matrix", system.bound("mass_matrix"), q0, shape=(d, d), compiled=False) \
+        if not system.constant_mass \
         else system.mass_matrix
     if not np.all(np.isfinite(M)):
         bad = [tuple(ij) for ij in np.argwhere(~np.isfinite(M)).tolist()]

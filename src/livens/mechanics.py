@@ -374,7 +374,9 @@ def mechanics(system: System, q0=None, symmetries=(), invariant_constraints: boo
     else:
         if q0 is None:
             q0 = np.zeros(d)
-        m = int(np.atleast_1d(np.asarray(system.bound("constraints")(jnp.asarray(q0, dtype=float)))).shape[0])
+        # the shape only (traced, not evaluated: no XLA program per operation)
+        shape = jax.eval_shape(system.bound("constraints"), jnp.asarray(q0, dtype=float)).shape
+        m = int(shape[0]) if shape else 1
     mech = Mechanics(system=system, d=d, m=m, constant_mass=M is not None, M_const=M, Minv_const=Minv)
     _CACHE[key] = mech
     return mech
