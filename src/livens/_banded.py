@@ -40,6 +40,7 @@ from jax import lax
 
 from . import _jaxconfig
 from ._cache import CompiledCache
+from ._tiered import signature
 
 SAMPLES = 3
 """Random points whose Jacobian's nonzeros make up the sparsity pattern."""
@@ -176,8 +177,6 @@ class Evaluated:
         self._compiled: dict = {}
 
     def __call__(self, *args):
-        from ._tiered import signature
-
         key = signature(args)
         compiled = self._compiled.get(key)
         if compiled is None:

@@ -61,18 +61,20 @@ def _evaluate(name: str, fn, *args, shape=None, floating: bool = False, finite: 
 
     ``floating``: the value must have a floating-point dtype (JAX differentiates only those).
 
-    With ``compiled`` (the default) the function is evaluated as one compiled program (XLA's level 0), as the schemes will trace
-    it, instead of operation by operation (each operation a small XLA program of its own: about 150
+    With ``compiled`` (the default) the function is evaluated as one compiled program (XLA's level
+    0), as the schemes will trace it, instead of operation by operation (each operation a small XLA program of its own: about 150
     for the three-bar swing's checks); where that fails, it is evaluated eagerly, so that the
     user's own error is reported (and :func:`_traceable` reports one that only tracing meets).
     """
     args = [jnp.asarray(a) for a in args]
-    try:
-        if not compiled:
-            raise NotImplementedError
-        out = _jaxconfig.jit(fn, once=True)(*args)
-        arr = np.asarray(out)
-    except Exception:  # noqa: BLE001 - the eager evaluation below says what failed
+    out = arr = None
+    if compiled:
+        try:
+            out = _jaxconfig.jit(fn, once=True)(*args)
+            arr = np.asarray(out)
+        except Exception:  # noqa: BLE001 - the eager evaluation below says what failed
+            arr = None
+    if arr is None:
         try:
             out = fn(*args)
             arr = np.asarray(out)

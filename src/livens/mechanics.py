@@ -82,14 +82,16 @@ class Mechanics:
         residual and tangent, the update, a band pattern's Jacobian). Inlined, the compiled programs
         hold the same operations as before. Bound to other values (traced parameters of an
         ensemble or a gradient), the function is called directly."""
+        if self.params is None and name in _TRACED_ONCE:
+            hit = _TRACED.get((id(self), name))
+            if hit is not None and hit[0] is self:
+                return hit[1]
         fn = self.system.bound(name, self.params)
         if self.params is not None or name not in _TRACED_ONCE or not callable(fn):
             return fn
-        key = (id(self), name)
-        hit = _TRACED.get(key)
-        if hit is None or hit[0] is not self:
-            hit = _TRACED[key] = (self, _traced_once(getattr(self.system, name), self.system.parameters))
-        return hit[1]
+        traced = _traced_once(getattr(self.system, name), self.system.parameters)
+        _TRACED[(id(self), name)] = (self, traced)
+        return traced
 
     # --- symmetry ---------------------------------------------------------------------------
     def generators(self, q):

@@ -128,20 +128,13 @@ def _qr_bases(mech, q):
     return Q[:, mech.m:], Q[:, :mech.m], R[:mech.m]
 
 
-def tangent_and_normal_bases(mech, q):
-    """(P, N): orthonormal bases of null G(q) (d x k) and of range G(q)^T (d x m) (:func:`_qr_bases`)."""
-    return _qr_bases(mech, q)[:2]
-
-
-def null_space_basis(mech, q):
-    """Orthonormal P(q) with range P = null G(q), shape (d, k) (004 §4)."""
-    return _qr_bases(mech, q)[0]
-
-
-def _multiplier(mech, q, r, h):
-    """lambda with h G(q)^T lambda = -r in the least-squares sense (recovers lambda_i of eq 14)."""
-    G = mech.G(q)
-    return -jnp.linalg.solve(G @ G.T, G @ r) / h
+def _multiplier(N, R1, r, h):
+    """lambda with h G(q)^T lambda = -r in the least-squares sense, from the QR factors
+    G(q)^T = N R1 (:func:`_qr_bases`): lambda = -R1^-1 N^T r / h, a triangular solve (recovers
+    lambda_i of eq 14, and with h/2 lambda_0 of eq 15)."""
+    if N.shape[1] == 0:
+        return jnp.zeros((0,), r.dtype)
+    return -jsl.solve_triangular(R1, N.T @ r, lower=False) / h
 
 
 # ------------------------------------------------------------------ nodal reparametrization F(w, q)
@@ -211,7 +204,7 @@ _CHARTS = CompiledCache(16)
 def reparametrization(mech):
     """F(w, q) = q + P(q) w + N(q) z with g(F) = 0, the nodal reparametrization of the discrete
     null space method: the tangent step P w corrected along the normal space range G(q)^T. Called
-    as F(w, q, (P, N)) with the bases of :func:`tangent_and_normal_bases` at q. Since P^T N = 0,
+    as F(w, q, (P, N)) with the bases of :func:`_qr_bases` at q. Since P^T N = 0,
     w = P^T (F(w, q) - q): the chart's coordinate of a point is its tangent component."""
     chart = _CHARTS.get(mech)
     if chart is None:
@@ -299,16 +292,18 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
         dq, lam = res.x[:d], res.x[d:]
     else:
         F = reparametrization(mech)
-        bases = tangent_and_normal_bases(mech, q0)
+        P, N, R1 = _qr_bases(mech, q0)
 
         def R(w):  # 004 eq 17
-            return bases[0].T @ (p0 + D1Ld(mech, q0, F(w, q0, bases) - q0, h, 0.0))
+            return P.T @ (p0 + D1Ld(mech, q0, F(w, q0, (P, N)) - q0, h, 0.0))
 
         res = solve(R, jnp.zeros((d - m,), q0.dtype))
-        dq = F(res.x, q0, bases) - q0
-        lam = 2.0 * _multiplier(mech, q0, p0 + D1Ld(mech, q0, dq, h, 0.0), h)
+        dq = F(res.x, q0, (P, N)) - q0
+    r = p0 + D1Ld(mech, q0, dq, h, 0.0)
+    if kind != "lagrange":  # eq 15: r + h/2 G(q_0)^T lambda_0 = 0
+        lam = _multiplier(N, R1, r, 0.5 * h)
     q1, c1 = _next(q0, dq, zero)
-    full = jnp.concatenate([p0 + D1Ld(mech, q0, dq, h, 0.0) + 0.5 * h * mech.GT_mul(q0, lam), mech.g(q1)])
+    full = jnp.concatenate([r + 0.5 * h * mech.GT_mul(q0, lam), mech.g(q1)])
     return q1, c1, dq, lam, jnp.max(jnp.abs(full)), res.iterations
 
 
@@ -533,6 +528,8 @@ def _nullspace_residual(u, s: State, h, t, params, mech):
 
 
 def _nullspace_guess(s: State, h, t, params, mech, mode):
+    """w of eq 16 (004) for q^{n+2}: 0 ("simple"), or P^T (q^{n+1} - q^n), the tangent component of the
+    last increment ("advanced")."""
     q1 = s.extra["q_next"]
     if mode == "advanced":
         return {"w": _bases(s, mech)[0].T @ s.extra["dq"]}
@@ -545,8 +542,7 @@ def _nullspace_update(u, s: State, h, t, params, mech):
     q1 = s.extra["q_next"]
     P, N, R1 = _bases(s, mech)
     dq2 = reparametrization(mech)(u["w"], q1, (P, N)) - q1
-    r = _d2(s, h, t, mech) + D1Ld(mech, q1, dq2, h, t + h)
-    lam1 = -jsl.solve_triangular(R1, N.T @ r, lower=False) / h if mech.m else jnp.zeros((0,), r.dtype)
+    lam1 = _multiplier(N, R1, _d2(s, h, t, mech) + D1Ld(mech, q1, dq2, h, t + h), h)
     return _advance(dq2, lam1, s, h, t, mech)
 
 
