@@ -281,42 +281,47 @@ def _color_columns(A_csc, A_csr, order) -> np.ndarray:
 
 def block_tridiagonal_solve(L, D, U, rhs):
     """Solve the block-tridiagonal system with blocks L[k] = A[k, k-1], D[k] = A[k, k],
-    U[k] = A[k, k+1] (each (nb, b, b); L[0], U[nb-1] unused) and right-hand side rhs (nb, b) by
-    LU with partial pivoting: block column k is factorized as the 2b x b panel [D_k; L_{k+1}], its
-    row exchanges applied to the two block rows (so U gains a second super-diagonal block, as in
-    LAPACK's band LU), the right-hand side eliminated on the way; then back substitution. The
-    same pivots as a dense LU restricted to the band; exact up to round-off."""
+    U[k] = A[k, k+1] (each (nb, b, b); L[0], U[nb-1] unused) and right-hand side rhs (nb, b), or
+    several at once (nb, b, r), by LU with partial pivoting: block column k is factorized as the
+    2b x b panel [D_k; L_{k+1}], its row exchanges applied to the two block rows (so U gains a
+    second super-diagonal block, as in LAPACK's band LU), the right-hand sides eliminated on the
+    way; then back substitution. The same pivots as a dense LU restricted to the band; exact up to
+    round-off."""
     b = D.shape[1]
     dtype = D.dtype
+    single = rhs.ndim == 2
+    if single:
+        rhs = rhs[:, :, None]
+    r = rhs.shape[2]
     Zb = jnp.zeros((1, b, b), dtype)
     # the next block row of each step; after the last one a block row (0, I, 0 | 0)
     Ln = jnp.concatenate([L[1:], Zb])
     Dn = jnp.concatenate([D[1:], jnp.eye(b, dtype=dtype)[None]])
     Un = jnp.concatenate([U[1:], Zb])
-    rn = jnp.concatenate([rhs[1:], jnp.zeros((1, b), dtype)])
+    rn = jnp.concatenate([rhs[1:], jnp.zeros((1, b, r), dtype)])
     Z = jnp.zeros((b, b), dtype)
 
     def eliminate(carry, nxt):
         Dk, Uk, rk = carry
         Lk1, Dk1, Uk1, rk1 = nxt
         lu, _, p = lax.linalg.lu(jnp.concatenate([Dk, Lk1], axis=0))
-        T = jnp.concatenate([jnp.concatenate([Uk, Z, rk[:, None]], axis=1),
-                             jnp.concatenate([Dk1, Uk1, rk1[:, None]], axis=1)], axis=0)[p]
+        T = jnp.concatenate([jnp.concatenate([Uk, Z, rk], axis=1),
+                             jnp.concatenate([Dk1, Uk1, rk1], axis=1)], axis=0)[p]
         top = jsl.solve_triangular(lu[:b], T[:b], lower=True, unit_diagonal=True)
         bottom = T[b:] - lu[b:] @ top
         W = jsl.solve_triangular(lu[:b], top, lower=False)  # U_kk^-1 [U_k,k+1  U_k,k+2  y_k]
-        return (bottom[:, :b], bottom[:, b:2 * b], bottom[:, 2 * b]), W
+        return (bottom[:, :b], bottom[:, b:2 * b], bottom[:, 2 * b:]), W
 
     _, W = lax.scan(eliminate, (D[0], U[0], rhs[0]), (Ln, Dn, Un, rn))
 
     def back(carry, Wk):
         x1, x2 = carry
-        xk = Wk[:, 2 * b] - Wk[:, :b] @ x1 - Wk[:, b:2 * b] @ x2
+        xk = Wk[:, 2 * b:] - Wk[:, :b] @ x1 - Wk[:, b:2 * b] @ x2
         return (xk, x1), xk
 
-    zero = jnp.zeros((b,), dtype)
+    zero = jnp.zeros((b, r), dtype)
     _, X = lax.scan(back, (zero, zero), W, reverse=True)
-    return X
+    return X[:, :, 0] if single else X
 
 
 class BandedTangent:
@@ -330,17 +335,21 @@ class BandedTangent:
         self.L, self.D, self.U = structure.blocks(self.C)
 
     def solve(self, rhs):
+        """The tangent's inverse applied to rhs (n,), or to the columns of rhs (n, r)."""
         s = self.s
-        x = block_tridiagonal_solve(self.L, self.D, self.U, self._padded(rhs)).reshape(-1)[: s.n]
+        X = block_tridiagonal_solve(self.L, self.D, self.U, self._padded(rhs))
+        x = X.reshape((s.nb * s.b,) + rhs.shape[1:])[: s.n]
         return x[s.inv]
 
     def _padded(self, v):
+        """v (n,) or (n, r) in the band's order, padded to nb * b rows: (nb, b) or (nb, b, r)."""
         s = self.s
+        tail = v.shape[1:]
         if isinstance(v, np.ndarray):
-            out = np.zeros((s.nb * s.b,), v.dtype)
+            out = np.zeros((s.nb * s.b,) + tail, v.dtype)
             out[: s.n] = v[s.perm]
-            return out.reshape(s.nb, s.b)
-        return jnp.zeros((s.nb * s.b,), v.dtype).at[: s.n].set(v[s.perm]).reshape(s.nb, s.b)
+            return out.reshape((s.nb, s.b) + tail)
+        return jnp.zeros((s.nb * s.b,) + tail, v.dtype).at[: s.n].set(v[s.perm]).reshape((s.nb, s.b) + tail)
 
     def matvec(self, v):
         """The matrix times v (original order); NumPy where the blocks and v are NumPy arrays."""

@@ -30,6 +30,7 @@ from . import _jaxconfig  # noqa: F401
 from . import guess as _guess
 from .newton import NewtonResult, damped_newton, linearized_increment, newton, newton_increment, newton_linearized
 from .schemes.base import Scheme, State, compensated_add
+from .solvers import tangent_operator
 
 NEWTON_DEFAULT = ("tol", False)
 """(stopping rule, final iteration) of :func:`livens.newton.newton`: the papers' ||R|| <= tol."""
@@ -84,10 +85,8 @@ def step(mech, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, par
         once = system_size(scheme, mech)[0] > MAX_UNKNOWNS
         x0, r0, history = _guess.extrapolated_guess(fR, x0, history, written_once=once)
 
-    def tangent(x):
-        if scheme.tangent is not None:
-            return scheme.tangent(scheme.unpack(x, d, m), state, h, t, params, mech)
-        return scheme.jacobian_by_blocks(lambda u: scheme.residual(u, state, h, t, params, mech), x, d, m)
+    def tangent(x):  # the scheme's own, the band form or the dense AD matrix (livens.solvers.tangent)
+        return tangent_operator(scheme, scheme.unpack(x, d, m), state, h, t, params, mech)
 
     def solve(res_fn, x_start, r_start):
         if robust:

@@ -21,6 +21,11 @@ This module provides
   1999 build discrete gradients that keep several first integrals the same way), whether or not
   the function is written in invariants; the energy-momentum schemes use it.
 
+The quotients that couple every coordinate (c above, and the projections onto the symmetry
+generators of :func:`corrected`) are marked with :func:`livens.solvers.couplings.coupling`, so
+that the Newton tangent of a chain or a beam keeps its band and takes them as a low-rank term
+(:mod:`livens.solvers.tangent`); the mark changes no value.
+
 All functions are pure and jit-traceable; derivatives are taken by JAX AD. They are also safe to
 differentiate (the Newton tangent of a scheme differentiates through them): where an increment
 is tiny the correction terms fade out smoothly, so that neither value nor derivative is NaN.
@@ -44,6 +49,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _jaxconfig  # noqa: F401
+from .solvers.couplings import coupling
 
 #: Relative length below which an increment counts as tiny (see the module docstring).
 DELTA = 1e-6
@@ -80,7 +86,7 @@ def gonzalez(f: Callable, x0, x1):
     grad_m = jax.grad(f)(xm)
     num = f(x1) - f(x0) - grad_m @ dx
     s = dx @ dx
-    return grad_m + _blend(num, s, 1.0 + xm @ xm) * dx
+    return grad_m + coupling(_blend(num, s, 1.0 + xm @ xm)) * dx
 
 
 def gonzalez_jacobian(fvec: Callable, x0, x1):
@@ -93,7 +99,7 @@ def gonzalez_jacobian(fvec: Callable, x0, x1):
     J = jax.jacfwd(fvec)(xm)
     num = fvec(x1) - fvec(x0) - J @ dx
     s = dx @ dx
-    return J + jnp.outer(_blend(num, s, 1.0 + xm @ xm), dx)
+    return J + jnp.outer(coupling(_blend(num, s, 1.0 + xm @ xm)), dx)
 
 
 def partitioned(f: Callable, x0, y0, x1, y1):
@@ -208,9 +214,9 @@ def corrected(a0, dx, df, xm, Z=None, targets=None):
     """
     if Z is not None and Z.shape[1]:
         if targets is None:
-            u = dx - Z @ _gram_solve(Z, (Z.T @ dx)[:, None])[:, 0]
+            u = dx - Z @ coupling(_gram_solve(Z, (Z.T @ dx)[:, None])[:, 0])
         else:
-            Y = _gram_solve(Z, jnp.stack([targets - Z.T @ a0, Z.T @ dx], axis=1))
+            Y = coupling(_gram_solve(Z, jnp.stack([targets - Z.T @ a0, Z.T @ dx], axis=1)))
             a0 = a0 + Z @ Y[:, 0]
             u = dx - Z @ Y[:, 1]
     else:
@@ -219,7 +225,7 @@ def corrected(a0, dx, df, xm, Z=None, targets=None):
     dx2 = dx @ dx
     d4 = (DELTA**2 * (1.0 + xm @ xm)) ** 2 + (SYMMETRY_EPS**2 * dx2) ** 2
     num = df - a0 @ dx
-    return a0 + num * s / (s * s + d4) * u
+    return a0 + coupling(num * s / (s * s + d4)) * u
 
 
 def symmetric(f: Callable, x0, x1, generators: Callable | None = None):

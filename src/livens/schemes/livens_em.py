@@ -1,8 +1,7 @@
 """Schemes in the (q, v, p) form of Livens principle, for singular and configuration-dependent M
 (003 §4-5). Neither forms M^-1; the Newton matrix stays regular where M(q) is only semi-definite.
 
-``livens-em``: the energy-consistent scheme of 003 eq 28 (specified for L = T - V in eq 30),
-unknowns q1, p1, v1, lambda (d + d + d + m):
+``livens-em``: the energy-consistent scheme of 003 eq 28 (specified for L = T - V in eq 30):
 
     q^{n+1} - q^n = h v^{n+1/2}                                                      (28a)
     p^{n+1} - p^n = h D1_bar L(q, v) - h sum_k lambda_k D_bar g_k(q)                 (28b)
@@ -11,14 +10,15 @@ unknowns q1, p1, v1, lambda (d + d + d + m):
 
 with v^{n+1/2} = (v^n + v^{n+1})/2, p^{n+1/2} = (p^n + p^{n+1})/2, (D1_bar L, D2_bar L) the partitioned
 discrete derivative of L(q, v) (003 eq 29; :func:`livens.discrete_gradients.partitioned`) and D_bar g_k
-Gonzalez's discrete gradient (003 eq 26; :func:`livens.discrete_gradients.gonzalez_jacobian`).
+Gonzalez's discrete gradient (003 eq 26), applied to the multipliers as the discrete gradient of the
+scalar lambda.g(q) (:func:`livens.discrete_gradients.gonzalez`; the same sum, by linearity).
 It conserves the discrete generalized energy E^n = p^n.v^n - 1/2 v^n.M(q^n)v^n + V(q^n) (003 eq 31,
 Prop. 5.4) to round-off and meets g(q^{n+1}) = 0 to the Newton tolerance. For a
 configuration-dependent M, p^n = M(q^n)v^n does not hold exactly (Prop. 5.5), so the total energy
 1/2 v.M(q)v + V (eq 35) is not conserved exactly (003 Fig. 7); for a constant M both coincide.
 
 ``livens-midpoint``: the implicit midpoint rule applied to the same equations (003 eq 21), the
-contrast case: same unknowns,
+contrast case:
 
     q^{n+1} - q^n = h v^{n+1/2},
     p^{n+1} - p^n = h D_1 L(q^{n+1/2}, v^{n+1/2}) - h G(q^{n+1/2})^T lambda,
@@ -26,6 +26,13 @@ contrast case: same unknowns,
     g(q^{n+1})    = 0,
 
 with q^{n+1/2} = (q^n + q^{n+1})/2. It conserves E only for at most quadratic L and g.
+
+Newton's unknowns. Equations (a) and (c) give q^{n+1} and p^{n+1} explicitly from v^{n+1} (and q^{n+1}):
+q^{n+1} = q^n + h/2 (v^n + v^{n+1}), p^{n+1} = 2 D2 L - p^n. Both schemes therefore solve (b) and (d) in the
+d + m unknowns (v^{n+1}, lambda), with q^{n+1} and p^{n+1} computed from them: the same solution as
+Newton on all four equations in (q, p, v, lambda), to the Newton tolerance, from a system of a third of
+the size. For beams and chains its tangent is a band (plus, for livens-em, a matrix of rank five from
+the quotients of the discrete gradients: :mod:`livens.solvers.tangent`).
 
 An external force F(q, v, t) enters both as h F(q^{n+1/2}, v^{n+1/2}, t + h/2) in the momentum
 balance.
@@ -45,44 +52,69 @@ def _external(mech, q0, q1, v0, v1, t, h):
     return mech.F(0.5 * (q0 + q1), 0.5 * (v0 + v1), t + 0.5 * h)
 
 
-def _livens_em_residual(u, s: State, h, t, params, mech):
-    """003 eq 28a-d with the partitioned discrete derivative of L (eq 29) and Gonzalez's D_bar g (eq 26)."""
-    q1, p1, v1, lam = u["q1"], u["p1"], u["v1"], u["lam"]
-    q0, p0, v0 = s.q, s.p, s.v
+def _position(s: State, v1, h):
+    """q^{n+1} = q^n + h/2 (v^n + v^{n+1}) (eq 28a)."""
+    return s.q + 0.5 * h * (s.v + v1)
+
+
+def _em_forces(u, s: State, h, t, mech):
+    """(q^{n+1}, D1_bar L + F - D_bar g^T lambda, D2_bar L) of 003 eq 28 for the unknowns u."""
+    v1, lam = u["v1"], u["lam"]
+    q0, v0 = s.q, s.v
+    q1 = _position(s, v1, h)
     D1L, D2L = dg.partitioned(mech.L, q0, v0, q1, v1)
     force = D1L + _external(mech, q0, q1, v0, v1, t, h)
     if mech.m:
-        force = force - dg.gonzalez_jacobian(mech.g, q0, q1).T @ lam
-    return jnp.concatenate([
-        q1 - q0 - 0.5 * h * (v0 + v1),
-        p1 - p0 - h * force,
-        0.5 * (p0 + p1) - D2L,
-        mech.g(q1),
-    ])
+        force = force - dg.gonzalez(lambda q: lam @ mech.g(q), q0, q1)
+    return q1, force, D2L
 
 
-def _livens_midpoint_residual(u, s: State, h, t, params, mech):
-    """The midpoint rule for 003 eq 21 in (q, v, p) form."""
-    q1, p1, v1, lam = u["q1"], u["p1"], u["v1"], u["lam"]
-    q0, p0, v0 = s.q, s.p, s.v
+def _midpoint_forces(u, s: State, h, t, mech):
+    """(q^{n+1}, D_1 L + F - G^T lambda at the midpoint, D_2 L at the midpoint) of 003 eq 21."""
+    v1, lam = u["v1"], u["lam"]
+    q0, v0 = s.q, s.v
+    q1 = _position(s, v1, h)
     qm, vm = 0.5 * (q0 + q1), 0.5 * (v0 + v1)
     force = mech.D1L(qm, vm) + _external(mech, q0, q1, v0, v1, t, h)
     if mech.m:
         force = force - mech.G(qm).T @ lam
-    return jnp.concatenate([
-        q1 - q0 - h * vm,
-        p1 - p0 - h * force,
-        0.5 * (p0 + p1) - mech.D2L(qm, vm),
-        mech.g(q1),
-    ])
+    return q1, force, mech.D2L(qm, vm)
+
+
+def _residual(forces):
+    def residual(u, s: State, h, t, params, mech):
+        """Eq (b) with p^{n+1} = 2 D2 L - p^n from (c), and eq (d), at q^{n+1} from (a)."""
+        q1, force, D2L = forces(u, s, h, t, mech)
+        return jnp.concatenate([2.0 * (D2L - s.p) - h * force, mech.g(q1)])
+
+    return residual
+
+
+def _update(forces):
+    def update(u, s: State, h, t, params, mech):
+        """q^{n+1} (eq a), p^{n+1} = 2 D2 L - p^n (eq c), v^{n+1} and lambda."""
+        q1, _, D2L = forces(u, s, h, t, mech)
+        p1 = 2.0 * D2L - s.p
+        new = State(q=q1, p=p1, v=u["v1"], lam=u["lam"], gam=s.gam, extra=s.extra, comp=s.comp)
+        return new, {"v": u["v1"], "lam": u["lam"]}
+
+    return update
+
+
+def _guess(s: State, h, t, params, mech, mode):
+    """The velocity and multipliers of step n ("simple" and "advanced" alike: with v^{n+1} = v^n,
+    q^{n+1} = q^n + h v^n, the advanced guess of 002 Table 2)."""
+    return {"v1": s.v, "lam": s.lam}
 
 
 LIVENS_EM = register(
     Scheme(
         name="livens-em",
         paper="003 eq 28, 30 (Kinon, Betsch: Livens principle); discrete energy eq 31",
-        unknowns=(("q1", "d"), ("p1", "d"), ("v1", "d"), ("lam", "m")),
-        residual=_livens_em_residual,
+        unknowns=(("v1", "d"), ("lam", "m")),
+        residual=_residual(_em_forces),
+        guess=_guess,
+        update=_update(_em_forces),
         velocity_kind="nodal",
         description="energy-consistent Livens scheme; singular or configuration-dependent M, no M^-1",
         needs_mass_inverse=False,
@@ -98,8 +130,10 @@ LIVENS_MIDPOINT = register(
     Scheme(
         name="livens-midpoint",
         paper="003 eq 21 (Livens equations) discretized by the implicit midpoint rule (comparison)",
-        unknowns=(("q1", "d"), ("p1", "d"), ("v1", "d"), ("lam", "m")),
-        residual=_livens_midpoint_residual,
+        unknowns=(("v1", "d"), ("lam", "m")),
+        residual=_residual(_midpoint_forces),
+        guess=_guess,
+        update=_update(_midpoint_forces),
         velocity_kind="nodal",
         description="midpoint rule in Livens (q, v, p) form; singular or configuration-dependent M, no M^-1",
         needs_mass_inverse=False,

@@ -71,7 +71,8 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from .. import _banded, _jaxconfig
+from .. import _jaxconfig
+from ..solvers import banded_tangent
 from .._tiered import background
 from ..newton import NewtonResult, linearized_increment, linearized_jacobian, newton, newton_linearized
 from . import register
@@ -234,23 +235,13 @@ def _lagrange_system(x, args, mech):
                             mech.g(_next(q, dq, carry)[0])])
 
 
-BANDED_MIN_UNKNOWNS = 96
-"""From this many unknowns (d + m) on, Newton's matrix of eq 14 and 15 is a band matrix where the
-system's couplings make it one (chains of bodies, the beams of 004 §4.2): :func:`_band_tangent`.
-Below it the dense AD matrix and LU cost less: the matrix and its solve timed side by side, band
-against dense, on the pendulum chain (even at 64 unknowns, faster banded from 96 on) and on the
-three-bar swing (faster banded from 4 elements, 142 unknowns, on)."""
-
-
 def _band_tangent(x, args, mech, jvp=None):
-    """The Newton matrix of :func:`_lagrange_system` at x as a :class:`livens._banded.BandedTangent`
-    (its pattern found once per system at random points, reverse Cuthill-McKee order, one
-    Jacobian-vector product per colour, LU with partial pivoting over the band, which pivots
-    across the saddle point's zero block: the solve of the dense LU up to round-off), or None where
-    x is short or the matrix is no narrow band; then the dense AD matrix is used."""
+    """The Newton matrix of :func:`_lagrange_system` at x in band form (:func:`livens.solvers.banded_tangent`:
+    its pattern found once per system, LU with partial pivoting over the band, which pivots across the
+    saddle point's zero block), or None where x is short or the matrix is no narrow band."""
     if mech.m == 0:
         return None
-    return _banded.residual_tangent("vi-lagrange eq 14", _lagrange_system, x, args, mech, BANDED_MIN_UNKNOWNS, jvp)
+    return banded_tangent("vi-lagrange eq 15", _lagrange_system, x, args, mech, jvp)
 
 
 # ------------------------------------------------------------------ start (004 eq 15, 17)
@@ -448,16 +439,6 @@ def _lagrange_residual(u, s: State, h, t, params, mech):
     return _lagrange_system(jnp.concatenate([u["dq2"], u["lam"]]), _step_args(s, h, t, mech), mech)
 
 
-def _lagrange_tangent(u, s: State, h, t, params, mech):
-    """Newton's matrix of eq 14: the band form of :func:`_band_tangent` for long chains, else the
-    dense AD matrix (:meth:`~livens.schemes.base.Scheme.jacobian_by_blocks`)."""
-    x = jnp.concatenate([u["dq2"], u["lam"]])
-    band = _band_tangent(x, _step_args(s, h, t, mech), mech)
-    if band is not None:
-        return band
-    return VI_LAGRANGE.jacobian_by_blocks(lambda v: _lagrange_residual(v, s, h, t, params, mech), x, mech.d, mech.m)
-
-
 def _lagrange_guess(s: State, h, t, params, mech, mode):
     """q^{n+2} = q^{n+1} ("simple") or 2 q^{n+1} - q^n ("advanced"), as increments."""
     dq2 = s.extra["dq"] if mode == "advanced" else jnp.zeros_like(s.q)
@@ -486,7 +467,6 @@ VI_LAGRANGE = register(
         paper="004 eq 14, 15, 18 (Schmidt, Leyendecker, Ortiz 2009)",
         unknowns=(("dq2", "d"), ("lam", "m")),
         residual=_lagrange_residual,
-        tangent=_lagrange_tangent,
         guess=_lagrange_guess,
         update=_lagrange_update,
         velocity_kind="interval",
