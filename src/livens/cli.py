@@ -13,6 +13,8 @@ import math
 import os
 import sys
 
+from .engine import serial_blas
+
 
 def _cmd_list(args) -> int:
     from . import examples, schemes
@@ -397,7 +399,8 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with serial_blas():  # the runs, their diagnostics and studies (livens.engine.threads)
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)
         return 130

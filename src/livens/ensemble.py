@@ -38,6 +38,7 @@ import numpy as np
 from . import _jaxconfig
 from . import _linalg
 from .checks import check_step, constraint_label
+from .engine import serial_blas
 from .schemes.base import State
 from ._fusion import fold_constants
 from .core import NEWTON_DEFAULT, make_loop
@@ -421,6 +422,7 @@ class EnsembleSolution:
         return [self[b] for b in range(len(self))]
 
 
+@serial_blas()  # XLA's LAPACK calls on one BLAS thread while the members run (livens.engine.threads)
 def simulate_ensemble(
     problem: Problem,
     scheme: str = "VI-S",

@@ -34,6 +34,7 @@ import numpy as np
 
 from . import _jaxconfig  # noqa: F401
 from .checks import check_step
+from .engine import serial_blas
 from .core import make_loop
 from .errors import ConvergenceError
 from .newton import ROUNDOFF
@@ -68,7 +69,10 @@ class FlowFunction:
         self._jit = jax.jit(fn)
 
     def __call__(self, q0, v0, params=None) -> FlowResult:
-        res = self._jit(q0, v0, params)
+        with serial_blas():  # runs at once where called on concrete values (livens.engine.threads)
+            res = self._jit(q0, v0, params)
+            if not _traced(res.converged):
+                jax.block_until_ready(res)
         if not _traced(res.converged):
             self.check(res)
         return res

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import _jaxconfig
 from .checks import check_step
+from .engine import serial_blas
 from .errors import BlowUpError, ConvergenceError, SimulationInterrupted
 from .mechanics import Mechanics, mechanics
 from ._fusion import fuse_small_dots
@@ -338,8 +339,9 @@ def simulate(
         raise ValueError(f"save_every must be a positive integer; got {save_every!r}.")
     _NothingComputed.set(True)
     try:
-        return _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter, guess, params,
-                         parameters, rescue, blowup_factor, chunk, save_every, resume, out, progress, backend)
+        with serial_blas():
+            return _simulate(problem, scheme, h, t_end, t_start, tol, tol_num, nopts, max_iter, guess, params,
+                             parameters, rescue, blowup_factor, chunk, save_every, resume, out, progress, backend)
     finally:
         _NothingComputed.set(False)
 
