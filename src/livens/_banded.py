@@ -222,36 +222,42 @@ def _random_like(template, rng):
     return jax.tree_util.tree_map(draw, template)
 
 
-def residual_tangent(key, residual, x, args, mech, min_n: int = 0, jvp=None):
-    """dR/dx at x of R(x) = ``residual(x, args, mech)`` as a :class:`BandedTangent` (its solve is
-    the band LU), or None where x has fewer than ``min_n`` entries or no narrow band was found.
+def residual_structure(key, residual, x, args, mech, min_n: int = 0) -> BandStructure | None:
+    """The :class:`BandStructure` of dR/dx for R(x) = ``residual(x, args, mech)``, or None where x has
+    fewer than ``min_n`` entries or no narrow band was found.
 
     The pattern is that of the AD Jacobian of ``residual`` itself, at random x, random ``args``
     shaped as the given ones (:func:`_random_like`: the state, h, t, ...) and random System
     parameters (:func:`random_parameters`), found once per (``key``, system, shapes) by
-    :func:`find_structure`. ``key`` names the residual: one key, one residual function.
-    The tangent is assembled from one Jacobian-vector product of ``residual`` per colour: ``jvp(v)``
-    where the caller has the linearization at x, else ``jax.jvp``."""
+    :func:`find_structure`. ``key`` names the residual: one key, one residual function."""
     n = int(x.shape[0])
     if n < min_n:
         return None
     shapes = tuple((jnp.shape(a), str(jnp.result_type(a))) for a in jax.tree_util.tree_leaves(args))
     full_key = (key, mech.system, mech.symmetries, n, jax.tree_util.tree_structure(args), shapes)
-    structure = _STRUCTURES.get(full_key)
-    if structure is None and full_key not in _STRUCTURES:
-        template = args
+    if full_key in _STRUCTURES:
+        return _STRUCTURES[full_key]
+    template = args
 
-        def random_point(rng):
-            prm = random_parameters(mech.system.parameters, rng)
-            return prm, np.asarray(rng.standard_normal(n), np.dtype(x.dtype)), _random_like(template, rng)
+    def random_point(rng):
+        prm = random_parameters(mech.system.parameters, rng)
+        return prm, np.asarray(rng.standard_normal(n), np.dtype(x.dtype)), _random_like(template, rng)
 
-        @Evaluated  # run at a few sample points
-        def columns(prm, y, a, E):
-            bound = mech.bind(prm)
-            return jax.vmap(lambda v: jax.jvp(lambda z: residual(z, a, bound), (y,), (v,))[1],
-                            in_axes=1, out_axes=1)(E)
+    @Evaluated  # run at a few sample points
+    def columns(prm, y, a, E):
+        bound = mech.bind(prm)
+        return jax.vmap(lambda v: jax.jvp(lambda z: residual(z, a, bound), (y,), (v,))[1],
+                        in_axes=1, out_axes=1)(E)
 
-        structure = find_structure(full_key, n, lambda point, E: columns(*point, E), random_point)
+    return find_structure(full_key, n, lambda point, E: columns(*point, E), random_point)
+
+
+def residual_tangent(key, residual, x, args, mech, min_n: int = 0, jvp=None):
+    """dR/dx at x of R(x) = ``residual(x, args, mech)`` as a :class:`BandedTangent` (its solve is
+    the band LU), or None where :func:`residual_structure` finds no band. The tangent is assembled
+    from one Jacobian-vector product of ``residual`` per colour: ``jvp(v)`` where the caller has
+    the linearization at x, else ``jax.jvp``."""
+    structure = residual_structure(key, residual, x, args, mech, min_n)
     if structure is None:
         return None
     if jvp is None:
@@ -385,6 +391,7 @@ __all__ = [
     "checked",
     "find_structure",
     "random_parameters",
+    "residual_structure",
     "residual_tangent",
     "sparsity_pattern",
 ]

@@ -88,12 +88,19 @@ def banded_tangent(key, residual, x, args, mech, jvp=None, min_n: int | None = N
     def held(z, a, mech):  # R with the coupling values as arguments: c in a[1]
         return split(lambda y: residual(y, a[0], mech))[0](z, a[1])
 
-    band = _banded.residual_tangent((key, "couplings held"), held, x, (args, c), mech, min_n)
-    if band is None:
+    structure = _banded.residual_structure((key, "couplings held"), held, x, (args, c), mech, min_n)
+    if structure is None:
         return None
-    U = jax.jacfwd(lambda cc: frozen(x, cc))(c)  # dR/dc (n, k)
-    Vt = jax.vmap(lambda e: pullback(e)[0])(jnp.eye(k, dtype=c.dtype))  # dc/dx (k, n)
-    return LowRankUpdate(band, U, Vt)
+    # one linearization of R_c at (x, c) gives both the band's compressed columns, dR_c/dx E, and
+    # dR_c/dc (n, k); dc/dx (k, n) from the pullback of c
+    _, lin = jax.linearize(frozen, x, c)
+    E = jnp.asarray(structure.seeds(), x.dtype)
+    seeds = (jnp.concatenate([E, jnp.zeros((n, k), x.dtype)], axis=1),
+             jnp.concatenate([jnp.zeros((k, E.shape[1]), x.dtype), jnp.eye(k, dtype=x.dtype)], axis=1))
+    columns = jax.vmap(lin, in_axes=(1, 1), out_axes=1)(*seeds)
+    band = _banded.BandedTangent(structure, compressed=columns[:, :-k])
+    Vt = jax.vmap(lambda e: pullback(e)[0])(jnp.eye(k, dtype=c.dtype))
+    return LowRankUpdate(band, columns[:, -k:], Vt)
 
 
 def tangent_operator(scheme, u, state, h, t, params, mech):
