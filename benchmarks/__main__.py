@@ -92,10 +92,9 @@ def _steps_for(rate: float, seconds: float, lo: int, hi: int) -> int:
 def _wait_optimized() -> None:
     """Wait until the optimized programs compiling in the background (native -O2, XLA's default
     level) are in use."""
-    from livens import _tiered, native
+    from livens import engine
 
-    native.wait()
-    _tiered.wait()
+    engine.wait()
 
 
 def measure_pair(lv, example: str, scheme: str, seconds: float, repeats: int) -> dict:
@@ -224,7 +223,7 @@ def _swing_profile(lv, problem, repeats: int = 20) -> dict:
     from livens.mechanics import mechanics
     from livens.schemes import get
     from livens.schemes.base import State
-    from livens.solvers import tangent_operator
+    from livens.solvers import ad_jacobian, tangent_operator
 
     mech = mechanics(problem.system, problem.q0)
     d, m = mech.d, mech.m
@@ -238,7 +237,7 @@ def _swing_profile(lv, problem, repeats: int = 20) -> dict:
     res = lambda u, s: sch.residual(u, s, h, 0.0, {}, mech)  # noqa: E731
     x = jnp.concatenate([q1 - q0, jnp.zeros(m)])  # the unknowns (dq2, lambda), 004 eq 14 in increments
     R = jax.jit(lambda x, s: res(sch.unpack(x, d, m), s))
-    J = jax.jit(lambda x, s: sch.jacobian_by_blocks(lambda u: res(u, s), x, d, m))
+    J = jax.jit(lambda x, s: ad_jacobian(lambda u: res(u, s), x, lambda z: sch.unpack(z, d, m)))
     U = jax.jit(lambda x, s: sch.update(sch.unpack(x, d, m), s, h, 0.0, {}, mech))
     solve = jax.jit(jnp.linalg.solve)
     A, b = J(x, s), R(x, s)

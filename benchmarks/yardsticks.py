@@ -6,7 +6,7 @@ initial state at the same h, each figure the median of the three rounds, after c
 
 - livens: ``lv.simulate(problem, "VI-S", h=h, ...)`` with its default first guess ("extrapolated"),
   Newton tolerance 1e-9, the wall time of the call as a user sees it, with its default backend
-  (native where the loop translates: the chunk of steps as one C function, :mod:`livens.native`)
+  (native where the loop translates: the chunk of steps as one C function, :mod:`livens.engine.native`)
   and, as a second row, with ``backend="xla"``;
 - the compiled VI-S (:mod:`benchmarks.reference_numba`): the same residual, Newton iteration,
   stopping rule and first guess written by hand in Numba, dense LU, the whole loop compiled; once

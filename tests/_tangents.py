@@ -32,7 +32,7 @@ def perturbed_point(problem, scheme, h, seed, velocity: bool = False):
     """(scheme, its parameter values, Mechanics, a state, an unknown vector) away from any solution
     (a structured tangent must hold everywhere): the initial state with q, p (and ``velocity``:
     v) perturbed, and the scheme's advanced guess perturbed."""
-    from livens.simulate import initial_state, resolve
+    from livens.driver.setup import initial_state, resolve
 
     sch, vals, mech = resolve(problem, scheme, {})
     st = initial_state(problem, mech)

@@ -1,4 +1,4 @@
-"""The banded VI-S tangent (livens._banded, ggl_vi.VISTangentBanded) changes nothing but the cost.
+"""The banded VI-S tangent (livens.solvers.banded, ggl_vi.VISTangentBanded) changes nothing but the cost.
 
 - The band LU (block_tridiagonal_solve) is the dense solve, with pivoting.
 - The band matrix assembled from coloured Jacobian-vector products misses no entry, and the check
@@ -17,10 +17,10 @@ import pytest
 from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
 
 import livens as lv
-from livens import _banded
+from livens.solvers import banded as _banded
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_vi
-from livens.simulate import resolve
+from livens.driver.setup import resolve
 
 VI_S = get_scheme("VI-S")[0]
 

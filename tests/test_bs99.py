@@ -80,7 +80,7 @@ def nutating(top):
 def test_registered_with_alias_and_listed():
     sch, params = lv.schemes.get("BS99")
     assert sch.name == "bs99" and params == {} and "bs99" in lv.schemes.names()
-    assert sch.order == 1 and sch.unknowns == ()
+    assert sch.about.order == 1 and sch.unknowns == ()
     from livens.cli import main
 
     buf = io.StringIO()

@@ -83,7 +83,7 @@ def test_symplectic_euler_keeps_position_constraint_and_momentum(pendulum):
 def test_rattle_is_symplectic_and_ggl_midpoint_is_not(pendulum):
     from livens import diagnostics
     sol = lv.simulate(pendulum, "rattle", h=0.05, t_end=1.0, tol=TOL)
-    from livens.simulate import initial_state, resolve
+    from livens.driver.setup import initial_state, resolve
 
     # a generic point of the trajectory, not only the initial state
     _, _, mech = resolve(pendulum, "rattle", {})

@@ -299,7 +299,7 @@ def test_config_save_every_and_command_line_override(tmp_path, capsys):
 def test_chunks_of_large_systems_are_short():
     """Ctrl-C is answered between chunks: large systems get fewer steps per chunk."""
     from livens.cli import _chunk_for
-    from livens.simulate import DEFAULT_CHUNK
+    from livens.driver import DEFAULT_CHUNK
 
     assert _chunk_for(3, 1) == _chunk_for(30, 29) == DEFAULT_CHUNK  # pendulum, double four-bar
     sizes = [_chunk_for(3 * n, n) for n in (32, 64, 128)]  # pendulum chains
@@ -314,7 +314,7 @@ import signal
 # background job starts with SIGINT ignored, and Python then installs no handler)
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from livens.cli import _exit_on_ctrl_c_before_the_first_step
-from livens.simulate import _NothingComputed
+from livens.driver.host import NothingComputed as _NothingComputed
 undo = _exit_on_ctrl_c_before_the_first_step({path!r})
 _NothingComputed.set({flag})
 print("ready", flush=True)

@@ -116,7 +116,7 @@ def test_swing_loop_costs_its_parts_on_a_busy_machine():
     spinning BLAS threads cost (88 ms per step against 0.9 ms)."""
     problem = lv.examples.load("three-bar-swing")
     lv.simulate(problem, "vi-lagrange", t_end=2 * problem.h, progress=False)
-    from livens import _tiered
+    from livens.engine import tiers as _tiered
 
     _tiered.wait()
     parts = _swing_parts_ms(problem)
@@ -132,3 +132,13 @@ def test_swing_loop_costs_its_parts_on_a_busy_machine():
     per_iteration = 1e3 * wall / float(sol.newton_iterations.sum())
     share = 1.0 + len(hogs) / (os.cpu_count() or 2)  # the cores' share the loop may lose to the others
     assert per_iteration <= 3.0 * share * parts, (per_iteration, parts)
+
+
+def test_the_plain_backend_runs_without_the_engine_and_agrees():
+    """backend="plain": jax.jit with XLA's defaults, nothing of the engine (no C, no tiers, no
+    rewriting): the same run as the engine's to round-off and the Newton tolerance."""
+    problem = lv.examples.load("heavy-top")
+    plain = lv.simulate(problem, "VI-S", t_end=0.2, backend="plain", progress=False)
+    engine_run = lv.simulate(problem, "VI-S", t_end=0.2, progress=False)
+    assert plain.meta["backend"] == "xla"
+    assert np.max(np.abs(plain.q - engine_run.q)) <= 1e-10

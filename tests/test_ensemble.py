@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import livens as lv
-from livens import native
+from livens.engine import native
 
 # the two ways an ensemble runs: members through the single run's native kernel (one thread per
 # core), or one vmapped XLA call per chunk for all members
@@ -126,3 +126,76 @@ def test_initial_states_are_checked_and_broadcast():
     ens = lv.simulate_ensemble(problem, "VI-S", v0s=[[0.0, 1.0, 0.0], [0.0, 2.0, 0.5]], h=0.05, t_end=0.1)
     assert ens.q.shape == (2, 3, 3)
     np.testing.assert_array_equal(ens.q[:, 0], [[1.0, 0.0, 0.0]] * 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_ensemble_keeps_every_kth_node_and_streams_to_a_file(tmp_path, backend):
+    """An ensemble is a run with a member dimension: save_every keeps every k-th node of every
+    member (the same values as the full ensemble's), ``out`` streams it to netCDF while it runs,
+    and ``lv.load`` reads the file back as the same ensemble."""
+    problem = lv.examples.load("pendulum-3d")
+    q0s, v0s = _pendulum_states(3, seed=5)
+    kw = dict(h=0.02, t_end=0.7, tol=1e-11, chunk=16, backend=backend)
+    full = lv.simulate_ensemble(problem, "EM", q0s, v0s, **kw)
+    path = tmp_path / "ens.nc"
+    ens = lv.simulate_ensemble(problem, "EM", q0s, v0s, save_every=5, out=path, **kw)
+    assert ens.q.shape == (3, 35 // 5 + 1, 3)
+    np.testing.assert_array_equal(ens.q, full.q[:, ::5])
+    np.testing.assert_array_equal(ens.newton_iterations, full.newton_iterations[:, 4::5])
+    np.testing.assert_array_equal(ens.t, full.t[::5])
+    back = lv.load(path)
+    assert isinstance(back, lv.EnsembleSolution) and len(back) == 3 and back.scheme == "ggl-em"
+    for name in ("t", "q", "p", "lam", "newton_iterations", "steps"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(ens, name))
+    member = back[1]
+    np.testing.assert_array_equal(member.q, ens[1].q)
+    assert member.save_every == 5 and member.problem is not None
+
+
+def test_an_ensemble_rescues_a_members_failed_step_as_its_single_run_does():
+    """With one Newton iteration allowed, plain Newton fails on some steps; the damped rescue
+    retries each of them for the member alone, records it, and the member goes on: the same
+    steps rescued and the same trajectory as the member's single run."""
+    problem = lv.examples.load("pendulum-3d")
+    q0s, v0s = _pendulum_states(3, seed=7)
+    kw = dict(h=0.05, t_end=0.5, tol=1e-10, max_iter=2)
+    ens = lv.simulate_ensemble(problem, "VI-S", q0s, v0s, backend="xla", **kw)
+    assert not ens.failed.any()
+    rescued = ens.meta["rescued_steps"]
+    assert rescued and sum(len(v) for v in rescued.values()) >= 2
+    for b in range(3):
+        single = lv.simulate(problem.replace(q0=q0s[b], v0=v0s[b]), "VI-S", backend="xla", progress=False, **kw)
+        assert single.meta["rescued_steps"] == rescued.get(b, [])
+        assert ens[b].meta["rescued_steps"] == single.meta["rescued_steps"]
+        assert np.max(np.abs(ens[b].q - single.q)) <= 1e-12
+
+
+@pytest.mark.skipif(native.compiler() is None, reason="no C compiler")
+def test_ctrl_c_stops_an_ensemble_within_a_second_with_what_it_computed():
+    """Ctrl-C during a native ensemble of 32 members: the run stops at the end of the chunk under
+    way (within a second), and the error carries the ensemble computed so far."""
+    import os
+    import signal
+    import threading
+    import time
+
+    problem = lv.examples.load("heavy-top")
+    B = 32
+    q0s, v0s = np.tile(problem.q0, (B, 1)), np.tile(problem.v0, (B, 1)) * np.linspace(0.9, 1.1, B)[:, None]
+    lv.simulate_ensemble(problem, "VI-S", q0s, v0s, t_end=10 * problem.h)  # compiled
+    lv.engine.wait()
+    sent = []
+    timer = threading.Timer(1.0, lambda: (sent.append(time.perf_counter()), os.kill(os.getpid(), signal.SIGINT)))
+    timer.start()
+    try:
+        with pytest.raises(lv.SimulationInterrupted) as err:
+            lv.simulate_ensemble(problem, "VI-S", q0s, v0s, t_end=200.0)
+        stopped = time.perf_counter()
+    finally:
+        timer.cancel()
+    assert sent and stopped - sent[0] < 1.0
+    ens = err.value.solution
+    assert isinstance(ens, lv.EnsembleSolution) and ens.meta["backend"] == "native"
+    assert 0 < ens.steps.min() < 200.0 / problem.h
+    done = int(ens.steps.min())
+    assert np.all(np.isfinite(ens.q[:, :done + 1]))

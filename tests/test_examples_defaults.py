@@ -62,7 +62,7 @@ def expected_refusal(problem, scheme: str):
     mech = mechanics(problem.system, problem.q0)
     if sch.applies_to(problem, mech) is not None:
         return r"applies only to"
-    if sch.needs_mass_inverse and not (mech.constant_mass and mech.Minv_const is not None):
+    if sch.capabilities.mass_inverse and not (mech.constant_mass and mech.Minv_const is not None):
         return r"needs M\^-1, but the mass matrix of this system is (singular|configuration dependent)"
     if mech.has_dissipation and not sch.supports_dissipation:
         return r"does not treat a dissipation matrix"

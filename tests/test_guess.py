@@ -148,7 +148,7 @@ def test_resume_without_stored_history_agrees_to_tolerance(tmp_path):
 
 
 def test_the_default_guess_is_the_schemes_preferred_one():
-    """guess=None (the default) takes Scheme.preferred_guess: "advanced" for VI-A, whose gamma
+    """guess=None (the default) takes Scheme.solving.guess: "advanced" for VI-A, whose gamma
     oscillates from step to step (from the extrapolation Newton needs more iterations there),
     "extrapolated" elsewhere; the Solution records the guess used."""
     top = lv.examples.load("heavy-top")
@@ -165,7 +165,7 @@ def test_the_residual_written_once_gives_the_same_guess_as_the_two_branches():
     solutions, a trusted prediction, a prediction compared and kept, one compared and dropped."""
     import jax
 
-    from livens._jaxprs import equations
+    from livens.engine.jaxprs import equations
 
     target = jnp.array([0.3, -1.2, 2.0])
 

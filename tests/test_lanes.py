@@ -1,4 +1,4 @@
-"""Lane kernels (livens.native.lanes): one member per lane of a vector.
+"""Lane kernels (livens.engine.native.member_lanes): one member per lane of a vector.
 
 Each lane must compute exactly the IEEE operations of the single member's kernel, so the tests
 compare bits: a lane kernel against ``jax.vmap`` of the same program on the primitives that differ
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import livens as lv
-from livens import native
-from livens.ensemble import LANES
-from livens.native import build
+from livens.engine import native
+from livens.driver import LANES
+from livens.engine.native import build
 
 from test_ensemble import _pendulum_states, assert_nothing_after_the_failed_step
 
@@ -71,12 +71,13 @@ def test_a_lane_kernel_computes_what_vmap_computes_lane_by_lane():
 
 
 def _loop_args(problem, scheme, members):
-    from livens.core import make_loop
+    from livens.driver.setup import newton_options, resolve
+    from livens.guess import GuessHistory
     from livens.schemes.base import State
-    from livens.simulate import new_history, newton_options, resolve
+    from livens.timestep import make_loop
 
     sch, vals, mech = resolve(problem, scheme, {}, None)
-    loop = make_loop(mech, sch, sch.preferred_guess, 64, None, newton_options(1e-10))
+    loop = make_loop(mech, sch, sch.solving.guess, 64, None, newton_options(1e-10))
     jp = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     sets = []
     for q0, v0 in members:
@@ -86,7 +87,8 @@ def _loop_args(problem, scheme, members):
         st = State(q=q0, p=p0, v=v0, lam=z, gam=z)
         if sch.increments:
             st = st._replace(comp=(jnp.zeros_like(q0), jnp.zeros_like(p0)))
-        hist = new_history(sch, mech, st, problem.h, jp)
+        nx = sch.pack(sch.guess(st, problem.h, 0.0, jp, mech, "simple"), mech.d, mech.m).shape[0]
+        hist = GuessHistory.empty(nx)
         sets.append(jax.tree_util.tree_map(np.asarray, (st, hist, 0.0, 0, 50, problem.h, 1e-10, np.int32(40), jp,
                                                          None)))
     return loop, sets

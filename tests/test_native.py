@@ -1,4 +1,4 @@
-"""The native backend (livens.native): a jaxpr as one C function.
+"""The native backend (livens.engine.native): a jaxpr as one C function.
 
 Each primitive the translator handles is compared with XLA's result of the same program; whole
 runs are compared with the XLA backend (same Newton iterations, states to round-off), and the
@@ -14,8 +14,11 @@ import pytest
 from jax import lax
 
 import livens as lv
-from livens import native
-from livens.native.runner import MAX_UNKNOWNS, NativeUnavailable
+from livens.engine import native
+from livens.engine import EngineOptions
+from livens.engine.native.runner import NativeUnavailable
+
+MAX_UNKNOWNS = EngineOptions().max_native_unknowns
 
 pytestmark = pytest.mark.skipif(native.compiler() is None, reason="no C compiler")
 
@@ -203,7 +206,7 @@ def test_failed_step_stops_the_same_way():
 
 def test_backend_choice_and_fallbacks(monkeypatch):
     p = lv.examples.load("pendulum-3d")
-    with pytest.raises(ValueError, match="backend must be one of auto, native, xla; got 'gpu'"):
+    with pytest.raises(ValueError, match="backend must be one of auto, native, xla, plain; got 'gpu'"):
         lv.simulate(p, "VI-S", t_end=0.1, backend="gpu")
     monkeypatch.delenv("LIVENS_BACKEND", raising=False)  # the default is "auto": native where possible
     assert lv.simulate(p, "VI-S", t_end=0.1, progress=False).meta["backend"] == "native"
@@ -223,7 +226,7 @@ def test_large_systems_run_with_xla_under_auto():
     p = lv.examples.load("double-four-bar")
     sol = lv.simulate(p, "VI-S", t_end=5 * p.h, chunk=8, progress=False, backend="auto")
     assert sol.meta["backend"] == "xla"
-    assert f"more than MAX_UNKNOWNS = {MAX_UNKNOWNS}" in sol.meta["native_fallback"]
+    assert f"more than the native limit of {MAX_UNKNOWNS}" in sol.meta["native_fallback"]
 
 
 def test_runtime_scatter_and_batched_gather():
@@ -243,7 +246,7 @@ def test_large_sources_start_at_og_and_switch_to_o2_without_changing_a_bit(monke
     second is ready. Both levels keep IEEE arithmetic, so the switch changes no bit; -O2 also
     vectorizes loops (the LU row updates of the heavy top's EM below), one element per lane, and
     no floating-point sum (with -fassociative-math it would, and this test fails)."""
-    from livens.native import build as native_build
+    from livens.engine.native import build as native_build
 
     monkeypatch.setattr(native_build, "LARGE_SOURCE", 0)  # every source counts as large
     monkeypatch.setenv("LIVENS_COMPILATION_CACHE", str(tmp_path))  # nothing cached yet
@@ -281,7 +284,7 @@ def test_large_sources_start_at_og_and_switch_to_o2_without_changing_a_bit(monke
 def test_a_library_for_this_cpu_is_named_by_what_march_native_means_here(monkeypatch):
     """A cache shared by machines with different CPUs must never load a library built for another:
     the name of an -O2 library hashes what -march=native expands to, the -Og one does not use it."""
-    from livens.native import build as native_build
+    from livens.engine.native import build as native_build
 
     cc = native.compiler()
     if cc is None or "-march=native" not in native_build.flags(cc):
@@ -311,7 +314,7 @@ def test_a_function_called_at_several_places_is_written_once(monkeypatch):
     """A ``jit`` function called at several places (with inputs computed, known and of size zero)
     is one C function in the source, called at each place: the results equal XLA's, and the
     source is shorter than with every call inlined."""
-    from livens.native import codegen
+    from livens.engine.native import codegen
 
     @jax.jit
     def inner(y, a, c, empty):
@@ -351,7 +354,7 @@ def test_large_system_compiles_natively_on_request():
 def test_a_translator_fault_falls_back_to_xla_with_a_warning(monkeypatch):
     """"auto" must not lose a run to a fault of the translator: XLA runs it, a warning and
     meta["native_fallback"] say why; "native" refuses with the fault named."""
-    from livens.native import build as native_build
+    from livens.engine.native import build as native_build
 
     def broken(closed, **_):
         raise ValueError("a translator fault")

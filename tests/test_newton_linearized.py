@@ -1,12 +1,12 @@
-"""Newton from one linearization per iterate (livens.newton.newton_linearized): the iterates, the
-iteration count, the residual and the verdict of plain Newton (livens.newton.newton), on a
+"""Newton from one linearization per iterate (livens.solvers.newton.newton_linearized): the iterates, the
+iteration count, the residual and the verdict of plain Newton (livens.solvers.newton.newton), on a
 residual that holds an inner Newton solve with an implicit derivative (as the projection of the
 null space method, 004 eq 16, which uses it)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from livens.newton import linearized_increment, newton, newton_linearized
+from livens.solvers.newton import linearized_increment, newton, newton_linearized
 
 
 def _inner_solve(y):

@@ -68,7 +68,7 @@ def runnable(problem):
     a scheme made for one system refuses the others, ``Scheme.applies_to``)."""
     mech = mechanics(problem.system, problem.q0)
     regular = mech.constant_mass and mech.Minv_const is not None
-    return [n for n in lv.schemes.names() if (regular or not lv.schemes.get(n)[0].needs_mass_inverse)
+    return [n for n in lv.schemes.names() if (regular or not lv.schemes.get(n)[0].capabilities.mass_inverse)
             and lv.schemes.get(n)[0].applies_to(problem, mech) is None]
 
 
@@ -325,7 +325,7 @@ def test_external_force_is_applied_or_refused(scheme):
                        constraints=lambda q: jnp.array([0.5 * (q @ q - 1.0)]),
                        external_force=lambda q, v, t: jnp.array([0.0, 0.0, 50.0]))
     problem = lv.Problem(system, q0=[1.0, 0.0, 0.0], v0=[0.0, 1.0, 0.0])
-    if not lv.schemes.get(scheme)[0].supports_external_force:
+    if not lv.schemes.get(scheme)[0].capabilities.external_force:
         with pytest.raises(ValueError, match="external_force; schemes that apply it: .*rattle"):
             lv.simulate(problem, scheme, h=0.01, t_end=0.1)
         return

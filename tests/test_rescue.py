@@ -1,5 +1,5 @@
 """The rescue of a failed Newton step (issues 6 and 8): damped least-squares Newton
-(:func:`livens.newton.damped_newton`) retries a step whose plain Newton iteration failed.
+(:func:`livens.solvers.newton.damped_newton`) retries a step whose plain Newton iteration failed.
 
 Two failures it must cure, both found while reproducing the papers: EM on the four-particle
 system at h = 0.675 (002 §6.3, Fig. 33: plain Newton from the simple guess diverges at step 120,
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import livens as lv
-from livens.newton import damped_newton, newton
+from livens.solvers.newton import damped_newton, newton
 
 
 def test_damped_newton_converges_where_plain_newton_diverges():

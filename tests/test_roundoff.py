@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import livens as lv
-from livens.newton import newton
+from livens.solvers.newton import newton
 from livens.schemes.base import compensated_add
 
 
@@ -107,18 +107,25 @@ def _value_form(sch):
     residual forms dq = q^{n+1} - q^n from the rounded nodes; AD tangent, plain summation."""
     import dataclasses
 
+    def increments(u, s):
+        rest = {k: v for k, v in u.items() if k not in ("q1", "p1")}
+        return {**rest, "dq": u["q1"] - s.q, "dp": u["p1"] - s.p}
+
     def res(u, s, h, t, params, mech):
-        return sch.residual({**u, "dq": u["dq"] - s.q, "dp": u["dp"] - s.p}, s, h, t, params, mech)
+        return sch.residual(increments(u, s), s, h, t, params, mech)
 
     def guess(s, h, t, params, mech, mode):
         g = sch.guess(s, h, t, params, mech, mode)
-        return {**g, "dq": s.q + g["dq"], "dp": s.p + g["dp"]}
+        rest = {k: v for k, v in g.items() if k not in ("dq", "dp")}
+        return {**rest, "q1": s.q + g["dq"], "p1": s.p + g["dp"]}
 
     def update(u, s, h, t, params, mech):
-        return sch.update({**u, "dq": u["dq"] - s.q, "dp": u["dp"] - s.p}, s, h, t, params, mech)
+        return sch.update(increments(u, s), s, h, t, params, mech)
 
-    return dataclasses.replace(sch, name=sch.name + "-value-form", residual=res, guess=guess, update=update,
-                               increments=False, tangent=None)
+    # the same unknowns under the names of values (q1, p1): no increment form, no compensated summation
+    unknowns = tuple(({"dq": "q1", "dp": "p1"}.get(n, n), size) for n, size in sch.unknowns)
+    return dataclasses.replace(sch, name=sch.name + "-value-form", unknowns=unknowns, residual=res, guess=guess,
+                               update=update, tangent=None)
 
 
 @pytest.mark.parametrize("scheme", ["EM", "VI-S"])
@@ -153,7 +160,7 @@ def test_em_nodal_constraints_in_increment_form_equal_the_node_values():
     round-off (heavy top, six quadratic director constraints; random increments and carries)."""
     from livens.schemes.base import State, next_node
     from livens.schemes.ggl_em import _nodal_constraints
-    from livens.simulate import resolve
+    from livens.driver.setup import resolve
 
     problem = lv.examples.load("heavy-top")
     _, _, mech = resolve(problem, "EM", {})

@@ -5,8 +5,8 @@
 - The pure-NumPy VI-S with hand-written derivatives (benchmarks/reference_numpy.py) and livens
   take the same steps.
 - Runs with the structured tangent and with the AD tangent take the same Newton iterates.
-- Rewriting small matrix products as fused sums (livens._fusion) keeps the values.
-- The small dense solvers (livens._linalg) are exact solves, with pivoting.
+- Rewriting small matrix products as fused sums (livens.engine.small_products) keeps the values.
+- The small dense solvers (livens.solvers.dense) are exact solves, with pivoting.
 - The compiled chunk runner is not recompiled when h, t_end, tol or max_iter change, and the
   persistent compilation cache is switched on unless the user opts out.
 """
@@ -22,10 +22,13 @@ import pytest
 
 import livens as lv
 from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
-from livens import _fusion, _linalg
+from livens.engine import small_products as _fusion
+from livens.solvers import dense as _linalg
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_vi
-from livens.simulate import _make_runner, initial_state, record_layout, resolve
+from livens.driver.records import record_layout
+from livens.driver.run import _single_loop
+from livens.driver.setup import initial_state, plan, resolve
 
 VI_S = get_scheme("VI-S")[0]
 
@@ -100,13 +103,13 @@ def test_jacobian_by_blocks_equals_the_ad_jacobian(example, scheme):
     """The AD tangent of schemes without a structured one, built block by block from
     BLOCK_JACOBIAN_MIN unknowns on (at once below: four-particle midpoint, 26 unknowns), is
     jax.jacfwd of the packed residual, away from the solution."""
-    from livens.schemes.base import BLOCK_JACOBIAN_MIN
+    from livens.solvers.tangent import BLOCK_JACOBIAN_MIN, ad_jacobian
 
     problem = lv.examples.load(example)
     sch, vals, mech = resolve(problem, get_scheme(scheme)[0], {})
     st = initial_state(problem, mech)
     if sch.start is not None:
-        st = sch.start(st, problem.h, vals, mech)
+        st, _ = sch.start(st, problem.h, vals, mech)
     d, m = mech.d, mech.m
     rng = np.random.default_rng(11)
     x = sch.pack(sch.guess(st, problem.h, 0.0, vals, mech, "advanced"), d, m)
@@ -117,7 +120,7 @@ def test_jacobian_by_blocks_equals_the_ad_jacobian(example, scheme):
         return sch.residual(u, st, problem.h, 0.1, vals, mech)
 
     J_ad = np.asarray(jax.jit(jax.jacfwd(lambda x: Ru(sch.unpack(x, d, m))))(x))
-    J = np.asarray(jax.jit(lambda x: sch.jacobian_by_blocks(Ru, x, d, m))(x))
+    J = np.asarray(jax.jit(lambda x: ad_jacobian(Ru, x, lambda z: sch.unpack(z, d, m)))(x))
     assert J.shape == J_ad.shape == (x.shape[0], x.shape[0])
     assert np.max(np.abs(J - J_ad)) <= 1e-13 * np.max(np.abs(J_ad))
 
@@ -236,7 +239,7 @@ def test_block_solve_inside_whole_systems_factorizes_the_whole_system():
     A = rng.standard_normal((2 * m, 2 * m))
     A[:m, :m] = 0.0  # singular A11: block elimination would fail, the whole LU (pivoting) does not
     b = rng.standard_normal(2 * m)
-    with _linalg.whole_systems():
+    with _linalg.batched_systems():
         x1, x2 = jax.jit(_linalg.block_solve)(A[:m, :m], A[:m, m:], A[m:, :m], A[m:, m:], b[:m], b[m:])
     np.testing.assert_allclose(np.concatenate([x1, x2]), np.linalg.solve(A, b), rtol=1e-10, atol=1e-12)
     x1, _ = _linalg.block_solve(A[:m, :m], A[:m, m:], A[m:, :m], A[m:, m:], b[:m], b[m:])
@@ -265,9 +268,9 @@ def test_runner_not_recompiled_when_h_t_end_tol_max_iter_change():
             compiles.append(duration)
 
     lv.simulate(problem, "VI-S", h=0.01, t_end=0.05)  # compile once
-    sch, vals, mech = resolve(problem, "VI-S", {})
-    layout = record_layout(sch, mech, "extrapolated", initial_state(problem, mech), 0.01, vals)
-    runner = _make_runner(mech, sch, "extrapolated", 512, layout)  # the default guess's runner
+    p = plan(problem, "VI-S", h=0.01, t_end=0.05)
+    layout = record_layout(p.scheme, p.mech, "extrapolated", initial_state(problem, p.mech, p.scheme), 0.01, p.params)
+    runner = _single_loop(p, layout, 512)  # the default guess's runner
     size = runner._cache_size()
     jax.monitoring.register_event_duration_secs_listener(listener)
     try:
@@ -280,20 +283,26 @@ def test_runner_not_recompiled_when_h_t_end_tol_max_iter_change():
     finally:
         jax.monitoring.unregister_event_duration_listener(listener)
     assert runner._cache_size() == size
-    assert _make_runner(mech, sch, "extrapolated", 512, layout) is runner
+    assert _single_loop(p, layout, 512) is runner
     assert n_sim == 0
     assert len(compiles) >= 1
 
 
 def test_persistent_compilation_cache_is_on_and_can_be_switched_off(tmp_path):
-    from livens import _jaxconfig
+    from livens.engine import xla as _jaxconfig
 
+    lv.simulate(lv.examples.load("pendulum-3d"), "VI-S", t_end=0.1, progress=False)  # a first run sets it
     if os.environ.get("LIVENS_COMPILATION_CACHE", "").lower() in ("0", "off", "false", "no", "none"):
         assert _jaxconfig.compilation_cache_dir() is None
     else:
         assert jax.config.jax_compilation_cache_dir
-    code = "import jax, livens; print(repr(jax.config.jax_compilation_cache_dir))"
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    # importing livens changes no process-wide setting but float64: the cache is set by its first run
+    imported = subprocess.run([sys.executable, "-c", "import jax, livens; print(repr(jax.config.jax_compilation_cache_dir))"],
+                              env=env, capture_output=True, text=True, check=True)
+    assert imported.stdout.strip() in ("None", "''")
+    code = ("import jax, livens as lv; lv.simulate(lv.examples.load('pendulum-3d'), 'VI-S', t_end=0.1, progress=False); "
+            "print(repr(jax.config.jax_compilation_cache_dir))")
     off = subprocess.run([sys.executable, "-c", code], env={**env, "LIVENS_COMPILATION_CACHE": "0"},
                          capture_output=True, text=True, check=True)
     assert off.stdout.strip() in ("None", "''")
@@ -331,7 +340,7 @@ def test_livens_vi_s_equals_the_numpy_reference_with_hand_derivatives():
 def test_record_layout_packs_a_step_into_one_row_exactly():
     """The time loop writes each step's record as one float64 row; unpacking gives back every
     field with its shape and dtype, iteration counts and flags exactly."""
-    from livens.simulate import RecordLayout
+    from livens.driver.records import RecordLayout
 
     rng = np.random.default_rng(3)
     recs = [{"q": rng.standard_normal(4), "iterations": np.int32(k), "ok": np.bool_(k % 2), "lam": rng.standard_normal((2, 3)),

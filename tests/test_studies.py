@@ -168,7 +168,7 @@ def test_problem_cache_reuses_one_system():
 def test_system_parameter_sweep_runs_one_compiled_loop():
     """Runs that differ in a System parameter share the Problem (and the compiled loop) and give
     the results of lv.simulate with those values."""
-    from livens.simulate import _RUNNERS
+    from livens.driver.run import _LOOPS as _RUNNERS
     from livens.studies.runs import execute
 
     specs = [RunSpec.make("pendulum-3d", "VI-S", 0.01, 0.2, system_params={"gravity": g}, tol=1e-12)

@@ -352,7 +352,8 @@ def test_papers_examples_unchanged(example):
 
     em = get("EM")[0]
     ref = dataclasses.replace(
-        em, name="em-midpoint-reference", tangent=None, uses_symmetries=False, increments=False,
+        em, name="em-midpoint-reference", tangent=None,
+        capabilities=dataclasses.replace(em.capabilities, symmetries=False),
         residual=lambda u, s, h, t, params, mech: _midpoint_em_residual(
             u, s, h, mech, greenspan=mech.system.invariants is not None))
     problem = lv.examples.load(example)

@@ -18,10 +18,10 @@ import pytest
 from _tangents import assert_tangent_equals_ad, tangent_type
 
 import livens as lv
-from livens import _banded
+from livens.solvers import banded as _banded
 from livens.schemes import get as get_scheme
 from livens.schemes import vi_lagrange
-from livens.simulate import initial_state, resolve
+from livens.driver.setup import initial_state, resolve
 from livens.solvers import LowRankUpdate, tangent, tangent_operator
 from livens.solvers.couplings import split
 

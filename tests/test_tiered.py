@@ -1,4 +1,4 @@
-"""Large XLA programs compiled quickly first and optimized in the background (livens._tiered), and
+"""Large XLA programs compiled quickly first and optimized in the background (livens.engine.tiers), and
 the compile options livens gives XLA (livens._jaxconfig)."""
 import threading
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import livens as lv
-from livens import _jaxconfig, _tiered
+from livens.engine import tiers as _tiered
+from livens.engine import xla as _jaxconfig
 
 
 def _program(n_terms: int):

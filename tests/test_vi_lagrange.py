@@ -191,13 +191,13 @@ def test_a_start_that_fails_stops_the_run_with_its_residual(pendulum, scheme, eq
 def test_the_start_is_compiled_once_per_system(pendulum):
     """The start's program (compiled in a background thread the first time) is reused by later runs
     and gives them the same q_1 and lambda_0 to the bit."""
-    from livens.schemes import vi_lagrange as V
+    from livens.engine import loops
 
     a = lv.simulate(pendulum, "vi-nullspace", h=0.02, t_end=0.1, progress=False)
-    held = [v for k, v in V._START_SOLVERS.items() if k[1] == "nullspace"]
-    assert held and all(not isinstance(v[1], V.Future) for v in held)
+    held = [v for k, v in loops._STARTS.items() if k[0][0] == "vi-nullspace"]
+    assert held and all(v[1].done() for v in held)
     b = lv.simulate(pendulum, "vi-nullspace", h=0.02, t_end=0.1, progress=False)
-    assert [v for k, v in V._START_SOLVERS.items() if k[1] == "nullspace"] == held
+    assert [v for k, v in loops._STARTS.items() if k[0][0] == "vi-nullspace"] == held
     np.testing.assert_array_equal(a.q, b.q)
     np.testing.assert_array_equal(a.lam, b.lam)
 
@@ -208,14 +208,16 @@ def test_the_start_in_c_agrees_with_xla(pendulum, scheme, monkeypatch):
     beside it: q_1, lambda_0 and the whole run agree with XLA's start to round-off; a fault of the
     translator leaves the start to XLA with a warning, and a failing C compiler leaves it to XLA
     too: not a lost run."""
-    from livens import native
-    from livens.schemes import vi_lagrange as V
+    from livens.engine import loops, native
+
+    def start_kinds():
+        return {("native" if k[1] else "xla"): type(v[1].result()).__name__ for k, v in loops._STARTS.items()
+                if k[0][0] == scheme}
 
     if native.compiler() is None:
         pytest.skip("no C compiler")
     runs = {b: lv.simulate(pendulum, scheme, h=0.01, t_end=0.5, progress=False, backend=b) for b in ("native", "xla")}
-    kind = "lagrange" if scheme == "vi-lagrange" else "nullspace"
-    kinds = {k[4]: type(v[1]).__name__ for k, v in V._START_SOLVERS.items() if k[1] == kind}
+    kinds = start_kinds()
     assert kinds.get("native") == "Kernel" and kinds.get("xla") != "Kernel"
     for name in ("q", "p", "lam"):
         a, b = getattr(runs["native"], name), getattr(runs["xla"], name)
@@ -225,11 +227,11 @@ def test_the_start_in_c_agrees_with_xla(pendulum, scheme, monkeypatch):
     def broken(*_, **__):
         raise ValueError("a translator fault")
 
-    V._START_SOLVERS.clear()
+    loops._STARTS.clear()
     monkeypatch.setattr(native, "trace_function", broken)
     with pytest.warns(RuntimeWarning, match="failed on the start step .*a translator fault"):
         again = lv.simulate(pendulum, scheme, h=0.01, t_end=0.5, progress=False, backend="native")
-    V._START_SOLVERS.clear()
+    loops._STARTS.clear()
     assert np.max(np.abs(again.q - runs["xla"].q)) <= 1e-12 * max(1.0, np.max(np.abs(runs["xla"].q)))
 
     def no_compiler(*_, **__):
@@ -238,9 +240,9 @@ def test_the_start_in_c_agrees_with_xla(pendulum, scheme, monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(native, "compile_traced", no_compiler)  # the C compiler fails: XLA solves the start
     third = lv.simulate(pendulum, scheme, h=0.01, t_end=0.5, progress=False, backend="native")
-    kinds = {k[4]: type(v[1]).__name__ for k, v in V._START_SOLVERS.items() if k[1] == kind}
+    kinds = start_kinds()
     assert "native" not in kinds and kinds.get("xla") not in (None, "Kernel")
-    V._START_SOLVERS.clear()
+    loops._STARTS.clear()
     assert np.max(np.abs(third.q - runs["xla"].q)) <= 1e-12 * max(1.0, np.max(np.abs(runs["xla"].q)))
 
 
@@ -254,12 +256,12 @@ def test_prepared_invariants_change_no_bit(pendulum, scheme):
 
     from livens.mechanics import mechanics
     from livens.schemes import get
-    from livens.simulate import initial_state
+    from livens.driver.setup import initial_state
 
     sch, _ = get(scheme)
     mech = mechanics(pendulum.system, pendulum.q0)
     h, t = 0.02, 0.0
-    state = sch.start(initial_state(pendulum, mech, sch), h, {}, mech)
+    state, _ = sch.start(initial_state(pendulum, mech, sch), h, {}, mech)
     prepared = sch.prepare(state, h, t, {}, mech)
     assert set(prepared.extra) > set(state.extra)
     u = sch.guess(state, h, t, {}, mech, "advanced")

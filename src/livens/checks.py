@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _jaxconfig
-from ._cache import CompiledCache
+from . import _jaxconfig  # noqa: F401
+from .engine import CompiledCache, xla_jit
 
 
 def _as_vector(name: str, x, d: int | None = None) -> np.ndarray:
@@ -70,7 +70,7 @@ def _evaluate(name: str, fn, *args, shape=None, floating: bool = False, finite: 
     out = arr = None
     if compiled:
         try:
-            out = _jaxconfig.jit(fn, once=True)(*args)
+            out = xla_jit(fn, once=True)(*args)
             arr = np.asarray(out)
         except Exception:  # noqa: BLE001 - the eager evaluation below says what failed
             arr = None

@@ -13,6 +13,7 @@ import math
 import os
 import sys
 
+from .config import parse_overrides
 from .engine import serial_blas
 
 
@@ -30,25 +31,20 @@ def _cmd_list(args) -> int:
         aka = sorted(a.upper() for a, (c, _) in al.items() if c == name and a.upper() != name.upper())
         aka_s = f" (alias {', '.join(dict.fromkeys(aka))})" if aka else ""
         ps = ", ".join(f"{p.name}={p.default:g}" for p in sch.params)
-        print(f"  {name:20s}{aka_s:22s} {sch.paper}" + (f"  [{ps}]" if ps else ""))
-        if sch.keeps:
-            print(f"  {'':20s}{'':22s} keeps: {sch.keeps}")
+        print(f"  {name:20s}{aka_s:22s} {sch.about.paper}" + (f"  [{ps}]" if ps else ""))
+        if sch.about.keeps:
+            print(f"  {'':20s}{'':22s} keeps: {sch.about.keeps}")
+        print(f"  {'':20s}{'':22s} mass matrix: {_mass_matrices(sch.capabilities)}")
     return 0
 
 
-def _parse_overrides(items):
-    import ast
-
-    out = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ValueError(f"--set expects NAME=VALUE; got {item!r}.")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = ast.literal_eval(v)
-        except (ValueError, SyntaxError):
-            out[k.strip()] = v
-    return out
+def _mass_matrices(caps) -> str:
+    """The mass matrices a scheme accepts, in words (``livens list``)."""
+    if caps.mass_inverse:
+        return "constant and regular (it uses M^-1)"
+    kinds = ["constant"] + (["singular"] if caps.singular_mass else []) + \
+        (["configuration-dependent M(q)"] if caps.configuration_mass else [])
+    return ", ".join(kinds) + " (no M^-1)"
 
 
 KEEP_BUDGET = 256 * 2**20
@@ -108,7 +104,7 @@ def _chunk_for(d: int, m: int) -> int:
     """Steps per compiled chunk: the time loop's default (512) for small systems; for large ones the
     power of two (at least 4) that keeps a chunk near CHUNK_SECONDS, so that Ctrl-C is answered
     within about a second rather than after hundreds of slow steps."""
-    from .simulate import DEFAULT_CHUNK
+    from .driver import DEFAULT_CHUNK
 
     step = _STEP_SECONDS_PER_UNKNOWN3 * float(3 * d + 2 * m) ** 3
     n = CHUNK_SECONDS / step
@@ -189,7 +185,7 @@ def _partial(out: str, stem: str, streamed: str) -> str:
 
 
 def _exit_on_ctrl_c_before_the_first_step(streamed):
-    """While ``simulate`` has computed nothing (:class:`livens.simulate._NothingComputed`: set-up
+    """While ``simulate`` has computed nothing (:class:`livens.driver.host.NothingComputed`: set-up
     and the first chunk, which includes XLA's compilation, seconds to minutes for a large system),
     answer Ctrl-C at once: exit 130 with one line, removing the streamed file that holds only the
     initial state. Python runs signal handlers only between bytecodes, so the handler alone would
@@ -199,7 +195,7 @@ def _exit_on_ctrl_c_before_the_first_step(streamed):
     import signal
     import threading
 
-    from .simulate import _NothingComputed
+    from .driver.host import NothingComputed as _NothingComputed
 
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
@@ -249,7 +245,7 @@ def _cmd_run(args) -> int:
     from .mechanics import mechanics
     from .simulate import simulate
 
-    overrides = _parse_overrides(args.set)
+    overrides = parse_overrides(args.set)
     if args.config:
         from .config import load_run_config
 

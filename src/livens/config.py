@@ -186,3 +186,20 @@ def load_run_config(path) -> RunConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}.") from None
     return parse_run_config(data, path)
+
+
+def parse_overrides(items) -> dict:
+    """``NAME=VALUE`` items (``--set`` on the command line) as a dict; values read as Python literals
+    where they are one, else kept as strings."""
+    import ast
+
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"--set expects NAME=VALUE; got {item!r}.")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            out[k.strip()] = v
+    return out

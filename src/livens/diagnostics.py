@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _jaxconfig  # noqa: F401
-from ._cache import CompiledCache
+from .engine import CompiledCache
 from .schemes.base import State
 
 
@@ -102,13 +102,14 @@ def one_step_jacobian(problem, scheme, h, state: State | None = None, t: float =
     and constant M; the other schemes use v only in the first guess), else kept fixed.
     Returns (Psi', z, x, ||R||_inf at the solution).
     """
-    from .simulate import initial_state, resolve
+    from .driver.setup import initial_state, resolve
 
     sch, vals, mech = resolve(problem, scheme, params)
     if state is None:
         state = initial_state(problem, mech)
         if sch.start is not None:
-            state = sch.start(state, float(h), vals, mech)
+            jp0 = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
+            state, _ = jax.jit(lambda s, hh: sch.start(s, hh, jp0, mech))(state, jnp.asarray(h, jnp.float64))
     state = jax.tree_util.tree_map(jnp.asarray, state)
     jp = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     z0 = jnp.concatenate([state.q, state.p])

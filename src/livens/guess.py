@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .newton import _norm_inf
+from .solvers.newton import _norm_inf
 
 HISTORY = 5
 """Solutions of the previous steps kept: the predictor has degree HISTORY - 1 (quartic)."""

@@ -16,8 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _jaxconfig  # noqa: F401
-from ._cache import CompiledCache
-from .system import System
+from ._lru import LRU as CompiledCache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: system.py validates through checks.py, which uses mechanics
+    from .system import System
 
 
 _TRACED_ONCE = ("constraints", "potential", "mass_matrix", "dissipation", "external_force")

@@ -1,6 +1,7 @@
 """Results written to netCDF while a run goes (``lv.simulate(..., out=path)``, ``livens run --out``).
 
-The file has unlimited ``time`` and ``step`` dimensions. The time loop hands every chunk of kept
+The file has unlimited ``time`` and ``step`` dimensions (and, for an ensemble, a ``member``
+dimension before them: every member's rows are appended together). The time loop hands every chunk of kept
 nodes and steps to :meth:`NetCDFStream.append`; the rows are written at most every
 ``flush_interval`` seconds (and at :meth:`~NetCDFStream.flush` / :meth:`~NetCDFStream.close`),
 each time by opening the file, appending and closing it again, so that the file on disk is a
@@ -26,10 +27,12 @@ from .solution import FORMAT_VERSION, _jsonable
 
 
 class _Pending:
-    """Rows held in memory until the next write, with the file's row counts."""
+    """Rows held in memory until the next write, with the file's row counts (member-first where
+    the file holds an ensemble: the time and step axes are then the second)."""
 
-    def __init__(self, path: str, nodal_v: bool, has_gamma: bool, inode: int):
+    def __init__(self, path: str, nodal_v: bool, has_gamma: bool, inode: int, members: int | None = None):
         self.path, self.nodal_v, self.has_gamma, self.inode = path, nodal_v, has_gamma, inode
+        self.members = members
         self.nodes: list = []
         self.steps: list = []
         self.n_time = 0
@@ -73,12 +76,16 @@ class _Pending:
             for dim, parts, count in (("time", nodes, "n_time"), ("step", steps, "n_step")):
                 if not parts:
                     continue
-                cat = {k: np.concatenate([d[k] for d in parts]) for k in parts[0]}
+                axis = {k: (1 if self.members is not None and k not in (dim, "index") else 0) for k in parts[0]}
+                cat = {k: np.concatenate([d[k] for d in parts], axis=axis[k]) for k in parts[0]}
                 a = getattr(self, count)
                 b = a + len(cat[dim])
                 f.resize_dimension(dim, b)
                 for k, arr in cat.items():
-                    f[k][a:b] = arr
+                    if axis[k]:
+                        f[k][:, a:b] = arr
+                    else:
+                        f[k][a:b] = arr
                 setattr(self, count, b)
 
 
@@ -90,33 +97,37 @@ class NetCDFStream:
     max_pending_bytes = 64 * 2**20
     """Rows held beyond this many bytes are written at once."""
 
-    def __init__(self, path, d: int, m: int, has_gamma: bool, velocity_kind: str, attrs: dict):
+    def __init__(self, path, d: int, m: int, has_gamma: bool, velocity_kind: str, attrs: dict,
+                 members: int | None = None):
         import h5netcdf
 
         self.path = os.fspath(path)
         self.nodal_v = velocity_kind == "nodal"
         self.has_gamma = has_gamma
+        self.members = members
+        lead = ("member",) if members is not None else ()
         os.makedirs(os.path.dirname(os.path.abspath(self.path)) or ".", exist_ok=True)
         tmp = self.path + f".{os.getpid()}.tmp"
         with h5netcdf.File(tmp, "w") as f:
-            f.dimensions = {"time": None, "step": None, "coord": d, "constraint": m}
+            f.dimensions = {"time": None, "step": None, "coord": d, "constraint": m,
+                            **({"member": members} if members is not None else {})}
             f.create_variable("time", ("time",), float)
             f.create_variable("step", ("step",), np.int64)
             for name in ("q", "p"):
-                f.create_variable(name, ("time", "coord"), float)
-            f.create_variable("v", ("time" if self.nodal_v else "step", "coord"), float)
-            f.create_variable("lam", ("step", "constraint"), float)
+                f.create_variable(name, lead + ("time", "coord"), float)
+            f.create_variable("v", lead + ("time" if self.nodal_v else "step", "coord"), float)
+            f.create_variable("lam", lead + ("step", "constraint"), float)
             if has_gamma:
-                f.create_variable("gam", ("step", "constraint"), float)
-            f.create_variable("newton_iterations", ("step",), np.int32)
-            f.create_variable("newton_residual", ("step",), float)
+                f.create_variable("gam", lead + ("step", "constraint"), float)
+            f.create_variable("newton_iterations", lead + ("step",), np.int32)
+            f.create_variable("newton_residual", lead + ("step",), float)
             full = {"livens_format": FORMAT_VERSION, "d": d, "m": m, "velocity_kind": velocity_kind,
-                    "complete": 0}
+                    "complete": 0, **({"members": members} if members is not None else {})}
             for k, v in attrs.items():
                 full[k] = json.dumps(_jsonable(v)) if isinstance(v, dict) else v
             f.attrs.update(full)
         os.replace(tmp, self.path)
-        self._pending = _Pending(self.path, self.nodal_v, has_gamma, os.stat(self.path).st_ino)
+        self._pending = _Pending(self.path, self.nodal_v, has_gamma, os.stat(self.path).st_ino, members)
         # rows still held when the stream is dropped (an exception unwinding the time loop) or at exit
         self._finalizer = weakref.finalize(self, self._pending.write)
 
@@ -138,6 +149,20 @@ class NetCDFStream:
         if (time.monotonic() - pending.last_write >= self.flush_interval
                 or pending.nbytes >= self.max_pending_bytes):
             pending.write()
+
+    def append_rows(self, kept, lo: int, hi: int, start: bool = False):
+        """Append the kept rows lo..hi of :class:`livens.driver.records.KeptNodes` (of every member of
+        an ensemble); ``start``: the start node (node 0) first."""
+        b = slice(None) if self.members is not None else 0
+        first = 0 if start else 1 + lo
+        t = kept.t[first:1 + hi]
+        q, p = kept.q[b, first:1 + hi], kept.p[b, first:1 + hi]
+        v_nodes = kept.v[b, first:1 + hi] if self.nodal_v else None
+        steps = {"index": kept.nodes[lo:hi] - 1, "lam": kept.lam[b, lo:hi], "iterations": kept.iterations[b, lo:hi],
+                 "residual": kept.residual[b, lo:hi], "v": None if self.nodal_v else kept.v[b, lo:hi]}
+        if self.has_gamma:
+            steps["gam"] = kept.gam[b, lo:hi]
+        self.append(t, q, p, v_nodes, steps)
 
     def flush(self):
         """Write every row held to the file."""

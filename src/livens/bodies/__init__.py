@@ -29,7 +29,8 @@ Stress resultants per element: :func:`stress_resultants`. Pictures: :mod:`livens
 (``snapshot``, ``animate``), imported on first use.
 """
 from .assembly import AssembledSystem, Assembly, Layout
-from .beam import Beam, stress_resultants
+from .beam import Beam
+from .resultants import stress_resultants
 from .forces import Damper, Gravity, PointLoad, Spring, triangular_pulse
 from .joints import Clamp, Distance, FixedPoint, OnAxis, Revolute, Spherical
 from .rigid import (PlanarRigidBody, Point, PointMass, RigidBody, bar, ground, orthonormality, pyramid,

@@ -308,7 +308,7 @@ class Assembly:
         without a permutation of the rows. The gathers of the director blocks and Gram entries are
         kept: batched (ensembles), a gather and a Gram matrix product cost less than the static
         slices and elementwise products that avoid them (measured); in a single run,
-        :func:`livens._fusion.fuse_small_dots` turns them into fusible products."""
+        :func:`livens.engine.small_products.fuse_small_dots` turns them into fusible products."""
         lay, dim, d = self._layout, self.dim, self.d
         rigid = [o + f for b, o in zip(self.bodies, lay.offsets) if b.internal_names
                  for f in (b.frame_offsets() if isinstance(b, Beam) else (0,))]

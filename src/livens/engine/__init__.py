@@ -1,8 +1,46 @@
-"""How livens' traced time loops become fast code, behind one boundary.
+"""The compile engine: how a run's traced programs become fast code, behind one boundary.
 
-- :func:`serial_blas` (:mod:`livens.engine.threads`): the BLAS libraries on one thread while a
-  run's compiled programs execute.
+The physics code (systems, mechanics, schemes, the time step) is plain JAX and knows nothing of
+this package; the driver (:mod:`livens.driver`) hands it the programs of a run and receives
+compiled functions. What it does, each in a module of its own:
+
+- :mod:`~livens.engine.options`: :class:`EngineOptions`, every choice and size threshold, and the
+  one switch, the backend ("auto", "native", "xla", "plain": ``backend=`` or ``LIVENS_BACKEND``);
+- :mod:`~livens.engine.loops`: the compiled chunk loops of one member and of ensembles, the
+  rescue and start programs;
+- :mod:`~livens.engine.native`: a jaxpr translated to one C function and compiled by the system's
+  C compiler (small systems), with a kernel cache, and lane kernels for ensembles
+  (:mod:`~livens.engine.native.member_lanes`);
+- :mod:`~livens.engine.tiers`: a large XLA program compiled quickly first and optimized in the
+  background;
+- :mod:`~livens.engine.small_products`: small matrix products rewritten as fusible sums;
+- :mod:`~livens.engine.xla`: XLA's compile options and the persistent compilation cache (set when
+  livens compiles its first program, ``LIVENS_COMPILATION_CACHE=0`` turns it off);
+- :mod:`~livens.engine.threads`: one BLAS thread while a run's programs execute.
+
+:func:`wait` waits for every compile running in the background (native ``-O2`` libraries, XLA's
+optimized tier), as a benchmark does before it measures.
 """
+from .._lru import CompiledCache
+from .loops import batched_loop, member_loop, program, single_loop, start_program, step_options
+from .options import BACKENDS, EngineOptions, engine_options, loop_size
 from .threads import serial_blas
+from .tiers import background
+from .xla import ImmediateProgram, compilation_cache_dir
+from .xla import jit as xla_jit
 
-__all__ = ["serial_blas"]
+
+def wait(timeout: float | None = None) -> None:
+    """Wait until the compiles running in the background (native ``-O2`` libraries, XLA's
+    optimized tier, start programs) have ended."""
+    from . import native, tiers
+
+    native.wait(timeout)
+    tiers.wait(timeout)
+
+
+__all__ = [
+    "BACKENDS", "CompiledCache", "EngineOptions", "ImmediateProgram", "background", "batched_loop",
+    "compilation_cache_dir", "engine_options", "loop_size", "member_loop", "program", "serial_blas",
+    "single_loop", "start_program", "step_options", "wait", "xla_jit",
+]

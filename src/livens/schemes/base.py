@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
-import jax
 import jax.numpy as jnp
 
 
@@ -77,10 +76,6 @@ class Param:
         return x
 
 
-BLOCK_JACOBIAN_MIN = 48
-"""Unknowns from which :meth:`Scheme.jacobian_by_blocks` differentiates block by block."""
-
-
 _Q, _P, _V = ("q1", "dq"), ("p1", "dp"), ("v1", "v0")
 
 
@@ -139,74 +134,108 @@ def _increments(u):
 
 
 @dataclass(frozen=True)
-class Scheme:
-    """One integration scheme: plain data and pure functions, capabilities declared once.
+class Capabilities:
+    """What a scheme accepts and what it returns, declared once; the driver refuses a run that
+    needs what the scheme does not accept, with the names of the schemes that do.
 
+    mass_inverse: the equations use M^-1 (a constant, regular mass matrix only).
+    singular_mass, configuration_mass: it runs a singular, a configuration-dependent M(q).
+    dissipation: it has a term for a Rayleigh dissipation matrix C(q).
+    external_force: it has a term for an external force F(q, v, t) (else refused: it would ignore it).
+    symmetries: its residual reads the problem's symmetries (discrete gradients orthogonal to their
+        generators, 002 eq 85).
+    gamma: it solves for a second multiplier gamma (output ``gam``).
+    velocity_kind: the velocity it reports: "nodal", "interval" (v^{n+1} of step n -> n+1) or
+        "leading" (v^n of step n -> n+1).
+    applies_to(problem, mech) -> None, or why it cannot run this system (a scheme made for one
+        system, as ``bs99``).
+    """
+
+    mass_inverse: bool = True
+    singular_mass: bool = False
+    configuration_mass: bool = False
+    dissipation: bool = False
+    external_force: bool = True
+    symmetries: bool = False
+    gamma: bool = False
+    velocity_kind: str = "nodal"
+    applies_to: Callable | None = None
+
+
+@dataclass(frozen=True)
+class Solving:
+    """How Newton's method best solves the scheme's residual.
+
+    guess: the first guess when the caller names none (:mod:`livens.guess`: "extrapolated",
+        "advanced" or "simple").
+    linearize_once: the residual's derivative repeats the residual's own work (an inner solve whose
+        implicit derivative needs its solution, the projection of ``vi-nullspace``): Newton then
+        takes R and dR/dx at each iterate from one ``jax.linearize``
+        (:class:`livens.solvers.newton.LinearizedNewton`; the same iterates). Only without a
+        structured tangent and with the papers' stopping rule.
+    """
+
+    guess: str = "extrapolated"
+    linearize_once: bool = False
+
+
+@dataclass(frozen=True)
+class About:
+    """What the documentation and the reports say of a scheme: the paper and equations it
+    implements, a one-line description, what it keeps (conserves, meets), its order, and
+    ``enforced(sol) -> {name: residual array}``, the constraints it is built to meet (default
+    :func:`enforced_position`)."""
+
+    paper: str
+    description: str = ""
+    keeps: str = ""
+    order: int | None = None
+    enforced: Callable = enforced_position
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One integration scheme: its mathematics as plain data and pure functions (nothing of
+    compilers, threads or caches). Required: the layout of the unknowns and the residual.
+
+    name: canonical name (aliases are given to :func:`livens.schemes.register`).
     unknowns: ((name, size), ...) with size "d", "m", "k" (= d - m) or an int. The names "q1"/"dq",
         "p1"/"dp", "v1"/"v0", "lam", "gam" are understood by the defaults below; a scheme whose
-        unknowns are "dq" and "dp" is in increment form (``increments``).
-    residual(u, state, h, t, params, mech) -> R  (u: dict of named unknowns)
+        unknowns are "dq" and "dp" is in increment form (:attr:`increments`).
+    residual(u, state, h, t, params, mech) -> R  (u: dict of named unknowns).
+    params: the scheme's own parameters (:class:`Param`: theta, ...).
     guess(state, h, t, params, mech, mode) -> dict of named unknowns ("simple" or "advanced");
         default :func:`default_guess`.
-    update(u, state, h, t, params, mech) -> (State, outputs) where outputs is a dict with
-        "v" (the velocity this step reports), "lam", "gam" (arrays, gam may be absent); default
-        :func:`default_update`.
-    start(problem_state, h, params, mech) -> State, optional (e.g. two-step schemes); with it,
-        pure_start(state, h, params, mech, differentiable) -> (State, ok), the same as a pure,
-        traceable function (:func:`livens.flow`), and optionally
-        start_ahead(problem_state, h, params, mech, backend="xla") -> (State of shapes, finish): the
-        same start in two parts, the returned State's shapes at once and ``finish()`` -> State
-        later, so that :func:`livens.simulate` compiles the time loop while the start's own
-        program compiles (``backend="native"``: in C, where the time loop runs natively).
-    enforced(sol) -> dict name -> residual array, the constraints the scheme is built to meet;
-        default :func:`enforced_position`.
-    increments(u) -> (dq, dp): the scheme solves for the increments of q and p over the step,
-        written so that no difference q^{n+1} - q^n is formed in the residual; the time loop then
-        accumulates q and p by :func:`compensated_add`. Set by default where the unknowns are
-        "dq" and "dp".
-    applicability(problem, mech) -> None, or why the scheme cannot run this system (a scheme made
-        for one system, e.g. ``bs99``); :meth:`applies_to` asks it, ``simulate.resolve`` refuses.
-    linearize_once: True where the residual's derivative repeats the residual's own work (an inner
-        solve whose implicit derivative needs its solution, the projection of ``vi-nullspace``):
-        Newton then takes R and dR/dx at each iterate from one ``jax.linearize``
-        (:func:`livens.newton.newton_linearized`; the same iterates). Only without a ``tangent``
-        and with the papers' stopping rule; otherwise plain Newton.
+    update(u, state, h, t, params, mech) -> (State, outputs), outputs a dict with "v" (the
+        velocity this step reports), "lam", "gam" (gam may be absent); default :func:`default_update`.
+    tangent(u, state, h, t, params, mech) -> dR/dx, a matrix or an operator with ``solve``: a
+        structured tangent (tested against AD); default: chosen by :mod:`livens.solvers.tangent`.
+    start(state, h, params, mech) -> (State, (ok, residual, iterations)): for a two-step scheme,
+        the state its first step needs (pure and traceable: the driver compiles it, also inside a
+        differentiable run); ``ok`` False where it did not converge.
     prepare(state, h, t, params, mech) -> State: the state with the step's invariants (values that
         depend on the state only, as D_2 L_d(q^n, q^{n+1}) of a two-step scheme) added to ``extra``,
-        computed once per step by :func:`livens.core.step` before the guess; guess, residual,
+        computed once per step by :func:`livens.timestep.step` before the guess; guess, residual,
         tangent and update read them there, and compute them where a caller passes a state
-        without them. The update returns a state without them (the time loop's carry is
-        unchanged). Default: none.
+        without them. The update returns a state without them.
+    capabilities, solving, about: :class:`Capabilities`, :class:`Solving`, :class:`About`.
+
+    Adding a scheme touches one module of :mod:`livens.schemes` (see ``schemes/classical.py`` and
+    the contributors' guide).
     """
 
     name: str
-    paper: str
     unknowns: tuple
     residual: Callable
-    velocity_kind: str  # "nodal", "interval" (v^{n+1} of step n->n+1) or "leading" (v^n)
+    about: About
+    capabilities: Capabilities = Capabilities()
+    solving: Solving = Solving()
+    params: tuple = ()
     guess: Callable | None = None
     update: Callable | None = None
-    description: str = ""
-    params: tuple = ()
-    needs_mass_inverse: bool = True
-    allows_singular_mass: bool = False
-    allows_configuration_mass: bool = False
-    has_gamma: bool = False
-    supports_dissipation: bool = False
-    supports_external_force: bool = True  # False: the residual has no F(q, v, t) term; refused
+    tangent: Callable | None = None
     start: Callable | None = None
-    pure_start: Callable | None = None  # (state, h, params, mech, differentiable) -> (State, ok): start, traceable
-    start_ahead: Callable | None = None  # (state, h, params, mech, backend) -> (State of shapes, finish): start in two parts
-    enforced: Callable | None = None
-    tangent: Callable | None = None  # structured tangent dR/dx, optional
-    linearize_once: bool = False  # Newton takes R and dR/dx from one linearization (see above)
-    keeps: str = ""
-    order: int | None = None
-    preferred_guess: str = "extrapolated"  # Newton's first guess when the caller names none (livens.guess)
-    uses_symmetries: bool = False  # True: the residual reads mech.symmetries (discrete gradients, 002 eq 85)
-    increments: Callable | None = None  # u -> (dq, dp) in increment form; default from the names, False: none
-    applicability: Callable | None = None  # (problem, mech) -> None or the reason it cannot run the system
-    prepare: Callable | None = None  # (state, h, t, params, mech) -> state with the step's invariants in extra
+    prepare: Callable | None = None
 
     def __post_init__(self):
         names = tuple(n for n, _ in self.unknowns)
@@ -214,15 +243,21 @@ class Scheme:
             object.__setattr__(self, "guess", default_guess(names))
         if self.update is None:
             object.__setattr__(self, "update", default_update(names))
-        if self.enforced is None:
-            object.__setattr__(self, "enforced", enforced_position)
-        if self.increments is None and "dq" in names and "dp" in names:
-            object.__setattr__(self, "increments", _increments)
+
+    @property
+    def increments(self) -> Callable | None:
+        """u -> (dq, dp) for a scheme in increment form (unknowns "dq" and "dp"), else None: the
+        scheme solves for the increments of q and p over the step, written so that no difference
+        q^{n+1} - q^n is formed in the residual, and the time loop accumulates q and p by
+        :func:`compensated_add`."""
+        names = [n for n, _ in self.unknowns]
+        return _increments if "dq" in names and "dp" in names else None
 
     def applies_to(self, problem, mech) -> str | None:
         """None when the scheme can run ``problem`` as far as its own equations go, else the reason
-        (the mass matrix, dissipation and external forces are checked by ``simulate.resolve``)."""
-        return None if self.applicability is None else self.applicability(problem, mech)
+        (the mass matrix, dissipation and external forces are checked by the driver)."""
+        check = self.capabilities.applies_to
+        return None if check is None else check(problem, mech)
 
     def sizes(self, d: int, m: int) -> list[tuple[str, int]]:
         out = []
@@ -241,24 +276,6 @@ class Scheme:
             out[name] = x[i : i + n]
             i += n
         return out
-
-    def jacobian_by_blocks(self, residual_of_u: Callable, x, d: int, m: int):
-        """dR/dx at the packed unknowns x by forward-mode AD: the tangent of Newton's method for
-        every scheme without a structured one.
-
-        From :data:`BLOCK_JACOBIAN_MIN` unknowns on it is built as one ``jacfwd`` per named block of
-        unknowns, the other blocks held constant: their tangents are then symbolic zeros, so the
-        work that depends on them alone is not repeated for every direction. The matrix is the
-        same as ``jax.jacfwd`` of the packed residual (the tests compare them). It makes the steps
-        of larger systems faster (``python -m benchmarks``: VI-B and midpoint on the double
-        four-bar, the heavy top); below ~48 unknowns the extra, smaller kernels cost more than they
-        save, so there the whole vector is differentiated at once. The price is compile time.
-        """
-        if x.shape[0] < BLOCK_JACOBIAN_MIN:
-            return jax.jacfwd(lambda x: residual_of_u(self.unpack(x, d, m)))(x)
-        u = self.unpack(x, d, m)
-        cols = [jax.jacfwd(lambda y, k=k: residual_of_u({**u, k: y}))(u[k]) for k in u if u[k].shape[0]]
-        return jnp.concatenate(cols, axis=1)
 
     def resolve_params(self, given: dict, alias_params: dict | None = None) -> dict:
         """Defaults, then alias values, then user values; each checked against its range."""

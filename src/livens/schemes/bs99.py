@@ -54,9 +54,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._cache import CompiledCache
+from .._lru import LRU as CompiledCache
 from . import register
-from .base import Scheme, State
+from .base import About, Capabilities, Scheme, Solving, State
 
 E3 = np.array([0.0, 0.0, 1.0])
 _RTOL = 1e-10
@@ -245,21 +245,20 @@ def _applicability(q0, mech) -> str | None:
 BS99 = register(
     Scheme(
         name="bs99",
-        paper="Bobenko, Suris 1999 (Commun. Math. Phys. 204), as BS99 in 002 §6.2",
         unknowns=(),
         residual=_residual,
         guess=_guess,
         update=_update,
         tangent=_tangent,
-        velocity_kind="nodal",
-        description="the discrete Lagrange top: explicit, heavy symmetric top only",
-        has_gamma=False,
-        supports_external_force=False,
-        enforced=_enforced,
-        applicability=applicability,
-        keeps="heavy top only; explicit; first order; keeps m.e3, m.d, |d|, a deformed energy",
-        order=1,
-        preferred_guess="simple",
+        capabilities=Capabilities(velocity_kind="nodal", external_force=False, applies_to=applicability),
+        solving=Solving(guess="simple"),
+        about=About(
+            paper="Bobenko, Suris 1999 (Commun. Math. Phys. 204), as BS99 in 002 §6.2",
+            description="the discrete Lagrange top: explicit, heavy symmetric top only",
+            enforced=_enforced,
+            keeps="heavy top only; explicit; first order; keeps m.e3, m.d, |d|, a deformed energy",
+            order=1,
+        ),
     ),
     aliases={"BS99": {}},
 )

@@ -39,7 +39,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from . import register
-from .base import Scheme, State, enforced_both_nodal, enforced_position
+from .base import About, Capabilities, Scheme, State, enforced_both_nodal
 
 
 def _force(mech, q, v, t):
@@ -69,15 +69,16 @@ def _ggl_midpoint_residual(u, s: State, h, t, params, mech):
 GGL_MIDPOINT = register(
     Scheme(
         name="ggl-midpoint",
-        paper="002 eq 30 (classical GGL stabilization, Gear, Gupta, Leimkuhler 1985), midpoint rule",
         unknowns=(("q1", "d"), ("p1", "d"), ("lam", "m"), ("gam", "m")),
         residual=_ggl_midpoint_residual,
-        velocity_kind="nodal",
-        description="implicit midpoint rule for the GGL-stabilized index-2 equations",
-        has_gamma=True,
-        enforced=enforced_both_nodal,
-        keeps="both constraints at the nodes; no structure (the contrast case)",
-        order=2,
+        capabilities=Capabilities(velocity_kind="nodal", gamma=True),
+        about=About(
+            paper="002 eq 30 (classical GGL stabilization, Gear, Gupta, Leimkuhler 1985), midpoint rule",
+            description="implicit midpoint rule for the GGL-stabilized index-2 equations",
+            enforced=enforced_both_nodal,
+            keeps="both constraints at the nodes; no structure (the contrast case)",
+            order=2,
+        ),
     ),
 )
 
@@ -98,14 +99,15 @@ def _midpoint_residual(u, s: State, h, t, params, mech):
 MIDPOINT = register(
     Scheme(
         name="midpoint",
-        paper="002 eq 28 (index-3 equations), implicit midpoint rule",
         unknowns=(("q1", "d"), ("p1", "d"), ("lam", "m")),
         residual=_midpoint_residual,
-        velocity_kind="nodal",
-        description="implicit midpoint rule for the index-3 equations, g(q) at the nodes",
-        enforced=enforced_position,
-        keeps="g(q) at the nodes",
-        order=2,
+        capabilities=Capabilities(velocity_kind="nodal"),
+        about=About(
+            paper="002 eq 28 (index-3 equations), implicit midpoint rule",
+            description="implicit midpoint rule for the index-3 equations, g(q) at the nodes",
+            keeps="g(q) at the nodes",
+            order=2,
+        ),
     ),
 )
 
@@ -130,15 +132,16 @@ def _rattle_residual(u, s: State, h, t, params, mech):
 RATTLE = register(
     Scheme(
         name="rattle",
-        paper="Andersen 1983; Hairer-Lubich-Wanner GNI Ch. VII.1; 004 §4",
         unknowns=(("q1", "d"), ("p1", "d"), ("lam", "m"), ("gam", "m")),
         residual=_rattle_residual,
-        velocity_kind="nodal",
-        description="RATTLE: symplectic, both constraints at the nodes, second order",
-        has_gamma=True,
-        enforced=enforced_both_nodal,
-        keeps="symplectic, momentum maps, both constraints at the nodes; order 2",
-        order=2,
+        capabilities=Capabilities(velocity_kind="nodal", gamma=True),
+        about=About(
+            paper="Andersen 1983; Hairer-Lubich-Wanner GNI Ch. VII.1; 004 §4",
+            description="RATTLE: symplectic, both constraints at the nodes, second order",
+            enforced=enforced_both_nodal,
+            keeps="symplectic, momentum maps, both constraints at the nodes; order 2",
+            order=2,
+        ),
     ),
 )
 
@@ -159,14 +162,15 @@ def _symplectic_euler_residual(u, s: State, h, t, params, mech):
 SYMPLECTIC_EULER = register(
     Scheme(
         name="symplectic-euler",
-        paper="constrained symplectic Euler: Hairer-Lubich-Wanner GNI Ch. VII.1; Leimkuhler-Reich 2004 Ch. 7",
         unknowns=(("q1", "d"), ("p1", "d"), ("lam", "m")),
         residual=_symplectic_euler_residual,
         # the reported velocity, M^-1 p^{n+1}, is the interval velocity (q^{n+1} - q^n)/h (the default update)
-        velocity_kind="interval",
-        description="constrained symplectic Euler (SHAKE-type), first order",
-        enforced=enforced_position,
-        keeps="symplectic, momentum maps, g(q) at the nodes; order 1",
-        order=1,
+        capabilities=Capabilities(velocity_kind="interval"),
+        about=About(
+            paper="constrained symplectic Euler: Hairer-Lubich-Wanner GNI Ch. VII.1; Leimkuhler-Reich 2004 Ch. 7",
+            description="constrained symplectic Euler (SHAKE-type), first order",
+            keeps="symplectic, momentum maps, g(q) at the nodes; order 1",
+            order=1,
+        ),
     ),
 )

@@ -51,9 +51,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
-from .._linalg import solver
+from ..solvers.dense import solver
 from . import register
-from .base import Scheme, State, default_update, enforced_both_nodal, next_node
+from .base import About, Capabilities, Scheme, State, default_update, enforced_both_nodal, next_node
 from .ggl_vi import _mass_operators
 
 
@@ -370,19 +370,18 @@ def _tangent(u, s: State, h, t, params, mech):
 GGL_EM = register(
     Scheme(
         name="ggl-em",
-        supports_external_force=False,  # 002 eq 79/82/84 and Gonzalez 1999 have no F term
-        paper="002 eq 84-91",
         unknowns=_UNKNOWNS,
         residual=_residual,
         update=_update,
-        velocity_kind="nodal",
-        description="GGL energy-momentum scheme with discrete gradients",
-        has_gamma=True,
-        enforced=enforced_both_nodal,  # g(q^{n+1}), g_v(q^{n+1}, p^{n+1}) (002 eq 84d, e)
         tangent=_tangent,
-        uses_symmetries=True,
-        keeps="energy, momentum maps, both constraints at nodes; order 2",
-        order=2,
+        capabilities=Capabilities(external_force=False, velocity_kind="nodal", gamma=True, symmetries=True),
+        about=About(
+            paper="002 eq 84-91",
+            description="GGL energy-momentum scheme with discrete gradients",
+            enforced=enforced_both_nodal,
+            keeps="energy, momentum maps, both constraints at nodes; order 2",
+            order=2,
+        ),
     ),
     aliases={"EM": {}},
 )

@@ -58,7 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import register
-from .base import Param, Scheme, State
+from .base import About, Capabilities, Param, Scheme, Solving, State
 
 
 def _q_theta(q0, q1, theta):
@@ -136,20 +136,18 @@ _UNKNOWNS = (("q1", "d"), ("p1", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m"))
 GGL_THETA_A = register(
     Scheme(
         name="ggl-theta-a",
-        supports_external_force=False,  # 002 eq 79/82/84 and Gonzalez 1999 have no F term
-        paper="002 eq 79 (option A, g_d = h g(q^{n+theta}), eq 77)",
         unknowns=_UNKNOWNS,
         residual=_residual_a,
-        velocity_kind="interval",
-        description="one-stage theta GGL variational integrator, constraints at q^{n+theta}",
         params=(Param("theta", 0.5, 0.0, 1.0, low_open=True, high_open=True),),
-        has_gamma=True,
-        enforced=_enforced_a,
-        keeps="symplectic, momentum maps; g and G v at q^{n+theta}; order 2 for theta = 1/2",
-        order=2,
-        # gamma oscillates from step to step (002 Fig. 4-5): from the extrapolated guess Newton
-        # needs an iteration more per step on the heavy top
-        preferred_guess="advanced",
+        capabilities=Capabilities(external_force=False, velocity_kind="interval", gamma=True),
+        solving=Solving(guess="advanced"),
+        about=About(
+            paper="002 eq 79 (option A, g_d = h g(q^{n+theta}), eq 77)",
+            description="one-stage theta GGL variational integrator, constraints at q^{n+theta}",
+            enforced=_enforced_a,
+            keeps="symplectic, momentum maps; g and G v at q^{n+theta}; order 2 for theta = 1/2",
+            order=2,
+        ),
     ),
     aliases={"VI-A": {"theta": 0.5}},
 )
@@ -157,17 +155,17 @@ GGL_THETA_A = register(
 GGL_THETA_B = register(
     Scheme(
         name="ggl-theta-b",
-        supports_external_force=False,  # 002 eq 79/82/84 and Gonzalez 1999 have no F term
-        paper="002 eq 82 (option B, trapezoidal g_d, eq 80); VI-B eq 83",
         unknowns=_UNKNOWNS,
         residual=_residual_b,
-        velocity_kind="interval",
-        description="one-stage theta GGL variational integrator, g(q) at the nodes",
         params=(Param("theta", 1.0, 0.0, 1.0), Param("vartheta", 0.5, 0.0, 1.0, low_open=True, high_open=True)),
-        has_gamma=True,
-        enforced=_enforced_b,
-        keeps="symplectic, momentum maps, g(q) at nodes; order 1 (VI-B), 2 for theta = vartheta = 1/2",
-        order=1,
+        capabilities=Capabilities(external_force=False, velocity_kind="interval", gamma=True),
+        about=About(
+            paper="002 eq 82 (option B, trapezoidal g_d, eq 80); VI-B eq 83",
+            description="one-stage theta GGL variational integrator, g(q) at the nodes",
+            enforced=_enforced_b,
+            keeps="symplectic, momentum maps, g(q) at nodes; order 1 (VI-B), 2 for theta = vartheta = 1/2",
+            order=1,
+        ),
     ),
     aliases={"VI-B": {"theta": 1.0, "vartheta": 0.5}},
 )

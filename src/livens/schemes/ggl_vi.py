@@ -29,10 +29,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import _banded
-from .._linalg import block_solve, solver
+from ..solvers import banded as _banded
+from ..solvers.dense import block_solve, solver
 from . import register
-from .base import Scheme, State, next_node
+from .base import About, Capabilities, Scheme, State, next_node
 
 
 def _nodes(u, s: State):
@@ -181,7 +181,7 @@ class VISTangent:
 
 BLOCK_MIN_M = 24
 """From this many constraints on, :class:`VISTangent` (the dense form) solves its 2m x 2m system in
-(dlambda, dgamma) by block elimination on the (55d) rows (:func:`livens._linalg.block_solve`): two
+(dlambda, dgamma) by block elimination on the (55d) rows (:func:`livens.solvers.dense.block_solve`): two
 LU of m x m instead of one of 2m x 2m: faster for the double four-bar (m = 29), slower for the
 heavy top (m = 9) and the chain of 16 (m = 16), where the LAPACK calls, not their arithmetic,
 cost (``python -m benchmarks``). Not used by :class:`VISTangentMF` (in the chain of 32 it made a
@@ -315,7 +315,7 @@ class VISTangentBanded:
     dv stays an unknown too, with the row A dv + h G0^T dlambda = b2 + b3). Every block is a
     product of the constraint Jacobians and Hessians, whose couplings are those of g: for a chain
     the matrix is a band in a suitable order. Its entries come from one application of this
-    linear map per colour of a :class:`livens._banded.BandStructure` (AD products, as in
+    linear map per colour of a :class:`livens.solvers.banded.BandStructure` (AD products, as in
     :class:`VISTangentMF`), and it is factorized by LU over its band: a Newton iteration costs
     O(d) where the dense forms cost O(d^3) or O(m^2 d).
     """
@@ -387,15 +387,15 @@ small factorizations cost more than the dense form's few large ones on the pendu
 (both timed side by side for N = 8 to 20 bodies; about equal at N = 18, d = 54)."""
 
 def band_structure(mech, keeps_dv: bool):
-    """The :class:`livens._banded.BandStructure` of :class:`VISTangentBanded`'s reduced system for
+    """The :class:`livens.solvers.banded.BandStructure` of :class:`VISTangentBanded`'s reduced system for
     this system, or None where its band is not narrow (cached per system: found once, at the
     compilation of the first run, for every h).
 
     The pattern is the union of the nonzeros of the reduced matrix at a few random points
-    (:func:`livens._banded.find_structure`): random states, multipliers, h, t and System
+    (:func:`livens.solvers.banded.find_structure`): random states, multipliers, h, t and System
     parameters, with the damping and external force's velocity derivative by AD at each point
     (``keeps_dv``); the band assembled from it is checked against the matrix at one more point
-    (:func:`livens._banded.checked`), and given up (None) where they differ."""
+    (:func:`livens.solvers.banded.checked`), and given up (None) where they differ."""
     key = ("VI-S reduced", mech.system, mech.symmetries, keeps_dv)
     if key in _banded._STRUCTURES:
         return _banded._STRUCTURES[key]
@@ -409,7 +409,7 @@ def band_structure(mech, keeps_dv: bool):
         h, t = float(rng.uniform(0.01, 0.1)), float(rng.uniform(0.0, 1.0))
         return prm, h, t, q0, v0, q1, qbar, w, gam
 
-    @_banded.Evaluated
+    @_banded.ImmediateProgram  # evaluated at a few sample points, also while the time loop is traced
     def columns(prm, h, t, q0, v0, q1, qbar, w, gam, E):
         bound = mech.bind(prm)
         A = _velocity_matrix(bound, q0, v0, t, h)
@@ -468,17 +468,17 @@ def _tangent(u, s: State, h, t, params, mech):
 VI_S = register(
     Scheme(
         name="ggl-vi",
-        paper="002 eq 55; 000 eq 41 (typo in 41b corrected), damped 000 eq 57",
         unknowns=(("dq", "d"), ("dp", "d"), ("v0", "d"), ("lam", "m"), ("gam", "m")),
         residual=_residual,
-        velocity_kind="leading",
-        description="first-order symplectic GGL variational integrator",
-        has_gamma=True,
-        supports_dissipation=True,
-        enforced=_enforced,
         tangent=_tangent,
-        keeps="symplectic, momentum maps, g(q) at nodes; order 1",
-        order=1,
+        capabilities=Capabilities(velocity_kind="leading", gamma=True, dissipation=True),
+        about=About(
+            paper="002 eq 55; 000 eq 41 (typo in 41b corrected), damped 000 eq 57",
+            description="first-order symplectic GGL variational integrator",
+            enforced=_enforced,
+            keeps="symplectic, momentum maps, g(q) at nodes; order 1",
+            order=1,
+        ),
     ),
     aliases={"VI-S": {}, "vi-s": {}},
 )

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
 from . import register
-from .base import Scheme, State, enforced_position
+from .base import About, Capabilities, Scheme, State
 
 
 def _residual(u, s: State, h, t, params, mech):
@@ -72,17 +72,15 @@ def _force(mech, q0, q1, lam):
 GONZALEZ_EM = register(
     Scheme(
         name="gonzalez-em",
-        supports_external_force=False,  # 002 eq 79/82/84 and Gonzalez 1999 have no F term
-        paper="Gonzalez 1999 (Physica D 132), as EM-G in 002 §6.3",
         unknowns=(("q1", "d"), ("p1", "d"), ("lam", "m")),
         residual=_residual,
-        velocity_kind="nodal",  # v^n = M^-1 p^n
-        description="Gonzalez's energy-momentum scheme, position constraints only",
-        has_gamma=False,
-        enforced=enforced_position,  # the only constraint EM-G is built to meet: g(q^{n+1})
-        uses_symmetries=True,
-        keeps="energy, momentum maps, g(q) at nodes; order 2",
-        order=2,
+        capabilities=Capabilities(external_force=False, velocity_kind="nodal", symmetries=True),
+        about=About(
+            paper="Gonzalez 1999 (Physica D 132), as EM-G in 002 §6.3",
+            description="Gonzalez's energy-momentum scheme, position constraints only",
+            keeps="energy, momentum maps, g(q) at nodes; order 2",
+            order=2,
+        ),
     ),
     aliases={"EM-G": {}},
 )

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
 from . import register
-from .base import Scheme, State, enforced_position
+from .base import About, Capabilities, Scheme, State
 
 
 def _external(mech, q0, q1, v0, v1, t, h):
@@ -134,37 +134,43 @@ def _guess(s: State, h, t, params, mech, mode):
 LIVENS_EM = register(
     Scheme(
         name="livens-em",
-        paper="003 eq 28, 30 (Kinon, Betsch: Livens principle); discrete energy eq 31",
         unknowns=(("v1", "d"), ("lam", "m")),
         residual=_residual(_em_forces),
         guess=_guess,
         update=_update(_em_momentum),
-        velocity_kind="nodal",
-        description="energy-consistent Livens scheme; singular or configuration-dependent M, no M^-1",
-        needs_mass_inverse=False,
-        allows_singular_mass=True,
-        allows_configuration_mass=True,
-        enforced=enforced_position,  # g(q^{n+1}) (003 eq 28d)
-        keeps="generalized energy E(q, v, p) (003 eq 31), g(q) at the nodes; order 2",
-        order=2,
+        capabilities=Capabilities(
+            velocity_kind="nodal",
+            mass_inverse=False,
+            singular_mass=True,
+            configuration_mass=True,
+        ),
+        about=About(
+            paper="003 eq 28, 30 (Kinon, Betsch: Livens principle); discrete energy eq 31",
+            description="energy-consistent Livens scheme; singular or configuration-dependent M, no M^-1",
+            keeps="generalized energy E(q, v, p) (003 eq 31), g(q) at the nodes; order 2",
+            order=2,
+        ),
     ),
 )
 
 LIVENS_MIDPOINT = register(
     Scheme(
         name="livens-midpoint",
-        paper="003 eq 21 (Livens equations) discretized by the implicit midpoint rule (comparison)",
         unknowns=(("v1", "d"), ("lam", "m")),
         residual=_residual(_midpoint_forces),
         guess=_guess,
         update=_update(_midpoint_momentum),
-        velocity_kind="nodal",
-        description="midpoint rule in Livens (q, v, p) form; singular or configuration-dependent M, no M^-1",
-        needs_mass_inverse=False,
-        allows_singular_mass=True,
-        allows_configuration_mass=True,
-        enforced=enforced_position,  # g(q^{n+1}) (003 eq 28d)
-        keeps="g(q) at the nodes; order 2",
-        order=2,
+        capabilities=Capabilities(
+            velocity_kind="nodal",
+            mass_inverse=False,
+            singular_mass=True,
+            configuration_mass=True,
+        ),
+        about=About(
+            paper="003 eq 21 (Livens equations) discretized by the implicit midpoint rule (comparison)",
+            description="midpoint rule in Livens (q, v, p) form; singular or configuration-dependent M, no M^-1",
+            keeps="g(q) at the nodes; order 2",
+            order=2,
+        ),
     ),
 )

@@ -63,21 +63,15 @@ configuration-dependent M through L(q, v).
 """
 from __future__ import annotations
 
-import warnings
-from concurrent.futures import Future
-
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
-import numpy as np
 
-from .. import _jaxconfig
+from .._lru import LRU
 from ..solvers import banded_tangent
-from .._tiered import background
-from ..newton import NewtonResult, linearized_increment, linearized_jacobian, newton, newton_linearized
+from ..solvers.newton import LinearizedNewton, implicit, linearized_jacobian
 from . import register
-from .._cache import CompiledCache
-from .base import Scheme, State, compensated_add
+from .base import About, Capabilities, Scheme, Solving, State, compensated_add
 
 _START_TOL = 1e-12
 _START_MAX_ITER = 60
@@ -85,7 +79,7 @@ _START_ACCEPT = 1e-9
 """The start (004 eq 15, 17) is solved to ||R||_inf <= :data:`_START_TOL`, or, where round-off keeps
 its residual above that (the elastic forces of stiff beams: the three-bar swing with 40 elements stalls
 at ~1.5e-12), until the residual stops halving below _START_ACCEPT (1 + |p_0|), the level the start
-requires (``floor`` of :func:`livens.newton.newton`), instead of iterating to max_iter."""
+requires (``floor`` of :func:`livens.solvers.newton.newton`), instead of iterating to max_iter."""
 
 
 # ------------------------------------------------------------------ discrete Lagrangian (004 eq 18)
@@ -178,7 +172,7 @@ def make_chart(mech):
 
     The Newton loop is one ``jit`` function, called by the chart and by its derivative: a step
     calls it at several places (first guess, Newton, update), which the native backend then writes
-    as one C function (:mod:`livens.native.codegen`). Without constraints (m = 0) u = y."""
+    as one C function (:mod:`livens.engine.native.codegen`). Without constraints (m = 0) u = y."""
     if mech.m == 0:
         return lambda y, N: y
     correction = jax.jit(lambda y, N: _normal_correction(mech, y, N))
@@ -199,7 +193,7 @@ def make_chart(mech):
     return chart
 
 
-_CHARTS = CompiledCache(16)
+_CHARTS = LRU(16)
 
 
 def reparametrization(mech):
@@ -245,29 +239,18 @@ def _band_tangent(x, args, mech, jvp=None):
 
 
 # ------------------------------------------------------------------ start (004 eq 15, 17)
-_START_SOLVERS = CompiledCache(16)
-
-
-def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
+def _start_equations(mech, kind, q0, p0, h):
     """Solve the constrained discrete Legendre transform (004 eq 15, or eq 17 for the null space
-    form) for the increment dq = q_1 - q_0 and lambda_0; pure and traceable. Returns (q_1, its
-    carry, dq, lambda_0, residual of eq 15, Newton iterations). ``differentiable=True`` defines
-    the derivative of the solution by the implicit function theorem (``lax.custom_root``)."""
+    form) for the increment dq = q_1 - q_0 and lambda_0; pure and traceable, the solution's
+    derivative by the implicit function theorem (:func:`livens.solvers.newton.implicit`). Returns
+    (q_1, its carry, dq, lambda_0, residual of eq 15, Newton iterations). Newton takes R and its
+    tangent from one linearization per iterate (R written once)."""
     d, m = mech.d, mech.m
     zero = jnp.zeros_like(q0)
-    accept = _START_ACCEPT * (1.0 + jnp.max(jnp.abs(p0)))
+    newton = LinearizedNewton(floor=_START_ACCEPT * (1.0 + jnp.max(jnp.abs(p0))))
 
     def solve(R, x0, tangent=None):
-        if not differentiable:  # R and its tangent from one linearization per iterate (R written once)
-            return newton_linearized(linearized_increment(R, tangent), x0, _START_TOL, _START_MAX_ITER, floor=accept)
-        from ..core import _dense_tangent_solve
-
-        def root_solve(f, x_start):
-            res = newton(f, x_start, _START_TOL, _START_MAX_ITER, floor=accept)
-            return res.x, res.iterations.astype(x_start.dtype)  # custom_root's aux: floating point
-
-        x, its = jax.lax.custom_root(R, jax.lax.stop_gradient(x0), root_solve, _dense_tangent_solve, has_aux=True)
-        return NewtonResult(x, jax.lax.stop_gradient(its).astype(jnp.int32), jnp.zeros(()), jnp.bool_(True))
+        return implicit(lambda f, x_start: newton.solve(f, x_start, _START_TOL, _START_MAX_ITER, tangent), R, x0)
 
     if kind == "lagrange":
         args = (q0, zero, p0, jnp.asarray(0.5, q0.dtype), h, jnp.zeros((), q0.dtype))
@@ -298,119 +281,25 @@ def _start_equations(mech, kind, q0, p0, h, differentiable: bool = False):
     return q1, c1, dq, lam, jnp.max(jnp.abs(full)), res.iterations
 
 
-def _start_key(mech, kind, q0, p0, backend: str):
-    """The key of a start's compiled program in ``_START_SOLVERS``."""
-    return mech, kind, jnp.shape(q0), jnp.shape(p0), backend
-
-
-def _start_program(mech, kind, q0, p0, h, backend: str = "xla"):
-    """The compiled program of :func:`_start_equations` for these argument shapes, and its output
-    shapes: (shapes, program or a Future of it). The first time, the equations are traced now
-    and compiled in a background thread (a run compiles its time loop meanwhile: :func:`_make_start`):
-    with ``backend="native"`` translated to C and compiled at ``-O0`` (a program that runs once;
-    XLA where the translator cannot), else by XLA. Later, the cached program."""
-    key = _start_key(mech, kind, q0, p0, backend)
-    hit = _START_SOLVERS.get(key)
-    if hit is not None:
-        return hit
-
-    def equations(q0, p0, h):
-        return _start_equations(mech, kind, q0, p0, h)
-
-    program = None
-    if backend == "native":
-        from ..native import Unsupported, compile_traced, trace_function
-
-        try:
-            traced = trace_function(equations, q0, p0, h)
-            program = (traced.out_shape, _background(lambda: compile_traced(traced, once=True)))
-        except Unsupported:
-            program = None
-        except Exception as exc:  # noqa: BLE001 - a fault of the translator: XLA solves the start, and says so
-            warnings.warn(f"the native translator failed on the start step ({type(exc).__name__}: {exc}); XLA "
-                          "solves it instead. This is a bug in livens.native: please report it.", RuntimeWarning,
-                          stacklevel=4)
-            program = None
-    if program is None:
-        traced = _jaxconfig.jit(equations, once=True).trace(q0, p0, h)
-        lowered = traced.lower()
-        program = (traced.out_info, _background(lowered.compile))
-    _START_SOLVERS[key] = program
-    return program
-
-
-def _background(fn) -> Future:
-    """fn() in a daemon thread, as a Future (:func:`livens._tiered.background`)."""
-    return background(fn, "livens-start-compile")
-
-
 def _make_start(kind):
-    name = "vi-lagrange" if kind == "lagrange" else "vi-nullspace"
     eq = "15" if kind == "lagrange" else "17"
 
-    def start_ahead(state: State, h, params, mech, backend: str = "xla"):
-        """The start in two parts: (the State it returns, as shapes; a function that returns that
-        State). The first is known as soon as the start's equations are traced; their compilation
-        runs in a background thread until the second is called, so that a run compiles its time
-        loop in the meantime (:func:`livens.simulate`). ``backend="native"``: the start's program
-        in C (:func:`_start_program`; its results agree with XLA's to round-off)."""
-        q, p, hh = jnp.asarray(state.q), jnp.asarray(state.p), jnp.asarray(h, jnp.float64)
-        shapes, program = _start_program(mech, kind, q, p, hh, backend)
-        q1, c1, dq, lam0 = shapes[:4]
-        ahead = State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam,
-                      extra={"q_next": q1, "c_next": c1, "dq": dq})
+    def start(state: State, h, params, mech):
+        """q_1 and lambda_0 from the constrained discrete Legendre transform (004 eq {eq}), pure
+        and traceable: (the state of the first step, (ok, residual, Newton iterations)). ``ok``:
+        the residual of eq 15 is below 1e-9 (1 + |p_0|), or below its round-off floor: eq 15 holds
+        M (q_1 - q_0)/h, whose round-off grows like |M| |q| eps / h (heavy bodies at small h, the
+        beams of 004 §4.2: 1.6e-9 with 540 kg nodes at h = 1.25e-5)."""
+        q, p = state.q, state.p
+        q1, c1, dq, lam0, resid, its = _start_equations(mech, kind, q, p, h)
+        scale = 1.0 + jnp.max(jnp.abs(p))
+        floor = 50.0 * jnp.finfo(q.dtype).eps * jnp.max(jnp.abs(mech.M(q))) * (1.0 + jnp.max(jnp.abs(q))) / h
+        ok = resid <= jnp.maximum(_START_ACCEPT * scale, floor)
+        new = State(q=q, p=p, v=state.v, lam=lam0, gam=state.gam, extra={"q_next": q1, "c_next": c1, "dq": dq})
+        return new, (ok, resid, its)
 
-        def finish() -> State:
-            key = _start_key(mech, kind, q, p, backend)
-            solver = program
-            if isinstance(program, Future):
-                try:
-                    solver = program.result()
-                except BaseException as exc:
-                    _START_SOLVERS.pop(key, None)  # compiled again at the next call
-                    from ..native import CompileError
-
-                    if backend == "native" and isinstance(exc, CompileError):  # the C compiler failed
-                        return start_ahead(state, h, params, mech, "xla")[1]()
-                    raise
-                _START_SOLVERS[key] = (shapes, solver)
-            q1, c1, dq, lam0, resid, its = solver(q, p, hh)
-            scale = 1.0 + float(np.max(np.abs(np.asarray(p))))
-            # eq 15 holds M (q_1 - q_0)/h, whose round-off grows like |M| |q| eps / h (heavy bodies at small h,
-            # the beams of 004 §4.2: 1.6e-9 with 540 kg nodes at h = 1.25e-5)
-            M0 = np.asarray(mech.M(state.q))
-            floor = 50.0 * 2.2e-16 * float(np.max(np.abs(M0))) * (1.0 + float(np.max(np.abs(np.asarray(q))))) / h
-            if not (float(resid) <= max(_START_ACCEPT * scale, floor)):
-                raise ValueError(
-                    f"{name}: the start step (004 eq {eq}) did not converge: residual {float(resid):.3e} after "
-                    f"{int(its)} Newton iterations with h = {h:g}. Try a smaller h."
-                )
-            return State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam,
-                         extra={"q_next": q1, "c_next": c1, "dq": dq})
-
-        return ahead, finish
-
-    def start(state: State, h, params, mech) -> State:
-        """Solve the constrained discrete Legendre transform (004 eq 15 / 17) for q_1 and lambda_0."""
-        return start_ahead(state, h, params, mech)[1]()
-
-    return start, start_ahead
-
-
-_START_LAGRANGE = _make_start("lagrange")
-_START_NULLSPACE = _make_start("nullspace")
-
-
-def _make_pure_start(kind):
-    def pure_start(state: State, h, params, mech, differentiable: bool = False):
-        """The start step as a pure, traceable function (for :func:`livens.flow`): the state and
-        whether eq 15 / 17 converged (to 1e-9 relative, as :func:`start` requires)."""
-        q1, c1, dq, lam0, resid, _ = _start_equations(mech, kind, state.q, state.p, h, differentiable)
-        ok = resid <= _START_ACCEPT * (1.0 + jnp.max(jnp.abs(state.p)))
-        new = State(q=state.q, p=state.p, v=state.v, lam=lam0, gam=state.gam,
-                    extra={"q_next": q1, "c_next": c1, "dq": dq})
-        return new, ok
-    return pure_start
+    start.__doc__ = start.__doc__.replace("{eq}", eq)
+    return start
 
 
 # ------------------------------------------------------------------ vi-lagrange (004 eq 14)
@@ -464,22 +353,24 @@ def _lagrange_update(u, s: State, h, t, params, mech):
 VI_LAGRANGE = register(
     Scheme(
         name="vi-lagrange",
-        paper="004 eq 14, 15, 18 (Schmidt, Leyendecker, Ortiz 2009)",
         unknowns=(("dq2", "d"), ("lam", "m")),
         residual=_lagrange_residual,
         guess=_lagrange_guess,
         update=_lagrange_update,
-        velocity_kind="interval",
-        needs_mass_inverse=False,
-        allows_singular_mass=True,
-        allows_configuration_mass=True,
-        description="variational integrator, midpoint discrete Lagrangian, Lagrange multipliers (two-step)",
-        start=_START_LAGRANGE[0],
-        start_ahead=_START_LAGRANGE[1],
-        pure_start=_make_pure_start("lagrange"),
+        start=_make_start("lagrange"),
         prepare=_prepare,
-        keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
-        order=2,
+        capabilities=Capabilities(
+            velocity_kind="interval",
+            mass_inverse=False,
+            singular_mass=True,
+            configuration_mass=True,
+        ),
+        about=About(
+            paper="004 eq 14, 15, 18 (Schmidt, Leyendecker, Ortiz 2009)",
+            description="variational integrator, midpoint discrete Lagrangian, Lagrange multipliers (two-step)",
+            keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
+            order=2,
+        ),
     ),
 )
 
@@ -529,22 +420,24 @@ def _nullspace_update(u, s: State, h, t, params, mech):
 VI_NULLSPACE = register(
     Scheme(
         name="vi-nullspace",
-        paper="004 eq 16, 17, 18 (discrete null space method; Leyendecker, Marsden, Ortiz 2008)",
         unknowns=(("w", "k"),),
         residual=_nullspace_residual,
-        linearize_once=True,
         guess=_nullspace_guess,
         update=_nullspace_update,
-        velocity_kind="interval",
-        needs_mass_inverse=False,
-        allows_singular_mass=True,
-        allows_configuration_mass=True,
-        description="discrete null space method: the vi-lagrange trajectory from d - m unknowns per step",
-        start=_START_NULLSPACE[0],
-        start_ahead=_START_NULLSPACE[1],
-        pure_start=_make_pure_start("nullspace"),
+        start=_make_start("nullspace"),
         prepare=_prepare_nullspace,
-        keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
-        order=2,
+        capabilities=Capabilities(
+            velocity_kind="interval",
+            mass_inverse=False,
+            singular_mass=True,
+            configuration_mass=True,
+        ),
+        solving=Solving(linearize_once=True),
+        about=About(
+            paper="004 eq 16, 17, 18 (discrete null space method; Leyendecker, Marsden, Ortiz 2008)",
+            description="discrete null space method: the vi-lagrange trajectory from d - m unknowns per step",
+            keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
+            order=2,
+        ),
     ),
 )

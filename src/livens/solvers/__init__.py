@@ -3,9 +3,15 @@
 - :mod:`livens.solvers.tangent`: the Newton tangent as a linear operator (the scheme's structured
   tangent, the band form with low-rank couplings, or the dense AD matrix), chosen by one policy;
 - :mod:`livens.solvers.couplings`: the marks that keep a discrete gradient's global quotients out
-  of the band.
+  of the band;
+- :mod:`livens.solvers.newton`: Newton's method as strategies (plain, linearized, the damped
+  least-squares rescue), each with one stopping rule, and the implicit derivative of a solution;
+- :mod:`livens.solvers.banded`, :mod:`livens.solvers.dense`: the band LU of chains and beams, and
+  small dense solves (unrolled elimination, block elimination).
 """
 from .couplings import coupling
-from .tangent import BANDED_MIN_UNKNOWNS, Dense, LowRankUpdate, banded_tangent, tangent_operator
+from .dense import batched_systems
+from .tangent import BANDED_MIN_UNKNOWNS, Dense, LowRankUpdate, ad_jacobian, banded_tangent, tangent_operator
 
-__all__ = ["BANDED_MIN_UNKNOWNS", "Dense", "LowRankUpdate", "banded_tangent", "coupling", "tangent_operator"]
+__all__ = ["BANDED_MIN_UNKNOWNS", "Dense", "LowRankUpdate", "ad_jacobian", "banded_tangent", "batched_systems",
+           "coupling", "tangent_operator"]

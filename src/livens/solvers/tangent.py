@@ -6,13 +6,13 @@ decides, for every scheme and system alike, how that inverse is applied:
 1. the scheme's own structured tangent, where it has one (``Scheme.tangent``: a matrix, or an
    object with ``solve``, e.g. VI-S's block elimination);
 2. from :data:`BANDED_MIN_UNKNOWNS` unknowns on, the band form of the AD tangent where the
-   system's couplings make one (chains, beams): :mod:`livens._banded` finds the pattern once per
+   system's couplings make one (chains, beams): :mod:`livens.solvers.banded` finds the pattern once per
    scheme and system, orders it by reverse Cuthill-McKee and factorizes it over its band. Values
    that couple every unknown (the quotients of Gonzalez's discrete gradients, marked with
    :func:`livens.solvers.couplings.coupling`) are held fixed in the band and added back as a
    matrix of low rank, whose inverse the Sherman-Morrison-Woodbury formula gives exactly
    (:class:`LowRankUpdate`);
-3. else the dense AD matrix (:meth:`livens.schemes.base.Scheme.jacobian_by_blocks`), solved by LU.
+3. else the dense AD matrix (:func:`ad_jacobian`), solved by LU.
 
 Each form is the exact derivative of the residual (the tests compare them with ``jax.jacfwd``): they
 change Newton's iterates only by round-off.
@@ -22,8 +22,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import _banded
-from .._linalg import solver as _dense_solver
+from . import banded as _banded
+from .dense import solver as _dense_solver
 from .couplings import split
 
 BANDED_MIN_UNKNOWNS = 96
@@ -31,6 +31,29 @@ BANDED_MIN_UNKNOWNS = 96
 Below it the dense AD matrix and LU cost less: measured side by side, band against dense, with
 vi-lagrange on the pendulum chain (faster banded from 96 unknowns on) and on the three-bar swing
 (from 4 elements, 142 unknowns, on)."""
+
+
+BLOCK_JACOBIAN_MIN = 48
+"""Unknowns from which :func:`ad_jacobian` differentiates block by block."""
+
+
+def ad_jacobian(residual_of_u, x, unpack):
+    """dR/dx at the packed unknowns x by forward-mode AD, ``residual_of_u`` taking the named
+    unknowns ``unpack(x)``: the tangent of Newton's method for every scheme without a structured
+    one.
+
+    From :data:`BLOCK_JACOBIAN_MIN` unknowns on it is built as one ``jacfwd`` per named block of
+    unknowns, the other blocks held constant: their tangents are then symbolic zeros, so the work
+    that depends on them alone is not repeated for every direction. The matrix is the same as
+    ``jax.jacfwd`` of the packed residual (the tests compare them). It makes the steps of larger
+    systems faster (``python -m benchmarks``: VI-B and midpoint on the double four-bar, the heavy
+    top); below ~48 unknowns the extra, smaller kernels cost more than they save, so there the
+    whole vector is differentiated at once. The price is compile time."""
+    if x.shape[0] < BLOCK_JACOBIAN_MIN:
+        return jax.jacfwd(lambda x: residual_of_u(unpack(x)))(x)
+    u = unpack(x)
+    cols = [jax.jacfwd(lambda y, k=k: residual_of_u({**u, k: y}))(u[k]) for k in u if u[k].shape[0]]
+    return jnp.concatenate(cols, axis=1)
 
 
 class Dense:
@@ -123,4 +146,4 @@ def tangent_operator(scheme, u, state, h, t, params, mech):
     band = banded_tangent(("scheme", scheme.name), residual, x, (state, h, t, params), mech)
     if band is not None:
         return band
-    return Dense(scheme.jacobian_by_blocks(residual_of_u, x, d, m))
+    return Dense(ad_jacobian(residual_of_u, x, lambda z: scheme.unpack(z, d, m)))

@@ -75,7 +75,7 @@ def _schemes(text: str) -> list:
 
 
 def _overrides(items) -> dict:
-    from ..cli import _parse_overrides
+    from ..config import parse_overrides as _parse_overrides
 
     return _parse_overrides(items)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from .._cache import CompiledCache
+from ..engine import CompiledCache
 
 
 @dataclass

@@ -16,7 +16,7 @@ from ... import plots
 from ..report import (DRIFT_RATIO, ERROR, FAILS, HOLDS, MET, NOT_CONSERVED, NOT_REPRODUCED, ORDER_TOL, ROUNDOFF,
                       SMALL_AMPLITUDE, TOL, VIOLATED, Claim, errored, fmt, judged, missing, of_the_order,
                       order_ok, order_range)
-from ..reproduce import requirements
+from ..paper_registry import requirements
 from ..runs import BLOWUP, NEWTON, OK, RunSpec, available_scheme
 
 

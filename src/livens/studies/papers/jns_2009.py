@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..convergence import ConvergenceStudy, Quantity
-from ..reproduce import Item, Paper, register_paper
+from ..paper_registry import Item, Paper, register_paper
 from ..runs import available_example
 from ..velocity_bound import VelocityBoundStudy
 from ._common import (NEWTON_NOTE, Claim, FAILS, NOT_REPRODUCED, fmt, judged, missing, momentum_conserved,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reproduce import Item, Paper, register_paper
+from ..paper_registry import Item, Paper, register_paper
 from ..runs import available_example, problem_for
 from ._common import (NEWTON_NOTE, Claim, FAILS, constraint_met, energy_conserved, fmt, judged, missing,
                       of_the_order, order_range, plots, present, requirements, run_problem, traced)

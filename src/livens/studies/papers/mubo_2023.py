@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..convergence import ConvergenceStudy, Quantity
-from ..reproduce import Item, Paper, register_paper
+from ..paper_registry import Item, Paper, register_paper
 from ..runs import available_example
 from ._common import (NEWTON_NOTE, NOT_REPRODUCED, THRESHOLDS, TOL, Claim, FAILS, checked, constraint_met,
                       energy_not_conserved, energy_stays_bounded, fluctuation_parts, horizon, judged, missing,

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..convergence import ConvergenceStudy, Quantity
 from ..effort import EffortStudy
-from ..reproduce import Item, Paper, register_paper
+from ..paper_registry import Item, Paper, register_paper
 from ..runs import available_example
 from ..stability import StabilityStudy
 from ._common import (HOLDS, NEWTON_NOTE, NOT_REPRODUCED, THRESHOLDS, TOL, Claim, FAILS, constraint_met, direction_changes, energy_conserved,

@@ -3,7 +3,7 @@
 XLA on a CPU runs a compiled program as a sequence of kernels ("thunks"), one per fused
 operation, LAPACK call or copy, at a fixed cost each; a Newton iteration of a small system is a
 hundred of them, and that fixed cost, not the arithmetic, is most of the time of a step. Here the
-same program (the ``jaxpr`` that JAX traces from :func:`livens.core.make_loop`: the scheme's
+same program (the ``jaxpr`` that JAX traces from :func:`livens.timestep.make_loop`: the scheme's
 residual, its tangent, the Newton ``while`` loop, the ``scan`` over the chunk's steps) is written
 as one C function: every array is a fixed-size local C array, every primitive a loop nest over
 it, the control flow C's own. The C compiler then sees the whole step at once.
@@ -30,13 +30,12 @@ zero is taken as zero, NaN and infinite x included (:meth:`Translator.simplify`)
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import jax
 import numpy as np
 from jax.extend import core as jcore
 
-from .._jaxprs import equations, size
+from ..jaxprs import equations, size
 
 
 class Unsupported(Exception):
@@ -132,7 +131,7 @@ class Emitter:
         self.count = 0
         self.elements = 0
 
-    # --- what a value is in C (the lanes of :mod:`livens.native.lanes` change these) ----------
+    # --- what a value is in C (the lanes of :mod:`livens.engine.native.member_lanes` change these) ----------
     def ct(self, dtype) -> str:
         """The C type of a value of ``dtype`` in the kernel's arrays and scalars."""
         return _ctype(dtype)
@@ -1984,18 +1983,15 @@ def _dce(jaxpr):
     return live, used
 
 
-def translate(closed_jaxpr, name: str = "livens_kernel", lanes: int = 0) -> str:
+def translate(closed_jaxpr, name: str = "livens_kernel", translator: "Translator | None" = None) -> str:
     """C source of ``void name(void **args)``: args are the flat inputs of the closed jaxpr, then
     its flat outputs, each a pointer to a C-contiguous array of the aval's shape and dtype.
 
-    With ``lanes`` > 0, C++ source of the same function run on that many members at once, one per
-    lane of a vector (:mod:`livens.native.lanes`): each array has a last axis of ``lanes``."""
-    if lanes:
-        from .lanes import LaneTranslator
-
-        t = LaneTranslator(lanes)
-    else:
-        t = Translator()
+    ``translator``: a :class:`Translator` (default a new one); a
+    :class:`~livens.engine.native.member_lanes.LaneTranslator` gives C++ source of the same function
+    run on several members at once, one per lane of a vector (each array then has a last axis of
+    the lanes)."""
+    t = Translator() if translator is None else translator
     jaxpr = closed_jaxpr.jaxpr
     n_in = len(jaxpr.invars)
     args = []

@@ -15,8 +15,8 @@ which chunks ran on which executable depends on when the background compile ende
 fewer than :data:`LARGE` equations compiles fast at the default level and is compiled once, at it.
 
 This is the XLA counterpart of the native backend's ``-Og`` / ``-O2`` pair
-(:mod:`livens.native.build`, whose two levels give the same bits); :func:`wait` waits for the background compiles, as
-:func:`livens.native.wait` does for the C compiler's. A process that ends while one still runs waits
+(:mod:`livens.engine.native.build`, whose two levels give the same bits); :func:`wait` waits for the background compiles, as
+:func:`livens.engine.native.wait` does for the C compiler's. A process that ends while one still runs waits
 for it at exit (XLA's compiler cannot be stopped, and the interpreter's shutdown under it would abort
 the process).
 """
@@ -26,10 +26,10 @@ import atexit
 import threading
 from concurrent.futures import Future
 
-import jax
 
-from . import _jaxconfig
-from ._jaxprs import size as jaxpr_size
+from . import xla
+from .jaxprs import size as jaxpr_size
+from .xla import signature
 
 LARGE = 1500
 """Equations of a program (its sub-programs included) from which :class:`TieredJit` compiles it quickly
@@ -38,31 +38,18 @@ first; below, XLA's default level costs little more than level 0."""
 _PENDING: set = set()
 
 
-def _leaf_key(x):
-    if isinstance(x, jax.ShapeDtypeStruct):
-        return tuple(x.shape), str(x.dtype), bool(getattr(x, "weak_type", False))
-    aval = jax.typeof(x) if hasattr(jax, "typeof") else jax.core.get_aval(x)
-    return tuple(aval.shape), str(aval.dtype), bool(getattr(aval, "weak_type", False))
-
-
-def signature(args) -> tuple:
-    """What decides a compiled program: the arguments' tree, shapes, dtypes and weak types."""
-    leaves, tree = jax.tree_util.tree_flatten(args)
-    return tree, tuple(_leaf_key(x) for x in leaves)
-
-
 class _Program:
     """The executables of one argument signature: the one in use, and the optimized one to come."""
 
     def __init__(self, lowered, large: bool):
         self.optimized: Future | None = None
         if not large:
-            self.executable = lowered.compile(_jaxconfig.compiler_options())
+            self.executable = lowered.compile(xla.compiler_options())
             self.level = "default"
             return
-        self.executable = lowered.compile(_jaxconfig.compiler_options(once=True))
+        self.executable = lowered.compile(xla.compiler_options(once=True))
         self.level = "quick"
-        self.optimized = background(lambda: lowered.compile(_jaxconfig.compiler_options()), "livens-xla-optimize")
+        self.optimized = background(lambda: lowered.compile(xla.compiler_options()), "livens-xla-optimize")
 
     def current(self):
         """The optimized executable once its compile has ended (successfully), else the quick one."""
@@ -81,7 +68,7 @@ class TieredJit:
 
     def __init__(self, fn, large: int | None = None):
         self.fn = fn
-        self.jitted = _jaxconfig.jit(fn)
+        self.jitted = xla.jit(fn)
         self.large = LARGE if large is None else large
         self._programs: dict = {}
 

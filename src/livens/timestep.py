@@ -1,21 +1,23 @@
-"""The integrator core: one time step and the one compiled step loop that every caller runs.
+"""One time step of a scheme, and the loop of a chunk of steps that every run executes.
 
-:func:`step` is one time step of a scheme: the first guess, Newton's method on
-the scheme's residual, the state update, and for schemes in increment form the compensated
-summation of q and p. :func:`make_loop` compiles a ``lax.scan`` of ``length`` such steps:
-
-- :func:`livens.simulate` runs it chunk by chunk and wraps it on the host side (streaming, progress
-  bar, Ctrl-C, blow-up checks, the damped rescue of a failed step);
-- :func:`livens.simulate_ensemble` runs the same loop under ``jax.vmap`` over its members;
-- :func:`livens.flow` runs it over a whole run as a pure, differentiable function: there the
-  Newton solve of each step is wrapped in ``lax.custom_root``, so that derivatives come from the
-  implicit function theorem at the converged solution (one linear solve with the step's tangent,
-  or its transpose in reverse mode), never from differentiating Newton's iterations.
+:func:`step` is one time step: the scheme's invariants of the step (``prepare``), the first guess,
+Newton's method on the scheme's residual with the tangent chosen by :mod:`livens.solvers.tangent`,
+the state update, and for schemes in increment form the compensated summation of q and p.
+:func:`make_loop` builds a ``lax.scan`` of ``length`` such steps; the driver
+(:mod:`livens.driver`) compiles it through the engine and runs it chunk by chunk, maps it over an
+ensemble's members with ``jax.vmap``, or runs it inside a differentiable program (:func:`livens.flow`),
+where each step's Newton solve carries the implicit derivative of its solution
+(:func:`livens.solvers.newton.implicit`), never the derivative of Newton's iterations.
 
 A step inside the loop is taken while ``n < n_stop`` and no step has failed; afterwards the loop
 passes its state through unchanged (a ``lax.cond`` skips the work; under ``vmap`` a stopped member
 takes no Newton iteration), so that one compiled loop of fixed length serves runs of any length.
 h, t, the tolerance, max_iter and the scheme's and System's parameters are runtime values.
+
+What the engine may change is passed in as plain values (:func:`livens.engine.step_options`):
+``fuse``, a rewrite applied to the residual and the Newton update (small matrix products as
+fusible sums), and ``residual_written_once`` for the extrapolated guess. Nothing here imports the
+engine.
 """
 from __future__ import annotations
 
@@ -28,12 +30,12 @@ from jax import lax
 
 from . import _jaxconfig  # noqa: F401
 from . import guess as _guess
-from .newton import NewtonResult, damped_newton, linearized_increment, newton, newton_increment, newton_linearized
 from .schemes.base import Scheme, State, compensated_add
-from .solvers import tangent_operator
+from .solvers import batched_systems, tangent_operator
+from .solvers.newton import DampedLeastSquares, LinearizedNewton, PlainNewton, implicit, newton_increment
 
 NEWTON_DEFAULT = ("tol", False)
-"""(stopping rule, final iteration) of :func:`livens.newton.newton`: the papers' ||R|| <= tol."""
+"""(stopping rule, final iteration) of :class:`livens.solvers.newton.PlainNewton`: the papers' ||R|| <= tol."""
 
 
 def scheme_mode(mode: str) -> str:
@@ -41,26 +43,25 @@ def scheme_mode(mode: str) -> str:
     return "advanced" if mode == "extrapolated" else mode
 
 
-def _dense_tangent_solve(g, y):
-    """The tangent system of ``lax.custom_root``: g is the residual linearized at the root."""
-    J = jax.jacfwd(g)(y)
-    return jnp.linalg.solve(J, y)
+def _identity(fn):
+    return fn
 
 
 def step(mech, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, params, sys_params=None,
          fuse=None, robust: bool = False, history=None, newton_opts: tuple = NEWTON_DEFAULT,
-         differentiable: bool = False):
+         differentiable: bool = False, residual_written_once: bool = False):
     """One time step: the first guess, Newton on the scheme's residual, the state update.
     Returns (new state, outputs, Newton result, history).
 
     ``sys_params``: values of the System's parameters (``mech.bind``). ``robust=True`` solves with
-    :func:`~livens.newton.damped_newton` (the rescue of a failed step) instead of plain Newton with
-    the scheme's tangent. ``mode="extrapolated"`` needs ``history`` (a
+    :class:`~livens.solvers.newton.DampedLeastSquares` (the rescue of a failed step) instead of
+    Newton with the scheme's tangent. ``mode="extrapolated"`` needs ``history`` (a
     :class:`~livens.guess.GuessHistory`; returned with the guess's bookkeeping updated, the
     solution not yet pushed: the caller does that once it knows the step is kept).
-    ``newton_opts``: (stopping rule, final iteration), see :func:`livens.newton.newton`.
+    ``newton_opts``: (stopping rule, final iteration) of :class:`~livens.solvers.newton.PlainNewton`.
     ``differentiable=True`` defines the derivative of the solution by the implicit function
-    theorem (``lax.custom_root``; the tangent system solved densely).
+    theorem (:func:`~livens.solvers.newton.implicit`). ``fuse``, ``residual_written_once``: the
+    engine's plain options (module docstring).
 
     For a scheme in increment form (``scheme.increments``) q and p are accumulated by compensated
     summation (:func:`~livens.schemes.base.compensated_add`), the carries in ``state.comp``.
@@ -75,39 +76,26 @@ def step(mech, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, par
     def R(x):
         return scheme.residual(scheme.unpack(x, d, m), state, h, t, params, mech)
 
-    f = fuse if (fuse is not None and x0.shape[0] <= 256) else (lambda g: g)
+    f = fuse if fuse is not None else _identity
     fR = f(R)
     r0 = None
     if mode == "extrapolated" and not robust:
-        from .native.runner import MAX_UNKNOWNS, system_size
-
-        # a system XLA compiles (over the native backend's size): the residual written once
-        once = system_size(scheme, mech)[0] > MAX_UNKNOWNS
-        x0, r0, history = _guess.extrapolated_guess(fR, x0, history, written_once=once)
+        x0, r0, history = _guess.extrapolated_guess(fR, x0, history, written_once=residual_written_once)
 
     def tangent(x):  # the scheme's own, the band form or the dense AD matrix (livens.solvers.tangent)
         return tangent_operator(scheme, scheme.unpack(x, d, m), state, h, t, params, mech)
 
     def solve(res_fn, x_start, r_start):
         if robust:
-            return damped_newton(res_fn, x_start, tol, max_iter)
-        if scheme.linearize_once and scheme.tangent is None and newton_opts == NEWTON_DEFAULT:
-            return newton_linearized(f(linearized_increment(R)), x_start, tol, max_iter, r0=r_start)
-        # the residual and the whole Newton update with small matrix products fused
-        # (livens._fusion) up to a few hundred unknowns, where it helps
-        return newton(res_fn, x_start, tol, max_iter, linear_step=f(newton_increment(R, tangent)), r0=r_start,
-                      stopping=newton_opts[0], final_iteration=newton_opts[1])
+            return DampedLeastSquares().solve(res_fn, x_start, tol, max_iter)
+        if scheme.solving.linearize_once and scheme.tangent is None and newton_opts == NEWTON_DEFAULT:
+            return LinearizedNewton(rewrite=f).solve(R, x_start, tol, max_iter, r0=r_start)
+        # the residual and the whole Newton update rewritten by ``fuse`` where the engine asks
+        return PlainNewton(*newton_opts).solve(res_fn, x_start, tol, max_iter, f(newton_increment(R, tangent)),
+                                               r0=r_start)
 
     if differentiable:
-        def root_solve(res_fn, x_start):
-            res = solve(res_fn, x_start, None)
-            # custom_root's auxiliary outputs must be floating point (their tangents are zero)
-            return res.x, jnp.stack([res.iterations.astype(x_start.dtype), res.residual,
-                                     res.converged.astype(x_start.dtype)])
-
-        x, aux = lax.custom_root(R, lax.stop_gradient(x0), root_solve, _dense_tangent_solve, has_aux=True)
-        aux = lax.stop_gradient(aux)
-        res = NewtonResult(x, aux[0].astype(jnp.int32), aux[1], aux[2] > 0.5)
+        res = implicit(lambda res_fn, x_start: solve(res_fn, x_start, None), R, x0)
     else:
         res = solve(fR, x0, r0)
     u = scheme.unpack(res.x, d, m)
@@ -134,7 +122,7 @@ class LoopOutput(NamedTuple):
 
 
 def make_loop(mech, scheme: Scheme, mode: str, length: int, layout=None, newton_opts: tuple = NEWTON_DEFAULT,
-              fuse=None, differentiable: bool = False, batched: bool = False):
+              fuse=None, differentiable: bool = False, batched: bool = False, residual_written_once: bool = False):
     """The loop of ``length`` steps: a function
 
         (state, history, t_start, n0, n_stop, h, tol, max_iter, params, sys_params) -> LoopOutput
@@ -142,16 +130,18 @@ def make_loop(mech, scheme: Scheme, mode: str, length: int, layout=None, newton_
     where node n is at time t_start + n h, the loop starts at node n0 and takes steps while
     n < n_stop and no step has failed. Each step's record (q, p, Newton iterations and residual,
     "ok", and the scheme's outputs v, lambda, gamma) is one row of ``layout`` (a
-    :class:`livens.simulate.RecordLayout`) or, without a layout, a dict of arrays. A failed step
-    (Newton not converged, or NaN) is recorded with ok = False and not kept; steps past the stop
-    are records of zeros with ok = True. ``batched=True`` builds the loop to be ``vmap``-ped over
-    members (a select instead of a ``lax.cond`` around the step: both are computed under vmap
-    anyway, and a stopped member takes no Newton iteration). The caller jits it.
+    :class:`livens.driver.records.RecordLayout`) or, without a layout, a dict of arrays. A failed
+    step (Newton not converged, or NaN) is recorded with ok = False and not kept; steps past the
+    stop are records of zeros with ok = True. ``batched=True`` builds the loop to be ``vmap``-ped
+    over members (a select instead of a ``lax.cond`` around the step: both are computed under vmap
+    anyway, and a stopped member takes no Newton iteration; linear systems solved whole,
+    :func:`livens.solvers.batched_systems`). The caller compiles it.
     """
 
     def one(state, history, t, h, tol, max_iter, params, sys_params):
         return step(mech, scheme, mode, state, t, h, tol, max_iter, params, sys_params, fuse, history=history,
-                    newton_opts=newton_opts, differentiable=differentiable)
+                    newton_opts=newton_opts, differentiable=differentiable,
+                    residual_written_once=residual_written_once)
 
     def loop(state, history, t_start, n0, n_stop, h, tol, max_iter, params, sys_params=None):
         def taken(carry, iters=max_iter):
@@ -192,8 +182,13 @@ def make_loop(mech, scheme: Scheme, mode: str, length: int, layout=None, newton_
             row = layout.pack(rec) if layout is not None else rec
             return new_carry, row
 
-        (state, history, n, failed), recs = lax.scan(body, (state, history, n0, jnp.bool_(False)), None,
-                                                     length=length)
+        if batched:
+            with batched_systems():
+                (state, history, n, failed), recs = lax.scan(body, (state, history, n0, jnp.bool_(False)), None,
+                                                             length=length)
+        else:
+            (state, history, n, failed), recs = lax.scan(body, (state, history, n0, jnp.bool_(False)), None,
+                                                         length=length)
         return LoopOutput(state, history, n, failed, recs)
 
     return loop

@@ -38,9 +38,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
 
-from . import _jaxconfig
-from ._cache import CompiledCache
-from ._tiered import signature
+from ..engine import CompiledCache, ImmediateProgram
 
 SAMPLES = 3
 """Random points whose Jacobian's nonzeros make up the sparsity pattern."""
@@ -165,26 +163,6 @@ def random_parameters(defaults, rng):
     return out
 
 
-class Evaluated:
-    """``fn(*args)`` evaluated at once with NumPy arguments, also while another program is being
-    traced (a pattern is found during the tracing of the first run that needs it): ``fn`` is traced,
-    compiled ahead of time at XLA's level 0 (it runs a few times) once per argument signature, and
-    executed. Without it, the call would be staged into the program being traced, and JAX would
-    evaluate every operation on known values in it eagerly, each an XLA compilation of its own."""
-
-    def __init__(self, fn):
-        self.jitted = jax.jit(fn)
-        self._compiled: dict = {}
-
-    def __call__(self, *args):
-        key = signature(args)
-        compiled = self._compiled.get(key)
-        if compiled is None:
-            compiled = self._compiled[key] = self.jitted.trace(*args).lower().compile(
-                _jaxconfig.compiler_options(once=True))
-        return compiled(*args)
-
-
 _STRUCTURES = CompiledCache(64)
 SEED = 20240607
 """The random points of every pattern come from this seed: the same structure in every process."""
@@ -195,7 +173,7 @@ def find_structure(key, n: int, columns_at, random_point) -> BandStructure | Non
     the band assembled from the pattern misses an entry at one more random point (:func:`checked`).
     ``random_point(rng)`` draws a point (NumPy arrays), ``columns_at(point, E)`` is the Jacobian
     there times E (as for :func:`sparsity_pattern`), evaluated at once also while a time loop that
-    needs it is traced (:class:`Evaluated`). Cached under ``key``: found once per system (at the
+    needs it is traced (:class:`livens.engine.ImmediateProgram`). Cached under ``key``: found once per system (at the
     compilation of its first run)."""
     if key in _STRUCTURES:
         return _STRUCTURES[key]
@@ -243,7 +221,7 @@ def residual_structure(key, residual, x, args, mech, min_n: int = 0) -> BandStru
         prm = random_parameters(mech.system.parameters, rng)
         return prm, np.asarray(rng.standard_normal(n), np.dtype(x.dtype)), _random_like(template, rng)
 
-    @Evaluated  # run at a few sample points
+    @ImmediateProgram  # run at a few sample points
     def columns(prm, y, a, E):
         bound = mech.bind(prm)
         return jax.vmap(lambda v: jax.jvp(lambda z: residual(z, a, bound), (y,), (v,))[1],

@@ -1,4 +1,5 @@
-"""Bounded caches of compiled functions (long sessions that compile for many systems).
+"""Bounded caches (least recently used entries kept): of compiled functions (long sessions that
+compile for many systems), and of the objects derived from a System.
 
 Every compiled time loop, rescue, diagnostic or vmapped helper holds XLA executables, and each
 executable holds a few hundred memory mappings of machine code. A process that compiles a few
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 
-class CompiledCache(OrderedDict):
+class LRU(OrderedDict):
     """A dict of at most ``maxsize`` entries that drops the least recently used one."""
 
     def __init__(self, maxsize: int):
@@ -39,4 +40,7 @@ class CompiledCache(OrderedDict):
             self.popitem(last=False)
 
 
-__all__ = ["CompiledCache"]
+CompiledCache = LRU
+"""The name under which the compiled programs' caches use :class:`LRU`."""
+
+__all__ = ["LRU", "CompiledCache"]

@@ -10,6 +10,7 @@ they change results only at round-off level.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Callable
 
 import jax.numpy as jnp
@@ -60,17 +61,24 @@ def solver(A) -> Callable:
     return solve
 
 
-_BLOCKS_ALLOWED = [True]
+_POLICY = threading.local()  # each thread traces its own programs
+
+
+def _batched() -> bool:
+    return getattr(_POLICY, "batched", 0) > 0
 
 
 @contextlib.contextmanager
-def whole_systems():
-    """While tracing inside this context, :func:`block_solve` factorizes the whole system."""
-    _BLOCKS_ALLOWED.append(False)
+def batched_systems():
+    """While a step is traced inside this context (the step loop of an ensemble, which ``vmap``
+    maps over its members: :func:`livens.timestep.make_loop` with ``batched``), :func:`block_solve`
+    factorizes the whole system instead of eliminating blocks: batched, the block form was seen to
+    hang XLA's CPU runtime (jax 0.10.2, 500 double four-bars, with one BLAS thread too)."""
+    _POLICY.batched = getattr(_POLICY, "batched", 0) + 1
     try:
         yield
     finally:
-        _BLOCKS_ALLOWED.pop()
+        _POLICY.batched -= 1
 
 
 def block_solve(A11, A12, A21, A22, b1, b2, after=None):
@@ -80,11 +88,10 @@ def block_solve(A11, A12, A21, A22, b1, b2, after=None):
     per block on), for systems whose block A11 is regular and well conditioned.
 
     ``after``: an array the factorization of A11 must wait for (so that XLA does not run two
-    LAPACK factorizations at the same time). Inside :func:`whole_systems` (the batched runner of
-    ensembles traces its step there) the whole system is solved with one LU instead: batched,
-    the block form was seen to hang the CPU runtime (jax 0.10.2, 500 double four-bars).
+    LAPACK factorizations at the same time). Inside :func:`batched_systems` (the loop of an
+    ensemble's members) the whole system is solved with one LU instead.
     """
-    if not _BLOCKS_ALLOWED[-1]:
+    if _batched():
         x = solver(jnp.block([[A11, A12], [A21, A22]]))(jnp.concatenate([b1, b2]))
         return x[:A11.shape[0]], x[A11.shape[0]:]
     if after is not None:

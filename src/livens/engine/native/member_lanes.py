@@ -5,7 +5,7 @@ every member. Here that program (the jaxpr of the single run's chunk loop) is wr
 C++, every value of it a GCC vector of ``lanes`` doubles (or 64-bit integers), member l in lane l:
 the straight-line arithmetic of a step, its products and LU eliminations then run on ``lanes``
 members per instruction. Each lane computes exactly the IEEE operations of the single member's
-kernel (:mod:`livens.native.codegen`), so every member's results are the same to the bit.
+kernel (:mod:`livens.engine.native.codegen`), so every member's results are the same to the bit.
 
 What differs from one member to the next is handled per lane:
 
@@ -17,7 +17,7 @@ What differs from one member to the next is handled per lane:
 
 Math functions run lane by lane through the scalar C library (the same results as the single
 run). Primitives this translation does not handle per lane (sorting, QR, scatters and argmax at
-computed indices, 32-bit floats) raise :class:`~livens.native.codegen.Unsupported`; the ensemble
+computed indices, 32-bit floats) raise :class:`~livens.engine.native.codegen.Unsupported`; the ensemble
 then runs the members one by one.
 """
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _rem(a, b, dt):
 
 
 class LaneTranslator(Translator):
-    """:class:`~livens.native.codegen.Translator` of a program run on ``lanes`` members at once
+    """:class:`~livens.engine.native.codegen.Translator` of a program run on ``lanes`` members at once
     (module docstring): arrays of vectors, lane l the member l; masks for booleans."""
 
     UNARY = {**UNARY, "sign": _sign}

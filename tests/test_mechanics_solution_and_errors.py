@@ -1,4 +1,5 @@
-"""Core (issue 2): AD mechanics against finite differences, VI-S properties, Solution, failures, bad input."""
+"""AD mechanics against finite differences, VI-S on the pendulum and the heavy top, the Solution and
+its files, failed runs, bad input."""
 import math
 
 import jax.numpy as jnp
@@ -205,9 +206,9 @@ def test_convergence_error_keeps_partial_solution(pendulum):
 def test_no_recompile_when_h_changes(pendulum):
     import sys
 
-    sim_mod = sys.modules["livens.simulate"]
+    drv = sys.modules["livens.driver.run"]
     lv.simulate(pendulum, "VI-S", h=0.01, t_end=0.1)
-    runners = [r for k, r in sim_mod._RUNNERS.items()
+    runners = [r for k, r in drv._LOOPS.items()
                if k[1].name == "ggl-vi" and k[0].system is pendulum.system and k[2] == "extrapolated"]
     assert len(runners) == 1
     size = runners[0]._cache_size()

@@ -1,6 +1,6 @@
 """Walking a jaxpr with its sub-jaxprs (loop bodies, branches, called functions): shared by the
-rewrite of small products (:mod:`livens._fusion`) and the native translator
-(:mod:`livens.native.codegen`), which both treat large called functions apart from small ones."""
+rewrite of small products (:mod:`livens.engine.small_products`) and the native translator
+(:mod:`livens.engine.native.codegen`), which both treat large called functions apart from small ones."""
 from __future__ import annotations
 
 from jax.extend import core as jcore

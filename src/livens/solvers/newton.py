@@ -7,7 +7,7 @@ structured tangent (tested against AD). Stops on ||R||_inf <= tol or at max_iter
 A tangent is either the matrix dR/dx or an object with a ``solve(rhs)`` method that applies its
 inverse (e.g. by block elimination, see :mod:`livens.schemes.ggl_vi`); both give the same Newton
 iterates up to round-off. The time loop passes the update as one function ``linear_step(x, r)``
-(the increment -dR/dx(x)^-1 r), so that it can be compiled as a whole (:mod:`livens._fusion`).
+(the increment -dR/dx(x)^-1 r), so that it can be compiled as a whole (:mod:`livens.engine.small_products`).
 :func:`newton_linearized` is the same iteration for residuals whose derivative repeats their own
 work (the null space method's projection): R and dR/dx from one linearization per iterate.
 """
@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import _jaxconfig  # noqa: F401
-from ._linalg import solve as _dense_solve
+from .. import _jaxconfig  # noqa: F401
+from .dense import solve as _dense_solve
 
 
 class NewtonResult(NamedTuple):
@@ -284,3 +284,67 @@ def damped_newton(residual: Callable, x0, tol, max_iter, rcond: float = 1e-12,
     x, r, it, _ = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), jnp.bool_(False)))
     n = _norm_inf(r)
     return NewtonResult(x, it, n, (n <= tol) & jnp.all(jnp.isfinite(x)))
+
+
+# ------------------------------------------------------------------ the strategies a time step chooses from
+class PlainNewton:
+    """Newton's method with an increment ``linear_step(x, r)`` (the tangent's solve applied to -r,
+    :func:`newton_increment`) and one stopping rule: ``stopping`` "tol" (the papers',
+    ||R||_inf <= tol; ``final_iteration``: one more update after it) or "roundoff"
+    (:data:`ROUNDOFF`), or, with ``floor``, the tolerance or a residual below ``floor`` that stopped
+    halving (:func:`newton`)."""
+
+    def __init__(self, stopping: str = "tol", final_iteration: bool = False, floor=None):
+        self.stopping, self.final_iteration, self.floor = stopping, final_iteration, floor
+
+    def solve(self, residual, x0, tol, max_iter, linear_step, r0=None) -> NewtonResult:
+        return newton(residual, x0, tol, max_iter, linear_step=linear_step, r0=r0, stopping=self.stopping,
+                      final_iteration=self.final_iteration, floor=self.floor)
+
+
+class LinearizedNewton:
+    """Newton's method that takes the residual and its tangent at each iterate from one
+    linearization (:func:`newton_linearized`), for residuals whose derivative repeats their own work;
+    the papers' stopping rule, or with ``floor`` also a residual below it that stopped halving."""
+
+    def __init__(self, floor=None, rewrite=None):
+        self.floor, self.rewrite = floor, rewrite
+
+    def solve(self, residual, x0, tol, max_iter, tangent=None, r0=None) -> NewtonResult:
+        """``tangent(x, lin)``: dR/dx from the linearization (default: ``lin`` of the unit vectors);
+        the increment is rewritten by ``rewrite`` where the engine asked for it."""
+        increment = linearized_increment(residual, tangent)
+        if self.rewrite is not None:
+            increment = self.rewrite(increment)
+        return newton_linearized(increment, x0, tol, max_iter, r0=r0, floor=self.floor)
+
+
+class DampedLeastSquares:
+    """The rescue of a failed step: least-squares increments and backtracking (:func:`damped_newton`)."""
+
+    def solve(self, residual, x0, tol, max_iter) -> NewtonResult:
+        return damped_newton(residual, x0, tol, max_iter)
+
+
+def dense_tangent_solve(g, y):
+    """The tangent system of ``lax.custom_root``: ``g`` is the residual linearized at the root;
+    its AD matrix solved densely."""
+    J = jax.jacfwd(g)(y)
+    return jnp.linalg.solve(J, y)
+
+
+def implicit(solve: Callable, residual: Callable, x0) -> NewtonResult:
+    """``solve(residual, x0) -> NewtonResult`` with the derivative of its solution x defined by the
+    implicit function theorem at R(x) = 0 (``lax.custom_root``: one linear solve with the tangent, or
+    its transpose in reverse mode), never by differentiating the iterations. The iteration count,
+    residual and convergence flag carry no derivative."""
+
+    def root_solve(f, x_start):
+        res = solve(f, x_start)
+        # custom_root's auxiliary outputs must be floating point (their tangents are zero)
+        return res.x, jnp.stack([res.iterations.astype(x_start.dtype), res.residual,
+                                 res.converged.astype(x_start.dtype)])
+
+    x, aux = lax.custom_root(residual, lax.stop_gradient(x0), root_solve, dense_tangent_solve, has_aux=True)
+    aux = lax.stop_gradient(aux)
+    return NewtonResult(x, aux[0].astype(jnp.int32), aux[1], aux[2] > 0.5)

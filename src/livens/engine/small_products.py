@@ -9,7 +9,7 @@ floating-point ``dot_general`` whose product tensor has at most ``limit`` entrie
 way; larger products stay matrix products. Only the summation order changes (round-off level).
 
 It is applied to the residual and to the Newton update of every scheme by the time loop
-(:func:`livens.simulate._make_runner`), not to ensembles nor to :func:`livens.flow` (batched, the matrix products are
+(:func:`livens.engine.step_options`), not to ensembles nor to :func:`livens.flow` (batched, the matrix products are
 faster). The limit of 2048 entries was chosen by measurement (``python -m benchmarks``): it speeds
 up a heavy-top step (d = 12) and leaves larger systems as they were, while a larger limit slowed
 a chain of 32 pendulums (d = 96) down (XLA recomputes fused sums). Set the environment variable ``LIVENS_FUSE_DOTS=0`` to
@@ -181,7 +181,7 @@ evaluated in line."""
 def _kept_call(closed, invals) -> bool:
     from jax.extend import core as jcore
 
-    from ._jaxprs import size
+    from .jaxprs import size
 
     if not isinstance(closed, jcore.ClosedJaxpr) or any(_constant(x) is not None for x in invals):
         return False
@@ -191,7 +191,7 @@ def _kept_call(closed, invals) -> bool:
 def _rewritten_call(closed, limit: int):
     """The rewritten function of the jaxpr of a ``jit`` call, itself called through ``jax.jit``: the
     program keeps the call (the native translator writes a function called at several places
-    once: :mod:`livens.native.codegen`), and the same jaxpr gives the same function, whose trace
+    once: :mod:`livens.engine.native.codegen`), and the same jaxpr gives the same function, whose trace
     JAX reuses, so that every call of it in the rewritten program shares one jaxpr too."""
     key = (id(closed), limit)
     hit = _CALLED.get(key)

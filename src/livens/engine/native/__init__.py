@@ -1,4 +1,4 @@
-"""Native kernels: a traced program as one C function (see :mod:`livens.native.codegen`)."""
+"""Native kernels: a traced program as one C function (see :mod:`livens.engine.native.codegen`)."""
 from .build import CompileError, Kernel, Traced, compile_function, compile_traced, compiler, trace_function, wait
 from .codegen import Unsupported, translate
 

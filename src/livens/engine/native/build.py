@@ -1,10 +1,10 @@
-"""Compile the C source of :mod:`livens.native.codegen` and call it from Python.
+"""Compile the C source of :mod:`livens.engine.native.codegen` and call it from Python.
 
 The source is compiled by the system's C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang`` on
 the PATH) into a shared library, kept in a cache directory under a name that is the hash of the
 source and the flags, so that a second process (or a second run of the same system and scheme)
 loads it without compiling. The cache is ``native/`` inside JAX's persistent compilation cache
-(:func:`livens._jaxconfig.compilation_cache_dir`), or a temporary directory of this process where
+(:func:`livens.engine.xla.compilation_cache_dir`), or a temporary directory of this process where
 that cache is off. The library is called through :mod:`ctypes`, which releases the GIL during the
 call: several threads may run kernels at once.
 
@@ -50,7 +50,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from .. import _jaxconfig
+from .. import xla
 from .codegen import Unsupported, translate
 
 FLAGS = ("-O2", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
@@ -105,7 +105,7 @@ def native_target(cc: str) -> str:
 
 
 CXX_FLAGS = ("-x", "c++", "-std=gnu++17", "-fno-exceptions", "-fno-rtti")
-"""In place of ``-std=gnu99`` for the C++ source of a lane kernel (:mod:`livens.native.lanes`)."""
+"""In place of ``-std=gnu99`` for the C++ source of a lane kernel (:mod:`livens.engine.native.member_lanes`)."""
 
 
 def _as_cpp(opts: tuple) -> tuple:
@@ -144,7 +144,7 @@ def flags(cc: str, cpp: bool = False) -> tuple:
 
 
 def cache_dir() -> str:
-    base = _jaxconfig.compilation_cache_dir()
+    base = xla.compilation_cache_dir()
     if base is not None:
         path = os.path.join(base, "native")
         try:
@@ -278,7 +278,7 @@ class Kernel:
                  lanes: int = 0):
         self.jaxpr, self.in_tree, self.out_tree, self.fn = closed_jaxpr, in_tree, out_tree, fn
         self.lanes = lanes
-        """0 for a kernel of one member; else the members it runs at once (:mod:`livens.native.lanes`):
+        """0 for a kernel of one member; else the members it runs at once (:mod:`livens.engine.native.member_lanes`):
         every argument and output then has a first axis of that length, one member per row."""
         self.in_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in closed_jaxpr.jaxpr.invars]
         self.out_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in closed_jaxpr.jaxpr.outvars]
@@ -383,7 +383,12 @@ def trace_function(fn, *args, lanes: int = 0) -> Traced:
     closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
     if closed.effects:
         raise Unsupported(f"effects {closed.effects}")
-    source = translate(closed, lanes=lanes)
+    if lanes:
+        from .member_lanes import LaneTranslator
+
+        source = translate(closed, translator=LaneTranslator(lanes))
+    else:
+        source = translate(closed)
     _, in_tree = jax.tree_util.tree_flatten(args)
     out_tree = jax.tree_util.tree_structure(out_shape)
     return Traced(closed, source, in_tree, out_tree, out_shape, lanes, time.perf_counter() - t0)
@@ -409,5 +414,5 @@ def compile_function(fn, *args, lanes: int = 0) -> Kernel:
     the translator does not handle or no C compiler works.
 
     ``lanes`` > 0: a kernel that runs ``fn`` on that many argument sets at once (each argument
-    and output with a first axis of ``lanes``; :mod:`livens.native.lanes`), ``args`` being one set."""
+    and output with a first axis of ``lanes``; :mod:`livens.engine.native.member_lanes`), ``args`` being one set."""
     return compile_traced(trace_function(fn, *args, lanes=lanes))

@@ -1,0 +1,193 @@
+"""The host loop: the one loop on the Python side of every run that is not inside a
+differentiable program.
+
+It calls the executor (:mod:`livens.driver.executors`) once per chunk of steps for all members
+that have not reached their stop, and between chunks it hands the kept nodes to the output (memory,
+and a netCDF file where streamed), handles a failed step by the failure policy (the damped rescue,
+then stopping the member or the run), checks the energy for a blow-up where asked, updates the
+progress bar and answers Ctrl-C. What it returns (:class:`Outcome`) says how far each member got
+and why a member stopped early; the driver builds the result and raises the run's error.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import failure
+
+
+@dataclass
+class Outcome:
+    """How far a run's members got: n (B,) nodes reached (run-local), failed (B,); stops: member ->
+    (kind, run-local step, residual, iterations) for the members that stopped early ("convergence",
+    "blowup"); rescued: member -> global indices of the rescued steps; interrupted: Ctrl-C;
+    compile_time: the first chunk's wall time (its compilation included)."""
+
+    n: np.ndarray
+    failed: np.ndarray
+    stops: dict = field(default_factory=dict)
+    rescued: dict = field(default_factory=dict)
+    interrupted: bool = False
+    compile_time: float = 0.0
+
+
+class NothingComputed:
+    """Whether the running ``simulate`` has computed nothing yet (set-up, the first chunk's
+    compilation and computation): a Ctrl-C then loses nothing, and the command line may exit at
+    once instead of waiting for XLA's compiler, which does not return to Python until it is done
+    (:func:`livens.cli._exit_on_ctrl_c_before_the_first_step`). ``lock`` is held while the flag is
+    cleared, so that whoever acts on the flag does so before any result is written."""
+
+    lock = threading.Lock()
+    flag = False
+
+    @classmethod
+    def set(cls, value: bool) -> None:
+        with cls.lock:
+            cls.flag = value
+
+
+def sigint_flag() -> dict:
+    """Turn SIGINT into a flag checked between chunks, so Ctrl-C never lands inside a file write.
+
+    Only in the main thread; elsewhere the default behaviour stays. ``restore()`` puts the previous
+    handler back."""
+    state = {"flag": False, "restore": lambda: None}
+    if threading.current_thread() is not threading.main_thread():
+        return state
+    try:
+        previous = signal.getsignal(signal.SIGINT)
+
+        def handler(signum, frame):
+            state["flag"] = True
+
+        signal.signal(signal.SIGINT, handler)
+        state["restore"] = lambda: signal.signal(signal.SIGINT, previous)
+    except (ValueError, OSError):  # pragma: no cover
+        pass
+    return state
+
+
+class Recorder:
+    """Where the host loop puts the kept nodes: :class:`~livens.driver.records.KeptNodes`, and a
+    netCDF stream where the output is streamed (one member: every kept row at once; members: the
+    rows every member still running has reached)."""
+
+    def __init__(self, kept, stream=None):
+        self.kept, self.stream = kept, stream
+        self.written = 0  # kept rows already streamed (all members)
+        self.counts = np.zeros(kept.B, np.int64)  # kept rows per member
+
+    def record(self, members, a: int, e: int, rec: dict) -> None:
+        lo, hi = self.kept.append(members, a, e, rec)
+        self.counts[members] = np.maximum(self.counts[members], hi)
+
+    def flush(self, done: np.ndarray, final: bool = False) -> None:
+        """Stream the rows every member still running has (``done``: members that stopped)."""
+        if self.stream is None:
+            return
+        running = self.counts[~done]
+        upto = int(running.min()) if running.size and not final else int(self.counts.max(initial=0))
+        if upto > self.written:
+            self.stream.append_rows(self.kept, self.written, upto)
+            self.written = upto
+
+
+def _first_failed(ok_rows: np.ndarray) -> int:
+    return int(np.flatnonzero(~ok_rows)[0])
+
+
+def run_host_loop(plan, executor, layout, recorder: Recorder, n: np.ndarray, n_stop: np.ndarray, *, policy,
+                  blowup_factor=None, energy0=None, progress_bar=None, empty_history=None,
+                  stop_run_on_failure: bool = True) -> Outcome:
+    """Advance every member to its ``n_stop`` (module docstring). ``policy``: the failure policy
+    (its ``rescue``); ``stop_run_on_failure``: a member that stops early stops the run (one member:
+    :func:`livens.simulate`); ``energy0`` (B,): the energies the blow-up check compares with."""
+    B = n.shape[0]
+    out = Outcome(n=n.copy(), failed=np.zeros(B, bool))
+    n = out.n
+    interrupted = sigint_flag()
+    t0 = time.perf_counter()
+    try:
+        while True:
+            alive = ~out.failed & (n < n_stop)
+            if not alive.any():
+                break
+            if interrupted["flag"]:
+                raise KeyboardInterrupt
+            stop = np.where(alive, n_stop, n)
+            n_before = n.copy()
+            n_new, failed_now, rows = executor.advance(n_before, stop)
+            NothingComputed.set(False)  # from here on, results are kept and written
+            if out.compile_time == 0.0:
+                out.compile_time = time.perf_counter() - t0
+            rec = layout.unpack(rows)
+            moved = n_new - n_before
+            stopped_here = False
+            simple = not failed_now.any() and blowup_factor is None
+            if simple:  # members that advanced over the same steps are recorded together (all, usually)
+                for a, e in sorted({(int(x), int(y)) for x, y in zip(n_before[moved > 0], n_new[moved > 0])}):
+                    bs = np.flatnonzero((moved > 0) & (n_before == a) & (n_new == e))
+                    recorder.record(bs, a, e, {k: v[bs] for k, v in rec.items()})
+                n[:] = n_new
+            else:
+                for b in np.flatnonzero(alive):
+                    a, e = int(n_before[b]), int(n_new[b])
+                    mrec = {k: v[b:b + 1, :e - a] for k, v in rec.items()}
+                    stop_info = None
+                    if failed_now[b]:
+                        j = _first_failed(rec["ok"][b])
+                        its, resid = int(rec["iterations"][b, j]), float(rec["residual"][b, j])
+                        rescued = None
+                        if policy.rescue:
+                            state_b, _ = executor.member(b)
+                            rescued = failure.rescue(plan, state_b, plan.t_start + e * plan.h, its)
+                        if rescued is not None:
+                            new_state, srec = rescued
+                            executor.replace(b, new_state, empty_history)
+                            out.rescued.setdefault(b, []).append(plan.offset + e)
+                            mrec = {k: np.concatenate([v, np.asarray(srec[k])[None, None]], axis=1) if k in srec else v
+                                    for k, v in mrec.items()}
+                            e += 1
+                        else:
+                            stop_info = ("convergence", e, resid, its)
+                            # the failed step's iterations and residual, where it is a kept step
+                            recorder.kept.note_failed_step(b, e, its, resid)
+                    # the steps before a failed Newton step are checked too: an energy that left the band
+                    # before the failure is a blow-up, whatever the chunk size
+                    if blowup_factor is not None and e > a and (stop_info is None or stop_info[0] == "convergence"):
+                        blown = failure.first_blowup(plan.mech, float(energy0[b]), mrec["q"][0], mrec["p"][0],
+                                                     blowup_factor)
+                        if blown is not None:
+                            keep = blown[0] + 1  # the steps up to and including the first blown-up one
+                            mrec = {k: v[:, :keep] for k, v in mrec.items()}
+                            e = a + keep
+                            stop_info = ("blowup", e, blown[1], 0)
+                            out.rescued[b] = [i for i in out.rescued.get(b, []) if i < plan.offset + e]
+                    if e > a:
+                        recorder.record(np.array([b]), a, e, mrec)
+                    n[b] = e
+                    if stop_info is not None:
+                        out.failed[b] = True
+                        out.stops[b] = stop_info
+                        stopped_here = True
+            if progress_bar is not None:
+                progress_bar.update(int(np.sum(n - n_before)))
+            recorder.flush(out.failed)
+            if stopped_here:
+                executor.discard()
+                if stop_run_on_failure:
+                    break
+            if interrupted["flag"]:
+                raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        executor.discard()
+        out.interrupted = True
+    finally:
+        interrupted["restore"]()
+    recorder.flush(out.failed, final=True)
+    return out

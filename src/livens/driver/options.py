@@ -1,0 +1,125 @@
+"""The option objects of the one driver (:func:`livens.driver.run`): what differs between runs.
+
+- executor: how the chunk loop runs: :class:`Single` (one member: the engine's native kernel or
+  XLA program), :class:`Members` (an ensemble: native kernels one member or a lane of members at a
+  time, or one ``vmap``-ped XLA call for all), :class:`InGraph` (inside a differentiable program,
+  in checkpointed segments);
+- output: :class:`Memory` (every ``save_every``-th node), :class:`Stream` (the same, appended to a
+  netCDF file while the run goes), :class:`Arrays` (returned from the program, in-graph);
+- on_failure: :class:`Raise` (stop the run, keep its steps, raise), :class:`PerMember` (stop the
+  member that failed, the others go on), :class:`NaNFlag` (in-graph: NaN after the failed step and a
+  flag); the first two retry a failed step once with the damped rescue where ``rescue`` is on;
+- adjoint: None, or :class:`Implicit` (each step's derivative by the implicit function theorem,
+  reverse mode with checkpoints).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+DEFAULT_CHUNK = 512
+"""Steps per compiled chunk of a run (fixed, so that h and t_end never recompile)."""
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    return value
+
+
+@dataclass(frozen=True)
+class Single:
+    """One member through the engine's compiled chunk loop of ``chunk`` steps."""
+
+    chunk: int = DEFAULT_CHUNK
+
+    def __post_init__(self):
+        _positive_int("chunk", self.chunk)
+
+
+@dataclass(frozen=True)
+class Members:
+    """An ensemble's members. ``chunk``: steps per call; None: 512 for native kernels (one member's
+    steps per call), and for XLA's one call for all members about 65536 member-steps (512 for up
+    to 128 members, 64 for 1000), so that the records of one call stay small."""
+
+    chunk: int | None = None
+
+    def __post_init__(self):
+        if self.chunk is not None:
+            _positive_int("chunk", self.chunk)
+
+    def chunks(self, members: int) -> tuple[int, int]:
+        """(native chunk, XLA chunk) for ``members`` members."""
+        if self.chunk is not None:
+            return self.chunk, self.chunk
+        import math
+
+        return DEFAULT_CHUNK, int(min(DEFAULT_CHUNK, max(8, 2 ** int(math.log2(max(1, 65536 // members))))))
+
+
+@dataclass(frozen=True)
+class InGraph:
+    """The run inside a differentiable program: a ``lax.scan`` over segments of ``segment`` steps
+    (default about sqrt(n_steps)), each a checkpointed chunk loop."""
+
+    segment: int | None = None
+
+    def __post_init__(self):
+        if self.segment is not None:
+            _positive_int("segment", self.segment)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The run's nodes kept in memory, every ``save_every``-th one and the step that ends there."""
+
+    save_every: int = 1
+
+    def __post_init__(self):
+        _positive_int("save_every", self.save_every)
+
+
+@dataclass(frozen=True)
+class Stream(Memory):
+    """As :class:`Memory`, and appended to the netCDF file ``path`` while the run goes
+    (:mod:`livens.stream`); a finished run rewrites it with its diagnostics."""
+
+    path: str = ""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.path:
+            raise ValueError("Stream needs a file path.")
+        object.__setattr__(self, "path", os.fspath(self.path))
+
+
+@dataclass(frozen=True)
+class Arrays(Memory):
+    """In-graph: the nodes returned as arrays of the program (every ``save_every``-th)."""
+
+
+@dataclass(frozen=True)
+class Raise:
+    """Stop the run at a failed step, keep every step before it, raise the error; ``rescue``: first
+    retry the step once with the damped least-squares method."""
+
+    rescue: bool = True
+
+
+@dataclass(frozen=True)
+class PerMember(Raise):
+    """Stop only the member whose step failed (after the rescue, where on); the others go on, and a
+    warning names the failed members."""
+
+
+@dataclass(frozen=True)
+class NaNFlag:
+    """In-graph: the nodes after a failed step are NaN and the result says it did not converge."""
+
+
+@dataclass(frozen=True)
+class Implicit:
+    """Derivatives of a run: each step's by the implicit function theorem at its converged Newton
+    solution; reverse mode stores the states at the ends of the segments and recomputes each
+    segment (memory like sqrt(n_steps))."""

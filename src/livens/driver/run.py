@@ -1,0 +1,371 @@
+"""The one driver: :func:`run` does, once for every kind of run, the checks, the scheme's
+resolution, the initial states and the start, the host loop over the compiled chunk loop, the
+records and the result. :func:`livens.simulate`, :func:`livens.simulate_ensemble` and
+:func:`livens.flow` are presets of it (:mod:`livens.driver.options` names what differs).
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import engine
+from .._progress import progress_bar
+from ..schemes.base import State
+from . import failure
+from .executors import Batched, NativeLanes, NativeMembers, Single as SingleExecutor
+from .host import NothingComputed, Recorder, run_host_loop
+from .options import DEFAULT_CHUNK, Arrays, InGraph, Members, Memory, NaNFlag, PerMember, Raise, Single, Stream
+from .records import KeptNodes, record_layout
+from .setup import Plan, initial_state, member_states, plan as make_plan
+from ..timestep import make_loop
+
+LANES = 8
+"""Members per lane kernel (:mod:`livens.engine.native.member_lanes`): eight doubles are one AVX-512
+vector; ensembles of at least twice as many members run in lane kernels where possible."""
+
+
+def run(problem, scheme="VI-S", *, h=None, t_end=None, n_steps=None, tol=1e-9, max_iter=40, guess=None,
+        parameters=None, params=None, final_iteration=False, backend=None, members=None, executor=Single(),
+        output=Memory(), on_failure=Raise(), adjoint=None, progress=None, blowup_factor=None, resume=None,
+        default_guess=None):
+    """Run ``scheme`` on ``problem``: the one driver (module docstring).
+
+    h, t_end (or n_steps), tol, max_iter, guess, parameters (the System's), params (the scheme's),
+    final_iteration, backend: as for :func:`livens.simulate`. ``members``: (q0s, v0s) of an ensemble
+    (with ``executor=Members()``). ``executor``, ``output``, ``on_failure``, ``adjoint``: the option
+    objects of :mod:`livens.driver.options`. ``progress``, ``blowup_factor``, ``resume``: as for
+    :func:`livens.simulate`; ``default_guess``: the guess where ``guess`` is None (None: the
+    scheme's own).
+
+    Returns a :class:`~livens.Solution` (Single), an :class:`~livens.EnsembleSolution` (Members),
+    or a :class:`~livens.flow.FlowFunction` (InGraph: the run as a pure function of its initial
+    state and parameters).
+    """
+    if isinstance(executor, InGraph):
+        from .ingraph import flow_function
+
+        p = make_plan(problem, scheme, h=h, n_steps=n_steps, tol=tol, max_iter=max_iter, guess=guess,
+                      params=params, backend=backend, default_guess=default_guess)
+        return flow_function(p, executor, output if isinstance(output, Arrays) else Arrays(output.save_every),
+                             on_failure, adjoint)
+    if blowup_factor is not None and not (blowup_factor > 0):
+        raise ValueError(f"blowup_factor must be positive; got {blowup_factor!r}.")
+    t_start, offset = 0.0, 0
+    if resume is not None:
+        if isinstance(executor, Members):
+            raise ValueError("resume continues a single run; an ensemble cannot be resumed.")
+        t_start = float(resume.t[-1])
+    NothingComputed.set(True)
+    try:
+        with engine.serial_blas():  # XLA's LAPACK calls on one BLAS thread (livens.engine.threads)
+            p = make_plan(problem, scheme, h=h, t_end=t_end, tol=tol, max_iter=max_iter, guess=guess,
+                          parameters=parameters, params=params, final_iteration=final_iteration, backend=backend,
+                          t_start=t_start, offset=offset if resume is None else _resume_offset(resume),
+                          default_guess=default_guess)
+            if isinstance(executor, Members):
+                return _members_run(p, members, executor, output, on_failure, progress)
+            return _single_run(p, executor, output, on_failure, progress, blowup_factor, resume)
+    finally:
+        NothingComputed.set(False)
+
+
+# ------------------------------------------------------------------ one member
+def _single_loop(p: Plan, layout, chunk: int):
+    """The engine's compiled chunk loop of one member (cached per system, scheme, guess, chunk,
+    Newton options and engine options)."""
+    key = (p.mech, p.scheme, p.guess, chunk, layout, p.newton, p.engine)
+    hit = _LOOPS.get(key)
+    if hit is None:
+        def build(**opts):
+            return make_loop(p.mech, p.scheme, p.guess, chunk, layout, p.newton, **opts)
+
+        hit = _LOOPS[key] = engine.single_loop(build, p.unknowns, p.mech.d, p.mech.m, p.engine)
+    return hit
+
+
+_LOOPS = engine.CompiledCache(32)
+
+
+def _start_fn(p: Plan):
+    sch, mech = p.scheme, p.mech
+    return lambda state, h, params, sys: sch.start(state, h, params, mech.bind(sys))
+
+
+def _check_start(p: Plan, info, member: int | None = None) -> None:
+    ok, resid, its = (np.asarray(x) for x in info)
+    bad = np.flatnonzero(~np.atleast_1d(ok))
+    if bad.size:
+        b = int(bad[0])
+        eq = "15" if p.scheme.name == "vi-lagrange" else "17" if p.scheme.name == "vi-nullspace" else "of the start"
+        who = f" for member {b} ({bad.size} member(s) in all)" if member is not None else ""
+        raise ValueError(
+            f"{p.scheme.name}: the start step (004 eq {eq}) did not converge{who}: residual "
+            f"{float(np.atleast_1d(resid)[b]):.3e} after {int(np.atleast_1d(its)[b])} Newton iterations with "
+            f"h = {p.h:g}. Try a smaller h.")
+
+
+def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_factor, resume):
+    from ..solution import Solution
+    from ..engine.native.runner import runs_natively
+
+    sch, mech, problem = p.scheme, p.mech, p.problem
+    save_every = output.save_every
+    if resume is None:
+        state = initial_state(problem, mech, sch)
+    else:
+        state = _resume_state(resume, p)
+    finish_start = None
+    if sch.start is not None and resume is None:
+        args = (state, np.float64(p.h), p.jparams, p.jsys)
+        native = runs_natively(p.engine, engine.loop_size(p.unknowns, mech.d, mech.m))
+        shapes, finish_start = engine.start_program(
+            (sch.name, mech, jnp.shape(state.q)), _start_fn(p), args, p.engine, native)
+        state = shapes[0]  # the state's shapes now; its values once the time loop is compiled
+    layout = record_layout(sch, mech, p.guess, state, p.h, p.params)
+    runner = _single_loop(p, layout, executor.chunk)
+    empty = history = p.empty_history(state)
+    consts = p.consts()
+    ahead_compile = 0.0
+    if finish_start is not None:  # the time loop is compiled while the start compiles
+        t0 = time.perf_counter()
+        runner.prepare(state, history, np.float64(p.t_start), jnp.asarray(0, jnp.int64), *consts)
+        ahead_compile = time.perf_counter() - t0
+        state, info = finish_start()
+        _check_start(p, info)
+    if resume is not None and p.guess == "extrapolated":
+        from ..guess import GuessHistory
+
+        history = GuessHistory.from_meta(resume.meta.get("guess_history"), p.offset, empty)
+    start_node = {"t": p.t_start, "q": np.asarray(state.q), "p": np.asarray(state.p), "v": np.asarray(state.v),
+                  "m": mech.m}
+    meta = _meta(p, save_every, on_failure)
+    meta["chunk"] = executor.chunk
+    stream = None
+    if isinstance(output, Stream):
+        from ..stream import NetCDFStream
+
+        stream = NetCDFStream(output.path, mech.d, mech.m, sch.capabilities.gamma, sch.capabilities.velocity_kind,
+                              {"scheme": sch.name, "params": p.params, "meta": {**meta, "example": problem.name,
+                               "problem_parameters": dict(problem.parameters)}})
+        stream.append([p.t_start], start_node["q"][None], start_node["p"][None], start_node["v"][None],
+                      {"index": np.zeros(0, np.int64)})
+    kept = KeptNodes(1, p.steps, p.offset, save_every, p.t_start, p.h, start_node,
+                     sch.capabilities.velocity_kind == "nodal", sch.capabilities.gamma)
+    ex = SingleExecutor(runner, state, history, p.t_start, consts, executor.chunk)
+    energy0 = None
+    if blowup_factor is not None:
+        fn = failure.blowup_energy(mech)
+        energy0 = None if fn is None else np.asarray(fn(jnp.asarray(problem.q0)[None], jnp.asarray(problem.p0)[None]))
+        blowup_factor = None if energy0 is None else blowup_factor
+    bar = progress_bar(p.steps, progress)
+    wall0 = time.perf_counter()
+    try:
+        out = run_host_loop(p, ex, layout, Recorder(kept, stream), np.zeros(1, np.int64), np.array([p.steps]),
+                            policy=on_failure, blowup_factor=blowup_factor, energy0=energy0, progress_bar=bar,
+                            empty_history=empty)
+    finally:
+        if stream is not None:
+            stream.close()  # the rows it still holds: the file has every kept step
+        if bar is not None:
+            bar.close()
+    n_done = int(out.n[0])
+    state, history = ex.state, ex.history
+    meta.update(wall_time=time.perf_counter() - wall0, compile_time=ahead_compile + out.compile_time, steps=n_done,
+                rescued_steps=out.rescued.get(0, []), backend=ex.backend)
+    if ex.reason and meta["backend"] == "xla":
+        meta["native_fallback"] = ex.reason
+    stopped = out.failed[0] or out.interrupted
+    if p.guess == "extrapolated" and not stopped:
+        # the predictor's history at the last node, so that a resumed run continues exactly
+        meta["guess_history"] = history.to_meta(p.offset + n_done)
+    if state.comp is not None and not stopped:
+        # the carries of the compensated summation at the last node, so that a resumed run continues exactly
+        meta["compensation"] = {"q": np.asarray(state.comp[0]).tolist(), "p": np.asarray(state.comp[1]).tolist()}
+    sol = Solution.from_records(problem, sch, p.params, mech, [kept.arrays(0, n_done)], meta, start_node)
+    path = output.path if isinstance(output, Stream) else None
+    if path is not None and not stopped:
+        sol.to_netcdf(path)
+    if out.failed[0]:
+        kind, step, resid, its = out.stops[0]
+        failure.raise_failure(p, kind, step, resid, its, n_done, sol, path, on_failure.rescue, blowup_factor, save_every)
+    if out.interrupted:
+        failure.raise_failure(p, "interrupt", n_done, float("nan"), 0, n_done, sol, path, on_failure.rescue,
+                              save_every=save_every)
+    return sol
+
+
+def _meta(p: Plan, save_every: int, on_failure) -> dict:
+    from ..solvers.newton import ROUNDOFF
+
+    meta = dict(h=p.h, t_end=float(p.t_start + p.steps * p.h), tol=p.tol if p.newton[0] == ROUNDOFF else float(p.tol),
+                final_iteration=p.newton[1], max_iter=p.max_iter, guess=p.guess, save_every=int(save_every),
+                t_start=p.t_start, step_offset=p.offset,
+                solver="newton+rescue" if getattr(on_failure, "rescue", False) else "newton")
+    if p.system is not None:
+        meta["parameters"] = {k: np.asarray(v).tolist() for k, v in p.system.items()}
+    if p.scheme.capabilities.symmetries:  # the symmetries whose momentum maps the scheme keeps by construction
+        meta["kept_symmetries"] = [s.name for s in p.mech.symmetries]
+    return meta
+
+
+def _resume_offset(sol) -> int:
+    return int(sol.meta.get("step_offset", 0)) + int(round((sol.t[-1] - sol.t[0]) / sol.h))
+
+
+def _resume_state(sol, p: Plan) -> State:
+    """The State at the last saved node of ``sol``."""
+    sch, mech, h = p.scheme, p.mech, p.h
+    if sol.scheme != sch.name:
+        raise ValueError(f"Cannot resume a {sol.scheme!r} run with scheme {sch.name!r}; use the same scheme.")
+    if abs(sol.h - h) > 1e-14 * max(1.0, abs(h)):
+        raise ValueError(f"Cannot resume a run made with h = {sol.h:g} with h = {h:g}; use the same h.")
+    if sch.start is not None:
+        raise ValueError(f"Scheme {sch.name!r} carries extra state between steps and cannot be resumed from a file.")
+    m = mech.m
+    lam = sol.lam[-1] if len(sol.lam) else np.zeros(m)
+    gam = sol.gam[-1] if (sol.gam is not None and len(sol.gam)) else np.zeros(m)
+    v = sol.v[-1] if len(sol.v) else sol.problem.v0
+    q, pp = jnp.asarray(sol.q[-1]), jnp.asarray(sol.p[-1])
+    comp = None
+    if sch.increments:
+        # the carries of the compensated summation where the finished run stored them (bit for bit),
+        # else (a partial file) zero: the continuation then agrees to round-off
+        stored = sol.meta.get("compensation")
+        if stored is not None:
+            comp = (jnp.asarray(stored["q"], q.dtype), jnp.asarray(stored["p"], pp.dtype))
+        else:
+            comp = (jnp.zeros_like(q), jnp.zeros_like(pp))
+    return State(q=q, p=pp, v=jnp.asarray(v), lam=jnp.asarray(lam), gam=jnp.asarray(gam), comp=comp)
+
+
+# ------------------------------------------------------------------ members
+_BATCHED = engine.CompiledCache(16)
+_MEMBER_KERNELS = engine.CompiledCache(16)
+_STARTS = engine.CompiledCache(16)
+
+
+def _member_start(p: Plan, state):
+    """Every member's start, one ``vmap``-ped program (cached per scheme and system)."""
+    key = (p.scheme.name, p.mech, p.engine)
+    fn = _STARTS.get(key)
+    if fn is None:
+        fn = _STARTS[key] = engine.program(jax.vmap(_start_fn(p), in_axes=(0, None, None, None)), p.engine, once=True)
+    state, info = fn(state, np.float64(p.h), p.jparams, p.jsys)
+    _check_start(p, info, member=0)
+    return state
+
+
+def _members_executor(p: Plan, executor: Members, layout, state, history, B: int):
+    """The executor of B members: native lane kernels (at least 2 LANES members) or the single run's
+    native kernel per member where the engine makes them, else one vmapped XLA call per chunk."""
+    native_chunk, xla_chunk = executor.chunks(B)
+    consts = p.consts()
+
+    def build_one(chunk):
+        return lambda **opts: make_loop(p.mech, p.scheme, p.guess, chunk, layout, p.newton, **opts)
+
+    one = jax.tree_util.tree_map(lambda a: a[0], (state, history))
+    args = (*one, np.float64(0.0), np.int64(0), *consts)
+    fallback = None
+    for lanes in ((LANES, 0) if B >= 2 * LANES else (0,)):
+        key = (p.mech, p.scheme, p.guess, native_chunk, layout, p.newton, p.engine, lanes)
+        runner = _MEMBER_KERNELS.get(key)
+        if runner is None:
+            runner = _MEMBER_KERNELS[key] = engine.member_loop(build_one(native_chunk), p.unknowns, p.mech.d,
+                                                               p.mech.m, p.engine, lanes)
+        if runner is None:
+            break
+        kernel = runner.kernel(*args)
+        if kernel is not None:
+            cls = NativeLanes if lanes else NativeMembers
+            return cls(kernel, state, history, 0.0, consts, native_chunk, layout.width), native_chunk
+        fallback = fallback or runner.reason
+    key = (p.mech, p.scheme, p.guess, xla_chunk, layout, p.newton, p.engine)
+    batched = _BATCHED.get(key)
+    if batched is None:
+        def build_mapped(**opts):
+            loop = make_loop(p.mech, p.scheme, p.guess, xla_chunk, layout, p.newton, batched=True, **opts)
+            return jax.vmap(loop, in_axes=(0, 0, None, 0, 0, None, None, None, None, None))
+
+        batched = _BATCHED[key] = engine.batched_loop(build_mapped, p.engine)
+    ex = Batched(batched, state, history, 0.0, consts)
+    ex.reason = fallback
+    return ex, xla_chunk
+
+
+def _members_run(p: Plan, members, executor: Members, output, on_failure, progress):
+    from ..solution import EnsembleSolution
+
+    sch, mech, problem = p.scheme, p.mech, p.problem
+    q0s, v0s = members if members is not None else (None, None)
+    q0, v0, p0 = member_states(p, q0s, v0s)
+    B, m = q0.shape[0], mech.m
+    z = jnp.zeros((B, m))
+    state = State(q=jnp.asarray(q0), p=jnp.asarray(p0), v=jnp.asarray(v0), lam=z, gam=z)
+    if sch.increments:  # the carries of the compensated summation, zero at the start
+        state = state._replace(comp=(jnp.zeros_like(state.q), jnp.zeros_like(state.p)))
+    wall0 = time.perf_counter()
+    if sch.start is not None:
+        state = _member_start(p, state)
+    one = jax.tree_util.tree_map(lambda a: a[0], state)
+    layout = record_layout(sch, mech, p.guess, one, p.h, p.params)
+    empty = p.empty_history(one)
+    history = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), empty)
+    ex, chunk = _members_executor(p, executor, layout, state, history, B)
+    start_node = {"t": 0.0, "q": q0, "p": p0, "v": v0, "m": m}
+    kept = KeptNodes(B, p.steps, 0, output.save_every, 0.0, p.h, start_node,
+                     sch.capabilities.velocity_kind == "nodal", sch.capabilities.gamma)
+    meta = _meta(p, output.save_every, on_failure)
+    meta.update(members=B, v0s=v0, chunk=chunk, example=problem.name, problem_parameters=dict(problem.parameters))
+    stream = None
+    if isinstance(output, Stream):
+        from ..stream import NetCDFStream
+
+        stream = NetCDFStream(output.path, mech.d, m, sch.capabilities.gamma, sch.capabilities.velocity_kind,
+                              {"scheme": sch.name, "params": p.params, "meta": {**meta, "v0s": v0, "example": problem.name,
+                               "problem_parameters": dict(problem.parameters)}}, members=B)
+        stream.append_rows(kept, 0, 0, start=True)
+    bar = progress_bar(B * p.steps, progress, unit="member-step")
+    try:
+        out = run_host_loop(p, ex, layout, Recorder(kept, stream), np.zeros(B, np.int64), np.full(B, p.steps),
+                            policy=on_failure, progress_bar=bar, empty_history=empty,
+                            stop_run_on_failure=not isinstance(on_failure, PerMember))
+    finally:
+        ex.close()
+        if stream is not None:
+            stream.close()
+        if bar is not None:
+            bar.close()
+    if out.interrupted:  # what was computed: the rows up to the member that got furthest
+        kept.truncate(int(out.n.max()))
+    kept.fill_after(out.n, out.failed)
+    meta.update(wall_time=time.perf_counter() - wall0, compile_time=out.compile_time, steps=int(p.steps),
+                backend=ex.backend, lanes=getattr(ex, "lanes", 0),
+                rescued_steps={int(b): v for b, v in out.rescued.items()})
+    if ex.backend == "xla" and getattr(ex, "reason", None):
+        meta["native_fallback"] = ex.reason
+    ens = EnsembleSolution.from_kept(kept, out.n, out.failed, sch, p.params, meta, problem, mech)
+    if isinstance(output, Stream) and not out.interrupted:
+        ens.to_netcdf(output.path)
+    if out.failed.any():
+        bad = np.flatnonzero(out.failed)
+        warnings.warn(
+            f"Newton did not converge for {bad.size} of {B} ensemble members (first: member {bad[0]} in step "
+            f"{int(out.n[bad[0]])}); they keep their converged steps (ens.steps, ens.failed). Try a smaller h, "
+            "a larger max_iter, or guess='advanced'.", RuntimeWarning, stacklevel=4)
+    if out.interrupted:
+        from ..errors import SimulationInterrupted
+
+        done = int(out.n.min())
+        raise SimulationInterrupted(
+            f"Interrupted after {done} of {p.steps} steps of every member; the ensemble computed so far is kept in "
+            "the error's .solution" + (f" and in {output.path!r}." if isinstance(output, Stream) else "."),
+            solution=ens, step=done, time=done * p.h, reason=f"Interrupted after {done} of {p.steps} steps.")
+    return ens
+
+
+__all__ = ["DEFAULT_CHUNK", "LANES", "run", "Memory", "Stream", "NaNFlag"]

@@ -1,0 +1,227 @@
+"""What every run does before its first step, once: the checks of its arguments, the scheme
+resolved against the system, the Newton options, and the initial states of its members.
+
+:class:`Plan` holds the result; :func:`plan` makes it. Nothing here is compiled.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..checks import check_step, constraint_label
+from ..engine import EngineOptions, engine_options
+from ..guess import GuessHistory
+from ..mechanics import Mechanics, mechanics
+from ..schemes import get as get_scheme
+from ..schemes import names as scheme_names
+from ..schemes.base import Scheme, State
+from ..solvers.newton import ROUNDOFF
+from ..system import Problem, parameter_values
+
+GUESSES = ("simple", "advanced", "extrapolated")
+"""The first guesses of Newton's method: 002 Table 2's "simple" (the unknowns of step n) and
+"advanced" (q^n + h v^n), and livens' "extrapolated" (:mod:`livens.guess`)."""
+
+ROUNDOFF_TOL = 1e-12
+"""The number that stands for ``tol="roundoff"`` where a tolerance must be a number: the damped
+rescue's stopping rule, and the convergence flag of a differentiable run."""
+
+
+def check_guess(guess) -> None:
+    """A guess name, or None for the scheme's own (``Scheme.solving.guess``)."""
+    if guess is not None and guess not in GUESSES:
+        raise ValueError(f"guess must be one of {', '.join(map(repr, GUESSES))} (or None: the scheme's "
+                         f"preferred one); got {guess!r}.")
+
+
+def newton_options(tol, final_iteration: bool = False) -> tuple:
+    """The static Newton options of a run: ("roundoff", False) for ``tol="roundoff"``, else
+    ("tol", final_iteration)."""
+    if isinstance(tol, str):
+        return (ROUNDOFF, False)
+    return ("tol", bool(final_iteration))
+
+
+def _accepting(test) -> str:
+    return ", ".join(n for n in scheme_names() if test(get_scheme(n)[0].capabilities)) or "(none registered)"
+
+
+def check_capabilities(scheme: Scheme, problem: Problem, mech: Mechanics) -> None:
+    """Refuse a run that needs what the scheme does not accept (its :class:`~livens.schemes.base.Capabilities`),
+    naming the schemes that accept it."""
+    reason = scheme.applies_to(problem, mech)
+    if reason is not None:
+        raise ValueError(reason)
+    caps = scheme.capabilities
+    if caps.mass_inverse and not (mech.constant_mass and mech.Minv_const is not None):
+        what = "configuration dependent" if not mech.constant_mass else "singular"
+        raise ValueError(f"Scheme {scheme.name!r} needs M^-1, but the mass matrix of this system is {what}. "
+                         f"Schemes that accept it: {_accepting(lambda c: not c.mass_inverse)}.")
+    if mech.has_dissipation and not caps.dissipation:
+        raise ValueError(f"Scheme {scheme.name!r} does not treat a dissipation matrix C(q); schemes that do: "
+                         f"{_accepting(lambda c: c.dissipation)}.")
+    if mech.has_external_force and not caps.external_force:
+        raise ValueError(
+            f"Scheme {scheme.name!r} has no external force term F(q, v, t) in its equations, so it would ignore "
+            f"this system's external_force; schemes that apply it: {_accepting(lambda c: c.external_force)}.")
+
+
+def resolve(problem: Problem, scheme, params: dict, system_values: dict | None = None):
+    """(Scheme, parameter values, Mechanics) for a name or alias, checked against the problem.
+    ``system_values``: the run's System parameter values (None: the System's defaults); the
+    declared symmetries are checked for exactness with them (:func:`livens.checks.exact_symmetries`)."""
+    sch, alias_params = get_scheme(scheme)
+    vals = sch.resolve_params(params, alias_params)
+    mech = mechanics(problem.system, problem.q0)
+    check_capabilities(sch, problem, mech)
+    if sch.capabilities.symmetries and problem.symmetries:
+        from ..checks import exact_symmetries
+
+        checked = mech if system_values is None else mech.bind({k: jnp.asarray(v) for k, v in system_values.items()})
+        kept, _, invariant = exact_symmetries(problem, checked)
+        mech = mechanics(problem.system, problem.q0, kept, invariant)
+    return sch, vals, mech
+
+
+@dataclass
+class Plan:
+    """A checked run before its first step (module docstring).
+
+    scheme, params (the scheme's parameter values), mech; guess: the first guess's name;
+    newton: (stopping rule, final iteration); tol: the tolerance as given; tol_num: a number
+    (``tol="roundoff"``: :data:`ROUNDOFF_TOL`); max_iter; h; steps: steps to take; t_start and
+    offset (the global index of the first node: a resumed run); system: the System's parameter
+    values (NumPy, or None) and jsys (the same as JAX arrays); jparams: the scheme's parameters as
+    JAX arrays; engine: the :class:`~livens.engine.EngineOptions`.
+    """
+
+    problem: Problem
+    scheme: Scheme
+    params: dict
+    mech: Mechanics
+    guess: str
+    newton: tuple
+    tol: Any
+    tol_num: float
+    max_iter: int
+    h: float
+    steps: int
+    t_start: float
+    offset: int
+    system: dict | None
+    jsys: dict | None
+    jparams: dict
+    engine: EngineOptions
+
+    @property
+    def unknowns(self) -> int:
+        return int(sum(n for _, n in self.scheme.sizes(self.mech.d, self.mech.m)))
+
+    def consts(self) -> tuple:
+        """The runtime arguments of the chunk loop after (state, history, t_start, n0): n_stop, h,
+        tol, max_iter, the scheme's and the System's parameters (NumPy scalars: one compiled
+        program for every value)."""
+        return (np.int64(self.steps), np.float64(self.h), np.float64(self.tol_num), np.int32(self.max_iter),
+                self.jparams, self.jsys)
+
+    def empty_history(self, state: State) -> GuessHistory:
+        """An empty history of step solutions for the "extrapolated" guess (:mod:`livens.guess`)."""
+        sch, mech = self.scheme, self.mech
+        nx = jax.eval_shape(lambda s: sch.pack(sch.guess(s, self.h, 0.0, self.jparams, mech, "simple"), mech.d,
+                                               mech.m), state).shape[0]
+        return GuessHistory.empty(nx)
+
+
+def plan(problem: Problem, scheme, *, h=None, t_end=None, n_steps=None, tol=1e-9, max_iter=40, guess=None,
+         parameters=None, params=None, final_iteration=False, backend=None, t_start=0.0, offset=0,
+         default_guess=None) -> Plan:
+    """Check a run's arguments and resolve its scheme (module docstring). The run's length is
+    ``n_steps``, or (t_end - t_start) / h; ``default_guess``: the guess where ``guess`` is None
+    (None: the scheme's own)."""
+    h = problem.h if h is None else h
+    if n_steps is None:
+        t_end = problem.t_end if t_end is None else t_end
+        if h is None or t_end is None:
+            raise ValueError("Give h and t_end: the problem has no default step size or end time.")
+        check_step(h, t_end - t_start if offset else t_end, tol, max_iter)
+        steps = max(1, int(round((t_end - t_start) / h)))
+    else:
+        if h is None:
+            raise ValueError("Give h (or a problem with a default h) and n_steps.")
+        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+            raise ValueError(f"n_steps must be a positive integer; got {n_steps!r}.")
+        steps = int(n_steps)
+        check_step(h, steps * h, tol, max_iter)
+    check_guess(guess)
+    engine = engine_options(backend)
+    nopts = newton_options(tol, final_iteration)
+    sys_values = parameter_values(problem.system, parameters)
+    sch, vals, mech = resolve(problem, scheme, params or {}, sys_values)
+    jsys = None if sys_values is None else {k: jnp.asarray(v) for k, v in sys_values.items()}
+    guess = guess if guess is not None else (default_guess or sch.solving.guess)
+    return Plan(problem=problem, scheme=sch, params=vals, mech=mech, guess=guess, newton=nopts, tol=tol,
+                tol_num=ROUNDOFF_TOL if nopts[0] == ROUNDOFF else float(tol), max_iter=int(max_iter), h=float(h),
+                steps=steps, t_start=float(t_start), offset=int(offset), system=sys_values, jsys=jsys,
+                jparams={k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}, engine=engine)
+
+
+def initial_state(problem: Problem, mech: Mechanics, scheme: Scheme | None = None) -> State:
+    """The state at t = 0 of the problem's own initial values (before the scheme's own ``start``):
+    multipliers zero, and zero carries of the compensated summation for a scheme in increment form."""
+    z = jnp.zeros((mech.m,))
+    q, p = jnp.asarray(problem.q0), jnp.asarray(problem.p0)
+    comp = (jnp.zeros_like(q), jnp.zeros_like(p)) if (scheme is not None and scheme.increments) else None
+    return State(q=q, p=p, v=jnp.asarray(problem.v0), lam=z, gam=z, comp=comp)
+
+
+def member_states(plan: Plan, q0s, v0s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(B, d) arrays q0, v0, p0 of an ensemble's members, checked: shapes, finite values, on the
+    constraint manifold (|g(q0)|, |G(q0) v0| at most ``problem.consistency_tol``)."""
+    problem, mech = plan.problem, plan.mech
+    d = mech.d
+    if q0s is None and v0s is None:
+        raise ValueError("Give the initial states: q0s and/or v0s of shape (B, d) (the other one defaults to the "
+                         "problem's).")
+
+    def as_batch(name, x, ref):
+        a = np.asarray(ref if x is None else x, dtype=float)
+        if a.ndim == 1:
+            a = a[None, :]
+        if a.ndim != 2 or a.shape[1] != d:
+            raise ValueError(f"{name} must have shape (B, d) with d = {d}; got shape {a.shape}.")
+        bad = np.flatnonzero(~np.all(np.isfinite(a), axis=1))
+        if bad.size:
+            raise ValueError(f"{name} has non-finite entries in member(s) {bad[:10].tolist()}.")
+        return a
+
+    q0 = as_batch("q0s", q0s, problem.q0)
+    v0 = as_batch("v0s", v0s, problem.v0)
+    B = max(q0.shape[0], v0.shape[0])
+    if q0.shape[0] not in (1, B) or v0.shape[0] not in (1, B):
+        raise ValueError(f"q0s and v0s must hold the same number of members; got {q0.shape[0]} and {v0.shape[0]}.")
+    q0 = np.broadcast_to(q0, (B, d)).copy()
+    v0 = np.broadcast_to(v0, (B, d)).copy()
+    tol = problem.consistency_tol
+    bound = mech.bind(plan.jsys)
+    if mech.m:
+        g = np.asarray(jax.jit(jax.vmap(bound.g))(q0))
+        gv = np.asarray(jax.jit(jax.vmap(lambda q, v: bound.G(q) @ v))(q0, v0))
+        for what, r in (("position level |g(q0)|", g), ("velocity level |G(q0) v0|", gv)):
+            worst = np.max(np.abs(r), axis=1)
+            bad = np.flatnonzero(~(worst <= tol))
+            if bad.size:
+                b = int(bad[0])
+                k = int(np.argmax(np.abs(r[b])))
+                raise ValueError(
+                    f"Member {b} of the ensemble starts off the constraint manifold ({len(bad)} member(s) in all): "
+                    f"{what}: {constraint_label(problem.system, k)} = {r[b, k]:.3e} > {tol:g}. Project each state "
+                    "with lv.consistent_initial_state(system, q0, v0).")
+    if mech.constant_mass:
+        p0 = v0 @ np.asarray(mech.M_const).T
+    else:
+        p0 = np.asarray(jax.jit(jax.vmap(lambda q, v: bound.M(q) @ v))(q0, v0))
+    return q0, v0, p0

@@ -1,0 +1,108 @@
+"""The chunk loop of :func:`livens.simulate` as a native kernel, or with XLA where it cannot be.
+
+:class:`ChunkRunner` is called like the jitted loop of :func:`livens.timestep.make_loop`. At its first
+call for given argument shapes it translates the loop to one C function (:mod:`livens.engine.native`);
+where the loop holds something the translator does not handle, no C compiler is found or the
+system is larger than :attr:`~livens.engine.options.EngineOptions.max_native_unknowns` (large systems have banded or matrix-free tangents that
+XLA runs well, and their C source would be long to compile), it runs the jitted XLA loop instead.
+
+The backend is the engine's switch (:mod:`livens.engine.options`): "auto" (native where possible,
+else XLA), "native" (an error where it is not possible), "xla" or "plain" (never native).
+"""
+from __future__ import annotations
+
+import warnings
+
+import jax
+import numpy as np
+
+from ..options import EngineOptions
+
+
+def runs_natively(options: EngineOptions, size: tuple[int, str]) -> bool:
+    """Whether a time loop of ``size`` (:func:`livens.engine.options.loop_size`) is meant to run
+    natively under ``options``: a C compiler is there, and with "auto" the system is small
+    (:attr:`EngineOptions.max_native_unknowns`). The translation may still refuse the loop
+    (:class:`ChunkRunner`)."""
+    from .build import compiler
+
+    if options.backend in ("xla", "plain") or compiler() is None:
+        return False
+    return options.backend == "native" or size[0] <= options.max_native_unknowns
+
+
+class NativeUnavailable(ValueError):
+    """backend="native" was asked for and the loop cannot run natively (the reason is the message)."""
+
+
+def _signature(args):
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    return tree, tuple((np.shape(x), np.dtype(getattr(x, "dtype", type(x))).str) for x in leaves)
+
+
+class ChunkRunner:
+    """The jitted XLA loop ``xla`` or, where possible, ``loop`` compiled natively (module docstring).
+
+    ``options``: the engine's (:class:`~livens.engine.options.EngineOptions`: the backend asked
+    for and the size limit of "auto"); ``size``: :func:`~livens.engine.options.loop_size` of the
+    loop; ``lanes``: > 0 for kernels that run that many members at once
+    (:mod:`livens.engine.native.member_lanes`). After a call, :attr:`backend` names what ran it and
+    :attr:`reason` why XLA ran it where native was asked for or possible in principle.
+    """
+
+    def __init__(self, loop, xla, options: EngineOptions, size: tuple[int, str], lanes: int = 0):
+        self.loop, self.xla, self.options, self.size, self.lanes = loop, xla, options, size, lanes
+        self.requested = options.backend
+        self.kernels: dict = {}
+        self.backend = "xla" if self.requested in ("xla", "plain") else None
+        self.reason = None
+
+    def _native(self, args):
+        from . import compile_function
+        from .codegen import Unsupported
+
+        limit = self.options.max_native_unknowns
+        if self.requested == "auto" and self.size[0] > limit:
+            self.reason = f"{self.size[1]}, more than the native limit of {limit} (EngineOptions.max_native_unknowns)"
+            return None
+        try:
+            return compile_function(self.loop, *args, lanes=self.lanes)
+        except Unsupported as exc:
+            self.reason = str(exc)
+            if self.requested == "native":
+                raise NativeUnavailable(f"backend='native': this run cannot be compiled natively ({exc}); "
+                                        f"use backend='auto' or 'xla'.") from None
+            return None
+        except Exception as exc:  # noqa: BLE001 - a fault of the translator: XLA runs the loop, and says so
+            self.reason = f"the native translator failed ({type(exc).__name__}: {exc})"
+            if self.requested == "native":
+                raise NativeUnavailable(f"backend='native': {self.reason}; use backend='auto' or 'xla'.") from exc
+            warnings.warn(f"{self.reason}; XLA runs this loop instead (results are the same). This is a "
+                          "bug in livens.engine.native: please report it.", RuntimeWarning, stacklevel=4)
+            return None
+
+    def kernel(self, *args):
+        """The native kernel for these arguments (compiled on first need), or None where XLA runs them."""
+        if self.requested in ("xla", "plain"):
+            return None
+        key = _signature(args)
+        if key not in self.kernels:
+            self.kernels[key] = self._native(args)
+        return self.kernels[key]
+
+    def prepare(self, *args) -> None:
+        """Compile the loop for these arguments (or their shapes) without running it: the native
+        kernel, or where XLA runs the loop, XLA's program."""
+        if self.kernel(*args) is None and hasattr(self.xla, "prepare"):
+            self.xla.prepare(*args)
+
+    def _cache_size(self) -> int:
+        """Compiled variants held (native kernels and XLA executables), like ``jax.jit``'s."""
+        return len(self.kernels) + self.xla._cache_size()
+
+    def __call__(self, *args):
+        if self.requested in ("xla", "plain"):
+            return self.xla(*args)
+        kernel = self.kernel(*args)
+        self.backend = "xla" if kernel is None else "native"
+        return self.xla(*args) if kernel is None else kernel(*args)

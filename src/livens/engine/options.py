@@ -1,0 +1,78 @@
+"""The engine's options: one object, one switch.
+
+:class:`EngineOptions` holds every choice the engine makes about how a run's programs are compiled
+and every size threshold it uses; :func:`engine_options` makes it from a run's ``backend`` argument
+and the environment. The one switch is the backend:
+
+- ``"auto"`` (the default): a time loop of a small system is translated to C and compiled by the
+  system's C compiler (:mod:`livens.engine.native`), larger ones are compiled by XLA, large XLA
+  programs in two tiers (:mod:`livens.engine.tiers`), small matrix products rewritten
+  (:mod:`livens.engine.small_products`);
+- ``"native"``: the C translation, or an error where it is not possible;
+- ``"xla"``: XLA only, with the engine's compile options, tiers and rewrites;
+- ``"plain"``: ``jax.jit`` with XLA's defaults and nothing of the engine (no C, no tiers, no
+  rewriting, no compile options): the reference to compare with when something looks wrong.
+
+It is given per run (``simulate(..., backend=...)``, ``simulate_ensemble``, ``flow``) or for the
+process by the environment variable ``LIVENS_BACKEND``. Every backend computes the same equations
+with the same Newton iteration; results agree to round-off.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+BACKENDS = ("auto", "native", "xla", "plain")
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How a run's programs are compiled (module docstring).
+
+    backend: "auto", "native", "xla" or "plain".
+    max_native_unknowns: with "auto", a system whose Newton unknowns per step, or coordinates and
+        multipliers, number more than this runs with XLA (large systems have banded or
+        matrix-free tangents that XLA runs well, and their C source would be long to compile).
+    tier_equations: an XLA time loop of at least this many equations is compiled quickly first
+        (XLA's level 0) and optimized in the background (:mod:`livens.engine.tiers`).
+    small_product_unknowns: the step's small matrix products are rewritten as fusible sums up to
+        this many Newton unknowns (:mod:`livens.engine.small_products`).
+    small_product_limit: the largest product (entries of its product tensor) rewritten; 0: none
+        (``LIVENS_FUSE_DOTS=0``, or an integer to choose it).
+    """
+
+    backend: str = "auto"
+    max_native_unknowns: int = 64
+    tier_equations: int = 1500
+    small_product_unknowns: int = 256
+    small_product_limit: int = 2048
+
+    @property
+    def plain(self) -> bool:
+        return self.backend == "plain"
+
+
+def _small_product_limit(default: int) -> int:
+    value = os.environ.get("LIVENS_FUSE_DOTS", "").strip().lower()
+    if value in ("0", "false", "no", "off"):
+        return 0
+    return int(value) if value.isdigit() and int(value) > 1 else default
+
+
+def engine_options(backend: str | None = None) -> EngineOptions:
+    """The options of a run: ``backend`` (else ``$LIVENS_BACKEND``, else "auto"), the thresholds'
+    defaults, and the environment's choice of the small-product rewrite."""
+    value = backend if backend is not None else (os.environ.get("LIVENS_BACKEND", "").strip().lower() or "auto")
+    if value not in BACKENDS:
+        source = "backend" if backend is not None else "LIVENS_BACKEND"
+        raise ValueError(f"{source} must be one of {', '.join(BACKENDS)}; got {value!r}.")
+    return EngineOptions(backend=value, small_product_limit=_small_product_limit(EngineOptions.small_product_limit))
+
+
+def loop_size(unknowns: int, d: int, m: int) -> tuple[int, str]:
+    """The size :attr:`EngineOptions.max_native_unknowns` bounds, and its words: a step's Newton
+    unknowns, or d + m where that is larger (a scheme with few unknowns may still work on d x m
+    matrices: vi-nullspace's QR of G^T)."""
+    if d + m > unknowns:
+        return d + m, f"{d} coordinates and {m} multipliers"
+    return unknowns, f"{unknowns} Newton unknowns per step"

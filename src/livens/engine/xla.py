@@ -1,0 +1,141 @@
+"""XLA's side of the engine: the options livens' programs compile with, and the persistent
+compilation cache.
+
+Compile options (:func:`jit`, :func:`compiler_options`): on the CPU, XLA's newer MLIR fusion
+emitters are switched off (``xla_cpu_use_fusion_emitters``); the classic emitters compile the large
+time loops of the beams and the double four-bar in about two thirds of the time and run them as
+fast (``python -m benchmarks``). A program run once or a few times (a start step, a sparsity
+pattern's columns, the quick tier of :mod:`livens.engine.tiers`) is compiled with LLVM's
+optimization off (``xla_backend_optimization_level=0``: about half the compile time, about half the
+speed). Where the installed jaxlib does not know an option, or ``XLA_FLAGS`` names it, livens'
+programs compile with XLA's defaults.
+
+The persistent compilation cache: a compiled time loop is stored on disk, so that a second process
+running the same (example, scheme) pair skips XLA's compilation. It lives in
+``$LIVENS_COMPILATION_CACHE`` if that names a directory, else in the user cache directory
+(``$XDG_CACHE_HOME/livens/jax`` or ``~/.cache/livens/jax``; ``~/Library/Caches/livens/jax`` on macOS;
+``%LOCALAPPDATA%\\livens\\jax`` on Windows); ``LIVENS_COMPILATION_CACHE=0`` (or ``off``) switches
+it off. It is JAX's own cache, a setting of the whole process: livens sets it when it compiles its
+first program (not at import), and leaves a cache directory already given to JAX
+(``JAX_COMPILATION_CACHE_DIR`` or ``jax.config``) as it is. The native kernels of
+:mod:`livens.engine.native` keep their libraries in ``native/`` beside it.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import jax
+
+from .. import _jaxconfig  # noqa: F401 - float64 before any program is traced
+
+XLA_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+"""XLA's compile options for livens' programs (module docstring)."""
+ONCE_OPTIONS = {"xla_backend_optimization_level": 0}
+"""Added for a program that runs once or a few times: LLVM's optimization off (module docstring)."""
+
+
+def _user_cache_dir() -> str:
+    if sys.platform == "darwin":
+        base = os.path.expanduser("~/Library/Caches")
+    elif os.name == "nt":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "livens", "jax")
+
+
+def compilation_cache_dir() -> str | None:
+    """The directory of the persistent compilation cache livens asks for, or None when off."""
+    setting = os.environ.get("LIVENS_COMPILATION_CACHE", "").strip()
+    if setting.lower() in ("0", "off", "false", "no", "none"):
+        return None
+    return setting if setting and setting.lower() not in ("1", "on", "true", "yes") else _user_cache_dir()
+
+
+_CACHE_SET: list = []
+
+
+def enable_compilation_cache() -> None:
+    """Point JAX's persistent compilation cache at :func:`compilation_cache_dir` (once per process,
+    and only where neither the user nor the environment chose one)."""
+    if _CACHE_SET:
+        return
+    _CACHE_SET.append(True)
+    path = compilation_cache_dir()
+    if path is None or jax.config.jax_compilation_cache_dir:
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:  # read-only home, etc.: run without the cache
+        return
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+@functools.cache
+def _supported(options: tuple) -> dict:
+    """The options (pairs) as a dict where this jaxlib takes them and ``XLA_FLAGS`` does not set
+    them, else {} (found out once, by compiling the identity)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    options = {k: v for k, v in options if k not in flags}
+    if not options:
+        return {}
+    try:
+        jax.jit(lambda x: x, compiler_options=options).lower(0.0).compile()
+    except Exception:  # noqa: BLE001 - an older jax (no compiler_options) or an XLA without the option
+        return {}
+    return options
+
+
+def compiler_options(once: bool = False) -> dict:
+    """:data:`XLA_OPTIONS` (and with ``once``, :data:`ONCE_OPTIONS`), each set where this jaxlib takes
+    it and ``XLA_FLAGS`` does not set it."""
+    enable_compilation_cache()
+    options = dict(_supported(tuple(XLA_OPTIONS.items())))
+    if once:
+        options.update(_supported(tuple(ONCE_OPTIONS.items())))
+    return options
+
+
+def jit(fn, once: bool = False, **kwargs):
+    """``jax.jit(fn, **kwargs)`` compiling with :func:`compiler_options` (``once``: for a program run
+    once or a few times). Only for a program called at the top level: JAX refuses compile options
+    on a ``jit`` called inside another traced function."""
+    options = compiler_options(once)
+    return jax.jit(fn, compiler_options=options, **kwargs) if options else jax.jit(fn, **kwargs)
+
+
+def _leaf_key(x):
+    if isinstance(x, jax.ShapeDtypeStruct):
+        return tuple(x.shape), str(x.dtype), bool(getattr(x, "weak_type", False))
+    aval = jax.typeof(x) if hasattr(jax, "typeof") else jax.core.get_aval(x)
+    return tuple(aval.shape), str(aval.dtype), bool(getattr(aval, "weak_type", False))
+
+
+def signature(args) -> tuple:
+    """What decides a compiled program: the arguments' tree, shapes, dtypes and weak types."""
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    return tree, tuple(_leaf_key(x) for x in leaves)
+
+
+class ImmediateProgram:
+    """``fn(*args)`` run at once with NumPy arguments, also while another program is being traced
+    (a sparsity pattern is found during the tracing of the first run that needs it): ``fn`` is
+    traced and compiled ahead of time as a program run a few times (:func:`compiler_options` with
+    ``once``) once per argument signature, and executed. Called inside another trace without it,
+    ``fn`` would be staged into that program, and JAX would evaluate every operation on known
+    values in it eagerly, each an XLA compilation of its own."""
+
+    def __init__(self, fn):
+        self.jitted = jax.jit(fn)
+        self._compiled: dict = {}
+
+    def __call__(self, *args):
+        key = signature(args)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = self._compiled[key] = self.jitted.trace(*args).lower().compile(compiler_options(once=True))
+        return compiled(*args)

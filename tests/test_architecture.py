@@ -1,0 +1,136 @@
+"""The shape of the house (DESIGN.md "Data flow", "One driver", "The engine"): no import circles
+among livens' modules; the physics code (systems, mechanics, schemes, the time step, discrete
+gradients, bodies) never imports the compile engine; a scheme is at most a dozen fields; the
+three run functions are thin presets of the one driver."""
+import ast
+import dataclasses
+import inspect
+import os
+import sys
+
+import livens as lv
+from livens.schemes.base import Scheme
+
+ROOT = os.path.dirname(lv.__file__)
+
+
+def _modules():
+    base = os.path.dirname(ROOT)
+    out = {}
+    for dirpath, _, files in os.walk(ROOT):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                name = os.path.relpath(path, base)[:-3].replace(os.sep, ".")
+                out[name[:-9] if name.endswith(".__init__") else name] = path
+    return out
+
+
+def _type_checking_nodes(tree):
+    """The import statements inside ``if TYPE_CHECKING:`` blocks (annotations only, never run)."""
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for inner in ast.walk(node):
+                skip.add(id(inner))
+    return skip
+
+
+def _import_graph():
+    """module -> the livens modules it imports (at module level or inside functions)."""
+    mods = _modules()
+    graph = {m: set() for m in mods}
+    for m, path in mods.items():
+        is_pkg = path.endswith("__init__.py")
+        tree = ast.parse(open(path).read())
+        skip = _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = m.split(".")
+                    if not is_pkg:
+                        parts = parts[:-1]
+                    if node.level > 1:
+                        parts = parts[:len(parts) - (node.level - 1)]
+                    target = ".".join(parts + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    if sub in mods:
+                        graph[m].add(sub)
+                    elif target in mods:
+                        graph[m].add(target)
+            elif isinstance(node, ast.Import):
+                graph[m].update(a.name for a in node.names if a.name in mods)
+        graph[m].discard(m)
+    return graph
+
+
+def _circles(graph):
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+    sys.setrecursionlimit(max(10000, sys.getrecursionlimit()))
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles():
+    assert _circles(_import_graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    """The check above can fail: two modules importing each other are a circle."""
+    assert _circles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+
+
+PHYSICS = ("livens.system", "livens.mechanics", "livens.timestep", "livens.discrete_gradients", "livens.guess")
+
+
+def test_the_physics_code_does_not_import_the_engine():
+    graph = _import_graph()
+    physics = [m for m in graph if m in PHYSICS or m.startswith(("livens.schemes", "livens.bodies",
+                                                                  "livens.examples"))]
+    assert len(physics) > 20
+    offenders = {m: sorted(t for t in graph[m] if t.startswith("livens.engine")) for m in physics}
+    assert {m: t for m, t in offenders.items() if t} == {}
+
+
+def test_a_scheme_is_at_most_a_dozen_fields():
+    fields = [f.name for f in dataclasses.fields(Scheme)]
+    assert len(fields) <= 12, fields
+    assert {"name", "unknowns", "residual"} <= set(fields)
+
+
+def test_the_run_functions_are_thin_presets_of_the_one_driver():
+    for fn in (lv.simulate, lv.simulate_ensemble, lv.flow):
+        source = inspect.getsource(fn)
+        assert len(source.splitlines()) <= 60, fn.__name__
+        assert "run(" in source, fn.__name__
