@@ -1,5 +1,6 @@
-"""Plots (issue 6): every figure kind writes a PNG that opens as a non-blank image of sensible
+"""Plots: every figure kind writes a PNG that opens as a non-blank image of sensible
 size, a PDF, and a CSV of the plotted data with named columns; figures accept Solutions and Traces."""
+
 import csv
 
 import numpy as np
@@ -56,8 +57,9 @@ def test_energy_figures(sols, tmp_path):
     E = a.energy()["total"]
     vals = [float(r[2]) for r in rows if r[0] == "total"]
     np.testing.assert_array_equal(vals, E)
-    header, rows = check_files(plots.energy_increments_figure([a, b], str(tmp_path / "dE")),
-                               ["series", "t", "energy_increment"])
+    header, rows = check_files(
+        plots.energy_increments_figure([a, b], str(tmp_path / "dE")), ["series", "t", "energy_increment"]
+    )
     assert len(rows) == a.n_steps + b.n_steps
 
 
@@ -72,8 +74,9 @@ def test_momentum_and_multiplier_figures(sols, tmp_path):
 
 def test_constraint_figure_labels_nodal_and_enforced(sols, tmp_path):
     a, _ = sols
-    header, rows = check_files(plots.constraints_figure(a, str(tmp_path / "gv"), "velocity"),
-                               ["series", "t", "residual"])
+    header, rows = check_files(
+        plots.constraints_figure(a, str(tmp_path / "gv"), "velocity"), ["series", "t", "residual"]
+    )
     series = {r[0] for r in rows}
     assert any("nodal" in s for s in series) and any("enforced" in s for s in series), series
     assert any("G(q_bar)" in s for s in series)  # VI-S enforces the velocity constraint at q_bar
@@ -84,14 +87,18 @@ def test_coordinate_convergence_stability_and_curves(sols, tmp_path):
     a, b = sols
     check_files(plots.coordinate_figure([a, b], str(tmp_path / "q1"), "q", 0, reference=0.0), ["series", "t", "q1"])
     h = np.array([0.1, 0.05, 0.025])
-    header, rows = check_files(plots.convergence_figure({"A": (h, 2 * h, 1.0), "B": (h, h**2, 2.0)},
-                                                       str(tmp_path / "conv")), ["series", "h", "error"])
+    header, rows = check_files(
+        plots.convergence_figure({"A": (h, 2 * h, 1.0), "B": (h, h**2, 2.0)}, str(tmp_path / "conv")),
+        ["series", "h", "error"],
+    )
     assert len(rows) == 6
     tr = Trace.from_solution(a, include="energy")
-    check_files(plots.stability_figure([tr], str(tmp_path / "stab"),
-                                       status={tr.label: {"status": "blow-up", "t_blowup": 1.0}}))
-    check_files(plots.curves_figure([("x", a.t, a.q[:, 0])], str(tmp_path / "curve"), "t", "x", yname="x"),
-                ["series", "t", "x"])
+    check_files(
+        plots.stability_figure([tr], str(tmp_path / "stab"), status={tr.label: {"status": "blow-up", "t_blowup": 1.0}})
+    )
+    check_files(
+        plots.curves_figure([("x", a.t, a.q[:, 0])], str(tmp_path / "curve"), "t", "x", yname="x"), ["series", "t", "x"]
+    )
 
 
 def test_overview_figure_still_works(sols, tmp_path):
@@ -103,6 +110,7 @@ def test_overview_figure_still_works(sols, tmp_path):
 # ------------------------------------------------------------------ what the figures draw
 # Each check below looks at the figure itself: the lines and their data, where the legend sits,
 # and the rendered pixels of each curve (a curve hidden under another has none of its colour).
+
 
 def _render(fig):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -132,8 +140,9 @@ def _pixels_of(fig, img, ax, color) -> int:
     inside = np.zeros(hit.shape, bool)
 
     def box(bb, value, margin):
-        inside[max(H - int(bb.y1) - margin, 0):H - int(bb.y0) + margin,
-               max(int(bb.x0) - margin, 0):int(bb.x1) + margin] = value
+        inside[
+            max(H - int(bb.y1) - margin, 0) : H - int(bb.y0) + margin, max(int(bb.x0) - margin, 0) : int(bb.x1) + margin
+        ] = value
 
     box(ax.get_window_extent(), True, -2)
     if ax.get_legend() is not None:
@@ -166,11 +175,14 @@ def captured(monkeypatch):
 
 
 def test_coinciding_convergence_curves_stay_visible(tmp_path, captured):
-    """002 Fig 18: VI-S and VI-B have the same errors; each must still be seen."""
+    """KBS23b Fig 18: VI-S and VI-B have the same errors; each must still be seen."""
     h = np.array([1e-4, 5e-5, 2.5e-5])
     e = 0.086 * h
-    plots.convergence_figure({"VI-S": (h, e, 1.0), "VI-A": (h, 0.5 * h**2, 2.0), "VI-B": (h, e.copy(), 1.0),
-                              "EM": (h, 0.02 * h**2, 2.0)}, str(tmp_path / "fig18"), title="002 Fig 18")
+    plots.convergence_figure(
+        {"VI-S": (h, e, 1.0), "VI-A": (h, 0.5 * h**2, 2.0), "VI-B": (h, e.copy(), 1.0), "EM": (h, 0.02 * h**2, 2.0)},
+        str(tmp_path / "fig18"),
+        title="KBS23b Fig 18",
+    )
     fig = captured[-1]
     ax = fig.axes[0]
     img = _render(fig)
@@ -184,10 +196,10 @@ def test_coinciding_convergence_curves_stay_visible(tmp_path, captured):
 
 
 def test_figure_legends_cover_no_data(sols, tmp_path, captured):
-    """002 Figs 8 and 18 had legends over the data: every figure now puts it outside the axes."""
+    """KBS23b Figs 8 and 18 had legends over the data: every figure now puts it outside the axes."""
     a, b = sols
     trs = [Trace.from_solution(a, label="VI-S h=0.05"), Trace.from_solution(b, label="VI-S h=0.025")]
-    plots.energy_increments_figure(trs, str(tmp_path / "fig8"), title="002 Fig 8")
+    plots.energy_increments_figure(trs, str(tmp_path / "fig8"), title="KBS23b Fig 8")
     plots.energy_figure(a, str(tmp_path / "energy"))
     plots.momentum_figure(trs, str(tmp_path / "J"), increments=True)
     plots.constraints_figure(trs, str(tmp_path / "g"), "velocity")
@@ -260,3 +272,12 @@ def test_overview_of_a_long_thinned_run(tmp_path):
     E = sol.energy()["total"]
     y = np.concatenate([ln.get_ydata() for ln in fig.axes[1].get_lines()])
     assert y.max() == pytest.approx((E - E[0]).max()) and y.min() == pytest.approx((E - E[0]).min())
+
+
+def test_overview_of_a_run_iterated_to_roundoff(tmp_path):
+    """``tol="roundoff"`` has no tolerance level: the overview draws the residuals without one
+    (it raised on float("roundoff") before)."""
+    p = lv.examples.load("pendulum-3d")
+    sol = lv.simulate(p, "EM", t_end=0.2, tol="roundoff", progress=False)
+    path = plots.overview_figure(sol, str(tmp_path / "overview.png"))
+    check_png(path)

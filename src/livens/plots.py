@@ -6,17 +6,18 @@ with ``csv=True``, the plotted data as ``stem.csv`` with named columns (long for
 plotted point, a ``series`` column naming the curve), and returns the paths written.
 
 Figure kinds (the papers' figures they reproduce):
-- :func:`energy_figure`: T, V, H (and E) over time (002 Fig 7; 000 Figs 3, 14, 22; 003 Figs 2, 6);
-- :func:`energy_increments_figure`: E^{n+1} - E^n (002 Figs 8, 9, 25; 000 Figs 5, 16; 003 Figs 3, 7, 8);
-- :func:`momentum_figure`: momentum maps or their increments (002 Figs 10, 11, 26, 27; 000 Figs 4, 6);
+- :func:`energy_figure`: T, V, H (and E) over time (KBS23b Fig 7; KBS23a Figs 3, 14, 22; KB23 Figs 2, 6);
+- :func:`energy_increments_figure`: E^{n+1} - E^n (KBS23b Figs 8, 9, 25; KBS23a Figs 5, 16; KB23 Figs 3, 7, 8);
+- :func:`momentum_figure`: momentum maps or their increments (KBS23b Figs 10, 11, 26, 27; KBS23a Figs 4, 6);
 - :func:`constraints_figure`: constraint residuals at the nodes and where the scheme enforces them,
-  labelled which is which (002 Figs 12-15, 20, 23, 24; 000 Figs 7, 8, 18-21; 003 Fig 4);
-- :func:`multipliers_figure`: lambda or gamma per step (002 Figs 4, 5);
-- :func:`coordinate_figure`: one coordinate or momentum component (002 Figs 2, 3, 17; 000 Figs 10, 12);
-- :func:`convergence_figure`: log-log errors with fitted slopes (002 Figs 18, 19, 28-30; 000 Fig 9; 004 Fig 4);
-- :func:`stability_figure`: energy over time of several runs, blow-ups marked (002 Figs 31-33);
+  labelled which is which (KBS23b Figs 12-15, 20, 23, 24; KBS23a Figs 7, 8, 18-21; KB23 Fig 4);
+- :func:`multipliers_figure`: lambda or gamma per step (KBS23b Figs 4, 5);
+- :func:`coordinate_figure`: one coordinate or momentum component (KBS23b Figs 2, 3, 17; KBS23a Figs 10, 12);
+- :func:`convergence_figure`: log-log errors with fitted slopes (KBS23b Figs 18, 19, 28-30; KBS23a Fig 9; SLO09 Fig 4);
+- :func:`stability_figure`: energy over time of several runs, blow-ups marked (KBS23b Figs 31-33);
 - :func:`overview_figure`: the four-panel summary of one run used by ``livens run``.
 """
+
 from __future__ import annotations
 
 import csv
@@ -35,7 +36,7 @@ def _plt():
 
 
 def overview_figure(sol, path: str, max_points: int = 2000) -> str:
-    """The four-panel summary of one run (cf. 002 Figs 7-15) as PNG; see :func:`overview`."""
+    """The four-panel summary of one run (cf. KBS23b Figs 7-15) as PNG; see :func:`overview`."""
     plt = _plt()
     fig = overview(sol, max_points)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -48,7 +49,7 @@ def overview(sol, max_points: int = 2000):
     """The matplotlib Figure of :func:`overview_figure`: four panels, each with data.
 
     1. the energy quantities T, V, H (and E = p.v - L) over time;
-    2. the increments E^{n+1} - E^n of the scheme's energy function (002 Fig 8), or, where the run
+    2. the increments E^{n+1} - E^n of the scheme's energy function (KBS23b Fig 8), or, where the run
        kept one node in every k (``save_every``), the error E^n - E^0;
     3. the increments (or the drift J^n - J^0) of the momentum maps; without a symmetry, the
        Newton iterations per step instead;
@@ -124,7 +125,7 @@ _DOTS = (".", "x", "+", "1", "2", "3", "4")
 
 def _step_times(sol) -> np.ndarray:
     """End time t^{n+1} of each stored step."""
-    return np.asarray(sol.t)[1:1 + len(sol.newton_iterations)]
+    return np.asarray(sol.t)[1 : 1 + len(sol.newton_iterations)]
 
 
 def _envelope(x, y, max_points: int, reduce: str = "minmax"):
@@ -153,7 +154,7 @@ def _envelope(x, y, max_points: int, reduce: str = "minmax"):
 def _dots(ax, x, y, max_points, label=None, style: int = 0, clip: bool = True):
     """Values per step as dots (an envelope beyond max_points), far outliers at the axis edge."""
     x, y = _envelope(x, y, max_points)
-    line, = ax.plot(x, y, _DOTS[style % len(_DOTS)], ms=3 if style == 0 else 4, label=label)
+    (line,) = ax.plot(x, y, _DOTS[style % len(_DOTS)], ms=3 if style == 0 else 4, label=label)
     return _clip_outliers(ax, x, y, line.get_color()) if clip else None
 
 
@@ -180,8 +181,10 @@ def _clip_outliers(ax, x, y, color):
     if bottom.any():
         ax.plot(x[bottom], np.full(bottom.sum(), ylo - 0.5 * pad), "v", color=color, ms=6)
     i = int(np.argmax(np.abs(y[out])))
-    return (f"{int(out.sum())} value{'s' if out.sum() > 1 else ''} off scale (triangles), "
-            f"up to {y[out][i]:.3g} at t = {x[out][i]:.4g}")
+    return (
+        f"{int(out.sum())} value{'s' if out.sum() > 1 else ''} off scale (triangles), "
+        f"up to {y[out][i]:.3g} at t = {x[out][i]:.4g}"
+    )
 
 
 def _constraint_panel(ax, sol, t, max_points):
@@ -208,8 +211,7 @@ def _constraint_panel(ax, sol, t, max_points):
         enforced = sol.enforced_residuals() if sol.save_every == 1 else {}
         for name, r in enforced.items():
             r = np.max(np.abs(np.asarray(r).reshape(len(t) - 1, -1)), axis=1, initial=0.0)
-            same = [s for s in series if s[1] is t and s[2].shape[0] == r.shape[0] + 1
-                    and np.array_equal(s[2][1:], r)]
+            same = [s for s in series if s[1] is t and s[2].shape[0] == r.shape[0] + 1 and np.array_equal(s[2][1:], r)]
             if same:  # e.g. g(q^{n+1}): the nodal residual itself, drawn once
                 same[0][0] += f" = enforced {name}"
                 continue
@@ -218,11 +220,17 @@ def _constraint_panel(ax, sol, t, max_points):
         series.sort(key=lambda s: s[3])
         for i, (label, x, y, top) in enumerate(series):
             xe, ye = _envelope(x, np.maximum(y, floor), min(max_points, _LOG_BINS), "max")
-            ax.semilogy(xe, ye, lw=2.0 if top else 1.2, ls="-" if top else _LINESTYLES[1 + i % 3],
-                        zorder=3 if top else 2, label=label)
+            ax.semilogy(
+                xe,
+                ye,
+                lw=2.0 if top else 1.2,
+                ls="-" if top else _LINESTYLES[1 + i % 3],
+                zorder=3 if top else 2,
+                label=label,
+            )
         ax.set_ylabel("max$_k$ |residual$_k$|" + (" (largest per bin)" if len(t) > min(max_points, _LOG_BINS) else ""))
         ax.set_title("constraint residuals")
-    if tol:
+    if tol and not isinstance(tol, str):  # tol="roundoff" has no level to draw
         ax.axhline(float(tol), color="0.4", lw=0.8, ls=":", label=f"Newton tolerance {float(tol):g}")
     _legend_below(ax)
 
@@ -242,14 +250,27 @@ def _legend_below(ax, fontsize: float = 7.5):
     handles, labels = ax.get_legend_handles_labels()
     if not handles:
         return None
-    return ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14),
-                     ncol=_legend_columns(labels), fontsize=fontsize, frameon=False)
+    return ax.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.14),
+        ncol=_legend_columns(labels),
+        fontsize=fontsize,
+        frameon=False,
+    )
 
 
 # ---------------------------------------------------------------------------------------- helpers
 _STYLE = {
-    "figure.figsize": (6.0, 3.8), "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
-    "axes.spines.right": False, "legend.fontsize": 8, "legend.frameon": False, "font.size": 10,
+    "figure.figsize": (6.0, 3.8),
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+    "font.size": 10,
     "axes.formatter.limits": (-3, 4),
 }
 _ENERGY_SYMBOL = {"kinetic": "T", "potential": "V", "total": "H", "livens": "E"}
@@ -298,8 +319,11 @@ def write_curves_csv(path: str, curves: list, xname: str, yname: str) -> str:
     """Curves [(series, x, y), ...] as CSV with columns series, xname, yname (y may be 2D: one
     column per component, yname_1, yname_2, ...)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
-    ncomp = max((np.atleast_2d(np.asarray(y).T).shape[0] if np.asarray(y).ndim == 2 else 1) for _, _, y in curves) \
-        if curves else 1
+    ncomp = (
+        max((np.atleast_2d(np.asarray(y).T).shape[0] if np.asarray(y).ndim == 2 else 1) for _, _, y in curves)
+        if curves
+        else 1
+    )
     ycols = [yname] if ncomp == 1 else [f"{yname}_{j + 1}" for j in range(ncomp)]
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -315,15 +339,21 @@ def write_curves_csv(path: str, curves: list, xname: str, yname: str) -> str:
 
 def _series(i: int, kind: str = "line") -> dict:
     """Line and marker style of the i-th series, all different, so that curves that coincide
-    (e.g. VI-S and VI-B in 002 Fig 18) stay visible: each later series is drawn thinner, with
+    (e.g. VI-S and VI-B in KBS23b Fig 18) stay visible: each later series is drawn thinner, with
     another dash pattern and a smaller marker, over the earlier ones (hollow and filled markers
     alternate)."""
     lw = max(2.4 - 0.4 * i, 0.9)
     if kind == "dots":
         return {"marker": _DOTS[i % len(_DOTS)], "ls": "none", "ms": 3.0 if i == 0 else 4.5}
     if kind == "markers":
-        return {"marker": _MARKERS[i % len(_MARKERS)], "ms": max(10.0 - 1.6 * i, 4.0), "mew": 1.4,
-                "mfc": "none" if i % 2 == 0 else None, "ls": _LINESTYLES[i % 4], "lw": lw}
+        return {
+            "marker": _MARKERS[i % len(_MARKERS)],
+            "ms": max(10.0 - 1.6 * i, 4.0),
+            "mew": 1.4,
+            "mfc": "none" if i % 2 == 0 else None,
+            "ls": _LINESTYLES[i % 4],
+            "lw": lw,
+        }
     return {"ls": _LINESTYLES[i % 4], "lw": lw}
 
 
@@ -352,10 +382,11 @@ def _ulabel(text: str, units: dict | None, key: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------- figures
-def energy_figure(run, stem: str, keys=("kinetic", "potential", "total"), units: dict | None = None,
-                  title: str = "", csv: bool = True) -> list[str]:
+def energy_figure(
+    run, stem: str, keys=("kinetic", "potential", "total"), units: dict | None = None, title: str = "", csv: bool = True
+) -> list[str]:
     """Energy quantities T, V, H (and E = p.v - L where requested) of one run over time
-    (002 Fig 7; 000 Fig 3; 003 Figs 2, 6)."""
+    (KBS23b Fig 7; KBS23a Fig 3; KB23 Figs 2, 6)."""
     plt = _plt()
     tr = as_trace(run)
     fig, ax = _figure(plt)
@@ -369,11 +400,12 @@ def energy_figure(run, stem: str, keys=("kinetic", "potential", "total"), units:
     return _finish(fig, ax, stem, curves, "t", "energy", csv, title or f"energy quantities, {tr.label}, h = {tr.h:g}")
 
 
-def energy_increments_figure(runs, stem: str, key: str | None = None, units: dict | None = None,
-                             title: str = "", csv: bool = True) -> list[str]:
+def energy_increments_figure(
+    runs, stem: str, key: str | None = None, units: dict | None = None, title: str = "", csv: bool = True
+) -> list[str]:
     """Increments E^{n+1} - E^n of each run's energy function (``key``: "livens" for
     E = p.v - L, "total" for H; default the scheme's own, see Trace.energy_key)
-    (002 Figs 8, 9, 25; 000 Figs 5, 16; 003 Figs 3, 7, 8)."""
+    (KBS23b Figs 8, 9, 25; KBS23a Figs 5, 16; KB23 Figs 3, 7, 8)."""
     plt = _plt()
     fig, ax = _figure(plt)
     curves = []
@@ -388,10 +420,11 @@ def energy_increments_figure(runs, stem: str, key: str | None = None, units: dic
     return _finish(fig, ax, stem, curves, "t", "energy_increment", csv, title or "energy increments")
 
 
-def momentum_figure(runs, stem: str, names=None, increments: bool = False, units: dict | None = None,
-                    title: str = "", csv: bool = True) -> list[str]:
-    """Momentum maps J = p . xi q (002 eq 45) over time, or their increments J^{n+1} - J^n
-    (002 Figs 10, 11, 26, 27; 000 Figs 4, 6)."""
+def momentum_figure(
+    runs, stem: str, names=None, increments: bool = False, units: dict | None = None, title: str = "", csv: bool = True
+) -> list[str]:
+    """Momentum maps J = p . xi q (KBS23b eq 45) over time, or their increments J^{n+1} - J^n
+    (KBS23b Figs 10, 11, 26, 27; KBS23a Figs 4, 6)."""
     plt = _plt()
     fig, ax = _figure(plt)
     curves = []
@@ -405,17 +438,34 @@ def momentum_figure(runs, stem: str, names=None, increments: bool = False, units
             curves.append((f"{tr.label} {name}", x, y))
     ax.set_xlabel(_tlabel(units))
     ax.set_ylabel(_ulabel("$J^{n+1} - J^n$" if increments else "momentum map $J$", units, "J"))
-    return _finish(fig, ax, stem, curves, "t", "J_increment" if increments else "J", csv,
-                   title or ("momentum map increments" if increments else "momentum maps"))
+    return _finish(
+        fig,
+        ax,
+        stem,
+        curves,
+        "t",
+        "J_increment" if increments else "J",
+        csv,
+        title or ("momentum map increments" if increments else "momentum maps"),
+    )
 
 
-def constraints_figure(runs, stem: str, level: str = "position", which=None, enforced: bool = True,
-                       nodal: bool = True, log: bool = False, title: str = "", units: dict | None = None,
-                       csv: bool = True) -> list[str]:
+def constraints_figure(
+    runs,
+    stem: str,
+    level: str = "position",
+    which=None,
+    enforced: bool = True,
+    nodal: bool = True,
+    log: bool = False,
+    title: str = "",
+    units: dict | None = None,
+    csv: bool = True,
+) -> list[str]:
     """Constraint residuals of ``level`` ("position" or "velocity"): at the nodes (g(q^n),
     G(q^n) M^-1 p^n; solid) and where the scheme enforces them (e.g. G(q_bar) M^-1 p^{n+1} for VI-S,
     g(q^{n+1/2}) for VI-A; dashed), each constraint k in ``which`` (default all) a curve
-    (002 Figs 12-15, 20, 23, 24; 000 Figs 7, 8, 18-21; 003 Fig 4). ``log`` plots |r| on a log axis."""
+    (KBS23b Figs 12-15, 20, 23, 24; KBS23a Figs 7, 8, 18-21; KB23 Fig 4). ``log`` plots |r| on a log axis."""
     plt = _plt()
     fig, ax = _figure(plt)
     curves = []
@@ -441,14 +491,23 @@ def constraints_figure(runs, stem: str, level: str = "position", which=None, enf
                 curves.append((lab, x, r[:, k]))
     ax.set_xlabel(_tlabel(units))
     ax.set_ylabel(("$|g_k|$" if log else "$g_k$") if level == "position" else ("$|g^v_k|$" if log else "$g^v_k$"))
-    return _finish(fig, ax, stem, curves, "t", "residual", csv,
-                   title or f"constraints on {'configuration' if level == 'position' else 'velocity'} level")
+    return _finish(
+        fig,
+        ax,
+        stem,
+        curves,
+        "t",
+        "residual",
+        csv,
+        title or f"constraints on {'configuration' if level == 'position' else 'velocity'} level",
+    )
 
 
-def multipliers_figure(runs, stem: str, which: str = "lam", components=None, title: str = "",
-                       units: dict | None = None, csv: bool = True) -> list[str]:
+def multipliers_figure(
+    runs, stem: str, which: str = "lam", components=None, title: str = "", units: dict | None = None, csv: bool = True
+) -> list[str]:
     """Lagrange multipliers lambda (``which="lam"``) or gamma (``"gam"``) per step, plotted at the
-    step's end time (002 Figs 4, 5)."""
+    step's end time (KBS23b Figs 4, 5)."""
     plt = _plt()
     fig, ax = _figure(plt)
     curves = []
@@ -464,15 +523,31 @@ def multipliers_figure(runs, stem: str, which: str = "lam", components=None, tit
             curves.append((f"{tr.label} {which}{k + 1}", tr.t_step, arr[:, k]))
     ax.set_xlabel(_tlabel(units))
     ax.set_ylabel(f"${sym}$")
-    return _finish(fig, ax, stem, curves, "t", which, csv, title or ("multiplier $\\lambda$" if which == "lam"
-                                                                     else "multiplier $\\gamma$"))
+    return _finish(
+        fig,
+        ax,
+        stem,
+        curves,
+        "t",
+        which,
+        csv,
+        title or ("multiplier $\\lambda$" if which == "lam" else "multiplier $\\gamma$"),
+    )
 
 
-def coordinate_figure(runs, stem: str, field: str = "q", index: int = 0, ylabel: str | None = None,
-                      reference: float | None = None, title: str = "", units: dict | None = None,
-                      csv: bool = True) -> list[str]:
+def coordinate_figure(
+    runs,
+    stem: str,
+    field: str = "q",
+    index: int = 0,
+    ylabel: str | None = None,
+    reference: float | None = None,
+    title: str = "",
+    units: dict | None = None,
+    csv: bool = True,
+) -> list[str]:
     """One component of q or p over time for several runs, with an optional analytic reference line
-    (002 Figs 2, 3, 17; 000 Figs 10, 12)."""
+    (KBS23b Figs 2, 3, 17; KBS23a Figs 10, 12)."""
     plt = _plt()
     fig, ax = _figure(plt)
     curves = []
@@ -489,10 +564,16 @@ def coordinate_figure(runs, stem: str, field: str = "q", index: int = 0, ylabel:
     return _finish(fig, ax, stem, curves, "t", f"{field}{index + 1}", csv, title)
 
 
-def convergence_figure(series: dict, stem: str, title: str = "", ylabel: str = "relative error",
-                       units: dict | None = None, csv: bool = True) -> list[str]:
+def convergence_figure(
+    series: dict,
+    stem: str,
+    title: str = "",
+    ylabel: str = "relative error",
+    units: dict | None = None,
+    csv: bool = True,
+) -> list[str]:
     """Log-log errors over h with the fitted slope in the legend; ``series`` maps a scheme label
-    to (h, errors, order) (002 Figs 18, 19, 28-30; 000 Fig 9; 004 Fig 4). Reference slopes 1 and
+    to (h, errors, order) (KBS23b Figs 18, 19, 28-30; KBS23a Fig 9; SLO09 Fig 4). Reference slopes 1 and
     2 are drawn thin."""
     plt = _plt()
     fig, ax = _figure(plt)
@@ -516,11 +597,12 @@ def convergence_figure(series: dict, stem: str, title: str = "", ylabel: str = "
     return _finish(fig, ax, stem, curves, "h", "error", csv, title)
 
 
-def stability_figure(runs, stem: str, status: dict | None = None, title: str = "", units: dict | None = None,
-                     csv: bool = True) -> list[str]:
+def stability_figure(
+    runs, stem: str, status: dict | None = None, title: str = "", units: dict | None = None, csv: bool = True
+) -> list[str]:
     """The energy function of several runs over time (its magnitude on a log axis where it spans
     more than a decade, i.e. where a run blows up), each blow-up marked with a cross at its time
-    (002 Figs 31-33). ``status`` maps a run label to its study
+    (KBS23b Figs 31-33). ``status`` maps a run label to its study
     row (with "status" and "t_blowup")."""
     plt = _plt()
     fig, ax = _figure(plt)
@@ -531,7 +613,7 @@ def stability_figure(runs, stem: str, status: dict | None = None, title: str = "
     for tr in trs:
         E = tr.E
         y = np.abs(E) if log else E
-        line, = ax.plot(tr.t, y, label=tr.label, **_series(len(curves)))
+        (line,) = ax.plot(tr.t, y, label=tr.label, **_series(len(curves)))
         curves.append((tr.label, tr.t, E))
         row = (status or {}).get(tr.label)
         if row and row.get("status") != "stable" and row.get("t_blowup") is not None:
@@ -543,10 +625,19 @@ def stability_figure(runs, stem: str, status: dict | None = None, title: str = "
     return _finish(fig, ax, stem, curves, "t", "E", csv, title)
 
 
-def curves_figure(curves, stem: str, xlabel: str, ylabel: str, title: str = "", style: str = "-",
-                  xname: str = "t", yname: str = "value", csv: bool = True) -> list[str]:
+def curves_figure(
+    curves,
+    stem: str,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    style: str = "-",
+    xname: str = "t",
+    yname: str = "value",
+    csv: bool = True,
+) -> list[str]:
     """Any curves [(label, x, y), ...] in the same style as the other figures (e.g. a point's
-    coordinate, 000 Figs 12-13; the angular momentum of eq 75, Figs 15, 17; energy balances, Fig 23)."""
+    coordinate, KBS23a Figs 12-13; the angular momentum of eq 75, Figs 15, 17; energy balances, Fig 23)."""
     plt = _plt()
     fig, ax = _figure(plt)
     for i, (label, x, y) in enumerate(curves):
