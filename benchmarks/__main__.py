@@ -6,7 +6,7 @@ Usage::
     python -m benchmarks --quick             # the targets only (a few minutes)
     python -m benchmarks --update-baseline   # write benchmarks/baseline.json from this run
     python -m benchmarks --only heavy-top    # pairs whose example or scheme matches
-    python -m benchmarks --only three-bar-swing   # the swing's section alone (004 §4.2, 10 and 40 elements)
+    python -m benchmarks --only three-bar-swing   # the swing's section alone (SLO09 §4.2, 10 and 40 elements)
     python -m benchmarks --yardsticks        # livens beside the compiled VI-S and Exudyn only
 
 Every figure is measured after compilation (compile times are reported separately) as the best of
@@ -19,6 +19,7 @@ compilation cache (``LIVENS_COMPILATION_CACHE`` set to a temporary directory bef
 imported), and a second process then shows what the cache saves (``--warm-cache`` uses the
 user's cache instead).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,12 @@ TARGETS = [
     ("first_call_max", "cold first lv.simulate call per (example, scheme) of the papers, s", "<=", 3.0),
     ("ensemble_ratio", "1000 heavy tops in one call / one run (trajectory-steps/s)", ">=", 3.0),
 ]
-TARGET_PAIRS = [("pendulum-3d", "ggl-vi"), ("heavy-top", "ggl-vi"), ("heavy-top", "ggl-em"),
-                ("double-four-bar", "ggl-vi")]
+TARGET_PAIRS = [
+    ("pendulum-3d", "ggl-vi"),
+    ("heavy-top", "ggl-vi"),
+    ("heavy-top", "ggl-em"),
+    ("double-four-bar", "ggl-vi"),
+]
 NOT_OF_THE_PAPERS = ("pendulum-chain",)  # livens' own scalable example: not in the compile target
 
 
@@ -109,8 +114,11 @@ def measure_pair(lv, example: str, scheme: str, seconds: float, repeats: int) ->
         return {"skipped": str(exc).split(". ")[0]}
     except lv.SimulationError as exc:
         return {"failed": f"{type(exc).__name__}: {str(exc)[:160]}"}
-    out = {"compile_s": round(float(first.meta.get("compile_time", first_call)), 3), "first_call_s": round(first_call, 3),
-           "backend": first.meta.get("backend", "xla")}
+    out = {
+        "compile_s": round(float(first.meta.get("compile_time", first_call)), 3),
+        "first_call_s": round(first_call, 3),
+        "backend": first.meta.get("backend", "xla"),
+    }
     # a large native kernel starts at -Og while -O2 compiles in the background, a large XLA program
     # at XLA's level 0 likewise: steps/s are measured with the optimized one, and the time until it
     # is in use is kept beside the compile time
@@ -165,10 +173,17 @@ def measure_ensemble(lv, members: int, steps: int, repeats: int) -> dict:
     ens_rate = members * steps / wall
     single_rate = single_steps / wall_1
     return {
-        "members": members, "steps": steps, "compile_s": round(compile_s, 2),
-        "ensemble_trajectory_steps_per_s": round(ens_rate, 1), "single_steps_per_s": round(single_rate, 1),
-        "ratio": round(ens_rate / single_rate, 2), "failed_members": int(ens.failed.sum()),
-        "backend": ens.meta["backend"], "lanes": ens.meta.get("lanes", 0), "single_backend": single.meta["backend"], "threads": os.cpu_count(),
+        "members": members,
+        "steps": steps,
+        "compile_s": round(compile_s, 2),
+        "ensemble_trajectory_steps_per_s": round(ens_rate, 1),
+        "single_steps_per_s": round(single_rate, 1),
+        "ratio": round(ens_rate / single_rate, 2),
+        "failed_members": int(ens.failed.sum()),
+        "backend": ens.meta["backend"],
+        "lanes": ens.meta.get("lanes", 0),
+        "single_backend": single.meta["backend"],
+        "threads": os.cpu_count(),
     }
 
 
@@ -189,21 +204,28 @@ def measure_chain(lv, sizes, chain_steps: int, repeats: int) -> dict:
             rows[str(n)] = {"failed": str(exc)[:160]}
             continue
         its = float(sol.newton_iterations.mean())
-        rows[str(n)] = {"d": 3 * n, "m": n, "first_call_s": round(first, 2), "steps": steps,
-                        "us_per_step": round(wall / steps * 1e6, 1), "newton_iterations": round(its, 3),
-                        "us_per_newton_iteration": round(wall / steps / its * 1e6, 1)}
+        rows[str(n)] = {
+            "d": 3 * n,
+            "m": n,
+            "first_call_s": round(first, 2),
+            "steps": steps,
+            "us_per_step": round(wall / steps * 1e6, 1),
+            "newton_iterations": round(its, 3),
+            "us_per_newton_iteration": round(wall / steps / its * 1e6, 1),
+        }
     out = {"sizes": rows}
     ok = [str(n) for n in sizes if "us_per_step" in rows.get(str(n), {})]
     if "16" in ok and "128" in ok:
         out["ratio_128_16"] = round(rows["128"]["us_per_step"] / rows["16"]["us_per_step"], 1)
         out["ratio_per_iteration_128_16"] = round(
-            rows["128"]["us_per_newton_iteration"] / rows["16"]["us_per_newton_iteration"], 1)
+            rows["128"]["us_per_newton_iteration"] / rows["16"]["us_per_newton_iteration"], 1
+        )
     return out
 
 
 SWING = "three-bar-swing"
 SWING_SCHEMES = ("vi-lagrange", "vi-nullspace", "livens-em", "livens-midpoint")
-SWING_PAPER_SCHEMES = ("vi-lagrange", "vi-nullspace")  # 004 §4.2 runs these, with 10 elements
+SWING_PAPER_SCHEMES = ("vi-lagrange", "vi-nullspace")  # SLO09 §4.2 runs these, with 10 elements
 SWING_FRESH_SCHEMES = ("vi-lagrange", "livens-em")  # the default run in a fresh process
 SWING_SHORT = {(40, "vi-nullspace"): 100}
 """Runs timed over their first steps instead of the example's whole default run (2,000 steps):
@@ -211,7 +233,7 @@ the null space method with 40 elements takes minutes for the whole run."""
 
 
 def _swing_profile(lv, problem, repeats: int = 20) -> dict:
-    """Where a vi-lagrange step of the swing spends its time: one evaluation of the residual (004 eq 14),
+    """Where a vi-lagrange step of the swing spends its time: one evaluation of the residual (SLO09 eq 14),
     one Newton matrix as the time loop forms it together with its solve (``newton_matrix_solve_ms``;
     the form in ``newton_matrix``: "banded" or "dense"), the state update, and for comparison the
     dense AD matrix (block by block) and its dense LU solve, each jit-compiled alone and timed as
@@ -230,12 +252,18 @@ def _swing_profile(lv, problem, repeats: int = 20) -> dict:
     sch, _ = get("vi-lagrange")
     q0 = jnp.asarray(problem.q0)
     q1 = q0 + 1e-4 * jnp.asarray(np.random.default_rng(0).standard_normal(d))
-    s = State(q=q0, p=jnp.zeros(d), v=jnp.zeros(d), lam=jnp.zeros(m), gam=jnp.zeros(m),
-              extra={"q_next": q1, "c_next": jnp.zeros(d), "dq": q1 - q0})
+    s = State(
+        q=q0,
+        p=jnp.zeros(d),
+        v=jnp.zeros(d),
+        lam=jnp.zeros(m),
+        gam=jnp.zeros(m),
+        extra={"q_next": q1, "c_next": jnp.zeros(d), "dq": q1 - q0},
+    )
     h = problem.h
     # the state is an argument, as in the time loop (closed over, XLA would fold it into constants)
     res = lambda u, s: sch.residual(u, s, h, 0.0, {}, mech)  # noqa: E731
-    x = jnp.concatenate([q1 - q0, jnp.zeros(m)])  # the unknowns (dq2, lambda), 004 eq 14 in increments
+    x = jnp.concatenate([q1 - q0, jnp.zeros(m)])  # the unknowns (dq2, lambda), SLO09 eq 14 in increments
     R = jax.jit(lambda x, s: res(sch.unpack(x, d, m), s))
     J = jax.jit(lambda x, s: ad_jacobian(lambda u: res(u, s), x, lambda z: sch.unpack(z, d, m)))
     U = jax.jit(lambda x, s: sch.update(sch.unpack(x, d, m), s, h, 0.0, {}, mech))
@@ -251,8 +279,13 @@ def _swing_profile(lv, problem, repeats: int = 20) -> dict:
     TS = jax.jit(tangent_solve)
     jax.block_until_ready(TS(x, b, s))
     out = {"unknowns": int(x.shape[0]), "newton_matrix": "banded" if "Band" in kinds[0] else "dense"}
-    for name, fn, args in (("residual_ms", R, (x, s)), ("newton_matrix_solve_ms", TS, (x, b, s)),
-                           ("update_ms", U, (x, s)), ("jacobian_ms", J, (x, s)), ("lu_solve_ms", solve, (A, b))):
+    for name, fn, args in (
+        ("residual_ms", R, (x, s)),
+        ("newton_matrix_solve_ms", TS, (x, b, s)),
+        ("update_ms", U, (x, s)),
+        ("jacobian_ms", J, (x, s)),
+        ("lu_solve_ms", solve, (A, b)),
+    ):
         jax.block_until_ready(fn(*args))
         _, wall = _best(lambda: jax.block_until_ready(fn(*args)), repeats)
         out[name] = round(wall * 1e3, 3)
@@ -284,8 +317,13 @@ def fresh_default_run(scheme: str, n_elements: int = 10) -> dict:
     with tempfile.TemporaryDirectory(prefix="livens-bench-fresh-") as cache:
         env = dict(os.environ, LIVENS_COMPILATION_CACHE=cache)
         t0 = time.perf_counter()
-        res = subprocess.run([sys.executable, "-c", code, scheme, str(n_elements)], env=env, capture_output=True,
-                             text=True, cwd=str(HERE.parent))
+        res = subprocess.run(
+            [sys.executable, "-c", code, scheme, str(n_elements)],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=str(HERE.parent),
+        )
         wall = time.perf_counter() - t0
     if res.returncode:
         return {"failed": res.stderr.strip().splitlines()[-1][:160] if res.stderr.strip() else "no output"}
@@ -294,12 +332,13 @@ def fresh_default_run(scheme: str, n_elements: int = 10) -> dict:
     return out
 
 
-def measure_swing(lv, sizes=(10, 40), repeats: int = 1, schemes=SWING_SCHEMES, profile: bool = True,
-                  fresh=SWING_FRESH_SCHEMES) -> dict:
-    """The three-bar swing (004 §4.2) at 004's h = 5e-4 for each of ``schemes``: the first call of one
+def measure_swing(
+    lv, sizes=(10, 40), repeats: int = 1, schemes=SWING_SCHEMES, profile: bool = True, fresh=SWING_FRESH_SCHEMES
+) -> dict:
+    """The three-bar swing (SLO09 §4.2) at SLO09's h = 5e-4 for each of ``schemes``: the first call of one
     step (compile time, cold), then steps/s of the call a user makes, ``lv.simulate`` of the
     example's whole default run (2,000 steps; :data:`SWING_SHORT` the exceptions), Newton iterations;
-    with ``profile``, where one vi-lagrange step (004 eq 14) spends its time (residual, Newton matrix,
+    with ``profile``, where one vi-lagrange step (SLO09 eq 14) spends its time (residual, Newton matrix,
     update, dense LU) and the whole run's cost against those parts (:func:`loop_over_parts`);
     ``fresh``: the schemes whose default run is also timed in a new process (:func:`fresh_default_run`).
     The target's ratio, 40 over 10 elements with vi-lagrange, is :func:`swing_ratio`."""
@@ -319,14 +358,22 @@ def measure_swing(lv, sizes=(10, 40), repeats: int = 1, schemes=SWING_SCHEMES, p
             first_call = time.perf_counter() - t0
             _wait_optimized()
             k = SWING_SHORT.get((n, sc))
-            run = (lambda: lv.simulate(problem, sc, progress=False)) if k is None else \
-                (lambda: lv.simulate(problem, sc, t_end=k * h, progress=False))
+            run = (
+                (lambda: lv.simulate(problem, sc, progress=False))
+                if k is None
+                else (lambda: lv.simulate(problem, sc, t_end=k * h, progress=False))
+            )
             sol, wall = _best(run, repeats)
-            rows[key] = {"elements": n, "scheme": sc, "compile_s": round(float(first.meta.get("compile_time", first_call)), 2),
-                         "first_call_s": round(first_call, 2), "steps": int(sol.n_steps),
-                         "run": "default" if k is None else f"first {k} steps",
-                         "steps_per_s": round(sol.n_steps / wall, 2),
-                         "newton_iterations": round(float(sol.newton_iterations.mean()), 3)}
+            rows[key] = {
+                "elements": n,
+                "scheme": sc,
+                "compile_s": round(float(first.meta.get("compile_time", first_call)), 2),
+                "first_call_s": round(first_call, 2),
+                "steps": int(sol.n_steps),
+                "run": "default" if k is None else f"first {k} steps",
+                "steps_per_s": round(sol.n_steps / wall, 2),
+                "newton_iterations": round(float(sol.newton_iterations.mean()), 3),
+            }
             assert k is not None or sol.n_steps == default_steps
         if not profile:
             continue
@@ -349,9 +396,11 @@ def swing_ratio(swing: dict) -> dict:
     fast, large = swing.get("10|vi-lagrange", {}), swing.get("40|vi-lagrange", {})
     if "steps_per_s" not in fast or "steps_per_s" not in large:
         return {}
-    return {"elements": [10, 40], "us_per_step": [round(1e6 / fast["steps_per_s"], 1),
-                                                 round(1e6 / large["steps_per_s"], 1)],
-            "ratio": round(fast["steps_per_s"] / large["steps_per_s"], 2)}
+    return {
+        "elements": [10, 40],
+        "us_per_step": [round(1e6 / fast["steps_per_s"], 1), round(1e6 / large["steps_per_s"], 1)],
+        "ratio": round(fast["steps_per_s"] / large["steps_per_s"], 2),
+    }
 
 
 def measure_compile_cache(cache_dir: str, pairs) -> dict:
@@ -365,8 +414,9 @@ def measure_compile_cache(cache_dir: str, pairs) -> dict:
         "r['import_s'] = round(t_imp, 3); print(json.dumps(r))\n"
     )
     env = dict(os.environ, LIVENS_COMPILATION_CACHE=cache_dir)
-    res = subprocess.run([sys.executable, "-c", code, json.dumps(pairs)], env=env, capture_output=True, text=True,
-                         cwd=str(HERE.parent))
+    res = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(pairs)], env=env, capture_output=True, text=True, cwd=str(HERE.parent)
+    )
     if res.returncode:
         return {"error": res.stderr[-400:]}
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -423,10 +473,13 @@ def _flatten(results: dict) -> dict:
 
 def _paper_pairs(results: dict) -> dict:
     """The measured (example, scheme) pairs on the papers' examples (the compile target's): the
-    table of pairs, and the three-bar swing as 004 §4.2 runs it (10 elements, vi-lagrange and
+    table of pairs, and the three-bar swing as SLO09 §4.2 runs it (10 elements, vi-lagrange and
     vi-nullspace), timed in its own section."""
-    pairs = {k: r for k, r in results.get("pairs", {}).items()
-             if "compile_s" in r and "first_call_s" in r and k.split("|")[0] not in NOT_OF_THE_PAPERS}
+    pairs = {
+        k: r
+        for k, r in results.get("pairs", {}).items()
+        if "compile_s" in r and "first_call_s" in r and k.split("|")[0] not in NOT_OF_THE_PAPERS
+    }
     for sc in SWING_PAPER_SCHEMES:
         r = results.get("swing", {}).get(f"10|{sc}", {})
         if "compile_s" in r and "first_call_s" in r:
@@ -443,13 +496,20 @@ def _compile_context(results: dict) -> list[str]:
     if pairs:
         worst = max(pairs, key=lambda k: pairs[k]["compile_s"])
         over = [k for k, r in pairs.items() if r["first_call_s"] > 3.0]
-        lines.append(f"({len(over)} of {len(pairs)} pairs over 3 s{': ' + ', '.join(sorted(over)) if over else ''}; "
-                     f"the time loop's compilation alone: at most {pairs[worst]['compile_s']} s, {worst})")
-    swing = {k: r["first_call_s"] for k, r in results.get("swing", {}).items() if "first_call_s" in r
-             and k not in [f"10|{sc}" for sc in SWING_PAPER_SCHEMES]}
+        lines.append(
+            f"({len(over)} of {len(pairs)} pairs over 3 s{': ' + ', '.join(sorted(over)) if over else ''}; "
+            f"the time loop's compilation alone: at most {pairs[worst]['compile_s']} s, {worst})"
+        )
+    swing = {
+        k: r["first_call_s"]
+        for k, r in results.get("swing", {}).items()
+        if "first_call_s" in r and k not in [f"10|{sc}" for sc in SWING_PAPER_SCHEMES]
+    }
     if swing:
-        lines.append(f"(the three-bar swing beyond 004's runs, not in the target: first call "
-                     f"{min(swing.values())} to {max(swing.values())} s over {', '.join(sorted(swing))})")
+        lines.append(
+            f"(the three-bar swing beyond SLO09's runs, not in the target: first call "
+            f"{min(swing.values())} to {max(swing.values())} s over {', '.join(sorted(swing))})"
+        )
     return lines
 
 
@@ -479,7 +539,7 @@ def compare(results: dict, baseline: dict | None) -> None:
         print(f"  {what:<62} {op} {value:<6g} measured {got if got is not None else '-':<8} {status}")
         other = flat.get(key + "-advanced")
         if other is not None:
-            print(f"    (against the compiled VI-S with 002's advanced guess instead: {other[0]})")
+            print(f"    (against the compiled VI-S with KBS23b's advanced guess instead: {other[0]})")
         if key == "first_call_max" and got is not None:
             for line in _compile_context(results):
                 print(f"    {line}")
@@ -491,8 +551,10 @@ def compare(results: dict, baseline: dict | None) -> None:
     base = _flatten(baseline)
     # raw figures: the baseline ran on another day, under another load; the same-run ratios above
     # are what compares livens with the method's limit and with other tools
-    print(f"\n== against the baseline ({baseline.get('machine', {}).get('date', '?')}, load "
-          f"{baseline.get('machine', {}).get('load_average', '?')}): raw figures, the machine's day included")
+    print(
+        f"\n== against the baseline ({baseline.get('machine', {}).get('date', '?')}, load "
+        f"{baseline.get('machine', {}).get('load_average', '?')}): raw figures, the machine's day included"
+    )
     print(f"  {'figure':<48} {'baseline':>12} {'now':>12} {'now/base':>9}")
     for key in sorted(set(flat) & set(base)):
         now, higher = flat[key]
@@ -508,15 +570,19 @@ def compare(results: dict, baseline: dict | None) -> None:
 def _chain_only(lv, results, json_path) -> int:
     """``--chain``: the pendulum chain section alone (N = 16, 32, 64, 128)."""
     sizes = [16, 32, 64, 128]
-    print(f"\n== pendulum-chain (VI-S, h = 0.01): cost per step for N = {sizes} (the first {CHAIN_STEPS} steps, "
-          f"median of 3)")
+    print(
+        f"\n== pendulum-chain (VI-S, h = 0.01): cost per step for N = {sizes} (the first {CHAIN_STEPS} steps, "
+        f"median of 3)"
+    )
     chain = measure_chain(lv, sizes, CHAIN_STEPS, 3)
     results["chain"] = chain
     for n, r in chain["sizes"].items():
         print(f"  N = {n:>4}: {r}")
     if "ratio_128_16" in chain:
-        print(f"  N = 128 / N = 16: {chain['ratio_128_16']}x per step, {chain['ratio_per_iteration_128_16']}x per "
-              f"Newton iteration (target: at most 16x per step)")
+        print(
+            f"  N = 128 / N = 16: {chain['ratio_128_16']}x per step, {chain['ratio_per_iteration_128_16']}x per "
+            f"Newton iteration (target: at most 16x per step)"
+        )
     results["machine"]["load_average_end"] = _load_average()
     print(f"load average at the end: {results['machine']['load_average_end']}")
     if json_path:
@@ -529,12 +595,20 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="the targets only, shorter runs")
     ap.add_argument("--update-baseline", action="store_true", help=f"write {BASELINE.name} from this run")
     ap.add_argument("--only", default=None, help="only pairs whose example or scheme contains this text")
-    ap.add_argument("--warm-cache", action="store_true", help="use the user's compilation cache (compile times not cold)")
-    ap.add_argument("--yardsticks", action="store_true",
-                    help="only livens beside the compiled VI-S, Exudyn and NumPy (the ratio targets, about a minute)")
+    ap.add_argument(
+        "--warm-cache", action="store_true", help="use the user's compilation cache (compile times not cold)"
+    )
+    ap.add_argument(
+        "--yardsticks",
+        action="store_true",
+        help="only livens beside the compiled VI-S, Exudyn and NumPy (the ratio targets, about a minute)",
+    )
     ap.add_argument("--json", default=None, help="also write the results to this file")
-    ap.add_argument("--chain", action="store_true",
-                    help="only the pendulum chain's cost per step for N = 16, 32, 64, 128 (a few minutes)")
+    ap.add_argument(
+        "--chain",
+        action="store_true",
+        help="only the pendulum chain's cost per step for N = 16, 32, 64, 128 (a few minutes)",
+    )
     args = ap.parse_args(argv)
     if args.chain and (args.update_baseline or args.yardsticks or args.quick):
         ap.error("--chain runs the chain section alone: drop --quick, --yardsticks and --update-baseline")
@@ -552,13 +626,22 @@ def main(argv=None) -> int:
 
     seconds = 0.4 if args.quick else 0.5
     repeats = 3 if args.quick else 2
-    results = {"machine": {
-        "date": time.strftime("%Y-%m-%d %H:%M"), "platform": platform.platform(), "python": platform.python_version(),
-        "cpu_count": os.cpu_count(), "jax": jax.__version__, "load_average": _load_average(),
-        "quick": args.quick, "fuse_dots": os.environ.get("LIVENS_FUSE_DOTS", "1"),
-    }}
-    print(f"livens benchmarks: {results['machine']['platform']}, {os.cpu_count()} CPUs, jax {jax.__version__}, "
-          f"load average {results['machine']['load_average']}")
+    results = {
+        "machine": {
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpu_count": os.cpu_count(),
+            "jax": jax.__version__,
+            "load_average": _load_average(),
+            "quick": args.quick,
+            "fuse_dots": os.environ.get("LIVENS_FUSE_DOTS", "1"),
+        }
+    }
+    print(
+        f"livens benchmarks: {results['machine']['platform']}, {os.cpu_count()} CPUs, jax {jax.__version__}, "
+        f"load average {results['machine']['load_average']}"
+    )
 
     if args.chain:
         return _chain_only(lv, results, args.json)
@@ -585,15 +668,20 @@ def main(argv=None) -> int:
         rate = f"{r['steps_per_s']:>11,.0f}" if "steps_per_s" in r else f"{'-':>11}"
         its = f"{r['newton_iterations']:>10.2f}" if "newton_iterations" in r else ""
         comp = f"{r['compile_s']:>9.2f}" if "compile_s" in r else f"{'-':>9}"
-        print(f"  {e:<26} {s:<18} {comp} {rate} {its} {r.get('backend', '-'):>8}"
-              + (f"  (-Og first; -O2 in use after {r['optimized_s']:.2f} s)" if "optimized_s" in r else "")
-              + (f"  {r['failed'][:60]}" if "failed" in r else ""), flush=True)
+        print(
+            f"  {e:<26} {s:<18} {comp} {rate} {its} {r.get('backend', '-'):>8}"
+            + (f"  (-Og first; -O2 in use after {r['optimized_s']:.2f} s)" if "optimized_s" in r else "")
+            + (f"  {r['failed'][:60]}" if "failed" in r else ""),
+            flush=True,
+        )
 
     if args.only is None:
         from benchmarks import yardsticks
 
-        print(f"\n== yardsticks: livens beside the compiled VI-S (Numba) and Exudyn, same process, in turns, "
-              f"median of 3 (load average {_load_average()})")
+        print(
+            f"\n== yardsticks: livens beside the compiled VI-S (Numba) and Exudyn, same process, in turns, "
+            f"median of 3 (load average {_load_average()})"
+        )
         results["yardsticks"] = {}
         for example, h, steps, quick_steps in yardsticks.SYSTEMS:
             y = yardsticks.measure_system(lv, example, h, quick_steps if args.quick else steps)
@@ -615,34 +703,49 @@ def main(argv=None) -> int:
             how = f"native lane kernels of {ens['lanes']} members, one thread per core"
         else:
             how = "each member through the native kernel, one thread per core"
-        print(f"  {ens['ensemble_trajectory_steps_per_s']:,.0f} trajectory-steps/s ({how}) vs one run of 2,000 steps "
-              f"{ens['single_steps_per_s']:,.0f} steps/s ({ens['single_backend']}): {ens['ratio']:.1f}x "
-              f"(compile {ens['compile_s']:.1f} s)", flush=True)
+        print(
+            f"  {ens['ensemble_trajectory_steps_per_s']:,.0f} trajectory-steps/s ({how}) vs one run of 2,000 steps "
+            f"{ens['single_steps_per_s']:,.0f} steps/s ({ens['single_backend']}): {ens['ratio']:.1f}x "
+            f"(compile {ens['compile_s']:.1f} s)",
+            flush=True,
+        )
 
         sizes = [16, 128] if args.quick else [16, 32, 64, 128]
-        print(f"\n== pendulum-chain (VI-S, h = 0.01): cost per step for N = {sizes} (the first {CHAIN_STEPS} steps, "
-              f"median of 3; load average {_load_average()})")
+        print(
+            f"\n== pendulum-chain (VI-S, h = 0.01): cost per step for N = {sizes} (the first {CHAIN_STEPS} steps, "
+            f"median of 3; load average {_load_average()})"
+        )
         chain = measure_chain(lv, sizes, CHAIN_STEPS, 3)
         results["chain"] = chain
         for n, r in chain["sizes"].items():
             if "us_per_step" in r:
-                print(f"  N = {n:>4} (d = {r['d']:>4}): {r['us_per_step']:>10,.1f} us/step, {r['newton_iterations']:.2f} "
-                      f"Newton it., {r['us_per_newton_iteration']:>10,.1f} us/iteration (first call {r['first_call_s']:.1f} s)")
+                print(
+                    f"  N = {n:>4} (d = {r['d']:>4}): {r['us_per_step']:>10,.1f} us/step, {r['newton_iterations']:.2f} "
+                    f"Newton it., {r['us_per_newton_iteration']:>10,.1f} us/iteration (first call {r['first_call_s']:.1f} s)"
+                )
             else:
                 print(f"  N = {n:>4}: {r}")
         if "ratio_128_16" in chain:
-            print(f"  N = 128 / N = 16: {chain['ratio_128_16']}x per step, {chain['ratio_per_iteration_128_16']}x per "
-                  "Newton iteration (quadratic growth would be 64x)", flush=True)
+            print(
+                f"  N = 128 / N = 16: {chain['ratio_128_16']}x per step, {chain['ratio_per_iteration_128_16']}x per "
+                "Newton iteration (quadratic growth would be 64x)",
+                flush=True,
+            )
         chain["numba"] = yardsticks.measure_chain_numba(sizes, CHAIN_STEPS)
         if "missing" in chain["numba"]:
             print(f"  compiled VI-S (Numba): {chain['numba']['missing']}")
         for n, r in chain["numba"].items():
             if n != "missing":
                 lv_r = chain["sizes"].get(n, {})
-                rel = (f", livens/this {r['us_per_step'] / lv_r['us_per_step']:.2f}x in steps/s"
-                       if "us_per_step" in lv_r else "")
-                print(f"  compiled VI-S (Numba, band LU), N = {n:>4}: {r['us_per_step']:>10,.1f} us/step, "
-                      f"{r['newton_iterations']:.2f} Newton it., {r['us_per_newton_iteration']:>10,.1f} us/iteration{rel}")
+                rel = (
+                    f", livens/this {r['us_per_step'] / lv_r['us_per_step']:.2f}x in steps/s"
+                    if "us_per_step" in lv_r
+                    else ""
+                )
+                print(
+                    f"  compiled VI-S (Numba, band LU), N = {n:>4}: {r['us_per_step']:>10,.1f} us/step, "
+                    f"{r['newton_iterations']:.2f} Newton it., {r['us_per_newton_iteration']:>10,.1f} us/iteration{rel}"
+                )
         nb = chain["numba"]
         if "16" in nb and "128" in nb:
             nb["ratio_128_16"] = round(nb["128"]["us_per_step"] / nb["16"]["us_per_step"], 1)
@@ -661,9 +764,12 @@ def main(argv=None) -> int:
                 print(f"  import livens: {cc['import_s']:.2f} s")
 
     if not args.yardsticks and SWING in examples and (args.only is None or args.only in SWING):
-        print("\n== three-bar swing (004 §4.2), h = 5e-4: steps/s of lv.simulate's whole default run at 10 and 40 "
-              "elements" + (" (vi-lagrange only, --quick)" if args.quick else " per scheme")
-              + "; where a vi-lagrange step spends its time")
+        print(
+            "\n== three-bar swing (SLO09 §4.2), h = 5e-4: steps/s of lv.simulate's whole default run at 10 and 40 "
+            "elements"
+            + (" (vi-lagrange only, --quick)" if args.quick else " per scheme")
+            + "; where a vi-lagrange step spends its time"
+        )
         swing = measure_swing(lv, schemes=("vi-lagrange",) if args.quick else SWING_SCHEMES)
         results["swing"] = swing
         results["three_bar"] = swing_ratio(swing)
@@ -673,22 +779,31 @@ def main(argv=None) -> int:
         for key, r in swing.items():
             n, sc = key.split("|")
             if n == "fresh":
-                what = (f"{r['wall_s']:.1f} s (the call {r['call_s']:.1f} s, {r['steps']} steps)" if "wall_s" in r
-                        else r.get("failed", "?"))
+                what = (
+                    f"{r['wall_s']:.1f} s (the call {r['call_s']:.1f} s, {r['steps']} steps)"
+                    if "wall_s" in r
+                    else r.get("failed", "?")
+                )
                 print(f"  the default run of {sc} in a fresh process (import, compile, run): {what}", flush=True)
             elif sc == "profile" and "failed" in r:
                 print(f"  {n:>3} elements, profile of a vi-lagrange step failed: {r['failed']}")
             elif sc == "profile":
-                print(f"  {n:>3} elements, one vi-lagrange step's parts ({r['unknowns']} unknowns): residual "
-                      f"{r['residual_ms']:.2f} ms, Newton matrix ({r['newton_matrix']}) and its solve "
-                      f"{r['newton_matrix_solve_ms']:.2f} ms, update {r['update_ms']:.2f} ms; the whole run's "
-                      f"step costs {r.get('loop_over_parts', '-')}x its parts; for comparison the dense AD matrix "
-                      f"{r['jacobian_ms']:.2f} ms and its LU solve {r['lu_solve_ms']:.2f} ms", flush=True)
+                print(
+                    f"  {n:>3} elements, one vi-lagrange step's parts ({r['unknowns']} unknowns): residual "
+                    f"{r['residual_ms']:.2f} ms, Newton matrix ({r['newton_matrix']}) and its solve "
+                    f"{r['newton_matrix_solve_ms']:.2f} ms, update {r['update_ms']:.2f} ms; the whole run's "
+                    f"step costs {r.get('loop_over_parts', '-')}x its parts; for comparison the dense AD matrix "
+                    f"{r['jacobian_ms']:.2f} ms and its LU solve {r['lu_solve_ms']:.2f} ms",
+                    flush=True,
+                )
             elif "failed" in r:
                 print(f"  {n:>3} elements  {sc:<16} {r['failed']}")
             else:
-                print(f"  {n:>3} elements  {sc:<16} compile {r['compile_s']:>6.1f} s  {r['steps_per_s']:>9,.1f} steps/s  "
-                      f"{r['newton_iterations']:.2f} Newton it.  ({r['run']} run of {r['steps']} steps)", flush=True)
+                print(
+                    f"  {n:>3} elements  {sc:<16} compile {r['compile_s']:>6.1f} s  {r['steps_per_s']:>9,.1f} steps/s  "
+                    f"{r['newton_iterations']:.2f} Newton it.  ({r['run']} run of {r['steps']} steps)",
+                    flush=True,
+                )
 
     results["machine"]["load_average_end"] = _load_average()
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else None

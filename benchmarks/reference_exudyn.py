@@ -7,9 +7,9 @@ implicit solver, generalized-α (index 3, spectral radius 0.9, modified Newton, 
 shipped; only the output is reduced to what the comparison needs (no solution file; position and
 velocity sensors stored in memory every step).
 
-* :func:`pendulum_3d`: 002 §6.1: a mass point m = 1 at e1 with velocity e2, on a distance
+* :func:`pendulum_3d`: KBS23b §6.1: a mass point m = 1 at e1 with velocity e2, on a distance
   constraint of length 1 to the origin, gravity -9.81 e3.
-* :func:`heavy_top`: 002 §6.2: a rigid body (m = 0.7069, principal moments 5.3014e-4) with its tip
+* :func:`heavy_top`: KBS23b §6.2: a rigid body (m = 0.7069, principal moments 5.3014e-4) with its tip
   (0, 0, -l) in a spherical joint at the origin, in the steady precession of eq 108-112. Its
   rotation is parametrized by Rxyz angles (``node_type``): with ``CreateRigidBody``'s default,
   Euler parameters, the solver as shipped needs about 60 modified Newton iterations per step at
@@ -20,6 +20,7 @@ velocity sensors stored in memory every step).
 and the wall time of the solve alone (the set-up, ``Assemble``, is not timed). Benchmarks only;
 needs ``exudyn`` (the ``bench`` extra).
 """
+
 from __future__ import annotations
 
 import time
@@ -81,31 +82,47 @@ def _sensors(mbs, node):
     import exudyn as exu
     import exudyn.utilities as eu
 
-    return tuple(mbs.AddSensor(eu.SensorNode(nodeNumber=node, storeInternal=True, outputVariableType=kind))
-                 for kind in (exu.OutputVariableType.Position, exu.OutputVariableType.Velocity))
+    return tuple(
+        mbs.AddSensor(eu.SensorNode(nodeNumber=node, storeInternal=True, outputVariableType=kind))
+        for kind in (exu.OutputVariableType.Position, exu.OutputVariableType.Velocity)
+    )
 
 
-def pendulum_3d(h: float = 0.01, steps: int = 1000, mass: float = 1.0, length: float = 1.0,
-                gravity: float = 9.81) -> Model:
-    """The 3D pendulum (002 §6.1) as a mass point on a distance constraint."""
+def pendulum_3d(
+    h: float = 0.01, steps: int = 1000, mass: float = 1.0, length: float = 1.0, gravity: float = 9.81
+) -> Model:
+    """The 3D pendulum (KBS23b §6.1) as a mass point on a distance constraint."""
     import exudyn as exu
     import exudyn.utilities  # noqa: F401  (adds mbs.Create... and the item classes)
 
     SC = exu.SystemContainer()
     mbs = SC.AddSystem()
     ground = mbs.CreateGround(referencePosition=[0.0, 0.0, 0.0])
-    point = mbs.CreateMassPoint(referencePosition=[length, 0.0, 0.0], initialVelocity=[0.0, 1.0, 0.0],
-                                mass=mass, gravity=[0.0, 0.0, -gravity], show=False)
+    point = mbs.CreateMassPoint(
+        referencePosition=[length, 0.0, 0.0],
+        initialVelocity=[0.0, 1.0, 0.0],
+        mass=mass,
+        gravity=[0.0, 0.0, -gravity],
+        show=False,
+    )
     mbs.CreateDistanceConstraint(itemNumbers=[ground, point], distance=length, show=False)
     sensors = _sensors(mbs, mbs.GetObject(point)["nodeNumber"])
     mbs.Assemble()
     return Model("pendulum-3d", SC, mbs, _settings(h, steps), sensors, steps, h)
 
 
-def heavy_top(h: float = 0.002, steps: int = 1000, mass: float = 0.7069,
-              inertia=(5.3014e-4, 5.3014e-4, 5.3014e-4), length: float = 0.075, gravity: float = 9.81,
-              alpha0: float = np.pi / 3, omega_p: float = 10.0, node_type: str = "RotationRxyz") -> Model:
-    """The heavy top (002 §6.2): a rigid body with a spherical joint at its tip, in steady precession."""
+def heavy_top(
+    h: float = 0.002,
+    steps: int = 1000,
+    mass: float = 0.7069,
+    inertia=(5.3014e-4, 5.3014e-4, 5.3014e-4),
+    length: float = 0.075,
+    gravity: float = 9.81,
+    alpha0: float = np.pi / 3,
+    omega_p: float = 10.0,
+    node_type: str = "RotationRxyz",
+) -> Model:
+    """The heavy top (KBS23b §6.2): a rigid body with a spherical joint at its tip, in steady precession."""
     import exudyn as exu
     import exudyn.utilities as eu
 
@@ -120,10 +137,16 @@ def heavy_top(h: float = 0.002, steps: int = 1000, mass: float = 0.7069,
     SC = exu.SystemContainer()
     mbs = SC.AddSystem()
     ground = mbs.CreateGround(referencePosition=[0.0, 0.0, 0.0])
-    body = mbs.CreateRigidBody(inertia=eu.RigidBodyInertia(mass=mass, inertiaTensor=np.diag(inertia)),
-                               referencePosition=list(phi), referenceRotationMatrix=R,
-                               initialVelocity=list(np.cross(omega, phi)), initialAngularVelocity=list(omega),
-                               gravity=[0.0, 0.0, -gravity], nodeType=getattr(exu.NodeType, node_type), show=False)
+    body = mbs.CreateRigidBody(
+        inertia=eu.RigidBodyInertia(mass=mass, inertiaTensor=np.diag(inertia)),
+        referencePosition=list(phi),
+        referenceRotationMatrix=R,
+        initialVelocity=list(np.cross(omega, phi)),
+        initialAngularVelocity=list(omega),
+        gravity=[0.0, 0.0, -gravity],
+        nodeType=getattr(exu.NodeType, node_type),
+        show=False,
+    )
     mbs.CreateSphericalJoint(itemNumbers=[ground, body], position=[0.0, 0.0, 0.0], show=False)
     sensors = _sensors(mbs, mbs.GetObject(body)["nodeNumber"])
     mbs.Assemble()
@@ -143,5 +166,6 @@ def run(model: Model) -> Result:
     x, v = (np.asarray(model.mbs.GetSensorStoredData(s)) for s in model.sensors)
     keep = np.concatenate([[True], np.diff(x[:, 0]) > 0.5 * model.h])  # the end is written twice
     x, v = x[keep], v[keep]
-    return Result(x[:, 0], x[:, 1:4], v[:, 1:4], int(solver.it.newtonStepsCount), int(solver.it.newtonJacobiCount),
-                  wall)
+    return Result(
+        x[:, 0], x[:, 1:4], v[:, 1:4], int(solver.it.newtonStepsCount), int(solver.it.newtonJacobiCount), wall
+    )

@@ -1,6 +1,6 @@
 """A compiled VI-S written by hand in Numba: the yardstick at the limit of the method.
 
-The first-order GGL variational integrator VI-S (002 eq 55) for constant diagonal M, a potential V
+The first-order GGL variational integrator VI-S (KBS23b eq 55) for constant diagonal M, a potential V
 and quadratic constraints g (every D^2 g_k constant, D^3 g = 0). With q_bar = q^n + h v^n and
 w = M^-1 p^{n+1} the residual in x = (q^{n+1}, p^{n+1}, v^n, lambda^n, gamma^{n+1}) is
 
@@ -25,7 +25,7 @@ zeros), where livens eliminates its blocks (the same iterates up to round-off). 
 loop is one ``@njit`` function that allocates nothing per step; Numba compiles it on the first call
 (seconds) and keeps it in ``benchmarks/__pycache__``.
 First guesses (``guess=``), as :func:`livens.simulate` names them: "simple" (the unknowns of step n,
-002 Table 2), "advanced" (q^{n+1} = q^n + h v^n) and "extrapolated" (livens' default,
+KBS23b Table 2), "advanced" (q^{n+1} = q^n + h v^n) and "extrapolated" (livens' default,
 :mod:`livens.guess`: the quartic through the last five solutions (the increments q^{n+1} - q^n,
 p^{n+1} - p^n and the other unknowns, as livens solves for them) where its residual is below the
 advanced guess's, the comparison skipped for up to 7 steps once the prediction's residual is below
@@ -34,8 +34,8 @@ a tenth of it), ported line by line so that both take the same Newton iterations
 The systems' functions g, G, Hg, K and DV are written by hand from the papers' formulas, and the
 initial states computed here from them (the test compares them with livens' examples):
 
-* :func:`pendulum_3d`: 002 §6.1 (eq 92-98), d = 3, m = 1.
-* :func:`heavy_top`: 002 §6.2 (eq 100-112), director coordinates, d = 12, m = 9.
+* :func:`pendulum_3d`: KBS23b §6.1 (eq 92-98), d = 3, m = 1.
+* :func:`heavy_top`: KBS23b §6.2 (eq 100-112), director coordinates, d = 12, m = 9.
 * :func:`pendulum_chain`: N spherical pendulums in absolute coordinates (livens'
   ``pendulum-chain``), d = 3N, m = N. Each rod couples two bodies, so that with the unknowns
   ordered body by body the Jacobian is block tridiagonal, and the same LU runs over its band
@@ -44,6 +44,7 @@ initial states computed here from them (the test compares them with livens' exam
 
 Benchmarks and tests only; needs ``numba`` (the ``bench`` extra).
 """
+
 from __future__ import annotations
 
 import math
@@ -105,13 +106,14 @@ def _lu_solve(A, b):
 # G(q, c, out (m, d)), Hg(gam, c, out (d, d)) = sum_k gam_k D^2 g_k, K(w, c, out (m, d)) with rows
 # (D^2 g_k w)^T, dV(q, c, out (d,)); c: the system's constants.
 
+
 @njit(cache=True)
 def _residual(kind, x, q0, p0, G0, dV0, mdiag, h, c, d, m, r, qb, w, Gb, H):
     for i in range(d):
         qb[i] = q0[i] + h * x[2 * d + i]
         w[i] = x[d + i] / mdiag[i]
     _G(kind, qb, c, Gb)
-    _Hg(kind, x[3 * d + m:], c, H)
+    _Hg(kind, x[3 * d + m :], c, H)
     for i in range(d):
         Hw = 0.0
         for j in range(d):
@@ -122,11 +124,11 @@ def _residual(kind, x, q0, p0, G0, dV0, mdiag, h, c, d, m, r, qb, w, Gb, H):
             GbTg += Gb[k, i] * x[3 * d + m + k]
             G0Tl += G0[k, i] * x[3 * d + k]
         v0 = x[2 * d + i]
-        r[i] = x[i] - q0[i] - h * v0 - h * GbTg / mdiag[i]                     # (55a)
-        r[d + i] = x[d + i] - p0[i] + h * dV0[i] + h * G0Tl + h * Hw          # (55b)
-        r[2 * d + i] = mdiag[i] * v0 - x[d + i] - h * Hw                       # (55c)
-    _g(kind, x[0:d], c, r[3 * d:3 * d + m])                                           # (55d)
-    for k in range(m):                                                         # (55e)
+        r[i] = x[i] - q0[i] - h * v0 - h * GbTg / mdiag[i]  # (55a)
+        r[d + i] = x[d + i] - p0[i] + h * dV0[i] + h * G0Tl + h * Hw  # (55b)
+        r[2 * d + i] = mdiag[i] * v0 - x[d + i] - h * Hw  # (55c)
+    _g(kind, x[0:d], c, r[3 * d : 3 * d + m])  # (55d)
+    for k in range(m):  # (55e)
         s = 0.0
         for i in range(d):
             s += Gb[k, i] * w[i]
@@ -142,7 +144,7 @@ def _jacobian(kind, x, q0, G0, mdiag, h, c, d, m, J, qb, w, Gb, G1, H, Kw, P, kl
         w[i] = x[d + i] / mdiag[i]
     _G(kind, qb, c, Gb)
     _G(kind, x[0:d], c, G1)
-    _Hg(kind, x[3 * d + m:], c, H)
+    _Hg(kind, x[3 * d + m :], c, H)
     _K(kind, w, c, Kw)
     n = J.shape[0]
     for r in range(n):
@@ -201,8 +203,8 @@ def _run(kind, q0, v0, mdiag, c, m, h, n_steps, tol, max_iter, mode, weights, P,
     H = np.empty((d, d))
     X = np.zeros((HISTORY, n))  # the "extrapolated" guess's history, X[0] the latest solution
     known, advanced, since = 0, np.inf, 0
-    xs[2 * d:3 * d] = v0
-    xs[3 * d:] = 0.0
+    xs[2 * d : 3 * d] = v0
+    xs[3 * d :] = 0.0
     for step in range(n_steps):
         qn, pn = q[step], p[step]
         _G(kind, qn, c, G0)
@@ -261,15 +263,16 @@ def _run(kind, q0, v0, mdiag, c, m, h, n_steps, tol, max_iter, mode, weights, P,
                 X[0, i] -= qn[i]
                 X[0, d + i] -= pn[i]
             known = min(known + 1, HISTORY)
-        q[step + 1], p[step + 1] = x[0:d], x[d:2 * d]
-        v[step], lam[step], gam[step] = x[2 * d:3 * d], x[3 * d:3 * d + m], x[3 * d + m:]
-        xs[2 * d:] = x[2 * d:]
+        q[step + 1], p[step + 1] = x[0:d], x[d : 2 * d]
+        v[step], lam[step], gam[step] = x[2 * d : 3 * d], x[3 * d : 3 * d + m], x[3 * d + m :]
+        xs[2 * d :] = x[2 * d :]
     return q, p, v, lam, gam, its, n_steps
 
 
 # --- the systems -------------------------------------------------------------------------------
 # c: the constants each system's functions read (an array, so that one compiled loop serves
 # every parameter value); every function writes into ``out``
+
 
 @njit(cache=True)
 def _pendulum_g(q, c, out):  # c = (mass, length, gravity); 1/2 (q.q / l^2 - 1) (eq 93)
@@ -485,14 +488,22 @@ def _order(system: "NumbaSystem", dense: bool):
 
 
 def pendulum_3d(mass=1.0, length=1.0, gravity=9.81, q0=(1.0, 0.0, 0.0), v0=(0.0, 1.0, 0.0)) -> NumbaSystem:
-    """The 3D pendulum of 002 §6.1 (eq 92-98): M = m I, V = m g e3.q, g = 1/2 (q.q / l^2 - 1)."""
-    return NumbaSystem("pendulum-3d", np.full(3, float(mass)), np.array([mass, length, gravity], float), 1,
-                       np.array(q0, float), np.array(v0, float), PENDULUM)
+    """The 3D pendulum of KBS23b §6.1 (eq 92-98): M = m I, V = m g e3.q, g = 1/2 (q.q / l^2 - 1)."""
+    return NumbaSystem(
+        "pendulum-3d",
+        np.full(3, float(mass)),
+        np.array([mass, length, gravity], float),
+        1,
+        np.array(q0, float),
+        np.array(v0, float),
+        PENDULUM,
+    )
 
 
-def heavy_top(mass=0.7069, inertia=(5.3014e-4, 5.3014e-4, 5.3014e-4), length=0.075, gravity=9.81,
-              alpha0=np.pi / 3, omega_p=10.0) -> NumbaSystem:
-    """The heavy top of 002 §6.2 in director coordinates, in steady precession (eq 100-112)."""
+def heavy_top(
+    mass=0.7069, inertia=(5.3014e-4, 5.3014e-4, 5.3014e-4), length=0.075, gravity=9.81, alpha0=np.pi / 3, omega_p=10.0
+) -> NumbaSystem:
+    """The heavy top of KBS23b §6.2 in director coordinates, in steady precession (eq 100-112)."""
     J1, J2, J3 = inertia
     E = (0.5 * (J2 + J3 - J1), 0.5 * (J3 + J1 - J2), 0.5 * (J1 + J2 - J3))  # eq 101
     mdiag = np.concatenate([np.full(3, mass)] + [np.full(3, e) for e in E])
@@ -514,8 +525,16 @@ def pendulum_chain(n_bodies=8, mass=1.0, length=1.0, gravity=9.81) -> NumbaSyste
     e1, e2, e3 = np.eye(3)
     q0 = np.concatenate([length * (k + 1) * e1 for k in range(n)])
     v0 = np.concatenate([e2] + [e2 + e3] * (n - 1))
-    return NumbaSystem(f"pendulum-chain-{n}", np.full(3 * n, float(mass)), np.array([mass, length, gravity], float),
-                       n, q0, v0, CHAIN, bodies=n)
+    return NumbaSystem(
+        f"pendulum-chain-{n}",
+        np.full(3 * n, float(mass)),
+        np.array([mass, length, gravity], float),
+        n,
+        q0,
+        v0,
+        CHAIN,
+        bodies=n,
+    )
 
 
 @dataclass
@@ -532,9 +551,18 @@ class Result:
     wall: float
 
 
-def simulate_vis(system: NumbaSystem, h: float, n_steps: int, tol: float = 1e-9, max_iter: int = 40,
-                 guess: str = "extrapolated", q0=None, v0=None, dense: bool = False) -> Result:
-    """VI-S (002 eq 55) from the system's initial state (or ``q0``, ``v0``) for ``n_steps`` steps.
+def simulate_vis(
+    system: NumbaSystem,
+    h: float,
+    n_steps: int,
+    tol: float = 1e-9,
+    max_iter: int = 40,
+    guess: str = "extrapolated",
+    q0=None,
+    v0=None,
+    dense: bool = False,
+) -> Result:
+    """VI-S (KBS23b eq 55) from the system's initial state (or ``q0``, ``v0``) for ``n_steps`` steps.
 
     ``guess``: "simple", "advanced" or "extrapolated" (see the module docstring). A chain's
     Jacobian is factorized as a band matrix in the bodies' order, unless ``dense``. The first call
@@ -546,10 +574,26 @@ def simulate_vis(system: NumbaSystem, h: float, n_steps: int, tol: float = 1e-9,
     v0 = system.v0 if v0 is None else np.asarray(v0, float)
     P, kl, ku = _order(system, dense)
     t0 = time.perf_counter()
-    q, p, v, lam, gam, its, done = _run(system.kind, q0, v0, system.mdiag, system.constants, system.m, float(h),
-                                        int(n_steps), float(tol), int(max_iter), GUESSES[guess], _WEIGHTS, P, kl, ku)
+    q, p, v, lam, gam, its, done = _run(
+        system.kind,
+        q0,
+        v0,
+        system.mdiag,
+        system.constants,
+        system.m,
+        float(h),
+        int(n_steps),
+        float(tol),
+        int(max_iter),
+        GUESSES[guess],
+        _WEIGHTS,
+        P,
+        kl,
+        ku,
+    )
     wall = time.perf_counter() - t0
     if done < n_steps:
-        raise RuntimeError(f"Numba VI-S ({system.name}): Newton did not converge in step {done} "
-                           f"({its[done]} iterations, tol {tol:g}).")
+        raise RuntimeError(
+            f"Numba VI-S ({system.name}): Newton did not converge in step {done} ({its[done]} iterations, tol {tol:g})."
+        )
     return Result(q, p, v, lam, gam, its, wall)

@@ -10,27 +10,28 @@ initial state at the same h, each figure the median of the three rounds, after c
   and, as a second row, with ``backend="xla"``;
 - the compiled VI-S (:mod:`benchmarks.reference_numba`): the same residual, Newton iteration,
   stopping rule and first guess written by hand in Numba, dense LU, the whole loop compiled; once
-  with livens' guess (the same Newton iterations: the ratio compares the code) and once with 002's
+  with livens' guess (the same Newton iterations: the ratio compares the code) and once with KBS23b's
   "advanced" guess q^n + h v^n (Table 2; the guess livens' own falls back to);
 - Exudyn (:mod:`benchmarks.reference_exudyn`), its generalized-α solver as shipped, on its own model
   of the same mechanical system (its Newton iterations are modified Newton iterations, most
   without a new Jacobian, so its time per iteration is not comparable with the others');
-- for the pendulum, the pure-NumPy VI-S (:mod:`benchmarks.reference_numpy`, 002's simple guess),
+- for the pendulum, the pure-NumPy VI-S (:mod:`benchmarks.reference_numpy`, KBS23b's simple guess),
   over fewer steps.
 
 A reference whose package is not installed (numba, exudyn: the ``bench`` extra) is reported as
 such. Ratios are of steps per second in the same run.
 """
+
 from __future__ import annotations
 
 import statistics
 import time
 
-# (example, h, steps, quick steps): the papers' h for the heavy top (002 §6.2), h = 0.01 for the
-# pendulum (002 §6.1 studies several h)
+# (example, h, steps, quick steps): the papers' h for the heavy top (KBS23b §6.2), h = 0.01 for the
+# pendulum (KBS23b §6.1 studies several h)
 SYSTEMS = [("pendulum-3d", 0.01, 60_000, 30_000), ("heavy-top", 0.002, 10_000, 5_000)]
 NUMPY_STEPS = 2_000
-PAPER_GUESS = "advanced"  # the second row of the compiled VI-S: 002 Table 2's advanced guess
+PAPER_GUESS = "advanced"  # the second row of the compiled VI-S: KBS23b Table 2's advanced guess
 
 
 def _median_rows(samples: dict) -> dict:
@@ -43,9 +44,14 @@ def _median_rows(samples: dict) -> dict:
         wall = statistics.median(r[0] for r in runs)
         steps = runs[0][1]
         its = statistics.median(r[2] for r in runs)
-        row = {"steps": steps, "wall_s": round(wall, 4), "steps_per_s": round(steps / wall, 1),
-               "us_per_step": round(wall / steps * 1e6, 3), "newton_iterations": round(its, 3),
-               "walls_s": [round(r[0], 4) for r in runs]}
+        row = {
+            "steps": steps,
+            "wall_s": round(wall, 4),
+            "steps_per_s": round(steps / wall, 1),
+            "us_per_step": round(wall / steps * 1e6, 3),
+            "newton_iterations": round(its, 3),
+            "walls_s": [round(r[0], 4) for r in runs],
+        }
         if its > 0:
             row["us_per_newton_iteration"] = round(wall / steps / its * 1e6, 3)
         out[name] = row
@@ -88,6 +94,7 @@ def measure_system(lv, example: str, h: float, steps: int, rounds: int = 3) -> d
             sol = lv.simulate(problem, "VI-S", h=h, t_end=steps * h, progress=False, backend=backend)
             wall = time.perf_counter() - t0
             return sol, (wall, steps, float(sol.newton_iterations.mean()))
+
         return run
 
     t0 = time.perf_counter()
@@ -111,6 +118,7 @@ def measure_system(lv, example: str, h: float, steps: int, rounds: int = 3) -> d
             def run():
                 r = rn.simulate_vis(system, h, steps, guess=g)
                 return r, (r.wall, steps, float(r.iterations.mean()))
+
             return run
 
         makers[f"numba ({guess})"] = numba(guess)
@@ -188,18 +196,28 @@ def ratios(result: dict) -> dict:
 
 def print_system(example: str, result: dict) -> None:
     notes, rows = result["notes"], result["rows"]
-    numba_first = (f", the Numba loop's {notes['numba_first_call_s']} s" if "numba_first_call_s" in notes else "")
-    print(f"\n  {example}, VI-S, h = {result['h']:g}, {result['steps']:,} steps, tol 1e-9 (first calls: livens' "
-          f"{notes.get('livens_first_call_s', '-')} s{numba_first})")
-    print(f"    {'code':<42} {'steps/s':>11} {'Newton it.':>10} {'us/step':>9} {'us/iteration':>13} {'livens/this':>12}")
+    numba_first = f", the Numba loop's {notes['numba_first_call_s']} s" if "numba_first_call_s" in notes else ""
+    print(
+        f"\n  {example}, VI-S, h = {result['h']:g}, {result['steps']:,} steps, tol 1e-9 (first calls: livens' "
+        f"{notes.get('livens_first_call_s', '-')} s{numba_first})"
+    )
+    print(
+        f"    {'code':<42} {'steps/s':>11} {'Newton it.':>10} {'us/step':>9} {'us/iteration':>13} {'livens/this':>12}"
+    )
     rat = ratios(result)
-    labels = {"livens": f"livens ({notes.get('livens_backend', 'xla')}, guess {notes.get('livens_guess')})",
-              "livens (xla)": f"livens (xla, guess {notes.get('livens_guess')})",
-              "exudyn": " ".join(filter(None, ["Exudyn", notes.get("exudyn_version"), "generalized-α"])),
-              "numpy (simple)": "NumPy VI-S (simple guess)"}
+    labels = {
+        "livens": f"livens ({notes.get('livens_backend', 'xla')}, guess {notes.get('livens_guess')})",
+        "livens (xla)": f"livens (xla, guess {notes.get('livens_guess')})",
+        "exudyn": " ".join(filter(None, ["Exudyn", notes.get("exudyn_version"), "generalized-α"])),
+        "numpy (simple)": "NumPy VI-S (simple guess)",
+    }
     for name, row in rows.items():
-        label = labels.get(name, "compiled VI-S, Numba (" + name.split("(")[-1].rstrip(")") + " guess)"
-                           if name.startswith("numba") else name)
+        label = labels.get(
+            name,
+            "compiled VI-S, Numba (" + name.split("(")[-1].rstrip(")") + " guess)"
+            if name.startswith("numba")
+            else name,
+        )
         if "missing" in row:
             print(f"    {label:<42} {row['missing']}")
             continue
@@ -208,11 +226,15 @@ def print_system(example: str, result: dict) -> None:
         if name == "exudyn":
             per_it = f"{'(modified)':>13}"
         r = f"{rat[name]:>11.2f}x" if name in rat else f"{'':>12}"
-        print(f"    {label:<42} {row['steps_per_s']:>11,.0f} {row['newton_iterations']:>10.2f} "
-              f"{row['us_per_step']:>9.2f} {per_it} {r}")
+        print(
+            f"    {label:<42} {row['steps_per_s']:>11,.0f} {row['newton_iterations']:>10.2f} "
+            f"{row['us_per_step']:>9.2f} {per_it} {r}"
+        )
     if "max_abs_q_difference_numba" in notes:
-        print(f"    livens vs Numba (same guess): max |q difference| {notes['max_abs_q_difference_numba']:.1e}, "
-              f"same Newton iterations in {100 * notes['same_newton_iterations_numba']:.0f}% of the steps")
+        print(
+            f"    livens vs Numba (same guess): max |q difference| {notes['max_abs_q_difference_numba']:.1e}, "
+            f"same Newton iterations in {100 * notes['same_newton_iterations_numba']:.0f}% of the steps"
+        )
     if "max_abs_position_difference_exudyn" in notes:
         extra = ""
         if "exudyn_phi3_range" in notes:
@@ -220,13 +242,18 @@ def print_system(example: str, result: dict) -> None:
             c, d = notes["livens_phi3_range"]
             extra = f"; phi3 in [{a:.5f}, {b:.5f}] (livens [{c:.5f}, {d:.5f}]; steady precession 0.0375)"
         elif "exudyn_energy_drift" in notes:
-            extra = (f"; energy drift {notes['exudyn_energy_drift']:.1e} (livens VI-S "
-                     f"{notes['livens_energy_drift']:.1e})")
-        print(f"    livens vs Exudyn: max |position difference| {notes['max_abs_position_difference_exudyn']:.1e} "
-              f"in the first second{extra}")
+            extra = (
+                f"; energy drift {notes['exudyn_energy_drift']:.1e} (livens VI-S {notes['livens_energy_drift']:.1e})"
+            )
+        print(
+            f"    livens vs Exudyn: max |position difference| {notes['max_abs_position_difference_exudyn']:.1e} "
+            f"in the first second{extra}"
+        )
     if "max_abs_q_difference_numpy" in notes:
-        print(f"    livens vs NumPy: max |q difference| {notes['max_abs_q_difference_numpy']:.1e} "
-              f"(first {NUMPY_STEPS:,} steps; simple vs livens' guess)")
+        print(
+            f"    livens vs NumPy: max |q difference| {notes['max_abs_q_difference_numpy']:.1e} "
+            f"(first {NUMPY_STEPS:,} steps; simple vs livens' guess)"
+        )
 
 
 def measure_chain_numba(sizes, steps: int, rounds: int = 3) -> dict:
@@ -242,6 +269,9 @@ def measure_chain_numba(sizes, steps: int, rounds: int = 3) -> dict:
         runs = [rn.simulate_vis(system, 0.01, steps) for _ in range(rounds)]
         wall = statistics.median(r.wall for r in runs)
         its = float(runs[0].iterations.mean())
-        out[str(n)] = {"us_per_step": round(wall / steps * 1e6, 1), "newton_iterations": round(its, 3),
-                       "us_per_newton_iteration": round(wall / steps / its * 1e6, 1)}
+        out[str(n)] = {
+            "us_per_step": round(wall / steps * 1e6, 1),
+            "newton_iterations": round(its, 3),
+            "us_per_newton_iteration": round(wall / steps / its * 1e6, 1),
+        }
     return out

@@ -1,4 +1,5 @@
 """Shared check of a structured Newton tangent against the AD tangent."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np

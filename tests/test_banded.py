@@ -3,11 +3,12 @@
 - The band LU (block_tridiagonal_solve) is the dense solve, with pivoting.
 - The band matrix assembled from coloured Jacobian-vector products misses no entry, and the check
   that guards the numerically found sparsity pattern fails where the pattern missed an entry.
-- The banded tangent's solve inverts the AD Jacobian of the VI-S residual (002 eq 55; damped and
-  forced 000 eq 57) on the pendulum chain; where a constraint couples every body the band is
+- The banded tangent's solve inverts the AD Jacobian of the VI-S residual (KBS23b eq 55; damped and
+  forced KBS23a eq 57) on the pendulum chain; where a constraint couples every body the band is
   refused (band_structure is None) and the dense form is used.
 - A run with the banded tangent takes the same Newton iterates as one with the dense tangent.
 """
+
 import dataclasses
 
 import jax
@@ -17,10 +18,10 @@ import pytest
 from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
 
 import livens as lv
-from livens.solvers import banded as _banded
+from livens.driver.setup import resolve
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_vi
-from livens.driver.setup import resolve
+from livens.solvers import banded as _banded
 
 VI_S = get_scheme("VI-S")[0]
 
@@ -30,16 +31,15 @@ def _dense_from_blocks(L, D, U):
     nb, b = D.shape[0], D.shape[1]
     A = np.zeros((nb * b, nb * b))
     for k in range(nb):
-        A[k * b:(k + 1) * b, k * b:(k + 1) * b] = D[k]
+        A[k * b : (k + 1) * b, k * b : (k + 1) * b] = D[k]
         if k:
-            A[k * b:(k + 1) * b, (k - 1) * b:k * b] = L[k]
+            A[k * b : (k + 1) * b, (k - 1) * b : k * b] = L[k]
         if k + 1 < nb:
-            A[k * b:(k + 1) * b, (k + 1) * b:(k + 2) * b] = U[k]
+            A[k * b : (k + 1) * b, (k + 1) * b : (k + 2) * b] = U[k]
     return A
 
 
-@pytest.mark.parametrize("nb, b, pivoting", [(1, 3, False), (5, 1, False), (6, 3, False), (7, 4, True),
-                                             (5, 2, True)])
+@pytest.mark.parametrize("nb, b, pivoting", [(1, 3, False), (5, 1, False), (6, 3, False), (7, 4, True), (5, 2, True)])
 def test_block_tridiagonal_solve_equals_the_dense_solve(nb, b, pivoting):
     rng = np.random.default_rng(nb * 10 + b)
     L, D, U = (rng.standard_normal((nb, b, b)) for _ in range(3))
@@ -94,8 +94,9 @@ def _branchy(x):
 
 def test_coloured_assembly_check_fails_where_a_branch_hid_an_entry():
     n = 20
-    jac_cols = jax.jit(lambda x, E: jax.vmap(lambda e: jax.jvp(lambda y: _branchy(y), (x,), (e,))[1],
-                                             in_axes=1, out_axes=1)(E))
+    jac_cols = jax.jit(
+        lambda x, E: jax.vmap(lambda e: jax.jvp(lambda y: _branchy(y), (x,), (e,))[1], in_axes=1, out_axes=1)(E)
+    )
 
     def columns_at(point, E):
         return jac_cols(point, jnp.asarray(E))
@@ -155,8 +156,9 @@ def _point(problem, h, seed):
     return perturbed_point(problem, VI_S, h, seed)
 
 
-@pytest.mark.parametrize("name, make", [("chain", _chain), ("damped chain", _damped_chain),
-                                        ("forced chain", _forced_chain)])
+@pytest.mark.parametrize(
+    "name, make", [("chain", _chain), ("damped chain", _damped_chain), ("forced chain", _forced_chain)]
+)
 def test_banded_tangent_inverts_the_ad_jacobian_of_the_vi_s_residual(name, make, monkeypatch):
     monkeypatch.setattr(ggl_vi, "BANDED_MIN_D", 0)  # the form large chains get, here on N = 8
     problem = make()

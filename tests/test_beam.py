@@ -1,4 +1,4 @@
-"""Geometrically exact beams in director form (livens.bodies.Beam; Betsch and Steinmann 2002, 004 §4.2)
+"""Geometrically exact beams in director form (livens.bodies.Beam; Betsch and Steinmann 2002, SLO09 §4.2)
 against values livens does not compute: frame indifference of the stored energy, the energy of a
 circular arc (EI kappa^2 L / 2), the first bending frequency of a cantilever (Euler-Bernoulli,
 1.875^2 sqrt(EI / (rho A L^4)) / 2 pi), the static tip deflection P L^3 / (3 EI), the kinetic energy of
@@ -10,6 +10,7 @@ Timoshenko and rotary-inertia corrections, about -5e-5, take over there); tip de
 P L^3 / (3 EI) -2.42e-3 (10), -5.47e-4 (20), -7.8e-5 (40), i.e. about -1/(4 n^2) plus the shear
 compliance P L / (kappa G A) (+7.8e-5).
 """
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,16 +45,18 @@ def cantilever(n, load=None):
     """The cantilever along e1, clamped at node 0, d1 = e2, d2 = e3; optionally a tip load -load e3."""
     beam = lb.Beam("beam", (0, 0, 0), (L_, 0, 0), STIFF, INERT, n_elements=n, d1=(0, 1, 0))
     forces = [] if load is None else [lb.PointLoad("tip", beam.node(n), (0.0, 0.0, -load))]
-    return lb.Assembly([beam], joints=[lb.Clamp("root", beam.node(0), lb.ground((0, 0, 0)))], forces=forces,
-                       name="cantilever")
+    return lb.Assembly(
+        [beam], joints=[lb.Clamp("root", beam.node(0), lb.ground((0, 0, 0)))], forces=forces, name="cantilever"
+    )
 
 
 # ---------------------------------------------------------------- the stored energy
 def test_frame_indifference_of_the_stored_energy():
     """W(R phi + c, R d_i) = W(phi, d_i) for a deformed beam and any rigid motion (R, c) (Betsch and
     Steinmann 2002: the strains are objective); the deformed energy is far from zero."""
-    beam = lb.Beam("b", (0, 0, 0), (1.0, 0.2, -0.1), (3.0, 2.0, 10.0, 0.5, 0.3, 0.4), (1.0, 0.1, 0.1),
-                   n_elements=7, d1=(0, 0, 1))
+    beam = lb.Beam(
+        "b", (0, 0, 0), (1.0, 0.2, -0.1), (3.0, 2.0, 10.0, 0.5, 0.3, 0.4), (1.0, 0.1, 0.1), n_elements=7, d1=(0, 0, 1)
+    )
     Y = beam.reference_nodes().copy()
     for k in range(beam.n_nodes):  # perturb every node: position and an independent rotation of its frame
         Y[k, 0] += 0.05 * RNG.standard_normal(3)
@@ -80,8 +83,9 @@ def test_circular_arc_stores_the_pure_bending_energy(n):
     Measured relative errors: -7.9e-3 (10 elements), -2.0e-3 (20), -5.1e-4 (40) (the energy is below
     EI kappa^2 L / 2 by about (kappa L_e)^2 / 3). No shear, no torsion, no bending about d1."""
     EI2, kappa, L = 2.0, np.pi / 2, 1.0  # a quarter circle
-    beam = lb.Beam("b", (0, 0, 0), (L, 0, 0), (40.0, 40.0, 100.0, 3.0, EI2, 1.5), (1.0, 0.1, 0.1), n_elements=n,
-                   d1=(0, 1, 0))
+    beam = lb.Beam(
+        "b", (0, 0, 0), (L, 0, 0), (40.0, 40.0, 100.0, 3.0, EI2, 1.5), (1.0, 0.1, 0.1), n_elements=n, d1=(0, 1, 0)
+    )
     th = kappa * np.linspace(0.0, L, n + 1)
     Y = np.zeros((n + 1, 4, 3))
     Y[:, 0] = np.stack([np.sin(th), 1 - np.cos(th), 0 * th], axis=1) / kappa
@@ -130,8 +134,18 @@ def test_consistent_mass_gives_the_rigid_body_kinetic_energy():
     the axis, rho I_alpha about the transverse axes), computed here by hand."""
     L, Arho, M1, M2 = 2.0, 3.0, 0.05, 0.02
     w, v = RNG.standard_normal(3), RNG.standard_normal(3)
-    beam = lb.Beam("b", (0, 0, 0), (L, 0, 0), (1, 1, 1, 1, 1, 1), (Arho, M1, M2), n_elements=5, d1=(0, 1, 0),
-                   velocity=v, angular_velocity=w, point_masses=((2, 0.7),))
+    beam = lb.Beam(
+        "b",
+        (0, 0, 0),
+        (L, 0, 0),
+        (1, 1, 1, 1, 1, 1),
+        (Arho, M1, M2),
+        n_elements=5,
+        d1=(0, 1, 0),
+        velocity=v,
+        angular_velocity=w,
+        point_masses=((2, 0.7),),
+    )
     q0, v0 = beam.initial_state()
     T = 0.5 * v0 @ beam.mass_block() @ v0
     m = Arho * L
@@ -162,8 +176,7 @@ def _first_frequency(n) -> float:
     return float(np.sqrt(w2[0]) / (2 * np.pi))
 
 
-@pytest.mark.parametrize("n, bound", [(10, 1.5e-3), (20, 3.5e-4),
-                                      pytest.param(40, 6e-5, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("n, bound", [(10, 1.5e-3), (20, 3.5e-4), pytest.param(40, 6e-5, marks=pytest.mark.slow)])
 def test_cantilever_first_bending_frequency_approaches_euler_bernoulli(n, bound):
     """f_1 of the small-amplitude free vibration vs 1.875^2 sqrt(EI/(rho A L^4)) / 2 pi = 8.3552 Hz:
     relative error 1.13e-3 (10 elements), 2.25e-4 (20), -3.5e-6 (40), converging like n^-2."""
@@ -183,8 +196,9 @@ def _static_tip_deflection(n, P):
 
     def R(x):
         q, lam = x[:d], x[d:]
-        return jnp.concatenate([jax.grad(lambda y: sysm.potential(y) - f @ y + lam @ sysm.constraints(y))(q),
-                                sysm.constraints(q)])
+        return jnp.concatenate(
+            [jax.grad(lambda y: sysm.potential(y) - f @ y + lam @ sysm.constraints(y))(q), sysm.constraints(q)]
+        )
 
     Rj, Jj = jax.jit(R), jax.jit(jax.jacfwd(R))
     x = jnp.concatenate([q0, jnp.zeros(m)])
@@ -230,7 +244,7 @@ def test_cantilever_free_vibration_in_time():
     h = 1.0 / f_modal / 100
     problem = asm.problem().replace(v0=v0)
     sol = lv.simulate(problem, "vi-lagrange", h=h, t_end=2.2 / f_modal, tol=1e-10, progress=False)
-    tip = sol.q[:, 12 * n + 1:12 * n + 3]
+    tip = sol.q[:, 12 * n + 1 : 12 * n + 3]
     z = tip[:, int(np.argmax(np.max(np.abs(tip), axis=0)))]
     s = np.sign(z)
     i = np.flatnonzero(s[:-1] * s[1:] < 0)
@@ -270,7 +284,7 @@ def test_hinge_and_clamp_constraints_on_beam_nodes():
         w = np.asarray(axis, float)
         v[36:39] = np.cross(w, [0.0, 0.0, 0.5])
         for i in range(3):
-            v[39 + 3 * i:42 + 3 * i] = np.cross(w, np.eye(3)[i])
+            v[39 + 3 * i : 42 + 3 * i] = np.cross(w, np.eye(3)[i])
         return v
 
     assert np.max(np.abs(G @ turn((0, 0, 1)))) <= 1e-15
@@ -280,22 +294,34 @@ def test_hinge_and_clamp_constraints_on_beam_nodes():
     assert np.max(np.abs(Gc @ turn((0, 0, 1)))) >= 0.1
     assert np.linalg.matrix_rank(Gc) == Gc.shape[0]
     with pytest.raises(ValueError, match="director frames"):
-        lb.Assembly([lb.PointMass("p", 1.0, (1, 0, 0)), beam],
-                    joints=[lb.Revolute("X", beam.node(0), lb.PointMass("p", 1.0, (1, 0, 0)).point(), axis=(0, 0, 1))])
+        lb.Assembly(
+            [lb.PointMass("p", 1.0, (1, 0, 0)), beam],
+            joints=[lb.Revolute("X", beam.node(0), lb.PointMass("p", 1.0, (1, 0, 0)).point(), axis=(0, 0, 1))],
+        )
 
 
 def test_point_load_gravity_and_pulse():
     """A point load's generalized force is S^T f(t) (S the node's placement matrix), gravity on a beam
-    is -m_total b . phi_centroid, and the triangular pulse is 0 -> 1 -> 0 (004 §4.2)."""
+    is -m_total b . phi_centroid, and the triangular pulse is 0 -> 1 -> 0 (SLO09 §4.2)."""
     pulse = lb.triangular_pulse(0.125, 0.25)
-    np.testing.assert_allclose([float(pulse(t)) for t in (-1.0, 0.0, 0.0625, 0.125, 0.2, 0.25, 0.3)],
-                               [0, 0, 0.5, 1, 0.4, 0, 0], atol=1e-15)
-    beam = lb.Beam("b", (0, 0, 0), (2, 0, 0), (1, 1, 1, 1, 1, 1), (3.0, 0.1, 0.1), n_elements=4, d1=(0, 1, 0),
-                   point_masses=((2, 5.0),))
+    np.testing.assert_allclose(
+        [float(pulse(t)) for t in (-1.0, 0.0, 0.0625, 0.125, 0.2, 0.25, 0.3)], [0, 0, 0.5, 1, 0.4, 0, 0], atol=1e-15
+    )
+    beam = lb.Beam(
+        "b",
+        (0, 0, 0),
+        (2, 0, 0),
+        (1, 1, 1, 1, 1, 1),
+        (3.0, 0.1, 0.1),
+        n_elements=4,
+        d1=(0, 1, 0),
+        point_masses=((2, 5.0),),
+    )
     f = (0.0, 10.0, -3.0)
     X = (0.0, 0.2, 0.1)
-    asm = lb.Assembly([beam], forces=[lb.PointLoad("F", beam.node(3, X), f, time_function=pulse),
-                                      lb.Gravity((0.0, 0.0, -9.81))])
+    asm = lb.Assembly(
+        [beam], forces=[lb.PointLoad("F", beam.node(3, X), f, time_function=pulse), lb.Gravity((0.0, 0.0, -9.81))]
+    )
     sysm = asm.system()
     q = jnp.asarray(asm.initial_state()[0] + 0.01 * RNG.standard_normal(beam.size))
     S = beam.placement_matrix((3.0,) + X)
@@ -313,8 +339,16 @@ def test_drawings_of_a_beam_in_3d_and_projected(tmp_path):
     projected onto a coordinate plane; bad options are refused with the valid ones named."""
     from types import SimpleNamespace
 
-    beam = lb.Beam("b", (0, 0, 0), (1, 0, 0), (3.0, 2.0, 10.0, 0.5, 0.3, 0.4), (1.0, 0.1, 0.1), n_elements=4,
-                   d1=(0, 1, 0), point_masses=((2, 1.0),))
+    beam = lb.Beam(
+        "b",
+        (0, 0, 0),
+        (1, 0, 0),
+        (3.0, 2.0, 10.0, 0.5, 0.3, 0.4),
+        (1.0, 0.1, 0.1),
+        n_elements=4,
+        d1=(0, 1, 0),
+        point_masses=((2, 1.0),),
+    )
     asm = lb.Assembly([beam], joints=[lb.Clamp("root", beam.node(0), lb.ground((0, 0, 0)))])
     problem = asm.problem()
     Y = beam.reference_nodes()

@@ -1,17 +1,18 @@
 """The compiled yardsticks of ``python -m benchmarks`` against livens.
 
-- benchmarks/reference_numba.py, a VI-S (002 eq 55) written by hand in Numba, computes the same
+- benchmarks/reference_numba.py, a VI-S (KBS23b eq 55) written by hand in Numba, computes the same
   trajectories as livens' VI-S (an independent implementation: hand-written g, G, Hessians and
   Jacobian, its own LU) at the same h, tolerance and first guess, with the same Newton iterations;
   its Jacobian is the derivative of its residual (central differences), and its initial states,
   computed from the papers' formulas, are livens' examples'.
 - benchmarks/reference_exudyn.py, the same systems in Exudyn (generalized-α), moves like livens'
   VI-S to the schemes' accuracy and keeps what the papers show (the pendulum's energy, the heavy
-  top's steady precession, 002 Fig. 17).
+  top's steady precession, KBS23b Fig. 17).
 
 numba and exudyn are the optional ``bench`` extra: each part is skipped where its package is not
 installed.
 """
+
 import os
 import sys
 
@@ -64,8 +65,11 @@ def test_numba_vi_s_equals_livens_vi_s(example, kwargs, system, h, steps, guess)
     assert np.max(np.abs(ref.q[-1] - ref.q[0])) > 0.01
 
 
-@pytest.mark.parametrize("system", [rn.pendulum_3d, rn.heavy_top, lambda: rn.pendulum_chain(3)],
-                         ids=["pendulum-3d", "heavy-top", "pendulum-chain"])
+@pytest.mark.parametrize(
+    "system",
+    [rn.pendulum_3d, rn.heavy_top, lambda: rn.pendulum_chain(3)],
+    ids=["pendulum-3d", "heavy-top", "pendulum-chain"],
+)
 def test_numba_jacobian_is_the_derivative_of_its_residual(system):
     s = system()
     d, m = s.q0.size, s.m
@@ -87,8 +91,27 @@ def test_numba_jacobian_is_the_derivative_of_its_residual(system):
 
     J = np.empty((n, n))
     qb, w, Gb, H = work()
-    rn._jacobian(kind, x, q0, G0, s.mdiag, h, c, d, m, J, qb, w, Gb, np.empty((m, d)), H, np.empty((m, d)),
-                 np.arange(n), n - 1, n - 1)
+    rn._jacobian(
+        kind,
+        x,
+        q0,
+        G0,
+        s.mdiag,
+        h,
+        c,
+        d,
+        m,
+        J,
+        qb,
+        w,
+        Gb,
+        np.empty((m, d)),
+        H,
+        np.empty((m, d)),
+        np.arange(n),
+        n - 1,
+        n - 1,
+    )
     eps = 1e-6
     fd = np.array([(R(x + eps * e) - R(x - eps * e)) / (2 * eps) for e in np.eye(n)]).T
     assert np.max(np.abs(J - fd)) <= 1e-7 * max(1.0, np.max(np.abs(J)))
@@ -132,18 +155,18 @@ def test_exudyn_models_move_like_livens_vi_s():
     ex = rx.run(rx.pendulum_3d(h, steps))
     sol = lv.simulate(lv.examples.load("pendulum-3d"), "VI-S", h=h, t_end=steps * h, progress=False)
     assert ex.x.shape == (steps + 1, 3) and np.allclose(ex.t, h * np.arange(steps + 1))
-    assert np.max(np.abs(np.linalg.norm(ex.x, axis=1) - 1.0)) <= 1e-8       # on the rod
+    assert np.max(np.abs(np.linalg.norm(ex.x, axis=1) - 1.0)) <= 1e-8  # on the rod
     energy = 0.5 * np.sum(ex.v**2, axis=1) + 9.81 * ex.x[:, 2]
-    assert np.max(np.abs(energy - energy[0])) <= 0.05                        # E0 = 0.5
-    assert np.max(np.abs(ex.x - sol.q)) <= 0.05                              # O(h) apart
-    assert np.max(np.abs(ex.x[-1] - ex.x[0])) > 0.5                          # it moved
+    assert np.max(np.abs(energy - energy[0])) <= 0.05  # E0 = 0.5
+    assert np.max(np.abs(ex.x - sol.q)) <= 0.05  # O(h) apart
+    assert np.max(np.abs(ex.x[-1] - ex.x[0])) > 0.5  # it moved
     # heavy top, h = 0.002, 0.4 s: the centre of mass phi of the director formulation
     steps, h = 200, 0.002
     ex = rx.run(rx.heavy_top(h, steps))
     sol = lv.simulate(lv.examples.load("heavy-top"), "VI-S", h=h, t_end=steps * h, progress=False)
-    assert np.max(np.abs(ex.x[:, 2] - 0.0375)) <= 2e-4                       # 002 Fig. 17
-    assert np.max(np.abs(ex.x - sol.q[:, 0:3])) <= 4e-3                      # VI-S: phi3 - 0.0375 ~ 1.4e-3
-    assert np.max(np.abs(ex.x[-1] - ex.x[0])) > 0.05                         # it precessed
+    assert np.max(np.abs(ex.x[:, 2] - 0.0375)) <= 2e-4  # KBS23b Fig. 17
+    assert np.max(np.abs(ex.x - sol.q[:, 0:3])) <= 4e-3  # VI-S: phi3 - 0.0375 ~ 1.4e-3
+    assert np.max(np.abs(ex.x[-1] - ex.x[0])) > 0.05  # it precessed
 
 
 def test_yardsticks_measure_side_by_side_and_report_missing_packages(monkeypatch, capsys):
@@ -160,8 +183,10 @@ def test_yardsticks_measure_side_by_side_and_report_missing_packages(monkeypatch
     rows = res["rows"]
     # A second livens row with backend="xla" appears when livens' default backend is another one.
     extra = set() if res["notes"]["livens_backend"] == "xla" else {"livens (xla)"}
-    assert res["notes"]["livens_backend"] == lv.simulate(lv.examples.load("pendulum-3d"), "VI-S", h=0.01,
-                                                         t_end=0.01, progress=False).meta["backend"]
+    assert (
+        res["notes"]["livens_backend"]
+        == lv.simulate(lv.examples.load("pendulum-3d"), "VI-S", h=0.01, t_end=0.01, progress=False).meta["backend"]
+    )
     assert set(rows) == {"livens", "numba (extrapolated)", "numba (advanced)", "exudyn", "numpy (simple)"} | extra
     assert rows["exudyn"] == {"missing": "not installed (exudyn; pip install 'livens[bench]')"}
     assert rows["livens"]["steps"] == rows["numba (advanced)"]["steps"] == 300
@@ -170,8 +195,9 @@ def test_yardsticks_measure_side_by_side_and_report_missing_packages(monkeypatch
     assert res["notes"]["max_abs_q_difference_numba"] <= 1e-10
     rat = yardsticks.ratios(res)
     assert set(rat) == {"numba (extrapolated)", "numba (advanced)", "numpy (simple)"} | extra
-    assert rat["numba (advanced)"] == pytest.approx(rows["livens"]["steps_per_s"] / rows["numba (advanced)"]["steps_per_s"],
-                                                  rel=5e-3)
+    assert rat["numba (advanced)"] == pytest.approx(
+        rows["livens"]["steps_per_s"] / rows["numba (advanced)"]["steps_per_s"], rel=5e-3
+    )
     yardsticks.print_system("pendulum-3d", res)
     out = capsys.readouterr().out
     assert "Exudyn" in out and "not installed" in out and "compiled VI-S, Numba (extrapolated guess)" in out

@@ -1,5 +1,6 @@
-"""livens.bodies: assembled M, g, G, V and C against hand-written expressions (000 §5, eq 58-61,
-70-74, 77-78; 002 eq 100-104, 116-117), symmetries (002 eq 41, 45), names and refusals."""
+"""livens.bodies: assembled M, g, G, V and C against hand-written expressions (KBS23a §5, eq 58-61,
+70-74, 77-78; KBS23b eq 100-104, 116-117), symmetries (KBS23b eq 41, 45), names and refusals."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,7 +16,7 @@ RNG = np.random.default_rng(20230705)
 
 # ---------------------------------------------------------------- heavy top: blocks == hand-written
 def _hand_written_top(mass=0.7069, inertia=(5.3014e-4,) * 3, length=0.075, gravity=9.81):
-    """The heavy top as written by hand before the blocks existed (002 eq 100-104)."""
+    """The heavy top as written by hand before the blocks existed (KBS23b eq 100-104)."""
     I1, I2, I3 = inertia
     E = (0.5 * (I2 + I3 - I1), 0.5 * (I3 + I1 - I2), 0.5 * (I1 + I2 - I3))
     M = np.diag([mass] * 3 + [E[0]] * 3 + [E[1]] * 3 + [E[2]] * 3)
@@ -23,11 +24,14 @@ def _hand_written_top(mass=0.7069, inertia=(5.3014e-4,) * 3, length=0.075, gravi
 
     def g(q):
         phi, d1, d2, d3 = q[0:3], q[3:6], q[6:9], q[9:12]
-        return jnp.concatenate([
-            jnp.array([0.5 * (d1 @ d1 - 1.0), 0.5 * (d2 @ d2 - 1.0), 0.5 * (d3 @ d3 - 1.0),
-                       d1 @ d2, d1 @ d3, d2 @ d3]),
-            phi / length - d3,
-        ])
+        return jnp.concatenate(
+            [
+                jnp.array(
+                    [0.5 * (d1 @ d1 - 1.0), 0.5 * (d2 @ d2 - 1.0), 0.5 * (d3 @ d3 - 1.0), d1 @ d2, d1 @ d3, d2 @ d3]
+                ),
+                phi / length - d3,
+            ]
+        )
 
     return M, (lambda q: -mass * b @ q[0:3]), g
 
@@ -47,7 +51,7 @@ def test_heavy_top_from_blocks_equals_hand_written():
         np.testing.assert_allclose(V1, V2, rtol=1e-14, atol=1e-16)
         np.testing.assert_allclose(g1, g2, rtol=1e-14, atol=1e-14)
         np.testing.assert_allclose(G1, G2, rtol=1e-14, atol=1e-14)
-    # same initial state as 002 eq 108-112 and the one symmetry, rotation about e3 (eq 105-107)
+    # same initial state as KBS23b eq 108-112 and the one symmetry, rotation about e3 (eq 105-107)
     assert abs(problem.q0[2] - 0.0375) < 1e-15
     assert [s.name for s in problem.symmetries] == ["J3"]
     xi = problem.symmetries[0].xi
@@ -58,7 +62,7 @@ def test_heavy_top_from_blocks_equals_hand_written():
 
 
 def test_rigid_body_euler_tensor_and_director_velocities():
-    """E_i = 1/2 (J_j + J_k - J_i) (000 eq 60) and d_i' = omega x d_i (000 eq 68b)."""
+    """E_i = 1/2 (J_j + J_k - J_i) (KBS23a eq 60) and d_i' = omega x d_i (KBS23a eq 68b)."""
     J = (2.0, 3.0, 4.0)
     R = np.linalg.qr(RNG.normal(size=(3, 3)))[0]
     w = RNG.normal(size=3)
@@ -80,17 +84,22 @@ def test_rigid_body_euler_tensor_and_director_velocities():
 
 # ---------------------------------------------------------------- a small planar mechanism
 def _small_mechanism():
-    B = lb.PlanarRigidBody("B", mass=2.0, inertia=0.24, position=(0.0, 0.6), directors=((0, 1), (-1, 0)),
-                           shape=((-0.6, 0.0), (0.6, 0.0)))
+    B = lb.PlanarRigidBody(
+        "B", mass=2.0, inertia=0.24, position=(0.0, 0.6), directors=((0, 1), (-1, 0)), shape=((-0.6, 0.0), (0.6, 0.0))
+    )
     P = lb.PointMass("P", mass=0.7, position=(0.9, 1.2))
     asm = lb.Assembly(
         bodies=[B, P],
-        joints=[lb.Revolute("O", B.point((-0.6, 0.0)), lb.ground((0.0, 0.0))),
-                lb.Distance("rod", B.point((0.6, 0.0)), P.point(), length=0.9)],
-        forces=[lb.Gravity((0.0, -9.81)),
-                lb.Spring("k", lb.ground((1.0, 0.0)), P.point(), stiffness=30.0, rest_length=0.5),
-                lb.Damper("c1", B.point((0.6, 0.0)), P.point(), eta=0.4),
-                lb.Damper("c2", lb.ground((0.0, 0.0)), P.point(), eta=1.3, axial=True)],
+        joints=[
+            lb.Revolute("O", B.point((-0.6, 0.0)), lb.ground((0.0, 0.0))),
+            lb.Distance("rod", B.point((0.6, 0.0)), P.point(), length=0.9),
+        ],
+        forces=[
+            lb.Gravity((0.0, -9.81)),
+            lb.Spring("k", lb.ground((1.0, 0.0)), P.point(), stiffness=30.0, rest_length=0.5),
+            lb.Damper("c1", B.point((0.6, 0.0)), P.point(), eta=0.4),
+            lb.Damper("c2", lb.ground((0.0, 0.0)), P.point(), eta=1.3, axial=True),
+        ],
         name="small",
     )
     return asm
@@ -100,20 +109,27 @@ def test_small_mechanism_M_g_V_C_against_hand_written():
     asm = _small_mechanism()
     system = asm.system()
     assert asm.d == 8 and asm.m == 3 + 2 + 1
-    M = np.diag([2.0, 2.0, 0.12, 0.12, 0.12, 0.12, 0.7, 0.7])  # 000 eq 71 with E = J/2
+    M = np.diag([2.0, 2.0, 0.12, 0.12, 0.12, 0.12, 0.7, 0.7])  # KBS23a eq 71 with E = J/2
     np.testing.assert_array_equal(system.mass_matrix, M)
 
-    def g(q):  # 000 eq 73, 74a, 002 eq 117
+    def g(q):  # KBS23a eq 73, 74a, KBS23b eq 117
         phi, d1, d2, x = q[0:2], q[2:4], q[4:6], q[6:8]
         r = phi + 0.6 * d1 - x
-        return jnp.concatenate([jnp.array([0.5 * (d1 @ d1 - 1), 0.5 * (d2 @ d2 - 1), d1 @ d2]),
-                                phi - 0.6 * d1, jnp.array([0.5 * (r @ r / 0.81 - 1)])])
+        return jnp.concatenate(
+            [
+                jnp.array([0.5 * (d1 @ d1 - 1), 0.5 * (d2 @ d2 - 1), d1 @ d2]),
+                phi - 0.6 * d1,
+                jnp.array([0.5 * (r @ r / 0.81 - 1)]),
+            ]
+        )
 
     def V(q):
         x = q[6:8]
-        return 2.0 * 9.81 * q[1] + 0.7 * 9.81 * x[1] + 0.5 * 30.0 * (jnp.linalg.norm(x - jnp.array([1.0, 0.0])) - 0.5) ** 2
+        return (
+            2.0 * 9.81 * q[1] + 0.7 * 9.81 * x[1] + 0.5 * 30.0 * (jnp.linalg.norm(x - jnp.array([1.0, 0.0])) - 0.5) ** 2
+        )
 
-    def C(q):  # 000 eq 77-78: C = eta B^T B for v_rel = B v; axial: eta e e^T on the particle
+    def C(q):  # KBS23a eq 77-78: C = eta B^T B for v_rel = B v; axial: eta e e^T on the particle
         Bm = np.hstack([np.eye(2), 0.6 * np.eye(2), np.zeros((2, 2)), -np.eye(2)])
         out = 0.4 * Bm.T @ Bm
         x = np.asarray(q[6:8])
@@ -132,9 +148,15 @@ def test_small_mechanism_M_g_V_C_against_hand_written():
         np.testing.assert_allclose(V1, V2, rtol=1e-13)
         np.testing.assert_allclose(C1, C(q), rtol=1e-13, atol=1e-14)
     assert system.coordinate_names == ("B.phi.x", "B.phi.y", "B.d1.x", "B.d1.y", "B.d2.x", "B.d2.y", "P.x", "P.y")
-    assert system.constraint_names == ("B.orthonormal[d1.d1]", "B.orthonormal[d2.d2]", "B.orthonormal[d1.d2]",
-                                       "O.revolute.x", "O.revolute.y", "rod.distance")
-    # invariants declared for Greenspan's formula reproduce V (002 eq 122-124)
+    assert system.constraint_names == (
+        "B.orthonormal[d1.d1]",
+        "B.orthonormal[d2.d2]",
+        "B.orthonormal[d1.d2]",
+        "O.revolute.x",
+        "O.revolute.y",
+        "rod.distance",
+    )
+    # invariants declared for Greenspan's formula reproduce V (KBS23b eq 122-124)
     pi_fn, pots = system.invariants
     q = jnp.asarray(RNG.normal(size=8))
     assert float(jnp.sum(pots(pi_fn(q)))) == pytest.approx(float(V(q)), rel=1e-13)
@@ -144,7 +166,7 @@ def test_small_mechanism_M_g_V_C_against_hand_written():
 
 
 def test_spring_laws():
-    """Linear spring 1/2 k (l - L)^2 and the nonlinear one of 002 eq 116, 1/2 k (l^2 - L^2)^2."""
+    """Linear spring 1/2 k (l - L)^2 and the nonlinear one of KBS23b eq 116, 1/2 k (l^2 - L^2)^2."""
     a = lb.PointMass("a", 1.0, (0.0, 0.0, 0.0))
     b = lb.PointMass("b", 1.0, (1.0, 0.0, 0.0))
     q = jnp.asarray(RNG.normal(size=6))
@@ -161,11 +183,12 @@ def test_spring_laws():
 
 
 def test_slider_rod_and_pin_constraints():
-    """OnAxis keeps a point on a line, Distance a rod length (002 eq 117, default: the initial
-    distance), FixedPoint a point in space (002 eq 104)."""
+    """OnAxis keeps a point on a line, Distance a rod length (KBS23b eq 117, default: the initial
+    distance), FixedPoint a point in space (KBS23b eq 104)."""
     m = lb.PointMass("m", 1.0, (0.0, 0.0, 0.5))
-    asm = lb.Assembly([m], joints=[lb.OnAxis("slide", m.point(), direction=(0.0, 0.0, 2.0))],
-                      forces=[lb.Gravity((0.0, 0.0, -9.81))])
+    asm = lb.Assembly(
+        [m], joints=[lb.OnAxis("slide", m.point(), direction=(0.0, 0.0, 2.0))], forces=[lb.Gravity((0.0, 0.0, -9.81))]
+    )
     g = jax.jit(asm.system().constraints)
     q = RNG.normal(size=3)
     assert float(jnp.linalg.norm(g(q))) == pytest.approx(np.hypot(q[0], q[1]), rel=1e-14)
@@ -178,8 +201,13 @@ def test_slider_rod_and_pin_constraints():
     assert float(jnp.linalg.norm(tilted.system().constraints(jnp.asarray(q)))) == pytest.approx(dist, rel=1e-13)
     assert tilted.symmetries() == []  # the line misses the origin and is no coordinate axis
     top = lb.RigidBody("top", 1.0, (1.0, 1.0, 1.0), position=(0.0, 0.0, 2.0))
-    rod = lb.Assembly([top, m], joints=[lb.Distance("rod", top.point((0.0, 0.0, -1.0)), m.point()),
-                                        lb.FixedPoint("pin", top.point((0.0, 0.0, 1.0)))])
+    rod = lb.Assembly(
+        [top, m],
+        joints=[
+            lb.Distance("rod", top.point((0.0, 0.0, -1.0)), m.point()),
+            lb.FixedPoint("pin", top.point((0.0, 0.0, 1.0))),
+        ],
+    )
     q0, _ = rod.initial_state()
     np.testing.assert_allclose(rod.system().constraints(jnp.asarray(q0)), 0.0, atol=1e-15)
     assert rod.layout.joints[0].length == pytest.approx(0.5)  # |(0, 0, 1) - (0, 0, 0.5)|
@@ -189,8 +217,15 @@ def test_slider_rod_and_pin_constraints():
 # ---------------------------------------------------------------- symmetries
 def _free_pair(gravity=None):
     R = np.linalg.qr(RNG.normal(size=(3, 3)))[0]
-    body = lb.RigidBody("body", mass=1.3, inertia=(0.5, 0.7, 0.9), position=(0.1, -0.2, 0.3), directors=R.T,
-                        velocity=(0.2, 0.1, -0.3), angular_velocity=(1.0, -2.0, 0.5))
+    body = lb.RigidBody(
+        "body",
+        mass=1.3,
+        inertia=(0.5, 0.7, 0.9),
+        position=(0.1, -0.2, 0.3),
+        directors=R.T,
+        velocity=(0.2, 0.1, -0.3),
+        angular_velocity=(1.0, -2.0, 0.5),
+    )
     X = (0.4, 0.0, 0.0)
     x_tip = np.asarray(body.place(np.asarray(body.initial_state()[0]), X))
     v_tip = np.cross(body.angular_velocity, x_tip - np.asarray(body.position)) + np.asarray(body.velocity)
@@ -202,11 +237,14 @@ def _free_pair(gravity=None):
     return lb.Assembly([body, ball], joints=joints, forces=forces, name="pair")
 
 
-@pytest.mark.parametrize("gravity, expected", [
-    (None, ["J1", "J2", "J3", "L1", "L2", "L3"]),
-    ((0.0, 0.0, -9.81), ["J3", "L1", "L2"]),
-    ((0.0, -9.81, 0.0), ["J2", "L1", "L3"]),
-])
+@pytest.mark.parametrize(
+    "gravity, expected",
+    [
+        (None, ["J1", "J2", "J3", "L1", "L2", "L3"]),
+        ((0.0, 0.0, -9.81), ["J3", "L1", "L2"]),
+        ((0.0, -9.81, 0.0), ["J2", "L1", "L3"]),
+    ],
+)
 def test_symmetries_found_and_satisfy_002_eq_41(gravity, expected):
     asm = _free_pair(gravity)
     syms = asm.symmetries()
@@ -226,7 +264,7 @@ def test_symmetries_found_and_satisfy_002_eq_41(gravity, expected):
 
 
 def test_momentum_maps_of_assembled_symmetries_are_conserved():
-    """VI-S conserves the momentum maps (002 eq 45) the Assembly lists, to round-off."""
+    """VI-S conserves the momentum maps (KBS23b eq 45) the Assembly lists, to round-off."""
     asm = _free_pair(gravity=(0.0, 0.0, -9.81))
     problem = asm.problem(h=0.01, t_end=0.3)
     sol = lv.simulate(problem, "VI-S", tol=1e-12, progress=False)
@@ -247,7 +285,7 @@ def test_planar_free_pair_has_rotation_and_translations():
     xi = asm.symmetries()[0].xi
     q = RNG.normal(size=12)
     p = RNG.normal(size=12)
-    # 000 eq 75: J = sum m phi.K phi' + E d.K d' with K = [[0, 1], [-1, 0]], i.e. sum q x p
+    # KBS23a eq 75: J = sum m phi.K phi' + E d.K d' with K = [[0, 1], [-1, 0]], i.e. sum q x p
     K = np.array([[0.0, 1.0], [-1.0, 0.0]])
     J75 = sum(q[2 * k : 2 * k + 2] @ K @ p[2 * k : 2 * k + 2] for k in range(6))
     assert p @ xi @ q == pytest.approx(J75, rel=1e-13)
@@ -278,7 +316,6 @@ def test_draw_refuses_a_system_not_built_from_blocks():
     from types import SimpleNamespace
 
     from livens.bodies import draw
-
     from livens.examples.pendulum_3d import pendulum_3d
 
     fake = SimpleNamespace(problem=pendulum_3d(), t=np.zeros(2), q=np.zeros((2, 3)))

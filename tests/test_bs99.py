@@ -1,7 +1,7 @@
-"""BS99, the discrete Lagrange top of Bobenko and Suris (1999), on the heavy top of 002 §6.2.
+"""BS99, the discrete Lagrange top of Bobenko and Suris (1999), on the heavy top of KBS23b §6.2.
 
 Checked against what livens did not compute: a NumPy loop of the map's two formulas (papers
-README, "BS99"), the analytic steady precession phi_3 = 0.0375 (002 eq 113), and the exact identity
+README, "BS99"), the analytic steady precession phi_3 = 0.0375 (KBS23b eq 113), and the exact identity
 between the physical and the deformed energy that follows from the map,
 
     H^n - H^0 = -(h M g l / (2 I1)) [m^n.(e3 x d^n) - m^0.(e3 x d^0)],
@@ -11,6 +11,7 @@ conserved), so the physical energy error is O(h) and bounded, and vanishes to fi
 steady precession (m.(e3 x d) = -I1 e3.d' = 0): on the paper's top it is O(h^2)
 (measured ratio 4.00 per halving), on a nutating top O(h).
 """
+
 import dataclasses
 import io
 import os
@@ -21,7 +22,7 @@ import pytest
 
 import livens as lv
 
-# the heavy top of 002 §6.2 (eq 108-112), written out here
+# the heavy top of KBS23b §6.2 (eq 108-112), written out here
 MASS, J, L, G = 0.7069, 5.3014e-4, 0.075, 9.81
 ALPHA0, OMEGA_P = np.pi / 3, 10.0
 I1, I3 = J + MASS * L**2, J
@@ -53,7 +54,7 @@ def rest_frame(sol):
 
 
 def steady_axis_and_momentum():
-    """d0 and m0 = I_O omega0 of the paper's steady precession (002 eq 109, 111, 112)."""
+    """d0 and m0 = I_O omega0 of the paper's steady precession (KBS23b eq 109, 111, 112)."""
     c, s = np.cos(ALPHA0), np.sin(ALPHA0)
     d0 = np.array([0.0, -s, c])
     omega_s = MGL / (I3 * OMEGA_P) + (I1 - I3) / I3 * OMEGA_P * c
@@ -154,8 +155,9 @@ def test_first_order_in_phi3_against_the_steady_precession_by_a_convergence_stud
     from livens import studies
 
     hs = (1e-4, 5e-5, 2.5e-5, 1.25e-5)
-    st = studies.ConvergenceStudy.make("heavy-top", ["BS99"], hs=hs, t_end=0.001,
-                                       quantities=[studies.Quantity("phi3", "q", (2,), 0.0375)])
+    st = studies.ConvergenceStudy.make(
+        "heavy-top", ["BS99"], hs=hs, t_end=0.001, quantities=[studies.Quantity("phi3", "q", (2,), 0.0375)]
+    )
     res = studies.run_study(st)
     order = res.orders[("BS99", "phi3")]
     assert 0.97 < order < 1.03, res.table()
@@ -192,11 +194,14 @@ def test_ensemble_members_are_single_runs(top, nutating):
         np.testing.assert_allclose(ens[b].p, single.p, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("example, why", [
-    ("pendulum-3d", "d = 3 coordinates and m = 1 constraints"),
-    ("four-particle", "d = 12 coordinates and m = 2 constraints"),
-    ("double-spherical-pendulum", "coordinates"),
-])
+@pytest.mark.parametrize(
+    "example, why",
+    [
+        ("pendulum-3d", "d = 3 coordinates and m = 1 constraints"),
+        ("four-particle", "d = 12 coordinates and m = 2 constraints"),
+        ("double-spherical-pendulum", "coordinates"),
+    ],
+)
 def test_refuses_other_systems(example, why):
     with pytest.raises(ValueError, match="applies only to the symmetric heavy top") as err:
         lv.simulate(lv.examples.load(example), "BS99", h=0.01, t_end=0.1)

@@ -1,6 +1,7 @@
 """Bounded caches of compiled functions (livens._lru): a long process must not accumulate
 executables until the kernel's limit of memory mappings crashes XLA (seen at ~65530 mappings in
 the test suite with jax 0.10.2)."""
+
 from __future__ import annotations
 
 import importlib
@@ -17,11 +18,11 @@ from livens._lru import CompiledCache
 def test_compiled_cache_drops_the_least_recently_used():
     c = CompiledCache(2)
     c["a"], c["b"] = 1, 2
-    assert c.get("a") == 1          # "a" is now the most recent
-    c["c"] = 3                      # drops "b"
+    assert c.get("a") == 1  # "a" is now the most recent
+    c["c"] = 3  # drops "b"
     assert list(c) == ["a", "c"] and c.get("b") is None
     assert c["a"] == 1
-    c["d"] = 4                      # drops "c"
+    c["d"] = 4  # drops "c"
     assert list(c) == ["a", "d"]
 
 

@@ -1,11 +1,12 @@
-"""Classical comparison schemes (issue 4): ggl-midpoint (002 eq 30), midpoint (002 eq 28), RATTLE
-(Andersen 1983; 004 §4) and the constrained symplectic Euler method.
+"""Classical comparison schemes: ggl-midpoint (KBS23b eq 30), midpoint (KBS23b eq 28), RATTLE
+(Andersen 1983; SLO09 §4) and the constrained symplectic Euler method.
 
 What the literature promises: RATTLE is second order, symplectic on the constraint manifold and keeps
 g and G M^-1 p at the nodes; symplectic Euler is first order; the GGL midpoint scheme keeps both
-nodal constraints (002 eq 30c, d); the index-3 midpoint rule keeps g(q) at the nodes; a scheme that
+nodal constraints (KBS23b eq 30c, d); the index-3 midpoint rule keeps g(q) at the nodes; a scheme that
 needs M^-1 refuses a singular or configuration-dependent mass matrix.
 """
+
 import numpy as np
 import pytest
 
@@ -35,8 +36,9 @@ def _slope(pendulum, reference, scheme):
     return np.polyfit(np.log(H_ORDER), np.log(errs), 1)[0], errs
 
 
-@pytest.mark.parametrize("scheme, order", [("rattle", 2), ("symplectic-euler", 1), ("midpoint", 2),
-                                           ("ggl-midpoint", 2)])
+@pytest.mark.parametrize(
+    "scheme, order", [("rattle", 2), ("symplectic-euler", 1), ("midpoint", 2), ("ggl-midpoint", 2)]
+)
 def test_convergence_order(pendulum, reference, scheme, order):
     slope, errs = _slope(pendulum, reference, scheme)
     assert abs(slope - order) < 0.15, f"{scheme}: log-log slope {slope:.3f}, errors {errs}"
@@ -58,7 +60,7 @@ def test_ggl_midpoint_keeps_both_nodal_constraints(pendulum):
     assert np.max(np.abs(sol.constraint_residual("position"))) <= TOL
     assert np.max(np.abs(sol.constraint_residual("velocity"))) <= TOL
     assert sol.gam.shape == sol.lam.shape == (sol.n_steps, 1)
-    # gamma enforces the velocity constraint; it is not zero in the discrete setting (002 §2.3)
+    # gamma enforces the velocity constraint; it is not zero in the discrete setting (KBS23b §2.3)
     assert np.max(np.abs(sol.gam)) > 1e-8
 
 
@@ -82,6 +84,7 @@ def test_symplectic_euler_keeps_position_constraint_and_momentum(pendulum):
 
 def test_rattle_is_symplectic_and_ggl_midpoint_is_not(pendulum):
     from livens import diagnostics
+
     sol = lv.simulate(pendulum, "rattle", h=0.05, t_end=1.0, tol=TOL)
     from livens.driver.setup import initial_state, resolve
 

@@ -4,6 +4,7 @@ Ctrl-C on a long run, peak memory of a long streamed run, the files and the mess
 The long versions (3e6 steps, a minute of a 1e8-step run before Ctrl-C) are marked slow; the
 default suite runs the same checks on fewer steps.
 """
+
 import os
 import pty
 import re
@@ -64,8 +65,7 @@ BAR = re.compile(r"\d+%\|.*\| *[\d.]+k?M?/[\d.]+[kM]? \[\d\d:\d\d<\d\d:\d\d, *[\
 
 def test_progress_bar_on_a_terminal_from_the_cli():
     # 4e5 steps of the pendulum, about a second on a fast machine: the bar is asked for at once
-    code, text = run_in_pty(LIVENS + ["run", "pendulum-3d", "--h", "1e-5", "--t-end", "4"],
-                            LIVENS_PROGRESS_DELAY="0")
+    code, text = run_in_pty(LIVENS + ["run", "pendulum-3d", "--h", "1e-5", "--t-end", "4"], LIVENS_PROGRESS_DELAY="0")
     assert code == 0, text[-2000:]
     bars = BAR.findall(text)
     assert bars, text[-2000:]  # steps done/total, time elapsed<left, rate
@@ -73,9 +73,11 @@ def test_progress_bar_on_a_terminal_from_the_cli():
 
 
 def test_progress_bar_on_a_terminal_from_python():
-    script = ("import livens as lv\n"
-              "lv.simulate(lv.examples.load('pendulum-3d'), 'VI-S', h=1e-5, t_end=4.0)\n"
-              "print('finished')\n")
+    script = (
+        "import livens as lv\n"
+        "lv.simulate(lv.examples.load('pendulum-3d'), 'VI-S', h=1e-5, t_end=4.0)\n"
+        "print('finished')\n"
+    )
     code, text = run_in_pty([sys.executable, "-c", script], LIVENS_PROGRESS_DELAY="0")
     assert code == 0, text[-2000:]
     assert BAR.findall(text) and "finished" in text, text[-2000:]
@@ -121,9 +123,11 @@ def _check_interrupted(rc, exit_s, err, out_dir, stem, h, save_every=1):
 
 def test_ctrl_c_exits_at_once_with_every_step_on_disk(tmp_path):
     out = str(tmp_path)
-    rc, exit_s, _, err = _interrupt(LIVENS + ["run", "pendulum-3d", "--h", "1e-6", "--t-end", "100",
-                                              "--save-every", "1", "--out", out],
-                                    os.path.join(out, "pendulum-3d_VI-S.nc"), 20000)
+    rc, exit_s, _, err = _interrupt(
+        LIVENS + ["run", "pendulum-3d", "--h", "1e-6", "--t-end", "100", "--save-every", "1", "--out", out],
+        os.path.join(out, "pendulum-3d_VI-S.nc"),
+        20000,
+    )
     sol, n_done = _check_interrupted(rc, exit_s, err, out, "pendulum-3d_VI-S", 1e-6)
     assert "warning: keeping 100,000,001 nodes" in err  # --save-every 1 asked for all of them
     assert np.max(np.abs(np.linalg.norm(sol.q, axis=1) - 1.0)) < 1e-8  # on the constraint
@@ -143,15 +147,19 @@ def test_ctrl_c_on_the_heavy_top_after_a_minute(tmp_path):
     err = err.decode()
     k = int(re.search(r"keeping one node in every (\d+)", err).group(1))  # chosen to bound memory
     sol, n_done = _check_interrupted(proc.returncode, exit_s, err, out, "heavy-top_VI-S", 1e-6, k)
-    print(f"heavy top: {n_done} steps in a minute, {sol.n_steps + 1} nodes kept (one in {k}), "
-          f"exit {exit_s:.2f} s after SIGINT")
+    print(
+        f"heavy top: {n_done} steps in a minute, {sol.n_steps + 1} nodes kept (one in {k}), "
+        f"exit {exit_s:.2f} s after SIGINT"
+    )
 
 
 def _peak_rss_run(argv):
     """Peak resident memory (MiB) of the process running argv, alone in a wrapper process."""
-    wrapper = ("import resource, subprocess, sys\n"
-               "r = subprocess.run(sys.argv[1:])\n"
-               "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    wrapper = (
+        "import resource, subprocess, sys\n"
+        "r = subprocess.run(sys.argv[1:])\n"
+        "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
     res = subprocess.run([sys.executable, "-c", wrapper, *argv], capture_output=True, text=True, env=_env())
     rc, kib = res.stdout.strip().splitlines()[-1].split()
     return int(rc), int(kib) / 1024, res
@@ -159,13 +167,17 @@ def _peak_rss_run(argv):
 
 def _check_long_run(tmp_path, t_end, nodes):
     out = str(tmp_path)
-    rc, mib, res = _peak_rss_run(LIVENS + ["run", "pendulum-3d", "--h", "1e-4", "--t-end", str(t_end),
-                                           "--save-every", "100", "--out", out, "--quiet"])
+    rc, mib, res = _peak_rss_run(
+        LIVENS
+        + ["run", "pendulum-3d", "--h", "1e-4", "--t-end", str(t_end), "--save-every", "100", "--out", out, "--quiet"]
+    )
     assert rc == 0, res.stderr
     sol = lv.load(os.path.join(out, "pendulum-3d_VI-S.nc"))
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
-    print(f"pendulum {round(t_end / 1e-4)} steps, --save-every 100: peak RSS {mib:.0f} MiB, "
-          f"{sol.t.shape[0]} nodes on disk, output {size / 1e6:.2f} MB")
+    print(
+        f"pendulum {round(t_end / 1e-4)} steps, --save-every 100: peak RSS {mib:.0f} MiB, "
+        f"{sol.t.shape[0]} nodes on disk, output {size / 1e6:.2f} MB"
+    )
     assert sol.t.shape[0] == nodes and sol.meta["steps"] == round(t_end / 1e-4)
     assert mib < 900
     assert size < 50e6
@@ -214,8 +226,15 @@ def test_files_have_the_usual_permissions_and_a_small_csv(tmp_path, capsys):
     assert CSV_ROWS // 2 <= data.shape[0] <= CSV_ROWS  # evenly spaced nodes
     assert data[0, 0] == 0.0 and data[-1, 0] == pytest.approx(6.0)  # first and last node
     # the summary columns: coordinates, energies, momentum map, the largest residuals, Newton iterations
-    assert {"q1", "q12", "energy_total", "J_J3", "max_abs_residual_position", "max_abs_residual_velocity",
-            "newton_iterations"} <= set(header)
+    assert {
+        "q1",
+        "q12",
+        "energy_total",
+        "J_J3",
+        "max_abs_residual_position",
+        "max_abs_residual_velocity",
+        "newton_iterations",
+    } <= set(header)
     assert not any(h.startswith(("p", "lambda")) for h in header)
     i = header.index("max_abs_residual_position")
     rows = np.searchsorted(sol.t, data[:, 0])
@@ -247,8 +266,22 @@ def test_failure_messages_count_steps_from_one_and_name_the_file(tmp_path, capsy
     assert f"in step {exc.step + 1} of 200 (t = {exc.time:.6g} -> {exc.time + 0.05:.6g})" in str(exc)
     assert f"The {exc.step} steps before it are kept in the error's .solution." in str(exc)
     assert exc.solution.n_steps == exc.step
-    code = main(["run", "pendulum-3d", "--h", "0.05", "--max-iter", "3", "--guess", "simple", "--no-rescue",
-                 "--out", str(tmp_path), "--quiet"])
+    code = main(
+        [
+            "run",
+            "pendulum-3d",
+            "--h",
+            "0.05",
+            "--max-iter",
+            "3",
+            "--guess",
+            "simple",
+            "--no-rescue",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 3 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"error: {exc.reason} Every computed step ({exc.step}) is in {tmp_path}")
@@ -330,8 +363,12 @@ def test_ctrl_c_before_the_first_step_exits_at_once(tmp_path, nothing_computed):
     watcher leaves Ctrl-C to the flag checked between chunks (the call returns first)."""
     path = tmp_path / "run.nc"
     path.write_bytes(b"start only")
-    proc = subprocess.Popen([sys.executable, "-c", _BLOCKED.format(path=str(path), flag=nothing_computed)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _BLOCKED.format(path=str(path), flag=nothing_computed)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
     assert proc.stdout.readline().strip() == b"ready"
     time.sleep(0.3)  # into the C call
     t0 = time.perf_counter()

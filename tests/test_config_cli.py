@@ -1,4 +1,5 @@
-"""Configuration files and the CLI's behaviour on success and failure (issues 2 and 8)."""
+"""Configuration files and the CLI's behaviour on success and failure."""
+
 import textwrap
 
 import numpy as np
@@ -16,14 +17,17 @@ def _write(tmp_path, text, name="run.toml"):
 
 
 def test_config_run_writes_outputs(tmp_path, capsys):
-    cfg = _write(tmp_path, """
+    cfg = _write(
+        tmp_path,
+        """
         example = "pendulum-3d"
         scheme = "VI-S"
         h = 0.01
         t_end = 0.2
         [parameters]
         mass = 2.0
-    """)
+    """,
+    )
     out = tmp_path / "out"
     assert main(["run", "--config", str(cfg), "--out", str(out), "--quiet"]) == 0
     text = capsys.readouterr().out
@@ -43,7 +47,7 @@ def test_config_run_writes_outputs(tmp_path, capsys):
         ('example = "pendulm-3d"\n', "unknown example 'pendulm-3d'. Did you mean 'pendulum-3d'"),
         ('example = "pendulum-3d"\n[parameters]\nmas = 1.0\n', "no parameter 'mas'. Did you mean 'mass'"),
         ('system = "os.system"\n', 'system must be "module:function"'),
-        ('h = 0.1\n', "exactly one of 'example'"),
+        ("h = 0.1\n", "exactly one of 'example'"),
         ('example = "pendulum-3d"\nscheme = "VI-S"\n[scheme_parameters]\ntheta = 0.5\n', "unknown parameter 'theta'"),
         ('example = "pendulum-3d"\nguess = "clever"\n', "guess must be"),
         ('example = "pendulum-3d"\nrescue = "yes"\n', "rescue must be bool"),
@@ -63,7 +67,8 @@ def test_config_rescue_switch_reaches_simulate(tmp_path):
 
 
 def test_user_system_imported_as_module_function(tmp_path, monkeypatch):
-    (tmp_path / "my_model.py").write_text(textwrap.dedent("""
+    (tmp_path / "my_model.py").write_text(
+        textwrap.dedent("""
         import jax.numpy as jnp
         import livens as lv
 
@@ -74,7 +79,8 @@ def test_user_system_imported_as_module_function(tmp_path, monkeypatch):
 
         def not_a_problem():
             return 42
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     cfg = load_run_config(_write(tmp_path, 'system = "my_model:make"\n[parameters]\nlength = 2.0\n'))
     problem = cfg.problem()
@@ -89,7 +95,22 @@ def test_user_system_imported_as_module_function(tmp_path, monkeypatch):
 
 
 def test_cli_failed_run_exits_nonzero_with_message_and_partial_files(tmp_path, capsys):
-    code = main(["run", "pendulum-3d", "--h", "0.05", "--max-iter", "3", "--guess", "simple", "--no-rescue", "--out", str(tmp_path), "--quiet"])
+    code = main(
+        [
+            "run",
+            "pendulum-3d",
+            "--h",
+            "0.05",
+            "--max-iter",
+            "3",
+            "--guess",
+            "simple",
+            "--no-rescue",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 3
     assert err.startswith("error: Newton did not converge in step")
@@ -116,7 +137,8 @@ def test_user_system_found_next_to_the_config_file(tmp_path, capsys):
     import os
     import sys
 
-    (tmp_path / "beside_model.py").write_text(textwrap.dedent("""
+    (tmp_path / "beside_model.py").write_text(
+        textwrap.dedent("""
         import jax.numpy as jnp
         import livens as lv
 
@@ -124,7 +146,8 @@ def test_user_system_found_next_to_the_config_file(tmp_path, capsys):
             s = lv.System(mass_matrix=jnp.eye(3), potential=lambda q: 9.81 * q[2],
                           constraints=lambda q: jnp.array([0.5 * (q @ q - length**2)]))
             return lv.Problem(s, q0=[length, 0, 0], v0=[0, 1, 0], h=0.01, t_end=0.1, name="mine")
-    """))
+    """)
+    )
     cfg = _write(tmp_path, 'system = "beside_model:make"\nscheme = "EM"\n[parameters]\nlength = 2.0\n')
     assert str(tmp_path) not in sys.path
     cwd = os.getcwd()

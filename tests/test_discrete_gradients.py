@@ -1,6 +1,7 @@
-"""Discrete gradients (livens.discrete_gradients): directionality (003 eq 27, 29; 002 eq 86),
-reduction to the midpoint gradient for quadratics (002 eq 99), Greenspan's invariant-based gradient
-(002 eq 126) with its per-invariant smooth fallback, orthogonality (002 eq 85), finite differences."""
+"""Discrete gradients (livens.discrete_gradients): directionality (KB23 eq 27, 29; KBS23b eq 86),
+reduction to the midpoint gradient for quadratics (KBS23b eq 99), Greenspan's invariant-based gradient
+(KBS23b eq 126) with its per-invariant smooth fallback, orthogonality (KBS23b eq 85), finite differences."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -74,7 +75,7 @@ def test_gonzalez_jacobian_rows_directionality():
 
 @pytest.mark.parametrize("size", [1.0, 1e-3])
 def test_partitioned_directionality_random(size):
-    """f(x1, y1) - f(x0, y0) = Dx.(x1 - x0) + Dy.(y1 - y0) (003 eq 29; 002 eq 86)."""
+    """f(x1, y1) - f(x0, y0) = Dx.(x1 - x0) + Dy.(y1 - y0) (KB23 eq 29; KBS23b eq 86)."""
     for _ in range(5):
         x0, y0 = jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.normal(size=3))
         x1 = x0 + size * jnp.asarray(rng.normal(size=3))
@@ -89,7 +90,7 @@ def test_partitioned_directionality_random(size):
 
 
 def test_reduction_to_midpoint_for_quadratics():
-    """For at most quadratic functions all discrete gradients equal the midpoint gradient (002 eq 99)."""
+    """For at most quadratic functions all discrete gradients equal the midpoint gradient (KBS23b eq 99)."""
     A = jnp.asarray(rng.normal(size=(4, 4)))
     b = jnp.asarray(rng.normal(size=4))
 
@@ -135,9 +136,14 @@ def test_derivative_matches_finite_differences():
         x1 = x0 + size * jnp.asarray(rng.normal(size=4))
         J = np.asarray(gonzalez_dx1(x0, x1))
         step = 1e-3 * size
-        fd = np.stack([(np.asarray(gonzalez(f_scalar, x0, x1 + step * e))
-                        - np.asarray(gonzalez(f_scalar, x0, x1 - step * e))) / (2 * step)
-                       for e in np.eye(4)], axis=1)
+        fd = np.stack(
+            [
+                (np.asarray(gonzalez(f_scalar, x0, x1 + step * e)) - np.asarray(gonzalez(f_scalar, x0, x1 - step * e)))
+                / (2 * step)
+                for e in np.eye(4)
+            ],
+            axis=1,
+        )
         assert np.max(np.abs(J - fd)) <= 1e-5 * max(1.0, np.max(np.abs(J)))
 
 
@@ -153,7 +159,7 @@ def _switch_all(pi, potentials, q0, q1, eps=1e-6):
 
 
 def test_greenspan_per_invariant_fallback_keeps_energy():
-    """First EM step of the four-particle system (002 §6.3): pi_1 (spring 1-3) changes by O(h^4)
+    """First EM step of the four-particle system (KBS23b §6.3): pi_1 (spring 1-3) changes by O(h^4)
     only, pi_2 (spring 2-4) by O(h^2). Greenspan with the per-invariant fallback keeps
     V(q1) - V(q0) = D V . dq to round-off; switching all invariants at once loses ~1e-6."""
     problem = lv.examples.load("four-particle")
@@ -208,7 +214,7 @@ def test_greenspan_directionality_random_and_smooth_across_fallback():
 
 def test_greenspan_orthogonality_four_particle():
     """The discrete gradient of V is orthogonal to the rotation and translation generators at the
-    midpoint (002 eq 85a), so EM and EM-G conserve linear and angular momentum."""
+    midpoint (KBS23b eq 85a), so EM and EM-G conserve linear and angular momentum."""
     problem = lv.examples.load("four-particle")
     pi, pots = problem.system.invariants
     q0 = jnp.asarray(rng.normal(size=12))
@@ -226,15 +232,18 @@ def test_greenspan_orthogonality_four_particle():
 
 def test_em_gv_derivative_meets_86b_and_85b_for_nonquadratic_constraints():
     """ggl-em's discrete derivatives of g_v(q, p) = G(q) M^-1 p for a constraint that is not
-    quadratic (so they are not the midpoint derivatives): the directionality condition 002 eq 86b
+    quadratic (so they are not the midpoint derivatives): the directionality condition KBS23b eq 86b
     row by row, the orthogonality condition eq 85b for the rotation about e3 (the constraint
     |x|^4 = 1 and M are invariant), and a second-order perturbation of the midpoint derivatives."""
     from livens.mechanics import mechanics
     from livens.schemes.ggl_em import _gv_derivative
 
     sym = lv.Symmetry.rotation([0, 0, 1])
-    system = lv.System(mass_matrix=np.diag([2.0, 2.0, 3.0]), potential=lambda q: q[2],
-                       constraints=lambda q: jnp.array([(q @ q) ** 2 - 1.0]))
+    system = lv.System(
+        mass_matrix=np.diag([2.0, 2.0, 3.0]),
+        potential=lambda q: q[2],
+        constraints=lambda q: jnp.array([(q @ q) ** 2 - 1.0]),
+    )
     mech = mechanics(system, np.array([1.0, 0.0, 0.0]), (sym,))
     Minv = mech.Minv()
     for scale in (0.1, 0.01):

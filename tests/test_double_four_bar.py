@@ -1,6 +1,7 @@
-"""The double four-bar linkage (000 §5.2) with VI-S: through the singular (horizontal)
+"""The double four-bar linkage (KBS23a §5.2) with VI-S: through the singular (horizontal)
 configurations, constraints (Figs 18-21), bounded energy error (Figs 14, 16), dampers (Figs 22-23),
 and the pictures of livens.bodies.draw."""
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -9,8 +10,8 @@ import livens as lv
 from livens.examples.double_four_bar import double_four_bar
 from livens.mechanics import mechanics
 
-H = 1e-3  # 000 §5.2
-TOL = 1e-9  # 000 §5: Newton tolerance
+H = 1e-3  # KBS23a §5.2
+TOL = 1e-9  # KBS23a §5: Newton tolerance
 G_ACC = 9.81
 
 
@@ -55,7 +56,7 @@ def run(problem):
 
 
 def test_dimensions_names_and_singular_configuration(problem, run):
-    """d = 30 coordinates, m = 5 x 3 + 7 x 2 = 29 constraints (000 §5.2), rank 29 at the start;
+    """d = 30 coordinates, m = 5 x 3 + 7 x 2 = 29 constraints (KBS23a §5.2), rank 29 at the start;
     G loses rank in the horizontal configuration."""
     mech = mechanics(problem.system, problem.q0)
     assert (mech.d, mech.m) == (30, 29)
@@ -84,7 +85,7 @@ def test_runs_through_singular_configurations_on_time(run):
 def test_constraints_figs_18_to_21(problem, run):
     """Position constraints at every node to the Newton tolerance (Figs 18, 20); the linear joint
     constraints also at velocity level at the nodes (Fig 21), the nonlinear internal ones only at
-    q_bar = q^n + h v^n (Fig 19, 000 eq 41e)."""
+    q_bar = q^n + h v^n (Fig 19, KBS23a eq 41e)."""
     names = problem.system.constraint_names
     joint = [i for i, n in enumerate(names) if ".revolute." in n]
     internal = [i for i, n in enumerate(names) if ".orthonormal[" in n]
@@ -131,7 +132,7 @@ def test_full_paper_run():
 
 
 def test_dampers_energy_decay_and_balance():
-    """With the dampers of 000 eq 77-78 the energy decays, and the energy lost per step matches the
+    """With the dampers of KBS23a eq 77-78 the energy decays, and the energy lost per step matches the
     dissipated work h v^n.C v^n of that step up to O(h) per unit time (Figs 22-23): halving h halves
     the mismatch. Span 1.2 s, through the first singular configuration."""
     damped = double_four_bar(dampers=True)

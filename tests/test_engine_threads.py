@@ -6,6 +6,7 @@ a loaded machine. Every driver therefore runs its programs on one BLAS thread: c
 inside a running time loop, and by the cost of the three-bar swing's loop against its own parts
 while other processes keep every core busy.
 """
+
 import os
 import subprocess
 import sys
@@ -41,6 +42,7 @@ def test_serial_blas_limits_and_restores(monkeypatch):
 
 def _recording_problem(seen):
     """A pendulum whose potential records the BLAS thread counts while the time loop runs."""
+
     def record(x):
         seen.append(current_blas_threads())
 
@@ -72,7 +74,7 @@ def test_every_driver_runs_on_one_blas_thread(driver):
 
 def _swing_parts_ms(problem, repeats=20):
     """The parts of one vi-lagrange step of the swing, each compiled alone, best of ``repeats``
-    (ms): the residual (004 eq 14), its Newton matrix with its solve, the update."""
+    (ms): the residual (SLO09 eq 14), its Newton matrix with its solve, the update."""
     from livens.mechanics import mechanics
     from livens.schemes import get
     from livens.schemes.base import State
@@ -82,8 +84,14 @@ def _swing_parts_ms(problem, repeats=20):
     sch, _ = get("vi-lagrange")
     q0 = jnp.asarray(problem.q0)
     q1 = q0 + 1e-4 * jnp.asarray(np.random.default_rng(0).standard_normal(d))
-    s = State(q=q0, p=jnp.zeros(d), v=jnp.zeros(d), lam=jnp.zeros(m), gam=jnp.zeros(m),
-              extra={"q_next": q1, "c_next": jnp.zeros(d), "dq": q1 - q0})
+    s = State(
+        q=q0,
+        p=jnp.zeros(d),
+        v=jnp.zeros(d),
+        lam=jnp.zeros(m),
+        gam=jnp.zeros(m),
+        extra={"q_next": q1, "c_next": jnp.zeros(d), "dq": q1 - q0},
+    )
     h = problem.h
     x = jnp.concatenate([q1 - q0, jnp.zeros(m)])
     R = jax.jit(lambda x, s: sch.residual(sch.unpack(x, d, m), s, h, 0.0, {}, mech))

@@ -1,9 +1,10 @@
 """Ensembles (lv.simulate_ensemble): each member is the single run of its initial state.
 
 The vmapped time loop must take every member through exactly the Newton iterates of its own run
-(002 §6, tol as given): same iteration counts, same trajectory up to round-off; a member that fails
+(KBS23b §6, tol as given): same iteration counts, same trajectory up to round-off; a member that fails
 stops where its single run stops, without stopping the others.
 """
+
 import numpy as np
 import pytest
 
@@ -57,7 +58,7 @@ def test_members_equal_single_runs(scheme, backend):
 
 
 def test_heavy_tops_rotated_about_e3_are_rotated_copies():
-    """The heavy top is symmetric about e3 (002 eq 105-107): rotated initial states give rotated
+    """The heavy top is symmetric about e3 (KBS23b eq 105-107): rotated initial states give rotated
     trajectories, and each member equals its single run."""
     problem = lv.examples.load("heavy-top")
     angles = [0.0, 0.7, 2.0]
@@ -76,11 +77,11 @@ def assert_nothing_after_the_failed_step(ens, b):
     """Member b's arrays after its last converged step k: NaN, and no Newton iterations after the
     failed step k + 1 (the arrays are allocated empty and filled where no step wrote)."""
     k = int(ens.steps[b])
-    assert np.all(np.isfinite(ens.q[b, :k + 1])) and np.all(np.isfinite(ens.lam[b, :k]))
+    assert np.all(np.isfinite(ens.q[b, : k + 1])) and np.all(np.isfinite(ens.lam[b, :k]))
     v_first = k + 1 if ens.velocity_kind == "nodal" else k
     for a, first in ((ens.q, k + 1), (ens.p, k + 1), (ens.v, v_first), (ens.lam, k), (ens.newton_residual, k + 1)):
         assert np.all(np.isnan(a[b, first:]))
-    assert np.all(ens.newton_iterations[b, k + 1:] == 0) and np.all(ens.newton_iterations[b, :k] > 0)
+    assert np.all(ens.newton_iterations[b, k + 1 :] == 0) and np.all(ens.newton_iterations[b, :k] > 0)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -198,4 +199,4 @@ def test_ctrl_c_stops_an_ensemble_within_a_second_with_what_it_computed():
     assert isinstance(ens, lv.EnsembleSolution) and ens.meta["backend"] == "native"
     assert 0 < ens.steps.min() < 200.0 / problem.h
     done = int(ens.steps.min())
-    assert np.all(np.isfinite(ens.q[:, :done + 1]))
+    assert np.all(np.isfinite(ens.q[:, : done + 1]))

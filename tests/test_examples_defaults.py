@@ -30,6 +30,7 @@ velocities give VI-S's kinetic energy.
 Slow (``pytest -m slow``); the pendulum chain's default step for N = 32 with VI-S (the case that
 failed at h = 0.01) also runs in the default suite (tests/test_pendulum_chain.py).
 """
+
 from functools import lru_cache
 
 import numpy as np
@@ -49,10 +50,11 @@ def example(name):
     """The example's Problem with its defaults (built once: Problems are immutable)."""
     return lv.examples.load(name)
 
+
 # (example, scheme) -> why it is expected to fail, and how (checked in _expected_failure)
 EXPECTED_FAILURES = {
     ("double-four-bar", "ggl-theta-b"): "VI-B's parasitic root -1 (vartheta = 1/2), excited at the dead-centre "
-                                        "positions: nodal momenta off the velocity constraint",
+    "positions: nodal momenta off the velocity constraint",
 }
 
 
@@ -118,8 +120,8 @@ def test_every_example_runs_to_its_default_end_with_every_scheme_that_accepts_it
 
 def test_the_refusals_are_the_documented_ones():
     """Singular and configuration-dependent M: only the schemes that never form M^-1 run them
-    (Livens' scheme and its midpoint form, 003 §6; the variational integrator with Lagrange
-    multipliers and its null-space form, 004 eq 14-17, which hold M (q2 - 2 q1 + q0) / h)."""
+    (Livens' scheme and its midpoint form, KB23 §6; the variational integrator with Lagrange
+    multipliers and its null-space form, SLO09 eq 14-17, which hold M (q2 - 2 q1 + q0) / h)."""
     for name in ("redundant-mass-spring", "spring-pendulum-spherical"):
         accept = {s for s in lv.schemes.names() if expected_refusal(example(name), s) is None}
         assert accept == {"livens-em", "livens-midpoint", "vi-lagrange", "vi-nullspace"}, (name, accept)

@@ -6,6 +6,7 @@ differences to 1e-6 relative for VI-S, EM and vi-lagrange on the pendulum and th
 jvp, grad, jacfwd and vmap work through it; a failed step gives NaN nodes and a clear error;
 reverse-mode memory stays bounded (slow).
 """
+
 import subprocess
 import sys
 import textwrap
@@ -50,16 +51,24 @@ def _check_gradients(example, scheme, n_steps):
     dv = jnp.asarray(_rotated(np.asarray(v0), xi))
     ad = jax.jvp(lambda e: L(q0 + e * dq, v0 + e * dv, g0), (0.0,), (1.0,))[1]
     eps = 1e-6
-    fd = (L(jnp.asarray(_rotated(np.asarray(q0), _rotation(axis, eps))),
-            jnp.asarray(_rotated(np.asarray(v0), _rotation(axis, eps))), g0)
-          - L(jnp.asarray(_rotated(np.asarray(q0), _rotation(axis, -eps))),
-              jnp.asarray(_rotated(np.asarray(v0), _rotation(axis, -eps))), g0)) / (2 * eps)
+    fd = (
+        L(
+            jnp.asarray(_rotated(np.asarray(q0), _rotation(axis, eps))),
+            jnp.asarray(_rotated(np.asarray(v0), _rotation(axis, eps))),
+            g0,
+        )
+        - L(
+            jnp.asarray(_rotated(np.asarray(q0), _rotation(axis, -eps))),
+            jnp.asarray(_rotated(np.asarray(v0), _rotation(axis, -eps))),
+            g0,
+        )
+    ) / (2 * eps)
     assert abs(float(ad) - float(fd)) <= RTOL * abs(float(fd)), ("q0", float(ad), float(fd))
     # (2) the velocity along a direction tangent to the constraint manifold (G(q0) dv = 0), by grad
     from livens.mechanics import mechanics
 
     G = np.asarray(mechanics(problem.system, problem.q0).G(q0))
-    null = np.linalg.svd(G)[2][G.shape[0]:]
+    null = np.linalg.svd(G)[2][G.shape[0] :]
     dv = jnp.asarray(null.T @ np.linspace(1.0, 2.0, null.shape[0]))
     grad_v = jax.grad(lambda v: L(q0, v, g0))(v0)
     fd = (L(q0, v0 + eps * dv, g0) - L(q0, v0 - eps * dv, g0)) / (2 * eps)
@@ -114,7 +123,7 @@ def test_failed_step_is_an_error_and_nan_under_transformations():
     res = jax.jit(lambda v: F._fn(problem.q0, v))(jnp.asarray(problem.v0))  # traced: no exception
     assert not bool(res.converged)
     k = int(res.failed_step)
-    assert np.all(np.isnan(np.asarray(res.q[k + 1:]))) and np.all(np.isfinite(np.asarray(res.q[:k + 1])))
+    assert np.all(np.isnan(np.asarray(res.q[k + 1 :]))) and np.all(np.isfinite(np.asarray(res.q[: k + 1])))
     with pytest.raises(ValueError, match="Unknown parameter 'lenght'"):
         lv.flow(problem, "VI-S", n_steps=5)(problem.q0, problem.v0, {"lenght": 1.0})
 

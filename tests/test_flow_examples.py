@@ -6,6 +6,7 @@
     constant in time, with the least control effort: L-BFGS on gradients through the discrete
     flow (the discrete mechanics as constraints, DMOC).
 """
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,11 +16,11 @@ import livens as lv
 
 
 def test_identify_the_pendulum_length_from_a_noisy_trajectory():
-    problem = lv.examples.load("pendulum-3d")            # length 1.0 by default
+    problem = lv.examples.load("pendulum-3d")  # length 1.0 by default
     F = lv.flow(problem, "EM", h=0.01, n_steps=150)
     v0 = jnp.array([0.0, 1.0, 0.0])
 
-    def positions(length):                                # start at (length, 0, 0): consistent for every length
+    def positions(length):  # start at (length, 0, 0): consistent for every length
         return F(jnp.array([length, 0.0, 0.0]), v0, {"length": length}).q
 
     rng = np.random.default_rng(0)
@@ -28,7 +29,7 @@ def test_identify_the_pendulum_length_from_a_noisy_trajectory():
     residual = jax.jit(lambda L: (positions(L) - measured).ravel())
     jac = jax.jit(jax.jacfwd(residual))
     L = 1.0
-    for _ in range(8):                                    # Gauss-Newton
+    for _ in range(8):  # Gauss-Newton
         r, J = residual(L), jac(L)
         L = L - float(J @ r) / float(J @ J)
     # the estimate's standard error from the Jacobian at the solution
@@ -40,6 +41,7 @@ def test_identify_the_pendulum_length_from_a_noisy_trajectory():
 def double_pendulum_with_control(K: int = 10, T: float = 1.0):
     """Two unit masses on rods of length 1 (3D coordinates, gravity along -e3), a force u_k e1 on
     the second mass on the k-th of K equal time intervals; u is the System parameter."""
+
     def rods(q, par):
         x1, x2 = q[:3], q[3:]
         return jnp.array([0.5 * (x1 @ x1 - 1.0), 0.5 * ((x2 - x1) @ (x2 - x1) - 1.0)])
@@ -48,9 +50,14 @@ def double_pendulum_with_control(K: int = 10, T: float = 1.0):
         k = jnp.clip(jnp.floor(t / (T / K)).astype(jnp.int32), 0, K - 1)
         return jnp.zeros(6).at[3].set(par["u"][k])
 
-    system = lv.System(mass_matrix=np.eye(6), potential=lambda q, par: 9.81 * (q[2] + q[5]), constraints=rods,
-                       external_force=force, parameters={"u": np.zeros(K)})
-    q0 = np.array([0.0, 0.0, -1.0, 0.0, 0.0, -2.0])      # hanging at rest
+    system = lv.System(
+        mass_matrix=np.eye(6),
+        potential=lambda q, par: 9.81 * (q[2] + q[5]),
+        constraints=rods,
+        external_force=force,
+        parameters={"u": np.zeros(K)},
+    )
+    q0 = np.array([0.0, 0.0, -1.0, 0.0, 0.0, -2.0])  # hanging at rest
     return lv.Problem(system, q0=q0, v0=np.zeros(6))
 
 
@@ -64,7 +71,7 @@ def test_swing_a_double_pendulum_to_a_target_with_least_effort():
     def cost(u):
         res = F(q0, v0, {"u": u})
         miss = res.q[-1, 3:] - target
-        return (T / K) * jnp.sum(u ** 2) + 1e4 * miss @ miss
+        return (T / K) * jnp.sum(u**2) + 1e4 * miss @ miss
 
     value_and_grad = jax.jit(jax.value_and_grad(cost))
     # the gradient is the derivative of the discrete flow: check one direction against differences
@@ -73,8 +80,13 @@ def test_swing_a_double_pendulum_to_a_target_with_least_effort():
     du = jnp.sin(jnp.arange(K))
     fd = (cost(u_test + 1e-6 * du) - cost(u_test - 1e-6 * du)) / 2e-6
     assert abs(float(g @ du) - float(fd)) <= 1e-6 * abs(float(fd))
-    out = minimize(lambda u: tuple(np.asarray(a, float) for a in value_and_grad(jnp.asarray(u))),
-                   np.zeros(K), jac=True, method="L-BFGS-B", options={"maxiter": 200})
+    out = minimize(
+        lambda u: tuple(np.asarray(a, float) for a in value_and_grad(jnp.asarray(u))),
+        np.zeros(K),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 200},
+    )
     final = F(q0, v0, {"u": jnp.asarray(out.x)})
     miss = float(jnp.linalg.norm(final.q[-1, 3:] - target))
     start = float(jnp.linalg.norm(F(q0, v0, {"u": jnp.zeros(K)}).q[-1, 3:] - target))

@@ -1,5 +1,6 @@
-"""The four-particle system (002 §6.3): EM against Gonzalez's EM-G (Figs 23-27), and the GGL
+"""The four-particle system (KBS23b §6.3): EM against Gonzalez's EM-G (Figs 23-27), and the GGL
 variational integrators' constraints and momentum maps on it."""
+
 import numpy as np
 import pytest
 
@@ -27,12 +28,12 @@ def energy_scale(sol):
 
 
 def test_example_data():
-    """Masses, bars, springs at rest length, consistent initial state (002 eq 116-117, 127)."""
+    """Masses, bars, springs at rest length, consistent initial state (KBS23b eq 116-117, 127)."""
     sys_ = PROBLEM.system
     np.testing.assert_allclose(np.diag(sys_.mass_matrix), np.repeat([1.0, 3.0, 2.3, 1.7], 3))
     assert PROBLEM.h == 0.01 and PROBLEM.t_end == 10.0
     pi, pots = sys_.invariants
-    np.testing.assert_allclose(pi(PROBLEM.q0), [1.0, 1.0])          # springs 1-3, 2-4 at rest
+    np.testing.assert_allclose(pi(PROBLEM.q0), [1.0, 1.0])  # springs 1-3, 2-4 at rest
     assert float(sys_.potential(PROBLEM.q0)) == 0.0
     np.testing.assert_allclose(sys_.constraints(PROBLEM.q0), [0.0, 0.0])
     np.testing.assert_allclose(PROBLEM.p0[9:12], [0.0, 0.0, 2.0])
@@ -46,7 +47,7 @@ def test_example_data():
 
 
 def test_em_energy_and_momentum_every_step():
-    """EM with h = 0.01, T = 10 (002 Figs 24-27): energy E = p.v - L and all six momentum maps
+    """EM with h = 0.01, T = 10 (KBS23b Figs 24-27): energy E = p.v - L and all six momentum maps
     (linear and angular momentum) conserved at every step including the first, both constraints
     at the nodes."""
     sol = run("EM")
@@ -68,7 +69,7 @@ def test_em_energy_and_momentum_every_step():
 
 def test_em_g_conserves_energy_and_momentum_but_not_velocity_constraint():
     """Gonzalez's EM-G conserves H and the momentum maps and meets g(q) = 0, but not the secondary
-    constraint G(q) M^-1 p = 0 (002 Fig 23), which EM meets (Fig 24)."""
+    constraint G(q) M^-1 p = 0 (KBS23b Fig 23), which EM meets (Fig 24)."""
     sol = run("EM-G")
     E = sol.energy()["total"]
     assert np.max(np.abs(np.diff(E))) <= 1e-12 * energy_scale(sol)
@@ -80,15 +81,16 @@ def test_em_g_conserves_energy_and_momentum_but_not_velocity_constraint():
     assert gv > 1e-7 > 1e4 * TOL
     em = run("EM")
     assert np.max(np.abs(em.constraint_residual("velocity"))) <= 2 * TOL
-    # both second order and close to each other (002 §6.3: "comparable ... accuracy")
+    # both second order and close to each other (KBS23b §6.3: "comparable ... accuracy")
     assert np.max(np.abs(sol.q[:101] - em.q[:101])) < 1e-3
 
 
-@pytest.mark.parametrize("scheme", [pytest.param("VI-S", marks=pytest.mark.slow), "VI-A",
-                                    pytest.param("VI-B", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "scheme", [pytest.param("VI-S", marks=pytest.mark.slow), "VI-A", pytest.param("VI-B", marks=pytest.mark.slow)]
+)
 def test_variational_integrators_on_four_particle(scheme):
     """VI-S, VI-A, VI-B meet their own constraints to the Newton tolerance and conserve the six
-    momentum maps per step to round-off (002 App. A.6-A.7). (VI-S and VI-B are checked on the
+    momentum maps per step to round-off (KBS23b App. A.6-A.7). (VI-S and VI-B are checked on the
     pendulum and the heavy top by default; here with -m slow, to save compilations.)"""
     sol = run(scheme, t_end=1.0)
     for name, r in sol.enforced_residuals().items():

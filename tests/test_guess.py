@@ -1,34 +1,37 @@
-"""The "extrapolated" first guess of Newton's method (issue 7: fewer iterations per step).
+"""The "extrapolated" first guess of Newton's method (fewer iterations per step).
 
 It changes where Newton starts, never the equations or the tolerance: the runs must agree with
 the papers' "simple" guess to what the tolerance allows, need fewer iterations on smooth motions,
 and fall back to the scheme's guess where extrapolation predicts worse.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import livens as lv
-
 from livens import guess as gs
 
 
 def _history(X, k, advanced=np.inf, since=0):
-    return gs.GuessHistory(jnp.asarray(X, dtype=float), jnp.asarray(k, jnp.int32), jnp.asarray(advanced),
-                           jnp.asarray(since, jnp.int32))
+    return gs.GuessHistory(
+        jnp.asarray(X, dtype=float), jnp.asarray(k, jnp.int32), jnp.asarray(advanced), jnp.asarray(since, jnp.int32)
+    )
 
 
 def _runs(example, scheme, steps, **kw):
     p = lv.examples.load(example)
-    return {g: lv.simulate(p, scheme, h=p.h, t_end=steps * p.h, guess=g, progress=False, **kw)
-            for g in ("simple", "extrapolated")}
+    return {
+        g: lv.simulate(p, scheme, h=p.h, t_end=steps * p.h, guess=g, progress=False, **kw)
+        for g in ("simple", "extrapolated")
+    }
 
 
-@pytest.mark.parametrize("example, scheme", [("heavy-top", "VI-S"), ("double-four-bar", "VI-S"),
-                                             ("heavy-top", "ggl-em")])
+@pytest.mark.parametrize(
+    "example, scheme", [("heavy-top", "VI-S"), ("double-four-bar", "VI-S"), ("heavy-top", "ggl-em")]
+)
 def test_extrapolated_guess_same_solution_fewer_iterations(example, scheme):
     runs = _runs(example, scheme, 60, tol=1e-12)
     s, e = runs["simple"], runs["extrapolated"]
@@ -117,7 +120,7 @@ def test_history_keeps_latest_first_and_skips_failed_steps():
 
 
 def test_extrapolated_guess_after_a_rescued_step():
-    """002 Fig. 33 setting (EM at h = 0.675): a rescue restarts the extrapolation; the run goes on."""
+    """KBS23b Fig. 33 setting (EM at h = 0.675): a rescue restarts the extrapolation; the run goes on."""
     p = lv.examples.load("four-particle")
     sol = lv.simulate(p, "ggl-em", h=0.675, t_end=150 * 0.675, guess="extrapolated", progress=False)
     assert len(sol.t) == 151
@@ -175,8 +178,12 @@ def test_the_residual_written_once_gives_the_same_guess_as_the_two_branches():
     x_scheme = jnp.array([0.2, -1.0, 1.7])
     near = np.stack([target + 1e-3 * j for j in range(gs.HISTORY)])  # a good prediction
     far = np.stack([target + 3.0 * (-1) ** j for j in range(gs.HISTORY)])  # a bad one
-    cases = [_history(near, 1), _history(near, 5, advanced=1.0, since=2),  # too few; trusted
-             _history(near, 5), _history(far, 5, advanced=1e-9)]  # compared and kept; compared, dropped
+    cases = [
+        _history(near, 1),
+        _history(near, 5, advanced=1.0, since=2),  # too few; trusted
+        _history(near, 5),
+        _history(far, 5, advanced=1e-9),
+    ]  # compared and kept; compared, dropped
     for history in cases:
         two = jax.jit(lambda h: gs.extrapolated_guess(R, x_scheme, h))(history)
         once = jax.jit(lambda h: gs.extrapolated_guess(R, x_scheme, h, written_once=True))(history)

@@ -6,20 +6,21 @@ per lane (while loops that stop at different iterations, conds, gathers and dyna
 computed indices, LU with different pivot rows), against the single member's native kernel on the
 papers' systems, and an ensemble in lanes against the single runs of its members.
 """
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-import livens as lv
-from livens.engine import native
-from livens.driver import LANES
-from livens.engine.native import build
-
 from test_ensemble import _pendulum_states, assert_nothing_after_the_failed_step
 
-pytestmark = pytest.mark.skipif(native.compiler() is None or not build.is_gcc(native.compiler()),
-                                reason="lane kernels need GCC")
+import livens as lv
+from livens.driver import LANES
+from livens.engine import native
+from livens.engine.native import build
+
+pytestmark = pytest.mark.skipif(
+    native.compiler() is None or not build.is_gcc(native.compiler()), reason="lane kernels need GCC"
+)
 
 
 def _lanes_of(fn, args, L=LANES):
@@ -34,6 +35,7 @@ def _program(x, k, A):
     """Control flow and indexing that differ by member: a Newton-like while loop with a
     data-dependent trip count, a cond, a gather and a dynamic slice at computed indices, an LU
     solve with pivoting, and elementwise functions of masks and signs."""
+
     def cond(c):
         y, i = c
         return (jnp.abs(y - jnp.sqrt(x[0])) > 1e-14) & (i < 50)
@@ -89,13 +91,15 @@ def _loop_args(problem, scheme, members):
             st = st._replace(comp=(jnp.zeros_like(q0), jnp.zeros_like(p0)))
         nx = sch.pack(sch.guess(st, problem.h, 0.0, jp, mech, "simple"), mech.d, mech.m).shape[0]
         hist = GuessHistory.empty(nx)
-        sets.append(jax.tree_util.tree_map(np.asarray, (st, hist, 0.0, 0, 50, problem.h, 1e-10, np.int32(40), jp,
-                                                         None)))
+        sets.append(
+            jax.tree_util.tree_map(np.asarray, (st, hist, 0.0, 0, 50, problem.h, 1e-10, np.int32(40), jp, None))
+        )
     return loop, sets
 
 
-@pytest.mark.parametrize("example,scheme", [("pendulum-3d", "VI-S"), ("pendulum-3d", "EM"),
-                                            ("double-spherical-pendulum", "livens-em")])
+@pytest.mark.parametrize(
+    "example,scheme", [("pendulum-3d", "VI-S"), ("pendulum-3d", "EM"), ("double-spherical-pendulum", "livens-em")]
+)
 def test_each_lane_has_the_bits_of_the_single_members_kernel(example, scheme):
     problem = lv.examples.load(example)
     rng = np.random.default_rng(2)

@@ -1,13 +1,14 @@
-"""The Livens energy-consistent scheme (003 eq 28-31) and its midpoint contrast, on the examples of
-003 §6: the mass-spring system with a singular mass matrix (§6.1) and the spring pendulum in
+"""The Livens energy-consistent scheme (KB23 eq 28-31) and its midpoint contrast, on the examples of
+KB23 §6: the mass-spring system with a singular mass matrix (§6.1) and the spring pendulum in
 spherical coordinates with a configuration-dependent, singular-at-the-poles mass matrix (§6.2).
 
-What 003 promises: the discrete generalized energy E^n = p.v - 1/2 v.M(q)v + V (eq 31) is conserved
+What KB23 promises: the discrete generalized energy E^n = p.v - 1/2 v.M(q)v + V (eq 31) is conserved
 (Prop. 5.4, Fig. 3 and 8), g(q^{n+1}) = 0 holds (eq 28d, Fig. 4); for a configuration-dependent M,
 p^n != M(q^n)v^n (Prop. 5.5) and the total energy (eq 35) changes by increments "of order 1e-4"
 (Fig. 7); the scheme works without M^-1. The midpoint rule does not conserve E for the nonlinear
 springs.
 """
+
 import numpy as np
 import pytest
 
@@ -28,7 +29,7 @@ def spring_pendulum():
 
 @pytest.fixture(scope="module")
 def runs(mass_spring, spring_pendulum):
-    """The papers' runs (003 Tables 1, 2: h = 0.1, T = 10 and h = 0.01, T = 1)."""
+    """The papers' runs (KB23 Tables 1, 2: h = 0.1, T = 10 and h = 0.01, T = 1)."""
     out = {}
     for name, pb in (("mass-spring", mass_spring), ("spring-pendulum", spring_pendulum)):
         for s in ("livens-em", "livens-midpoint"):
@@ -42,7 +43,7 @@ def _increments(E):
 
 def test_examples_have_the_papers_mass_matrices(mass_spring, spring_pendulum):
     M = np.asarray(mass_spring.system.mass_matrix)
-    assert np.linalg.matrix_rank(M) == 2  # 003 eq 40: singular
+    assert np.linalg.matrix_rank(M) == 2  # KB23 eq 40: singular
     Mq = spring_pendulum.system.mass_matrix
     assert np.linalg.matrix_rank(np.asarray(Mq(np.array([1.0, 0.0, 0.0])))) == 2  # eq 45 at theta = 0
     assert mass_spring.h == 0.1 and mass_spring.t_end == 10.0
@@ -63,7 +64,7 @@ def test_livens_em_keeps_the_constraint_with_singular_mass(runs):
     g = sol.constraint_residual("position")
     assert np.max(np.abs(g)) <= TOL
     assert set(sol.enforced_residuals()) == {"position g(q^{n+1})"}
-    # constant M: p^n = M v^n holds at every node (003 Prop. 5.5), so E equals the total energy
+    # constant M: p^n = M v^n holds at every node (KB23 Prop. 5.5), so E equals the total energy
     M = np.asarray(sol.problem.system.mass_matrix)
     np.testing.assert_allclose(sol.p, sol.v @ M.T, rtol=0, atol=1e-11)
     E = sol.energy()
@@ -91,7 +92,7 @@ def test_livens_midpoint_does_not_conserve_the_generalized_energy(runs, example)
 
 def test_livens_midpoint_keeps_the_cyclic_momentum(runs):
     """p_phi is conserved by the midpoint rule (phi cyclic: D_1 L has no phi component), whereas the
-    Gonzalez discrete gradient of livens-em only approximates it (003 §7: "aims at")."""
+    Gonzalez discrete gradient of livens-em only approximates it (KB23 §7: "aims at")."""
     J = runs[("spring-pendulum", "livens-midpoint")].momentum_maps()["p_phi"]
     assert np.max(np.abs(J - J[0])) < 1e-13
     J = runs[("spring-pendulum", "livens-em")].momentum_maps()["p_phi"]
@@ -99,7 +100,7 @@ def test_livens_midpoint_keeps_the_cyclic_momentum(runs):
 
 
 def test_livens_em_is_second_order(mass_spring):
-    """003 §7: the scheme is second-order accurate (midpoint-type)."""
+    """KB23 §7: the scheme is second-order accurate (midpoint-type)."""
     T = 1.0
     hs = (0.1, 0.05, 0.025)
     # At h = 0.003125 the residual's round-off floor is about 1.4e-12 (it carries terms divided
@@ -114,7 +115,7 @@ def test_livens_em_is_second_order(mass_spring):
 
 
 def test_livens_em_through_the_pole_of_the_spherical_coordinates(spring_pendulum):
-    """M(q) is singular at theta = 0 (003 eq 45): a run through the pole keeps E and needs no M^-1."""
+    """M(q) is singular at theta = 0 (KB23 eq 45): a run through the pole keeps E and needs no M^-1."""
     pb = spring_pendulum.replace(q0=np.array([1.05, 0.2, 0.0]), v0=np.array([0.0, -2.0, 0.0]))
     sol = lv.simulate(pb, "livens-em", h=0.01, t_end=0.3, tol=TOL)
     assert np.min(sol.q[:, 1]) < 0.0  # theta crossed 0
@@ -123,7 +124,7 @@ def test_livens_em_through_the_pole_of_the_spherical_coordinates(spring_pendulum
 
 
 def test_livens_em_equals_conservative_energy_on_regular_mass():
-    """On a regular constant M (the 3D pendulum) E is the Hamiltonian (003 Remark 3.6): conserved."""
+    """On a regular constant M (the 3D pendulum) E is the Hamiltonian (KB23 Remark 3.6): conserved."""
     pb = lv.examples.load("pendulum-3d")
     sol = lv.simulate(pb, "livens-em", h=0.05, t_end=2.0, tol=TOL)
     H = sol.energy()["total"]

@@ -1,4 +1,5 @@
-"""Long runs: streaming to netCDF, save_every, resume, SIGINT, energy blow-up (issues 7 and 8)."""
+"""Long runs: streaming to netCDF, save_every, resume, SIGINT, energy blow-up."""
+
 import signal
 import subprocess
 import sys
@@ -62,7 +63,7 @@ def test_convergence_failure_keeps_streamed_steps(tmp_path):
 def test_energy_blowup_stops_the_run():
     problem = lv.examples.load("pendulum-3d")
     with pytest.raises(lv.BlowUpError) as info:
-        # VI-S at h = 0.05 oscillates by more than 10% of the energy (002 Fig 8)
+        # VI-S at h = 0.05 oscillates by more than 10% of the energy (KBS23b Fig 8)
         lv.simulate(problem, "VI-S", t_end=10.0, blowup_factor=0.1)
     err = info.value
     E = err.solution.energy()["total"]

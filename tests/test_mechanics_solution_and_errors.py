@@ -1,5 +1,6 @@
 """AD mechanics against finite differences, VI-S on the pendulum and the heavy top, the Solution and
 its files, failed runs, bad input."""
+
 import math
 
 import jax.numpy as jnp
@@ -60,12 +61,15 @@ def test_mechanics_derivatives_match_finite_differences(seed):
     np.testing.assert_allclose(mech.hess_g_vec(qj, jnp.asarray(gam), jnp.asarray(w)), fd_h, rtol=1e-6, atol=1e-6)
     for k in range(2):
         np.testing.assert_allclose(mech.hess_g(qj, k), _fd_grad(lambda x: mech.G(x)[k], q), rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(mech.D1gv(qj, jnp.asarray(p)), _fd_grad(lambda x: mech.gv(x, jnp.asarray(p)), q),
-                               rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(mech.D2gv(qj, jnp.asarray(p)), _fd_grad(lambda y: mech.gv(qj, y), p),
-                               rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(mech.D1L(qj, jnp.asarray(v)), _fd_grad(lambda x: mech.L(x, jnp.asarray(v)), q),
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        mech.D1gv(qj, jnp.asarray(p)), _fd_grad(lambda x: mech.gv(x, jnp.asarray(p)), q), rtol=1e-6, atol=1e-7
+    )
+    np.testing.assert_allclose(
+        mech.D2gv(qj, jnp.asarray(p)), _fd_grad(lambda y: mech.gv(qj, y), p), rtol=1e-6, atol=1e-7
+    )
+    np.testing.assert_allclose(
+        mech.D1L(qj, jnp.asarray(v)), _fd_grad(lambda x: mech.L(x, jnp.asarray(v)), q), rtol=1e-6, atol=1e-6
+    )
 
 
 def test_configuration_dependent_mass_derivatives():
@@ -115,7 +119,7 @@ def test_vi_s_heavy_top_constraint_and_momentum(top_run):
     for r in enforced.values():
         assert np.max(np.abs(r)) <= 1e3 * TOL  # residual scale includes 1/E_i ~ 4e3
     nodal_v = sol.constraint_residual("velocity")
-    # 002 §6.2 Fig 20: the nonlinear internal constraints are not met at the nodes, the linear ones are
+    # KBS23b §6.2 Fig 20: the nonlinear internal constraints are not met at the nodes, the linear ones are
     assert np.max(np.abs(nodal_v[1:, :6])) > 1e-3
     assert np.max(np.abs(nodal_v[:, 6:])) <= 1e3 * TOL
 
@@ -208,8 +212,11 @@ def test_no_recompile_when_h_changes(pendulum):
 
     drv = sys.modules["livens.driver.run"]
     lv.simulate(pendulum, "VI-S", h=0.01, t_end=0.1)
-    runners = [r for k, r in drv._LOOPS.items()
-               if k[1].name == "ggl-vi" and k[0].system is pendulum.system and k[2] == "extrapolated"]
+    runners = [
+        r
+        for k, r in drv._LOOPS.items()
+        if k[1].name == "ggl-vi" and k[0].system is pendulum.system and k[2] == "extrapolated"
+    ]
     assert len(runners) == 1
     size = runners[0]._cache_size()
     lv.simulate(pendulum, "VI-S", h=0.013, t_end=0.5, tol=1e-10, max_iter=30)
@@ -269,18 +276,29 @@ def test_bad_system_functions():
         lv.Problem(lv.System(np.array([[1.0, 0.5], [0.0, 1.0]]), potential=lambda q: q @ q), q0=[0, 0], v0=[0, 0])
     with pytest.raises(ValueError, match="positive semi-definite"):
         lv.Problem(lv.System(np.diag([1.0, -1.0]), potential=lambda q: q @ q), q0=[0, 0], v0=[0, 0])
-    with pytest.raises(ValueError, match=r"constraints must return a vector of shape \(m,\); got shape \(\) \(a 0-d scalar"):
-        lv.Problem(lv.System(np.eye(3), potential=lambda q: q[2], constraints=lambda q: 0.5 * (q @ q - 1.0)),
-                   q0=[1.0, 0, 0], v0=[0, 1.0, 0])
+    with pytest.raises(
+        ValueError, match=r"constraints must return a vector of shape \(m,\); got shape \(\) \(a 0-d scalar"
+    ):
+        lv.Problem(
+            lv.System(np.eye(3), potential=lambda q: q[2], constraints=lambda q: 0.5 * (q @ q - 1.0)),
+            q0=[1.0, 0, 0],
+            v0=[0, 1.0, 0],
+        )
     with pytest.raises(ValueError, match="constraints returned non-finite"):
-        lv.Problem(lv.System(np.eye(2), potential=lambda q: q @ q, constraints=lambda q: jnp.log(q[:1] - 1)),
-                   q0=[0.0, 0], v0=[0, 0])
+        lv.Problem(
+            lv.System(np.eye(2), potential=lambda q: q @ q, constraints=lambda q: jnp.log(q[:1] - 1)),
+            q0=[0.0, 0],
+            v0=[0, 0],
+        )
 
 
 def test_redundant_constraints_named():
-    sys_ = lv.System(np.eye(3), potential=lambda q: q[2],
-                     constraints=lambda q: jnp.array([q[0], 2 * q[0], q[1]]),
-                     constraint_names=("x", "twice x", "y"))
+    sys_ = lv.System(
+        np.eye(3),
+        potential=lambda q: q[2],
+        constraints=lambda q: jnp.array([q[0], 2 * q[0], q[1]]),
+        constraint_names=("x", "twice x", "y"),
+    )
     with pytest.raises(ValueError, match=r"rank G\(q0\) = 2 < m = 3.*x \(#0\), twice x \(#1\)"):
         lv.Problem(sys_, q0=[0, 0, 1.0], v0=[0, 0, 1.0])
 
@@ -294,10 +312,12 @@ def test_scheme_registry_and_aliases():
 
 
 def test_user_defined_system_in_a_few_lines():
-    pendulum = lv.System(mass_matrix=jnp.eye(3), potential=lambda q: 9.81 * q[2],
-                         constraints=lambda q: jnp.array([0.5 * (q @ q - 1.0)]))
-    problem = lv.Problem(pendulum, q0=[1, 0, 0], v0=[0, 1, 0],
-                         symmetries=[lv.Symmetry.rotation(axis=[0, 0, 1], blocks=1)])
+    pendulum = lv.System(
+        mass_matrix=jnp.eye(3), potential=lambda q: 9.81 * q[2], constraints=lambda q: jnp.array([0.5 * (q @ q - 1.0)])
+    )
+    problem = lv.Problem(
+        pendulum, q0=[1, 0, 0], v0=[0, 1, 0], symmetries=[lv.Symmetry.rotation(axis=[0, 0, 1], blocks=1)]
+    )
     sol = lv.simulate(problem, scheme="VI-S", h=0.01, t_end=0.5, tol=TOL)
     assert sol.t[-1] == pytest.approx(0.5)
     J = list(sol.momentum_maps().values())[0]

@@ -5,6 +5,7 @@ runs are compared with the XLA backend (same Newton iterations, states to round-
 energy-momentum scheme must still conserve energy to round-off when it runs natively. Where no
 C compiler is found, the module is skipped (and ``backend="auto"`` runs XLA, tested below with a
 compiler that does not exist)."""
+
 from __future__ import annotations
 
 import jax
@@ -14,8 +15,7 @@ import pytest
 from jax import lax
 
 import livens as lv
-from livens.engine import native
-from livens.engine import EngineOptions
+from livens.engine import EngineOptions, native
 from livens.engine.native.runner import NativeUnavailable
 
 MAX_UNKNOWNS = EngineOptions().max_native_unknowns
@@ -63,11 +63,22 @@ def test_lu_and_triangular_solves_match_lapack():
 
 def test_contractions_reductions_and_broadcasting():
     def f(x, a, b):
-        batched = lax.dot_general(x, x, (((2,), (2,)), ((0,), (0,))))        # (2, 3, 3)
-        return (batched, a @ b, jnp.einsum("ijk,k->ij", x, x[0, 0]), x.sum(axis=(0, 2)), x.max(axis=1),
-                x.min(), jnp.prod(x[0], axis=1), jnp.argmax(x, axis=2), jnp.argmin(x, axis=0),
-                lax.mul(x[:, :1, :], x),                                         # size-1 axis broadcast
-                x * 2.0, jnp.all(x > -10), jnp.any(x > 10))
+        batched = lax.dot_general(x, x, (((2,), (2,)), ((0,), (0,))))  # (2, 3, 3)
+        return (
+            batched,
+            a @ b,
+            jnp.einsum("ijk,k->ij", x, x[0, 0]),
+            x.sum(axis=(0, 2)),
+            x.max(axis=1),
+            x.min(),
+            jnp.prod(x[0], axis=1),
+            jnp.argmax(x, axis=2),
+            jnp.argmin(x, axis=0),
+            lax.mul(x[:, :1, :], x),  # size-1 axis broadcast
+            x * 2.0,
+            jnp.all(x > -10),
+            jnp.any(x > 10),
+        )
 
     _same(f, X, A, B)
 
@@ -84,21 +95,34 @@ def test_data_movement():
     def f(x, i):
         y = jnp.transpose(x, (2, 0, 1))
         parts = jnp.split(x, [1], axis=1)
-        return (y, x[:, 1:3, ::2], x[::-1], jnp.concatenate([x, 2 * x], axis=1), jnp.pad(x, ((1, 0), (0, 2), (1, 1))),
-                jnp.stack([x[0], x[1]], axis=1), parts[0], parts[1], lax.dynamic_slice(x, (i, i - i + 1, i * 0), (1, 2, 3)),
-                lax.dynamic_update_slice(x, jnp.ones((1, 2, 2)), (i, i, i - i + 1)), jnp.broadcast_to(x[0, :, :1], (2, 3, 4)),
-                x.reshape(6, 4), jnp.squeeze(x[:, :1]), jnp.expand_dims(x, 1), *jnp.unstack(x, axis=1))
+        return (
+            y,
+            x[:, 1:3, ::2],
+            x[::-1],
+            jnp.concatenate([x, 2 * x], axis=1),
+            jnp.pad(x, ((1, 0), (0, 2), (1, 1))),
+            jnp.stack([x[0], x[1]], axis=1),
+            parts[0],
+            parts[1],
+            lax.dynamic_slice(x, (i, i - i + 1, i * 0), (1, 2, 3)),
+            lax.dynamic_update_slice(x, jnp.ones((1, 2, 2)), (i, i, i - i + 1)),
+            jnp.broadcast_to(x[0, :, :1], (2, 3, 4)),
+            x.reshape(6, 4),
+            jnp.squeeze(x[:, :1]),
+            jnp.expand_dims(x, 1),
+            *jnp.unstack(x, axis=1),
+        )
 
     _same(f, X, jnp.int32(1))
-    _same(f, X, jnp.int32(7))   # out of range: the start is clamped, as in XLA
+    _same(f, X, jnp.int32(7))  # out of range: the start is clamped, as in XLA
 
 
 def test_gather_and_scatter_with_constant_indices():
     idx = np.array([[0, 2], [1, 1], [2, 0]])
 
     def f(x):
-        g = x[0][idx[:, 0], idx[:, 1]]            # gather
-        s = jnp.zeros((3, 4)).at[idx[:, 0], idx[:, 1]].add(g)   # scatter-add, a repeated index
+        g = x[0][idx[:, 0], idx[:, 1]]  # gather
+        s = jnp.zeros((3, 4)).at[idx[:, 0], idx[:, 1]].add(g)  # scatter-add, a repeated index
         t = jnp.zeros((3, 4)).at[np.array([0, 2]), 1].set(g[:2])
         return g, s, t, x[:, np.array([2, 0])], jax.grad(lambda y: jnp.sum(y[np.array([1, 1, 0])] ** 2))(x[0, 0])
 
@@ -115,11 +139,35 @@ def test_runtime_gather():
 def test_elementwise_functions():
     def f(x, n):
         y = jnp.abs(x) + 0.5
-        return (jnp.sqrt(y), lax.rsqrt(y), jnp.exp(x), jnp.log(y), jnp.sin(x), jnp.cos(x), jnp.tan(x), jnp.tanh(x),
-                jnp.arctan2(x, y), x ** 3, y ** -2, y ** x, jnp.sign(x), jnp.floor(x), jnp.round(x), jnp.maximum(x, 0),
-                jnp.minimum(x, jnp.nan), jnp.isfinite(x / 0.0), jnp.where(x > 0, x, -x), jnp.clip(x, -0.5, 0.5),
-                x.astype(jnp.int32), (x > 0).astype(jnp.float64), n % 3, n // 2, jnp.logical_not(x > 0),
-                lax.select_n(jnp.clip(n, 0, 2), x, 2 * x, 3 * x), jnp.arange(12).reshape(3, 4) * n)
+        return (
+            jnp.sqrt(y),
+            lax.rsqrt(y),
+            jnp.exp(x),
+            jnp.log(y),
+            jnp.sin(x),
+            jnp.cos(x),
+            jnp.tan(x),
+            jnp.tanh(x),
+            jnp.arctan2(x, y),
+            x**3,
+            y**-2,
+            y**x,
+            jnp.sign(x),
+            jnp.floor(x),
+            jnp.round(x),
+            jnp.maximum(x, 0),
+            jnp.minimum(x, jnp.nan),
+            jnp.isfinite(x / 0.0),
+            jnp.where(x > 0, x, -x),
+            jnp.clip(x, -0.5, 0.5),
+            x.astype(jnp.int32),
+            (x > 0).astype(jnp.float64),
+            n % 3,
+            n // 2,
+            jnp.logical_not(x > 0),
+            lax.select_n(jnp.clip(n, 0, 2), x, 2 * x, 3 * x),
+            jnp.arange(12).reshape(3, 4) * n,
+        )
 
     _same(f, X, jnp.int32(5))
 
@@ -129,8 +177,10 @@ def test_control_flow():
         def body(c):
             k, v = c
             return k + 1, 0.5 * (v + x[0, 0] / v)
-        k, root = lax.while_loop(lambda c: (c[0] < n) & (jnp.max(jnp.abs(c[1] * c[1] - x[0, 0])) > 1e-15), body,
-                                 (jnp.int32(0), jnp.ones(4)))
+
+        k, root = lax.while_loop(
+            lambda c: (c[0] < n) & (jnp.max(jnp.abs(c[1] * c[1] - x[0, 0])) > 1e-15), body, (jnp.int32(0), jnp.ones(4))
+        )
         branch = lax.switch(jnp.clip(n - 3, 0, 2), [lambda v: v, lambda v: 2 * v, lambda v: -v], x)
         cond = lax.cond(n > 4, lambda v: jnp.sin(v), lambda v: v, x)
         carry, ys = lax.scan(lambda c, xi: (c + xi.sum(), c * xi), 0.0, x.reshape(6, 4))
@@ -143,11 +193,18 @@ def test_control_flow():
 
 
 # --- whole runs ------------------------------------------------------------------------------------
-PAIRS = [("pendulum-3d", "VI-S", 300), ("pendulum-3d", "EM", 300), ("pendulum-3d", "VI-A", 300),
-         ("heavy-top", "VI-S", 200), ("four-particle", "EM", 200), ("spring-pendulum-spherical", "livens-em", 100),
-         ("double-spherical-pendulum", "vi-lagrange", 200), ("redundant-mass-spring", "livens-midpoint", 100),
-         ("four-particle", "vi-nullspace", 200),  # its null-space basis from the translator's QR
-         ("spring-pendulum-spherical", "vi-nullspace", 100)]  # no constraints: arrays of size 0
+PAIRS = [
+    ("pendulum-3d", "VI-S", 300),
+    ("pendulum-3d", "EM", 300),
+    ("pendulum-3d", "VI-A", 300),
+    ("heavy-top", "VI-S", 200),
+    ("four-particle", "EM", 200),
+    ("spring-pendulum-spherical", "livens-em", 100),
+    ("double-spherical-pendulum", "vi-lagrange", 200),
+    ("redundant-mass-spring", "livens-midpoint", 100),
+    ("four-particle", "vi-nullspace", 200),  # its null-space basis from the translator's QR
+    ("spring-pendulum-spherical", "vi-nullspace", 100),
+]  # no constraints: arrays of size 0
 
 
 @pytest.mark.parametrize("example,scheme,steps", PAIRS)
@@ -169,8 +226,10 @@ def test_null_space_method_with_system_parameters_runs_natively():
     XLA with the parameters given, which change the run."""
     p = lv.examples.load("pendulum-3d")
     given = {"length": 1.0, "gravity": 7.0}
-    runs = {b: lv.simulate(p, "vi-nullspace", t_end=0.5, progress=False, backend=b, parameters=given)
-            for b in ("native", "xla")}
+    runs = {
+        b: lv.simulate(p, "vi-nullspace", t_end=0.5, progress=False, backend=b, parameters=given)
+        for b in ("native", "xla")
+    }
     assert runs["native"].meta["backend"] == "native"
     np.testing.assert_array_equal(runs["native"].newton_iterations, runs["xla"].newton_iterations)
     assert np.max(np.abs(runs["native"].q - runs["xla"].q)) <= 1e-12
@@ -179,7 +238,7 @@ def test_null_space_method_with_system_parameters_runs_natively():
 
 
 def test_native_energy_momentum_scheme_conserves_energy_to_roundoff():
-    """EM's promise (002 eq 84-91: the discrete energy balance) holds in the native kernel too:
+    """EM's promise (KBS23b eq 84-91: the discrete energy balance) holds in the native kernel too:
     the heavy top's energy over 2000 steps at tol = 1e-12 to 1e-12 relative, and J3 to 1e-13."""
     p = lv.examples.load("heavy-top")
     sol = lv.simulate(p, "EM", t_end=2000 * p.h, tol=1e-12, progress=False, backend="native")
@@ -231,6 +290,7 @@ def test_large_systems_run_with_xla_under_auto():
 
 def test_runtime_scatter_and_batched_gather():
     """Indices computed at run time, and the batched forms that vmap makes of them."""
+
     def f(x, i, perm):
         upd = jnp.zeros((3, 4)).at[i].set(x[0, 0]).at[perm[:2], 1].add(x[1, :2, 0])
         dus = jax.vmap(lambda row, k: lax.dynamic_update_slice(row, jnp.ones(2), (k,)))(x[0], perm[:3])
@@ -252,10 +312,11 @@ def test_large_sources_start_at_og_and_switch_to_o2_without_changing_a_bit(monke
     monkeypatch.setenv("LIVENS_COMPILATION_CACHE", str(tmp_path))  # nothing cached yet
 
     def f(x, y):  # transcendental functions, a solve and a loop: what a time step holds
-        lu, _, perm = lax.linalg.lu(A + jnp.diag(jnp.exp(-x[:5] ** 2)))
+        lu, _, perm = lax.linalg.lu(A + jnp.diag(jnp.exp(-(x[:5] ** 2))))
         b = (jnp.sin(y[:5]) * jnp.cosh(x[:5]))[perm]
-        z = jax.scipy.linalg.solve_triangular(lu, jax.scipy.linalg.solve_triangular(lu, b, lower=True,
-                                                                                      unit_diagonal=True), lower=False)
+        z = jax.scipy.linalg.solve_triangular(
+            lu, jax.scipy.linalg.solve_triangular(lu, b, lower=True, unit_diagonal=True), lower=False
+        )
         return lax.fori_loop(0, 7, lambda i, c: c + jnp.sqrt(1.0 + c * c) / (2.0 + i), z), jnp.log1p(x * x) @ y
 
     x, y = jnp.asarray(RNG.standard_normal(8)), jnp.asarray(RNG.standard_normal(8))
@@ -322,6 +383,7 @@ def test_a_function_called_at_several_places_is_written_once(monkeypatch):
             for _ in range(20):
                 u = jnp.sin(u) * a + 0.5 * u + c
             return u
+
         u = lax.fori_loop(0, 3, body, y)
         return u, jnp.sum(u) > 0.0, empty + 1.0
 
@@ -352,7 +414,7 @@ def test_large_system_compiles_natively_on_request():
 
 
 def test_a_translator_fault_falls_back_to_xla_with_a_warning(monkeypatch):
-    """"auto" must not lose a run to a fault of the translator: XLA runs it, a warning and
+    """ "auto" must not lose a run to a fault of the translator: XLA runs it, a warning and
     meta["native_fallback"] say why; "native" refuses with the fault named."""
     from livens.engine.native import build as native_build
 

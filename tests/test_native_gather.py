@@ -1,6 +1,7 @@
 """The translator's gathers, scatters and pads on values known while translating: their element
 tables come from NumPy (:func:`livens.engine.native.codegen._np_gather`, ``_np_pad``), checked here against
 ``jax.lax``'s own semantics, clamped and out-of-bounds windows and negative padding included."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,10 +16,25 @@ CLIP, FILL = jax.lax.GatherScatterMode.CLIP, jax.lax.GatherScatterMode.FILL_OR_D
 def _cases():
     """(operand shape, indices, dimension numbers, slice sizes): rows, elements, windows, 3-d."""
     G = jax.lax.GatherDimensionNumbers
-    yield (5, 4), [[1], [4], [0], [7], [-2]], G(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,)), (1, 4)
-    yield (5, 4), [[1, 2], [4, 3], [6, 1]], G(offset_dims=(), collapsed_slice_dims=(0, 1), start_index_map=(0, 1)), (1, 1)
+    yield (
+        (5, 4),
+        [[1], [4], [0], [7], [-2]],
+        G(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,)),
+        (1, 4),
+    )
+    yield (
+        (5, 4),
+        [[1, 2], [4, 3], [6, 1]],
+        G(offset_dims=(), collapsed_slice_dims=(0, 1), start_index_map=(0, 1)),
+        (1, 1),
+    )
     yield (6, 5), [[[1, 1]], [[4, 3]]], G(offset_dims=(2, 3), collapsed_slice_dims=(), start_index_map=(0, 1)), (2, 3)
-    yield (3, 4, 5), [[2, 1], [0, 4]], G(offset_dims=(1,), collapsed_slice_dims=(0, 2), start_index_map=(0, 2)), (1, 4, 1)
+    yield (
+        (3, 4, 5),
+        [[2, 1], [0, 4]],
+        G(offset_dims=(1,), collapsed_slice_dims=(0, 2), start_index_map=(0, 2)),
+        (1, 4, 1),
+    )
     yield (7,), [[0], [3], [5], [6]], G(offset_dims=(1,), collapsed_slice_dims=(), start_index_map=(0,)), (2,)
 
 
@@ -27,8 +43,10 @@ def test_np_gather_is_lax_gather(case):
     shape, indices, dn, sizes = case
     operand = np.arange(np.prod(shape), dtype=np.int64).reshape(shape) + 1
     indices = np.asarray(indices)
-    np.testing.assert_array_equal(_np_gather(operand, indices, dn, sizes, CLIP),
-                                  np.asarray(jax.lax.gather(operand, indices, dn, sizes, mode=CLIP)))
+    np.testing.assert_array_equal(
+        _np_gather(operand, indices, dn, sizes, CLIP),
+        np.asarray(jax.lax.gather(operand, indices, dn, sizes, mode=CLIP)),
+    )
     filled = np.asarray(jax.lax.gather(operand, indices, dn, sizes, mode=FILL, fill_value=0))
     ours = _np_gather(operand, indices, dn, sizes, FILL)
     if np.any(filled == 0):  # a window out of bounds: NumPy says None, the translator refuses or asks JAX
@@ -54,10 +72,19 @@ def test_scatter_at_known_indices_out_of_bounds():
         compile_function(dropped, x, u)
 
 
-@pytest.mark.parametrize("config", [
-    [(1, 2, 0)], [(0, 0, 2)], [(-1, 3, 1)], [(2, -2, 0)], [(-3, -1, 2)],
-    [(1, 0, 0), (0, 2, 1)], [(-1, 1, 0), (2, -1, 3)], [(0, 0, 0), (0, 0, 0)],
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        [(1, 2, 0)],
+        [(0, 0, 2)],
+        [(-1, 3, 1)],
+        [(2, -2, 0)],
+        [(-3, -1, 2)],
+        [(1, 0, 0), (0, 2, 1)],
+        [(-1, 1, 0), (2, -1, 3)],
+        [(0, 0, 0), (0, 0, 0)],
+    ],
+)
 def test_np_pad_is_lax_pad(config):
     shape = (4,) if len(config) == 1 else (3, 4)
     x = np.arange(1, np.prod(shape) + 1, dtype=np.int64).reshape(shape)

@@ -1,7 +1,8 @@
 """Newton from one linearization per iterate (livens.solvers.newton.newton_linearized): the iterates, the
 iteration count, the residual and the verdict of plain Newton (livens.solvers.newton.newton), on a
 residual that holds an inner Newton solve with an implicit derivative (as the projection of the
-null space method, 004 eq 16, which uses it)."""
+null space method, SLO09 eq 16, which uses it)."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,12 +16,12 @@ def _inner_solve(y):
 
     @jax.custom_jvp
     def root(y):
-        return jax.lax.fori_loop(0, 60, lambda _, u: u - (u ** 3 + u - y) / (3 * u ** 2 + 1), y / 2)
+        return jax.lax.fori_loop(0, 60, lambda _, u: u - (u**3 + u - y) / (3 * u**2 + 1), y / 2)
 
     @root.defjvp
     def root_jvp(primals, tangents):
         u = root(primals[0])
-        return u, tangents[0] / (3 * u ** 2 + 1)
+        return u, tangents[0] / (3 * u**2 + 1)
 
     return root(y)
 
@@ -40,8 +41,11 @@ def _residual(x):
 
 def _both(x0, tol, max_iter, r0=None):
     plain = jax.jit(lambda x: newton(_residual, x, tol, max_iter, r0=None if r0 is None else _residual(x)))(x0)
-    joint = jax.jit(lambda x: newton_linearized(linearized_increment(_residual), x, tol, max_iter,
-                                                r0=None if r0 is None else _residual(x)))(x0)
+    joint = jax.jit(
+        lambda x: newton_linearized(
+            linearized_increment(_residual), x, tol, max_iter, r0=None if r0 is None else _residual(x)
+        )
+    )(x0)
     return plain, joint
 
 
@@ -77,21 +81,24 @@ def test_a_nan_residual_stops_unconverged():
 
 
 def test_the_floor_rule_and_a_given_tangent_as_plain_newton():
-    """With ``floor`` (the start of 004 eq 15 / 17 uses it: stop, converged, once the residual is below
+    """With ``floor`` (the start of SLO09 eq 15 / 17 uses it: stop, converged, once the residual is below
     the floor and stopped halving), and with the tangent assembled from the linearization by the
     caller (the band of vi-lagrange's start), the iterates, count and verdict of plain Newton. The
     tangent here is 0.6 times the Jacobian, so that the residual shrinks by about 2/3 per iteration
     and never halves."""
+
     def scaled(x, lin):  # the caller's matrix from the linearization
         return 0.6 * jnp.stack([lin(e) for e in jnp.eye(x.shape[0], dtype=x.dtype)], axis=1)
 
     x0 = jnp.array([1.2, 1.7, 0.3])
     verdicts = {}
     for floor in (1e-6, 1e-9):
-        plain = jax.jit(lambda x: newton(_residual, x, 1e-14, 40, tangent=lambda z: 0.6 * jax.jacfwd(_residual)(z),
-                                         floor=floor))(x0)
-        joint = jax.jit(lambda x: newton_linearized(linearized_increment(_residual, scaled), x, 1e-14, 40,
-                                                    floor=floor))(x0)
+        plain = jax.jit(
+            lambda x: newton(_residual, x, 1e-14, 40, tangent=lambda z: 0.6 * jax.jacfwd(_residual)(z), floor=floor)
+        )(x0)
+        joint = jax.jit(
+            lambda x: newton_linearized(linearized_increment(_residual, scaled), x, 1e-14, 40, floor=floor)
+        )(x0)
         assert int(joint.iterations) == int(plain.iterations) > 0
         assert bool(joint.converged) == bool(plain.converged)
         np.testing.assert_allclose(np.asarray(joint.x), np.asarray(plain.x), rtol=0, atol=1e-15)

@@ -1,11 +1,12 @@
 """The scalable example pendulum-chain (N spherical pendulums in absolute coordinates).
 
 Its small cases are systems of the papers in other coordinates: N = 1 is the 3D pendulum of
-002 §6.1, N = 2 the double spherical pendulum of 004 §4.1 (x1 = u1, x2 = u1 + u2). The GGL
+KBS23b §6.1, N = 2 the double spherical pendulum of SLO09 §4.1 (x1 = u1, x2 = u1 + u2). The GGL
 schemes are covariant under this linear change of coordinates, so the discrete trajectories must
 agree to the Newton tolerance. For larger N: consistent start, constraints at the nodes, the
-momentum map J3 (002 eq 98 for every body) conserved by VI-S, energy by EM (002 eq 84).
+momentum map J3 (KBS23b eq 98 for every body) conserved by VI-S, energy by EM (KBS23b eq 84).
 """
+
 import numpy as np
 import pytest
 

@@ -1,5 +1,6 @@
 """Property-based tests (hypothesis): constraints and momentum maps hold for random states and steps;
-malformed inputs of every kind raise ValueError, never anything else (issue 8)."""
+malformed inputs of every kind raise ValueError, never anything else."""
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,8 +22,13 @@ def _state(theta, phi, speed, psi):
 
 
 @SLOW_OK
-@given(theta=st.floats(0.2, 2.9), phi=st.floats(0, 6.28), speed=st.floats(0.0, 4.0), psi=st.floats(0, 6.28),
-       h=st.floats(0.002, 0.03))
+@given(
+    theta=st.floats(0.2, 2.9),
+    phi=st.floats(0, 6.28),
+    speed=st.floats(0.0, 4.0),
+    psi=st.floats(0, 6.28),
+    h=st.floats(0.002, 0.03),
+)
 def test_vi_s_pendulum_constraint_and_momentum_for_random_states(theta, phi, speed, psi, h):
     q0, v0 = _state(theta, phi, speed, psi)
     problem = PENDULUM.replace(q0=q0, v0=v0)
@@ -64,12 +70,22 @@ def test_malformed_initial_states_raise_value_error(bad, which):
 
 
 @settings(max_examples=40, deadline=None)
-@given(h=st.one_of(st.floats(max_value=0.0), st.just(float("nan")), st.just(float("inf")),
-                   st.just("0.1"), st.none().map(lambda _: True)),
-       tol=st.one_of(st.floats(max_value=0.0), st.just(float("nan")), st.just("1e-9")),
-       max_iter=st.one_of(st.integers(max_value=0), st.just(2.5), st.just(True)))
+@given(
+    h=st.one_of(
+        st.floats(max_value=0.0),
+        st.just(float("nan")),
+        st.just(float("inf")),
+        st.just("0.1"),
+        st.none().map(lambda _: True),
+    ),
+    tol=st.one_of(st.floats(max_value=0.0), st.just(float("nan")), st.just("1e-9")),
+    max_iter=st.one_of(st.integers(max_value=0), st.just(2.5), st.just(True)),
+)
 def test_malformed_run_arguments_raise_value_error(h, tol, max_iter):
-    for kwargs in ({"h": h, "t_end": 1.0}, {"h": 0.1, "t_end": 1.0, "tol": tol},
-                   {"h": 0.1, "t_end": 1.0, "max_iter": max_iter}):
+    for kwargs in (
+        {"h": h, "t_end": 1.0},
+        {"h": 0.1, "t_end": 1.0, "tol": tol},
+        {"h": 0.1, "t_end": 1.0, "max_iter": max_iter},
+    ):
         with pytest.raises(ValueError):
             lv.simulate(PENDULUM, "VI-S", **kwargs)

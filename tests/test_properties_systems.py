@@ -1,4 +1,4 @@
-"""Property-based tests (hypothesis) on the four-particle system and the pendulum chain (issue 8):
+"""Property-based tests (hypothesis) on the four-particle system and the pendulum chain:
 for random consistent initial states, step sizes and (in separate tests) masses and lengths, every
 registered scheme that can run the system meets the constraints it is built to meet, and the schemes
 that promise it conserve the momentum maps and the energy; malformed model functions raise
@@ -17,47 +17,61 @@ keeps the System, hence the compiled step), so the state-and-step tests draw man
 System per example system; random masses and lengths (new Systems) are drawn in separate tests with
 few examples and few schemes. ``-m slow`` runs larger variants.
 """
+
 import re
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-import jax.numpy as jnp
 import livens as lv
 from livens.mechanics import mechanics
 
 TOL = 1e-11
 TOL_ENERGY = 1e-12
-STEPS = 15                 # fixed, so the diagnostics' vmapped functions compile once per system
+STEPS = 15  # fixed, so the diagnostics' vmapped functions compile once per system
 MOMENTUM_RTOL = 1e-10
 ENERGY_RTOL = 1e-10
 
-# Schemes that promise the momentum maps of a symmetry of V and g (J = p . xi q, 002 eq 45):
-#   ggl-vi (VI-S, 002 App. A.6), ggl-theta-a / ggl-theta-b (the one-stage family for every theta,
-#   vartheta, 002 §4 and App. A.7.2), ggl-em (EM, 002 §5.2), gonzalez-em (EM-G, Gonzalez 1999; 002 §6.3
+# Schemes that promise the momentum maps of a symmetry of V and g (J = p . xi q, KBS23b eq 45):
+#   ggl-vi (VI-S, KBS23b App. A.6), ggl-theta-a / ggl-theta-b (the one-stage family for every theta,
+#   vartheta, KBS23b §4 and App. A.7.2), ggl-em (EM, KBS23b §5.2), gonzalez-em (EM-G, Gonzalez 1999; KBS23b §6.3
 #   Figs 26-27), rattle and symplectic-euler (discrete Noether, HLW VII.1), vi-lagrange and vi-nullspace
-#   (004, variational with the equivariant midpoint discrete Lagrangian).
+#   (SLO09, variational with the equivariant midpoint discrete Lagrangian).
 # Excluded, because they do not promise it:
 #   ggl-midpoint: the classical GGL stabilization; its gamma term G(q_mid)^T gamma in the position update
-#     breaks the momentum balance (002 §2.4 after eq 32: "the contrast case");
+#     breaks the momentum balance (KBS23b §2.4 after eq 32: "the contrast case");
 #   midpoint, livens-midpoint: their docstrings promise only g(q) at the nodes (as midpoint rules they keep
 #     J for these systems, to ~1e-15 measured, but neither the package nor the papers claim it);
-#   livens-em: 003 promises E(q, v, p) and g; its discrete derivative of L (003 eq 29) is not equivariant in
+#   livens-em: KB23 promises E(q, v, p) and g; its discrete derivative of L (KB23 eq 29) is not equivariant in
 #     general (measured: the four-particle system's J and L drift by ~4e-5 in 20 steps of h = 0.01).
-MOMENTUM = {"ggl-vi", "ggl-theta-a", "ggl-theta-b", "ggl-em", "gonzalez-em", "rattle", "symplectic-euler",
-            "vi-lagrange", "vi-nullspace"}
-# Energy-consistent schemes and the energy each conserves: H (002 eq 84-91, Gonzalez 1999) and the
-# generalized energy E(q, v, p) of 003 eq 31 (= H for a constant M, where p^n = M v^n by 003 eq 28c).
+MOMENTUM = {
+    "ggl-vi",
+    "ggl-theta-a",
+    "ggl-theta-b",
+    "ggl-em",
+    "gonzalez-em",
+    "rattle",
+    "symplectic-euler",
+    "vi-lagrange",
+    "vi-nullspace",
+}
+# Energy-consistent schemes and the energy each conserves: H (KBS23b eq 84-91, Gonzalez 1999) and the
+# generalized energy E(q, v, p) of KB23 eq 31 (= H for a constant M, where p^n = M v^n by KB23 eq 28c).
 ENERGY = {"ggl-em": ("total",), "gonzalez-em": ("total",), "livens-em": ("livens", "total")}
 
 # no shrinking in the default run: a failing example is reported as drawn (with its reproduce blob), in
 # seconds rather than minutes; the slow variants shrink
-SETTINGS = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-                    print_blob=True, phases=(Phase.explicit, Phase.reuse, Phase.generate))
-SLOW_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-                         print_blob=True)
+SETTINGS = settings(
+    max_examples=3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+)
+SLOW_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
 
 
 SINGLE_SYSTEM = {"bs99"}  # schemes made for one system (bs99: the heavy top), refused by every other
@@ -68,8 +82,12 @@ def runnable(problem):
     a scheme made for one system refuses the others, ``Scheme.applies_to``)."""
     mech = mechanics(problem.system, problem.q0)
     regular = mech.constant_mass and mech.Minv_const is not None
-    return [n for n in lv.schemes.names() if (regular or not lv.schemes.get(n)[0].capabilities.mass_inverse)
-            and lv.schemes.get(n)[0].applies_to(problem, mech) is None]
+    return [
+        n
+        for n in lv.schemes.names()
+        if (regular or not lv.schemes.get(n)[0].capabilities.mass_inverse)
+        and lv.schemes.get(n)[0].applies_to(problem, mech) is None
+    ]
 
 
 def check_promises(problem, scheme, h, **params):
@@ -103,7 +121,7 @@ def check_promises(problem, scheme, h, **params):
 def scheme_params(data, scheme):
     """Random parameters of the one-stage family, within the range where it is stable.
 
-    002 §4.3 admits theta in (0, 1) for option A and vartheta in (0, 1] for option B, but parasitic modes
+    KBS23b §4.3 admits theta in (0, 1) for option A and vartheta in (0, 1] for option B, but parasitic modes
     grow outside theta = 1/2 (A) and vartheta <= 1/2 (B): per step, G(q^n) M^-1 p^n is multiplied by
     -theta / (1 - theta) (A: eq 79c with 79e) and, with lambda^n, by -vartheta / (1 - vartheta) (B), and
     vartheta = 1 is singular (see the expected failures below). The draws stay where 15
@@ -113,8 +131,10 @@ def scheme_params(data, scheme):
     if scheme == "ggl-theta-a":
         return {"theta": data.draw(st.floats(0.45, 0.55), label="theta")}
     if scheme == "ggl-theta-b":
-        return {"theta": data.draw(st.floats(0.0, 1.0), label="theta"),
-                "vartheta": data.draw(st.floats(0.2, 0.5), label="vartheta")}
+        return {
+            "theta": data.draw(st.floats(0.0, 1.0), label="theta"),
+            "vartheta": data.draw(st.floats(0.2, 0.5), label="vartheta"),
+        }
     return {}
 
 
@@ -133,7 +153,7 @@ _vec = st.tuples(st.floats(-1, 1), st.floats(-1, 1), st.floats(-1, 1)).map(np.ar
 
 @st.composite
 def four_particle_states(draw):
-    """(q0, v0) on the manifold of 002 eq 117 (bars of length 1): bars 1-2 and 3-4 tilted by up to 0.2 rad
+    """(q0, v0) on the manifold of KBS23b eq 117 (bars of length 1): bars 1-2 and 3-4 tilted by up to 0.2 rad
     from e1, the particles 1 and 3 moved by up to 0.05 from 0 and e2 (the springs stay near their rest
     length, so that h up to 0.01 resolves them); v1, v3 free, v2 - v1 and v4 - v3 perpendicular to the bars."""
     ang = st.floats(-0.2, 0.2)
@@ -163,7 +183,7 @@ def chain_states(draw, lengths):
 
 
 # --------------------------------------------------------------------------- the two systems
-FOUR = lv.examples.load("four-particle")       # the paper's masses, bars and springs (002 eq 116-117)
+FOUR = lv.examples.load("four-particle")  # the paper's masses, bars and springs (KBS23b eq 116-117)
 CHAIN_MASSES, CHAIN_LENGTHS = (1.0, 2.5, 0.6), (1.0, 0.6, 1.4)
 CHAIN = lv.examples.load("pendulum-chain", n_bodies=3, mass=CHAIN_MASSES, length=CHAIN_LENGTHS)
 
@@ -252,20 +272,36 @@ def _chain_parameters(data, schemes):
         check_promises(problem, scheme, h)
 
 
-_four_parameters = dict(masses=st.tuples(_mass, _mass, _mass, _mass), l13=st.floats(0.8, 1.2),
-                        l24=st.floats(0.9, 1.1), k13=st.floats(10.0, 100.0), k24=st.floats(100.0, 500.0),
-                        state=four_particle_states(), h=st.floats(0.002, 0.01))
+_four_parameters = dict(
+    masses=st.tuples(_mass, _mass, _mass, _mass),
+    l13=st.floats(0.8, 1.2),
+    l24=st.floats(0.9, 1.1),
+    k13=st.floats(10.0, 100.0),
+    k24=st.floats(100.0, 500.0),
+    state=four_particle_states(),
+    h=st.floats(0.002, 0.01),
+)
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True,
-          phases=(Phase.explicit, Phase.reuse, Phase.generate))
+@settings(
+    max_examples=2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+)
 @given(**_four_parameters)
 def test_four_particle_promises_for_random_masses_and_springs(masses, l13, l24, k13, k24, state, h):
     _four_particle_parameters(masses, l13, l24, k13, k24, state, h, PARAMETER_SCHEMES_FOUR)
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True,
-          phases=(Phase.explicit, Phase.reuse, Phase.generate))
+@settings(
+    max_examples=2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+)
 @given(data=st.data())
 def test_chain_promises_for_random_masses_and_lengths(data):
     _chain_parameters(data, PARAMETER_SCHEMES_CHAIN)
@@ -286,7 +322,7 @@ def test_chain_all_schemes_for_random_masses_and_lengths(data):
 
 
 # --------------------------------------------------------------------------- findings: the one-stage family
-PENDULUM = lv.examples.load("pendulum-3d")     # one System: each scheme compiles once for these tests
+PENDULUM = lv.examples.load("pendulum-3d")  # one System: each scheme compiles once for these tests
 
 
 @pytest.mark.parametrize("theta", [0.5, 1.0])
@@ -294,16 +330,25 @@ def test_theta_b_refuses_vartheta_one(theta):
     """With vartheta = 1, D_1 g_d = 0 (eq 81): after p^{n+1} is eliminated by eq 82c, lambda^n drops out of
     eq 82b (its factor is h (1 - vartheta) / (1 - theta) G(q^n)^T), and (q^{n+1}, v^{n+1}, gamma^n) must meet
     2d + 2m equations with 2d + m unknowns. Newton fails at the first step (||R|| ~ 3e-3 on the pendulum);
-    the parameter check refuses it with a ValueError (vartheta in (0, 1), although 002 §4.3.2 admits 1)."""
+    the parameter check refuses it with a ValueError (vartheta in (0, 1), although KBS23b §4.3.2 admits 1)."""
     with pytest.raises(ValueError, match="vartheta"):
         lv.simulate(PENDULUM, "ggl-theta-b", h=0.01, t_end=0.02, theta=theta, vartheta=1.0)
 
 
-@pytest.mark.xfail(strict=True, raises=(lv.ConvergenceError, AssertionError),
-                   reason="finding (issue 8): the one-stage family is unstable off theta = 1/2 (option A) and for "
-                          "vartheta > 1/2 (option B), though 002 §4.3 admits theta in (0, 1), vartheta in (0, 1]")
-@pytest.mark.parametrize("scheme, params", [("ggl-theta-a", {"theta": 0.6}), ("ggl-theta-a", {"theta": 0.4}),
-                                            ("ggl-theta-b", {"theta": 1.0, "vartheta": 0.75})])
+@pytest.mark.xfail(
+    strict=True,
+    raises=(lv.ConvergenceError, AssertionError),
+    reason="finding: the one-stage family is unstable off theta = 1/2 (option A) and for "
+    "vartheta > 1/2 (option B), though KBS23b §4.3 admits theta in (0, 1), vartheta in (0, 1]",
+)
+@pytest.mark.parametrize(
+    "scheme, params",
+    [
+        ("ggl-theta-a", {"theta": 0.6}),
+        ("ggl-theta-a", {"theta": 0.4}),
+        ("ggl-theta-b", {"theta": 1.0, "vartheta": 0.75}),
+    ],
+)
 def test_one_stage_family_stable_for_the_parameters_002_admits(scheme, params):
     """200 steps of the pendulum (h = 0.005): VI-A (theta = 1/2) keeps |G(q^n) M^-1 p^n| <= 2.3e-4. With theta
     = 0.6, eq 79c and 79e give theta G M^-1 p^n + (1 - theta) G M^-1 p^{n+1} = 0: that residual is
@@ -319,11 +364,14 @@ def test_one_stage_family_stable_for_the_parameters_002_admits(scheme, params):
 def test_external_force_is_applied_or_refused(scheme):
     """A scheme either applies F(q, v, t) or refuses the system with ValueError (as schemes without
     dissipation refuse C(q)). A pendulum under gravity 9.81 and F = 50 e3 must rise (q3 = +0.20 at t = 0.1;
-    q3 = -0.05 without F). RATTLE applies it; EM, the one-stage family and EM-G have no F term (002 eq
+    q3 = -0.05 without F). RATTLE applies it; EM, the one-stage family and EM-G have no F term (KBS23b eq
     79, 82, 84; Gonzalez 1999) and refuse the system, naming the schemes that apply it."""
-    system = lv.System(np.eye(3), potential=lambda q: 9.81 * q[2],
-                       constraints=lambda q: jnp.array([0.5 * (q @ q - 1.0)]),
-                       external_force=lambda q, v, t: jnp.array([0.0, 0.0, 50.0]))
+    system = lv.System(
+        np.eye(3),
+        potential=lambda q: 9.81 * q[2],
+        constraints=lambda q: jnp.array([0.5 * (q @ q - 1.0)]),
+        external_force=lambda q, v, t: jnp.array([0.0, 0.0, 50.0]),
+    )
     problem = lv.Problem(system, q0=[1.0, 0.0, 0.0], v0=[0.0, 1.0, 0.0])
     if not lv.schemes.get(scheme)[0].capabilities.external_force:
         with pytest.raises(ValueError, match="external_force; schemes that apply it: .*rattle"):
@@ -343,8 +391,9 @@ _wrong_size = st.sampled_from([1, 2, 4, 5])
 
 
 def _pendulum_functions():
-    return dict(mass_matrix=np.eye(3), potential=lambda q: 9.81 * q[2],
-                constraints=lambda q: jnp.array([0.5 * (q @ q - 1.0)]))
+    return dict(
+        mass_matrix=np.eye(3), potential=lambda q: 9.81 * q[2], constraints=lambda q: jnp.array([0.5 * (q @ q - 1.0)])
+    )
 
 
 def _assert_refused(changes, pattern):
@@ -360,13 +409,29 @@ def _assert_refused(changes, pattern):
 
 
 MALFORMED = (
-    "potential shape", "potential non-finite", "potential integer", "potential untraceable",
-    "potential not differentiable", "constraints shape", "constraints non-finite", "constraints integer",
-    "constraints untraceable", "constraints not differentiable", "mass callable shape",
-    "mass callable non-symmetric", "mass callable non-finite", "mass callable untraceable",
-    "mass constant shape", "mass constant non-symmetric", "mass constant non-finite",
-    "external_force shape", "external_force non-finite", "external_force untraceable",
-    "external_force signature", "dissipation shape", "dissipation non-finite",
+    "potential shape",
+    "potential non-finite",
+    "potential integer",
+    "potential untraceable",
+    "potential not differentiable",
+    "constraints shape",
+    "constraints non-finite",
+    "constraints integer",
+    "constraints untraceable",
+    "constraints not differentiable",
+    "mass callable shape",
+    "mass callable non-symmetric",
+    "mass callable non-finite",
+    "mass callable untraceable",
+    "mass constant shape",
+    "mass constant non-symmetric",
+    "mass constant non-finite",
+    "external_force shape",
+    "external_force non-finite",
+    "external_force untraceable",
+    "external_force signature",
+    "dissipation shape",
+    "dissipation non-finite",
 )
 
 
@@ -387,43 +452,61 @@ def malformed_functions(draw, kind):
         fn = draw(st.sampled_from([lambda q: 0, lambda q: jnp.sum(q > 0.5), lambda q: q[2] > 0]), label="fn")
         return {"potential": fn}, r"potential returned (int|bool)\w* values.*floating-point"
     if kind == "potential untraceable":
-        fn = draw(st.sampled_from([lambda q: 9.81 * np.sin(q[2]), lambda q: float(q[2]),
-                                   lambda q: q[2] if q[2] > 0 else -q[2]]), label="fn")
+        fn = draw(
+            st.sampled_from(
+                [lambda q: 9.81 * np.sin(q[2]), lambda q: float(q[2]), lambda q: q[2] if q[2] > 0 else -q[2]]
+            ),
+            label="fn",
+        )
         return {"potential": fn}, "potential " + untraced
     if kind == "potential not differentiable":
         fn = draw(st.sampled_from([lambda q: jnp.sqrt(q[1] ** 2), lambda q: jnp.sqrt(jnp.abs(q[1]))]), label="fn")
         return {"potential": fn}, r"gradient of potential.*non-finite.*q\[1\] = (nan|inf)"
     if kind == "constraints shape":
-        return ({"constraints": lambda q: jnp.full((k, 2), 0.5 * (q @ q - 1.0))},
-                r"constraints must return a vector.*" + re.escape(str((k, 2))))
+        return (
+            {"constraints": lambda q: jnp.full((k, 2), 0.5 * (q @ q - 1.0))},
+            r"constraints must return a vector.*" + re.escape(str((k, 2))),
+        )
     if kind == "constraints non-finite":
-        return ({"constraints": lambda q: jnp.array([0.5 * (q @ q - 1.0), bad])},
-                f"constraints returned non-finite values.*{bad}")
+        return (
+            {"constraints": lambda q: jnp.array([0.5 * (q @ q - 1.0), bad])},
+            f"constraints returned non-finite values.*{bad}",
+        )
     if kind == "constraints integer":
         fn = draw(st.sampled_from([lambda q: jnp.array([0]), lambda q: (q > 2.0).astype(int)]), label="fn")
         return {"constraints": fn}, r"constraints returned int\w* values"
     if kind == "constraints untraceable":
         return {"constraints": lambda q: np.array([0.5 * (q @ q - 1.0)])}, "constraints " + untraced
     if kind == "constraints not differentiable":
-        return ({"constraints": lambda q: jnp.array([0.5 * (q @ q - 1.0), jnp.sqrt(q[1] ** 2)])},
-                r"Jacobian of constraints.*non-finite.*g\[1\]")
+        return (
+            {"constraints": lambda q: jnp.array([0.5 * (q @ q - 1.0), jnp.sqrt(q[1] ** 2)])},
+            r"Jacobian of constraints.*non-finite.*g\[1\]",
+        )
     if kind == "mass callable shape":
         shape = draw(st.sampled_from([(k, k), (3,), (3, k)]), label="shape")
-        return ({"mass_matrix": lambda q: jnp.ones(shape) + 0.0 * q[0]},
-                "mass_matrix returned shape " + re.escape(str(shape)))
+        return (
+            {"mass_matrix": lambda q: jnp.ones(shape) + 0.0 * q[0]},
+            "mass_matrix returned shape " + re.escape(str(shape)),
+        )
     if kind == "mass callable non-symmetric":
         off = draw(st.floats(1e-3, 0.5), label="off-diagonal")
-        return ({"mass_matrix": lambda q: (1.0 + q[0] ** 2) * jnp.eye(3).at[i, j].set(off)},
-                rf"mass matrix is not symmetric: M\[({i},{j}|{j},{i})\]")
+        return (
+            {"mass_matrix": lambda q: (1.0 + q[0] ** 2) * jnp.eye(3).at[i, j].set(off)},
+            rf"mass matrix is not symmetric: M\[({i},{j}|{j},{i})\]",
+        )
     if kind == "mass callable non-finite":
-        return ({"mass_matrix": lambda q: jnp.eye(3).at[i, i].set(bad) + 0.0 * q[0]},
-                f"mass_matrix returned non-finite values.*{bad}")
+        return (
+            {"mass_matrix": lambda q: jnp.eye(3).at[i, i].set(bad) + 0.0 * q[0]},
+            f"mass_matrix returned non-finite values.*{bad}",
+        )
     if kind == "mass callable untraceable":
         return {"mass_matrix": lambda q: np.eye(3) * (1.0 + np.asarray(q[0]) ** 2)}, "mass_matrix " + untraced
     if kind == "mass constant shape":
         shape = draw(st.sampled_from([(k, k), (3,), (3, k)]), label="shape")
-        return {"mass_matrix": np.ones(shape)}, (rf"(mass_matrix must be a square.*shape {re.escape(str(shape))}"
-                                                 rf"|3 entries but the mass matrix is {k} x {k})")
+        return {"mass_matrix": np.ones(shape)}, (
+            rf"(mass_matrix must be a square.*shape {re.escape(str(shape))}"
+            rf"|3 entries but the mass matrix is {k} x {k})"
+        )
     if kind == "mass constant non-symmetric":
         off = draw(st.floats(1e-3, 0.5), label="off-diagonal")
         M = np.eye(3)
@@ -434,11 +517,15 @@ def malformed_functions(draw, kind):
         M[i, j] = bad
         return {"mass_matrix": M}, f"mass matrix has non-finite entries at \\[\\({i}, {j}\\)\\]: \\[{bad}\\]"
     if kind == "external_force shape":
-        return ({"external_force": lambda q, v, t: jnp.zeros(k)},
-                "external_force returned shape " + re.escape(str((k,))))
+        return (
+            {"external_force": lambda q, v, t: jnp.zeros(k)},
+            "external_force returned shape " + re.escape(str((k,))),
+        )
     if kind == "external_force non-finite":
-        return ({"external_force": lambda q, v, t: -v + bad * (jnp.arange(3) == i)},
-                f"external_force returned non-finite values.*{bad}")
+        return (
+            {"external_force": lambda q, v, t: -v + bad * (jnp.arange(3) == i)},
+            f"external_force returned non-finite values.*{bad}",
+        )
     if kind == "external_force untraceable":
         return {"external_force": lambda q, v, t: np.asarray(-v)}, "external_force " + untraced
     if kind == "external_force signature":
@@ -446,8 +533,7 @@ def malformed_functions(draw, kind):
     if kind == "dissipation shape":
         return {"dissipation": lambda q: jnp.eye(k)}, "dissipation returned shape " + re.escape(str((k, k)))
     assert kind == "dissipation non-finite"
-    return ({"dissipation": lambda q: jnp.eye(3).at[i, i].set(bad)},
-            f"dissipation returned non-finite values.*{bad}")
+    return ({"dissipation": lambda q: jnp.eye(3).at[i, i].set(bad)}, f"dissipation returned non-finite values.*{bad}")
 
 
 @pytest.mark.parametrize("kind", MALFORMED)

@@ -1,15 +1,16 @@
-"""`livens reproduce`: the quick reproduction of 002 runs in the test suite, its report lists the
-measured value and verdict of every claim, the claims of 002 hold for every scheme livens has (with
+"""`livens reproduce`: the quick reproduction of KBS23b runs in the test suite, its report lists the
+measured value and verdict of every claim, the claims of KBS23b hold for every scheme livens has (with
 the papers' Newton: tolerance 1e-9, simple guess, no rescue), the figures open as images and the
 CSV files have named columns; the Settings table is generated from the runs executed; a quick run
 never judges a horizon it did not reach; an exception while evaluating a claim is an "error"
 verdict and a non-zero exit.
 
-The claims of 002 that do not hold with livens are named in KNOWN and tested one by one as strict
+The claims of KBS23b that do not hold with livens are named in KNOWN and tested one by one as strict
 expected failures (a claim that starts to hold fails the test, so the list stays true). The claims
 about computing times (Table 2) depend on the machine's load: their verdict counts only differences
 beyond the timing spread and is tested for that, not for a fixed outcome.
 """
+
 import csv
 import glob
 import os
@@ -23,20 +24,20 @@ import livens as lv
 from livens.cli import main
 
 KNOWN = {
-    # 002 §6.1 Figs. 4-5 read with 'respectively' (VI-B oscillates in gamma): livens' VI-B
+    # KBS23b §6.1 Figs. 4-5 read with 'respectively' (VI-B oscillates in gamma): livens' VI-B
     # oscillates in lambda (76 local extrema over T = 10 against 16 for EM) and not in gamma, the
-    # same counts as the authors' code metis gives (papers/README.md)
-    "VI-B exhibits slight oscillations in γ (read with 'respectively': VI-B in γ)":
-        "VI-B's lambda oscillates, its gamma does not (as in metis)",
-    # 002 §6.3 Fig. 33 with the paper's Newton (simple guess, no damping): EM's Newton iteration
+    # same counts as the authors' MATLAB code metis gives
+    "VI-B exhibits slight oscillations in γ (read with 'respectively': VI-B in γ)": "VI-B's lambda oscillates, its gamma does not (as in metis)",
+    # KBS23b §6.3 Fig. 33 with the paper's Newton (simple guess, no damping): EM's Newton iteration
     # fails at step 120, t = 81 (NaN after 87 iterations, whatever max_iter); it holds with livens'
     # rescue (damped Newton), which the report states beside
-    "EM keeps stable even for quite large time steps of h = 0.675":
-        "the paper's Newton fails at step 120, t = 81; holds with livens' rescue",
+    "EM keeps stable even for quite large time steps of h = 0.675": "the paper's Newton fails at step 120, t = 81; holds with livens' rescue",
 }
-#: 002 Table 2: computing times, judged only beyond the timing spread (test_timing_claims_*)
-TIMING = [f"EM causes the largest numerical effort (computing time, normalized to VI-S) ({g} guess)"
-          for g in ("simple", "advanced")]
+#: KBS23b Table 2: computing times, judged only beyond the timing spread (test_timing_claims_*)
+TIMING = [
+    f"EM causes the largest numerical effort (computing time, normalized to VI-S) ({g} guess)"
+    for g in ("simple", "advanced")
+]
 VERDICTS = {"holds", "fails", "not reproduced", "error"}
 QUICK = re.compile(r"quick run: T = ([0-9.e+-]+) of ([0-9.e+-]+)")
 
@@ -86,17 +87,19 @@ def test_not_reproduced_only_where_livens_lacks_the_scheme_or_the_quick_run_is_s
 
 
 def test_quick_run_never_judges_a_horizon_it_did_not_run(nody):
-    """002 §6.3: "for h <= 0.04 all schemes keep stable at least until T = 1000" from T = 40 runs."""
+    """KBS23b §6.3: "for h <= 0.04 all schemes keep stable at least until T = 1000" from T = 40 runs."""
     _, claims, _ = nody
     got = {c["claim"]: c for c in claims}
     c = got["for h ≤ 0.04 all schemes under investigation keep stable at least until T = 1000 (checked at h = 0.04)"]
     assert c["verdict"] == "not reproduced" and "quick run: T = 40 of 1000" in c["reason"], c
     # a blow-up seen inside the quick run is judged
-    assert got["for h = 0.25, VI-A exhibits an energy blow-up at about t = 55 (about: within ±20 %)"]["verdict"] \
-        in ("holds", "fails")
+    assert got["for h = 0.25, VI-A exhibits an energy blow-up at about t = 55 (about: within ±20 %)"]["verdict"] in (
+        "holds",
+        "fails",
+    )
     # the claims about T = 1000 that the quick runs could not reach
     short = [c for c in claims if QUICK.search(c["reason"])]
-    assert all(c["where"].startswith("002 §6.3, ") for c in short) and len(short) >= 2, short
+    assert all(c["where"].startswith("KBS23b §6.3, ") for c in short) and len(short) >= 2, short
 
 
 def test_claims_of_002_hold_for_every_scheme_livens_has(nody):
@@ -105,8 +108,9 @@ def test_claims_of_002_hold_for_every_scheme_livens_has(nody):
     assert not failed, "\n".join(f"{c['where']}: {c['claim']} -- {c['measured']} {c['reason']}" for c in failed)
 
 
-@pytest.mark.parametrize("claim", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=v))
-                                   for k, v in sorted(KNOWN.items())])
+@pytest.mark.parametrize(
+    "claim", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=v)) for k, v in sorted(KNOWN.items())]
+)
 def test_known_discrepancies(nody, claim):
     _, claims, _ = nody
     got = [c for c in claims if c["claim"] == claim]
@@ -123,8 +127,10 @@ def test_failed_newton_reports_both_the_papers_and_the_rescued_verdict(nody):
     assert c["verdict"] == "fails"
     assert "fails with the paper's Newton" in c["measured"] and "at step 120, t = 81" in c["measured"]
     assert "with livens' rescue" in c["measured"] and re.search(r"\d+ steps? rescued", c["measured"])
-    assert re.search(r"\| re-runs with rescue \| four-particle \| [^|]*EM[^|]* \| 0\.675 \| 100 \| 1e-09 \| 40 \| simple \| yes",
-                     report), "the re-run with rescue is in the Settings table"
+    assert re.search(
+        r"\| re-runs with rescue \| four-particle \| [^|]*EM[^|]* \| 0\.675 \| 100 \| 1e-09 \| 40 \| simple \| yes",
+        report,
+    ), "the re-run with rescue is in the Settings table"
 
 
 def test_settings_table_lists_every_run_executed(nody):
@@ -133,15 +139,27 @@ def test_settings_table_lists_every_run_executed(nody):
     from livens.studies.reproduce import papers
 
     _, _, report = nody
-    rows = [[x.strip() for x in re.split(r"(?<!\\)\|", line)[1:-1]] for line in report.splitlines()
-            if line.startswith("| ") and line.count("|") >= 11 and not line.startswith("| runs of")]
+    rows = [
+        [x.strip() for x in re.split(r"(?<!\\)\|", line)[1:-1]]
+        for line in report.splitlines()
+        if line.startswith("| ") and line.count("|") >= 11 and not line.startswith("| runs of")
+    ]
     rows = [r for r in rows if len(r) == 10]
     assert rows
     for it in papers()["nody-2023"].build(True):
         for s in it.runs:
-            hit = [r for r in rows if r[1] == s.example and s.label in r[2].split(", ")
-                   and f"{s.h:g}" in r[3].split(", ") and r[4] == f"{s.t_end:g}" and r[5] == f"{s.tol:g}"
-                   and r[6] == str(s.max_iter) and r[7] == s.guess and r[8].startswith("yes" if s.rescue else "no")]
+            hit = [
+                r
+                for r in rows
+                if r[1] == s.example
+                and s.label in r[2].split(", ")
+                and f"{s.h:g}" in r[3].split(", ")
+                and r[4] == f"{s.t_end:g}"
+                and r[5] == f"{s.tol:g}"
+                and r[6] == str(s.max_iter)
+                and r[7] == s.guess
+                and r[8].startswith("yes" if s.rescue else "no")
+            ]
             assert hit, (it.key, s)
     assert "max_iter = 40 is livens' choice (the papers print none)" in report
 
@@ -159,7 +177,7 @@ def test_timing_claims_are_listed_and_judged_beyond_the_spread(nody):
 
 
 def test_bs99_orders_go_through_the_heavy_top_convergence_study(tmp_path, monkeypatch):
-    """002 Figs 18-19: BS99 is judged by the same ConvergenceStudy as VI-S ... EM as soon as a
+    """KBS23b Figs 18-19: BS99 is judged by the same ConvergenceStudy as VI-S ... EM as soon as a
     scheme of that name is registered. Where bs99 is not in livens, VI-S (first order, like BS99)
     stands in for it under that name."""
     from livens import schemes
@@ -171,7 +189,7 @@ def test_bs99_orders_go_through_the_heavy_top_convergence_study(tmp_path, monkey
     nody = rp.papers()["nody-2023"]
     items = [it for it in nody.build(True) if it.key == "6.2-orders"]
     assert any(s.scheme == "BS99" for s in items[0].runs)
-    fake = rp.Paper("nody-2023", "002", nody.title, lambda quick: items, nody.settings)
+    fake = rp.Paper("nody-2023", "KBS23b", nody.title, lambda quick: items, nody.settings)
     monkeypatch.setattr(rp, "papers", lambda: {"nody-2023": fake})
     assert main(["reproduce", "nody-2023", "--quick", "--out", str(tmp_path), "--quiet"]) == 0
     with open(tmp_path / "claims.csv") as f:
@@ -195,13 +213,21 @@ def test_figures_open_as_images_and_csv_columns_are_named(nody):
     for path in glob.glob(str(out / "*.csv")):
         with open(path) as f:
             header = next(csv.reader(f))
-        assert header and all(h.strip() and not h.strip().lstrip("-").replace(".", "").isdigit() for h in header), (path, header)
+        assert header and all(h.strip() and not h.strip().lstrip("-").replace(".", "").isdigit() for h in header), (
+            path,
+            header,
+        )
 
 
 def test_the_papers_figures_and_tables_are_there(nody):
     out, _, _ = nody
-    for stem in ("fig08_pendulum_energy_increments", "fig18_top_order_q", "fig28_fp_order_q4",
-                 "fig32_fp_stability_h0.05", "fig33_fp_stability_h0.25"):
+    for stem in (
+        "fig08_pendulum_energy_increments",
+        "fig18_top_order_q",
+        "fig28_fp_order_q4",
+        "fig32_fp_stability_h0.05",
+        "fig33_fp_stability_h0.25",
+    ):
         assert (out / f"{stem}.png").exists() and (out / f"{stem}.pdf").exists(), stem
     with open(out / "table2_fp_effort.csv") as f:
         rows = list(csv.DictReader(f))
@@ -211,8 +237,8 @@ def test_the_papers_figures_and_tables_are_there(nody):
 
 @pytest.mark.parametrize("paper, sections", [("livens-2023", []), ("jns-2009", ["--section", "4.1"])])
 def test_quick_003_and_004_claims_hold(tmp_path, paper, sections):
-    """003: livens-em conserves the generalized energy, holds g, p = M v for constant M only;
-    004 §4.1: Table 1 to 1e-9, L3, second order, eq 14 = eq 16. Both are cheap (004 §4.2, the
+    """KB23: livens-em conserves the generalized energy, holds g, p = M v for constant M only;
+    SLO09 §4.1: Table 1 to 1e-9, L3, second order, eq 14 = eq 16. Both are cheap (SLO09 §4.2, the
     three-bar swing, takes minutes: tests/test_three_bar_swing.py, slow)."""
     rc = main(["reproduce", paper, "--quick", "--out", str(tmp_path), "--quiet"] + sections)
     assert rc == 0
@@ -225,12 +251,11 @@ def test_quick_003_and_004_claims_hold(tmp_path, paper, sections):
     assert sum(c["verdict"] == "holds" for c in claims) >= 6
 
 
-#: 000 with the paper's Newton: VI-S's Newton matrix on the damped double four-bar is singular to
+#: KBS23a with the paper's Newton: VI-S's Newton matrix on the damped double four-bar is singular to
 #: working precision at t = 1.342 (the constraint Jacobian loses rank); livens' rescue goes through
 KNOWN_000 = {
     "with the two dampers the total energy H decays over time": "the paper's Newton fails at t = 1.342",
-    "the amount of total energy lost in each time step is due to the dissipated power of the damping elements":
-        "the paper's Newton fails at t = 1.342",
+    "the amount of total energy lost in each time step is due to the dissipated power of the damping elements": "the paper's Newton fails at t = 1.342",
 }
 
 
@@ -255,8 +280,9 @@ def test_quick_000(mubo):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("claim", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=v))
-                                   for k, v in sorted(KNOWN_000.items())])
+@pytest.mark.parametrize(
+    "claim", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=v)) for k, v in sorted(KNOWN_000.items())]
+)
 def test_known_discrepancies_000(mubo, claim):
     got = [c for c in mubo if c["claim"] == claim]
     assert len(got) == 1
@@ -266,7 +292,7 @@ def test_known_discrepancies_000(mubo, claim):
 
 @pytest.mark.slow
 def test_full_nody_2023(tmp_path):
-    """The full reproduction of 002 (T = 1000 stability runs, paper's reference steps): no claim is
+    """The full reproduction of KBS23b (T = 1000 stability runs, paper's reference steps): no claim is
     left unjudged for a short horizon, and only the known ones fail."""
     rc = main(["reproduce", "nody-2023", "--out", str(tmp_path), "--quiet"])
     assert rc == 0
@@ -283,10 +309,21 @@ def test_reproduce_on_a_dask_cluster_gives_the_same_report(tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     rc = main(["reproduce", "livens-2023", "--quick", "--out", str(tmp_path / "local"), "--quiet"])
     assert rc == 0
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
-                                  host="127.0.0.1", protocol="tcp") as cluster:
-        rc = main(["reproduce", "livens-2023", "--quick", "--out", str(tmp_path / "dask"), "--quiet",
-                   "--scheduler", cluster.scheduler_address])
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None, host="127.0.0.1", protocol="tcp"
+    ) as cluster:
+        rc = main(
+            [
+                "reproduce",
+                "livens-2023",
+                "--quick",
+                "--out",
+                str(tmp_path / "dask"),
+                "--quiet",
+                "--scheduler",
+                cluster.scheduler_address,
+            ]
+        )
     assert rc == 0
     with open(tmp_path / "local" / "claims.csv") as f:
         local = list(csv.DictReader(f))

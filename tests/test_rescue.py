@@ -1,11 +1,12 @@
-"""The rescue of a failed Newton step (issues 6 and 8): damped least-squares Newton
+"""The rescue of a failed Newton step: damped least-squares Newton
 (:func:`livens.solvers.newton.damped_newton`) retries a step whose plain Newton iteration failed.
 
 Two failures it must cure, both found while reproducing the papers: EM on the four-particle
-system at h = 0.675 (002 §6.3, Fig. 33: plain Newton from the simple guess diverges at step 120,
+system at h = 0.675 (KBS23b §6.3, Fig. 33: plain Newton from the simple guess diverges at step 120,
 t = 81) and VI-S on the damped double four-bar at h = 1e-3 (its Newton matrix is singular to
 working precision at t = 1.342, where the constraint Jacobian loses rank).
 """
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -41,7 +42,7 @@ def four_particle():
 
 
 def test_em_at_h_0675_is_rescued_and_conserves_energy(four_particle):
-    """002 §6.3: "EM keeps stable even for quite large time steps of h = 0.675"."""
+    """KBS23b §6.3: "EM keeps stable even for quite large time steps of h = 0.675"."""
     with pytest.raises(lv.ConvergenceError) as info:
         lv.simulate(four_particle, "EM", h=0.675, t_end=120.0, tol=1e-11, rescue=False)
     first = info.value.step

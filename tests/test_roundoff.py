@@ -4,6 +4,7 @@ final_iteration), schemes in increment form with compensated summation, exact re
 The long studies (energy and momentum maps over 10^4 .. 10^6 steps, growth exponents) are
 marked slow; the default suite checks each mechanism on short runs.
 """
+
 import math
 from fractions import Fraction
 
@@ -13,8 +14,8 @@ import numpy as np
 import pytest
 
 import livens as lv
-from livens.solvers.newton import newton
 from livens.schemes.base import compensated_add
+from livens.solvers.newton import newton
 
 
 # ------------------------------------------------------------------------------ Newton
@@ -36,7 +37,7 @@ def test_roundoff_rule_iterates_to_roundoff_and_stops():
 
 def test_roundoff_rule_reports_divergence_and_max_iter():
     """A system without a root: the increments never reach round-off, so no convergence."""
-    res = jax.jit(lambda x: newton(lambda y: y ** 2 + 1.0, x, 0.0, 30, stopping="roundoff"))(jnp.array([0.5]))
+    res = jax.jit(lambda x: newton(lambda y: y**2 + 1.0, x, 0.0, 30, stopping="roundoff"))(jnp.array([0.5]))
     assert not bool(res.converged)
 
 
@@ -45,6 +46,7 @@ def test_floor_stops_a_residual_stuck_above_tol():
     beams' elastic forces in the start of the three-bar swing): the tol rule iterates to max_iter,
     with a floor Newton stops after the residual stopped halving, converged; a residual that still
     halves below the floor is iterated on to tol."""
+
     def noisy(x):  # an evaluation error of up to 1e-9 that changes erratically with x, as round-off
         return _cubic(x) + 1e-9 * jax.lax.stop_gradient(jnp.sin(1e12 * x))
 
@@ -92,6 +94,7 @@ def test_compensated_summation_keeps_the_increments_digits():
             x, comp, plain = c
             x, comp = compensated_add(x, comp, dx)
             return (x, comp, plain + dx), None
+
         (x, comp, plain), _ = jax.lax.scan(body, (jnp.float64(1.0), jnp.float64(0.0), jnp.float64(1.0)), incs)
         return x, comp, plain
 
@@ -124,8 +127,9 @@ def _value_form(sch):
 
     # the same unknowns under the names of values (q1, p1): no increment form, no compensated summation
     unknowns = tuple(({"dq": "q1", "dp": "p1"}.get(n, n), size) for n, size in sch.unknowns)
-    return dataclasses.replace(sch, name=sch.name + "-value-form", unknowns=unknowns, residual=res, guess=guess,
-                               update=update, tangent=None)
+    return dataclasses.replace(
+        sch, name=sch.name + "-value-form", unknowns=unknowns, residual=res, guess=guess, update=update, tangent=None
+    )
 
 
 @pytest.mark.parametrize("scheme", ["EM", "VI-S"])
@@ -139,12 +143,14 @@ def test_increment_form_is_the_same_scheme(scheme):
     a = lv.simulate(problem, sch, t_end=0.4, tol="roundoff", progress=False)
     b = lv.simulate(problem, _value_form(sch), t_end=0.4, tol="roundoff", progress=False)
     assert np.max(np.abs(a.q - b.q)) <= 1e-12 and np.max(np.abs(a.p - b.p)) <= 1e-12, (
-        np.max(np.abs(a.q - b.q)), np.max(np.abs(a.p - b.p)))
+        np.max(np.abs(a.q - b.q)),
+        np.max(np.abs(a.p - b.p)),
+    )
     assert np.max(np.abs(a.constraint_residual("position"))) <= 1e-11
 
 
 def test_em_nodal_velocity_is_the_momentum_over_the_mass():
-    """EM's nodal velocity is M^-1 p^{n+1} (equal in exact arithmetic, 003 Prop. 5.5), not the unknown
+    """EM's nodal velocity is M^-1 p^{n+1} (equal in exact arithmetic, KB23 Prop. 5.5), not the unknown
     v1, whose round-off (84c) would let accumulate as an alternating sum; the energy T(v) + V is
     then the conserved 1/2 p.M^-1 p + V."""
     for name, h in (("pendulum-3d", 0.01), ("heavy-top", 0.002)):
@@ -155,12 +161,12 @@ def test_em_nodal_velocity_is_the_momentum_over_the_mass():
 
 
 def test_em_nodal_constraints_in_increment_form_equal_the_node_values():
-    """For quadratic constraints EM evaluates g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1} (002 eq 84d, e)
+    """For quadratic constraints EM evaluates g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1} (KBS23b eq 84d, e)
     from their values at q^n plus exact increments: the same numbers as at the node itself up to
     round-off (heavy top, six quadratic director constraints; random increments and carries)."""
+    from livens.driver.setup import resolve
     from livens.schemes.base import State, next_node
     from livens.schemes.ggl_em import _nodal_constraints
-    from livens.driver.setup import resolve
 
     problem = lv.examples.load("heavy-top")
     _, _, mech = resolve(problem, "EM", {})
@@ -183,14 +189,15 @@ def test_resume_with_compensation_is_bit_for_bit(tmp_path):
     full = lv.simulate(problem, "EM", h=0.01, t_end=4.0, tol="roundoff", progress=False)
     first = lv.simulate(problem, "EM", h=0.01, t_end=2.0, tol="roundoff", progress=False, out=tmp_path / "a.nc")
     assert np.any(np.asarray(first.meta["compensation"]["q"]) != 0)  # the carries are really used
-    rest = lv.simulate(problem, "EM", h=0.01, t_end=4.0, tol="roundoff", progress=False,
-                       resume=lv.load(tmp_path / "a.nc"))
+    rest = lv.simulate(
+        problem, "EM", h=0.01, t_end=4.0, tol="roundoff", progress=False, resume=lv.load(tmp_path / "a.nc")
+    )
     np.testing.assert_array_equal(rest.q[-1], full.q[-1])
     np.testing.assert_array_equal(rest.p[-1], full.p[-1])
 
 
 def test_vi_lagrange_reaches_tol_1e12_at_h_1e5():
-    """004 §4.1 at h = 1e-5: in value form the difference (q_{i+1} - q_i)/h of rounded nodes put a
+    """SLO09 §4.1 at h = 1e-5: in value form the difference (q_{i+1} - q_i)/h of rounded nodes put a
     floor of ~1e-11 under eq 14's residual; in increment form tol = 1e-12 is reachable."""
     problem = lv.examples.load("double-spherical-pendulum")
     sol = lv.simulate(problem, "vi-lagrange", h=1e-5, t_end=0.02, tol=1e-12, rescue=False, progress=False)
@@ -212,8 +219,15 @@ def _growth(problem, scheme, h, n, tol="roundoff"):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example, scheme, h", [("pendulum-3d", "EM", 0.01), ("pendulum-3d", "VI-S", 0.01),
-                                                ("heavy-top", "EM", 0.002), ("heavy-top", "VI-S", 0.002)])
+@pytest.mark.parametrize(
+    "example, scheme, h",
+    [
+        ("pendulum-3d", "EM", 0.01),
+        ("pendulum-3d", "VI-S", 0.01),
+        ("heavy-top", "EM", 0.002),
+        ("heavy-top", "VI-S", 0.002),
+    ],
+)
 def test_momentum_maps_grow_like_sqrt_n(example, scheme, h):
     """tol="roundoff": the momentum map's error over 10^4 .. 10^6 steps grows like a random walk
     of round-off (Brouwer's law, fitted exponent <= 0.6), not linearly."""
@@ -222,8 +236,9 @@ def test_momentum_maps_grow_like_sqrt_n(example, scheme, h):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example, h, bound, exponent", [("pendulum-3d", 0.01, 1e-12, 0.6),
-                                                         ("heavy-top", 0.002, 1e-12, None)])
+@pytest.mark.parametrize(
+    "example, h, bound, exponent", [("pendulum-3d", 0.01, 1e-12, 0.6), ("heavy-top", 0.002, 1e-12, None)]
+)
 def test_energy_of_em_over_a_million_steps(example, h, bound, exponent):
     """EM with tol="roundoff": the energy error over 10^6 steps. On the pendulum it follows
     Brouwer's law, a random walk of round-off (max |E - E0| <= 1e-12, fitted exponent <= 0.6);

@@ -1,20 +1,21 @@
-"""The speed structures of the GGL energy-momentum scheme EM (002 eq 84; issue 7) change only the cost.
+"""The speed structures of the GGL energy-momentum scheme EM (KBS23b eq 84) change only the cost.
 
 - The residual with (84b) as one scalar discrete gradient equals the row-wise form with the
-  discrete derivatives as matrices (002 eq 86b, c), to round-off, away from the solution.
+  discrete derivatives as matrices (KBS23b eq 86b, c), to round-off, away from the solution.
 - The structured EM tangent equals the AD tangent jax.jacfwd of the residual, and its block
   elimination equals the dense solve (to the accuracy the conditioning allows).
 - Runs with the structured tangent and with the AD tangent take the same Newton iterates.
 """
+
 import dataclasses
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
 
 import livens as lv
-from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_em
 
@@ -42,8 +43,9 @@ def _point(name, seed, h=0.05):
 def test_scalar_discrete_gradient_residual_equals_rowwise_form(name):
     sch, vals, mech, st, x, h = _point(name, seed=11)
     d, m = mech.d, mech.m
-    both = jax.jit(lambda x: [f(sch.unpack(x, d, m), st, h, 0.0, vals, mech)
-                              for f in (ggl_em._residual, ggl_em._residual_rowwise)])
+    both = jax.jit(
+        lambda x: [f(sch.unpack(x, d, m), st, h, 0.0, vals, mech) for f in (ggl_em._residual, ggl_em._residual_rowwise)]
+    )
     for k in range(3):  # also nearly at rest, where the fade-out of Gonzalez's quotient acts
         xs = x if k == 0 else x.at[:d].set(10.0 ** (-3 * k) * x[:d])  # dq = q^{n+1} - q^n
         r, r0 = (np.asarray(a) for a in both(xs))
@@ -78,6 +80,6 @@ def test_em_structured_and_ad_tangent_take_the_same_newton_iterates(example, ste
     assert np.mean(a.newton_iterations == b.newton_iterations) >= 0.99
     assert np.max(np.abs(a.q - b.q)) <= 1e-10
     assert np.max(np.abs(a.p - b.p)) <= 1e-10 * max(1.0, np.max(np.abs(a.p)))
-    # the energy stays conserved with the structured tangent (002 eq 89)
+    # the energy stays conserved with the structured tangent (KBS23b eq 89)
     E = a.energy()["total"]
     assert np.max(np.abs(E - E[0])) <= 1e-11 * abs(E[0])

@@ -1,6 +1,6 @@
-"""The speed structures of issue 7 change nothing but the cost.
+"""The speed structures (structured tangents, small-product rewrites, small solves) change nothing but the cost.
 
-- The structured VI-S tangent (002 eq 55, damped 000 eq 57), dense and matrix-free, equals the AD
+- The structured VI-S tangent (KBS23b eq 55, damped KBS23a eq 57), dense and matrix-free, equals the AD
   tangent jax.jacfwd of the residual, and its block-elimination solve equals the dense solve.
 - The pure-NumPy VI-S with hand-written derivatives (benchmarks/reference_numpy.py) and livens
   take the same steps.
@@ -10,6 +10,7 @@
 - The compiled chunk runner is not recompiled when h, t_end, tol or max_iter change, and the
   persistent compilation cache is switched on unless the user opts out.
 """
+
 import dataclasses
 import os
 import subprocess
@@ -19,22 +20,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
 
 import livens as lv
-from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
-from livens.engine import small_products as _fusion
-from livens.solvers import dense as _linalg
-from livens.schemes import get as get_scheme
-from livens.schemes import ggl_vi
 from livens.driver.records import record_layout
 from livens.driver.run import _single_loop
 from livens.driver.setup import initial_state, plan, resolve
+from livens.engine import small_products as _fusion
+from livens.schemes import get as get_scheme
+from livens.schemes import ggl_vi
+from livens.solvers import dense as _linalg
 
 VI_S = get_scheme("VI-S")[0]
 
 
 def _forced_double_pendulum():
-    """Non-diagonal M (004 §4.1, relative coordinates) with a velocity-dependent external force."""
+    """Non-diagonal M (SLO09 §4.1, relative coordinates) with a velocity-dependent external force."""
     p = lv.examples.load("double-spherical-pendulum")
     s = p.system
     drag = jnp.array([0.3, 0.1, 0.2, 0.05, 0.4, 0.1])
@@ -79,8 +80,9 @@ def test_vis_structured_tangent_equals_ad_tangent(name, form, monkeypatch):
     assert_tangent_equals_ad(R, T, x, 3 * d + 2 * m)
 
 
-@pytest.mark.parametrize("example, steps, matrix_free", [("heavy-top", 150, False), ("pendulum-3d", 150, False),
-                                                          ("heavy-top", 60, True)])
+@pytest.mark.parametrize(
+    "example, steps, matrix_free", [("heavy-top", 150, False), ("pendulum-3d", 150, False), ("heavy-top", 60, True)]
+)
 def test_structured_and_ad_tangent_take_the_same_newton_iterates(example, steps, matrix_free, monkeypatch):
     if matrix_free:
         monkeypatch.setattr(ggl_vi, "MATRIX_FREE_MIN_D", 0)
@@ -96,9 +98,16 @@ def test_structured_and_ad_tangent_take_the_same_newton_iterates(example, steps,
     assert np.max(np.abs(a.p - b.p)) <= 1e-10 * max(1.0, np.max(np.abs(a.p)))
 
 
-@pytest.mark.parametrize("example, scheme", [("double-four-bar", "ggl-theta-b"), ("double-four-bar", "vi-lagrange"),
-                                             ("heavy-top", "ggl-theta-a"), ("double-four-bar", "livens-em"),
-                                             ("four-particle", "midpoint")])
+@pytest.mark.parametrize(
+    "example, scheme",
+    [
+        ("double-four-bar", "ggl-theta-b"),
+        ("double-four-bar", "vi-lagrange"),
+        ("heavy-top", "ggl-theta-a"),
+        ("double-four-bar", "livens-em"),
+        ("four-particle", "midpoint"),
+    ],
+)
 def test_jacobian_by_blocks_equals_the_ad_jacobian(example, scheme):
     """The AD tangent of schemes without a structured one, built block by block from
     BLOCK_JACOBIAN_MIN unknowns on (at once below: four-particle midpoint, 26 unknowns), is
@@ -127,6 +136,7 @@ def test_jacobian_by_blocks_equals_the_ad_jacobian(example, scheme):
 
 def _count_equations(fn, which, *args) -> int:
     """Equations of fn's jaxpr, sub-jaxprs included, for which ``which(eqn)`` holds."""
+
     def count(jp):
         n = 0
         for eqn in jp.eqns:
@@ -298,23 +308,40 @@ def test_persistent_compilation_cache_is_on_and_can_be_switched_off(tmp_path):
         assert jax.config.jax_compilation_cache_dir
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
     # importing livens changes no process-wide setting but float64: the cache is set by its first run
-    imported = subprocess.run([sys.executable, "-c", "import jax, livens; print(repr(jax.config.jax_compilation_cache_dir))"],
-                              env=env, capture_output=True, text=True, check=True)
+    imported = subprocess.run(
+        [sys.executable, "-c", "import jax, livens; print(repr(jax.config.jax_compilation_cache_dir))"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert imported.stdout.strip() in ("None", "''")
-    code = ("import jax, livens as lv; lv.simulate(lv.examples.load('pendulum-3d'), 'VI-S', t_end=0.1, progress=False); "
-            "print(repr(jax.config.jax_compilation_cache_dir))")
-    off = subprocess.run([sys.executable, "-c", code], env={**env, "LIVENS_COMPILATION_CACHE": "0"},
-                         capture_output=True, text=True, check=True)
+    code = (
+        "import jax, livens as lv; lv.simulate(lv.examples.load('pendulum-3d'), 'VI-S', t_end=0.1, progress=False); "
+        "print(repr(jax.config.jax_compilation_cache_dir))"
+    )
+    off = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "LIVENS_COMPILATION_CACHE": "0"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert off.stdout.strip() in ("None", "''")
     there = tmp_path / "cache"
-    on = subprocess.run([sys.executable, "-c", code], env={**env, "LIVENS_COMPILATION_CACHE": str(there)},
-                        capture_output=True, text=True, check=True)
+    on = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "LIVENS_COMPILATION_CACHE": str(there)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert on.stdout.strip() == repr(str(there))
     assert there.is_dir()
 
 
 def test_livens_vi_s_equals_the_numpy_reference_with_hand_derivatives():
-    """An independent implementation of 002 eq 55 for the pendulum (hand-written Jacobian)."""
+    """An independent implementation of KBS23b eq 55 for the pendulum (hand-written Jacobian)."""
     sys.path.insert(0, str(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     try:
         from benchmarks.reference_numpy import jacobian, residual, simulate_pendulum_vis
@@ -332,8 +359,13 @@ def test_livens_vi_s_equals_the_numpy_reference_with_hand_derivatives():
     x, q0, p0 = rng.standard_normal(11), rng.standard_normal(3), rng.standard_normal(3)
     J = jacobian(x, q0, p0, 0.05, 1.3, 1.1, 9.81)
     eps = 1e-6
-    fd = np.array([(residual(x + eps * e, q0, p0, 0.05, 1.3, 1.1, 9.81)
-                    - residual(x - eps * e, q0, p0, 0.05, 1.3, 1.1, 9.81)) / (2 * eps) for e in np.eye(11)]).T
+    fd = np.array(
+        [
+            (residual(x + eps * e, q0, p0, 0.05, 1.3, 1.1, 9.81) - residual(x - eps * e, q0, p0, 0.05, 1.3, 1.1, 9.81))
+            / (2 * eps)
+            for e in np.eye(11)
+        ]
+    ).T
     assert np.max(np.abs(J - fd)) <= 1e-8
 
 
@@ -343,8 +375,16 @@ def test_record_layout_packs_a_step_into_one_row_exactly():
     from livens.driver.records import RecordLayout
 
     rng = np.random.default_rng(3)
-    recs = [{"q": rng.standard_normal(4), "iterations": np.int32(k), "ok": np.bool_(k % 2), "lam": rng.standard_normal((2, 3)),
-             "residual": np.float64(10.0 ** -k)} for k in range(5)]
+    recs = [
+        {
+            "q": rng.standard_normal(4),
+            "iterations": np.int32(k),
+            "ok": np.bool_(k % 2),
+            "lam": rng.standard_normal((2, 3)),
+            "residual": np.float64(10.0**-k),
+        }
+        for k in range(5)
+    ]
     layout = RecordLayout.of({k: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype) for k, v in recs[0].items()})
     assert layout.width == 4 + 1 + 1 + 6 + 1 and layout.column("ok") == 5
     rows = np.stack([np.asarray(layout.pack({k: jnp.asarray(v) for k, v in r.items()})) for r in recs])

@@ -1,8 +1,9 @@
-"""Studies (issue 6): reducers against direct runs, fitted orders, blow-up detection, effort,
+"""Studies: reducers against direct runs, fitted orders, blow-up detection, effort,
 velocity bound, executors (local, process pool, Dask LocalCluster give identical numbers), CLI.
 
 All runs use pendulum-3d with VI-S (and VI-A, EM), so each compiles once.
 """
+
 import csv
 import math
 
@@ -36,9 +37,14 @@ REF = "VI-A"
 def conv():
     schemes = ["VI-S", "VI-A"]
     st = studies.ConvergenceStudy.make(
-        EX, schemes, [0.01, 0.005, 0.0025], 0.1,
+        EX,
+        schemes,
+        [0.01, 0.005, 0.0025],
+        0.1,
         [studies.Quantity("q", "q"), studies.Quantity("p3", "p", (2,))],
-        reference={"scheme": REF, "h": 0.0001}, tol=1e-12)
+        reference={"scheme": REF, "h": 0.0001},
+        tol=1e-12,
+    )
     return st, studies.run_study(st, progress=False)
 
 
@@ -58,7 +64,7 @@ def test_convergence_errors_equal_direct_runs(conv):
 
 
 def test_convergence_orders_match_the_papers(conv):
-    """VI-S is first order (002 Figs 18-19), VI-A second order."""
+    """VI-S is first order (KBS23b Figs 18-19), VI-A second order."""
     st, res = conv
     assert res.order("VI-S", "q") == pytest.approx(1.0, abs=0.15)
     assert res.order("VI-A", "q") == pytest.approx(2.0, abs=0.15)
@@ -67,8 +73,9 @@ def test_convergence_orders_match_the_papers(conv):
 def test_convergence_against_an_exact_value():
     """A quantity with an analytic value needs no reference run: the pendulum's length |q| = 1
     is exact, so an 'error' against (1, 0, 0) at t = h is just the displacement."""
-    st = studies.ConvergenceStudy.make(EX, ["VI-S"], [0.01, 0.005], 0.01,
-                                       [studies.Quantity("q", "q", exact=(1.0, 0.0, 0.0))])
+    st = studies.ConvergenceStudy.make(
+        EX, ["VI-S"], [0.01, 0.005], 0.01, [studies.Quantity("q", "q", exact=(1.0, 0.0, 0.0))]
+    )
     assert all(r.h in (0.01, 0.005) for r in st.runs())  # no reference run planned
     res = studies.run_study(st, progress=False)
     p = lv.examples.load(EX)
@@ -92,12 +99,14 @@ def test_stability_detects_blow_up_and_its_time():
     # the stable run's energy error equals that of a direct run
     sol = lv.simulate(p, "VI-S", h=0.01, t_end=4.0, guess="simple")
     E = sol.energy()["total"]
-    assert res.row("VI-S", 0.01)["max_rel_energy_error"] == pytest.approx(np.max(np.abs(E - E[0])) / abs(E[0]), rel=1e-9)
+    assert res.row("VI-S", 0.01)["max_rel_energy_error"] == pytest.approx(
+        np.max(np.abs(E - E[0])) / abs(E[0]), rel=1e-9
+    )
 
 
 def test_blow_up_before_a_failed_newton_step_is_found_whatever_the_chunk():
     """An energy that leaves the band before Newton fails is a blow-up at its own time: the steps
-    before the failed one are checked too, so the status does not depend on the chunk size (002
+    before the failed one are checked too, so the status does not depend on the chunk size (KBS23b
     §6.3: VI-S at h = 0.05 blows up at t = 0.3, its Newton fails at t = 0.55)."""
     p = lv.examples.load("four-particle")
     got = []
@@ -139,7 +148,7 @@ def test_effort_iterations_equal_direct_runs_and_normalization():
         sol = lv.simulate(p, "VI-S", h=0.05, t_end=1.0, guess=g)
         assert res.row("VI-S", g)["mean_iterations"] == pytest.approx(np.mean(sol.newton_iterations))
         assert res.row("VI-S", g)["normalized_time"] == 1.0
-    # 002 Table 2: the advanced guess needs fewer iterations
+    # KBS23b Table 2: the advanced guess needs fewer iterations
     assert res.row("VI-S", "advanced")["mean_iterations"] < res.row("VI-S", "simple")["mean_iterations"]
 
 
@@ -171,23 +180,41 @@ def test_system_parameter_sweep_runs_one_compiled_loop():
     from livens.driver.run import _LOOPS as _RUNNERS
     from livens.studies.runs import execute
 
-    specs = [RunSpec.make("pendulum-3d", "VI-S", 0.01, 0.2, system_params={"gravity": g}, tol=1e-12)
-             for g in (9.0, 9.81, 10.5)]
+    specs = [
+        RunSpec.make("pendulum-3d", "VI-S", 0.01, 0.2, system_params={"gravity": g}, tol=1e-12)
+        for g in (9.0, 9.81, 10.5)
+    ]
     n_before = len(_RUNNERS)
     results = [execute(s) for s in specs]
     assert len(_RUNNERS) <= n_before + 1
     problem = problem_for("pendulum-3d")
     for g, r in zip((9.0, 9.81, 10.5), results):
-        sol = lv.simulate(problem, "VI-S", h=0.01, t_end=0.2, tol=1e-12, guess="simple", rescue=False,
-                          progress=False, parameters={"gravity": g})
+        sol = lv.simulate(
+            problem,
+            "VI-S",
+            h=0.01,
+            t_end=0.2,
+            tol=1e-12,
+            guess="simple",
+            rescue=False,
+            progress=False,
+            parameters={"gravity": g},
+        )
         np.testing.assert_allclose(r.final["q"], sol.q[-1], rtol=0, atol=1e-13)
     assert not np.allclose(results[0].final["q"], results[2].final["q"])
 
 
 # ------------------------------------------------------------------------------ executors
 def _small_study():
-    return studies.ConvergenceStudy.make(EX, ["VI-S"], [0.02, 0.01], 0.2, [studies.Quantity("q", "q")],
-                                         reference={"scheme": "VI-S", "h": 0.001}, tol=1e-12)
+    return studies.ConvergenceStudy.make(
+        EX,
+        ["VI-S"],
+        [0.02, 0.01],
+        0.2,
+        [studies.Quantity("q", "q")],
+        reference={"scheme": "VI-S", "h": 0.001},
+        tol=1e-12,
+    )
 
 
 def _numbers(res):
@@ -205,8 +232,9 @@ def local_numbers():
 def test_dask_local_cluster_gives_identical_numbers(local_numbers):
     """A real Dask cluster on loopback, reached through its tcp address like any remote one."""
     distributed = pytest.importorskip("dask.distributed")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
-                                  host="127.0.0.1", protocol="tcp") as cluster:
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None, host="127.0.0.1", protocol="tcp"
+    ) as cluster:
         address = cluster.scheduler_address
         assert address.startswith("tcp://127.0.0.1:")
         st = _small_study()
@@ -220,8 +248,9 @@ def test_dask_local_cluster_gives_identical_numbers(local_numbers):
 def test_dask_cluster_in_worker_processes_gives_identical_numbers(local_numbers):
     """Workers in separate processes (each compiles its own time loop) give the same numbers."""
     distributed = pytest.importorskip("dask.distributed")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  host="127.0.0.1") as cluster:
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1"
+    ) as cluster:
         res = studies.run_study(_small_study(), scheduler=cluster.scheduler_address, progress=False)
     assert _numbers(res) == local_numbers[0]
 
@@ -244,8 +273,26 @@ def test_unreachable_scheduler_is_a_clear_error():
 def test_cli_study_convergence_writes_named_columns(tmp_path, capsys):
     from livens.cli import main
 
-    rc = main(["study", "convergence", EX, "--schemes", "VI-S", "--h", "0.02,0.01", "--t-end", "0.2",
-               "--reference", "VI-S:0.001", "--quantity", "q[0:2]", "--out", str(tmp_path), "--quiet"])
+    rc = main(
+        [
+            "study",
+            "convergence",
+            EX,
+            "--schemes",
+            "VI-S",
+            "--h",
+            "0.02,0.01",
+            "--t-end",
+            "0.2",
+            "--reference",
+            "VI-S:0.001",
+            "--quantity",
+            "q[0:2]",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert "VI-S" in out and "order" in out
@@ -262,10 +309,27 @@ def test_cli_rejects_bad_study_arguments(capsys):
 
     assert main(["study", "convergence", EX, "--schemes", "VI-S", "--h", "0.1", "--t-end", "1"]) == 2
     assert "--reference" in capsys.readouterr().err
-    assert main(["study", "convergence", EX, "--schemes", "VI-S", "--h", "a,b", "--t-end", "1",
-                 "--exact", "1"]) == 2
-    assert main(["study", "convergence", EX, "--schemes", "VI-S", "--h", "0.1", "--t-end", "1", "--exact", "1",
-                 "--quantity", "x[1]"]) == 2
+    assert main(["study", "convergence", EX, "--schemes", "VI-S", "--h", "a,b", "--t-end", "1", "--exact", "1"]) == 2
+    assert (
+        main(
+            [
+                "study",
+                "convergence",
+                EX,
+                "--schemes",
+                "VI-S",
+                "--h",
+                "0.1",
+                "--t-end",
+                "1",
+                "--exact",
+                "1",
+                "--quantity",
+                "x[1]",
+            ]
+        )
+        == 2
+    )
     assert main(["reproduce", "no-such-paper", "--out", "/tmp/never"]) == 2
     assert "Known" in capsys.readouterr().err
 
@@ -274,7 +338,11 @@ def test_split_and_parse_helpers():
     from livens.studies.cli import parse_quantity, split_list
     from livens.studies.runs import parse_scheme
 
-    assert split_list("VI-S,ggl-theta-b(theta=0.5,vartheta=0.5),EM") == ["VI-S", "ggl-theta-b(theta=0.5,vartheta=0.5)", "EM"]
+    assert split_list("VI-S,ggl-theta-b(theta=0.5,vartheta=0.5),EM") == [
+        "VI-S",
+        "ggl-theta-b(theta=0.5,vartheta=0.5)",
+        "EM",
+    ]
     assert parse_scheme("ggl-theta-b(theta=0.5, vartheta=0.5)") == ("ggl-theta-b", {"theta": 0.5, "vartheta": 0.5})
     assert parse_quantity("q[9:12]").indices == (9, 10, 11)
     assert parse_quantity("lam").field == "lam"
@@ -305,8 +373,14 @@ def test_reproduce_all_writes_each_paper_and_an_index(tmp_path, monkeypatch, cap
         def make(ctx):
             r = ctx.result(spec)
             return [judged("Fig. 1", f"EM finishes at h = {h}", r.status == "ok", f"status {r.status}")]
-        return rp.Paper(key, "00x", f"stand-in {key}", lambda quick: [rp.Item("f1", "Fig. 1", [spec], make)],
-                        lambda quick: ["stand-in"])
+
+        return rp.Paper(
+            key,
+            "00x",
+            f"stand-in {key}",
+            lambda quick: [rp.Item("f1", "Fig. 1", [spec], make)],
+            lambda quick: ["stand-in"],
+        )
 
     fake = {"p-a": paper("p-a", 0.01), "p-b": paper("p-b", 0.02)}
     monkeypatch.setattr(rp, "papers", lambda: fake)

@@ -1,7 +1,7 @@
 """The energy-momentum schemes keep the momentum maps of any symmetric system by construction.
 
-EM (002 eq 84-91) and EM-G (Gonzalez 1999) conserve the momentum maps J = p . xi q of a symmetry
-when their discrete gradients meet the orthogonality conditions 002 eq 85. livens builds them so
+EM (KBS23b eq 84-91) and EM-G (Gonzalez 1999) conserve the momentum maps J = p . xi q of a symmetry
+when their discrete gradients meet the orthogonality conditions KBS23b eq 85. livens builds them so
 (:func:`livens.discrete_gradients.corrected`) for every symmetry of the Problem that is an exact
 symmetry of V, g and M, whether or not the potential is written in invariants. Checked here:
 
@@ -14,9 +14,10 @@ symmetry of V, g and M, whether or not the potential is written in invariants. C
   with and without translations along it, and under the whole Euclidean group (hypothesis);
 - order 2 against an independent reference (SciPy's DOP853 on the index-1 equations of motion);
 - the papers' examples: the residual equals the midpoint / Greenspan form the papers use
-  (002 eq 99, 126), so their results are unchanged;
+  (KBS23b eq 99, 126), so their results are unchanged;
 - a declared "symmetry" that is not one is reported and not imposed.
 """
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,13 +43,20 @@ def _rotation_generators(nblocks):
 
 def _invariant_function(c):
     """A nonlinear function of two 3-blocks invariant under rotation about e3 (c: 6 coefficients)."""
+
     def f(x):
         a, b = x[:3], x[3:]
         rho_a, rho_b = a[0] ** 2 + a[1] ** 2, b[0] ** 2 + b[1] ** 2
         cross = a[0] * b[1] - a[1] * b[0]
         dot = a[0] * b[0] + a[1] * b[1]
-        return (c[0] * jnp.sin(rho_a + c[1] * a[2]) + c[2] * jnp.exp(0.3 * dot) * b[2]
-                + c[3] * cross ** 3 + c[4] * jnp.cos(rho_b * a[2]) + c[5] * (rho_a * rho_b) ** 2)
+        return (
+            c[0] * jnp.sin(rho_a + c[1] * a[2])
+            + c[2] * jnp.exp(0.3 * dot) * b[2]
+            + c[3] * cross**3
+            + c[4] * jnp.cos(rho_b * a[2])
+            + c[5] * (rho_a * rho_b) ** 2
+        )
+
     return f
 
 
@@ -74,7 +82,9 @@ def test_symmetric_gradient_is_directional_orthogonal_and_second_order(c, seed, 
     errs = []
     for s in (0.02, 0.01):
         x1 = x0 + s * dx
-        errs.append(float(np.linalg.norm(np.asarray(dg.symmetric(f, x0, x1, gens)) - np.asarray(grad(0.5 * (x0 + x1))))))
+        errs.append(
+            float(np.linalg.norm(np.asarray(dg.symmetric(f, x0, x1, gens)) - np.asarray(grad(0.5 * (x0 + x1)))))
+        )
     if errs[0] > 1e-11:
         assert errs[1] / errs[0] < 0.3
 
@@ -105,8 +115,9 @@ def test_symmetric_gradient_bounded_where_the_increment_lies_along_the_generator
 
 # --------------------------------------------------------------------------- systems
 def _check_run(problem, scheme, h, n_steps, tol=1e-12, j_tol=1e-10, e_tol=1e-11, parameters=None):
-    sol = lv.simulate(problem, scheme, h=h, t_end=n_steps * h, tol=tol, progress=False, rescue=False,
-                      parameters=parameters)
+    sol = lv.simulate(
+        problem, scheme, h=h, t_end=n_steps * h, tol=tol, progress=False, rescue=False, parameters=parameters
+    )
     E = sol.energy()["total"]
     scale = max(1.0, float(np.max(np.abs(sol.energy()["kinetic"])) + np.max(np.abs(sol.energy()["potential"]))))
     assert np.max(np.abs(np.diff(E))) <= e_tol * scale, (scheme, np.max(np.abs(np.diff(E))))
@@ -123,8 +134,11 @@ def user_system():
 
     def V(q):
         x1, x2 = q[:3], q[3:]
-        return (5.0 * (jnp.linalg.norm(x1 - a) - 1.3) ** 2 + 12.5 * (jnp.linalg.norm(x2 - a) - 1.3) ** 2
-                + 9.81 * (x1[2] + 2.0 * x2[2]))
+        return (
+            5.0 * (jnp.linalg.norm(x1 - a) - 1.3) ** 2
+            + 12.5 * (jnp.linalg.norm(x2 - a) - 1.3) ** 2
+            + 9.81 * (x1[2] + 2.0 * x2[2])
+        )
 
     def g(q):
         x1, x2 = q[:3], q[3:]
@@ -191,10 +205,10 @@ def _rot_invariants(x, nb):
     dot and cross products."""
     out = []
     for a in range(nb):
-        xa = x[3 * a:3 * a + 3]
+        xa = x[3 * a : 3 * a + 3]
         out += [xa[2], xa[0] ** 2 + xa[1] ** 2]
         for b in range(a + 1, nb):
-            xb = x[3 * b:3 * b + 3]
+            xb = x[3 * b : 3 * b + 3]
             out += [xa[0] * xb[0] + xa[1] * xb[1], xa[0] * xb[1] - xa[1] * xb[0]]
     return jnp.stack(out)
 
@@ -203,11 +217,13 @@ def _random_potential(invariants):
     """V(q, par) = sum_i c_i0 sin(pi_i) + c_i1 pi_i^2 / 2 + c_i2 pi_i^3 / 10 over the invariants pi_i,
     the coefficients the System parameter "c" (so that every random system of a kind shares one
     compiled step: hypothesis draws the coefficients, not new code)."""
+
     def V(q, par):
         inv = invariants(q)
         k = inv.shape[0]
         c = par["c"][: 3 * k].reshape(3, k)
-        return jnp.sum(c[0] * jnp.sin(inv) + 0.5 * c[1] * inv ** 2 + 0.1 * c[2] * inv ** 3)
+        return jnp.sum(c[0] * jnp.sin(inv) + 0.5 * c[1] * inv**2 + 0.1 * c[2] * inv**3)
+
     return V
 
 
@@ -218,7 +234,8 @@ def _random_system(kind, coef, seed):
     """A random system of 3 particles with a random potential and constraints invariant under
     ``kind``: "rotation" (about e3, all blocks), "equivariant" (the same, with constraints that
     rotate with the system, g(R q) = R g(q), rather than being invariant), "affine" (the same, with
-    the equivariant rows affine: their midpoint derivatives need no imposed orthogonality), "cylinder" (rotation about e3 and translation
+    the equivariant rows affine: their midpoint derivatives need no imposed orthogonality), "cylinder"
+    (rotation about e3 and translation
     along e3) or "euclidean" (three rotations and three translations). One constraint is not
     quadratic, so that the discrete derivatives of g and g_v are not the midpoint ones.
     Returns (Problem, parameter values): the System of a kind is built once (masses from a fixed
@@ -243,49 +260,76 @@ def _symmetric_system(kind):
 
         def g(q):
             x1, x2, x3 = q[:3], q[3:6], q[6:]
-            return jnp.array([0.5 * (x1 @ x1 - 1.0), 0.5 * ((x2 - x1) @ (x2 - x1) - 1.0),
-                              (x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2])
+            return jnp.array(
+                [
+                    0.5 * (x1 @ x1 - 1.0),
+                    0.5 * ((x2 - x1) @ (x2 - x1) - 1.0),
+                    (x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2,
+                ]
+            )
     elif kind == "equivariant":  # g(R q) = R g(q): the manifold is invariant, g itself is not
         inv = lambda q: _rot_invariants(q, nb)  # noqa: E731
         syms = [lv.Symmetry.rotation(E3, blocks=nb, name="J3")]
 
         def g(q):
             x1, x2, x3 = q[:3], q[3:6], q[6:]
-            return jnp.concatenate([jnp.array([0.5 * (x1 @ x1 - 1.0)]), x2 - (1.0 + 0.3 * x1[2] ** 2) * x1,
-                                    jnp.array([(x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2])])
+            return jnp.concatenate(
+                [
+                    jnp.array([0.5 * (x1 @ x1 - 1.0)]),
+                    x2 - (1.0 + 0.3 * x1[2] ** 2) * x1,
+                    jnp.array([(x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2]),
+                ]
+            )
     elif kind == "affine":  # invariant rows and affine equivariant ones (a joint on a rotating body)
         inv = lambda q: _rot_invariants(q, nb)  # noqa: E731
         syms = [lv.Symmetry.rotation(E3, blocks=nb, name="J3")]
 
         def g(q):
             x1, x2, x3 = q[:3], q[3:6], q[6:]
-            return jnp.concatenate([jnp.array([0.5 * (x1 @ x1 - 1.0)]), x2 - 2.0 * x1,
-                                    jnp.array([(x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2])])
+            return jnp.concatenate(
+                [
+                    jnp.array([0.5 * (x1 @ x1 - 1.0)]),
+                    x2 - 2.0 * x1,
+                    jnp.array([(x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2]),
+                ]
+            )
     elif kind == "cylinder":
+
         def inv(q):  # of the differences: invariant under translation along e3 and rotation about it
             r = jnp.concatenate([q[3:6] - q[:3], q[6:] - q[3:6]])
             return _rot_invariants(r, 2)
+
         syms = [lv.Symmetry.rotation(E3, blocks=nb, name="J3"), lv.Symmetry.translation(E3, blocks=nb, name="L3")]
 
         def g(q):
             x1, x2, x3 = q[:3], q[3:6], q[6:]
-            return jnp.array([0.5 * ((x2 - x1) @ (x2 - x1) - 1.0),
-                              (x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2])
+            return jnp.array(
+                [0.5 * ((x2 - x1) @ (x2 - x1) - 1.0), (x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2]
+            )
     else:
+
         def inv(q):  # pairwise squared distances
             x = q.reshape(nb, 3)
             return jnp.stack([(x[a] - x[b]) @ (x[a] - x[b]) for a in range(nb) for b in range(a + 1, nb)])
+
         e = np.eye(3)
-        syms = ([lv.Symmetry.translation(e[i], blocks=nb, name=f"L{i + 1}") for i in range(3)]
-                + [lv.Symmetry.rotation(e[i], blocks=nb, name=f"J{i + 1}") for i in range(3)])
+        syms = [lv.Symmetry.translation(e[i], blocks=nb, name=f"L{i + 1}") for i in range(3)] + [
+            lv.Symmetry.rotation(e[i], blocks=nb, name=f"J{i + 1}") for i in range(3)
+        ]
 
         def g(q):
             x1, x2, x3 = q[:3], q[3:6], q[6:]
-            return jnp.array([0.5 * ((x2 - x1) @ (x2 - x1) - 1.0),
-                              (x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2])
+            return jnp.array(
+                [0.5 * ((x2 - x1) @ (x2 - x1) - 1.0), (x3 - x2) @ (x3 - x2) + 0.2 * ((x3 - x2) @ (x3 - x2)) ** 2 - 1.2]
+            )
+
     masses = np.random.default_rng(7).uniform(0.5, 2.0, nb)
-    system = lv.System(mass_matrix=np.diag(np.repeat(masses, 3)), potential=_random_potential(inv),
-                       constraints=lambda q, par: g(q), parameters={"c": np.zeros(60)})
+    system = lv.System(
+        mass_matrix=np.diag(np.repeat(masses, 3)),
+        potential=_random_potential(inv),
+        constraints=lambda q, par: g(q),
+        parameters={"c": np.zeros(60)},
+    )
     return system, syms
 
 
@@ -321,7 +365,7 @@ def test_random_symmetric_systems_keep_momentum_maps_and_energy_many(kind, coef,
 
 # --------------------------------------------------------------------------- the papers' examples
 def _midpoint_em_residual(u, s, h, mech, greenspan=False):
-    """002 eq 84 with the midpoint derivatives of 002 eq 99 (quadratic g, V linear or, with
+    """KBS23b eq 84 with the midpoint derivatives of KBS23b eq 99 (quadratic g, V linear or, with
     ``greenspan``, Greenspan's D^G V of eq 126): the scheme the papers run."""
     dq, dp, v1, lam, gam = u["dq"], u["dp"], u["v1"], u["lam"], u["gam"]
     q0, p0, v0 = s.q, s.p, s.v
@@ -331,19 +375,21 @@ def _midpoint_em_residual(u, s, h, mech, greenspan=False):
     Gm = mech.G(qm)
     DV = dg.potential_gradient(mech, q0, q1) if greenspan else jax.grad(mech.V)(qm)
     D1gv = mech.D1gv(qm, pm)
-    return jnp.concatenate([
-        dq - 0.5 * h * (v0 + v1) - h * Minv @ Gm.T @ gam,
-        dp + h * DV + h * Gm.T @ lam + h * D1gv.T @ gam,
-        pm - mech.M(q0) @ (0.5 * (v0 + v1)),
-        mech.g(q1),
-        mech.gv(q1, p1),
-    ])
+    return jnp.concatenate(
+        [
+            dq - 0.5 * h * (v0 + v1) - h * Minv @ Gm.T @ gam,
+            dp + h * DV + h * Gm.T @ lam + h * D1gv.T @ gam,
+            pm - mech.M(q0) @ (0.5 * (v0 + v1)),
+            mech.g(q1),
+            mech.gv(q1, p1),
+        ]
+    )
 
 
 @pytest.mark.parametrize("example", ["pendulum-3d", "heavy-top", "double-spherical-pendulum", "four-particle"])
 def test_papers_examples_unchanged(example):
     """For the papers' examples (quadratic constraints; V linear, or declared in invariants) EM's
-    trajectory equals that of the midpoint / Greenspan form of 002 eq 99 and 126 (a scheme built
+    trajectory equals that of the midpoint / Greenspan form of KBS23b eq 99 and 126 (a scheme built
     here from those formulas alone, AD tangent) to the Newton tolerance: the symmetric
     construction leaves the papers' results unchanged."""
     import dataclasses
@@ -352,10 +398,14 @@ def test_papers_examples_unchanged(example):
 
     em = get("EM")[0]
     ref = dataclasses.replace(
-        em, name="em-midpoint-reference", tangent=None,
+        em,
+        name="em-midpoint-reference",
+        tangent=None,
         capabilities=dataclasses.replace(em.capabilities, symmetries=False),
         residual=lambda u, s, h, t, params, mech: _midpoint_em_residual(
-            u, s, h, mech, greenspan=mech.system.invariants is not None))
+            u, s, h, mech, greenspan=mech.system.invariants is not None
+        ),
+    )
     problem = lv.examples.load(example)
     h = problem.h
     a = lv.simulate(problem, em, h=h, t_end=100 * h, tol=1e-12, progress=False)
@@ -368,8 +418,9 @@ def test_papers_examples_unchanged(example):
 def test_a_declared_symmetry_that_is_not_one_is_reported_and_not_imposed():
     """Rotation about e3 declared for a pendulum with gravity along e1: not a symmetry. EM keeps the
     energy and lets J3 change as the physics says (not forced to stay constant)."""
-    system = lv.System(mass_matrix=np.eye(3), potential=lambda q: 9.81 * q[0],
-                       constraints=lambda q: jnp.array([0.5 * (q @ q - 1.0)]))
+    system = lv.System(
+        mass_matrix=np.eye(3), potential=lambda q: 9.81 * q[0], constraints=lambda q: jnp.array([0.5 * (q @ q - 1.0)])
+    )
     sym = lv.Symmetry.rotation(E3, name="J3")
     problem = lv.Problem(system, q0=[0.0, 1.0, 0.0], v0=[0.0, 0.0, 1.0], symmetries=[sym])
     why = symmetry_defect(mechanics(system, problem.q0), sym, problem.q0)
@@ -385,7 +436,7 @@ def test_a_declared_symmetry_that_is_not_one_is_reported_and_not_imposed():
 
 def test_heavy_top_joint_rows_are_affine_and_need_no_imposed_orthogonality():
     """The heavy top's tip joint (x = L d3, vector rows) is equivariant, not invariant, under the
-    rotation about e3, but affine: its midpoint derivatives meet 002 eq 85 at the solution
+    rotation about e3, but affine: its midpoint derivatives meet KBS23b eq 85 at the solution
     (checks.constraints_midpoint_orthogonal), so EM uses them uncorrected -- and J3 is still kept."""
     from livens.checks import affine_rows, constraints_invariant, exact_symmetries
 
@@ -403,11 +454,16 @@ def test_heavy_top_joint_rows_are_affine_and_need_no_imposed_orthogonality():
 def test_symmetries_are_checked_with_the_runs_parameter_values():
     """A symmetry exact at the System's default parameters but broken by the run's values is not
     imposed on that run (EM would otherwise conserve a momentum map the physics does not)."""
+
     def V(q, par):
         return 9.81 * q[2] + par["tilt"][0] * q[0]
 
-    system = lv.System(mass_matrix=np.eye(3), potential=V, constraints=lambda q, par: jnp.array([0.5 * (q @ q - 1.0)]),
-                       parameters={"tilt": np.zeros(1)})
+    system = lv.System(
+        mass_matrix=np.eye(3),
+        potential=V,
+        constraints=lambda q, par: jnp.array([0.5 * (q @ q - 1.0)]),
+        parameters={"tilt": np.zeros(1)},
+    )
     q0, v0 = lv.consistent_initial_state(system, [0.6, 0.0, -0.8], [0.0, 1.0, 0.0])
     problem = lv.Problem(system, q0=q0, v0=v0, symmetries=[lv.Symmetry.rotation(E3, name="J3")])
     assert lv.simulate(problem, "EM", h=0.01, t_end=0.05, progress=False).meta["kept_symmetries"] == ["J3"]

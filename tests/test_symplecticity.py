@@ -1,20 +1,26 @@
 """Symplecticity of the one-step map by AD through the Newton solution (livens.diagnostics):
-VI-S, VI-A, VI-B are symplectic (002 §4, App. A.6-A.7), EM is not (002 §5 claims energy and
+VI-S, VI-A, VI-B are symplectic (KBS23b §4, App. A.6-A.7), EM is not (KBS23b §5 claims energy and
 momentum only)."""
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import livens as lv
-from livens.diagnostics import (constraint_manifold_basis, defect_of, one_step_jacobian, symplectic_form,
-                                symplecticity_defect)
+from livens.diagnostics import (
+    constraint_manifold_basis,
+    defect_of,
+    one_step_jacobian,
+    symplectic_form,
+    symplecticity_defect,
+)
 from livens.mechanics import mechanics
 from livens.schemes.base import State
 
 PROBLEMS = {name: lv.examples.load(name) for name in ("pendulum-3d", "heavy-top")}
 # the heavy top (nonlinear constraints, m = 9) by default; the pendulum with -m slow
 EXAMPLES = [pytest.param("pendulum-3d", marks=pytest.mark.slow), "heavy-top"]
-ROUND_OFF = 1e-12   # relative defect: observed 1e-18 ... 3e-14
+ROUND_OFF = 1e-12  # relative defect: observed 1e-18 ... 3e-14
 _JAC: dict = {}
 
 
@@ -36,7 +42,7 @@ def defects(example, scheme, **kw):
 @pytest.mark.parametrize("example", EXAMPLES)
 @pytest.mark.parametrize("scheme", ["VI-S", "VI-B"])
 def test_vi_s_vi_b_symplectic_on_constraint_manifold(example, scheme):
-    """Symplectic on the tangent space of {g = 0, G M^-1 p = 0} (002 eq 31), not on the whole
+    """Symplectic on the tangent space of {g = 0, G M^-1 p = 0} (KBS23b eq 31), not on the whole
     phase space: the constraint term attached to the node q^n contributes dg(q^n) ^ d lambda."""
     d = defects(example, scheme)
     assert d["constraint"] <= ROUND_OFF
@@ -63,14 +69,17 @@ def test_from_another_point_of_the_manifold():
     (not the steady-precession start)."""
     pr = PROBLEMS["heavy-top"]
     rng = np.random.default_rng(7)
-    q, v = lv.consistent_initial_state(pr.system, pr.q0 + 0.05 * rng.normal(size=12),
-                                       pr.v0 + 5.0 * rng.normal(size=12))
+    q, v = lv.consistent_initial_state(pr.system, pr.q0 + 0.05 * rng.normal(size=12), pr.v0 + 5.0 * rng.normal(size=12))
     mech = mechanics(pr.system, pr.q0)
     p = np.asarray(mech.M(jnp.asarray(q))) @ v
     z9 = jnp.zeros(9)
     state = State(q=jnp.asarray(q), p=jnp.asarray(p), v=jnp.asarray(v), lam=z9, gam=z9)
-    for scheme, manifold, symplectic in [("VI-S", "constraint", True), ("VI-B", "constraint", True),
-                                         ("VI-A", "full", True), ("EM", "constraint", False)]:
+    for scheme, manifold, symplectic in [
+        ("VI-S", "constraint", True),
+        ("VI-B", "constraint", True),
+        ("VI-A", "full", True),
+        ("EM", "constraint", False),
+    ]:
         Psi, z, _, rn = jac("heavy-top", scheme, state=state, tag="perturbed")
         np.testing.assert_allclose(z, np.concatenate([q, p]))
         dfc = defect_of(Psi, z, mech, manifold, relative=True)

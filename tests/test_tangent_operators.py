@@ -1,16 +1,17 @@
 """The Newton tangent as an operator (livens.solvers.tangent): the band form of chains and beams,
 with the low-rank couplings of discrete gradients, changes nothing but the cost.
 
-- vi-lagrange (004 eq 14, 15) on the three-bar swing: the band matrix, assembled from one
+- vi-lagrange (SLO09 eq 14, 15) on the three-bar swing: the band matrix, assembled from one
   Jacobian-vector product per colour, is the AD Jacobian of eq 14 and of eq 15 (the saddle-point
   matrix [D, c h G^T; G, 0]), and its band LU (pivoting across the zero block) solves as the dense
   LU does; the band does not widen with the number of elements.
-- livens-em (003 eq 28) on the swing: the quotient of its discrete gradient couples every unknown;
+- livens-em (KB23 eq 28) on the swing: the quotient of its discrete gradient couples every unknown;
   held fixed it leaves a band, and band plus its rank-one term is the AD Jacobian.
   livens-midpoint has no such quotients: a band alone.
 - A run with the band takes the dense run's Newton iterates: the same iteration counts and the
   same trajectory to round-off.
 """
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,11 +19,11 @@ import pytest
 from _tangents import assert_tangent_equals_ad, tangent_type
 
 import livens as lv
-from livens.solvers import banded as _banded
+from livens.driver.setup import initial_state, resolve
 from livens.schemes import get as get_scheme
 from livens.schemes import vi_lagrange
-from livens.driver.setup import initial_state, resolve
 from livens.solvers import LowRankUpdate, tangent, tangent_operator
+from livens.solvers import banded as _banded
 from livens.solvers.couplings import split
 
 VI_L = get_scheme("vi-lagrange")[0]
@@ -44,8 +45,13 @@ def _point(problem, seed, scheme=VI_L):
     def noise(k, scale):
         return scale * jnp.asarray(rng.standard_normal(k))
 
-    st = st._replace(q=st.q + noise(d, 1e-3), p=noise(d, 1.0), v=noise(d, 1e-1), lam=noise(m, 1.0),
-                     extra={"q_next": st.q + noise(d, 1e-3), "c_next": noise(d, 1e-17), "dq": noise(d, 1e-4)})
+    st = st._replace(
+        q=st.q + noise(d, 1e-3),
+        p=noise(d, 1.0),
+        v=noise(d, 1e-1),
+        lam=noise(m, 1.0),
+        extra={"q_next": st.q + noise(d, 1e-3), "c_next": noise(d, 1e-17), "dq": noise(d, 1e-4)},
+    )
     x = jnp.concatenate([noise(d, 1e-1 if "v1" in dict(sch.unknowns) else 1e-3), noise(m, 1.0)])
     return sch, vals, mech, st, x
 
@@ -94,7 +100,7 @@ def test_banded_matrix_of_the_start_eq_15_is_the_ad_jacobian(monkeypatch):
 
 @pytest.mark.parametrize("scheme, rank", [("livens-em", 1), ("livens-midpoint", 0)])
 def test_livens_schemes_on_the_swing_band_plus_low_rank_is_the_ad_jacobian(scheme, rank):
-    """003 eq 28 in its Newton unknowns (v^{n+1}, lambda): 142 unknowns on 4 elements, above the
+    """KB23 eq 28 in its Newton unknowns (v^{n+1}, lambda): 142 unknowns on 4 elements, above the
     band's threshold. livens-em marks one quotient (Gonzalez's, of V + lambda.g: the swing's M is
     constant); held fixed, the rest is a band."""
     problem = _swing(4)
@@ -155,7 +161,8 @@ def test_banded_and_dense_runs_take_the_same_newton_iterates(monkeypatch, scheme
     assert np.max(dense.newton_iterations) >= 2
     # to round-off against the motion (vi-lagrange), or to the tolerance's effect on q (livens-em: its
     # iterates stop at 1e-10, a residual of momenta, where the motion of 10 steps is only 1e-4)
-    assert np.max(np.abs(banded.q - dense.q)) <= max(1e-10 * np.max(np.abs(dense.q - dense.q[0])),
-                                                      10 * tol * np.max(np.abs(dense.q)))
+    assert np.max(np.abs(banded.q - dense.q)) <= max(
+        1e-10 * np.max(np.abs(dense.q - dense.q[0])), 10 * tol * np.max(np.abs(dense.q))
+    )
     assert np.max(np.abs(banded.p - dense.p)) <= 1e-10 * np.max(np.abs(dense.p))
     assert np.max(np.abs(banded.lam - dense.lam)) <= 1e-8 * np.max(np.abs(dense.lam))

@@ -1,10 +1,11 @@
-"""The three-bar swing (004 §4.2; example "three-bar-swing"): its data as printed in 004 and the
+"""The three-bar swing (SLO09 §4.2; example "three-bar-swing"): its data as printed in SLO09 and the
 assumed geometry, the singular mass matrix and the schemes that run it, the equivalence of the null
-space method (004 eq 16) and the Lagrange multiplier form (eq 14) on it, second-order convergence,
-the energy balance of Livens' scheme under the pulse, and the pictures of 004 Fig. 6.
+space method (SLO09 eq 16) and the Lagrange multiplier form (eq 14) on it, second-order convergence,
+the energy balance of Livens' scheme under the pulse, and the pictures of SLO09 Fig. 6.
 
-Quick variants use 2 elements (d = 60, m = 46); the 10-element runs of 004 are marked slow.
+Quick variants use 2 elements (d = 60, m = 46); the 10-element runs of SLO09 are marked slow.
 """
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,7 +19,7 @@ from livens.mechanics import mechanics
 from livens.solution import manifold_velocity
 
 # Newton tolerances: eq 14 holds M (q2 - 2 q1 + q0)/h with beam nodes of 540-2700 kg, whose round-off is
-# 1e-11 at h = 5e-3 (measured); Livens' scheme (003 eq 28) holds momenta and velocities, round-off 1e-13
+# 1e-11 at h = 5e-3 (measured); Livens' scheme (KB23 eq 28) holds momenta and velocities, round-off 1e-13
 TOL = 1e-9
 TOL_EM = 1e-12
 
@@ -29,7 +30,7 @@ def swing2():
 
 
 def test_data_geometry_and_singular_mass():
-    """004's numbers, the assumed geometry (beam along e2 at height 0.36 between the pyramids' apexes,
+    """SLO09's numbers, the assumed geometry (beam along e2 at height 0.36 between the pyramids' apexes,
     d2 = e1 so that the smaller bending stiffness EI_2 is about e1), the counts d = 12 (n+1) + 24,
     m = 6 (n+1) + 28, and the mass matrix: singular (the 3 (n+1) components of d3), positive definite
     on the tangent space of the constraints."""
@@ -84,7 +85,7 @@ def _trajectories(problem, t_end, h):
 
 
 def test_nullspace_and_lagrange_forms_give_the_same_swing(swing2):
-    """004: "(16) and (14) are equivalent": the two forms' trajectories agree to 1e-7 through and after
+    """SLO09: "(16) and (14) are equivalent": the two forms' trajectories agree to 1e-7 through and after
     the pulse (2 elements, h = 5e-3, Newton tolerance 1e-9)."""
     a, b = _trajectories(swing2, 0.4, 5e-3)
     assert np.max(np.abs(a.q - b.q)) <= 1e-7
@@ -94,7 +95,7 @@ def test_nullspace_and_lagrange_forms_give_the_same_swing(swing2):
 
 @pytest.mark.slow
 def test_nullspace_and_lagrange_forms_give_the_same_swing_10_elements():
-    """The same with 004's 10 elements and h = 1e-3 to t = 0.3 (through the pulse and after; a short run:
+    """The same with SLO09's 10 elements and h = 1e-3 to t = 0.3 (through the pulse and after; a short run:
     vi-nullspace, with its inner projection per residual, is the slowest scheme on the swing)."""
     pb = lv.examples.load("three-bar-swing")
     a, b = _trajectories(pb, 0.3, 1e-3)
@@ -118,7 +119,7 @@ def _order(problem, hs, t_end, h_ref):
 
 
 def test_second_order_convergence_of_q_and_v(swing2):
-    """004 Fig. 9: the configuration and the velocity converge with order 2 (log-log slope of the
+    """SLO09 Fig. 9: the configuration and the velocity converge with order 2 (log-log slope of the
     relative error at t = 0.2, in the pulse, against h_ref = 1.25e-4)."""
     sq, sv, eq, ev = _order(swing2, (4e-3, 2e-3, 1e-3), 0.2, 1.25e-4)
     assert abs(sq - 2) <= 0.2 and abs(sv - 2) <= 0.3, (sq, sv, eq, ev)
@@ -132,7 +133,7 @@ def test_second_order_convergence_10_elements():
 
 
 def test_livens_em_energy_balance_under_the_pulse(swing2):
-    """Livens' scheme (003 eq 28) with the load: E^{n+1} - E^n = F(q^{n+1/2}, t^{n+1/2}) . (q^{n+1} - q^n),
+    """Livens' scheme (KB23 eq 28) with the load: E^{n+1} - E^n = F(q^{n+1/2}, t^{n+1/2}) . (q^{n+1} - q^n),
     the discrete work of the pulse, to round-off, and E constant after the pulse (t > 0.25)."""
     h = 5e-3
     sol = lv.simulate(swing2, "livens-em", h=h, t_end=0.4, tol=TOL_EM, progress=False)
@@ -150,8 +151,8 @@ def test_livens_em_energy_balance_under_the_pulse(swing2):
 
 
 def test_stress_resultants_and_fig6_picture(swing2, tmp_path):
-    """Stress resultants per element of a run (004 Fig. 7: axial force N3, bending moment about e1),
-    the colour of 004 Fig. 6 (|n| + |m|), and the snapshot in the (e2, e3) plane."""
+    """Stress resultants per element of a run (SLO09 Fig. 7: axial force N3, bending moment about e1),
+    the colour of SLO09 Fig. 6 (|n| + |m|), and the snapshot in the (e2, e3) plane."""
     sol = lv.simulate(swing2, "vi-lagrange", h=5e-3, t_end=0.2, tol=TOL, progress=False)
     r = lb.stress_resultants(sol)
     assert r["N3"].shape == (sol.t.size, 2) and r["n"].shape == (sol.t.size, 2, 3)
@@ -182,8 +183,9 @@ def test_every_scheme_that_runs_the_swing_follows_the_same_motion(swing2, scheme
     """The four schemes that accept the singular mass matrix reach the same state at t = 0.3 (through the
     pulse) as a fine vi-lagrange run, to their O(h^2) error at h = 2.5e-3, and keep g = 0 at the nodes."""
     ref = lv.simulate(swing2, "vi-lagrange", h=2.5e-4, t_end=0.3, tol=TOL, progress=False)
-    ours = lv.simulate(swing2, scheme, h=2.5e-3, t_end=0.3, tol=TOL_EM if scheme.startswith("livens") else TOL,
-                       progress=False)
+    ours = lv.simulate(
+        swing2, scheme, h=2.5e-3, t_end=0.3, tol=TOL_EM if scheme.startswith("livens") else TOL, progress=False
+    )
     own = lv.simulate(swing2, "vi-lagrange", h=2.5e-3, t_end=0.3, tol=TOL, progress=False)
     err, err_vi = (np.max(np.abs(s.q[-1] - ref.q[-1])) for s in (ours, own))
     assert err <= max(3 * err_vi, 1e-9), (err, err_vi)
@@ -192,7 +194,7 @@ def test_every_scheme_that_runs_the_swing_follows_the_same_motion(swing2, scheme
 
 @pytest.mark.slow
 def test_quick_reproduction_of_section_4_2_judges_no_claim_beyond_its_horizon(tmp_path):
-    """`livens reproduce jns-2009 --quick --section 4.2` (minutes): the runs stop at t = 0.4 of 004's
+    """`livens reproduce jns-2009 --quick --section 4.2` (minutes): the runs stop at t = 0.4 of SLO09's
     t = 1, so every claim about the whole motion is "not reproduced (quick run: ...)" with its
     measurement kept; eq 14 = eq 16 (a claim about each step) is judged; nothing errors."""
     import csv
@@ -205,7 +207,8 @@ def test_quick_reproduction_of_section_4_2_judges_no_claim_beyond_its_horizon(tm
         claims = list(csv.DictReader(f))
     assert claims and not [c for c in claims if c["verdict"] in ("error", "fails")]
     whole = [c for c in claims if c["where"].split(", ")[-1].startswith(("Fig. 6", "Fig. 8", "Fig. 9"))]
-    assert len(whole) == 5 and all(c["verdict"] == "not reproduced" and "quick run: T = 0.4 of 1" in c["reason"]
-                                   for c in whole), whole
+    assert len(whole) == 5 and all(
+        c["verdict"] == "not reproduced" and "quick run: T = 0.4 of 1" in c["reason"] for c in whole
+    ), whole
     eq = [c for c in claims if "eq 14, 16" in c["where"]]
     assert len(eq) == 1 and eq[0]["verdict"] == "holds"

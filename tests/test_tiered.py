@@ -1,5 +1,6 @@
 """Large XLA programs compiled quickly first and optimized in the background (livens.engine.tiers), and
 the compile options livens gives XLA (livens._jaxconfig)."""
+
 import threading
 
 import jax
@@ -14,11 +15,13 @@ from livens.engine import xla as _jaxconfig
 
 def _program(n_terms: int):
     """A function of (x, k) with about 3 n_terms equations: a sum of sines, multiplied by k."""
+
     def fn(x, k):
         acc = jnp.zeros_like(x)
         for i in range(n_terms):
             acc = acc + jnp.sin(x * (i + 1)) * (1.0 / (i + 1))
         return acc * k, jnp.sum(acc)
+
     return fn
 
 
@@ -118,7 +121,7 @@ def test_compile_options_leave_what_xla_flags_sets(monkeypatch):
 
 
 def test_a_beam_run_agrees_quick_and_optimized():
-    """The three-bar swing (004 §4.2, 4 elements): the time loop is large, so its first chunk may run
+    """The three-bar swing (SLO09 §4.2, 4 elements): the time loop is large, so its first chunk may run
     on the quick executable; a run whose every chunk ran on the optimized one agrees with it to the
     Newton tolerance (configurations to round-off), and both hold the constraints."""
     problem = lv.examples.load("three-bar-swing", n_elements=4)

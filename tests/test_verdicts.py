@@ -9,8 +9,9 @@ synthetic traces and results, so that each can be shown to fail where it must:
 - an exception while evaluating a claim is an "error" verdict, and `livens reproduce` exits non-zero;
 - a run with the papers' Newton that fails is a "newton failure"; with rescue its rescued steps are
   counted, and a claim on it states both verdicts;
-- 002 Table 2's timing claim is judged only beyond the timing spread.
+- KBS23b Table 2's timing claim is judged only beyond the timing spread.
 """
+
 import csv
 
 import numpy as np
@@ -28,8 +29,18 @@ def _trace(t, E, h, T=None, V=None, nodal=None, scheme="VI-S"):
     E = np.asarray(E, float)
     T = np.full_like(E, 10.0) if T is None else T
     V = E - T if V is None else V
-    return Trace(label=scheme, scheme=scheme, h=h, t=t, energy={"total": E, "kinetic": T, "potential": V},
-                 energy_key="total", momentum={}, nodal=nodal or {}, enforced={}, t_step=t[1:])
+    return Trace(
+        label=scheme,
+        scheme=scheme,
+        h=h,
+        t=t,
+        energy={"total": E, "kinetic": T, "potential": V},
+        energy_key="total",
+        momentum={},
+        nodal=nodal or {},
+        enforced={},
+        t_step=t[1:],
+    )
 
 
 def _ctx(pairs, quick=False, rescue=None):
@@ -105,8 +116,9 @@ def test_increments_of_the_order_use_half_a_decade():
     t = np.arange(0, 1 + h / 2, h)
     E = 1.0 + np.cumsum(np.r_[0.0, 8e-3 * np.cos(40 * t[1:])])  # max |E^(n+1) - E^n| = 8e-3
     sp = RunSpec.make("double-four-bar", "VI-S", h, 1.0, record="trace")
-    c = cm.increments_of_the_order("Fig. 16", "increments of the order of 1e-3", _ctx([_ok(sp, _trace(t, E, h))]),
-                                   sp, -3)
+    c = cm.increments_of_the_order(
+        "Fig. 16", "increments of the order of 1e-3", _ctx([_ok(sp, _trace(t, E, h))]), sp, -3
+    )
     assert c.verdict == FAILS and "8.00e-03" in c.measured, c.measured  # 8e-3 is 10^-2.1: two decades accepted it
 
 
@@ -155,8 +167,11 @@ def test_an_exception_in_a_claim_builder_is_an_error_and_a_nonzero_exit(tmp_path
     def make(ctx):
         raise RuntimeError("broken claim builder")
 
-    fake = {"p-x": rp.Paper("p-x", "00x", "stand-in", lambda quick: [rp.Item("f1", "Fig. 1", [], make)],
-                            lambda quick: ["stand-in"])}
+    fake = {
+        "p-x": rp.Paper(
+            "p-x", "00x", "stand-in", lambda quick: [rp.Item("f1", "Fig. 1", [], make)], lambda quick: ["stand-in"]
+        )
+    }
     monkeypatch.setattr(rp, "papers", lambda: fake)
     assert main(["reproduce", "p-x", "--out", str(tmp_path), "--quiet"]) == 1
     assert "broken claim builder" in capsys.readouterr().err
@@ -173,7 +188,7 @@ def test_an_exception_in_a_claim_builder_is_an_error_and_a_nonzero_exit(tmp_path
 # ------------------------------------------------------------------------------ rescue
 @pytest.fixture(scope="module")
 def em_0675():
-    """002 Fig. 33's EM at h = 0.675 to just past the step the papers' Newton fails in."""
+    """KBS23b Fig. 33's EM at h = 0.675 to just past the step the papers' Newton fails in."""
     spec = RunSpec.make("four-particle", "EM", 0.675, 82.0, blowup_factor=10.0, record="energy")
     return spec, execute(spec), execute(spec.with_(rescue=True))
 
@@ -194,12 +209,13 @@ def test_a_claim_on_a_failed_run_states_both_verdicts(em_0675):
     assert c.verdict == FAILS
     assert c.measured.startswith("fails with the paper's Newton (the paper's Newton fails at step 120, t = 81)")
     n = len(rescued.rescued_steps)
-    assert f"holds with livens' rescue (damped Newton after a failed step), {n} step{'s' * (n != 1)} rescued" \
-        in c.measured
+    assert (
+        f"holds with livens' rescue (damped Newton after a failed step), {n} step{'s' * (n != 1)} rescued" in c.measured
+    )
     assert "holds with livens' rescue" in c.reason
 
 
-# ------------------------------------------------------------------------------ timing (002 Table 2)
+# ------------------------------------------------------------------------------ timing (KBS23b Table 2)
 class _Eff:
     repeat = 3
 
@@ -216,8 +232,10 @@ class _Res:
         return {"normalized_cpu": min(self.cpu[s]) / min(self.cpu["VI-S"]), "normalized_time": float("nan")}
 
 
-@pytest.mark.parametrize("em, spread, verdict", [(2.0, 0.02, HOLDS), (0.5, 0.02, FAILS), (1.05, 0.02, NOT_REPRODUCED),
-                                                 (1.3, 0.5, NOT_REPRODUCED)])
+@pytest.mark.parametrize(
+    "em, spread, verdict",
+    [(2.0, 0.02, HOLDS), (0.5, 0.02, FAILS), (1.05, 0.02, NOT_REPRODUCED), (1.3, 0.5, NOT_REPRODUCED)],
+)
 def test_timing_claim_counts_only_differences_beyond_the_spread(em, spread, verdict):
     from livens.studies.papers.nody_2023 import _timing_claim
 

@@ -1,17 +1,18 @@
-"""Variational integrators of 004 (eq 14-18) on the double spherical pendulum (004 §4.1).
+"""Variational integrators of SLO09 (eq 14-18) on the double spherical pendulum (SLO09 §4.1).
 
-What 004 promises: the Lagrange-multiplier form (eq 14, 15) and the discrete null space method
+What SLO09 promises: the Lagrange-multiplier form (eq 14, 15) and the discrete null space method
 (eq 16, 17) are equivalent, so they give the same trajectory; both are second order (Fig. 4); the
 maximal velocity over [0, 10] is the one of Table 1; L3 (rotation about e3) is conserved (Fig. 3).
-Table 1 as printed in 004 (all 17 digits survived in our text copy):
+Table 1 as printed in SLO09 (all 17 digits survived in our text copy):
 """
+
 import numpy as np
 import pytest
 
 import livens as lv
 
 TOL = 1e-12
-TABLE_1 = {  # 004 Table 1: h -> max_j ||u_h'(t_j)||
+TABLE_1 = {  # SLO09 Table 1: h -> max_j ||u_h'(t_j)||
     1e-1: 14.437579674951671,
     1e-2: 11.992045771547241,
     1e-3: 11.979460050283279,
@@ -48,8 +49,9 @@ def test_table_1_maximal_velocity(runs, scheme, h):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme, h, tol", [("vi-lagrange", 1e-3, 1e-10), ("vi-nullspace", 1e-3, 1e-10),
-                                            ("vi-lagrange", 1e-4, 1e-9)])
+@pytest.mark.parametrize(
+    "scheme, h, tol", [("vi-lagrange", 1e-3, 1e-10), ("vi-nullspace", 1e-3, 1e-10), ("vi-lagrange", 1e-4, 1e-9)]
+)
 def test_table_1_maximal_velocity_small_steps(pendulum, scheme, h, tol):
     """Eq 14 is in momentum units with terms M (u_{i+1} - u_i)/h, whose round-off grows like 1/h
     (about 3e-12 at h = 1e-3): the Newton tolerance is set above it."""
@@ -89,7 +91,7 @@ def test_nullspace_solves_k_unknowns(pendulum):
 
 
 def test_discrete_legendre_transform_start(pendulum, runs):
-    """The reported p_0 is the given p0 (004 eq 15); the momenta of later nodes are those of the
+    """The reported p_0 is the given p0 (SLO09 eq 15); the momenta of later nodes are those of the
     constrained discrete Legendre transform, p_i = D2 L_d(q_{i-1}, q_i) + h/2 G(q_i)^T lambda_i."""
     sol = runs[("vi-lagrange", 0.01)]
     np.testing.assert_array_equal(sol.p[0], pendulum.p0)
@@ -107,7 +109,7 @@ def test_discrete_legendre_transform_start(pendulum, runs):
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_second_order_convergence(pendulum, scheme):
-    """004 Fig. 4: second order against a reference run (here h_ref = h_min / 8, T = 1)."""
+    """SLO09 Fig. 4: second order against a reference run (here h_ref = h_min / 8, T = 1)."""
     T = 1.0
     hs = (0.04, 0.02, 0.01)
     ref = lv.simulate(pendulum, "vi-lagrange", h=hs[-1] / 8, t_end=T, tol=TOL)
@@ -135,8 +137,9 @@ def test_nullspace_pieces_against_ad(example):
     mech = mechanics(problem.system, problem.q0)
     d, m = mech.d, mech.m
     rng = np.random.default_rng(3)
-    q = V.reparametrization(mech)(0.05 * rng.standard_normal(d - m), jnp.asarray(problem.q0),
-                                  V._qr_bases(mech, jnp.asarray(problem.q0))[:2])
+    q = V.reparametrization(mech)(
+        0.05 * rng.standard_normal(d - m), jnp.asarray(problem.q0), V._qr_bases(mech, jnp.asarray(problem.q0))[:2]
+    )
     P, N = (np.asarray(B) for B in V._qr_bases(mech, q)[:2])
     assert P.shape == (d, d - m) and N.shape == (d, m)
     Q = np.concatenate([P, N], axis=1)
@@ -161,10 +164,10 @@ def test_nullspace_pieces_against_ad(example):
 
 def test_singular_and_configuration_dependent_mass_matrices_run():
     """Neither form builds M^-1 (eq 14-17 hold M only through L_d): vi-lagrange runs the singular mass
-    matrix of 003 §6.1 (regular on the tangent space of the constraint), meets g = 0 at the nodes, keeps
+    matrix of KB23 §6.1 (regular on the tangent space of the constraint), meets g = 0 at the nodes, keeps
     the energy (with the kinetic energy on the constraint manifold) within 1e-4 and agrees with Livens'
     energy-consistent scheme to the O(h^2) of two second-order schemes; on the configuration-dependent M
-    of 003 §6.2 it converges with order 2."""
+    of KB23 §6.2 it converges with order 2."""
     ms = lv.examples.load("redundant-mass-spring")
     a = lv.simulate(ms, "vi-lagrange", h=0.01, t_end=1.0, tol=TOL)
     c = lv.simulate(ms, "livens-em", h=0.01, t_end=1.0, tol=TOL)
@@ -183,8 +186,11 @@ def test_a_start_that_fails_stops_the_run_with_its_residual(pendulum, scheme, eq
     """At h = 0.5 the discrete Legendre transform of the start has no solution Newton finds: the
     run stops before its first step, naming the equation, the residual and h (the time loop was
     compiled meanwhile: the start is finished after it)."""
-    with pytest.raises(ValueError, match=rf"{scheme}: the start step \(004 eq {eq}\) did not converge: "
-                                         r"residual .* with h = 0\.5"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{scheme}: the start step \(SLO09 eq {eq}\) did not converge: "
+        r"residual .* with h = 0\.5",
+    ):
         lv.simulate(pendulum, scheme, h=0.5, t_end=1.5, progress=False)
 
 
@@ -211,8 +217,11 @@ def test_the_start_in_c_agrees_with_xla(pendulum, scheme, monkeypatch):
     from livens.engine import loops, native
 
     def start_kinds():
-        return {("native" if k[1] else "xla"): type(v[1].result()).__name__ for k, v in loops._STARTS.items()
-                if k[0][0] == scheme}
+        return {
+            ("native" if k[1] else "xla"): type(v[1].result()).__name__
+            for k, v in loops._STARTS.items()
+            if k[0][0] == scheme
+        }
 
     if native.compiler() is None:
         pytest.skip("no C compiler")
@@ -254,9 +263,9 @@ def test_prepared_invariants_change_no_bit(pendulum, scheme):
     import jax
     import jax.numpy as jnp
 
+    from livens.driver.setup import initial_state
     from livens.mechanics import mechanics
     from livens.schemes import get
-    from livens.driver.setup import initial_state
 
     sch, _ = get(scheme)
     mech = mechanics(pendulum.system, pendulum.q0)
@@ -266,8 +275,9 @@ def test_prepared_invariants_change_no_bit(pendulum, scheme):
     assert set(prepared.extra) > set(state.extra)
     u = sch.guess(state, h, t, {}, mech, "advanced")
     u = jax.tree_util.tree_map(lambda a: a + 1e-3 * jnp.arange(a.size).reshape(a.shape), u)
-    np.testing.assert_array_equal(np.asarray(sch.residual(u, prepared, h, t, {}, mech)),
-                                  np.asarray(sch.residual(u, state, h, t, {}, mech)))
+    np.testing.assert_array_equal(
+        np.asarray(sch.residual(u, prepared, h, t, {}, mech)), np.asarray(sch.residual(u, state, h, t, {}, mech))
+    )
     new_p, out_p = sch.update(u, prepared, h, t, {}, mech)
     new_s, out_s = sch.update(u, state, h, t, {}, mech)
     assert set(new_p.extra) == set(state.extra)

@@ -4,22 +4,41 @@ The GGL variational integrators and energy-momentum scheme (Kinon, Betsch, Schne
 Livens energy-consistent scheme (Kinon, Betsch), and the classical schemes they are compared with.
 See ``lv.schemes.names()`` and ``lv.examples.names()``.
 """
-from . import _jaxconfig  # noqa: F401
-from . import bodies, examples, schemes
+
+from . import (
+    _jaxconfig,  # noqa: F401
+    bodies,
+    examples,
+    schemes,
+)
 from .checks import consistent_initial_state
-from .errors import BlowUpError, ConvergenceError, FileFormatError, SimulationError, SimulationInterrupted
-from .simulate import simulate
 from .ensemble import EnsembleSolution, simulate_ensemble
+from .errors import BlowUpError, ConvergenceError, FileFormatError, SimulationError, SimulationInterrupted
 from .flow import FlowResult, flow
+from .simulate import simulate
 from .solution import Solution, load
 from .system import Problem, Symmetry, System
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "System", "Problem", "Symmetry", "simulate", "simulate_ensemble", "EnsembleSolution", "Solution", "load",
-    "flow", "FlowResult",
+    "System",
+    "Problem",
+    "Symmetry",
+    "simulate",
+    "simulate_ensemble",
+    "EnsembleSolution",
+    "Solution",
+    "load",
+    "flow",
+    "FlowResult",
     "consistent_initial_state",
-    "ConvergenceError", "BlowUpError", "SimulationError", "SimulationInterrupted", "FileFormatError",
-    "bodies", "examples", "schemes",
+    "ConvergenceError",
+    "BlowUpError",
+    "SimulationError",
+    "SimulationInterrupted",
+    "FileFormatError",
+    "bodies",
+    "examples",
+    "schemes",
 ]

@@ -6,6 +6,7 @@ run can be read meanwhile (:mod:`livens.stream`).
 Everything about compiling (options, the persistent compilation cache, native code) is the engine's
 (:mod:`livens.engine`); it changes nothing at import.
 """
+
 import os
 
 os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")

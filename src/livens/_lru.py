@@ -10,6 +10,7 @@ reading the persistent compilation cache). These caches therefore keep the most 
 entries only; an evicted entry is compiled again on its next use (from the persistent compilation
 cache, in well under a second).
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict

@@ -7,6 +7,7 @@ A terminal may report its size as 0 x 0 (a pseudo-terminal nobody has sized, as 
 ``script(1)``, a CI runner or ``pty.fork``); tqdm then draws nothing at all, so the size is
 given to it explicitly, 80 x 24 where the terminal does not say.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,9 @@ def default_delay() -> float:
         raise ValueError(f"LIVENS_PROGRESS_DELAY must be a number of seconds; got {text!r}.") from None
 
 
-def progress_bar(total: int, enabled: bool | None = None, unit: str = "step", delay: float | None = None,
-                 desc: str | None = None):
+def progress_bar(
+    total: int, enabled: bool | None = None, unit: str = "step", delay: float | None = None, desc: str | None = None
+):
     """A tqdm bar for ``total`` units on standard error, or None where none is shown.
 
     It shows the count done, the rate (units per second) and the estimated time left.
@@ -67,6 +69,16 @@ def progress_bar(total: int, enabled: bool | None = None, unit: str = "step", de
         return None
     delay = default_delay() if delay is None else delay
     cols, rows = terminal_size(stream)
-    return tqdm(total=total, unit=unit, unit_scale=True, desc=desc, file=stream, leave=False,
-                delay=delay if enabled is None else 0.0, ncols=min(cols, 120), nrows=max(rows, 2),
-                dynamic_ncols=False, mininterval=0.25)
+    return tqdm(
+        total=total,
+        unit=unit,
+        unit_scale=True,
+        desc=desc,
+        file=stream,
+        leave=False,
+        delay=delay if enabled is None else 0.0,
+        ncols=min(cols, 120),
+        nrows=max(rows, 2),
+        dynamic_ncols=False,
+        mininterval=0.25,
+    )

@@ -2,6 +2,7 @@
 
 Each check raises ``ValueError`` (or ``TypeError``) with the offending value and the fix.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,30 +40,37 @@ def constraint_label(system, k: int) -> str:
 
 
 _TRACER_ERRORS = tuple(
-    getattr(jax.errors, n) for n in ("ConcretizationTypeError", "TracerArrayConversionError",
-                                     "TracerIntegerConversionError") if hasattr(jax.errors, n)
+    getattr(jax.errors, n)
+    for n in ("ConcretizationTypeError", "TracerArrayConversionError", "TracerIntegerConversionError")
+    if hasattr(jax.errors, n)
 )
 
 
 def _jax_hint(exc) -> str:
     if isinstance(exc, TypeError) and "positional argument" in str(exc):
-        return (" (the functions of a System with parameters take the parameter dict as their last "
-                "argument, e.g. potential(q, par), external_force(q, v, t, par); a System without "
-                "parameters calls them without it)")
+        return (
+            " (the functions of a System with parameters take the parameter dict as their last "
+            "argument, e.g. potential(q, par), external_force(q, v, t, par); a System without "
+            "parameters calls them without it)"
+        )
     if isinstance(exc, _TRACER_ERRORS):
-        return (" (JAX traces the model functions: write them with jax.numpy, without numpy functions, "
-                "float() or Python if/else on the coordinates)")
+        return (
+            " (JAX traces the model functions: write them with jax.numpy, without numpy functions, "
+            "float() or Python if/else on the coordinates)"
+        )
     return ""
 
 
-def _evaluate(name: str, fn, *args, shape=None, floating: bool = False, finite: bool = True,
-              compiled: bool = True) -> np.ndarray:
+def _evaluate(
+    name: str, fn, *args, shape=None, floating: bool = False, finite: bool = True, compiled: bool = True
+) -> np.ndarray:
     """Evaluate a user function at the initial state and refuse what no scheme can use.
 
     ``floating``: the value must have a floating-point dtype (JAX differentiates only those).
 
     With ``compiled`` (the default) the function is evaluated as one compiled program (XLA's level
-    0), as the schemes will trace it, instead of operation by operation (each operation a small XLA program of its own: about 150
+    0), as the schemes will trace it, instead of operation by operation (each operation a small XLA program of
+    its own: about 150
     for the three-bar swing's checks); where that fails, it is evaluated eagerly, so that the
     user's own error is reported (and :func:`_traceable` reports one that only tracing meets).
     """
@@ -79,16 +87,18 @@ def _evaluate(name: str, fn, *args, shape=None, floating: bool = False, finite: 
             out = fn(*args)
             arr = np.asarray(out)
         except Exception as exc:  # user code: report what failed, not JAX's internals
-            raise ValueError(f"{name} raised {type(exc).__name__} at the initial state: {exc}{_jax_hint(exc)}") \
-                from exc
+            raise ValueError(f"{name} raised {type(exc).__name__} at the initial state: {exc}{_jax_hint(exc)}") from exc
     if np.iscomplexobj(arr):
         raise ValueError(f"{name} returned complex values at the initial state; it must be real.")
     if arr.dtype.kind not in "biuf":
-        raise ValueError(f"{name} returned {type(out).__name__} {out!r:.80} at the initial state; "
-                         "it must return a real array.")
+        raise ValueError(
+            f"{name} returned {type(out).__name__} {out!r:.80} at the initial state; it must return a real array."
+        )
     if floating and arr.dtype.kind != "f":
-        raise ValueError(f"{name} returned {arr.dtype} values at the initial state; it must return floating-point "
-                         "values, which JAX can differentiate (write 0.0, not 0).")
+        raise ValueError(
+            f"{name} returned {arr.dtype} values at the initial state; it must return floating-point "
+            "values, which JAX can differentiate (write 0.0, not 0)."
+        )
     arr = arr.astype(float)
     if shape is not None and arr.shape != shape:
         raise ValueError(f"{name} returned shape {arr.shape} at the initial state; expected {shape}.")
@@ -124,9 +134,11 @@ def validate_problem(problem):
     if problem.v0 is None and problem.p0 is None:
         raise ValueError("Give the initial velocity v0 or the initial momentum p0.")
     # eagerly, as before: p0 = M(q0) v0 is the run's initial momentum
-    M = _evaluate("mass_matrix", system.bound("mass_matrix"), q0, shape=(d, d), compiled=False) \
-        if not system.constant_mass \
+    M = (
+        _evaluate("mass_matrix", system.bound("mass_matrix"), q0, shape=(d, d), compiled=False)
+        if not system.constant_mass
         else system.mass_matrix
+    )
     if not np.all(np.isfinite(M)):
         bad = [tuple(ij) for ij in np.argwhere(~np.isfinite(M)).tolist()]
         raise ValueError(f"The mass matrix has non-finite entries at {bad[:6]}: {[float(M[ij]) for ij in bad[:6]]}.")
@@ -148,9 +160,7 @@ def validate_problem(problem):
     else:
         p0 = _as_vector("p0", problem.p0, d)
         if w.min() <= 1e-12 * max(1.0, abs(w).max()):
-            raise ValueError(
-                "The mass matrix is singular, so v0 cannot be computed from p0; give v0 instead."
-            )
+            raise ValueError("The mass matrix is singular, so v0 cannot be computed from p0; give v0 instead.")
         v0 = np.linalg.solve(M, p0)
     for name in ("h", "t_end"):
         val = getattr(problem, name)
@@ -206,9 +216,14 @@ def check_initial_state(system, q0, v0, g0, G0, tol):
     if bad_g or bad_v:
         parts = []
         if bad_g:
-            parts.append("position level |g(q0)|: " + ", ".join(f"{constraint_label(system, k)} = {g0[k]:.3e}" for k in bad_g))
+            parts.append(
+                "position level |g(q0)|: " + ", ".join(f"{constraint_label(system, k)} = {g0[k]:.3e}" for k in bad_g)
+            )
         if bad_v:
-            parts.append("velocity level |G(q0) v0|: " + ", ".join(f"{constraint_label(system, k)} = {gv0[k]:.3e}" for k in bad_v))
+            parts.append(
+                "velocity level |G(q0) v0|: "
+                + ", ".join(f"{constraint_label(system, k)} = {gv0[k]:.3e}" for k in bad_v)
+            )
         raise ValueError(
             f"The initial state is off the constraint manifold (tolerance {tol:g}); "
             + "; ".join(parts)
@@ -238,7 +253,11 @@ def check_constraint_rank(system, G0, rtol: float = 1e-10):
 def check_step(h, t_end, tol, max_iter):
     """Check the run arguments before any tracing."""
     for name, val in (("h", h), ("t_end", t_end)):
-        if isinstance(val, bool) or not isinstance(val, (int, float, np.floating, np.integer)) or not math.isfinite(val):
+        if (
+            isinstance(val, bool)
+            or not isinstance(val, (int, float, np.floating, np.integer))
+            or not math.isfinite(val)
+        ):
             raise ValueError(f"{name} must be a finite number; got {val!r}.")
     if h <= 0:
         raise ValueError(f"The step size h must be positive; got h = {h!r}.")
@@ -246,9 +265,12 @@ def check_step(h, t_end, tol, max_iter):
         raise ValueError(f"t_end must be at least one step h; got t_end = {t_end!r} < h = {h!r}.")
     if isinstance(tol, str):
         if tol != "roundoff":
-            raise ValueError(f"The Newton tolerance tol must be a positive number (e.g. 1e-9) or 'roundoff'; "
-                             f"got {tol!r}.")
-    elif isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not (math.isfinite(tol) and tol > 0):
+            raise ValueError(
+                f"The Newton tolerance tol must be a positive number (e.g. 1e-9) or 'roundoff'; got {tol!r}."
+            )
+    elif (
+        isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not (math.isfinite(tol) and tol > 0)
+    ):
         raise ValueError(f"The Newton tolerance tol must be a positive number (e.g. 1e-9) or 'roundoff'; got {tol!r}.")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer (e.g. 40); got {max_iter!r}.")
@@ -340,7 +362,7 @@ def _manifold_points(mech, q0, rng, n: int):
 
 
 def symmetry_defect(mech, sym, q0, seed: int = 0) -> str | None:
-    """Why ``sym`` is not an exact symmetry of the system (002 eq 41), or None when it is.
+    """Why ``sym`` is not an exact symmetry of the system (KBS23b eq 41), or None when it is.
 
     Checked with AD at q0, at points near q0 on the constraint manifold and at points off it:
     dV(q) . xi q = 0 (the potential is invariant), G(q) xi q = 0 on g(q) = 0 (the constraint
@@ -379,8 +401,10 @@ def symmetry_defect(mech, sym, q0, seed: int = 0) -> str | None:
             bad = np.flatnonzero(np.abs(Gz) > lim)
             if bad.size:
                 k = int(bad[0])
-                return (f"it does not leave the constraint manifold invariant ({constraint_label(mech.system, k)}: "
-                        f"G xi q = {Gz[k]:.3e} at q = {np.round(q, 4).tolist()})")
+                return (
+                    f"it does not leave the constraint manifold invariant ({constraint_label(mech.system, k)}: "
+                    f"G xi q = {Gz[k]:.3e} at q = {np.round(q, 4).tolist()})"
+                )
     return None
 
 
@@ -407,7 +431,7 @@ def invariant_rows(mech, symmetries, q0, seed: int = 1) -> np.ndarray:
 def constraints_invariant(mech, symmetries, q0, seed: int = 1) -> bool:
     """True when g itself (not only the manifold g = 0) is invariant under every one of
     ``symmetries`` (:func:`invariant_rows`, every row). Then the midpoint derivatives of lambda.g
-    and of gamma.g_v meet the orthogonality conditions (002 eq 85b, c) by themselves; for an
+    and of gamma.g_v meet the orthogonality conditions (KBS23b eq 85b, c) by themselves; for an
     equivariant g (e.g. a point fixed on the axis, g(R q) = R g(q)) the energy-momentum schemes
     impose them unless its rows are affine (:func:`constraints_midpoint_orthogonal`)."""
     return bool(np.all(invariant_rows(mech, symmetries, q0, seed)))
@@ -429,7 +453,7 @@ def affine_rows(mech, seed: int = 2) -> np.ndarray:
 
 def constraints_midpoint_orthogonal(mech, symmetries, q0, seed: int = 1) -> bool:
     """True when the midpoint derivatives of lambda.g and gamma.g_v meet the orthogonality
-    conditions (002 eq 85b, c) of ``symmetries`` at every solution of the energy-momentum schemes,
+    conditions (KBS23b eq 85b, c) of ``symmetries`` at every solution of the energy-momentum schemes,
     so that no orthogonality target needs imposing: g is invariant (:func:`constraints_invariant`),
     or each row of g is either invariant (G_k(q) xi q = 0 at q0 and at random points off the
     manifold) or affine, g_k = a_k . q + b_k (:func:`affine_rows`), with the affine rows' gradients A
@@ -456,7 +480,9 @@ def constraints_midpoint_orthogonal(mech, symmetries, q0, seed: int = 1) -> bool
             continue
         Axi = A @ np.asarray(sym.xi, float)
         coef, *_ = np.linalg.lstsq(A.T, Axi.T, rcond=None)
-        if np.max(np.abs(coef.T @ A - Axi)) > SYMMETRY_RTOL * max(np.max(np.abs(A)), 1.0) * max(np.max(np.abs(sym.xi)), 1.0):
+        if np.max(np.abs(coef.T @ A - Axi)) > SYMMETRY_RTOL * max(np.max(np.abs(A)), 1.0) * max(
+            np.max(np.abs(sym.xi)), 1.0
+        ):
             return False
     return True
 

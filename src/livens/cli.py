@@ -6,6 +6,7 @@ are made from the kept nodes at the end. A run that fails exits 3 with a one-lin
 bare traceback from inside JAX), Ctrl-C exits 130 at once; both name the file that holds the steps
 computed so far (``..._partial.nc``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,11 @@ def _mass_matrices(caps) -> str:
     """The mass matrices a scheme accepts, in words (``livens list``)."""
     if caps.mass_inverse:
         return "constant and regular (it uses M^-1)"
-    kinds = ["constant"] + (["singular"] if caps.singular_mass else []) + \
-        (["configuration-dependent M(q)"] if caps.configuration_mass else [])
+    kinds = (
+        ["constant"]
+        + (["singular"] if caps.singular_mass else [])
+        + (["configuration-dependent M(q)"] if caps.configuration_mass else [])
+    )
     return ", ".join(kinds) + " (no M^-1)"
 
 
@@ -70,16 +74,20 @@ def _choose_save_every(n_steps: int, d: int, m: int, given: int | None) -> tuple
         need = (n_steps // given + 1) * row
         mem = _physical_memory()
         if mem and need > 0.25 * mem:
-            return given, (f"warning: keeping {n_steps // given + 1:,} nodes needs about {_size(3 * need)} of memory "
-                           f"(and {_size(need)} of disk with --out) on a machine with {_size(mem)}; a larger "
-                           "--save-every keeps fewer.")
+            return given, (
+                f"warning: keeping {n_steps // given + 1:,} nodes needs about {_size(3 * need)} of memory "
+                f"(and {_size(need)} of disk with --out) on a machine with {_size(mem)}; a larger "
+                "--save-every keeps fewer."
+            )
         return given, None
     if (n_steps + 1) * row <= KEEP_BUDGET:
         return 1, None
     k = _nice(-(-(n_steps + 1) * row // KEEP_BUDGET))
     nodes = n_steps // k + 1
-    return k, (f"note: {n_steps:,} steps: keeping one node in every {k} ({nodes:,} nodes, {_size(nodes * row)}) "
-               "so that memory stays bounded; give --save-every 1 to keep every node.")
+    return k, (
+        f"note: {n_steps:,} steps: keeping one node in every {k} ({nodes:,} nodes, {_size(nodes * row)}) "
+        "so that memory stays bounded; give --save-every 1 to keep every node."
+    )
 
 
 def _nice(k: int) -> int:
@@ -128,8 +136,9 @@ def _size(nbytes: float) -> str:
     return ""  # pragma: no cover
 
 
-def _write_outputs(sol, out: str, stem: str, csv: str = "summary", animate: bool = False,
-                   netcdf: bool = True) -> list[str]:
+def _write_outputs(
+    sol, out: str, stem: str, csv: str = "summary", animate: bool = False, netcdf: bool = True
+) -> list[str]:
     """The run's files in ``out``: ``stem.nc`` (unless already streamed there), ``stem.csv`` (``csv``:
     "summary", "full" or "none") and the overview figure ``stem.png``, all made from the kept nodes."""
     from .plots import overview_figure
@@ -224,8 +233,9 @@ def _exit_on_ctrl_c_before_the_first_step(streamed):
                 if _NothingComputed.flag and not done.is_set():
                     if streamed and os.path.exists(streamed):
                         os.remove(streamed)
-                    sys.stderr.write("Interrupted before the first step was computed (set-up or "
-                                     "compilation); nothing was saved.\n")
+                    sys.stderr.write(
+                        "Interrupted before the first step was computed (set-up or compilation); nothing was saved.\n"
+                    )
                     sys.stderr.flush()
                     os._exit(130)
 
@@ -260,8 +270,20 @@ def _cmd_run(args) -> int:
         example = args.example
         problem = examples.load(args.example, **overrides)
         run_kw = {}
-    for key in ("scheme", "h", "t_end", "tol", "max_iter", "guess", "theta", "vartheta", "blowup_factor", "rescue",
-                "save_every", "final_iteration"):
+    for key in (
+        "scheme",
+        "h",
+        "t_end",
+        "tol",
+        "max_iter",
+        "guess",
+        "theta",
+        "vartheta",
+        "blowup_factor",
+        "rescue",
+        "save_every",
+        "final_iteration",
+    ):
         val = getattr(args, key, None)
         if val is not None:
             run_kw[key] = val
@@ -295,7 +317,9 @@ def _cmd_run(args) -> int:
         sol = simulate(problem, **run_kw)
     except SimulationInterrupted as exc:
         if streamed:
-            kept = _kept_words(exc.solution, run_kw.get("save_every", 1), f"{_partial(args.out, stem, streamed)} (lv.load reads it)")
+            kept = _kept_words(
+                exc.solution, run_kw.get("save_every", 1), f"{_partial(args.out, stem, streamed)} (lv.load reads it)"
+            )
         else:
             kept = "Nothing was saved (no --out)."
         print(f"{exc.reason} {kept}", file=sys.stderr)
@@ -350,37 +374,67 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheme", help="scheme name or alias (default VI-S)")
     p.add_argument("--h", type=float, help="step size (default: the paper's)")
     p.add_argument("--t-end", dest="t_end", type=float, help="end time (default: the paper's)")
-    p.add_argument("--tol", type=_tolerance, help="Newton tolerance (default 1e-9), or 'roundoff': iterate until the "
-                   "increment stops decreasing (long runs at the round-off limit)")
-    p.add_argument("--final-iteration", dest="final_iteration", action="store_const", const=True,
-                   help="one more Newton iteration after ||R|| <= tol (removes most of the stopping bias)")
+    p.add_argument(
+        "--tol",
+        type=_tolerance,
+        help="Newton tolerance (default 1e-9), or 'roundoff': iterate until the "
+        "increment stops decreasing (long runs at the round-off limit)",
+    )
+    p.add_argument(
+        "--final-iteration",
+        dest="final_iteration",
+        action="store_const",
+        const=True,
+        help="one more Newton iteration after ||R|| <= tol (removes most of the stopping bias)",
+    )
     p.add_argument("--max-iter", dest="max_iter", type=int, help="Newton iterations per step (default 40)")
-    p.add_argument("--guess", choices=["simple", "advanced", "extrapolated"],
-                   help="Newton initial guess: simple/advanced (002 Table 2) or extrapolated (livens); default: the scheme's")
+    p.add_argument(
+        "--guess",
+        choices=["simple", "advanced", "extrapolated"],
+        help="Newton initial guess: simple/advanced (KBS23b Table 2) or extrapolated (livens); default: the scheme's",
+    )
     p.add_argument("--theta", type=float, help="θ of ggl-theta-a / ggl-theta-b")
     p.add_argument("--vartheta", type=float, help="ϑ of ggl-theta-b")
     p.add_argument("--blowup-factor", dest="blowup_factor", type=float, help="stop when |E-E0| > factor*max(|E0|,1)")
-    p.add_argument("--no-rescue", dest="rescue", action="store_const", const=False,
-                   help="stop at the first failed Newton step instead of retrying it with damped Newton")
+    p.add_argument(
+        "--no-rescue",
+        dest="rescue",
+        action="store_const",
+        const=False,
+        help="stop at the first failed Newton step instead of retrying it with damped Newton",
+    )
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="override an example parameter")
-    p.add_argument("--save-every", dest="save_every", type=int, metavar="K",
-                   help="keep one node in every K (and the step ending there), in memory and on disk; "
-                        "default 1, or the smallest K that keeps a very long run within "
-                        f"{KEEP_BUDGET // 2**20} MiB of kept data (a note says so)")
+    p.add_argument(
+        "--save-every",
+        dest="save_every",
+        type=int,
+        metavar="K",
+        help="keep one node in every K (and the step ending there), in memory and on disk; "
+        "default 1, or the smallest K that keeps a very long run within "
+        f"{KEEP_BUDGET // 2**20} MiB of kept data (a note says so)",
+    )
     p.add_argument("--config", help="a run.toml file (format: README, 'Configuration files')")
-    p.add_argument("--out", metavar="DIR",
-                   help="write DIR/<example>_<scheme>.nc (netCDF, streamed while the run goes: loadable at any "
-                        "moment, complete with diagnostics at the end), .csv (see --csv) and .png (overview "
-                        "figure); a run that stops early leaves <...>_partial.nc (and .csv, .png). "
-                        "Without --out nothing is saved")
-    p.add_argument("--csv", choices=["summary", "full", "none"], default="summary",
-                   help=f"the CSV: 'summary' (default): at most {CSV_ROWS} evenly spaced kept nodes with t, q, "
-                        "energies, momentum maps, the largest constraint residuals and Newton iterations; "
-                        "'full': every kept node and every column (p, v, each residual, lambda, gamma); "
-                        "'none': no CSV (the .nc file has everything)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write DIR/<example>_<scheme>.nc (netCDF, streamed while the run goes: loadable at any "
+        "moment, complete with diagnostics at the end), .csv (see --csv) and .png (overview "
+        "figure); a run that stops early leaves <...>_partial.nc (and .csv, .png). "
+        "Without --out nothing is saved",
+    )
+    p.add_argument(
+        "--csv",
+        choices=["summary", "full", "none"],
+        default="summary",
+        help=f"the CSV: 'summary' (default): at most {CSV_ROWS} evenly spaced kept nodes with t, q, "
+        "energies, momentum maps, the largest constraint residuals and Newton iterations; "
+        "'full': every kept node and every column (p, v, each residual, lambda, gamma); "
+        "'none': no CSV (the .nc file has everything)",
+    )
     p.add_argument("--animate", action="store_true", help="also write an animated GIF (mechanisms)")
-    p.add_argument("--quiet", action="store_true",
-                   help="no progress bar (otherwise shown on a terminal once a run has taken 2 s)")
+    p.add_argument(
+        "--quiet", action="store_true", help="no progress bar (otherwise shown on a terminal once a run has taken 2 s)"
+    )
     p.set_defaults(func=_cmd_run)
     try:
         from .studies.cli import add_parsers

@@ -9,7 +9,7 @@ Example::
     tol = 1e-9                     # or "roundoff" (long runs; see livens.simulate)
     final_iteration = false        # optional: one more Newton iteration after ||R|| <= tol
     max_iter = 40
-    guess = "extrapolated"         # or "simple", "advanced" (002 Table 2); default: the scheme's
+    guess = "extrapolated"         # or "simple", "advanced" (KBS23b Table 2); default: the scheme's
     blowup_factor = 10.0           # optional
     save_every = 1                 # optional: keep one node in every k (livens run: default chosen
                                    # so that a very long run stays within a memory budget)
@@ -26,6 +26,7 @@ key suggested. A user-defined system is named as ``module:function`` and importe
 the ``[parameters]`` as keyword arguments, must return a :class:`livens.Problem`. Nothing from
 the file is evaluated as code.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -35,10 +36,20 @@ import tomllib
 from dataclasses import dataclass, field
 
 _TOP = {
-    "example": str, "system": str, "scheme": str, "h": float, "t_end": float, "tol": (float, str),
-    "max_iter": int, "guess": str, "blowup_factor": float, "save_every": int, "rescue": bool,
+    "example": str,
+    "system": str,
+    "scheme": str,
+    "h": float,
+    "t_end": float,
+    "tol": (float, str),
+    "max_iter": int,
+    "guess": str,
+    "blowup_factor": float,
+    "save_every": int,
+    "rescue": bool,
     "final_iteration": bool,
-    "parameters": dict, "scheme_parameters": dict,
+    "parameters": dict,
+    "scheme_parameters": dict,
 }
 
 
@@ -82,10 +93,14 @@ class RunConfig:
         try:
             module = _import_beside(module_name, self.path)
         except ImportError as exc:
-            raise ConfigError(f"{self.path}: system = {self.system!r}: cannot import module {module_name!r} ({exc}).") from None
+            raise ConfigError(
+                f"{self.path}: system = {self.system!r}: cannot import module {module_name!r} ({exc})."
+            ) from None
         fn = getattr(module, func_name, None)
         if fn is None or not callable(fn):
-            raise ConfigError(f"{self.path}: system = {self.system!r}: module {module_name!r} has no function {func_name!r}.")
+            raise ConfigError(
+                f"{self.path}: system = {self.system!r}: module {module_name!r} has no function {func_name!r}."
+            )
         problem = fn(**self.parameters)
         from .system import Problem
 
@@ -97,9 +112,16 @@ class RunConfig:
 
     def run_kwargs(self) -> dict:
         """Keyword arguments for :func:`livens.simulate`."""
-        kw = dict(scheme=self.scheme, tol=self.tol, max_iter=self.max_iter, guess=self.guess,
-                  save_every=self.save_every, rescue=self.rescue, final_iteration=self.final_iteration,
-                  **self.scheme_parameters)
+        kw = dict(
+            scheme=self.scheme,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            guess=self.guess,
+            save_every=self.save_every,
+            rescue=self.rescue,
+            final_iteration=self.final_iteration,
+            **self.scheme_parameters,
+        )
         for k in ("h", "t_end", "blowup_factor"):
             if getattr(self, k) is not None:
                 kw[k] = getattr(self, k)
@@ -129,39 +151,49 @@ def parse_run_config(data: dict, path: str = "<config>") -> RunConfig:
             raise ConfigError(f"{path}: unknown key {key!r}.{_suggest(key, _TOP)}")
         want = _TOP[key]
         ok = isinstance(value, want) and (want is bool or not isinstance(value, bool))
-        if float in (want if isinstance(want, tuple) else (want,)) and isinstance(value, int) \
-                and not isinstance(value, bool):
+        if (
+            float in (want if isinstance(want, tuple) else (want,))
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+        ):
             ok = True
         if not ok:
             what = " or ".join(w.__name__ for w in want) if isinstance(want, tuple) else want.__name__
             raise ConfigError(f"{path}: {key} must be {what}; got {value!r} ({type(value).__name__}).")
     if isinstance(data.get("tol"), str) and data["tol"] != "roundoff":
-        raise ConfigError(f"{path}: tol must be a positive number or \"roundoff\"; got {data['tol']!r}.")
+        raise ConfigError(f'{path}: tol must be a positive number or "roundoff"; got {data["tol"]!r}.')
     if ("example" in data) == ("system" in data):
-        raise ConfigError(f"{path}: give exactly one of 'example' (see `livens list`) or 'system' = \"module:function\".")
+        raise ConfigError(
+            f"{path}: give exactly one of 'example' (see `livens list`) or 'system' = \"module:function\"."
+        )
     if "system" in data:
         mod, sep, fn = data["system"].partition(":")
         if not sep or not mod or not fn.isidentifier():
-            raise ConfigError(f"{path}: system must be \"module:function\"; got {data['system']!r}.")
+            raise ConfigError(f'{path}: system must be "module:function"; got {data["system"]!r}.')
     if "example" in data:
         from . import examples
 
         if data["example"] not in examples.names():
-            raise ConfigError(f"{path}: unknown example {data['example']!r}.{_suggest(data['example'], examples.names())}")
+            raise ConfigError(
+                f"{path}: unknown example {data['example']!r}.{_suggest(data['example'], examples.names())}"
+            )
         allowed = examples.parameters(data["example"])
         for k in data.get("parameters", {}):
             if k not in allowed:
                 raise ConfigError(f"{path}: example {data['example']!r} has no parameter {k!r}.{_suggest(k, allowed)}")
     for key in ("h", "t_end", "tol", "blowup_factor"):
-        if key in data and not isinstance(data[key], str) and not (math.isfinite(float(data[key])) and float(data[key]) > 0):
+        if (
+            key in data
+            and not isinstance(data[key], str)
+            and not (math.isfinite(float(data[key])) and float(data[key]) > 0)
+        ):
             raise ConfigError(f"{path}: {key} must be a positive number; got {data[key]!r}.")
     if "max_iter" in data and data["max_iter"] < 1:
         raise ConfigError(f"{path}: max_iter must be at least 1; got {data['max_iter']!r}.")
     if "save_every" in data and data["save_every"] < 1:
         raise ConfigError(f"{path}: save_every must be at least 1; got {data['save_every']!r}.")
     if data.get("guess", "simple") not in ("simple", "advanced", "extrapolated"):
-        raise ConfigError(f"{path}: guess must be \"simple\", \"advanced\" or \"extrapolated\"; "
-                          f"got {data['guess']!r}.")
+        raise ConfigError(f'{path}: guess must be "simple", "advanced" or "extrapolated"; got {data["guess"]!r}.')
     from . import schemes
 
     scheme = data.get("scheme", "VI-S")

@@ -1,29 +1,30 @@
-"""Diagnostics of a scheme's one-step map: the symplecticity defect (002 §2.2.3, §3.2.3, App. A).
+"""Diagnostics of a scheme's one-step map: the symplecticity defect (KBS23b §2.2.3, §3.2.3, App. A).
 
 A one-step method Psi: (q^n, p^n) -> (q^{n+1}, p^{n+1}) is symplectic on the phase-space
-constraint manifold M = {g(q) = 0, G(q) M^-1 p = 0} (002 eq 31) when
+constraint manifold M = {g(q) = 0, G(q) M^-1 p = 0} (KBS23b eq 31) when
 
     P^T (Psi'^T J Psi' - J) P = 0,     J = [[0, I], [-I, 0]],
 
 for P an orthonormal basis of the tangent space T_z M at the start point z = (q^n, p^n)
-(the restriction of the two-form dq ^ dp to M is preserved, 002 eq 23; Leimkuhler & Skeel).
+(the restriction of the two-form dq ^ dp to M is preserved, KBS23b eq 23; Leimkuhler & Skeel).
 
 Psi' is obtained by AD through the converged Newton solution, by the implicit function theorem:
 with R(x; z) = 0 the scheme's residual in its unknowns x, dx/dz = -R_x^-1 R_z, and
 Psi' = d(update)/dx dx/dz + d(update)/dz. Nothing is differentiated by hand or by finite
 differences.
 
-Which manifold. VI-S (002 eq 55) and VI-B (eq 82-83) attach the position constraint to a node
+Which manifold. VI-S (KBS23b eq 55) and VI-B (eq 82-83) attach the position constraint to a node
 (lambda^n g(q^n), resp. the trapezoidal g_d of eq 80 with g(q^{n+1}) = 0 imposed): their
 generating-function argument gives d(p^{n+1}.dq^{n+1} - p^n.dq^n) = h c dg(q^n) ^ d lambda, which
 vanishes for tangent vectors with G(q^n) dq^n = 0 -- so they are symplectic on T M (the default,
 ``manifold="constraint"``). VI-A (eq 79) imposes g_d = h g(q^{n+theta}) = 0 as an equation between
-q^n and q^{n+1} only; its nodes (q^n, p^n) do not lie on M (after the first step, 002 Fig 13, 15),
+q^n and q^{n+1} only; its nodes (q^n, p^n) do not lie on M (after the first step, KBS23b Fig 13, 15),
 and the same argument gives d(p^{n+1}.dq^{n+1} - p^n.dq^n) = dg_d ^ d lambda = 0 on the whole set
 of discrete solutions: VI-A is symplectic on the full phase space R^{2d}. Its defect is therefore
 measured with ``manifold="full"`` (P = I) as well; the App. A.7 text is missing from our copy of
-002, so this derivation (ours) is what the test checks numerically.
+KBS23b, so this derivation (ours) is what the test checks numerically.
 """
+
 from __future__ import annotations
 
 import jax
@@ -34,7 +35,6 @@ from . import _jaxconfig  # noqa: F401
 from .engine import CompiledCache
 from .schemes.base import State
 
-
 _JACOBIANS = CompiledCache(16)
 
 
@@ -42,7 +42,12 @@ def _jacobian_runner(sch, mech, state: State):
     """(z, aux, h, t, params, tol, max_iter) -> (Psi', x, ||R||_inf): Newton and the
     implicit-function derivative on one jit-compiled function, cached per (scheme, system,
     structure of the state)."""
-    key = (sch, mech, jax.tree_util.tree_structure(state), tuple(jnp.shape(a) for a in jax.tree_util.tree_leaves(state)))
+    key = (
+        sch,
+        mech,
+        jax.tree_util.tree_structure(state),
+        tuple(jnp.shape(a) for a in jax.tree_util.tree_leaves(state)),
+    )
     hit = _JACOBIANS.get(key)
     if hit is not None:
         return hit
@@ -92,8 +97,9 @@ def _jacobian_runner(sch, mech, state: State):
     return run
 
 
-def one_step_jacobian(problem, scheme, h, state: State | None = None, t: float = 0.0,
-                      tol: float = 1e-14, max_iter: int = 50, **params):
+def one_step_jacobian(
+    problem, scheme, h, state: State | None = None, t: float = 0.0, tol: float = 1e-14, max_iter: int = 50, **params
+):
     """Psi'(z) of the one-step map (q^n, p^n) -> (q^{n+1}, p^{n+1}) at z = (q^n, p^n), shape
     (2d, 2d), by the implicit function theorem through the Newton solution (see module docstring).
 
@@ -114,8 +120,15 @@ def one_step_jacobian(problem, scheme, h, state: State | None = None, t: float =
     jp = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     z0 = jnp.concatenate([state.q, state.p])
     run = _jacobian_runner(sch, mech, state)
-    Psi, x, rn = run(z0, state, jnp.asarray(h, dtype=jnp.float64), jnp.asarray(t, dtype=jnp.float64), jp,
-                     jnp.asarray(tol, dtype=jnp.float64), jnp.asarray(max_iter, dtype=jnp.int32))
+    Psi, x, rn = run(
+        z0,
+        state,
+        jnp.asarray(h, dtype=jnp.float64),
+        jnp.asarray(t, dtype=jnp.float64),
+        jp,
+        jnp.asarray(tol, dtype=jnp.float64),
+        jnp.asarray(max_iter, dtype=jnp.int32),
+    )
     rn = float(rn)
     if not (rn <= max(1e3 * tol, 1e-10)):
         raise RuntimeError(
@@ -144,7 +157,7 @@ def defect_of(Psi, z, mech, manifold: str = "constraint", relative: bool = False
 
 def constraint_manifold_basis(mech, z) -> np.ndarray:
     """Orthonormal basis P (2d, 2d - 2m) of the tangent space at z = (q, p) of the phase-space
-    constraint manifold {g(q) = 0, G(q) M^-1 p = 0} (002 eq 31): the null space of its Jacobian."""
+    constraint manifold {g(q) = 0, G(q) M^-1 p = 0} (KBS23b eq 31): the null space of its Jacobian."""
     d = mech.d
 
     def c(z):
@@ -160,19 +173,20 @@ def constraint_manifold_basis(mech, z) -> np.ndarray:
 
 
 def symplectic_form(d: int) -> np.ndarray:
-    """J = [[0, I], [-I, 0]] of the canonical two-form dq ^ dp (002 eq 23)."""
+    """J = [[0, I], [-I, 0]] of the canonical two-form dq ^ dp (KBS23b eq 23)."""
     eye = np.eye(d)
     zero = np.zeros((d, d))
     return np.block([[zero, eye], [-eye, zero]])
 
 
-def symplecticity_defect(problem, scheme, h, state: State | None = None, manifold: str = "constraint",
-                         relative: bool = False, **params) -> float:
+def symplecticity_defect(
+    problem, scheme, h, state: State | None = None, manifold: str = "constraint", relative: bool = False, **params
+) -> float:
     """|| P^T (Psi'^T J Psi' - J) P ||_F for one step of ``scheme`` with step ``h`` from ``state``
     (default: the problem's initial state); see the module docstring.
 
     manifold: "constraint" -- P spans the tangent space of {g = 0, G M^-1 p = 0} at the start
-        point (002 eq 31; for VI-S, VI-B, EM); "full" -- P = I (the whole phase space; VI-A).
+        point (KBS23b eq 31; for VI-S, VI-B, EM); "full" -- P = I (the whole phase space; VI-A).
     relative: divide by ||P^T Psi'^T J Psi' P||_F + ||P^T J P||_F, so that the number compares
         with the machine epsilon whatever the scaling of q and p.
     **params: the scheme's parameters (e.g. theta=0.5).

@@ -1,23 +1,23 @@
 """Discrete gradients in the sense of Gonzalez, for the energy-momentum schemes.
 
 A discrete gradient D f(x0, x1) of a scalar f is a second-order approximation of the gradient
-at the midpoint that satisfies the *directionality condition* (003 eq 27; 002 eq 86)
+at the midpoint that satisfies the *directionality condition* (KB23 eq 27; KBS23b eq 86)
 
     D f(x0, x1) . (x1 - x0) = f(x1) - f(x0).
 
 This module provides
 
-- :func:`gonzalez`: Gonzalez's discrete gradient (003 eq 26) for any scalar function;
+- :func:`gonzalez`: Gonzalez's discrete gradient (KB23 eq 26) for any scalar function;
 - :func:`gonzalez_jacobian`: the same, row by row, for a vector function (e.g. the constraints g);
 - :func:`partitioned` and :func:`partitioned_jacobian`: the partitioned discrete derivative of a
-  function of two arguments, e.g. L(q, v) or g_v(q, p) (003 eq 29; 002 eq 84-86);
+  function of two arguments, e.g. L(q, v) or g_v(q, p) (KB23 eq 29; KBS23b eq 84-86);
 - :func:`greenspan`: the invariant-based discrete gradient of V(q) = sum_i V_i(pi_i(q)) with
-  quadratic invariants pi_i (002 eq 122-126), which also satisfies the orthogonality conditions
-  (002 eq 85) needed for the conservation of momentum maps;
+  quadratic invariants pi_i (KBS23b eq 122-126), which also satisfies the orthogonality conditions
+  (KBS23b eq 85) needed for the conservation of momentum maps;
 - :func:`midpoint`: the gradient at the midpoint, to which all of them reduce for functions that
-  are at most quadratic (002 eq 99, §6.2);
+  are at most quadratic (KBS23b eq 99, §6.2);
 - :func:`corrected` and :func:`symmetric`: a discrete gradient that also meets the orthogonality
-  conditions of 002 eq 85 for the generators of a symmetry group (McLachlan, Quispel, Robidoux
+  conditions of KBS23b eq 85 for the generators of a symmetry group (McLachlan, Quispel, Robidoux
   1999 build discrete gradients that keep several first integrals the same way), whether or not
   the function is written in invariants; the energy-momentum schemes use it.
 
@@ -41,6 +41,7 @@ directionality condition then holds up to (f(x1) - f(x0) - Df(xm).dx) delta^4/(|
 <= |D^3 f| delta^3 / 24, i.e. below round-off for delta = 1e-6 (relative to 1 + |xm|). Greenspan's
 quotient is treated the same way, per invariant.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -68,13 +69,13 @@ def midpoint(f: Callable, x0, x1):
     """The gradient of the scalar f at the midpoint, Df((x0 + x1)/2).
 
     For f at most quadratic this *is* a discrete gradient (it satisfies the directionality
-    condition exactly); all discrete gradients here reduce to it then (002 eq 99).
+    condition exactly); all discrete gradients here reduce to it then (KBS23b eq 99).
     """
     return jax.grad(f)(0.5 * (x0 + x1))
 
 
 def gonzalez(f: Callable, x0, x1):
-    """Gonzalez's discrete gradient of a scalar f (003 eq 26; Gonzalez 1996):
+    """Gonzalez's discrete gradient of a scalar f (KB23 eq 26; Gonzalez 1996):
 
         D f(x0, x1) = Df(xm) + (f(x1) - f(x0) - Df(xm).dx) dx / |dx|^2,   xm = (x0+x1)/2, dx = x1-x0,
 
@@ -92,7 +93,7 @@ def gonzalez(f: Callable, x0, x1):
 def gonzalez_jacobian(fvec: Callable, x0, x1):
     """Row-wise Gonzalez discrete derivative of a vector function f: R^n -> R^m, shape (m, n).
 
-    Row k is :func:`gonzalez` of f_k, so that f(x1) - f(x0) = D f (x1 - x0) (002 eq 86c for g).
+    Row k is :func:`gonzalez` of f_k, so that f(x1) - f(x0) = D f (x1 - x0) (KBS23b eq 86c for g).
     """
     xm = 0.5 * (x0 + x1)
     dx = x1 - x0
@@ -103,7 +104,7 @@ def gonzalez_jacobian(fvec: Callable, x0, x1):
 
 
 def partitioned(f: Callable, x0, y0, x1, y1):
-    """Partitioned discrete gradient (Dx, Dy) of a scalar f(x, y) (003 eq 29; 002 eq 84, 86):
+    """Partitioned discrete gradient (Dx, Dy) of a scalar f(x, y) (KB23 eq 29; KBS23b eq 84, 86):
 
         Dx = 1/2 [ D_G f(., y0)(x0, x1) + D_G f(., y1)(x0, x1) ],
         Dy = 1/2 [ D_G f(x0, .)(y0, y1) + D_G f(x1, .)(y0, y1) ],
@@ -120,11 +121,9 @@ def partitioned(f: Callable, x0, y0, x1, y1):
 
 def partitioned_jacobian(fvec: Callable, x0, y0, x1, y1):
     """Row-wise :func:`partitioned` for a vector function f(x, y): returns (Dx, Dy) of shapes
-    (m, nx), (m, ny) with f(x1, y1) - f(x0, y0) = Dx (x1 - x0) + Dy (y1 - y0) (002 eq 86b)."""
-    Dx = 0.5 * (gonzalez_jacobian(lambda x: fvec(x, y0), x0, x1)
-                + gonzalez_jacobian(lambda x: fvec(x, y1), x0, x1))
-    Dy = 0.5 * (gonzalez_jacobian(lambda y: fvec(x0, y), y0, y1)
-                + gonzalez_jacobian(lambda y: fvec(x1, y), y0, y1))
+    (m, nx), (m, ny) with f(x1, y1) - f(x0, y0) = Dx (x1 - x0) + Dy (y1 - y0) (KBS23b eq 86b)."""
+    Dx = 0.5 * (gonzalez_jacobian(lambda x: fvec(x, y0), x0, x1) + gonzalez_jacobian(lambda x: fvec(x, y1), x0, x1))
+    Dy = 0.5 * (gonzalez_jacobian(lambda y: fvec(x0, y), y0, y1) + gonzalez_jacobian(lambda y: fvec(x1, y), y0, y1))
     return Dx, Dy
 
 
@@ -134,10 +133,10 @@ def _diag_derivative(potentials: Callable, pi):
 
 
 def greenspan(pi: Callable, potentials: Callable, q0, q1):
-    """Invariant-based discrete gradient of V(q) = sum_i V_i(pi_i(q)) (002 eq 122-126).
+    """Invariant-based discrete gradient of V(q) = sum_i V_i(pi_i(q)) (KBS23b eq 122-126).
 
     ``pi: q -> (r,)`` are quadratic invariants, ``potentials: pi -> (r,)`` gives V_i(pi_i)
-    elementwise. Per invariant, Greenspan's quotient (002 eq 126)
+    elementwise. Per invariant, Greenspan's quotient (KBS23b eq 126)
 
         (V_i(pi_i^{n+1}) - V_i(pi_i^n)) / (pi_i^{n+1} - pi_i^n)  times  D pi_i(q^{n+1/2})
 
@@ -149,8 +148,8 @@ def greenspan(pi: Callable, potentials: Callable, q0, q1):
     at once to DV(q^{n+1/2}) breaks it by O(|dq|^2 V'') -- e.g. 2e-6 of energy in the first step
     of the four-particle system.)
 
-    If the invariants are symmetric under a group (002 §6.3: rotations and translations), so is
-    D pi_i(q^{n+1/2}), which gives the orthogonality condition (002 eq 85a).
+    If the invariants are symmetric under a group (KBS23b §6.3: rotations and translations), so is
+    D pi_i(q^{n+1/2}), which gives the orthogonality condition (KBS23b eq 85a).
     """
     p0, p1 = pi(q0), pi(q1)
     dp = p1 - p0
@@ -198,12 +197,12 @@ def corrected(a0, dx, df, xm, Z=None, targets=None):
 
         a = a0 + Z y + c u,   u = dx - Z (Z^T Z)^-1 Z^T dx   (the part of dx outside span Z),
 
-    with c chosen so that a . dx = df (the directionality condition, 003 eq 27; 002 eq 86) and,
+    with c chosen so that a . dx = df (the directionality condition, KB23 eq 27; KBS23b eq 86) and,
     where ``targets`` is given, y so that Z^T a = ``targets`` (else y = 0, and Z^T a = Z^T a0). The
     columns of Z are the infinitesimal generators of a symmetry group at the midpoint,
-    xi_k x^{n+1/2} (002 eq 17, 85): for a function invariant under the group, a0 = its gradient at
-    xm meets Z^T a0 = 0 already, and a meets the orthogonality conditions (002 eq 85) exactly.
-    Without Z (r = 0) this is Gonzalez's formula (003 eq 26) with a0 = Df(xm).
+    xi_k x^{n+1/2} (KBS23b eq 17, 85): for a function invariant under the group, a0 = its gradient at
+    xm meets Z^T a0 = 0 already, and a meets the orthogonality conditions (KBS23b eq 85) exactly.
+    Without Z (r = 0) this is Gonzalez's formula (KB23 eq 26) with a0 = Df(xm).
 
     c = num / |u|^2 with num = df - (a0 + Z y) . dx. For an invariant function num vanishes with u
     (two points whose difference lies along the generators are related by a group element), so
@@ -230,7 +229,7 @@ def corrected(a0, dx, df, xm, Z=None, targets=None):
 
 def symmetric(f: Callable, x0, x1, generators: Callable | None = None):
     """A discrete gradient of a scalar f that is orthogonal to the symmetry generators at the
-    midpoint (002 eq 85) when f is invariant: :func:`corrected` with a0 = Df(x^{n+1/2}),
+    midpoint (KBS23b eq 85) when f is invariant: :func:`corrected` with a0 = Df(x^{n+1/2}),
     df = f(x1) - f(x0) and Z = ``generators(x^{n+1/2})`` (a (n, r) array; None or r = 0 gives
     Gonzalez's discrete gradient, :func:`gonzalez`)."""
     xm = 0.5 * (x0 + x1)
@@ -249,6 +248,15 @@ def potential_gradient(mech, q0, q1):
 
 
 __all__ = [
-    "gonzalez", "gonzalez_jacobian", "partitioned", "partitioned_jacobian", "greenspan", "midpoint",
-    "potential_gradient", "corrected", "symmetric", "DELTA", "SYMMETRY_EPS",
+    "gonzalez",
+    "gonzalez_jacobian",
+    "partitioned",
+    "partitioned_jacobian",
+    "greenspan",
+    "midpoint",
+    "potential_gradient",
+    "corrected",
+    "symmetric",
+    "DELTA",
+    "SYMMETRY_EPS",
 ]

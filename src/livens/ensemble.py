@@ -16,6 +16,7 @@ it). Like a run, an ensemble keeps every ``save_every``-th node, streams to netC
 a failed step with the damped rescue and records it, shows progress and stops on Ctrl-C with what
 it computed.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,11 +26,25 @@ from .solution import EnsembleSolution
 from .system import Problem
 
 
-def simulate_ensemble(problem: Problem, scheme: str = "VI-S", q0s=None, v0s=None, h: float | None = None,
-                      t_end: float | None = None, tol: float | str = 1e-9, max_iter: int = 40, guess: str | None = None,
-                      chunk: int | None = None, parameters: dict | None = None, backend: str | None = None,
-                      out=None, save_every: int = 1, rescue: bool = True, progress: bool | None = None,
-                      **params: Any) -> EnsembleSolution:
+def simulate_ensemble(
+    problem: Problem,
+    scheme: str = "VI-S",
+    q0s=None,
+    v0s=None,
+    h: float | None = None,
+    t_end: float | None = None,
+    tol: float | str = 1e-9,
+    max_iter: int = 40,
+    guess: str | None = None,
+    chunk: int | None = None,
+    parameters: dict | None = None,
+    backend: str | None = None,
+    out=None,
+    save_every: int = 1,
+    rescue: bool = True,
+    progress: bool | None = None,
+    **params: Any,
+) -> EnsembleSolution:
     """Integrate many initial states of ``problem`` (module docstring).
 
     q0s, v0s: initial configurations and velocities, shape (B, d) (or (d,) broadcast to all
@@ -49,9 +64,23 @@ def simulate_ensemble(problem: Problem, scheme: str = "VI-S", q0s=None, v0s=None
     kernel, 0 where none).
     """
     output = Stream(save_every=save_every, path=out) if out is not None else Memory(save_every)
-    return run(problem, scheme, h=h, t_end=t_end, tol=tol, max_iter=max_iter, guess=guess, parameters=parameters,
-               params=params, backend=backend, members=(q0s, v0s), executor=Members(chunk), output=output,
-               on_failure=PerMember(rescue), progress=progress)
+    return run(
+        problem,
+        scheme,
+        h=h,
+        t_end=t_end,
+        tol=tol,
+        max_iter=max_iter,
+        guess=guess,
+        parameters=parameters,
+        params=params,
+        backend=backend,
+        members=(q0s, v0s),
+        executor=Members(chunk),
+        output=output,
+        on_failure=PerMember(rescue),
+        progress=progress,
+    )
 
 
 __all__ = ["simulate_ensemble", "EnsembleSolution"]

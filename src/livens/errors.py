@@ -1,4 +1,5 @@
 """Errors of a run. Each carries the Solution up to the last good step (``.solution``)."""
+
 from __future__ import annotations
 
 
@@ -8,8 +9,15 @@ class SimulationError(RuntimeError):
     having index n); ``reason`` is the message without the sentence on where the steps are kept
     (a command line names its own file instead)."""
 
-    def __init__(self, message: str, solution=None, step: int | None = None, time: float | None = None,
-                 residual: float | None = None, reason: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        solution=None,
+        step: int | None = None,
+        time: float | None = None,
+        residual: float | None = None,
+        reason: str | None = None,
+    ):
         super().__init__(message)
         self.reason = message if reason is None else reason
         self.solution = solution

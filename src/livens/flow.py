@@ -6,6 +6,7 @@ This is the discrete mechanics that parameter identification, sensitivity studie
 control with the discrete equations as constraints (DMOC: Ober-Blöbaum, Junge, Marsden 2011;
 Leyendecker, Ober-Blöbaum, Marsden, Ortiz 2010) differentiate.
 """
+
 from __future__ import annotations
 
 from .driver import Arrays, Implicit, InGraph, NaNFlag, run
@@ -13,9 +14,19 @@ from .driver.ingraph import FlowFunction, FlowResult
 from .system import Problem
 
 
-def flow(problem: Problem, scheme: str = "VI-S", h: float | None = None, n_steps: int | None = None,
-         tol: float | str = 1e-12, max_iter: int = 40, guess: str | None = None, save_every: int = 1,
-         segment: int | None = None, backend: str | None = None, **params) -> FlowFunction:
+def flow(
+    problem: Problem,
+    scheme: str = "VI-S",
+    h: float | None = None,
+    n_steps: int | None = None,
+    tol: float | str = 1e-12,
+    max_iter: int = 40,
+    guess: str | None = None,
+    save_every: int = 1,
+    segment: int | None = None,
+    backend: str | None = None,
+    **params,
+) -> FlowFunction:
     """The run of ``scheme`` on ``problem`` over ``n_steps`` steps of size ``h`` as a pure function
     ``F(q0, v0, parameters=None) -> FlowResult``; ``jax.grad``, ``jax.jvp``, ``jax.jacfwd``, ``jax.jit``
     and ``jax.vmap`` work through it.
@@ -43,9 +54,22 @@ def flow(problem: Problem, scheme: str = "VI-S", h: float | None = None, n_steps
     differentiable map. A program that calls ``F`` inside the user's own ``jax.jit`` or ``jax.grad``
     runs best inside ``with livens.engine.serial_blas():`` (one BLAS thread, as every livens driver).
     """
-    return run(problem, scheme, h=h, n_steps=n_steps, tol=tol, max_iter=max_iter, guess=guess, params=params,
-               backend=backend, executor=InGraph(segment), output=Arrays(save_every), on_failure=NaNFlag(),
-               adjoint=Implicit(), default_guess="advanced")
+    return run(
+        problem,
+        scheme,
+        h=h,
+        n_steps=n_steps,
+        tol=tol,
+        max_iter=max_iter,
+        guess=guess,
+        params=params,
+        backend=backend,
+        executor=InGraph(segment),
+        output=Arrays(save_every),
+        on_failure=NaNFlag(),
+        adjoint=Implicit(),
+        default_guess="advanced",
+    )
 
 
 __all__ = ["flow", "FlowResult", "FlowFunction"]

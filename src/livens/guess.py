@@ -1,15 +1,16 @@
 """Newton's first guess "extrapolated" (livens' default: fewer Newton iterations per step).
 
-002 Table 2 starts Newton from the unknowns of step n ("simple") or from q^n + h v^n
+KBS23b Table 2 starts Newton from the unknowns of step n ("simple") or from q^n + h v^n
 ("advanced", :meth:`Scheme.guess`). On a smooth motion the solutions x^n of consecutive steps lie
 on a smooth curve, so the polynomial through the last k of them predicts x^{n+1} with an error
 O(h^k): from five solutions (quartic) Newton needs 2 iterations per step instead of 4 on the heavy
-top at the papers' h and tolerance (``python -m benchmarks`` reports the iterations). Only the starting point changes: the equations and
+top at the papers' h and tolerance (``python -m benchmarks`` reports the iterations). Only the starting point
+changes: the equations and
 the tolerance are the same, so the results agree with the papers' guesses to the tolerance.
 
 The predictor is used where its residual is smaller (infinity norm) than that of the advanced
 guess, so a sequence that does not extrapolate (the step-to-step oscillation of a multiplier,
-002 Fig. 4-5) costs a residual evaluation, not Newton iterations. That comparison itself costs a
+KBS23b Fig. 4-5) costs a residual evaluation, not Newton iterations. That comparison itself costs a
 residual evaluation per step; once the predictor's residual is below
 :data:`TRUST` times the advanced guess's at the last comparison, the comparison is made only every
 :data:`CHECK_EVERY` steps.
@@ -18,6 +19,7 @@ The :class:`GuessHistory` travels with the time loop's state; a finished run sto
 ``Solution.meta["guess_history"]``, and in its file) so that ``simulate(..., resume=...)``
 continues bit for bit.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,14 +57,23 @@ class GuessHistory(NamedTuple):
 
     @classmethod
     def empty(cls, n: int) -> "GuessHistory":
-        return cls(jnp.zeros((HISTORY, n)), jnp.asarray(0, jnp.int32), jnp.asarray(np.inf, jnp.float64),
-                   jnp.asarray(0, jnp.int32))
+        return cls(
+            jnp.zeros((HISTORY, n)),
+            jnp.asarray(0, jnp.int32),
+            jnp.asarray(np.inf, jnp.float64),
+            jnp.asarray(0, jnp.int32),
+        )
 
     def to_meta(self, step: int) -> dict:
         """A plain record of this history at global node ``step`` (for ``Solution.meta``)."""
         X, k, adv, since = jax.device_get(tuple(self))
-        return {"step": int(step), "k": int(k), "advanced": float(adv), "since": int(since),
-                "x": np.asarray(X).tolist()}
+        return {
+            "step": int(step),
+            "k": int(k),
+            "advanced": float(adv),
+            "since": int(since),
+            "x": np.asarray(X).tolist(),
+        }
 
     @classmethod
     def from_meta(cls, stored, step: int, empty: "GuessHistory") -> "GuessHistory":
@@ -74,9 +85,12 @@ class GuessHistory(NamedTuple):
         X = np.asarray(stored["x"], dtype=float)
         if X.shape != tuple(empty.X.shape):
             return empty
-        return cls(jnp.asarray(X), jnp.asarray(int(stored["k"]), jnp.int32),
-                   jnp.asarray(float(stored.get("advanced", np.inf)), jnp.float64),
-                   jnp.asarray(int(stored.get("since", 0)), jnp.int32))
+        return cls(
+            jnp.asarray(X),
+            jnp.asarray(int(stored["k"]), jnp.int32),
+            jnp.asarray(float(stored.get("advanced", np.inf)), jnp.float64),
+            jnp.asarray(int(stored.get("since", 0)), jnp.int32),
+        )
 
 
 def extrapolation_weights(k: int) -> list[int]:
@@ -108,19 +122,27 @@ def extrapolated_guess(R, x_scheme, history: GuessHistory, written_once: bool = 
     xe = predict(history, x_scheme)
 
     def trusted(re):
-        return ((history.k >= 2) & (history.since < CHECK_EVERY - 1) & jnp.isfinite(history.advanced)
-                & (_norm_inf(re) < TRUST * history.advanced))
+        return (
+            (history.k >= 2)
+            & (history.since < CHECK_EVERY - 1)
+            & jnp.isfinite(history.advanced)
+            & (_norm_inf(re) < TRUST * history.advanced)
+        )
 
     def chosen(re, rs):
         ne, ns = _norm_inf(re), _norm_inf(rs)
         use = (history.k >= 2) & (ne < ns)
-        return (jnp.where(use, xe, x_scheme), jnp.where(use, re, rs),
-                history._replace(advanced=ns.astype(history.advanced.dtype), since=jnp.zeros_like(history.since)))
+        return (
+            jnp.where(use, xe, x_scheme),
+            jnp.where(use, re, rs),
+            history._replace(advanced=ns.astype(history.advanced.dtype), since=jnp.zeros_like(history.since)),
+        )
 
     if not written_once:
         re = R(xe)
-        return jax.lax.cond(trusted(re), lambda: (xe, re, history._replace(since=history.since + 1)),
-                            lambda: chosen(re, R(x_scheme)))
+        return jax.lax.cond(
+            trusted(re), lambda: (xe, re, history._replace(since=history.since + 1)), lambda: chosen(re, R(x_scheme))
+        )
 
     r_shape = jax.eval_shape(R, xe)
     zero = jnp.zeros(r_shape.shape, r_shape.dtype)
@@ -146,5 +168,13 @@ def push(history: GuessHistory, x, ok) -> GuessHistory:
     return history._replace(X=jnp.where(ok, X1, X), k=jnp.where(ok, jnp.minimum(k + 1, X.shape[0]), k))
 
 
-__all__ = ["GuessHistory", "HISTORY", "TRUST", "CHECK_EVERY", "extrapolated_guess", "predict", "push",
-           "extrapolation_weights"]
+__all__ = [
+    "GuessHistory",
+    "HISTORY",
+    "TRUST",
+    "CHECK_EVERY",
+    "extrapolated_guess",
+    "predict",
+    "push",
+    "extrapolation_weights",
+]

@@ -1,15 +1,16 @@
-"""Derived functions of a System, all by JAX automatic differentiation (002 §2-3).
+"""Derived functions of a System, all by JAX automatic differentiation (KBS23b §2-3).
 
 Nothing here is written by hand: the gradient of V, the constraint Jacobian G = Dg, Hessian-vector
-products sum_k gamma_k D^2 g_k(q) w, the secondary constraint g_v(q, p) = G(q) M^-1 p (002 eq 29)
+products sum_k gamma_k D^2 g_k(q) w, the secondary constraint g_v(q, p) = G(q) M^-1 p (KBS23b eq 29)
 and its partial derivatives, and D_q of the kinetic energy for a configuration-dependent M.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +18,6 @@ import numpy as np
 
 from . import _jaxconfig  # noqa: F401
 from ._lru import LRU as CompiledCache
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: system.py validates through checks.py, which uses mechanics
     from .system import System
@@ -99,11 +99,12 @@ class Mechanics:
     # --- symmetry ---------------------------------------------------------------------------
     def generators(self, q):
         """The generators xi_k q (or the shift of a translation) of :attr:`symmetries` as the
-        columns of a (d, r) array (002 eq 17); None when there are none."""
+        columns of a (d, r) array (KBS23b eq 17); None when there are none."""
         if not self.symmetries:
             return None
-        return jnp.stack([jnp.broadcast_to(jnp.asarray(s.generator(q), q.dtype), q.shape)
-                          for s in self.symmetries], axis=1)
+        return jnp.stack(
+            [jnp.broadcast_to(jnp.asarray(s.generator(q), q.dtype), q.shape) for s in self.symmetries], axis=1
+        )
 
     def cotangent_generators(self, p):
         """The generators of the cotangent lift on momenta, -xi_k^T p (zero for translations),
@@ -144,7 +145,7 @@ class Mechanics:
     @functools.cached_property
     def quadratic_constraints(self) -> bool:
         """g at most quadratic in q (:func:`at_most_quadratic`): the midpoint derivatives of g and
-        of g_v = G(q) M^-1 p are then exact discrete derivatives (002 eq 99)."""
+        of g_v = G(q) M^-1 p are then exact discrete derivatives (KBS23b eq 99)."""
         return self.m == 0 or at_most_quadratic(self.system.constraints, self.d, self.system.parameters)
 
     @functools.cached_property
@@ -167,7 +168,7 @@ class Mechanics:
         return 0.5 * v @ (self.M(q) @ v)
 
     def L(self, q, v):
-        """Lagrangian L = T - V (002 eq 3)."""
+        """Lagrangian L = T - V (KBS23b eq 3)."""
         return self.T(q, v) - self.V(q)
 
     def D1L(self, q, v):
@@ -177,7 +178,7 @@ class Mechanics:
         return jax.grad(self.L, argnums=0)(q, v)
 
     def D2L(self, q, v):
-        """D_2 L(q, v) = M(q) v (fiber derivative, 002 eq 2c)."""
+        """D_2 L(q, v) = M(q) v (fiber derivative, KBS23b eq 2c)."""
         return self.M(q) @ v
 
     def dT_dq(self, q, v):
@@ -185,11 +186,11 @@ class Mechanics:
         return jax.grad(self.T, argnums=0)(q, v)
 
     def H(self, q, p):
-        """Hamiltonian H = 1/2 p.M^-1 p + V (002 eq 7); regular constant M only."""
+        """Hamiltonian H = 1/2 p.M^-1 p + V (KBS23b eq 7); regular constant M only."""
         return 0.5 * p @ (self.Minv() @ p) + self.V(q)
 
     def E(self, q, v, p):
-        """Generalized (Livens) energy E(q, v, p) = p.v - L(q, v) (002 eq 4, 003 eq 31)."""
+        """Generalized (Livens) energy E(q, v, p) = p.v - L(q, v) (KBS23b eq 4, KB23 eq 31)."""
         return p @ v - self.L(q, v)
 
     # --- constraints ------------------------------------------------------------------------
@@ -208,7 +209,7 @@ class Mechanics:
     def GT_mul(self, q, y):
         """G(q)^T y as a vector-Jacobian product of g (reverse-mode AD): its cost follows that of g,
         where forming the m x d Jacobian (:meth:`G`, forward-mode AD in d directions) costs d times
-        as much (large systems: the beams of 004 §4.2)."""
+        as much (large systems: the beams of SLO09 §4.2)."""
         if self.m == 0:
             return jnp.zeros_like(q)
         return jax.vjp(self.g, q)[1](y)[0]
@@ -218,14 +219,14 @@ class Mechanics:
         return jax.hessian(lambda x: self.g(x)[k])(q)
 
     def hess_g_vec(self, q, gam, w):
-        """sum_k gamma_k D^2 g_k(q) w, a Hessian-vector product (002 eq 55b, 76b)."""
+        """sum_k gamma_k D^2 g_k(q) w, a Hessian-vector product (KBS23b eq 55b, 76b)."""
         if self.m == 0:
             return jnp.zeros_like(q)
         # forward over reverse: the cost of a few evaluations of g, without forming G (large systems)
         return jax.jvp(jax.grad(lambda x: gam @ self.g(x)), (q,), (w,))[1]
 
     def gv(self, q, p):
-        """Secondary constraint g_v(q, p) = G(q) M^-1 p (002 eq 29)."""
+        """Secondary constraint g_v(q, p) = G(q) M^-1 p (KBS23b eq 29)."""
         return self.G(q) @ (self.Minv() @ p)
 
     def D1gv(self, q, p):
@@ -237,7 +238,7 @@ class Mechanics:
         return jax.jacfwd(self.gv, argnums=1)(q, p)
 
     def C(self, q):
-        """Rayleigh dissipation matrix C(q) (000 eq 53), zero when the system has none."""
+        """Rayleigh dissipation matrix C(q) (KBS23a eq 53), zero when the system has none."""
         if self.system.dissipation is None:
             return jnp.zeros((self.d, self.d), dtype=q.dtype)
         return jnp.asarray(self._fn("dissipation")(q))
@@ -250,7 +251,7 @@ class Mechanics:
 
     @property
     def invariants(self):
-        """The System's (pi, potentials) with the parameters bound, or None (002 eq 122-126)."""
+        """The System's (pi, potentials) with the parameters bound, or None (KBS23b eq 122-126)."""
         return self._fn("invariants")
 
     @property
@@ -315,7 +316,7 @@ def at_most_quadratic(fn, d: int, parameters: dict | None = None) -> bool:
     """True where the scalar or vector function ``fn`` of q (``(q, params)`` for a System with
     parameters) is a polynomial of degree at most 2 in q: its Hessian does not depend on q
     (:func:`_reaches_outputs`, structural). Then the midpoint derivatives are exact discrete
-    derivatives (002 eq 99), and the energy-momentum schemes need no correction of them."""
+    derivatives (KBS23b eq 99), and the energy-momentum schemes need no correction of them."""
     q = jnp.zeros(d)
     if parameters is None:
         return _reaches_outputs(jax.jacfwd(jax.jacfwd(fn)), (q,)) is False
@@ -348,7 +349,7 @@ def mechanics(system: System, q0=None, symmetries=(), invariant_constraints: boo
     (:func:`constant_mass_value`) is treated as the constant array it returns, so that schemes
     needing M^-1 accept it where it is regular. ``symmetries``: exact symmetries of the system
     (checked by :func:`livens.checks.exact_symmetries`) that the energy-momentum schemes' discrete
-    gradients respect (002 eq 85); ``invariant_constraints``: the midpoint derivatives of g meet the
+    gradients respect (KBS23b eq 85); ``invariant_constraints``: the midpoint derivatives of g meet the
     orthogonality conditions by themselves, g being invariant under them or each of its rows
     invariant or affine (:func:`livens.checks.constraints_midpoint_orthogonal`; else only the
     manifold g = 0 is invariant, e.g. g nonlinear and equivariant, and the schemes impose the

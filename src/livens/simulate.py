@@ -1,5 +1,6 @@
 """One run of a scheme on a problem: a preset of the one driver (:func:`livens.driver.run` with
 one member, its nodes in memory or streamed to a file, and a failure that stops the run)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -8,11 +9,26 @@ from .driver import DEFAULT_CHUNK, Memory, Raise, Single, Stream, run
 from .system import Problem
 
 
-def simulate(problem: Problem, scheme: str = "VI-S", h: float | None = None, t_end: float | None = None,
-             tol: float | str = 1e-9, max_iter: int = 40, guess: str | None = None, progress: bool | None = None,
-             blowup_factor: float | None = None, chunk: int = DEFAULT_CHUNK, out=None, save_every: int = 1,
-             resume=None, rescue: bool = True, final_iteration: bool = False, parameters: dict | None = None,
-             backend: str | None = None, **params: Any):
+def simulate(
+    problem: Problem,
+    scheme: str = "VI-S",
+    h: float | None = None,
+    t_end: float | None = None,
+    tol: float | str = 1e-9,
+    max_iter: int = 40,
+    guess: str | None = None,
+    progress: bool | None = None,
+    blowup_factor: float | None = None,
+    chunk: int = DEFAULT_CHUNK,
+    out=None,
+    save_every: int = 1,
+    resume=None,
+    rescue: bool = True,
+    final_iteration: bool = False,
+    parameters: dict | None = None,
+    backend: str | None = None,
+    **params: Any,
+):
     """Integrate ``problem`` with ``scheme`` from t = 0 to ``t_end`` with step ``h``; returns a
     :class:`~livens.Solution`.
 
@@ -26,7 +42,7 @@ def simulate(problem: Problem, scheme: str = "VI-S", h: float | None = None, t_e
         the setting for long runs at the round-off limit (the rescue then stops at 1e-12).
     final_iteration: with a numeric tol, one more Newton iteration after ||R|| <= tol.
     guess: Newton's first guess: "extrapolated" (:mod:`livens.guess`: the last five steps' solutions
-        extrapolated where that has the smaller residual), or 002 Table 2's "simple" (the unknowns of
+        extrapolated where that has the smaller residual), or KBS23b Table 2's "simple" (the unknowns of
         step n) or "advanced" (q^n + h v^n); None: the scheme's own (``scheme.solving.guess``). Same
         equations and tolerance: results equal to the tolerance.
     progress: a progress bar (default: on a terminal, for runs longer than 2 s).
@@ -38,7 +54,7 @@ def simulate(problem: Problem, scheme: str = "VI-S", h: float | None = None, t_e
     resume: a Solution (e.g. ``lv.load(path)``) to continue from its last saved node up to ``t_end``
         (the continuation only; bit for bit the long run where the file ends at its last step).
     rescue: retry a failed step once with the damped least-squares method (recorded in
-        ``solution.meta["rescued_steps"]``); False: stop at the first failed step (002's setting).
+        ``solution.meta["rescued_steps"]``); False: stop at the first failed step (KBS23b's setting).
     parameters: values of the System's parameters in place of its defaults (runtime values).
     backend: the engine's switch (:mod:`livens.engine.options`): "auto" (default, ``$LIVENS_BACKEND``),
         "native", "xla" or "plain"; ``solution.meta["backend"]`` says what ran.
@@ -48,10 +64,25 @@ def simulate(problem: Problem, scheme: str = "VI-S", h: float | None = None, t_e
     :class:`~livens.SimulationInterrupted`, each with ``.solution`` holding every kept step.
     """
     output = Stream(save_every=save_every, path=out) if out is not None else Memory(save_every)
-    return run(problem, scheme, h=h, t_end=t_end, tol=tol, max_iter=max_iter, guess=guess, parameters=parameters,
-               params=params, final_iteration=final_iteration, backend=backend, executor=Single(chunk),
-               output=output, on_failure=Raise(rescue), progress=progress, blowup_factor=blowup_factor,
-               resume=resume)
+    return run(
+        problem,
+        scheme,
+        h=h,
+        t_end=t_end,
+        tol=tol,
+        max_iter=max_iter,
+        guess=guess,
+        parameters=parameters,
+        params=params,
+        final_iteration=final_iteration,
+        backend=backend,
+        executor=Single(chunk),
+        output=output,
+        on_failure=Raise(rescue),
+        progress=progress,
+        blowup_factor=blowup_factor,
+        resume=resume,
+    )
 
 
 __all__ = ["simulate"]

@@ -4,6 +4,7 @@ Arrays: t (N+1,), q and p (N+1, d), v (N+1, d) for nodal velocities or
 (N, d) for "interval"/"leading" ones (see ``velocity_kind``), lam and gam (N, m), newton_iterations
 and newton_residual (N,).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,7 @@ def _vmapped(fn):
 def manifold_velocity(mech, q, p):
     """The velocity w tangent to g = 0 whose momentum M w agrees with p in the tangent directions:
     [M G^T; G 0] [w; mu] = [p; 0]. Regular wherever M is positive definite on ker G(q), also for a
-    singular M (the director beams of 004 §4.2); w = M^-1 p where M is regular and G M^-1 p = 0."""
+    singular M (the director beams of SLO09 §4.2); w = M^-1 p where M is regular and G M^-1 p = 0."""
     M, G = mech.M(q), mech.G(q)
     d, m = mech.d, mech.m
     A = jnp.block([[M, G.T], [G, jnp.zeros((m, m), q.dtype)]])
@@ -104,9 +105,18 @@ class Solution:
             meta.update(example=problem.name, problem_parameters=dict(problem.parameters))
         meta.update(package_version=_version())
         return cls(
-            t=t, q=q, p=p, v=v, lam=lam, gam=gam,
-            newton_iterations=cat("iterations", ()).astype(np.int32), newton_residual=cat("residual", ()),
-            velocity_kind=scheme.capabilities.velocity_kind, scheme=scheme.name, params=dict(params), meta=meta,
+            t=t,
+            q=q,
+            p=p,
+            v=v,
+            lam=lam,
+            gam=gam,
+            newton_iterations=cat("iterations", ()).astype(np.int32),
+            newton_residual=cat("residual", ()),
+            velocity_kind=scheme.capabilities.velocity_kind,
+            scheme=scheme.name,
+            params=dict(params),
+            meta=meta,
             problem=problem,
         )
 
@@ -166,11 +176,11 @@ class Solution:
     # ------------------------------------------------------------------ diagnostics
     def energy(self) -> dict[str, np.ndarray]:
         """Energies at the nodes: "kinetic", "potential", "total"; "livens" E(q, v, p) = p.v - L
-        (002 eq 4, 003 eq 31) where the scheme has nodal velocities.
+        (KBS23b eq 4, KB23 eq 31) where the scheme has nodal velocities.
 
-        The kinetic energy is 1/2 v.M(q)v for nodal velocities, else 1/2 p.M^-1 p (002 eq 7). Where M
+        The kinetic energy is 1/2 v.M(q)v for nodal velocities, else 1/2 p.M^-1 p (KBS23b eq 7). Where M
         is singular (or configuration dependent) and the scheme has no nodal velocities (``vi-lagrange``,
-        ``vi-nullspace`` on the beams of 004 §4.2), it is 1/2 w.M(q)w for the velocity w on the
+        ``vi-nullspace`` on the beams of SLO09 §4.2), it is 1/2 w.M(q)w for the velocity w on the
         constraint manifold whose momentum has the same tangential part as p: G(q) w = 0 and
         M(q) w - p in the range of G(q)^T (:func:`manifold_kinetic_energy`; equal to 1/2 p.M^-1 p
         where M is regular and G M^-1 p = 0).
@@ -196,15 +206,15 @@ class Solution:
         return np.diff(self.energy()[kind])
 
     def momentum_maps(self) -> dict[str, np.ndarray]:
-        """J_xi = p . xi q (002 eq 45) at the nodes for each of the problem's symmetries."""
+        """J_xi = p . xi q (KBS23b eq 45) at the nodes for each of the problem's symmetries."""
         if self.problem is None:
-            return {k[len("J:"):]: v for k, v in self.stored.items() if k.startswith("J:")}
+            return {k[len("J:") :]: v for k, v in self.stored.items() if k.startswith("J:")}
         return {s.name: np.asarray(s.momentum_map(self.q, self.p)) for s in self.problem.symmetries}
 
     def constraint_residual(self, level: str = "position") -> np.ndarray:
         """Nodal constraint residuals, shape (N+1, m).
 
-        "position": g(q^n); "velocity": G(q^n) M^-1 p^n (002 eq 29), or G(q^n) v^n where M is
+        "position": g(q^n); "velocity": G(q^n) M^-1 p^n (KBS23b eq 29), or G(q^n) v^n where M is
         singular or configuration dependent and the scheme has nodal velocities.
         """
         if level not in ("position", "velocity"):
@@ -230,7 +240,7 @@ class Solution:
         """Residuals of the constraints the scheme is built to satisfy, per step, named after
         where they are evaluated (e.g. VI-S: "velocity G(q_bar) M^-1 p^{n+1}")."""
         if self.problem is None:
-            return {k[len("enforced:"):]: v for k, v in self.stored.items() if k.startswith("enforced:")}
+            return {k[len("enforced:") :]: v for k, v in self.stored.items() if k.startswith("enforced:")}
         from .schemes import get
 
         self._consecutive("enforced_residuals()")
@@ -238,7 +248,7 @@ class Solution:
         return sch.about.enforced(self)
 
     def dissipated_work(self) -> np.ndarray:
-        """Work W_diss(t_n) done by the viscous forces, shape (N+1,), W(0) = 0 (000 eq 55).
+        """Work W_diss(t_n) done by the viscous forces, shape (N+1,), W(0) = 0 (KBS23a eq 55).
 
         Quadrature per step: h v.C(q)v with the scheme's velocity of that step, C at the node where
         that velocity lives ("leading": q^n, "interval": q^{n+1/2}, "nodal": trapezoidal).
@@ -320,8 +330,11 @@ class Solution:
         meta = dict(self.meta)
         hist = meta.pop("guess_history", None)
         if hist is not None:  # the predictor's history (livens.simulate, resume): a variable, not an attribute
-            data["guess_history"] = (("history", "unknown"), np.asarray(hist["x"], dtype=float),
-                                     {k: hist[k] for k in ("step", "k", "advanced", "since") if k in hist})
+            data["guess_history"] = (
+                ("history", "unknown"),
+                np.asarray(hist["x"], dtype=float),
+                {k: hist[k] for k in ("step", "k", "advanced", "since") if k in hist},
+            )
         ds = xr.Dataset(data, coords={"time": self.t, "step": self._step_index()})
         names = None
         if self.problem is not None:
@@ -355,7 +368,10 @@ class Solution:
             if self.save_every == 1:
                 for k, arr in self.enforced_residuals().items():
                     arr = np.asarray(arr)
-                    out[f"enforced:{k}"] = (("step", "constraint"), arr.reshape(self.n_steps, arr.size // max(self.n_steps, 1)))
+                    out[f"enforced:{k}"] = (
+                        ("step", "constraint"),
+                        arr.reshape(self.n_steps, arr.size // max(self.n_steps, 1)),
+                    )
                 out["dissipated_work"] = (("time",), self.dissipated_work())
         except ValueError:
             pass
@@ -453,8 +469,10 @@ class Solution:
         return path
 
     def __repr__(self) -> str:
-        return (f"Solution(scheme={self.scheme!r}, params={self.params}, steps={self.n_steps}, "
-                f"h={self.h:g}, d={self.q.shape[1]}, m={self.lam.shape[1] if self.lam.ndim == 2 else 0})")
+        return (
+            f"Solution(scheme={self.scheme!r}, params={self.params}, steps={self.n_steps}, "
+            f"h={self.h:g}, d={self.q.shape[1]}, m={self.lam.shape[1] if self.lam.ndim == 2 else 0})"
+        )
 
 
 def thinned_nodes(n_nodes: int, rows: int | None) -> np.ndarray:
@@ -530,11 +548,25 @@ class EnsembleSolution:
     def from_kept(cls, kept, n, failed, scheme, params, meta, problem, mech) -> "EnsembleSolution":
         """The ensemble from the driver's :class:`~livens.driver.records.KeptNodes`."""
         meta = dict(meta, index=(kept.nodes - 1).tolist())
-        return cls(t=kept.t, q=kept.q, p=kept.p, v=kept.v, lam=kept.lam, gam=kept.gam,
-                   newton_iterations=kept.iterations, newton_residual=kept.residual,
-                   steps=np.asarray(n, np.int64), failed=np.asarray(failed, bool),
-                   velocity_kind=scheme.capabilities.velocity_kind, scheme=scheme.name, params=dict(params),
-                   meta=meta, problem=problem, _scheme_obj=scheme, _mech=mech)
+        return cls(
+            t=kept.t,
+            q=kept.q,
+            p=kept.p,
+            v=kept.v,
+            lam=kept.lam,
+            gam=kept.gam,
+            newton_iterations=kept.iterations,
+            newton_residual=kept.residual,
+            steps=np.asarray(n, np.int64),
+            failed=np.asarray(failed, bool),
+            velocity_kind=scheme.capabilities.velocity_kind,
+            scheme=scheme.name,
+            params=dict(params),
+            meta=meta,
+            problem=problem,
+            _scheme_obj=scheme,
+            _mech=mech,
+        )
 
     def __len__(self) -> int:
         return int(self.q.shape[0])
@@ -562,15 +594,25 @@ class EnsembleSolution:
         index = self._index()
         c = int(np.searchsorted(index, n - 1, side="right"))  # kept steps up to the member's last
         problem = self.problem.replace(q0=self.q[b, 0], v0=self.meta["v0s"][b]) if self.problem is not None else None
-        rec = {"q": self.q[b, 1:c + 1], "p": self.p[b, 1:c + 1], "lam": self.lam[b, :c],
-               "iterations": self.newton_iterations[b, :c], "residual": self.newton_residual[b, :c],
-               "t": self.t[1:c + 1], "index": index[:c]}
-        rec["v"] = self.v[b, 1:c + 1] if self.velocity_kind == "nodal" else self.v[b, :c]
+        rec = {
+            "q": self.q[b, 1 : c + 1],
+            "p": self.p[b, 1 : c + 1],
+            "lam": self.lam[b, :c],
+            "iterations": self.newton_iterations[b, :c],
+            "residual": self.newton_residual[b, :c],
+            "t": self.t[1 : c + 1],
+            "index": index[:c],
+        }
+        rec["v"] = self.v[b, 1 : c + 1] if self.velocity_kind == "nodal" else self.v[b, :c]
         if self.gam is not None:
             rec["gam"] = self.gam[b, :c]
         meta = {k: v for k, v in self.meta.items() if k not in ("v0s", "members", "index", "rescued_steps", "lanes")}
-        meta.update(steps=n, ensemble_member=b, t_end=float(self.t[0] + n * self.h),
-                    rescued_steps=list(self.meta.get("rescued_steps", {}).get(b, [])))
+        meta.update(
+            steps=n,
+            ensemble_member=b,
+            t_end=float(self.t[0] + n * self.h),
+            rescued_steps=list(self.meta.get("rescued_steps", {}).get(b, [])),
+        )
         start = {"t": float(self.t[0]), "q": self.q[b, 0], "p": self.p[b, 0], "v": self.meta["v0s"][b]}
         return Solution.from_records(problem, self._scheme_obj, self.params, self._mech, [rec], meta, start)
 
@@ -585,19 +627,34 @@ class EnsembleSolution:
 
         path = os.fspath(path)
         vdim = "time" if self.velocity_kind == "nodal" else "step"
-        data = {"q": (("member", "time", "coord"), self.q), "p": (("member", "time", "coord"), self.p),
-                "v": (("member", vdim, "coord"), self.v), "lam": (("member", "step", "constraint"), self.lam),
-                "newton_iterations": (("member", "step"), self.newton_iterations),
-                "newton_residual": (("member", "step"), self.newton_residual),
-                "steps": (("member",), self.steps), "failed": (("member",), self.failed.astype(np.int8)),
-                "v0s": (("member", "coord"), np.asarray(self.meta["v0s"]))}
+        data = {
+            "q": (("member", "time", "coord"), self.q),
+            "p": (("member", "time", "coord"), self.p),
+            "v": (("member", vdim, "coord"), self.v),
+            "lam": (("member", "step", "constraint"), self.lam),
+            "newton_iterations": (("member", "step"), self.newton_iterations),
+            "newton_residual": (("member", "step"), self.newton_residual),
+            "steps": (("member",), self.steps),
+            "failed": (("member",), self.failed.astype(np.int8)),
+            "v0s": (("member", "coord"), np.asarray(self.meta["v0s"])),
+        }
         if self.gam is not None:
             data["gam"] = (("member", "step", "constraint"), self.gam)
         meta = {k: v for k, v in self.meta.items() if k not in ("v0s", "index")}
         ds = xr.Dataset(data, coords={"time": self.t, "step": self._index()})
-        ds.attrs.update({"livens_format": FORMAT_VERSION, "scheme": self.scheme, "velocity_kind": self.velocity_kind,
-                         "params": json.dumps(self.params), "meta": json.dumps(_jsonable(meta)),
-                         "d": int(self.q.shape[2]), "m": int(self.lam.shape[2]), "members": len(self), "complete": 1})
+        ds.attrs.update(
+            {
+                "livens_format": FORMAT_VERSION,
+                "scheme": self.scheme,
+                "velocity_kind": self.velocity_kind,
+                "params": json.dumps(self.params),
+                "meta": json.dumps(_jsonable(meta)),
+                "d": int(self.q.shape[2]),
+                "m": int(self.lam.shape[2]),
+                "members": len(self),
+                "complete": 1,
+            }
+        )
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
@@ -625,14 +682,25 @@ class EnsembleSolution:
         failed = np.asarray(ds["failed"].values).astype(bool) if "failed" in ds else np.zeros(B, bool)
         scheme = get_scheme(str(ds.attrs["scheme"]))[0]
         mech = mechanics(problem.system, problem.q0) if problem is not None else None
-        return cls(t=np.asarray(ds["time"].values), q=np.asarray(ds["q"].values), p=np.asarray(ds["p"].values),
-                   v=np.asarray(ds["v"].values), lam=np.asarray(ds["lam"].values),
-                   gam=np.asarray(ds["gam"].values) if "gam" in ds else None,
-                   newton_iterations=np.asarray(ds["newton_iterations"].values),
-                   newton_residual=np.asarray(ds["newton_residual"].values), steps=steps, failed=failed,
-                   velocity_kind=str(ds.attrs["velocity_kind"]), scheme=scheme.name,
-                   params=json.loads(ds.attrs["params"]), meta=meta, problem=problem, _scheme_obj=scheme, _mech=mech)
-
+        return cls(
+            t=np.asarray(ds["time"].values),
+            q=np.asarray(ds["q"].values),
+            p=np.asarray(ds["p"].values),
+            v=np.asarray(ds["v"].values),
+            lam=np.asarray(ds["lam"].values),
+            gam=np.asarray(ds["gam"].values) if "gam" in ds else None,
+            newton_iterations=np.asarray(ds["newton_iterations"].values),
+            newton_residual=np.asarray(ds["newton_residual"].values),
+            steps=steps,
+            failed=failed,
+            velocity_kind=str(ds.attrs["velocity_kind"]),
+            scheme=scheme.name,
+            params=json.loads(ds.attrs["params"]),
+            meta=meta,
+            problem=problem,
+            _scheme_obj=scheme,
+            _mech=mech,
+        )
 
 
 def load(path, problem=None):
@@ -671,26 +739,42 @@ def load(path, problem=None):
         try:
             return EnsembleSolution.from_dataset(ds, problem)
         except (KeyError, ValueError) as exc:
-            raise FileFormatError(f"{path!r} is missing livens data ({exc}); the file is incomplete or foreign.") \
-                from None
+            raise FileFormatError(
+                f"{path!r} is missing livens data ({exc}); the file is incomplete or foreign."
+            ) from None
     try:
         meta = json.loads(ds.attrs["meta"])
         if "guess_history" in ds:
             gh = ds["guess_history"]
-            meta["guess_history"] = {**{k: gh.attrs[k].item() if hasattr(gh.attrs[k], "item") else gh.attrs[k]
-                                        for k in ("step", "k", "advanced", "since") if k in gh.attrs},
-                                     "x": np.asarray(gh.values)}
+            meta["guess_history"] = {
+                **{
+                    k: gh.attrs[k].item() if hasattr(gh.attrs[k], "item") else gh.attrs[k]
+                    for k in ("step", "k", "advanced", "since")
+                    if k in gh.attrs
+                },
+                "x": np.asarray(gh.values),
+            }
         params = json.loads(ds.attrs["params"])
-        stored = {k: np.asarray(ds[k].values) for k in ds.data_vars
-                  if k.startswith(("energy_", "J:", "residual_", "enforced:", "dissipated_work"))}
+        stored = {
+            k: np.asarray(ds[k].values)
+            for k in ds.data_vars
+            if k.startswith(("energy_", "J:", "residual_", "enforced:", "dissipated_work"))
+        }
         sol = Solution(
-            t=np.asarray(ds["time"].values), q=np.asarray(ds["q"].values), p=np.asarray(ds["p"].values),
-            v=np.asarray(ds["v"].values), lam=np.asarray(ds["lam"].values),
+            t=np.asarray(ds["time"].values),
+            q=np.asarray(ds["q"].values),
+            p=np.asarray(ds["p"].values),
+            v=np.asarray(ds["v"].values),
+            lam=np.asarray(ds["lam"].values),
             gam=np.asarray(ds["gam"].values) if "gam" in ds else None,
             newton_iterations=np.asarray(ds["newton_iterations"].values),
             newton_residual=np.asarray(ds["newton_residual"].values),
-            velocity_kind=str(ds.attrs["velocity_kind"]), scheme=str(ds.attrs["scheme"]),
-            params=params, meta=meta, problem=None, stored=stored,
+            velocity_kind=str(ds.attrs["velocity_kind"]),
+            scheme=str(ds.attrs["scheme"]),
+            params=params,
+            meta=meta,
+            problem=None,
+            stored=stored,
         )
     except (KeyError, ValueError) as exc:
         raise FileFormatError(f"{path!r} is missing livens data ({exc}); the file is incomplete or foreign.") from None

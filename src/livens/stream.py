@@ -14,6 +14,7 @@ dropped without closing writes them when it is garbage collected or at exit. At 
 successful run the complete Solution, with its diagnostics, replaces the file atomically; rows
 still held by the stream are then dropped (the replaced file is recognized by its inode).
 """
+
 from __future__ import annotations
 
 import json
@@ -47,16 +48,18 @@ class _Pending:
                 node["v"] = np.asarray(v_nodes)
             self.nodes.append(node)
         if len(steps["index"]):
-            step = {"step": np.asarray(steps["index"]), "lam": np.asarray(steps["lam"]),
-                    "newton_iterations": np.asarray(steps["iterations"]),
-                    "newton_residual": np.asarray(steps["residual"])}
+            step = {
+                "step": np.asarray(steps["index"]),
+                "lam": np.asarray(steps["lam"]),
+                "newton_iterations": np.asarray(steps["iterations"]),
+                "newton_residual": np.asarray(steps["residual"]),
+            }
             if not self.nodal_v:
                 step["v"] = np.asarray(steps["v"])
             if self.has_gamma:
                 step["gam"] = np.asarray(steps["gam"])
             self.steps.append(step)
-        self.nbytes += sum(a.nbytes for part in (self.nodes[-1:], self.steps[-1:]) for d in part
-                           for a in d.values())
+        self.nbytes += sum(a.nbytes for part in (self.nodes[-1:], self.steps[-1:]) for d in part for a in d.values())
 
     def write(self):
         """Append the rows held to the file (nothing where the file was replaced meanwhile)."""
@@ -97,8 +100,9 @@ class NetCDFStream:
     max_pending_bytes = 64 * 2**20
     """Rows held beyond this many bytes are written at once."""
 
-    def __init__(self, path, d: int, m: int, has_gamma: bool, velocity_kind: str, attrs: dict,
-                 members: int | None = None):
+    def __init__(
+        self, path, d: int, m: int, has_gamma: bool, velocity_kind: str, attrs: dict, members: int | None = None
+    ):
         import h5netcdf
 
         self.path = os.fspath(path)
@@ -109,8 +113,13 @@ class NetCDFStream:
         os.makedirs(os.path.dirname(os.path.abspath(self.path)) or ".", exist_ok=True)
         tmp = self.path + f".{os.getpid()}.tmp"
         with h5netcdf.File(tmp, "w") as f:
-            f.dimensions = {"time": None, "step": None, "coord": d, "constraint": m,
-                            **({"member": members} if members is not None else {})}
+            f.dimensions = {
+                "time": None,
+                "step": None,
+                "coord": d,
+                "constraint": m,
+                **({"member": members} if members is not None else {}),
+            }
             f.create_variable("time", ("time",), float)
             f.create_variable("step", ("step",), np.int64)
             for name in ("q", "p"):
@@ -121,8 +130,14 @@ class NetCDFStream:
                 f.create_variable("gam", lead + ("step", "constraint"), float)
             f.create_variable("newton_iterations", lead + ("step",), np.int32)
             f.create_variable("newton_residual", lead + ("step",), float)
-            full = {"livens_format": FORMAT_VERSION, "d": d, "m": m, "velocity_kind": velocity_kind,
-                    "complete": 0, **({"members": members} if members is not None else {})}
+            full = {
+                "livens_format": FORMAT_VERSION,
+                "d": d,
+                "m": m,
+                "velocity_kind": velocity_kind,
+                "complete": 0,
+                **({"members": members} if members is not None else {}),
+            }
             for k, v in attrs.items():
                 full[k] = json.dumps(_jsonable(v)) if isinstance(v, dict) else v
             f.attrs.update(full)
@@ -146,8 +161,7 @@ class NetCDFStream:
         written to the file at once when ``flush_interval`` has passed since the last write."""
         pending = self._pending
         pending.add(t, q, p, v_nodes, steps)
-        if (time.monotonic() - pending.last_write >= self.flush_interval
-                or pending.nbytes >= self.max_pending_bytes):
+        if time.monotonic() - pending.last_write >= self.flush_interval or pending.nbytes >= self.max_pending_bytes:
             pending.write()
 
     def append_rows(self, kept, lo: int, hi: int, start: bool = False):
@@ -155,11 +169,16 @@ class NetCDFStream:
         an ensemble); ``start``: the start node (node 0) first."""
         b = slice(None) if self.members is not None else 0
         first = 0 if start else 1 + lo
-        t = kept.t[first:1 + hi]
-        q, p = kept.q[b, first:1 + hi], kept.p[b, first:1 + hi]
-        v_nodes = kept.v[b, first:1 + hi] if self.nodal_v else None
-        steps = {"index": kept.nodes[lo:hi] - 1, "lam": kept.lam[b, lo:hi], "iterations": kept.iterations[b, lo:hi],
-                 "residual": kept.residual[b, lo:hi], "v": None if self.nodal_v else kept.v[b, lo:hi]}
+        t = kept.t[first : 1 + hi]
+        q, p = kept.q[b, first : 1 + hi], kept.p[b, first : 1 + hi]
+        v_nodes = kept.v[b, first : 1 + hi] if self.nodal_v else None
+        steps = {
+            "index": kept.nodes[lo:hi] - 1,
+            "lam": kept.lam[b, lo:hi],
+            "iterations": kept.iterations[b, lo:hi],
+            "residual": kept.residual[b, lo:hi],
+            "v": None if self.nodal_v else kept.v[b, lo:hi],
+        }
         if self.has_gamma:
             steps["gam"] = kept.gam[b, lo:hi]
         self.append(t, q, p, v_nodes, steps)

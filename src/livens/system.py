@@ -1,14 +1,15 @@
 """What a user writes: a constrained mechanical system, a problem, and its symmetries.
 
 A :class:`System` is the Lagrangian L(q, v) = 1/2 v.M(q)v - V(q) with holonomic constraints
-g(q) = 0 (002 eq 3, 24), optionally a Rayleigh dissipation matrix C(q) (000 eq 53-54) and an
+g(q) = 0 (KBS23b eq 3, 24), optionally a Rayleigh dissipation matrix C(q) (KBS23a eq 53-54) and an
 external force F(q, v, t). Every argument is a function of ``jax.numpy`` arrays; derivatives are
 never written by hand (see :mod:`livens.mechanics`).
 
 A :class:`Problem` adds the initial state and the paper's defaults (h, t_end); a
 :class:`Symmetry` is a constant Lie-algebra matrix xi whose momentum map J = p . xi q
-(002 eq 45) is monitored.
+(KBS23b eq 45) is monitored.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,24 +28,24 @@ def _skew(axis) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class System:
-    """A mechanical system with holonomic constraints (002 §2.3).
+    """A mechanical system with holonomic constraints (KBS23b §2.3).
 
     Parameters
     ----------
     mass_matrix:
-        A constant (d, d) array, or a function ``q -> M(q)``. It may be singular (003 §6.1) or
-        configuration dependent (003 §6.2); schemes that need M^-1 refuse such matrices.
+        A constant (d, d) array, or a function ``q -> M(q)``. It may be singular (KB23 §6.1) or
+        configuration dependent (KB23 §6.2); schemes that need M^-1 refuse such matrices.
     potential:
         ``q -> V(q)``, a scalar.
     constraints:
         ``q -> g(q)``, shape (m,). ``None`` means an unconstrained system (m = 0).
     dissipation:
-        Optional ``q -> C(q)``, the (d, d) Rayleigh dissipation matrix of 000 eq 53-54.
+        Optional ``q -> C(q)``, the (d, d) Rayleigh dissipation matrix of KBS23a eq 53-54.
     external_force:
         Optional ``(q, v, t) -> F``, shape (d,).
     invariants:
         Optional declaration of the potential as a sum of functions of quadratic invariants
-        (002 eq 122-126): a pair ``(pi, potentials)`` where ``pi: q -> (r,)`` and
+        (KBS23b eq 122-126): a pair ``(pi, potentials)`` where ``pi: q -> (r,)`` and
         ``potentials: pi -> (r,)`` gives V_i(pi_i) so that V(q) = sum_i V_i(pi_i(q)). Used by
         the energy-momentum schemes for Greenspan's discrete gradient.
     coordinate_names, constraint_names:
@@ -83,8 +84,10 @@ class System:
             try:
                 M = np.asarray(self.mass_matrix, dtype=float)
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"mass_matrix must be a real (d, d) array or a function q -> M(q); "
-                                 f"could not convert {self.mass_matrix!r:.80}: {exc}") from None
+                raise ValueError(
+                    f"mass_matrix must be a real (d, d) array or a function q -> M(q); "
+                    f"could not convert {self.mass_matrix!r:.80}: {exc}"
+                ) from None
             if M.ndim != 2 or M.shape[0] != M.shape[1]:
                 raise ValueError(
                     f"mass_matrix must be a square (d, d) array or a function q -> M(q); got shape {M.shape}."
@@ -122,8 +125,10 @@ def parameter_values(system, given: dict | None) -> dict | None:
     Unknown names and wrong shapes are refused with the names and shapes the System has."""
     if system.parameters is None:
         if given:
-            raise ValueError(f"This System has no parameters; got values for {', '.join(map(repr, given))}. "
-                             "Declare them with System(parameters={...}).")
+            raise ValueError(
+                f"This System has no parameters; got values for {', '.join(map(repr, given))}. "
+                "Declare them with System(parameters={...})."
+            )
         return None
     out = dict(system.parameters)
     for k, v in check_parameters(given or {}, "parameters").items():
@@ -159,7 +164,7 @@ def check_parameters(values, what: str) -> dict:
 
 @dataclass(frozen=True)
 class Symmetry:
-    """A symmetry q -> exp(alpha xi) q with constant xi (002 eq 16-17); J = p . xi q (eq 45).
+    """A symmetry q -> exp(alpha xi) q with constant xi (KBS23b eq 16-17); J = p . xi q (eq 45).
 
     For a translation, xi q is the constant generator itself; use :meth:`translation`, which
     stores the generator in ``shift`` (J = p . shift).
@@ -170,14 +175,14 @@ class Symmetry:
     shift: np.ndarray | None = None
 
     def generator(self, q):
-        """The infinitesimal generator xi_Q(q) (002 eq 10a, 17)."""
+        """The infinitesimal generator xi_Q(q) (KBS23b eq 10a, 17)."""
         if self.shift is not None:
             return self.shift
         return self.xi @ q
 
     def cotangent_generator(self, p):
         """The generator of the cotangent lift on momenta, -xi^T p (zero for a translation): the
-        p-side of the orthogonality condition 002 eq 85b."""
+        p-side of the orthogonality condition KBS23b eq 85b."""
         if self.shift is not None:
             return jnp.zeros_like(p)
         return -(jnp.asarray(self.xi).T @ p)
@@ -188,7 +193,7 @@ class Symmetry:
         return ("shift" if self.shift is not None else "xi", np.asarray(arr, float).tobytes(), np.shape(arr))
 
     def momentum_map(self, q, p):
-        """J_xi = p . xi_Q(q) (002 eq 15, 45); works on arrays of shape (..., d)."""
+        """J_xi = p . xi_Q(q) (KBS23b eq 15, 45); works on arrays of shape (..., d)."""
         q = np.asarray(q)
         p = np.asarray(p)
         if self.shift is not None:
@@ -198,7 +203,7 @@ class Symmetry:
     @classmethod
     def rotation(cls, axis, blocks: int | Sequence[int] = 1, dim: int | None = None, name: str | None = None):
         """Rotation about ``axis`` (through the origin) acting on blocks of 3 coordinates
-        (002 eq 105-107, 119-121): xi is block-diagonal with the skew matrix of ``axis`` on each
+        (KBS23b eq 105-107, 119-121): xi is block-diagonal with the skew matrix of ``axis`` on each
         listed block and zero elsewhere, so J = sum over those blocks of axis . (x_b x p_b).
 
         ``blocks`` is the number of leading 3-blocks (an int: ``blocks=2`` rotates q[0:3] and
@@ -218,7 +223,7 @@ class Symmetry:
 
     @classmethod
     def translation(cls, direction, blocks: int | Sequence[int] = 1, dim: int | None = None, name: str | None = None):
-        """Translation of the listed 3-blocks along ``direction`` (002 eq 118)."""
+        """Translation of the listed 3-blocks along ``direction`` (KBS23b eq 118)."""
         idx = list(range(blocks)) if isinstance(blocks, int) else list(blocks)
         d = dim if dim is not None else 3 * (max(idx) + 1)
         shift = np.zeros(d)
@@ -271,9 +276,17 @@ class Problem:
     def replace(self, **changes) -> "Problem":
         """A copy with some fields changed (e.g. ``h``, ``t_end``, ``q0``)."""
         kw = dict(
-            system=self.system, q0=self.q0, v0=self.v0, p0=None, h=self.h, t_end=self.t_end,
-            symmetries=self.symmetries, name=self.name, parameters=dict(self.parameters),
-            consistency_tol=self.consistency_tol, check=self.check,
+            system=self.system,
+            q0=self.q0,
+            v0=self.v0,
+            p0=None,
+            h=self.h,
+            t_end=self.t_end,
+            symmetries=self.symmetries,
+            name=self.name,
+            parameters=dict(self.parameters),
+            consistency_tol=self.consistency_tol,
+            check=self.check,
         )
         if "p0" in changes and "v0" not in changes:
             kw["v0"] = None

@@ -19,6 +19,7 @@ What the engine may change is passed in as plain values (:func:`livens.engine.st
 fusible sums), and ``residual_written_once`` for the extrapolated guess. Nothing here imports the
 engine.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -47,9 +48,24 @@ def _identity(fn):
     return fn
 
 
-def step(mech, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, params, sys_params=None,
-         fuse=None, robust: bool = False, history=None, newton_opts: tuple = NEWTON_DEFAULT,
-         differentiable: bool = False, residual_written_once: bool = False):
+def step(
+    mech,
+    scheme: Scheme,
+    mode: str,
+    state: State,
+    t,
+    h,
+    tol,
+    max_iter,
+    params,
+    sys_params=None,
+    fuse=None,
+    robust: bool = False,
+    history=None,
+    newton_opts: tuple = NEWTON_DEFAULT,
+    differentiable: bool = False,
+    residual_written_once: bool = False,
+):
     """One time step: the first guess, Newton on the scheme's residual, the state update.
     Returns (new state, outputs, Newton result, history).
 
@@ -91,8 +107,9 @@ def step(mech, scheme: Scheme, mode: str, state: State, t, h, tol, max_iter, par
         if scheme.solving.linearize_once and scheme.tangent is None and newton_opts == NEWTON_DEFAULT:
             return LinearizedNewton(rewrite=f).solve(R, x_start, tol, max_iter, r0=r_start)
         # the residual and the whole Newton update rewritten by ``fuse`` where the engine asks
-        return PlainNewton(*newton_opts).solve(res_fn, x_start, tol, max_iter, f(newton_increment(R, tangent)),
-                                               r0=r_start)
+        return PlainNewton(*newton_opts).solve(
+            res_fn, x_start, tol, max_iter, f(newton_increment(R, tangent)), r0=r_start
+        )
 
     if differentiable:
         res = implicit(lambda res_fn, x_start: solve(res_fn, x_start, None), R, x0)
@@ -121,8 +138,18 @@ class LoopOutput(NamedTuple):
     records: object
 
 
-def make_loop(mech, scheme: Scheme, mode: str, length: int, layout=None, newton_opts: tuple = NEWTON_DEFAULT,
-              fuse=None, differentiable: bool = False, batched: bool = False, residual_written_once: bool = False):
+def make_loop(
+    mech,
+    scheme: Scheme,
+    mode: str,
+    length: int,
+    layout=None,
+    newton_opts: tuple = NEWTON_DEFAULT,
+    fuse=None,
+    differentiable: bool = False,
+    batched: bool = False,
+    residual_written_once: bool = False,
+):
     """The loop of ``length`` steps: a function
 
         (state, history, t_start, n0, n_stop, h, tol, max_iter, params, sys_params) -> LoopOutput
@@ -139,9 +166,23 @@ def make_loop(mech, scheme: Scheme, mode: str, length: int, layout=None, newton_
     """
 
     def one(state, history, t, h, tol, max_iter, params, sys_params):
-        return step(mech, scheme, mode, state, t, h, tol, max_iter, params, sys_params, fuse, history=history,
-                    newton_opts=newton_opts, differentiable=differentiable,
-                    residual_written_once=residual_written_once)
+        return step(
+            mech,
+            scheme,
+            mode,
+            state,
+            t,
+            h,
+            tol,
+            max_iter,
+            params,
+            sys_params,
+            fuse,
+            history=history,
+            newton_opts=newton_opts,
+            differentiable=differentiable,
+            residual_written_once=residual_written_once,
+        )
 
     def loop(state, history, t_start, n0, n_stop, h, tol, max_iter, params, sys_params=None):
         def taken(carry, iters=max_iter):
@@ -184,11 +225,13 @@ def make_loop(mech, scheme: Scheme, mode: str, length: int, layout=None, newton_
 
         if batched:
             with batched_systems():
-                (state, history, n, failed), recs = lax.scan(body, (state, history, n0, jnp.bool_(False)), None,
-                                                             length=length)
+                (state, history, n, failed), recs = lax.scan(
+                    body, (state, history, n0, jnp.bool_(False)), None, length=length
+                )
         else:
-            (state, history, n, failed), recs = lax.scan(body, (state, history, n0, jnp.bool_(False)), None,
-                                                         length=length)
+            (state, history, n, failed), recs = lax.scan(
+                body, (state, history, n0, jnp.bool_(False)), None, length=length
+            )
         return LoopOutput(state, history, n, failed, recs)
 
     return loop

@@ -1,4 +1,4 @@
-"""Multibody building blocks in director form (000 §5; 002 §6.2-6.3; 004 §4.2).
+"""Multibody building blocks in director form (KBS23a §5; KBS23b §6.2-6.3; SLO09 §4.2).
 
 Bodies (:class:`PointMass`, :class:`RigidBody` in 3D, :class:`PlanarRigidBody`, the helpers
 :func:`bar` and :func:`pyramid`, the geometrically exact :class:`Beam`), material points on them
@@ -28,20 +28,52 @@ A beam between two points, clamped at one end and loaded at the other::
 Stress resultants per element: :func:`stress_resultants`. Pictures: :mod:`livens.bodies.draw`
 (``snapshot``, ``animate``), imported on first use.
 """
+
 from .assembly import AssembledSystem, Assembly, Layout
 from .beam import Beam
-from .resultants import stress_resultants
 from .forces import Damper, Gravity, PointLoad, Spring, triangular_pulse
 from .joints import Clamp, Distance, FixedPoint, OnAxis, Revolute, Spherical
-from .rigid import (PlanarRigidBody, Point, PointMass, RigidBody, bar, ground, orthonormality, pyramid,
-                    pyramid_inertia, pyramid_points)
+from .resultants import stress_resultants
+from .rigid import (
+    PlanarRigidBody,
+    Point,
+    PointMass,
+    RigidBody,
+    bar,
+    ground,
+    orthonormality,
+    pyramid,
+    pyramid_inertia,
+    pyramid_points,
+)
 
 __all__ = [
-    "Assembly", "AssembledSystem", "Layout",
-    "PointMass", "RigidBody", "PlanarRigidBody", "bar", "Point", "ground", "orthonormality",
-    "pyramid", "pyramid_inertia", "pyramid_points", "Beam", "stress_resultants",
-    "FixedPoint", "Spherical", "Revolute", "Clamp", "Distance", "OnAxis",
-    "Gravity", "Spring", "Damper", "PointLoad", "triangular_pulse",
+    "Assembly",
+    "AssembledSystem",
+    "Layout",
+    "PointMass",
+    "RigidBody",
+    "PlanarRigidBody",
+    "bar",
+    "Point",
+    "ground",
+    "orthonormality",
+    "pyramid",
+    "pyramid_inertia",
+    "pyramid_points",
+    "Beam",
+    "stress_resultants",
+    "FixedPoint",
+    "Spherical",
+    "Revolute",
+    "Clamp",
+    "Distance",
+    "OnAxis",
+    "Gravity",
+    "Spring",
+    "Damper",
+    "PointLoad",
+    "triangular_pulse",
     "draw",
 ]
 

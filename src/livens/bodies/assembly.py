@@ -1,16 +1,17 @@
-"""Assembly: bodies, joints and forces numbered into one constrained mechanical System (000 §5).
+"""Assembly: bodies, joints and forces numbered into one constrained mechanical System (KBS23a §5).
 
 The coordinates are the bodies' own, one block after the other in the order given; the mass matrix
-is block diagonal and constant (000 eq 60, 71); the constraints are the bodies' internal ones
-followed by the joints' (g = [g_int; g_ext], 002 eq 102); the potential is the sum of the forces'
-potentials, also declared through invariants (002 eq 122-126); the dampers' Rayleigh functions give
-C(q) (000 eq 53-54, 77) by AD. Coordinates and constraints are named after their bodies and joints
+is block diagonal and constant (KBS23a eq 60, 71); the constraints are the bodies' internal ones
+followed by the joints' (g = [g_int; g_ext], KBS23b eq 102); the potential is the sum of the forces'
+potentials, also declared through invariants (KBS23b eq 122-126); the dampers' Rayleigh functions give
+C(q) (KBS23a eq 53-54, 77) by AD. Coordinates and constraints are named after their bodies and joints
 ("B1.phi.x", "B1.orthonormal[d1.d2]", "P4.revolute.x"), so that messages and files say which.
 
 The System built here is an :class:`AssembledSystem`: an ordinary :class:`livens.System` that also
 carries ``layout``, the numbered description of the mechanism (bodies, offsets, joints, forces).
 The drawings of :mod:`livens.bodies.draw` read it from ``solution.problem.system.layout``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -77,7 +78,7 @@ class Layout:
         return q[..., o : o + self.bodies[i].size]
 
     def x(self, q, point: Point):
-        """The placement x(q) = phi + X_i d_i of ``point`` (000 eq 58); works on stacks q[..., d]."""
+        """The placement x(q) = phi + X_i d_i of ``point`` (KBS23a eq 58); works on stacks q[..., d]."""
         if point.is_ground:
             X = np.asarray(point.X, dtype=float)
             if isinstance(q, np.ndarray):
@@ -91,8 +92,12 @@ class Layout:
 
     def center_index(self) -> np.ndarray:
         """Indices (n_bodies, dim) of every body's position block in q."""
-        return np.array([[o + body.position_slice().start + k for k in range(self.dim)]
-                         for body, o in zip(self.bodies, self.offsets)])
+        return np.array(
+            [
+                [o + body.position_slice().start + k for k in range(self.dim)]
+                for body, o in zip(self.bodies, self.offsets)
+            ]
+        )
 
     def frame(self, q, point: Point):
         """The director frame (rows d_i, shape (..., dim, dim)) of the body carrying ``point``: a rigid
@@ -103,8 +108,9 @@ class Layout:
             return body.directors(qb, point.X)
         if isinstance(body, RigidBody):
             return qb[..., 3:12].reshape(qb.shape[:-1] + (3, 3))
-        raise ValueError(f"{body.name} has no director frame (a {body.kind}); a hinge axis needs a rigid body "
-                         "or a beam node.")
+        raise ValueError(
+            f"{body.name} has no director frame (a {body.kind}); a hinge axis needs a rigid body or a beam node."
+        )
 
     def mass_points(self) -> tuple:
         """The points that carry translational mass: (indices (n_points, dim) of their position
@@ -134,7 +140,7 @@ class _Placement:
         self.bodies = layout.bodies
 
     def x(self, point: Point):
-        """x(q) of ``point`` (000 eq 58)."""
+        """x(q) of ``point`` (KBS23a eq 58)."""
         return self.layout.x(self.q, point)
 
     def center(self, body):
@@ -159,7 +165,7 @@ def _unit(i: int, dim: int) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class Assembly:
-    """A mechanism built from blocks (000 §5): ``bodies`` (PointMass, RigidBody, PlanarRigidBody,
+    """A mechanism built from blocks (KBS23a §5): ``bodies`` (PointMass, RigidBody, PlanarRigidBody,
     Beam), ``joints`` (FixedPoint, Spherical, Revolute, Clamp, Distance, OnAxis) and ``forces`` (Gravity,
     Spring, Damper, PointLoad). Use :meth:`system` for the :class:`AssembledSystem` and
     :meth:`problem` for a Problem with the bodies' initial state and the symmetries that apply.
@@ -175,7 +181,8 @@ class Assembly:
     _plan: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
-        """Check the blocks (types, one dimension, unique names, points on member bodies), number them and resolve defaults."""
+        """Check the blocks (types, one dimension, unique names, points on member bodies), number them and
+        resolve defaults."""
         bodies, joints, forces = tuple(self.bodies), tuple(self.joints), tuple(self.forces)
         object.__setattr__(self, "bodies", bodies)
         object.__setattr__(self, "joints", joints)
@@ -184,53 +191,74 @@ class Assembly:
             raise ValueError("An Assembly needs at least one body.")
         for b in bodies:
             if not isinstance(b, ALL_BODY_TYPES):
-                raise TypeError(f"bodies: expected PointMass, RigidBody, PlanarRigidBody or Beam; got {type(b).__name__}.")
+                raise TypeError(
+                    f"bodies: expected PointMass, RigidBody, PlanarRigidBody or Beam; got {type(b).__name__}."
+                )
         for j in joints:
             if not isinstance(j, JOINT_TYPES):
-                raise TypeError(f"joints: expected FixedPoint, Spherical, Revolute, Clamp, Distance or OnAxis; got {type(j).__name__}.")
+                raise TypeError(
+                    f"joints: expected FixedPoint, Spherical, Revolute, Clamp, Distance or OnAxis; got {type(j).__name__}."
+                )
         for f in forces:
             if not isinstance(f, FORCE_TYPES):
                 raise TypeError(f"forces: expected Gravity, Spring, Damper or PointLoad; got {type(f).__name__}.")
         dims = {b.dim for b in bodies}
         if len(dims) != 1:
-            raise ValueError(f"All bodies must live in the same space (2D or 3D); got dimensions {sorted(dims)}: "
-                             + ", ".join(f"{b.name}: {b.dim}D" for b in bodies) + ".")
+            raise ValueError(
+                f"All bodies must live in the same space (2D or 3D); got dimensions {sorted(dims)}: "
+                + ", ".join(f"{b.name}: {b.dim}D" for b in bodies)
+                + "."
+            )
         dim = dims.pop()
         seen: dict[str, str] = {}
         for kind, items in (("body", bodies), ("joint", joints), ("force", forces)):
             for it in items:
                 if it.name in seen:
-                    raise ValueError(f"The name {it.name!r} is used twice (a {seen[it.name]} and a {kind}); names must be unique.")
+                    raise ValueError(
+                        f"The name {it.name!r} is used twice (a {seen[it.name]} and a {kind}); names must be unique."
+                    )
                 seen[it.name] = kind
         by_name = {b.name: b for b in bodies}
         for el in joints + forces:
             for p in el.points():
                 if p.is_ground:
                     if len(p.X) != dim:
-                        raise ValueError(f"{el.name}: ground point {p.X} has {len(p.X)} coordinates; the assembly is {dim}D.")
+                        raise ValueError(
+                            f"{el.name}: ground point {p.X} has {len(p.X)} coordinates; the assembly is {dim}D."
+                        )
                 elif p.body.name not in by_name or not (by_name[p.body.name] == p.body):
-                    raise ValueError(f"{el.name}: its point {p.label} is on a body that is not in this assembly "
-                                     f"(bodies: {', '.join(by_name)}).")
+                    raise ValueError(
+                        f"{el.name}: its point {p.label} is on a body that is not in this assembly "
+                        f"(bodies: {', '.join(by_name)})."
+                    )
         for j in joints:
             if isinstance(j, Revolute) and dim != 2 and j.axis is None:
-                raise ValueError(f"{j.name}: Revolute without an axis is the planar revolute joint (000 eq 74); this "
-                                 "assembly is 3D: give the hinge axis (axis=(ax, ay, az)), or use Spherical.")
+                raise ValueError(
+                    f"{j.name}: Revolute without an axis is the planar revolute joint (KBS23a eq 74); this "
+                    "assembly is 3D: give the hinge axis (axis=(ax, ay, az)), or use Spherical."
+                )
             if isinstance(j, Revolute) and dim == 2 and j.axis is not None:
-                raise ValueError(f"{j.name}: a planar revolute joint takes no axis (it turns about the normal of the "
-                                 f"plane); got axis = {j.axis}.")
+                raise ValueError(
+                    f"{j.name}: a planar revolute joint takes no axis (it turns about the normal of the "
+                    f"plane); got axis = {j.axis}."
+                )
             if isinstance(j, Clamp) and dim != 3:
                 raise ValueError(f"{j.name}: Clamp is a 3D joint.")
             if isinstance(j, Clamp) or (isinstance(j, Revolute) and j.axis is not None):
                 for p in j.points():
                     if not p.is_ground and not isinstance(p.body, (RigidBody, Beam)):
-                        raise ValueError(f"{j.name}: a hinge axis needs director frames, but {p.label} is on a "
-                                         f"{p.body.kind}; attach it to a rigid body or a beam node.")
+                        raise ValueError(
+                            f"{j.name}: a hinge axis needs director frames, but {p.label} is on a "
+                            f"{p.body.kind}; attach it to a rigid body or a beam node."
+                        )
             if type(j) is Spherical and dim != 3:
                 raise ValueError(f"{j.name}: Spherical is a 3D joint; in the plane use Revolute.")
             if isinstance(j, FixedPoint) and j.at is not None and len(j.at) != dim:
                 raise ValueError(f"{j.name}: at = {j.at} has {len(j.at)} coordinates; the assembly is {dim}D.")
             if isinstance(j, OnAxis) and len(j.direction) != dim:
-                raise ValueError(f"{j.name}: direction {j.direction} has {len(j.direction)} entries; the assembly is {dim}D.")
+                raise ValueError(
+                    f"{j.name}: direction {j.direction} has {len(j.direction)} entries; the assembly is {dim}D."
+                )
         for f in forces:
             if isinstance(f, Gravity):
                 if len(f.b) != dim:
@@ -250,8 +278,14 @@ class Assembly:
             """Initial director frame of a point's body (rows d_i)."""
             return np.asarray(pre.frame(q0, p))
 
-        layout = Layout(self.name, dim, bodies, offsets, tuple(j.resolved(x0, frame0) for j in joints),
-                        tuple(f.resolved(x0) for f in forces))
+        layout = Layout(
+            self.name,
+            dim,
+            bodies,
+            offsets,
+            tuple(j.resolved(x0, frame0) for j in joints),
+            tuple(f.resolved(x0) for f in forces),
+        )
         object.__setattr__(self, "_layout", layout)
         object.__setattr__(self, "_plan", self._plan_constraints())
 
@@ -273,7 +307,7 @@ class Assembly:
 
     @property
     def m(self) -> int:
-        """Number of constraints, internal and joints (e.g. 5 x 3 + 7 x 2 = 29 in 000 §5.2)."""
+        """Number of constraints, internal and joints (e.g. 5 x 3 + 7 x 2 = 29 in KBS23a §5.2)."""
         return sum(len(b.internal_names) for b in self.bodies) + sum(j.size(self.dim) for j in self._layout.joints)
 
     def coordinate_names(self) -> tuple[str, ...]:
@@ -293,11 +327,11 @@ class Assembly:
 
     # ------------------------------------------------------------------ the System
     def mass_matrix(self) -> np.ndarray:
-        """M = diag(M^(1), ..., M^(n)) (000 eq 60, 71), with a beam's consistent mass block."""
+        """M = diag(M^(1), ..., M^(n)) (KBS23a eq 60, 71), with a beam's consistent mass block."""
         M = np.diag(np.concatenate([b.mass_diagonal() for b in self.bodies]))
         for b, o in zip(self.bodies, self._layout.offsets):
             if isinstance(b, Beam):
-                M[o:o + b.size, o:o + b.size] = b.mass_block()
+                M[o : o + b.size, o : o + b.size] = b.mass_block()
         return M
 
     def _plan_constraints(self):
@@ -310,8 +344,12 @@ class Assembly:
         slices and elementwise products that avoid them (measured); in a single run,
         :func:`livens.engine.small_products.fuse_small_dots` turns them into fusible products."""
         lay, dim, d = self._layout, self.dim, self.d
-        rigid = [o + f for b, o in zip(self.bodies, lay.offsets) if b.internal_names
-                 for f in (b.frame_offsets() if isinstance(b, Beam) else (0,))]
+        rigid = [
+            o + f
+            for b, o in zip(self.bodies, lay.offsets)
+            if b.internal_names
+            for f in (b.frame_offsets() if isinstance(b, Beam) else (0,))
+        ]
         pairs = [(i, i) for i in range(dim)] + [(i, j) for i in range(dim) for j in range(i + 1, dim)]
         diagonal = np.array([i == j for i, j in pairs])
         zero = jnp.zeros(d)
@@ -326,14 +364,16 @@ class Assembly:
                 parts[-1] = ("linear", np.vstack([parts[-1][1], A]), np.concatenate([parts[-1][2], c]))
             else:
                 parts.append(("linear", A, c))
-        idx = np.array([[[o + dim * (i + 1) + k for k in range(dim)] for i in range(dim)] for o in rigid],
-                       dtype=int).reshape(len(rigid), dim, dim)
+        idx = np.array(
+            [[[o + dim * (i + 1) + k for k in range(dim)] for i in range(dim)] for o in rigid], dtype=int
+        ).reshape(len(rigid), dim, dim)
         I, J = (np.array(t, dtype=int) for t in zip(*pairs))
-        return dict(idx=idx, I=I, J=J, weight=np.where(diagonal, 0.5, 1.0), shift=np.where(diagonal, 0.5, 0.0),
-                    parts=parts)
+        return dict(
+            idx=idx, I=I, J=J, weight=np.where(diagonal, 0.5, 1.0), shift=np.where(diagonal, 0.5, 0.0), parts=parts
+        )
 
     def internal_constraints(self, q):
-        """The bodies' orthonormality constraints, body after body (000 eq 61, 73; 002 eq 103),
+        """The bodies' orthonormality constraints, body after body (KBS23a eq 61, 73; KBS23b eq 103),
         from the Gram matrices d_i.d_j of all director frames at once."""
         pl = self._plan
         if pl["idx"].shape[0] == 0:
@@ -343,7 +383,7 @@ class Assembly:
         return (pl["weight"] * gram[:, pl["I"], pl["J"]] - pl["shift"]).reshape(-1)
 
     def joint_constraints(self, q):
-        """The joints' constraints in joint order (000 eq 74; 002 eq 104, 117)."""
+        """The joints' constraints in joint order (KBS23a eq 74; KBS23b eq 104, 117)."""
         pl = self._plan
         P = _Placement(self._layout, q)
         parts = []
@@ -357,7 +397,7 @@ class Assembly:
         return jnp.concatenate(parts) if parts else jnp.zeros((0,), dtype=jnp.result_type(q))
 
     def constraints(self, q):
-        """g(q) = [internal constraints of each body; joints] (002 eq 102; 000 eq 61, 73, 74)."""
+        """g(q) = [internal constraints of each body; joints] (KBS23b eq 102; KBS23a eq 61, 73, 74)."""
         return jnp.concatenate([self.internal_constraints(q), self.joint_constraints(q)])
 
     def _conservative(self):
@@ -373,29 +413,29 @@ class Assembly:
         return [f for f in self._layout.forces if isinstance(f, PointLoad)]
 
     def invariants(self, q):
-        """pi(q): one invariant per conservative force (002 eq 122; gravity's is linear), then six
+        """pi(q): one invariant per conservative force (KBS23b eq 122; gravity's is linear), then six
         per beam element (the quadratic strain invariants, :meth:`Beam.invariants`)."""
         P = _Placement(self._layout, q)
         parts = []
         if self._conservative():
             parts.append(jnp.stack([jnp.asarray(v) for f in self._conservative() for v in f.invariants(P)]))
         for b, o in self._beams():
-            parts.append(jnp.reshape(b.invariants(q[..., o:o + b.size]), (-1,)))
+            parts.append(jnp.reshape(b.invariants(q[..., o : o + b.size]), (-1,)))
         return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
 
     def invariant_potentials(self, pi):
-        """V_i(pi_i), so that V(q) = sum_i V_i(pi_i(q)) (002 eq 123-124; a beam's stored energy per
+        """V_i(pi_i), so that V(q) = sum_i V_i(pi_i(q)) (KBS23b eq 123-124; a beam's stored energy per
         element and strain, :meth:`Beam.invariant_potentials`)."""
         fns = [fn for f in self._conservative() for fn in f.invariant_potentials()]
         parts = [jnp.stack([fn(pi[i]) for i, fn in enumerate(fns)])] if fns else []
         i = len(fns)
         for b, _ in self._beams():
-            parts.append(b.invariant_potentials(pi[i:i + b.n_invariants]))
+            parts.append(b.invariant_potentials(pi[i : i + b.n_invariants]))
             i += b.n_invariants
         return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
 
     def potential(self, q):
-        """V(q) = sum of the forces' potentials (000 eq 72; 002 eq 116) and the beams' stored energy."""
+        """V(q) = sum of the forces' potentials (KBS23a eq 72; KBS23b eq 116) and the beams' stored energy."""
         if not self._conservative() and not self._beams():
             return jnp.zeros((), dtype=jnp.result_type(q))
         return jnp.sum(self.invariant_potentials(self.invariants(q)))
@@ -411,7 +451,7 @@ class Assembly:
         return jax.grad(work)(q)
 
     def rayleigh(self, q, v):
-        """R(q, v) = sum over dampers of 1/2 eta |v_rel|^2 (000 eq 77), v_rel by a jvp of x_A - x_B."""
+        """R(q, v) = sum over dampers of 1/2 eta |v_rel|^2 (KBS23a eq 77), v_rel by a jvp of x_A - x_B."""
         lay = self._layout
         total = jnp.zeros((), dtype=jnp.result_type(q))
         for f in lay.forces:
@@ -421,7 +461,7 @@ class Assembly:
         return total
 
     def dissipation(self, q):
-        """C(q) = D_v^2 R(q, v), the Hessian of the Rayleigh function in v (000 eq 53-54), by AD."""
+        """C(q) = D_v^2 R(q, v), the Hessian of the Rayleigh function in v (KBS23a eq 53-54), by AD."""
         return jax.hessian(lambda v: self.rayleigh(q, v))(jnp.zeros_like(q))
 
     def system(self) -> AssembledSystem:
@@ -448,8 +488,8 @@ class Assembly:
         return self._layout.joints + self._layout.forces
 
     def rotation(self, axis=(0.0, 0.0, 1.0), name: str | None = None) -> Symmetry:
-        """The rotation generator xi acting on every vector block (002 eq 105-106; in 2D the matrix
-        [[0, -1], [1, 0]] per block, so that J = p.xi q is the angular momentum of 000 eq 75),
+        """The rotation generator xi acting on every vector block (KBS23b eq 105-106; in 2D the matrix
+        [[0, -1], [1, 0]] per block, so that J = p.xi q is the angular momentum of KBS23a eq 75),
         whether or not it is a symmetry (see :meth:`symmetries`)."""
         d, dim = self.d, self.dim
         if dim == 2:
@@ -460,17 +500,17 @@ class Assembly:
         return Symmetry.rotation(a, blocks=d // 3, dim=d, name=name or _axis_label("J", a))
 
     def translation(self, direction, name: str | None = None) -> Symmetry:
-        """The translation of every body's position block along ``direction`` (002 eq 118)."""
+        """The translation of every body's position block along ``direction`` (KBS23b eq 118)."""
         e = np.asarray(direction, dtype=float)
         shift = np.zeros(self.d)
         for b, o in zip(self.bodies, self._layout.offsets):
-            for s in (b.position_slices() if isinstance(b, Beam) else (b.position_slice(),)):
+            for s in b.position_slices() if isinstance(b, Beam) else (b.position_slice(),):
                 shift[o + s.start : o + s.stop] = e
         return Symmetry(name or _axis_label("L", e), shift=shift)
 
     def symmetries(self) -> list[Symmetry]:
         """The rotations and translations under which every joint and force is invariant
-        (002 eq 41): rotations about the coordinate axes, the gravity direction and slider axes
+        (KBS23b eq 41): rotations about the coordinate axes, the gravity direction and slider axes
         (the plane's one rotation in 2D), translations along the coordinate axes."""
         dim, els = self.dim, self._elements()
         out = []
@@ -498,15 +538,31 @@ class Assembly:
         return out
 
     # ------------------------------------------------------------------ the Problem
-    def problem(self, h: float | None = None, t_end: float | None = None, name: str | None = None,
-                parameters: dict | None = None, symmetries=None, **kwargs) -> Problem:
+    def problem(
+        self,
+        h: float | None = None,
+        t_end: float | None = None,
+        name: str | None = None,
+        parameters: dict | None = None,
+        symmetries=None,
+        **kwargs,
+    ) -> Problem:
         """A Problem with the bodies' initial state, ``h`` and ``t_end``, and the symmetries that
         apply (:meth:`symmetries`) unless ``symmetries`` is given. The initial state must satisfy
         the constraints (see ``lv.consistent_initial_state``)."""
         q0, v0 = self.initial_state()
         syms = self.symmetries() if symmetries is None else list(symmetries)
-        return Problem(self.system(), q0=q0, v0=v0, h=h, t_end=t_end, symmetries=syms,
-                       name=name or self.name, parameters=dict(parameters or {}), **kwargs)
+        return Problem(
+            self.system(),
+            q0=q0,
+            v0=v0,
+            h=h,
+            t_end=t_end,
+            symmetries=syms,
+            name=name or self.name,
+            parameters=dict(parameters or {}),
+            **kwargs,
+        )
 
 
 def _axis_label(prefix: str, a: np.ndarray) -> str:

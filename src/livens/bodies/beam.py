@@ -1,10 +1,10 @@
 """Geometrically exact beams in director form (Betsch and Steinmann 2002; Romero and Armero 2002), as
-used for the three-bar swing of 004 §4.2.
+used for the three-bar swing of SLO09 §4.2.
 
 Each node k = 0..n of a :class:`Beam` carries q_k = (phi_k, d1_k, d2_k, d3_k) in R^12: the position of
 the centre line and three directors, d1, d2 spanning the cross-section along its principal axes and d3
-normal to it (the rotationless description of the rigid bodies, 000 §5.1, node by node), with the six
-orthonormality constraints of 000 eq 61 per node. The coordinates are node after node.
+normal to it (the rotationless description of the rigid bodies, KBS23a §5.1, node by node), with the six
+orthonormality constraints of KBS23a eq 61 per node. The coordinates are node after node.
 
 Finite elements: linear shape functions between nodes k and k+1 (length L_e = L/n) with one-point
 (midpoint) quadrature, so that per element phi' = (phi_(k+1) - phi_k)/L_e, d_i' likewise, and
@@ -21,11 +21,11 @@ director frame. The hyperelastic stored energy of an element is
     W_e = L_e/2 sum_i (C_Gamma_i Gamma_i^2 + C_K_i K_i^2),
     C_Gamma = (GA_1, GA_2, EA),  C_K = (EI_1, EI_2, GJ),
 
-a sum of functions of quadratic invariants d_bar_i . phi' and K_i of q (002 eq 122-126): the Assembly
+a sum of functions of quadratic invariants d_bar_i . phi' and K_i of q (KBS23b eq 122-126): the Assembly
 declares it that way, so that invariant-based discrete gradients apply. The stress resultants of an
 element are the material forces N_i = C_Gamma_i Gamma_i (N_1, N_2 shear, N_3 axial) and moments
 M_i = C_K_i K_i (M_1, M_2 bending, M_3 torsion), spatially n = N_i d_bar_i and m = M_i d_bar_i
-(004 Figs 6, 7).
+(SLO09 Figs 6, 7).
 
 Kinetic energy: T = 1/2 int (A_rho |phi'|^2 + M_rho^2 |d1'|^2 + M_rho^1 |d2'|^2) ds for the linear
 interpolation, integrated exactly (the consistent mass matrix L_e/6 [[2, 1], [1, 2]] per element and
@@ -34,7 +34,7 @@ block). A section point x = phi + x_1 d1 + x_2 d2 moves with x' = phi' + x_1 d1'
 (A_rho, M_rho1, M_rho2) with M_rho^alpha = rho I_alpha, the mass moment paired with EI_alpha (the
 bending stiffness about d_alpha). d3 carries no inertia, so the mass matrix is singular; on the
 constraint manifold the kinetic energy is positive definite (the rotations of a node are carried by
-d1 and d2), which is why the variational schemes (004 eq 14-17) and Livens' scheme (003) run it, and
+d1 and d2), which is why the variational schemes (SLO09 eq 14-17) and Livens' scheme (KB23) run it, and
 the schemes that form M^-1 cannot. Point masses can sit on nodes (added to the phi block).
 
 Material points of a beam are node points: ``beam.node(k)`` is phi_k, ``beam.node(k, (X1, X2, X3))``
@@ -42,6 +42,7 @@ the point phi_k + X_i d_i,k of node k's cross-section frame. They are :class:`~l
 that the joints (Spherical, the 3D Revolute with an axis), springs, dampers and loads of
 :mod:`livens.bodies` attach to them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -113,8 +114,10 @@ class Beam:
         object.__setattr__(self, "stiffness", C)
         rho = _vec(f"{self.name}: inertia (A_rho, M_rho1, M_rho2)", self.inertia, 3)
         if min(rho) <= 0:
-            raise ValueError(f"{self.name}: the inertias (A_rho, M_rho1, M_rho2) must be positive (with a zero "
-                             f"M_rho the rotations of a node carry no inertia); got {rho}.")
+            raise ValueError(
+                f"{self.name}: the inertias (A_rho, M_rho1, M_rho2) must be positive (with a zero "
+                f"M_rho the rotations of a node carry no inertia); got {rho}."
+            )
         object.__setattr__(self, "inertia", rho)
         e3 = (b - a) / np.linalg.norm(b - a)
         if self.d1 is None:
@@ -124,8 +127,10 @@ class Beam:
             d1 = np.asarray(_vec(f"{self.name}: d1", self.d1, 3))
             d1 = d1 - (d1 @ e3) * e3
             if not np.linalg.norm(d1) > 1e-12 * max(1.0, float(np.linalg.norm(self.d1))):
-                raise ValueError(f"{self.name}: d1 = {list(self.d1)} is parallel to the beam axis {e3.tolist()}; "
-                                 "give a direction across the beam.")
+                raise ValueError(
+                    f"{self.name}: d1 = {list(self.d1)} is parallel to the beam axis {e3.tolist()}; "
+                    "give a direction across the beam."
+                )
         object.__setattr__(self, "d1", tuple((d1 / np.linalg.norm(d1)).tolist()))
         pm = []
         for item in self.point_masses:
@@ -169,7 +174,7 @@ class Beam:
 
     @property
     def internal_names(self) -> tuple:
-        """The orthonormality constraints of every node, "n3.orthonormal[d1.d2]" (000 eq 61)."""
+        """The orthonormality constraints of every node, "n3.orthonormal[d1.d2]" (KBS23a eq 61)."""
         return tuple(f"n{k}.{c}" for k in range(self.n_nodes) for c in _orthonormal_names(3))
 
     def coordinate_names(self) -> tuple[str, ...]:
@@ -243,28 +248,28 @@ class Beam:
         k = self._node_index(X[0])
         S = np.zeros((3, self.size))
         o = _NODE * k
-        S[:, o:o + 3] = np.eye(3)
+        S[:, o : o + 3] = np.eye(3)
         for i in range(3):
-            S[:, o + 3 * (i + 1):o + 3 * (i + 2)] = X[1 + i] * np.eye(3)
+            S[:, o + 3 * (i + 1) : o + 3 * (i + 2)] = X[1 + i] * np.eye(3)
         return S
 
     def place(self, qb, X):
         """x = phi_k + X_i d_i,k for the node point X = (k, X1, X2, X3), qb of any leading shape."""
         k = self._node_index(X[0])
         o = _NODE * k
-        x = qb[..., o:o + 3]
+        x = qb[..., o : o + 3]
         for i in range(3):
             if X[1 + i] != 0.0:
-                x = x + X[1 + i] * qb[..., o + 3 * (i + 1):o + 3 * (i + 2)]
+                x = x + X[1 + i] * qb[..., o + 3 * (i + 1) : o + 3 * (i + 2)]
         return x
 
     def directors(self, qb, X):
         """The director frame of the node of point X, shape (..., 3, 3) (rows d1, d2, d3)."""
         o = _NODE * self._node_index(X[0])
-        return qb[..., o + 3:o + 12].reshape(qb.shape[:-1] + (3, 3))
+        return qb[..., o + 3 : o + 12].reshape(qb.shape[:-1] + (3, 3))
 
     def internal_constraints(self, qb):
-        """The six orthonormality constraints of every node (000 eq 61), node after node."""
+        """The six orthonormality constraints of every node (KBS23a eq 61), node after node."""
         Y = self.nodes(jnp.asarray(qb))
         return jnp.concatenate([orthonormality([Y[k, 1], Y[k, 2], Y[k, 3]]) for k in range(self.n_nodes)])
 
@@ -274,7 +279,11 @@ class Beam:
         Y = self.nodes(qb)
         a, b = Y[..., :-1, :, :], Y[..., 1:, :, :]
         Le = self.element_length
-        return 0.5 * (a[..., 1:, :] + b[..., 1:, :]), (b[..., 0, :] - a[..., 0, :]) / Le, (b[..., 1:, :] - a[..., 1:, :]) / Le
+        return (
+            0.5 * (a[..., 1:, :] + b[..., 1:, :]),
+            (b[..., 0, :] - a[..., 0, :]) / Le,
+            (b[..., 1:, :] - a[..., 1:, :]) / Le,
+        )
 
     def invariants(self, qb):
         """The quadratic invariants of every element, shape (..., n_el, 6): d_bar_i . phi' (i = 1..3)
@@ -284,8 +293,9 @@ class Beam:
         G = xp.einsum("...ij,...j->...i", dbar, dphi)
         # B[i, j] = d_bar_i . d_j'
         B = xp.einsum("...ik,...jk->...ij", dbar, dd)
-        K = 0.5 * xp.stack([B[..., 2, 1] - B[..., 1, 2], B[..., 0, 2] - B[..., 2, 0], B[..., 1, 0] - B[..., 0, 1]],
-                           axis=-1)
+        K = 0.5 * xp.stack(
+            [B[..., 2, 1] - B[..., 1, 2], B[..., 0, 2] - B[..., 2, 0], B[..., 1, 0] - B[..., 0, 1]], axis=-1
+        )
         return xp.concatenate([G, K], axis=-1)
 
     def reference_invariants(self) -> np.ndarray:
@@ -357,7 +367,7 @@ class Beam:
             M[s, s] += np.kron(E, D)
         for k, m in self.point_masses:
             o = _NODE * k
-            M[o:o + 3, o:o + 3] += m * np.eye(3)
+            M[o : o + 3, o : o + 3] += m * np.eye(3)
         return M
 
     def mass_diagonal(self) -> np.ndarray:

@@ -3,7 +3,7 @@
 The drawing description is the ``layout`` carried by the Problem's system
 (``solution.problem.system.layout``, an :class:`~livens.bodies.Layout`): bodies with a ``shape``
 (bars: their two ends) are drawn as thick polylines, rigid bodies in 3D and bodies without a shape
-as their director frames (d1 red, d2 green, d3 blue: the rotationless description of 000 §5.1,
+as their director frames (d1 red, d2 green, d3 blue: the rotationless description of KBS23a §5.1,
 eq 58), particles as dots; joints as rings at their points, rods as thin lines, springs dotted,
 dampers dashed, ground points as grey triangles. Only matplotlib (Agg, no pyplot state) and Pillow
 are used; no ffmpeg.
@@ -13,10 +13,11 @@ are used; no ffmpeg.
 
 Beams are drawn as their deformed centre lines (node to node), point masses on them as dots. With
 ``color_by`` each element is coloured by a stress resultant (:meth:`~livens.bodies.Beam.stress_resultants`):
-``"stress"`` is |n| + |m|, the norm of the force plus the norm of the moment, as in 004 Fig. 6 (blue 0,
+``"stress"`` is |n| + |m|, the norm of the force plus the norm of the moment, as in SLO09 Fig. 6 (blue 0,
 red ``color_range[1]``); any key "N1" ... "M3" its value. ``view="yz"`` (or "xz", "xy") draws a 3D
-mechanism projected onto that coordinate plane (the swing of 004 moves in the (e2, e3) plane).
+mechanism projected onto that coordinate plane (the swing of SLO09 moves in the (e2, e3) plane).
 """
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,11 @@ def layout_of(solution) -> Layout:
     system = getattr(problem, "system", None)
     layout = getattr(system, "layout", None)
     if not isinstance(layout, Layout):
-        what = "has no system attached (loaded from a file of a user-defined system?)" if system is None else (
-            f"has a system ({getattr(system, 'name', '?')!r}) that was not built with livens.bodies.Assembly")
+        what = (
+            "has no system attached (loaded from a file of a user-defined system?)"
+            if system is None
+            else (f"has a system ({getattr(system, 'name', '?')!r}) that was not built with livens.bodies.Assembly")
+        )
         raise ValueError(
             f"Cannot draw this solution: it {what}, so there is no description of bodies and joints. "
             "Pictures are available for examples built from livens.bodies (e.g. 'double-four-bar', 'heavy-top')."
@@ -51,7 +55,7 @@ _VIEWS = {"xy": (0, 1), "xz": (0, 2), "yz": (1, 2), "yx": (1, 0), "zx": (2, 0), 
 
 
 def beam_values(b: Beam, qb, color_by: str) -> np.ndarray:
-    """Per element values (n, n_el) of ``color_by``: "stress" = |n| + |m| (004 Fig. 6) or a key of
+    """Per element values (n, n_el) of ``color_by``: "stress" = |n| + |m| (SLO09 Fig. 6) or a key of
     :meth:`Beam.stress_resultants` ("N1", ..., "M3")."""
     r = b.stress_resultants(qb)
     if color_by == "stress":
@@ -64,8 +68,14 @@ def beam_values(b: Beam, qb, color_by: str) -> np.ndarray:
 class _Scene:
     """Positions of everything drawn, for a stack of configurations q (n, d)."""
 
-    def __init__(self, layout: Layout, q: np.ndarray, frame_size: float | None = None, color_by: str | None = None,
-                 view: str | None = None):
+    def __init__(
+        self,
+        layout: Layout,
+        q: np.ndarray,
+        frame_size: float | None = None,
+        color_by: str | None = None,
+        view: str | None = None,
+    ):
         """Evaluate every drawn point for the configurations ``q`` and fix common axis limits."""
         self.layout, self.dim = layout, layout.dim
         q = np.asarray(q, dtype=float)
@@ -120,8 +130,7 @@ class _Scene:
     def _project(self, view: str):
         """Keep the two coordinates of ``view`` ("yz": e2 and e3) of every drawn point (3D only)."""
         if self.dim != 3 or view not in _VIEWS:
-            raise ValueError(f"view must be one of {', '.join(_VIEWS)} for a 3D mechanism; got {view!r} "
-                             f"({self.dim}D).")
+            raise ValueError(f"view must be one of {', '.join(_VIEWS)} for a 3D mechanism; got {view!r} ({self.dim}D).")
         ix = list(_VIEWS[view])
         cut = lambda a: np.asarray(a)[..., ix]  # noqa: E731
         self.shapes = [(n, cut(a)) for n, a in self.shapes]
@@ -184,8 +193,15 @@ class _Artists:
         self.beams = []
         for i, (_, line, vals) in enumerate(scene.beams):
             if vals is None:
-                self.beams.append(ax.plot(*([[]] * self.dim), lw=2.5, solid_capstyle="round",
-                                          color=color or cycle[(len(scene.shapes) + i) % 10], **kw)[0])
+                self.beams.append(
+                    ax.plot(
+                        *([[]] * self.dim),
+                        lw=2.5,
+                        solid_capstyle="round",
+                        color=color or cycle[(len(scene.shapes) + i) % 10],
+                        **kw,
+                    )[0]
+                )
             else:
                 if self.dim == 3:
                     from mpl_toolkits.mplot3d.art3d import Line3DCollection as LC
@@ -194,18 +210,34 @@ class _Artists:
                 coll = LC(np.stack([line[0, :-1], line[0, 1:]], axis=1), linewidths=3.5, cmap=cmap, norm=norm, **kw)
                 (ax.add_collection3d if self.dim == 3 else ax.add_collection)(coll)
                 self.beams.append(coll)
-        self.shapes = [ax.plot(*([[]] * self.dim), lw=3.5, solid_capstyle="round",
-                               color=color or cycle[i % 10], **kw)[0] for i, _ in enumerate(scene.shapes)]
-        self.frames = [[ax.plot(*([[]] * self.dim), lw=1.6, color=color or _FRAME_COLORS[k], **kw)[0]
-                        for k in range(self.dim)] for _ in scene.frames]
-        self.particles = [ax.plot(*([[]] * self.dim), ls="none", marker="o", ms=8, color=color or "k", **kw)[0]
-                          for _ in scene.particles]
-        styles = {"rod": dict(ls="-", lw=1.2, color="k"), "spring": dict(ls=":", lw=1.8, color="tab:purple"),
-                  "damper": dict(ls="--", lw=1.5, color="tab:brown")}
-        self.segments = [ax.plot(*([[]] * self.dim), **{**styles[k], **({"color": color} if color else {})}, **kw)[0]
-                         for k, _ in scene.segments]
-        self.joints = ax.plot(*([[]] * self.dim), ls="none", marker="o", ms=6, mfc="white", mec=color or "k",
-                              mew=1.3, zorder=5, **kw)[0] if scene.joints else None
+        self.shapes = [
+            ax.plot(*([[]] * self.dim), lw=3.5, solid_capstyle="round", color=color or cycle[i % 10], **kw)[0]
+            for i, _ in enumerate(scene.shapes)
+        ]
+        self.frames = [
+            [ax.plot(*([[]] * self.dim), lw=1.6, color=color or _FRAME_COLORS[k], **kw)[0] for k in range(self.dim)]
+            for _ in scene.frames
+        ]
+        self.particles = [
+            ax.plot(*([[]] * self.dim), ls="none", marker="o", ms=8, color=color or "k", **kw)[0]
+            for _ in scene.particles
+        ]
+        styles = {
+            "rod": dict(ls="-", lw=1.2, color="k"),
+            "spring": dict(ls=":", lw=1.8, color="tab:purple"),
+            "damper": dict(ls="--", lw=1.5, color="tab:brown"),
+        }
+        self.segments = [
+            ax.plot(*([[]] * self.dim), **{**styles[k], **({"color": color} if color else {})}, **kw)[0]
+            for k, _ in scene.segments
+        ]
+        self.joints = (
+            ax.plot(
+                *([[]] * self.dim), ls="none", marker="o", ms=6, mfc="white", mec=color or "k", mew=1.3, zorder=5, **kw
+            )[0]
+            if scene.joints
+            else None
+        )
 
     def _set(self, line, pts):
         """Set a line's points (2D or 3D)."""
@@ -257,7 +289,7 @@ def _title(solution, layout: Layout) -> str:
 
 
 def _color_map(color_range):
-    """Norm and colormap of stress colours (blue low, red high, as 004 Fig. 6)."""
+    """Norm and colormap of stress colours (blue low, red high, as SLO09 Fig. 6)."""
     import matplotlib as mpl
 
     lo, hi = (float(x) for x in color_range)
@@ -273,12 +305,22 @@ def _auto_range(scene: _Scene) -> tuple:
     return (min(lo, 0.0), hi if hi > 0 else 1.0)
 
 
-def snapshot(solution, times=None, path=None, frame_size: float | None = None, figsize=(6.0, 5.0), dpi: int = 150,
-             color_by: str | None = None, color_range=None, view: str | None = None, title: str | None = None):
+def snapshot(
+    solution,
+    times=None,
+    path=None,
+    frame_size: float | None = None,
+    figsize=(6.0, 5.0),
+    dpi: int = 150,
+    color_by: str | None = None,
+    color_range=None,
+    view: str | None = None,
+    title: str | None = None,
+):
     """Overlay the configurations at ``times`` (nearest nodes; default six evenly spaced) in one
     picture, coloured from early (light) to late (dark), and write it to ``path`` (any format
     matplotlib writes). Returns the path, or the matplotlib Figure when ``path`` is None.
-    ``color_by`` colours beam elements by a stress resultant ("stress" = |n| + |m|, 004 Fig. 6)
+    ``color_by`` colours beam elements by a stress resultant ("stress" = |n| + |m|, SLO09 Fig. 6)
     over ``color_range`` (default: 0 to the largest value drawn); ``view`` projects a 3D mechanism
     onto a coordinate plane ("yz", "xz", "xy")."""
     import matplotlib as mpl
@@ -314,9 +356,18 @@ def snapshot(solution, times=None, path=None, frame_size: float | None = None, f
     return path
 
 
-def animate(solution, path, fps: int = 20, max_frames: int = 200, frame_size: float | None = None,
-            figsize=(5.0, 4.5), dpi: int = 80, color_by: str | None = None, color_range=None,
-            view: str | None = None):
+def animate(
+    solution,
+    path,
+    fps: int = 20,
+    max_frames: int = 200,
+    frame_size: float | None = None,
+    figsize=(5.0, 4.5),
+    dpi: int = 80,
+    color_by: str | None = None,
+    color_range=None,
+    view: str | None = None,
+):
     """Write an animated GIF of the run to ``path``: at most ``max_frames`` nodes evenly spread over
     the run, shown at ``fps`` frames per second (matplotlib Agg renders, Pillow writes). Returns the path.
     ``color_by``, ``color_range`` and ``view`` as in :func:`snapshot`."""
@@ -347,8 +398,9 @@ def animate(solution, path, fps: int = 20, max_frames: int = 200, frame_size: fl
         images.append(Image.fromarray(rgba[..., :3].copy()).quantize(colors=64, method=Image.Quantize.MEDIANCUT))
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    images[0].save(path, format="GIF", save_all=True, append_images=images[1:],
-                   duration=max(int(round(1000.0 / fps)), 20), loop=0)
+    images[0].save(
+        path, format="GIF", save_all=True, append_images=images[1:], duration=max(int(round(1000.0 / fps)), 20), loop=0
+    )
     return path
 
 

@@ -1,14 +1,15 @@
-"""Forces: gravity, springs and viscous dampers between material points (000 §5, eq 63, 72, 77-78;
-002 eq 116), and prescribed point loads with a time function (the pulse of 004 §4.2).
+"""Forces: gravity, springs and viscous dampers between material points (KBS23a §5, eq 63, 72, 77-78;
+KBS23b eq 116), and prescribed point loads with a time function (the pulse of SLO09 §4.2).
 
 Conservative forces give potentials; each is also written as a function of one invariant pi(q)
-(002 eq 122-124): a spring's pi = |x_A - x_B|^2, gravity's pi = -sum m b.phi (linear), so that the
-Assembly can declare V(q) = sum_i V_i(pi_i(q)) for Greenspan's discrete gradient (002 eq 126).
+(KBS23b eq 122-124): a spring's pi = |x_A - x_B|^2, gravity's pi = -sum m b.phi (linear), so that the
+Assembly can declare V(q) = sum_i V_i(pi_i(q)) for Greenspan's discrete gradient (KBS23b eq 126).
 
 A damper contributes the Rayleigh dissipation function R(q, v) = 1/2 eta |v_rel|^2 of the relative
-velocity of its two points (000 eq 77-78); the Assembly derives the dissipation matrix C(q) of
-000 eq 53-54 from it by AD, as the Hessian of R in v (the matrix printed as 000 eq 80 is garbled).
+velocity of its two points (KBS23a eq 77-78); the Assembly derives the dissipation matrix C(q) of
+KBS23a eq 53-54 from it by AD, as the Hessian of R in v (the matrix printed as KBS23a eq 80 is garbled).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -23,7 +24,7 @@ from .rigid import Point, _check_name
 
 @dataclass(frozen=True)
 class Gravity:
-    """Uniform gravity b: V = -sum_i m_i b.phi_i over the bodies (000 eq 63, 72; 002 §6.2); over a
+    """Uniform gravity b: V = -sum_i m_i b.phi_i over the bodies (KBS23a eq 63, 72; KBS23b §6.2); over a
     beam's nodes with their lumped masses (exact for the linear interpolation).
 
     ``bodies``: names of the bodies it acts on (default: all).
@@ -63,28 +64,30 @@ class Gravity:
         return [-(masses @ (P.q[..., idx] @ np.asarray(self.b)))]
 
     def invariant_potentials(self) -> list[Callable]:
-        """V(pi) = pi: gravity's potential is its invariant (000 eq 63, 72)."""
+        """V(pi) = pi: gravity's potential is its invariant (KBS23a eq 63, 72)."""
         return [lambda pi: pi]
 
     def rotation_invariant(self, axis, dim: int) -> bool:
-        """V is invariant under rotations about ``axis`` (002 eq 41a) when every ground point is on it."""
+        """V is invariant under rotations about ``axis`` (KBS23b eq 41a) when every ground point is on it."""
         b = np.asarray(self.b)
         if dim == 2:
             return bool(np.max(np.abs(b)) == 0.0)
         return bool(np.linalg.norm(np.cross(b, axis)) <= 1e-12 * max(1.0, np.linalg.norm(b)))
 
     def translation_invariant(self, direction, dim: int) -> bool:
-        """Invariant under translations when nothing is attached to the ground (002 eq 41a)."""
-        return bool(abs(np.asarray(self.b) @ np.asarray(direction, dtype=float)) <= 1e-12 * max(1.0, np.linalg.norm(self.b)))
+        """Invariant under translations when nothing is attached to the ground (KBS23b eq 41a)."""
+        return bool(
+            abs(np.asarray(self.b) @ np.asarray(direction, dtype=float)) <= 1e-12 * max(1.0, np.linalg.norm(self.b))
+        )
 
 
 @dataclass(frozen=True)
 class Spring:
     """A spring between two points with length ell = |x_A - x_B|, written in the invariant
-    pi = ell^2 (002 eq 122):
+    pi = ell^2 (KBS23b eq 122):
 
     * ``law="linear"``: V = 1/2 k (ell - L)^2, the linear spring;
-    * ``law="squared"``: V = 1/2 k (ell^2 - L^2)^2, the nonlinear spring of 002 eq 116;
+    * ``law="squared"``: V = 1/2 k (ell^2 - L^2)^2, the nonlinear spring of KBS23b eq 116;
     * ``potential=f``: any V = f(pi) (a jax function of the scalar pi).
 
     ``rest_length`` L defaults to the initial length.
@@ -106,7 +109,7 @@ class Spring:
         _check_point(self.name, self.a)
         _check_point(self.name, self.b)
         if self.law not in ("linear", "squared"):
-            raise ValueError(f"{self.name}: law must be 'linear' or 'squared' (002 eq 116); got {self.law!r}.")
+            raise ValueError(f"{self.name}: law must be 'linear' or 'squared' (KBS23b eq 116); got {self.law!r}.")
         if self.potential is None and not (float(self.stiffness) >= 0):
             raise ValueError(f"{self.name}: stiffness must be >= 0; got {self.stiffness!r}.")
         if self.potential is not None and not callable(self.potential):
@@ -124,12 +127,12 @@ class Spring:
         return replace(self, rest_length=L)
 
     def invariants(self, P) -> list:
-        """pi = |x_A - x_B|^2 (002 eq 122)."""
+        """pi = |x_A - x_B|^2 (KBS23b eq 122)."""
         r = P.x(self.a) - P.x(self.b)
         return [r @ r]
 
     def invariant_potentials(self) -> list[Callable]:
-        """V(pi) of the spring law (002 eq 124 for ``law="squared"``)."""
+        """V(pi) of the spring law (KBS23b eq 124 for ``law="squared"``)."""
         if self.potential is not None:
             return [self.potential]
         k, L = float(self.stiffness), float(self.rest_length)
@@ -142,22 +145,22 @@ class Spring:
         return [np.asarray(p.X) for p in self.points() if p.is_ground]
 
     def rotation_invariant(self, axis, dim: int) -> bool:
-        """V is invariant under rotations about ``axis`` (002 eq 41a) when every ground point is on it."""
+        """V is invariant under rotations about ``axis`` (KBS23b eq 41a) when every ground point is on it."""
         return all(_on_axis(x0, axis, dim) for x0 in self.ground_points())
 
     def translation_invariant(self, direction, dim: int) -> bool:
-        """Invariant under translations when nothing is attached to the ground (002 eq 41a)."""
+        """Invariant under translations when nothing is attached to the ground (KBS23b eq 41a)."""
         return not self.ground_points()
 
 
 @dataclass(frozen=True)
 class Damper:
     """A viscous damper between two points with Rayleigh function R = 1/2 eta |v_rel|^2, v_rel the
-    relative velocity of the points (000 eq 77-78, with eta_i = 0.5 in §5.2).
+    relative velocity of the points (KBS23a eq 77-78, with eta_i = 0.5 in §5.2).
 
     ``axial=True`` damps only the rate of change of the distance, R = 1/2 eta (e.v_rel)^2 with
     e = (x_A - x_B)/|x_A - x_B| (a dashpot; its force is along the line of the points, so it keeps
-    angular momentum). The force is -D_v R = -C(q) v with C the Hessian of R in v (000 eq 53-54).
+    angular momentum). The force is -D_v R = -C(q) v with C the Hessian of R in v (KBS23a eq 53-54).
     """
 
     name: str
@@ -185,7 +188,7 @@ class Damper:
         return self
 
     def rayleigh(self, r, rdot):
-        """R = 1/2 eta rdot.rdot (000 eq 77), or 1/2 eta (r.rdot)^2 / r.r for an axial damper."""
+        """R = 1/2 eta rdot.rdot (KBS23a eq 77), or 1/2 eta (r.rdot)^2 / r.r for an axial damper."""
         if self.axial:
             return 0.5 * self.eta * (r @ rdot) ** 2 / (r @ r)
         return 0.5 * self.eta * (rdot @ rdot)
@@ -199,13 +202,13 @@ class Damper:
         return self.axial and all(_on_axis(x0, axis, dim) for x0 in self.ground_points())
 
     def translation_invariant(self, direction, dim: int) -> bool:
-        """Invariant under translations when nothing is attached to the ground (002 eq 41a)."""
+        """Invariant under translations when nothing is attached to the ground (KBS23b eq 41a)."""
         return not self.ground_points()
 
 
 def triangular_pulse(t_peak: float, t_end: float, t_start: float = 0.0) -> Callable:
     """The time function of a triangular pulse: 0 at ``t_start``, 1 at ``t_peak``, 0 from ``t_end`` on
-    (the load of the three-bar swing, 004 §4.2: 0 at t = 0, peak at 0.125 s, 0 at 0.25 s). A jax
+    (the load of the three-bar swing, SLO09 §4.2: 0 at t = 0, peak at 0.125 s, 0 at 0.25 s). A jax
     function of t."""
     t0, tp, t1 = float(t_start), float(t_peak), float(t_end)
     if not (t0 < tp < t1):
@@ -226,7 +229,7 @@ class PointLoad:
     ``time_function`` is a jax function of t (default 1: a constant force), e.g.
     :func:`triangular_pulse`. It enters the schemes as the System's ``external_force``; momentum
     maps of translations normal to the force and of rotations about axes parallel to it are kept
-    (002 eq 41)."""
+    (KBS23b eq 41)."""
 
     name: str
     point: Point

@@ -1,4 +1,4 @@
-"""Joints and other holonomic constraints between material points (000 §5; 002 §6).
+"""Joints and other holonomic constraints between material points (KBS23a §5; KBS23b §6).
 
 Each joint gives a block of constraint functions g(q) of the placements x(q) = phi + X_i d_i of
 its points, with a name per component ("P4.revolute.x"). The Assembly evaluates them; the
@@ -6,19 +6,20 @@ functions are at most quadratic in q, so that the schemes' discrete derivatives 
 ``uses_frames`` also read the director frames of their points (``residual(x, frame)``).
 
 * :class:`FixedPoint`: a body point pinned to the ground, s (x_P - x0) = 0; the heavy top's
-  tip, phi/l - d3 = 0, is the point X = (0, 0, -l) with s = 1/l (002 eq 104; 000 eq 64).
+  tip, phi/l - d3 = 0, is the point X = (0, 0, -l) with s = 1/l (KBS23b eq 104; KBS23a eq 64).
 * :class:`Spherical`: a ball joint between two body points in 3D, x_A - x_B = 0.
-* :class:`Revolute`: a revolute joint: x_A - x_B = 0 in R^2 (000 eq 74a, b); in 3D with a hinge
+* :class:`Revolute`: a revolute joint: x_A - x_B = 0 in R^2 (KBS23a eq 74a, b); in 3D with a hinge
   ``axis`` kept aligned in both bodies by two bilinear director constraints.
 * :class:`Clamp`: a rigid connection of two frames, or of a frame to the ground, in 3D (six constraints).
-* :class:`Distance`: a massless rod, 1/2 (|x_A - x_B|^2 / L^2 - 1) = 0 (002 eq 93, 117).
+* :class:`Distance`: a massless rod, 1/2 (|x_A - x_B|^2 / L^2 - 1) = 0 (KBS23b eq 93, 117).
 * :class:`OnAxis`: a body point kept on a fixed line through ``through`` along ``direction``:
   the components of x_P - a normal to the line vanish (a slider).
 
 Every joint also tells whether it is invariant under a rotation about an axis through the origin
-or a translation (the symmetry conditions 002 eq 41c, D g(q) xi_Q = 0 on the constraint manifold),
+or a translation (the symmetry conditions KBS23b eq 41c, D g(q) xi_Q = 0 on the constraint manifold),
 so that the Assembly can list the momentum maps that apply.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -63,7 +64,8 @@ def _normals(direction, dim: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Joint:
-    """Common part of the joints: a name, its points, defaults and symmetry checks (002 eq 41c)."""
+    """Common part of the joints: a name, its points, defaults and symmetry checks (KBS23b eq 41c)."""
+
     name: str
 
     linear = False  # True where the residual is linear in q (the Assembly stacks those into one matrix)
@@ -84,7 +86,7 @@ class _Joint:
 
     def rotation_invariant(self, axis, dim: int) -> bool:
         """Invariant (on g = 0) under rotations about ``axis`` through the origin: every ground point
-        lies on the axis (002 eq 41c)."""
+        lies on the axis (KBS23b eq 41c)."""
         return all(_on_axis(x0, axis, dim) for x0 in self.ground_points())
 
     def translation_invariant(self, direction, dim: int) -> bool:
@@ -99,7 +101,7 @@ def _difference_names(name: str, kind: str, dim: int) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class FixedPoint(_Joint):
-    """A body point pinned to the ground: scale * (x_P(q) - at) = 0 (002 eq 104 with scale = 1/l).
+    """A body point pinned to the ground: scale * (x_P(q) - at) = 0 (KBS23b eq 104 with scale = 1/l).
 
     ``at`` defaults to the point's initial position. Components are named "<name>.fixed.x", ...
     """
@@ -130,7 +132,7 @@ class FixedPoint(_Joint):
         return replace(self, at=tuple(float(a) for a in np.asarray(at, dtype=float)))
 
     def ground_points(self):
-        """The fixed points of this joint (they decide its symmetries, 002 eq 41c)."""
+        """The fixed points of this joint (they decide its symmetries, KBS23b eq 41c)."""
         return [np.asarray(self.at)]
 
     def size(self, dim: int) -> int:
@@ -142,7 +144,7 @@ class FixedPoint(_Joint):
         return _difference_names(self.name, "fixed", dim)
 
     def residual(self, x: Callable):
-        """scale (x_P - at) (002 eq 104; 000 eq 74a)."""
+        """scale (x_P - at) (KBS23b eq 104; KBS23a eq 74a)."""
         return self.scale * (x(self.point) - jnp.asarray(self.at))
 
 
@@ -186,7 +188,7 @@ class Spherical(_Joint):
 class Revolute(Spherical):
     """A revolute joint (a hinge).
 
-    In the plane (no ``axis``): x_A(q) - x_B(q) = 0 in R^2 (000 eq 74a for B on the ground, 74b
+    In the plane (no ``axis``): x_A(q) - x_B(q) = 0 in R^2 (KBS23a eq 74a for B on the ground, 74b
     between two bars); components "<name>.revolute.x", "<name>.revolute.y".
 
     In 3D, ``axis`` is the hinge axis in the initial configuration (a spatial vector). The axis is
@@ -216,8 +218,10 @@ class Revolute(Spherical):
                 raise ValueError(f"{self.name}: axis must be a nonzero 3-vector (the hinge axis); got {self.axis!r}.")
             object.__setattr__(self, "axis", tuple(float(v) for v in e / np.linalg.norm(e)))
             if self.a.is_ground:
-                raise ValueError(f"{self.name}: point A of a revolute joint in 3D must be on a body with directors "
-                                 "(a rigid body or a beam node); put the ground point second.")
+                raise ValueError(
+                    f"{self.name}: point A of a revolute joint in 3D must be on a body with directors "
+                    "(a rigid body or a beam node); put the ground point second."
+                )
 
     @property
     def linear(self) -> bool:
@@ -234,8 +238,9 @@ class Revolute(Spherical):
         a = DA @ e
         N = _normals(a, 3)
         b = e if self.b.is_ground else np.asarray(frame0(self.b)) @ e
-        return replace(self, axis_a=tuple(a.tolist()), normals_a=tuple(tuple(r) for r in N.tolist()),
-                       axis_b=tuple(b.tolist()))
+        return replace(
+            self, axis_a=tuple(a.tolist()), normals_a=tuple(tuple(r) for r in N.tolist()), axis_b=tuple(b.tolist())
+        )
 
     def size(self, dim: int) -> int:
         """2 in the plane; 3 + 2 in 3D."""
@@ -260,7 +265,7 @@ class Revolute(Spherical):
 
     def rotation_invariant(self, axis, dim: int) -> bool:
         """Ground points on the rotation axis and, for a hinge to the ground in 3D, the hinge axis
-        parallel to it (002 eq 41c)."""
+        parallel to it (KBS23b eq 41c)."""
         if not super().rotation_invariant(axis, dim):
             return False
         if self.axis is not None and self.b.is_ground:
@@ -290,8 +295,9 @@ class Clamp(_Joint):
         _check_point(self.name, self.a)
         _check_point(self.name, self.b)
         if self.a.is_ground:
-            raise ValueError(f"{self.name}: point A of a clamp must be on a body with directors; put the ground "
-                             "point second.")
+            raise ValueError(
+                f"{self.name}: point A of a clamp must be on a body with directors; put the ground point second."
+            )
 
     def points(self):
         """The points the joint connects."""
@@ -312,7 +318,8 @@ class Clamp(_Joint):
     def component_names(self, dim: int):
         """Names of the scalar constraints, as they appear in System.constraint_names."""
         return _difference_names(self.name, self.kind, dim) + tuple(
-            f"{self.name}.clamp.rot[{k}]" for k in ("23", "31", "12"))
+            f"{self.name}.clamp.rot[{k}]" for k in ("23", "31", "12")
+        )
 
     def residual(self, x: Callable, frame: Callable | None = None):
         """x_A - x_B, then d2^A . c3, d3^A . c1, d1^A . c2."""
@@ -330,7 +337,7 @@ class Clamp(_Joint):
 @dataclass(frozen=True)
 class Distance(_Joint):
     """A massless rod of length L between two points: 1/2 (|x_A - x_B|^2 / L^2 - 1) = 0
-    (002 eq 93, 117). ``length`` defaults to the initial distance."""
+    (KBS23b eq 93, 117). ``length`` defaults to the initial distance."""
 
     a: Point = None
     b: Point = None
@@ -370,7 +377,7 @@ class Distance(_Joint):
         return (f"{self.name}.distance",)
 
     def residual(self, x: Callable):
-        """1/2 (|x_A - x_B|^2 / L^2 - 1) (002 eq 117)."""
+        """1/2 (|x_A - x_B|^2 / L^2 - 1) (KBS23b eq 117)."""
         r = x(self.a) - x(self.b)
         return jnp.atleast_1d(0.5 * (r @ r / self.length**2 - 1.0))
 
@@ -409,7 +416,7 @@ class OnAxis(_Joint):
         return replace(self, through=tuple(float(v) for v in a))
 
     def ground_points(self):
-        """The fixed points of this joint (they decide its symmetries, 002 eq 41c)."""
+        """The fixed points of this joint (they decide its symmetries, KBS23b eq 41c)."""
         return [np.asarray(self.through)]
 
     def size(self, dim: int) -> int:
@@ -426,7 +433,7 @@ class OnAxis(_Joint):
         return jnp.asarray(N) @ (x(self.point) - jnp.asarray(self.through))
 
     def rotation_invariant(self, axis, dim: int) -> bool:
-        """In 3D: the line is the rotation axis (parallel, through the origin); never in 2D (002 eq 41c)."""
+        """In 3D: the line is the rotation axis (parallel, through the origin); never in 2D (KBS23b eq 41c)."""
         if dim == 2:
             return False
         e = np.asarray(self.direction)
@@ -434,9 +441,15 @@ class OnAxis(_Joint):
         return bool(parallel and _on_axis(self.through, axis, dim))
 
     def translation_invariant(self, direction, dim: int) -> bool:
-        """Invariant under translations along the line's own direction (002 eq 41c)."""
-        return bool(np.linalg.norm(np.cross(np.r_[self.direction, [0.0] * (3 - dim)],
-                                            np.r_[np.asarray(direction, float), [0.0] * (3 - dim)])) <= 1e-12)
+        """Invariant under translations along the line's own direction (KBS23b eq 41c)."""
+        return bool(
+            np.linalg.norm(
+                np.cross(
+                    np.r_[self.direction, [0.0] * (3 - dim)], np.r_[np.asarray(direction, float), [0.0] * (3 - dim)]
+                )
+            )
+            <= 1e-12
+        )
 
 
 JOINT_TYPES = (FixedPoint, Spherical, Revolute, Clamp, Distance, OnAxis)

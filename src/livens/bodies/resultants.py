@@ -1,4 +1,5 @@
-"""Results of an assembly's beams computed from a Solution: the stress resultants of 004 Figs 6, 7."""
+"""Results of an assembly's beams computed from a Solution: the stress resultants of SLO09 Figs 6, 7."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,10 @@ def _beam_of(layout, beam):
     beams = [b for b in layout.bodies if isinstance(b, Beam)]
     if beam is None:
         if len(beams) != 1:
-            raise ValueError(f"{layout.name!r} has {len(beams)} beams ({', '.join(b.name for b in beams) or 'none'}); "
-                             "name the one you mean (beam='...').")
+            raise ValueError(
+                f"{layout.name!r} has {len(beams)} beams ({', '.join(b.name for b in beams) or 'none'}); "
+                "name the one you mean (beam='...')."
+            )
         return beams[0]
     b = layout.body(beam if isinstance(beam, str) else beam.name)
     if not isinstance(b, Beam):
@@ -22,13 +25,12 @@ def _beam_of(layout, beam):
 
 
 def stress_resultants(solution, beam=None) -> dict:
-    """The stress resultants of every element of a beam at every node time of a Solution (004 Figs 6,
+    """The stress resultants of every element of a beam at every node time of a Solution (SLO09 Figs 6,
     7): a dict of arrays (N+1, n_el) "N1", "N2", "N3", "M1", "M2", "M3" and (N+1, n_el, 3) "n", "m"
     (see :meth:`Beam.stress_resultants`). ``beam``: its name (default: the assembly's only beam)."""
     layout = layout_of(solution)
     b = _beam_of(layout, beam)
     return b.stress_resultants(layout.coordinates(np.asarray(solution.q), b))
-
 
 
 __all__ = ["stress_resultants"]

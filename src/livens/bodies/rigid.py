@@ -1,18 +1,19 @@
 """Bodies in redundant (director) coordinates, and material points on them.
 
-* :class:`PointMass`: q = x in R^2 or R^3, M = m I (002 eq 115).
-* :class:`RigidBody`: a 3D rigid body in director form (000 §5.1 eq 58-61; 002 eq 100-103):
+* :class:`PointMass`: q = x in R^2 or R^3, M = m I (KBS23b eq 115).
+* :class:`RigidBody`: a 3D rigid body in director form (KBS23a §5.1 eq 58-61; KBS23b eq 100-103):
   q = (phi, d1, d2, d3) in R^12, M = diag(m I, E1 I, E2 I, E3 I) with the principal values of the
-  Euler tensor E_i = 1/2 (J_j + J_k - J_i) (000 eq 60), and six orthonormality constraints (000 eq 61).
-* :class:`PlanarRigidBody`: a rigid body in the plane (000 §5.2 eq 70-73): q = (phi, d1, d2) in R^6,
+  Euler tensor E_i = 1/2 (J_j + J_k - J_i) (KBS23a eq 60), and six orthonormality constraints (KBS23a eq 61).
+* :class:`PlanarRigidBody`: a rigid body in the plane (KBS23a §5.2 eq 70-73): q = (phi, d1, d2) in R^6,
   M = diag(m I, E1 I, E2 I) with E_alpha = J/2 (eq 71) and three orthonormality constraints (eq 73).
 
-A material point X of a body is placed at x(q) = phi + X_i d_i (000 eq 58), linear in q: x = S q_body
+A material point X of a body is placed at x(q) = phi + X_i d_i (KBS23a eq 58), linear in q: x = S q_body
 with the constant ``placement_matrix`` S = [I, X_1 I, X_2 I, ...] (natural coordinates). A
 :class:`Point` names such a point (``body.point(X)``) or a point fixed in space (:func:`ground`).
 Every function here works on jax and numpy arrays alike and on stacks of configurations
 (``q[..., :]``), so that the same code serves the residuals and the drawings.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,14 +38,15 @@ def _vec(name: str, x, dim: int | None = None) -> tuple:
 def _check_name(name) -> str:
     """Names appear in coordinate and constraint names ("B1.phi.x"): no spaces, dots or brackets."""
     if not isinstance(name, str) or not name or any(c in name for c in " .[]"):
-        raise ValueError(f"A body or element name must be a non-empty string without spaces, dots or brackets; "
-                         f"got {name!r}.")
+        raise ValueError(
+            f"A body or element name must be a non-empty string without spaces, dots or brackets; got {name!r}."
+        )
     return name
 
 
 @dataclass(frozen=True)
 class Point:
-    """A material point X of ``body`` (x = phi + X_i d_i, 000 eq 58), or a fixed point in space
+    """A material point X of ``body`` (x = phi + X_i d_i, KBS23a eq 58), or a fixed point in space
     (``body`` None, ``X`` its position; see :func:`ground`)."""
 
     body: Any
@@ -69,7 +71,7 @@ def ground(x) -> Point:
 
 @dataclass(frozen=True)
 class PointMass:
-    """A particle of mass m with coordinates q = x (002 eq 115); M = m I, no internal constraint.
+    """A particle of mass m with coordinates q = x (KBS23b eq 115); M = m I, no internal constraint.
 
     ``position`` and ``velocity`` give the initial state; their length (2 or 3) is the dimension.
     """
@@ -106,7 +108,7 @@ class PointMass:
         return self.dim
 
     def coordinate_names(self) -> tuple[str, ...]:
-        """Names of the body's coordinates, e.g. "B1.phi.x", "B1.d1.y" (000 eq 59, 70)."""
+        """Names of the body's coordinates, e.g. "B1.phi.x", "B1.d1.y" (KBS23a eq 59, 70)."""
         return tuple(f"{self.name}.{c}" for c in _AXES[: self.dim])
 
     def mass_diagonal(self) -> np.ndarray:
@@ -145,20 +147,20 @@ class PointMass:
 
 
 def _director_matrix(X, dim: int) -> np.ndarray:
-    """S = [I, X_1 I, ..., X_dim I], so that x = phi + X_i d_i = S q_body (000 eq 58): the placement is
+    """S = [I, X_1 I, ..., X_dim I], so that x = phi + X_i d_i = S q_body (KBS23a eq 58): the placement is
     linear in the director coordinates (natural coordinates)."""
     return np.hstack([np.eye(dim)] + [float(Xi) * np.eye(dim) for Xi in X])
 
 
 def _orthonormal_names(n: int) -> tuple[str, ...]:
-    """Names of the orthonormality constraints in the order of 000 eq 61 / 73."""
+    """Names of the orthonormality constraints in the order of KBS23a eq 61 / 73."""
     pairs = [(i, i) for i in range(1, n + 1)] + [(i, j) for i in range(1, n + 1) for j in range(i + 1, n + 1)]
     return tuple(f"orthonormal[d{i}.d{j}]" for i, j in pairs)
 
 
 def orthonormality(directors):
     """Internal constraints of a director frame: 1/2 (d_i.d_i - 1) for each i, then d_i.d_j for i < j
-    (000 eq 61 for three directors in R^3, eq 73 for two in R^2; 002 eq 103)."""
+    (KBS23a eq 61 for three directors in R^3, eq 73 for two in R^2; KBS23b eq 103)."""
     import jax.numpy as jnp
 
     n = len(directors)
@@ -168,10 +170,12 @@ def orthonormality(directors):
 
 
 def _frame(name: str, directors, dim: int) -> tuple:
-    """The initial directors as a tuple of rows, checked orthonormal (000 eq 61, 73 at t = 0)."""
+    """The initial directors as a tuple of rows, checked orthonormal (KBS23a eq 61, 73 at t = 0)."""
     D = np.asarray(directors, dtype=float)
     if D.shape != (dim, dim):
-        raise ValueError(f"{name}: directors must be {dim} vectors of length {dim} (rows d1, d2, ...); got shape {D.shape}.")
+        raise ValueError(
+            f"{name}: directors must be {dim} vectors of length {dim} (rows d1, d2, ...); got shape {D.shape}."
+        )
     err = np.max(np.abs(D @ D.T - np.eye(dim)))
     if err > 1e-10:
         raise ValueError(f"{name}: the directors are not orthonormal (max |d_i.d_j - delta_ij| = {err:.3e}).")
@@ -180,15 +184,15 @@ def _frame(name: str, directors, dim: int) -> tuple:
 
 @dataclass(frozen=True)
 class RigidBody:
-    """A rigid body in 3D in director form (000 §5.1 eq 58-61; 002 eq 100-103).
+    """A rigid body in 3D in director form (KBS23a §5.1 eq 58-61; KBS23b eq 100-103).
 
     q = (phi, d1, d2, d3) in R^12: the centre of mass and a body-fixed orthonormal frame along the
-    principal axes. M = diag(m I, E1 I, E2 I, E3 I) (000 eq 60) with E_i = 1/2 (J_j + J_k - J_i)
+    principal axes. M = diag(m I, E1 I, E2 I, E3 I) (KBS23a eq 60) with E_i = 1/2 (J_j + J_k - J_i)
     for even permutations (i, j, k) of the principal moments of inertia ``inertia`` = (J1, J2, J3);
-    six internal constraints (000 eq 61).
+    six internal constraints (KBS23a eq 61).
 
     Initial state: ``position`` phi, ``directors`` (rows d1, d2, d3), ``velocity`` of phi and the
-    spatial ``angular_velocity`` omega, so that d_i' = omega x d_i (000 eq 68b). ``shape`` lists
+    spatial ``angular_velocity`` omega, so that d_i' = omega x d_i (KBS23a eq 68b). ``shape`` lists
     material points drawn as a polyline (e.g. the symmetry axis of a top).
     """
 
@@ -228,32 +232,32 @@ class RigidBody:
 
     @property
     def euler(self) -> tuple[float, float, float]:
-        """Principal values of the Euler tensor, E_i = 1/2 (J_j + J_k - J_i) (000 eq 60; 002 eq 101)."""
+        """Principal values of the Euler tensor, E_i = 1/2 (J_j + J_k - J_i) (KBS23a eq 60; KBS23b eq 101)."""
         J1, J2, J3 = self.inertia
         return (0.5 * (J2 + J3 - J1), 0.5 * (J3 + J1 - J2), 0.5 * (J1 + J2 - J3))
 
     def coordinate_names(self) -> tuple[str, ...]:
-        """Names of the body's coordinates, e.g. "B1.phi.x", "B1.d1.y" (000 eq 59, 70)."""
+        """Names of the body's coordinates, e.g. "B1.phi.x", "B1.d1.y" (KBS23a eq 59, 70)."""
         return tuple(f"{self.name}.{b}.{c}" for b in self.blocks for c in _AXES)
 
     def mass_diagonal(self) -> np.ndarray:
-        """The diagonal of M = diag(m I, E1 I, E2 I, E3 I) (000 eq 60)."""
+        """The diagonal of M = diag(m I, E1 I, E2 I, E3 I) (KBS23a eq 60)."""
         return np.repeat([self.mass, *self.euler], 3)
 
     def internal_constraints(self, qb):
-        """The six orthonormality constraints of (d1, d2, d3) (000 eq 61)."""
+        """The six orthonormality constraints of (d1, d2, d3) (KBS23a eq 61)."""
         return orthonormality([qb[3:6], qb[6:9], qb[9:12]])
 
     def position_slice(self) -> slice:
-        """Where phi (the centre of mass) lies in the body's coordinates (000 eq 59, 70)."""
+        """Where phi (the centre of mass) lies in the body's coordinates (KBS23a eq 59, 70)."""
         return slice(0, 3)
 
     def placement_matrix(self, X) -> np.ndarray:
-        """S with x = phi + X_i d_i = S q_body (000 eq 58)."""
+        """S with x = phi + X_i d_i = S q_body (KBS23a eq 58)."""
         return _director_matrix(_vec(f"{self.name}: material point", X, 3), 3)
 
     def place(self, qb, X):
-        """x = phi + X_i d_i (000 eq 58), for q_body of any leading shape."""
+        """x = phi + X_i d_i (KBS23a eq 58), for q_body of any leading shape."""
         return qb @ self.placement_matrix(X).T
 
     def point(self, X) -> Point:
@@ -261,7 +265,7 @@ class RigidBody:
         return Point(self, _vec(f"{self.name}: material point", X, 3))
 
     def initial_state(self) -> tuple[np.ndarray, np.ndarray]:
-        """(q0, v0) with d_i' = omega x d_i (000 eq 68)."""
+        """(q0, v0) with d_i' = omega x d_i (KBS23a eq 68)."""
         w = np.asarray(self.angular_velocity)
         D = [np.asarray(d) for d in self.directors]
         q = np.concatenate([self.position, *D])
@@ -276,12 +280,12 @@ def _perp(d):
 
 @dataclass(frozen=True)
 class PlanarRigidBody:
-    """A rigid body in the plane in director form (000 §5.2 eq 70-73).
+    """A rigid body in the plane in director form (KBS23a §5.2 eq 70-73).
 
-    q = (phi, d1, d2) in R^6, M = diag(m I, E1 I, E2 I) (000 eq 71) with E_alpha = J/2 for the
+    q = (phi, d1, d2) in R^6, M = diag(m I, E1 I, E2 I) (KBS23a eq 71) with E_alpha = J/2 for the
     moment of inertia J about the centre of mass (the paper's choice; the kinetic energy of a rigid
     motion, 1/2 m |phi'|^2 + 1/2 (E1 + E2) omega^2, is the same for any E1 + E2 = J). ``euler``
-    sets (E1, E2) explicitly. Three internal constraints (000 eq 73).
+    sets (E1, E2) explicitly. Three internal constraints (KBS23a eq 73).
 
     Initial state: ``position``, ``directors`` (rows d1, d2), ``velocity`` of phi and the
     ``angular_velocity`` omega (counter-clockwise positive), so that d_alpha' = omega e3 x d_alpha.
@@ -313,7 +317,11 @@ class PlanarRigidBody:
         if not (float(self.inertia) >= 0):
             raise ValueError(f"{self.name}: the moment of inertia must be >= 0; got {self.inertia!r}.")
         object.__setattr__(self, "inertia", float(self.inertia))
-        E = (0.5 * self.inertia, 0.5 * self.inertia) if self.euler is None else _vec(f"{self.name}: euler", self.euler, 2)
+        E = (
+            (0.5 * self.inertia, 0.5 * self.inertia)
+            if self.euler is None
+            else _vec(f"{self.name}: euler", self.euler, 2)
+        )
         if min(E) < 0:
             raise ValueError(f"{self.name}: E1, E2 must be >= 0; got {E}.")
         object.__setattr__(self, "euler", E)
@@ -324,27 +332,27 @@ class PlanarRigidBody:
         object.__setattr__(self, "shape", tuple(_vec(f"{self.name}: shape point", X, 2) for X in self.shape))
 
     def coordinate_names(self) -> tuple[str, ...]:
-        """Names of the body's coordinates, e.g. "B1.phi.x", "B1.d1.y" (000 eq 59, 70)."""
+        """Names of the body's coordinates, e.g. "B1.phi.x", "B1.d1.y" (KBS23a eq 59, 70)."""
         return tuple(f"{self.name}.{b}.{c}" for b in self.blocks for c in _AXES[:2])
 
     def mass_diagonal(self) -> np.ndarray:
-        """The diagonal of M = diag(m I, E1 I, E2 I) (000 eq 71)."""
+        """The diagonal of M = diag(m I, E1 I, E2 I) (KBS23a eq 71)."""
         return np.repeat([self.mass, *self.euler], 2)
 
     def internal_constraints(self, qb):
-        """The three orthonormality constraints of (d1, d2) (000 eq 73)."""
+        """The three orthonormality constraints of (d1, d2) (KBS23a eq 73)."""
         return orthonormality([qb[2:4], qb[4:6]])
 
     def position_slice(self) -> slice:
-        """Where phi (the centre of mass) lies in the body's coordinates (000 eq 59, 70)."""
+        """Where phi (the centre of mass) lies in the body's coordinates (KBS23a eq 59, 70)."""
         return slice(0, 2)
 
     def placement_matrix(self, X) -> np.ndarray:
-        """S with x = phi + X_1 d1 + X_2 d2 = S q_body (000 eq 58 in the plane; eq 74)."""
+        """S with x = phi + X_1 d1 + X_2 d2 = S q_body (KBS23a eq 58 in the plane; eq 74)."""
         return _director_matrix(_vec(f"{self.name}: material point", X, 2), 2)
 
     def place(self, qb, X):
-        """x = phi + X_1 d1 + X_2 d2 (000 eq 58 in the plane; eq 74), for q_body of any leading shape."""
+        """x = phi + X_1 d1 + X_2 d2 (KBS23a eq 58 in the plane; eq 74), for q_body of any leading shape."""
         return qb @ self.placement_matrix(X).T
 
     def point(self, X) -> Point:
@@ -359,11 +367,19 @@ class PlanarRigidBody:
         return q, v
 
 
-def bar(name: str, length: float, mass: float, center, direction, normal=None, velocity=(0.0, 0.0),
-        angular_velocity: float = 0.0) -> PlanarRigidBody:
-    """A slender planar bar (000 §5.2): J = m l^2 / 12, d1 = ``direction`` along the bar,
-    d2 = ``normal`` (default (d1_y, -d1_x), the convention of the paper's data, see
-    papers/README.md), drawn between its ends X = (-l/2, 0) and (l/2, 0)."""
+def bar(
+    name: str,
+    length: float,
+    mass: float,
+    center,
+    direction,
+    normal=None,
+    velocity=(0.0, 0.0),
+    angular_velocity: float = 0.0,
+) -> PlanarRigidBody:
+    """A slender planar bar (KBS23a §5.2): J = m l^2 / 12, d1 = ``direction`` along the bar,
+    d2 = ``normal`` (default (d1_y, -d1_x), the convention of the data of the
+    authors' MATLAB code metis), drawn between its ends X = (-l/2, 0) and (l/2, 0)."""
     d1 = np.asarray(direction, dtype=float)
     n = float(np.linalg.norm(d1))
     if d1.shape != (2,) or not n > 0:
@@ -371,9 +387,16 @@ def bar(name: str, length: float, mass: float, center, direction, normal=None, v
     d1 = d1 / n
     d2 = np.array([d1[1], -d1[0]]) if normal is None else np.asarray(normal, dtype=float)
     half = 0.5 * float(length)
-    return PlanarRigidBody(name, mass=mass, inertia=mass * length**2 / 12.0, position=center,
-                           directors=(d1, d2), velocity=velocity, angular_velocity=angular_velocity,
-                           shape=((-half, 0.0), (half, 0.0)))
+    return PlanarRigidBody(
+        name,
+        mass=mass,
+        inertia=mass * length**2 / 12.0,
+        position=center,
+        directors=(d1, d2),
+        velocity=velocity,
+        angular_velocity=angular_velocity,
+        shape=((-half, 0.0), (half, 0.0)),
+    )
 
 
 def pyramid_inertia(mass: float, base_edge: float, height: float) -> tuple[float, float, float]:
@@ -382,14 +405,25 @@ def pyramid_inertia(mass: float, base_edge: float, height: float) -> tuple[float
     The centroid lies on the axis, H/4 above the base."""
     a, H, m = float(base_edge), float(height), float(mass)
     if not (a > 0 and H > 0 and m > 0):
-        raise ValueError(f"pyramid: mass, base_edge and height must be positive; got {mass!r}, {base_edge!r}, {height!r}.")
+        raise ValueError(
+            f"pyramid: mass, base_edge and height must be positive; got {mass!r}, {base_edge!r}, {height!r}."
+        )
     Jt = m * (a**2 / 20.0 + 3.0 * H**2 / 80.0)
     return (Jt, Jt, m * a**2 / 10.0)
 
 
-def pyramid(name: str, mass: float, base_edge: float, height: float, base_center, apex_direction,
-            edge_direction=None, velocity=(0.0, 0.0, 0.0), angular_velocity=(0.0, 0.0, 0.0)) -> RigidBody:
-    """A solid right pyramid with a square base (the rigid bodies of the three-bar swing, 004 §4.2) as a
+def pyramid(
+    name: str,
+    mass: float,
+    base_edge: float,
+    height: float,
+    base_center,
+    apex_direction,
+    edge_direction=None,
+    velocity=(0.0, 0.0, 0.0),
+    angular_velocity=(0.0, 0.0, 0.0),
+) -> RigidBody:
+    """A solid right pyramid with a square base (the rigid bodies of the three-bar swing, SLO09 §4.2) as a
     :class:`RigidBody` from its mass and principal inertia (:func:`pyramid_inertia`): d3 points from the
     base centre to the apex along ``apex_direction``, d1 along a base edge (``edge_direction``, made
     normal to d3; default any normal), d2 = d3 x d1; the centre of mass sits H/4 above ``base_center``.
@@ -399,8 +433,11 @@ def pyramid(name: str, mass: float, base_edge: float, height: float, base_center
     if not np.linalg.norm(e3) > 0:
         raise ValueError(f"{name}: apex_direction must be nonzero.")
     e3 = e3 / np.linalg.norm(e3)
-    c = np.eye(3)[int(np.argmin(np.abs(e3)))] if edge_direction is None else np.asarray(
-        _vec(f"{name}: edge_direction", edge_direction, 3))
+    c = (
+        np.eye(3)[int(np.argmin(np.abs(e3)))]
+        if edge_direction is None
+        else np.asarray(_vec(f"{name}: edge_direction", edge_direction, 3))
+    )
     e1 = c - (c @ e3) * e3
     if not np.linalg.norm(e1) > 1e-12:
         raise ValueError(f"{name}: edge_direction is parallel to apex_direction; give a direction across the axis.")
@@ -411,10 +448,28 @@ def pyramid(name: str, mass: float, base_edge: float, height: float, base_center
     z0, z1, r = -0.25 * H, 0.75 * H, 0.5 * a
     corners = [(r, r, z0), (-r, r, z0), (-r, -r, z0), (r, -r, z0)]
     apex = (0.0, 0.0, z1)
-    outline = (corners[0], corners[1], corners[2], corners[3], corners[0], apex, corners[1], corners[2], apex,
-               corners[3])
-    return RigidBody(name, mass=mass, inertia=J, position=centroid, directors=(e1, np.cross(e3, e1), e3),
-                     velocity=velocity, angular_velocity=angular_velocity, shape=outline)
+    outline = (
+        corners[0],
+        corners[1],
+        corners[2],
+        corners[3],
+        corners[0],
+        apex,
+        corners[1],
+        corners[2],
+        apex,
+        corners[3],
+    )
+    return RigidBody(
+        name,
+        mass=mass,
+        inertia=J,
+        position=centroid,
+        directors=(e1, np.cross(e3, e1), e3),
+        velocity=velocity,
+        angular_velocity=angular_velocity,
+        shape=outline,
+    )
 
 
 def pyramid_points(height: float) -> tuple[tuple, tuple]:

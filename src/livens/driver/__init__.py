@@ -13,9 +13,34 @@ preset                  executor            output                 on_failure   
 ``flow``                ``InGraph``         ``Arrays``             ``NaNFlag``      ``Implicit``
 ======================  ==================  =====================  ===============  ==========
 """
-from .options import (Arrays, Implicit, InGraph, Members, Memory, NaNFlag, PerMember, Raise, Single, Stream,
-                      DEFAULT_CHUNK)
+
+from .options import (
+    DEFAULT_CHUNK,
+    Arrays,
+    Implicit,
+    InGraph,
+    Members,
+    Memory,
+    NaNFlag,
+    PerMember,
+    Raise,
+    Single,
+    Stream,
+)
 from .run import LANES, run
 
-__all__ = ["Arrays", "DEFAULT_CHUNK", "Implicit", "InGraph", "LANES", "Members", "Memory", "NaNFlag", "PerMember",
-           "Raise", "Single", "Stream", "run"]
+__all__ = [
+    "Arrays",
+    "DEFAULT_CHUNK",
+    "Implicit",
+    "InGraph",
+    "LANES",
+    "Members",
+    "Memory",
+    "NaNFlag",
+    "PerMember",
+    "Raise",
+    "Single",
+    "Stream",
+    "run",
+]

@@ -16,6 +16,7 @@ node reached, whether a step failed, and one row of records per step (:mod:`live
 Each member takes exactly the steps of its single run; members of an ensemble agree with their
 single runs to round-off (XLA's batched programs) or to the bit (native kernels).
 """
+
 from __future__ import annotations
 
 import os
@@ -63,6 +64,7 @@ class _Members:
 
     def replace(self, b, state, history):
         """Member b's state and history set to (state, history) (after a rescue)."""
+
         def put(a, x):
             if isinstance(a, np.ndarray):
                 a = a.copy()
@@ -142,8 +144,17 @@ class Batched(_Members):
     def advance(self, n: np.ndarray, n_stop: np.ndarray):
         _, h, tol, max_iter, params, sys = self.consts
         self.state, self.history, n_new, failed, rows = self.runner(
-            self.state, self.history, self.t_start, jnp.asarray(n), jnp.asarray(n_stop), jnp.asarray(h),
-            jnp.asarray(tol), jnp.asarray(max_iter), params, sys)
+            self.state,
+            self.history,
+            self.t_start,
+            jnp.asarray(n),
+            jnp.asarray(n_stop),
+            jnp.asarray(h),
+            jnp.asarray(tol),
+            jnp.asarray(max_iter),
+            params,
+            sys,
+        )
         rows, n_new, failed = jax.device_get((rows, n_new, failed))
         return np.asarray(n_new), np.asarray(failed), np.asarray(rows)
 
@@ -157,7 +168,13 @@ class NativeMembers(_Members):
     def __init__(self, kernel, state, history, t_start, consts, chunk: int, width: int):
         state, history = jax.tree_util.tree_map(np.array, (state, history))  # writable copies
         super().__init__(state, history)
-        self.kernel, self.t_start, self.consts, self.chunk, self.width = kernel, np.float64(t_start), consts, chunk, width
+        self.kernel, self.t_start, self.consts, self.chunk, self.width = (
+            kernel,
+            np.float64(t_start),
+            consts,
+            chunk,
+            width,
+        )
         self.members = int(jax.tree_util.tree_leaves(state)[0].shape[0])
 
     def advance(self, n: np.ndarray, n_stop: np.ndarray):
@@ -169,8 +186,9 @@ class NativeMembers(_Members):
 
         def member(b):
             sb, hb = self.member(b)
-            results[b] = self.kernel(sb, hb, self.t_start, np.int64(n[b]), np.int64(n_stop[b]), h, tol, max_iter,
-                                     params, sys)
+            results[b] = self.kernel(
+                sb, hb, self.t_start, np.int64(n[b]), np.int64(n_stop[b]), h, tol, max_iter, params, sys
+            )
 
         alive = [b for b in range(B) if n[b] < n_stop[b]]
         self._map(member, alive)
@@ -199,8 +217,9 @@ class NativeLanes(_Members):
         self.lanes = L = kernel.lanes
         self.members = B = int(jax.tree_util.tree_leaves(state)[0].shape[0])
         self.groups = [np.arange(first, min(first + L, B)) for first in range(0, B, L)]
-        self.args = jax.tree_util.tree_map(lambda x: np.broadcast_to(np.asarray(x), (L,) + np.shape(x)),
-                                           (np.float64(t_start),) + tuple(consts[1:]))
+        self.args = jax.tree_util.tree_map(
+            lambda x: np.broadcast_to(np.asarray(x), (L,) + np.shape(x)), (np.float64(t_start),) + tuple(consts[1:])
+        )
         self.local = threading.local()  # each thread's kernel buffers, reused group after group
 
     def advance(self, n: np.ndarray, n_stop: np.ndarray):
@@ -220,8 +239,19 @@ class NativeLanes(_Members):
             if not hasattr(self.local, "buffers"):
                 self.local.buffers = {}
             # the outputs are views of this thread's buffers: copied out before its next call
-            out = self.kernel(sb, hb, t_start, n[lanes].astype(np.int64), stop.astype(np.int64), h, tol, max_iter,
-                              params, sys, buffers=self.local.buffers)
+            out = self.kernel(
+                sb,
+                hb,
+                t_start,
+                n[lanes].astype(np.int64),
+                stop.astype(np.int64),
+                h,
+                tol,
+                max_iter,
+                params,
+                sys,
+                buffers=self.local.buffers,
+            )
             s2, h2, nb, fb, rb = out
             k = bs.size
             n_new[bs], failed[bs], rows[bs] = np.asarray(nb)[:k], np.asarray(fb)[:k], np.asarray(rb)[:k]

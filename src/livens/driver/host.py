@@ -8,6 +8,7 @@ then stopping the member or the run), checks the energy for a blow-up where aske
 progress bar and answers Ctrl-C. What it returns (:class:`Outcome`) says how far each member got
 and why a member stopped early; the driver builds the result and raises the run's error.
 """
+
 from __future__ import annotations
 
 import signal
@@ -101,9 +102,21 @@ def _first_failed(ok_rows: np.ndarray) -> int:
     return int(np.flatnonzero(~ok_rows)[0])
 
 
-def run_host_loop(plan, executor, layout, recorder: Recorder, n: np.ndarray, n_stop: np.ndarray, *, policy,
-                  blowup_factor=None, energy0=None, progress_bar=None, empty_history=None,
-                  stop_run_on_failure: bool = True) -> Outcome:
+def run_host_loop(
+    plan,
+    executor,
+    layout,
+    recorder: Recorder,
+    n: np.ndarray,
+    n_stop: np.ndarray,
+    *,
+    policy,
+    blowup_factor=None,
+    energy0=None,
+    progress_bar=None,
+    empty_history=None,
+    stop_run_on_failure: bool = True,
+) -> Outcome:
     """Advance every member to its ``n_stop`` (module docstring). ``policy``: the failure policy
     (its ``rescue``); ``stop_run_on_failure``: a member that stops early stops the run (one member:
     :func:`livens.simulate`); ``energy0`` (B,): the energies the blow-up check compares with."""
@@ -137,7 +150,7 @@ def run_host_loop(plan, executor, layout, recorder: Recorder, n: np.ndarray, n_s
             else:
                 for b in np.flatnonzero(alive):
                     a, e = int(n_before[b]), int(n_new[b])
-                    mrec = {k: v[b:b + 1, :e - a] for k, v in rec.items()}
+                    mrec = {k: v[b : b + 1, : e - a] for k, v in rec.items()}
                     stop_info = None
                     if failed_now[b]:
                         j = _first_failed(rec["ok"][b])
@@ -150,8 +163,10 @@ def run_host_loop(plan, executor, layout, recorder: Recorder, n: np.ndarray, n_s
                             new_state, srec = rescued
                             executor.replace(b, new_state, empty_history)
                             out.rescued.setdefault(b, []).append(plan.offset + e)
-                            mrec = {k: np.concatenate([v, np.asarray(srec[k])[None, None]], axis=1) if k in srec else v
-                                    for k, v in mrec.items()}
+                            mrec = {
+                                k: np.concatenate([v, np.asarray(srec[k])[None, None]], axis=1) if k in srec else v
+                                for k, v in mrec.items()
+                            }
                             e += 1
                         else:
                             stop_info = ("convergence", e, resid, its)
@@ -160,8 +175,9 @@ def run_host_loop(plan, executor, layout, recorder: Recorder, n: np.ndarray, n_s
                     # the steps before a failed Newton step are checked too: an energy that left the band
                     # before the failure is a blow-up, whatever the chunk size
                     if blowup_factor is not None and e > a and (stop_info is None or stop_info[0] == "convergence"):
-                        blown = failure.first_blowup(plan.mech, float(energy0[b]), mrec["q"][0], mrec["p"][0],
-                                                     blowup_factor)
+                        blown = failure.first_blowup(
+                            plan.mech, float(energy0[b]), mrec["q"][0], mrec["p"][0], blowup_factor
+                        )
                         if blown is not None:
                             keep = blown[0] + 1  # the steps up to and including the first blown-up one
                             mrec = {k: v[:, :keep] for k, v in mrec.items()}

@@ -7,6 +7,7 @@ Newton solution carries its derivative by the implicit function theorem
 (:func:`livens.solvers.newton.implicit`). The failure policy is :class:`~livens.driver.options.NaNFlag`:
 the nodes after a failed step are NaN and the result says so.
 """
+
 from __future__ import annotations
 
 import math
@@ -67,7 +68,10 @@ class FlowFunction:
                 f"Newton did not converge in step {k + 1} of {self.n_steps} (t = {k * self.h:.6g} -> "
                 f"{(k + 1) * self.h:.6g}) of {self.scheme} in lv.flow with h = {self.h:g} (tol = {self.tol}): the "
                 "nodes after it are NaN. The flow has no rescue (its iterations are not differentiable): use a "
-                "smaller h, a larger max_iter, or other initial values.", step=k, time=k * self.h)
+                "smaller h, a larger max_iter, or other initial values.",
+                step=k,
+                time=k * self.h,
+            )
         return result
 
     def __repr__(self):
@@ -116,9 +120,18 @@ def flow_function(plan, executor, output, on_failure, adjoint) -> FlowFunction:
 
         def body(carry, _):
             state, history, n, failed = carry
-            out = segment_fn(state, history, jnp.asarray(0.0, f64), n, jnp.asarray(n_steps, n.dtype),
-                             jnp.asarray(h, f64), jnp.asarray(tol_num, f64), jnp.asarray(max_iter, jnp.int32),
-                             jparams, sysp)
+            out = segment_fn(
+                state,
+                history,
+                jnp.asarray(0.0, f64),
+                n,
+                jnp.asarray(n_steps, n.dtype),
+                jnp.asarray(h, f64),
+                jnp.asarray(tol_num, f64),
+                jnp.asarray(max_iter, jnp.int32),
+                jparams,
+                sysp,
+            )
             return (out.state, out.history, out.n, failed | out.failed), out.records
 
         init = (state, history, jnp.asarray(0, jnp.int64), ~start_ok)
@@ -141,7 +154,8 @@ def flow_function(plan, executor, output, on_failure, adjoint) -> FlowFunction:
         t = jnp.arange(n_steps + 1, dtype=f64) * h
         failed_step = jnp.where(converged, -1, n).astype(jnp.int64)
         k = save_every
-        return FlowResult(t[::k], q[::k], p[::k], v[::k] if nodal else v, lam, gam, recs["iterations"], converged,
-                          failed_step)
+        return FlowResult(
+            t[::k], q[::k], p[::k], v[::k] if nodal else v, lam, gam, recs["iterations"], converged, failed_step
+        )
 
     return FlowFunction(run, problem, sch.name, float(h), n_steps, plan.tol)

@@ -12,6 +12,7 @@
 - adjoint: None, or :class:`Implicit` (each step's derivative by the implicit function theorem,
   reverse mode with checkpoints).
 """
+
 from __future__ import annotations
 
 import os

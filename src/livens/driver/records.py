@@ -6,6 +6,7 @@ scheme's outputs (v, lambda, gamma). The loop writes it as one float64 row of a
 float64). :class:`KeptNodes` keeps the nodes whose global index is a multiple of ``save_every`` and
 the steps that end there, for every member of a run, in arrays of the run's final size.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,7 +50,7 @@ class RecordLayout(tuple):
         out, i = {}, 0
         for k, shape, dtype in self:
             w = math.prod(shape)
-            col = rows[..., i:i + w].reshape(lead + shape)
+            col = rows[..., i : i + w].reshape(lead + shape)
             out[k] = col != 0 if np.dtype(dtype) == np.bool_ else col.astype(dtype)
             i += w
         return out
@@ -65,17 +66,32 @@ def record_layout(scheme, mech, mode: str, state, h, params) -> RecordLayout:
     itself (the three-bar swing with 40 elements), so it is kept per scheme, system, guess and the
     shapes of the state and the scheme's parameters: it depends on nothing else."""
     leaves, tree = jax.tree_util.tree_flatten(state)
-    key = (id(scheme), mech, mode, tree, tuple((jnp.shape(a), str(jnp.result_type(a))) for a in leaves),
-           tuple(sorted((k, jnp.shape(v)) for k, v in params.items())))
+    key = (
+        id(scheme),
+        mech,
+        mode,
+        tree,
+        tuple((jnp.shape(a), str(jnp.result_type(a))) for a in leaves),
+        tuple(sorted((k, jnp.shape(v)) for k, v in params.items())),
+    )
     hit = _LAYOUTS.get(key)
     if hit is not None and hit[0] is scheme:
         return hit[1]
     out = jax.eval_shape(
-        lambda s: scheme.update(scheme.guess(s, h, 0.0, params, mech, scheme_mode(mode)),
-                                s, h, 0.0, params, mech)[1], state)
+        lambda s: scheme.update(scheme.guess(s, h, 0.0, params, mech, scheme_mode(mode)), s, h, 0.0, params, mech)[1],
+        state,
+    )
     f64 = jax.ShapeDtypeStruct((), jnp.float64)
-    layout = RecordLayout.of({"q": state.q, "p": state.p, "iterations": jax.ShapeDtypeStruct((), jnp.int32),
-                              "residual": f64, "ok": jax.ShapeDtypeStruct((), jnp.bool_), **out})
+    layout = RecordLayout.of(
+        {
+            "q": state.q,
+            "p": state.p,
+            "iterations": jax.ShapeDtypeStruct((), jnp.int32),
+            "residual": f64,
+            "ok": jax.ShapeDtypeStruct((), jnp.bool_),
+            **out,
+        }
+    )
     _LAYOUTS[key] = (scheme, layout)
     return layout
 
@@ -90,8 +106,18 @@ class KeptNodes:
     left empty (:meth:`arrays` fills them with NaN where asked).
     """
 
-    def __init__(self, members: int, steps: int, offset: int, save_every: int, t_start: float, h: float,
-                 start: dict, nodal_v: bool, has_gamma: bool):
+    def __init__(
+        self,
+        members: int,
+        steps: int,
+        offset: int,
+        save_every: int,
+        t_start: float,
+        h: float,
+        start: dict,
+        nodal_v: bool,
+        has_gamma: bool,
+    ):
         self.B, self.steps, self.offset, self.k = members, steps, offset, save_every
         nodes = np.arange(offset + 1, offset + steps + 1)
         self.nodes = nodes[nodes % save_every == 0]  # the kept nodes' global indices
@@ -126,10 +152,10 @@ class KeptNodes:
         rows, lo, hi = self._positions(a, e)
         if hi == lo:
             return lo, hi
-        self.q[members, 1 + lo:1 + hi] = rec["q"][:, rows]
-        self.p[members, 1 + lo:1 + hi] = rec["p"][:, rows]
+        self.q[members, 1 + lo : 1 + hi] = rec["q"][:, rows]
+        self.p[members, 1 + lo : 1 + hi] = rec["p"][:, rows]
         if self.nodal_v:
-            self.v[members, 1 + lo:1 + hi] = rec["v"][:, rows]
+            self.v[members, 1 + lo : 1 + hi] = rec["v"][:, rows]
         else:
             self.v[members, lo:hi] = rec["v"][:, rows]
         self.lam[members, lo:hi] = rec["lam"][:, rows]
@@ -143,9 +169,9 @@ class KeptNodes:
         """Keep only the rows up to node ``n`` (run-local): a run stopped there."""
         c = int(self.kept_count(n))
         self.nodes = self.nodes[:c]
-        self.t = self.t[:c + 1]
-        self.q, self.p = self.q[:, :c + 1], self.p[:, :c + 1]
-        self.v = self.v[:, :c + 1] if self.nodal_v else self.v[:, :c]
+        self.t = self.t[: c + 1]
+        self.q, self.p = self.q[:, : c + 1], self.p[:, : c + 1]
+        self.v = self.v[:, : c + 1] if self.nodal_v else self.v[:, :c]
         self.lam, self.iterations, self.residual = self.lam[:, :c], self.iterations[:, :c], self.residual[:, :c]
         if self.gam is not None:
             self.gam = self.gam[:, :c]
@@ -166,10 +192,16 @@ class KeptNodes:
         """Member b's kept nodes up to its node ``n`` (run-local): the records of
         :meth:`livens.Solution.from_records` (one dict) and the start node."""
         c = int(self.kept_count(n))
-        rec = {"q": self.q[b, 1:c + 1], "p": self.p[b, 1:c + 1], "lam": self.lam[b, :c],
-               "iterations": self.iterations[b, :c], "residual": self.residual[b, :c],
-               "t": self.t[1:c + 1], "index": self.nodes[:c] - 1,
-               "v": self.v[b, 1:c + 1] if self.nodal_v else self.v[b, :c]}
+        rec = {
+            "q": self.q[b, 1 : c + 1],
+            "p": self.p[b, 1 : c + 1],
+            "lam": self.lam[b, :c],
+            "iterations": self.iterations[b, :c],
+            "residual": self.residual[b, :c],
+            "t": self.t[1 : c + 1],
+            "index": self.nodes[:c] - 1,
+            "v": self.v[b, 1 : c + 1] if self.nodal_v else self.v[b, :c],
+        }
         if self.gam is not None:
             rec["gam"] = self.gam[b, :c]
         return rec
@@ -180,9 +212,9 @@ class KeptNodes:
         counts = self.kept_count(n)
         for b in np.flatnonzero(counts < self.nodes.size):
             c = int(counts[b])
-            self.q[b, c + 1:] = np.nan
-            self.p[b, c + 1:] = np.nan
-            self.v[b, (c + 1 if self.nodal_v else c):] = np.nan
+            self.q[b, c + 1 :] = np.nan
+            self.p[b, c + 1 :] = np.nan
+            self.v[b, (c + 1 if self.nodal_v else c) :] = np.nan
             self.lam[b, c:] = np.nan
             if self.gam is not None:
                 self.gam[b, c:] = np.nan

@@ -3,6 +3,7 @@ resolution, the initial states and the start, the host loop over the compiled ch
 records and the result. :func:`livens.simulate`, :func:`livens.simulate_ensemble` and
 :func:`livens.flow` are presets of it (:mod:`livens.driver.options` names what differs).
 """
+
 from __future__ import annotations
 
 import time
@@ -15,23 +16,49 @@ import numpy as np
 from .. import engine
 from .._progress import progress_bar
 from ..schemes.base import State
+from ..timestep import make_loop
 from . import failure
-from .executors import Batched, NativeLanes, NativeMembers, Single as SingleExecutor
+from .executors import Batched, NativeLanes, NativeMembers
+from .executors import Single as SingleExecutor
 from .host import NothingComputed, Recorder, run_host_loop
 from .options import DEFAULT_CHUNK, Arrays, InGraph, Members, Memory, NaNFlag, PerMember, Raise, Single, Stream
 from .records import KeptNodes, record_layout
-from .setup import Plan, initial_state, member_states, plan as make_plan
-from ..timestep import make_loop
+from .setup import Plan, initial_state, member_states
+from .setup import plan as make_plan
 
 LANES = 8
 """Members per lane kernel (:mod:`livens.engine.native.member_lanes`): eight doubles are one AVX-512
 vector; ensembles of at least twice as many members run in lane kernels where possible."""
 
 
-def run(problem, scheme="VI-S", *, h=None, t_end=None, n_steps=None, tol=1e-9, max_iter=40, guess=None,
-        parameters=None, params=None, final_iteration=False, backend=None, members=None, executor=Single(),
-        output=Memory(), on_failure=Raise(), adjoint=None, progress=None, blowup_factor=None, resume=None,
-        default_guess=None):
+_SINGLE, _MEMORY, _RAISE = Single(), Memory(), Raise()
+"""The defaults of :func:`run` (frozen option objects)."""
+
+
+def run(
+    problem,
+    scheme="VI-S",
+    *,
+    h=None,
+    t_end=None,
+    n_steps=None,
+    tol=1e-9,
+    max_iter=40,
+    guess=None,
+    parameters=None,
+    params=None,
+    final_iteration=False,
+    backend=None,
+    members=None,
+    executor=_SINGLE,
+    output=_MEMORY,
+    on_failure=_RAISE,
+    adjoint=None,
+    progress=None,
+    blowup_factor=None,
+    resume=None,
+    default_guess=None,
+):
     """Run ``scheme`` on ``problem``: the one driver (module docstring).
 
     h, t_end (or n_steps), tol, max_iter, guess, parameters (the System's), params (the scheme's),
@@ -48,10 +75,21 @@ def run(problem, scheme="VI-S", *, h=None, t_end=None, n_steps=None, tol=1e-9, m
     if isinstance(executor, InGraph):
         from .ingraph import flow_function
 
-        p = make_plan(problem, scheme, h=h, n_steps=n_steps, tol=tol, max_iter=max_iter, guess=guess,
-                      params=params, backend=backend, default_guess=default_guess)
-        return flow_function(p, executor, output if isinstance(output, Arrays) else Arrays(output.save_every),
-                             on_failure, adjoint)
+        p = make_plan(
+            problem,
+            scheme,
+            h=h,
+            n_steps=n_steps,
+            tol=tol,
+            max_iter=max_iter,
+            guess=guess,
+            params=params,
+            backend=backend,
+            default_guess=default_guess,
+        )
+        return flow_function(
+            p, executor, output if isinstance(output, Arrays) else Arrays(output.save_every), on_failure, adjoint
+        )
     if blowup_factor is not None and not (blowup_factor > 0):
         raise ValueError(f"blowup_factor must be positive; got {blowup_factor!r}.")
     t_start, offset = 0.0, 0
@@ -62,10 +100,22 @@ def run(problem, scheme="VI-S", *, h=None, t_end=None, n_steps=None, tol=1e-9, m
     NothingComputed.set(True)
     try:
         with engine.serial_blas():  # XLA's LAPACK calls on one BLAS thread (livens.engine.threads)
-            p = make_plan(problem, scheme, h=h, t_end=t_end, tol=tol, max_iter=max_iter, guess=guess,
-                          parameters=parameters, params=params, final_iteration=final_iteration, backend=backend,
-                          t_start=t_start, offset=offset if resume is None else _resume_offset(resume),
-                          default_guess=default_guess)
+            p = make_plan(
+                problem,
+                scheme,
+                h=h,
+                t_end=t_end,
+                tol=tol,
+                max_iter=max_iter,
+                guess=guess,
+                parameters=parameters,
+                params=params,
+                final_iteration=final_iteration,
+                backend=backend,
+                t_start=t_start,
+                offset=offset if resume is None else _resume_offset(resume),
+                default_guess=default_guess,
+            )
             if isinstance(executor, Members):
                 return _members_run(p, members, executor, output, on_failure, progress)
             return _single_run(p, executor, output, on_failure, progress, blowup_factor, resume)
@@ -80,6 +130,7 @@ def _single_loop(p: Plan, layout, chunk: int):
     key = (p.mech, p.scheme, p.guess, chunk, layout, p.newton, p.engine)
     hit = _LOOPS.get(key)
     if hit is None:
+
         def build(**opts):
             return make_loop(p.mech, p.scheme, p.guess, chunk, layout, p.newton, **opts)
 
@@ -103,14 +154,15 @@ def _check_start(p: Plan, info, member: int | None = None) -> None:
         eq = "15" if p.scheme.name == "vi-lagrange" else "17" if p.scheme.name == "vi-nullspace" else "of the start"
         who = f" for member {b} ({bad.size} member(s) in all)" if member is not None else ""
         raise ValueError(
-            f"{p.scheme.name}: the start step (004 eq {eq}) did not converge{who}: residual "
+            f"{p.scheme.name}: the start step (SLO09 eq {eq}) did not converge{who}: residual "
             f"{float(np.atleast_1d(resid)[b]):.3e} after {int(np.atleast_1d(its)[b])} Newton iterations with "
-            f"h = {p.h:g}. Try a smaller h.")
+            f"h = {p.h:g}. Try a smaller h."
+        )
 
 
 def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_factor, resume):
-    from ..solution import Solution
     from ..engine.native.runner import runs_natively
+    from ..solution import Solution
 
     sch, mech, problem = p.scheme, p.mech, p.problem
     save_every = output.save_every
@@ -123,7 +175,8 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         args = (state, np.float64(p.h), p.jparams, p.jsys)
         native = runs_natively(p.engine, engine.loop_size(p.unknowns, mech.d, mech.m))
         shapes, finish_start = engine.start_program(
-            (sch.name, mech, jnp.shape(state.q)), _start_fn(p), args, p.engine, native)
+            (sch.name, mech, jnp.shape(state.q)), _start_fn(p), args, p.engine, native
+        )
         state = shapes[0]  # the state's shapes now; its values once the time loop is compiled
     layout = record_layout(sch, mech, p.guess, state, p.h, p.params)
     runner = _single_loop(p, layout, executor.chunk)
@@ -140,21 +193,49 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         from ..guess import GuessHistory
 
         history = GuessHistory.from_meta(resume.meta.get("guess_history"), p.offset, empty)
-    start_node = {"t": p.t_start, "q": np.asarray(state.q), "p": np.asarray(state.p), "v": np.asarray(state.v),
-                  "m": mech.m}
+    start_node = {
+        "t": p.t_start,
+        "q": np.asarray(state.q),
+        "p": np.asarray(state.p),
+        "v": np.asarray(state.v),
+        "m": mech.m,
+    }
     meta = _meta(p, save_every, on_failure)
     meta["chunk"] = executor.chunk
     stream = None
     if isinstance(output, Stream):
         from ..stream import NetCDFStream
 
-        stream = NetCDFStream(output.path, mech.d, mech.m, sch.capabilities.gamma, sch.capabilities.velocity_kind,
-                              {"scheme": sch.name, "params": p.params, "meta": {**meta, "example": problem.name,
-                               "problem_parameters": dict(problem.parameters)}})
-        stream.append([p.t_start], start_node["q"][None], start_node["p"][None], start_node["v"][None],
-                      {"index": np.zeros(0, np.int64)})
-    kept = KeptNodes(1, p.steps, p.offset, save_every, p.t_start, p.h, start_node,
-                     sch.capabilities.velocity_kind == "nodal", sch.capabilities.gamma)
+        stream = NetCDFStream(
+            output.path,
+            mech.d,
+            mech.m,
+            sch.capabilities.gamma,
+            sch.capabilities.velocity_kind,
+            {
+                "scheme": sch.name,
+                "params": p.params,
+                "meta": {**meta, "example": problem.name, "problem_parameters": dict(problem.parameters)},
+            },
+        )
+        stream.append(
+            [p.t_start],
+            start_node["q"][None],
+            start_node["p"][None],
+            start_node["v"][None],
+            {"index": np.zeros(0, np.int64)},
+        )
+    kept = KeptNodes(
+        1,
+        p.steps,
+        p.offset,
+        save_every,
+        p.t_start,
+        p.h,
+        start_node,
+        sch.capabilities.velocity_kind == "nodal",
+        sch.capabilities.gamma,
+    )
     ex = SingleExecutor(runner, state, history, p.t_start, consts, executor.chunk)
     energy0 = None
     if blowup_factor is not None:
@@ -164,9 +245,19 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
     bar = progress_bar(p.steps, progress)
     wall0 = time.perf_counter()
     try:
-        out = run_host_loop(p, ex, layout, Recorder(kept, stream), np.zeros(1, np.int64), np.array([p.steps]),
-                            policy=on_failure, blowup_factor=blowup_factor, energy0=energy0, progress_bar=bar,
-                            empty_history=empty)
+        out = run_host_loop(
+            p,
+            ex,
+            layout,
+            Recorder(kept, stream),
+            np.zeros(1, np.int64),
+            np.array([p.steps]),
+            policy=on_failure,
+            blowup_factor=blowup_factor,
+            energy0=energy0,
+            progress_bar=bar,
+            empty_history=empty,
+        )
     finally:
         if stream is not None:
             stream.close()  # the rows it still holds: the file has every kept step
@@ -174,8 +265,13 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
             bar.close()
     n_done = int(out.n[0])
     state, history = ex.state, ex.history
-    meta.update(wall_time=time.perf_counter() - wall0, compile_time=ahead_compile + out.compile_time, steps=n_done,
-                rescued_steps=out.rescued.get(0, []), backend=ex.backend)
+    meta.update(
+        wall_time=time.perf_counter() - wall0,
+        compile_time=ahead_compile + out.compile_time,
+        steps=n_done,
+        rescued_steps=out.rescued.get(0, []),
+        backend=ex.backend,
+    )
     if ex.reason and meta["backend"] == "xla":
         meta["native_fallback"] = ex.reason
     stopped = out.failed[0] or out.interrupted
@@ -191,20 +287,31 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         sol.to_netcdf(path)
     if out.failed[0]:
         kind, step, resid, its = out.stops[0]
-        failure.raise_failure(p, kind, step, resid, its, n_done, sol, path, on_failure.rescue, blowup_factor, save_every)
+        failure.raise_failure(
+            p, kind, step, resid, its, n_done, sol, path, on_failure.rescue, blowup_factor, save_every
+        )
     if out.interrupted:
-        failure.raise_failure(p, "interrupt", n_done, float("nan"), 0, n_done, sol, path, on_failure.rescue,
-                              save_every=save_every)
+        failure.raise_failure(
+            p, "interrupt", n_done, float("nan"), 0, n_done, sol, path, on_failure.rescue, save_every=save_every
+        )
     return sol
 
 
 def _meta(p: Plan, save_every: int, on_failure) -> dict:
     from ..solvers.newton import ROUNDOFF
 
-    meta = dict(h=p.h, t_end=float(p.t_start + p.steps * p.h), tol=p.tol if p.newton[0] == ROUNDOFF else float(p.tol),
-                final_iteration=p.newton[1], max_iter=p.max_iter, guess=p.guess, save_every=int(save_every),
-                t_start=p.t_start, step_offset=p.offset,
-                solver="newton+rescue" if getattr(on_failure, "rescue", False) else "newton")
+    meta = dict(
+        h=p.h,
+        t_end=float(p.t_start + p.steps * p.h),
+        tol=p.tol if p.newton[0] == ROUNDOFF else float(p.tol),
+        final_iteration=p.newton[1],
+        max_iter=p.max_iter,
+        guess=p.guess,
+        save_every=int(save_every),
+        t_start=p.t_start,
+        step_offset=p.offset,
+        solver="newton+rescue" if getattr(on_failure, "rescue", False) else "newton",
+    )
     if p.system is not None:
         meta["parameters"] = {k: np.asarray(v).tolist() for k, v in p.system.items()}
     if p.scheme.capabilities.symmetries:  # the symmetries whose momentum maps the scheme keeps by construction
@@ -271,12 +378,13 @@ def _members_executor(p: Plan, executor: Members, layout, state, history, B: int
     one = jax.tree_util.tree_map(lambda a: a[0], (state, history))
     args = (*one, np.float64(0.0), np.int64(0), *consts)
     fallback = None
-    for lanes in ((LANES, 0) if B >= 2 * LANES else (0,)):
+    for lanes in (LANES, 0) if B >= 2 * LANES else (0,):
         key = (p.mech, p.scheme, p.guess, native_chunk, layout, p.newton, p.engine, lanes)
         runner = _MEMBER_KERNELS.get(key)
         if runner is None:
-            runner = _MEMBER_KERNELS[key] = engine.member_loop(build_one(native_chunk), p.unknowns, p.mech.d,
-                                                               p.mech.m, p.engine, lanes)
+            runner = _MEMBER_KERNELS[key] = engine.member_loop(
+                build_one(native_chunk), p.unknowns, p.mech.d, p.mech.m, p.engine, lanes
+            )
         if runner is None:
             break
         kernel = runner.kernel(*args)
@@ -287,6 +395,7 @@ def _members_executor(p: Plan, executor: Members, layout, state, history, B: int
     key = (p.mech, p.scheme, p.guess, xla_chunk, layout, p.newton, p.engine)
     batched = _BATCHED.get(key)
     if batched is None:
+
         def build_mapped(**opts):
             loop = make_loop(p.mech, p.scheme, p.guess, xla_chunk, layout, p.newton, batched=True, **opts)
             return jax.vmap(loop, in_axes=(0, 0, None, 0, 0, None, None, None, None, None))
@@ -317,23 +426,51 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
     history = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), empty)
     ex, chunk = _members_executor(p, executor, layout, state, history, B)
     start_node = {"t": 0.0, "q": q0, "p": p0, "v": v0, "m": m}
-    kept = KeptNodes(B, p.steps, 0, output.save_every, 0.0, p.h, start_node,
-                     sch.capabilities.velocity_kind == "nodal", sch.capabilities.gamma)
+    kept = KeptNodes(
+        B,
+        p.steps,
+        0,
+        output.save_every,
+        0.0,
+        p.h,
+        start_node,
+        sch.capabilities.velocity_kind == "nodal",
+        sch.capabilities.gamma,
+    )
     meta = _meta(p, output.save_every, on_failure)
     meta.update(members=B, v0s=v0, chunk=chunk, example=problem.name, problem_parameters=dict(problem.parameters))
     stream = None
     if isinstance(output, Stream):
         from ..stream import NetCDFStream
 
-        stream = NetCDFStream(output.path, mech.d, m, sch.capabilities.gamma, sch.capabilities.velocity_kind,
-                              {"scheme": sch.name, "params": p.params, "meta": {**meta, "v0s": v0, "example": problem.name,
-                               "problem_parameters": dict(problem.parameters)}}, members=B)
+        stream = NetCDFStream(
+            output.path,
+            mech.d,
+            m,
+            sch.capabilities.gamma,
+            sch.capabilities.velocity_kind,
+            {
+                "scheme": sch.name,
+                "params": p.params,
+                "meta": {**meta, "v0s": v0, "example": problem.name, "problem_parameters": dict(problem.parameters)},
+            },
+            members=B,
+        )
         stream.append_rows(kept, 0, 0, start=True)
     bar = progress_bar(B * p.steps, progress, unit="member-step")
     try:
-        out = run_host_loop(p, ex, layout, Recorder(kept, stream), np.zeros(B, np.int64), np.full(B, p.steps),
-                            policy=on_failure, progress_bar=bar, empty_history=empty,
-                            stop_run_on_failure=not isinstance(on_failure, PerMember))
+        out = run_host_loop(
+            p,
+            ex,
+            layout,
+            Recorder(kept, stream),
+            np.zeros(B, np.int64),
+            np.full(B, p.steps),
+            policy=on_failure,
+            progress_bar=bar,
+            empty_history=empty,
+            stop_run_on_failure=not isinstance(on_failure, PerMember),
+        )
     finally:
         ex.close()
         if stream is not None:
@@ -343,9 +480,14 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
     if out.interrupted:  # what was computed: the rows up to the member that got furthest
         kept.truncate(int(out.n.max()))
     kept.fill_after(out.n, out.failed)
-    meta.update(wall_time=time.perf_counter() - wall0, compile_time=out.compile_time, steps=int(p.steps),
-                backend=ex.backend, lanes=getattr(ex, "lanes", 0),
-                rescued_steps={int(b): v for b, v in out.rescued.items()})
+    meta.update(
+        wall_time=time.perf_counter() - wall0,
+        compile_time=out.compile_time,
+        steps=int(p.steps),
+        backend=ex.backend,
+        lanes=getattr(ex, "lanes", 0),
+        rescued_steps={int(b): v for b, v in out.rescued.items()},
+    )
     if ex.backend == "xla" and getattr(ex, "reason", None):
         meta["native_fallback"] = ex.reason
     ens = EnsembleSolution.from_kept(kept, out.n, out.failed, sch, p.params, meta, problem, mech)
@@ -356,7 +498,10 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
         warnings.warn(
             f"Newton did not converge for {bad.size} of {B} ensemble members (first: member {bad[0]} in step "
             f"{int(out.n[bad[0]])}); they keep their converged steps (ens.steps, ens.failed). Try a smaller h, "
-            "a larger max_iter, or guess='advanced'.", RuntimeWarning, stacklevel=4)
+            "a larger max_iter, or guess='advanced'.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
     if out.interrupted:
         from ..errors import SimulationInterrupted
 
@@ -364,7 +509,11 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
         raise SimulationInterrupted(
             f"Interrupted after {done} of {p.steps} steps of every member; the ensemble computed so far is kept in "
             "the error's .solution" + (f" and in {output.path!r}." if isinstance(output, Stream) else "."),
-            solution=ens, step=done, time=done * p.h, reason=f"Interrupted after {done} of {p.steps} steps.")
+            solution=ens,
+            step=done,
+            time=done * p.h,
+            reason=f"Interrupted after {done} of {p.steps} steps.",
+        )
     return ens
 
 

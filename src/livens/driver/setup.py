@@ -3,6 +3,7 @@ resolved against the system, the Newton options, and the initial states of its m
 
 :class:`Plan` holds the result; :func:`plan` makes it. Nothing here is compiled.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from ..solvers.newton import ROUNDOFF
 from ..system import Problem, parameter_values
 
 GUESSES = ("simple", "advanced", "extrapolated")
-"""The first guesses of Newton's method: 002 Table 2's "simple" (the unknowns of step n) and
+"""The first guesses of Newton's method: KBS23b Table 2's "simple" (the unknowns of step n) and
 "advanced" (q^n + h v^n), and livens' "extrapolated" (:mod:`livens.guess`)."""
 
 ROUNDOFF_TOL = 1e-12
@@ -34,8 +35,10 @@ rescue's stopping rule, and the convergence flag of a differentiable run."""
 def check_guess(guess) -> None:
     """A guess name, or None for the scheme's own (``Scheme.solving.guess``)."""
     if guess is not None and guess not in GUESSES:
-        raise ValueError(f"guess must be one of {', '.join(map(repr, GUESSES))} (or None: the scheme's "
-                         f"preferred one); got {guess!r}.")
+        raise ValueError(
+            f"guess must be one of {', '.join(map(repr, GUESSES))} (or None: the scheme's "
+            f"preferred one); got {guess!r}."
+        )
 
 
 def newton_options(tol, final_iteration: bool = False) -> tuple:
@@ -59,15 +62,20 @@ def check_capabilities(scheme: Scheme, problem: Problem, mech: Mechanics) -> Non
     caps = scheme.capabilities
     if caps.mass_inverse and not (mech.constant_mass and mech.Minv_const is not None):
         what = "configuration dependent" if not mech.constant_mass else "singular"
-        raise ValueError(f"Scheme {scheme.name!r} needs M^-1, but the mass matrix of this system is {what}. "
-                         f"Schemes that accept it: {_accepting(lambda c: not c.mass_inverse)}.")
+        raise ValueError(
+            f"Scheme {scheme.name!r} needs M^-1, but the mass matrix of this system is {what}. "
+            f"Schemes that accept it: {_accepting(lambda c: not c.mass_inverse)}."
+        )
     if mech.has_dissipation and not caps.dissipation:
-        raise ValueError(f"Scheme {scheme.name!r} does not treat a dissipation matrix C(q); schemes that do: "
-                         f"{_accepting(lambda c: c.dissipation)}.")
+        raise ValueError(
+            f"Scheme {scheme.name!r} does not treat a dissipation matrix C(q); schemes that do: "
+            f"{_accepting(lambda c: c.dissipation)}."
+        )
     if mech.has_external_force and not caps.external_force:
         raise ValueError(
             f"Scheme {scheme.name!r} has no external force term F(q, v, t) in its equations, so it would ignore "
-            f"this system's external_force; schemes that apply it: {_accepting(lambda c: c.external_force)}.")
+            f"this system's external_force; schemes that apply it: {_accepting(lambda c: c.external_force)}."
+        )
 
 
 def resolve(problem: Problem, scheme, params: dict, system_values: dict | None = None):
@@ -125,20 +133,42 @@ class Plan:
         """The runtime arguments of the chunk loop after (state, history, t_start, n0): n_stop, h,
         tol, max_iter, the scheme's and the System's parameters (NumPy scalars: one compiled
         program for every value)."""
-        return (np.int64(self.steps), np.float64(self.h), np.float64(self.tol_num), np.int32(self.max_iter),
-                self.jparams, self.jsys)
+        return (
+            np.int64(self.steps),
+            np.float64(self.h),
+            np.float64(self.tol_num),
+            np.int32(self.max_iter),
+            self.jparams,
+            self.jsys,
+        )
 
     def empty_history(self, state: State) -> GuessHistory:
         """An empty history of step solutions for the "extrapolated" guess (:mod:`livens.guess`)."""
         sch, mech = self.scheme, self.mech
-        nx = jax.eval_shape(lambda s: sch.pack(sch.guess(s, self.h, 0.0, self.jparams, mech, "simple"), mech.d,
-                                               mech.m), state).shape[0]
+        nx = jax.eval_shape(
+            lambda s: sch.pack(sch.guess(s, self.h, 0.0, self.jparams, mech, "simple"), mech.d, mech.m), state
+        ).shape[0]
         return GuessHistory.empty(nx)
 
 
-def plan(problem: Problem, scheme, *, h=None, t_end=None, n_steps=None, tol=1e-9, max_iter=40, guess=None,
-         parameters=None, params=None, final_iteration=False, backend=None, t_start=0.0, offset=0,
-         default_guess=None) -> Plan:
+def plan(
+    problem: Problem,
+    scheme,
+    *,
+    h=None,
+    t_end=None,
+    n_steps=None,
+    tol=1e-9,
+    max_iter=40,
+    guess=None,
+    parameters=None,
+    params=None,
+    final_iteration=False,
+    backend=None,
+    t_start=0.0,
+    offset=0,
+    default_guess=None,
+) -> Plan:
     """Check a run's arguments and resolve its scheme (module docstring). The run's length is
     ``n_steps``, or (t_end - t_start) / h; ``default_guess``: the guess where ``guess`` is None
     (None: the scheme's own)."""
@@ -163,10 +193,25 @@ def plan(problem: Problem, scheme, *, h=None, t_end=None, n_steps=None, tol=1e-9
     sch, vals, mech = resolve(problem, scheme, params or {}, sys_values)
     jsys = None if sys_values is None else {k: jnp.asarray(v) for k, v in sys_values.items()}
     guess = guess if guess is not None else (default_guess or sch.solving.guess)
-    return Plan(problem=problem, scheme=sch, params=vals, mech=mech, guess=guess, newton=nopts, tol=tol,
-                tol_num=ROUNDOFF_TOL if nopts[0] == ROUNDOFF else float(tol), max_iter=int(max_iter), h=float(h),
-                steps=steps, t_start=float(t_start), offset=int(offset), system=sys_values, jsys=jsys,
-                jparams={k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}, engine=engine)
+    return Plan(
+        problem=problem,
+        scheme=sch,
+        params=vals,
+        mech=mech,
+        guess=guess,
+        newton=nopts,
+        tol=tol,
+        tol_num=ROUNDOFF_TOL if nopts[0] == ROUNDOFF else float(tol),
+        max_iter=int(max_iter),
+        h=float(h),
+        steps=steps,
+        t_start=float(t_start),
+        offset=int(offset),
+        system=sys_values,
+        jsys=jsys,
+        jparams={k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()},
+        engine=engine,
+    )
 
 
 def initial_state(problem: Problem, mech: Mechanics, scheme: Scheme | None = None) -> State:
@@ -184,8 +229,9 @@ def member_states(plan: Plan, q0s, v0s) -> tuple[np.ndarray, np.ndarray, np.ndar
     problem, mech = plan.problem, plan.mech
     d = mech.d
     if q0s is None and v0s is None:
-        raise ValueError("Give the initial states: q0s and/or v0s of shape (B, d) (the other one defaults to the "
-                         "problem's).")
+        raise ValueError(
+            "Give the initial states: q0s and/or v0s of shape (B, d) (the other one defaults to the problem's)."
+        )
 
     def as_batch(name, x, ref):
         a = np.asarray(ref if x is None else x, dtype=float)
@@ -219,7 +265,8 @@ def member_states(plan: Plan, q0s, v0s) -> tuple[np.ndarray, np.ndarray, np.ndar
                 raise ValueError(
                     f"Member {b} of the ensemble starts off the constraint manifold ({len(bad)} member(s) in all): "
                     f"{what}: {constraint_label(problem.system, k)} = {r[b, k]:.3e} > {tol:g}. Project each state "
-                    "with lv.consistent_initial_state(system, q0, v0).")
+                    "with lv.consistent_initial_state(system, q0, v0)."
+                )
     if mech.constant_mass:
         p0 = v0 @ np.asarray(mech.M_const).T
     else:

@@ -21,6 +21,7 @@ compiled functions. What it does, each in a module of its own:
 :func:`wait` waits for every compile running in the background (native ``-O2`` libraries, XLA's
 optimized tier), as a benchmark does before it measures.
 """
+
 from .._lru import CompiledCache
 from .loops import batched_loop, member_loop, program, single_loop, start_program, step_options
 from .options import BACKENDS, EngineOptions, engine_options, loop_size
@@ -40,7 +41,21 @@ def wait(timeout: float | None = None) -> None:
 
 
 __all__ = [
-    "BACKENDS", "CompiledCache", "EngineOptions", "ImmediateProgram", "background", "batched_loop",
-    "compilation_cache_dir", "engine_options", "loop_size", "member_loop", "program", "serial_blas",
-    "single_loop", "start_program", "step_options", "wait", "xla_jit",
+    "BACKENDS",
+    "CompiledCache",
+    "EngineOptions",
+    "ImmediateProgram",
+    "background",
+    "batched_loop",
+    "compilation_cache_dir",
+    "engine_options",
+    "loop_size",
+    "member_loop",
+    "program",
+    "serial_blas",
+    "single_loop",
+    "start_program",
+    "step_options",
+    "wait",
+    "xla_jit",
 ]

@@ -1,6 +1,7 @@
 """Walking a jaxpr with its sub-jaxprs (loop bodies, branches, called functions): shared by the
 rewrite of small products (:mod:`livens.engine.small_products`) and the native translator
 (:mod:`livens.engine.native.codegen`), which both treat large called functions apart from small ones."""
+
 from __future__ import annotations
 
 from jax.extend import core as jcore
@@ -9,7 +10,7 @@ from jax.extend import core as jcore
 def sub_jaxprs(eqn):
     """The jaxprs in an equation's parameters (loop bodies, branches, called functions)."""
     for v in eqn.params.values():
-        for x in (v if isinstance(v, (tuple, list)) else (v,)):
+        for x in v if isinstance(v, (tuple, list)) else (v,):
             if isinstance(x, jcore.ClosedJaxpr):
                 yield x.jaxpr
             elif isinstance(x, jcore.Jaxpr):

@@ -18,6 +18,7 @@ the engine decides what runs it:
 small-product rewrite of its residual and Newton update (XLA programs of small systems), and
 the residual written once in the extrapolated guess (programs that XLA compiles).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -25,8 +26,8 @@ from concurrent.futures import Future
 
 import jax
 
-from . import xla
 from .._lru import CompiledCache
+from . import xla
 from .options import EngineOptions, loop_size
 from .small_products import fold_constants, fuse_small_dots
 from .tiers import TieredJit, background
@@ -109,13 +110,19 @@ def start_program(key, fn, args, options: EngineOptions, native: bool):
 
         try:
             traced = trace_function(fn, *args)
-            shapes, compiled = traced.out_shape, background(lambda: compile_traced(traced, once=True),
-                                                            "livens-start-compile")
+            shapes, compiled = (
+                traced.out_shape,
+                background(lambda: compile_traced(traced, once=True), "livens-start-compile"),
+            )
         except Unsupported:
             compiled = None
         except Exception as exc:  # noqa: BLE001 - a fault of the translator: XLA compiles the start, and says so
-            warnings.warn(f"the native translator failed on the start step ({type(exc).__name__}: {exc}); XLA "
-                          "compiles it instead (results agree to round-off).", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"the native translator failed on the start step ({type(exc).__name__}: {exc}); XLA "
+                "compiles it instead (results agree to round-off).",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             compiled = None
     if compiled is None:
         traced = _jit(fn, options, once=True).trace(*args)

@@ -17,6 +17,7 @@ It is given per run (``simulate(..., backend=...)``, ``simulate_ensemble``, ``fl
 process by the environment variable ``LIVENS_BACKEND``. Every backend computes the same equations
 with the same Newton iteration; results agree to round-off.
 """
+
 from __future__ import annotations
 
 import os

@@ -12,15 +12,18 @@ It is applied to the residual and to the Newton update of every scheme by the ti
 (:func:`livens.engine.step_options`), not to ensembles nor to :func:`livens.flow` (batched, the matrix products are
 faster). The limit of 2048 entries was chosen by measurement (``python -m benchmarks``): it speeds
 up a heavy-top step (d = 12) and leaves larger systems as they were, while a larger limit slowed
-a chain of 32 pendulums (d = 96) down (XLA recomputes fused sums). Set the environment variable ``LIVENS_FUSE_DOTS=0`` to
+a chain of 32 pendulums (d = 96) down (XLA recomputes fused sums). Set the environment variable
+``LIVENS_FUSE_DOTS=0`` to
 switch it off (e.g. to compare), or to an integer to choose the limit; if a jaxpr holds something
 the rewrite does not know, the function is used unchanged.
 
 The same rewrite evaluates operations on constants only at trace time, with NumPy: jnp's index
 arithmetic in front of every ``x[idx]`` with a constant index array, repeated by AD for each
-derivative, which XLA on a CPU was seen to run at every call. :func:`fold_constants` does only that (ensembles, where small matrix products are
+derivative, which XLA on a CPU was seen to run at every call. :func:`fold_constants` does only that (ensembles,
+where small matrix products are
 better kept as they are).
 """
+
 from __future__ import annotations
 
 import functools
@@ -75,20 +78,38 @@ def _dot_as_sum(lhs, rhs, dimension_numbers, preferred_element_type=None, **_):
 # a CPU was seen to run these as operations of their own at every call; they are evaluated once,
 # at trace time, with NumPy.
 
+
 def _ufunc(f):
     return lambda *xs, **_: f(*xs)
 
 
 _FOLD = {  # primitive -> NumPy implementation (operands, **primitive parameters)
-    **{name: _ufunc(f) for name, f in {
-        "add": np.add, "sub": np.subtract, "mul": np.multiply, "neg": np.negative, "max": np.maximum,
-        "min": np.minimum, "rem": np.remainder, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-        "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal, "and": np.logical_and,
-        "or": np.logical_or, "not": np.logical_not}.items()},
+    **{
+        name: _ufunc(f)
+        for name, f in {
+            "add": np.add,
+            "sub": np.subtract,
+            "mul": np.multiply,
+            "neg": np.negative,
+            "max": np.maximum,
+            "min": np.minimum,
+            "rem": np.remainder,
+            "lt": np.less,
+            "le": np.less_equal,
+            "gt": np.greater,
+            "ge": np.greater_equal,
+            "eq": np.equal,
+            "ne": np.not_equal,
+            "and": np.logical_and,
+            "or": np.logical_or,
+            "not": np.logical_not,
+        }.items()
+    },
     "select_n": lambda which, *cases, **_: np.choose(np.asarray(which, dtype=int), cases),
     "convert_element_type": lambda x, new_dtype, **_: np.asarray(x).astype(new_dtype),
     "broadcast_in_dim": lambda x, shape, broadcast_dimensions, **_: np.broadcast_to(
-        np.expand_dims(x, tuple(i for i in range(len(shape)) if i not in broadcast_dimensions)), shape),
+        np.expand_dims(x, tuple(i for i in range(len(shape)) if i not in broadcast_dimensions)), shape
+    ),
     "concatenate": lambda *xs, dimension, **_: np.concatenate(xs, axis=dimension),
     "reshape": lambda x, new_sizes, **_: np.reshape(x, new_sizes),
     "squeeze": lambda x, dimensions, **_: np.squeeze(x, axis=tuple(dimensions)),
@@ -96,7 +117,8 @@ _FOLD = {  # primitive -> NumPy implementation (operands, **primitive parameters
     "transpose": lambda x, permutation, **_: np.transpose(x, permutation),
     "iota": lambda *, dtype, shape, dimension, **_: np.broadcast_to(
         np.arange(shape[dimension], dtype=dtype).reshape([-1 if i == dimension else 1 for i in range(len(shape))]),
-        shape),
+        shape,
+    ),
 }
 _FOLD_MAX = 1 << 16  # entries: fold only index-sized arrays
 

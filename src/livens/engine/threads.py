@@ -18,6 +18,7 @@ livens driver (``jax.jit`` or ``jax.grad`` of an :func:`livens.flow` function) c
 ``with livens.engine.serial_blas():`` to the same effect. ``LIVENS_BLAS_THREADS`` sets another
 count (``0``: leave the libraries as they are).
 """
+
 from __future__ import annotations
 
 import contextlib

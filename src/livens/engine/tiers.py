@@ -2,7 +2,7 @@
 
 XLA's CPU compiler spends most of its time on LLVM's optimization of the generated code. At XLA's
 lowest backend optimization level (``xla_backend_optimization_level=0``) a large time loop (the
-beams of 004 §4.2, the double four-bar's energy schemes) compiles in about half the time and runs
+beams of SLO09 §4.2, the double four-bar's energy schemes) compiles in about half the time and runs
 about half as fast. :class:`TieredJit` is ``jax.jit`` for such programs: the first call of each
 argument signature compiles the program at level 0 and runs it; a background thread compiles it
 again at XLA's default level, and every call after that compile has ended uses the optimized
@@ -15,17 +15,18 @@ which chunks ran on which executable depends on when the background compile ende
 fewer than :data:`LARGE` equations compiles fast at the default level and is compiled once, at it.
 
 This is the XLA counterpart of the native backend's ``-Og`` / ``-O2`` pair
-(:mod:`livens.engine.native.build`, whose two levels give the same bits); :func:`wait` waits for the background compiles, as
+(:mod:`livens.engine.native.build`, whose two levels give the same bits); :func:`wait` waits for the background
+compiles, as
 :func:`livens.engine.native.wait` does for the C compiler's. A process that ends while one still runs waits
 for it at exit (XLA's compiler cannot be stopped, and the interpreter's shutdown under it would abort
 the process).
 """
+
 from __future__ import annotations
 
 import atexit
 import threading
 from concurrent.futures import Future
-
 
 from . import xla
 from .jaxprs import size as jaxpr_size
@@ -87,7 +88,7 @@ class TieredJit:
         self._program(args)
 
     def level(self, *args) -> str | None:
-        """"quick" or "default": the executable the next call with these arguments runs (None if not compiled)."""
+        """ "quick" or "default": the executable the next call with these arguments runs (None if not compiled)."""
         program = self._programs.get(signature(args))
         if program is None:
             return None

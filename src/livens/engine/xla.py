@@ -20,6 +20,7 @@ first program (not at import), and leaves a cache directory already given to JAX
 (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config``) as it is. The native kernels of
 :mod:`livens.engine.native` keep their libraries in ``native/`` beside it.
 """
+
 from __future__ import annotations
 
 import functools

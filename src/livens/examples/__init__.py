@@ -4,6 +4,7 @@
 physical parameters (e.g. ``mass=2.0``) or ``h`` and ``t_end``. Modules register themselves with
 :func:`register` and are discovered automatically.
 """
+
 from __future__ import annotations
 
 import importlib

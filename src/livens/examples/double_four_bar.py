@@ -1,4 +1,4 @@
-"""Double four-bar linkage, with or without dampers (000 §5.2, eq 70-80), built from livens.bodies.
+"""Double four-bar linkage, with or without dampers (KBS23a §5.2, eq 70-80), built from livens.bodies.
 
 Five planar bars in director form (eq 70-73), mass m = 1 and length l = 1, J = m l^2 / 12 and
 E_1 = E_2 = J/2: the lower bars B1-B3 stand on ground pins P1 = (0, 0), P2 = (1, 0), P3 = (2, 0);
@@ -7,14 +7,14 @@ and P6 = (2, 1). Revolute joints (eq 74): 7 x 2 = 14 external and 5 x 3 = 15 int
 d = 30, m = 29, one degree of freedom (the inclination angle theta of the lower bars). Gravity
 b = -9.81 e2 (eq 72). Start upright (theta = pi/2) with the upper bars moving at v0 = 1 in +e1 and
 the lower bars' centres at v0/2 (their angular velocity is -v0/l). Defaults h = 1e-3, T = 10
-(000 §5.2). Horizontal configurations (theta = 0, pi) are singular: there G(q) loses rank.
+(KBS23a §5.2). Horizontal configurations (theta = 0, pi) are singular: there G(q) loses rank.
 
-``dampers=True`` adds the two viscous dampers of 000 eq 77-78, eta = 0.5 between P1 (ground) and
+``dampers=True`` adds the two viscous dampers of KBS23a eq 77-78, eta = 0.5 between P1 (ground) and
 P5 (right end of B4) and between P2 (ground) and P6 (right end of B5); the dissipation matrix
 C(q) = diag(0, 0, 0, C1, C2) (eq 79) is derived by AD from the Rayleigh function (eq 80 is garbled).
 
 Numbering: the bars follow the paper (B4, B5 upper, so that eq 74b and 78-79 read as printed);
-the initial data are those of papers/README.md (metis), whose bars 1-5 are our B1, B4, B2, B5, B3.
+the initial data are those of the authors' MATLAB code metis, whose bars 1-5 are our B1, B4, B2, B5, B3.
 No symmetry applies (gravity and the ground pins); the angular momentum of eq 75 is available as
 ``Assembly.rotation()`` for monitoring.
 
@@ -29,9 +29,15 @@ from .. import bodies as lb
 from . import register
 
 
-def assembly(mass: float = 1.0, length: float = 1.0, gravity: float = 9.81, v0: float = 1.0,
-             dampers: bool = False, eta: float = 0.5) -> "lb.Assembly":
-    """The linkage as an :class:`livens.bodies.Assembly` (000 §5.2)."""
+def assembly(
+    mass: float = 1.0,
+    length: float = 1.0,
+    gravity: float = 9.81,
+    v0: float = 1.0,
+    dampers: bool = False,
+    eta: float = 0.5,
+) -> "lb.Assembly":
+    """The linkage as an :class:`livens.bodies.Assembly` (KBS23a §5.2)."""
     l, half = float(length), 0.5 * float(length)
     w = -v0 / l  # angular velocity of the lower bars (clockwise for v0 > 0)
 
@@ -39,8 +45,7 @@ def assembly(mass: float = 1.0, length: float = 1.0, gravity: float = 9.81, v0: 
         """A lower bar B1-B3, standing on the ground, upright, turning at omega = -v0/l."""
         # metis data: B1 has d1 = (0, 1), d2 = (1, 0); B2, B3 have d1 = (0, -1), d2 = (-1, 0)
         d1 = (0.0, 1.0) if up else (0.0, -1.0)
-        return lb.bar(name, l, mass, center=(x, half), direction=d1, velocity=(0.5 * v0, 0.0),
-                      angular_velocity=w)
+        return lb.bar(name, l, mass, center=(x, half), direction=d1, velocity=(0.5 * v0, 0.0), angular_velocity=w)
 
     def upper(name, x):
         """An upper bar B4, B5, horizontal, moving at v0 in +e1."""
@@ -51,7 +56,7 @@ def assembly(mass: float = 1.0, length: float = 1.0, gravity: float = 9.81, v0: 
     low, high = (-half, 0.0), (half, 0.0)
 
     def foot(B):
-        """The material point of a lower bar on its ground pin (000 eq 74a)."""
+        """The material point of a lower bar on its ground pin (KBS23a eq 74a)."""
         return B.point(low if B is B1 else high)
 
     def top(B):
@@ -78,10 +83,17 @@ def assembly(mass: float = 1.0, length: float = 1.0, gravity: float = 9.81, v0: 
 
 
 @register("double-four-bar")
-def double_four_bar(mass: float = 1.0, length: float = 1.0, gravity: float = 9.81, v0: float = 1.0,
-                    dampers: bool = False, eta: float = 0.5):
-    """The double four-bar linkage of 000 §5.2 (h = 1e-3, T = 10); ``dampers=True`` adds the dampers
+def double_four_bar(
+    mass: float = 1.0,
+    length: float = 1.0,
+    gravity: float = 9.81,
+    v0: float = 1.0,
+    dampers: bool = False,
+    eta: float = 0.5,
+):
+    """The double four-bar linkage of KBS23a §5.2 (h = 1e-3, T = 10); ``dampers=True`` adds the dampers
     of eq 77-78 with constant ``eta``."""
     params = dict(mass=mass, length=length, gravity=gravity, v0=v0, dampers=bool(dampers), eta=eta)
-    return assembly(mass, length, gravity, v0, dampers, eta).problem(h=1e-3, t_end=10.0, name="double-four-bar",
-                                                                    parameters=params)
+    return assembly(mass, length, gravity, v0, dampers, eta).problem(
+        h=1e-3, t_end=10.0, name="double-four-bar", parameters=params
+    )

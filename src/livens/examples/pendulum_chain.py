@@ -6,18 +6,18 @@ the first hung from the origin, under gravity -g e3:
     M = diag(m_1 I, ..., m_N I),   V(q) = g sum_k m_k x_k . e3,
     g_k(q) = 1/2 (|x_k - x_{k-1}|^2 - l_k^2)  (k = 1..N, x_0 = 0),   m = N constraints.
 
-This is the double spherical pendulum of 004 §4.1 (eq 19 ff.) continued to N bodies, written in
+This is the double spherical pendulum of SLO09 §4.1 (eq 19 ff.) continued to N bodies, written in
 absolute instead of relative coordinates: for N = 2, x_1 = u_1 and x_2 = u_1 + u_2 map it onto
 ``double-spherical-pendulum`` (a linear change of coordinates, under which the GGL schemes are
 covariant). The chain starts straight along e1 (x_k = (l_1 + ... + l_k) e1); body 1 moves with
 velocity e2 and the others with e2 + e3, so that the relative velocities u_1' = e2, u_2' = e3,
-u_k' = 0 (k > 2) extend 004 §4.1's initial state; the state is consistent (every rod's length is
+u_k' = 0 (k > 2) extend SLO09 §4.1's initial state; the state is consistent (every rod's length is
 kept: (x_k - x_{k-1}) . (v_k - v_{k-1}) = 0). Symmetry: rotation about e3 acting on every body
 (J3 = sum_k (x_k x p_k) . e3).
 
-Defaults: T = 10 (as 004 §4.1) and a step that follows N,
+Defaults: T = 10 (as SLO09 §4.1) and a step that follows N,
 
-    h(N) = 0.01 min(1, sqrt(2 / N))        (0.01 for N <= 2, as 004 §4.1; 0.0025 at N = 32),
+    h(N) = 0.01 min(1, sqrt(2 / N))        (0.01 for N <= 2, as SLO09 §4.1; 0.0025 at N = 32),
 
 because the falling chain whips: the largest angular rate of a link, |x_k' - x_{k-1}'| / l_k,
 grows with N (measured with VI-S up to T = 10: 15 rad/s at N = 4, 24 at N = 8, 42 at N = 16,
@@ -39,6 +39,7 @@ assembled from AD products and factorized by LU over the band, so that its cost 
 about linearly with N (``python -m benchmarks --chain``). The other schemes factorize their dense
 (AD) tangent: their cost grows like d^3.
 """
+
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -66,7 +67,7 @@ def default_step(n_bodies: int) -> float:
 
 @register("pendulum-chain")
 def pendulum_chain(n_bodies: int = 8, mass=1.0, length=1.0, gravity: float = 9.81) -> Problem:
-    """N spherical pendulums in a chain (004 §4.1 continued to N bodies, absolute coordinates);
+    """N spherical pendulums in a chain (SLO09 §4.1 continued to N bodies, absolute coordinates);
     T = 10 and h = :func:`default_step` (N).
 
     ``mass`` and ``length`` are one number for every body and rod, or one per body (rod k joins
@@ -99,6 +100,12 @@ def pendulum_chain(n_bodies: int = 8, mass=1.0, length=1.0, gravity: float = 9.8
     e1, e2, e3 = np.eye(3)
     q0 = np.concatenate([np.cumsum(lengths)[k] * e1 for k in range(n)])
     v0 = np.concatenate([e2] + [e2 + e3] * (n - 1))
-    return Problem(system, q0=q0, v0=v0, h=default_step(n), t_end=10.0,
-                   symmetries=[Symmetry.rotation([0, 0, 1], blocks=n, name="J3")],
-                   name="pendulum-chain")
+    return Problem(
+        system,
+        q0=q0,
+        v0=v0,
+        h=default_step(n),
+        t_end=10.0,
+        symmetries=[Symmetry.rotation([0, 0, 1], blocks=n, name="J3")],
+        name="pendulum-chain",
+    )

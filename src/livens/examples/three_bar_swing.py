@@ -1,14 +1,14 @@
-"""The three-bar swing (004 §4.2): an elastic beam hinged at its ends to two rigid pyramids, which are
+"""The three-bar swing (SLO09 §4.2): an elastic beam hinged at its ends to two rigid pyramids, which are
 fixed in space by spherical joints; a point mass at the beam's midspan is pushed by a triangular pulse.
 
-From 004 §4.2, as printed:
+From SLO09 §4.2, as printed:
 - beam: geometrically exact, in director form (Betsch and Steinmann 2002), ``n_elements`` = 10 linear
   elements; GA = 175 480.7692 N (both shear directions), EA = 547 500 N, EI_1 = 114.0625 N m^2,
   EI_2 = 10.2656 N m^2, GJ = 13.7401 N m^2; A_rho = 7500 kg/m, M_rho^1 = 1.5625 kg m,
   M_rho^2 = 0.1406 kg m. (These follow from a 0.05 x 0.015 m rectangle, E = 7.3e8 Pa, Poisson ratio 0.3,
   shear factor 5/6 and a density of 1e7 kg/m^3: the beam weighs 7500 kg/m, against the 5 kg point mass,
-  possibly a unit slip in 004; the printed values are kept.) M_rho^alpha is taken as rho I_alpha, the
-  mass moment paired with EI_alpha (so |d2'|^2 carries M_rho^1; 004 does not say).
+  possibly a unit slip in SLO09; the printed values are kept.) M_rho^alpha is taken as rho I_alpha, the
+  mass moment paired with EI_alpha (so |d2'|^2 carries M_rho^1; SLO09 does not say).
 - "The cross section is oriented such that the smaller of the two bending stiffnesses is with respect to
   the axis parallel to e1": d2 = e1 initially.
 - rigid bodies: pyramids of mass 0.01 kg with a square base of edge 0.02 m and heights 0.36 m and
@@ -19,53 +19,73 @@ From 004 §4.2, as printed:
   0 N at t = 0.25 s.
 - h = 5e-4 (the captions of Figs 6-8); schemes vi-nullspace (eq 16, 17) and vi-lagrange (eq 14, 15).
 
-Assumed here (004's Fig. 5 with the geometry is lost and its sources are not available; every item
-below is a choice, not a fact of 004):
+Assumed here (SLO09's Fig. 5 with the geometry is lost and its sources are not available; every item
+below is a choice, not a fact of SLO09):
 - the mechanism is a planar four-bar in the (e2, e3) plane: pyramid 1 stands on its base centre at the
   spherical joint S1 = (0, 0, 0) with its axis along e3, apex at R1 = (0, 0, 0.36); the beam runs along
   e2 from R1 to R2 = (0, ``beam_length``, 0.36) with ``beam_length`` = 0.72 m (twice the first pyramid's
   height); pyramid 2 stands on S2 = (0, beam_length + 0.36, 0) with its axis at 45 degrees, apex at R2
   (its height 0.36 sqrt(2) is what makes both apexes reach the same height). The load along e2 is then
-  along the beam's axis ("the loading in axial direction of the beam", 004) and the motion stays in
-  the (e2, e3) plane of 004 Fig. 8;
+  along the beam's axis ("the loading in axial direction of the beam", SLO09) and the motion stays in
+  the (e2, e3) plane of SLO09 Fig. 8;
 - the revolute joints R1, R2 turn about e1 (normal to that plane), the pyramids' apexes are the hinge
   points and their base centres the spherical joints;
 - d1 = e3, so d2 = d3 x d1 = e1 with d3 = e2 along the beam (the section's wide side, 0.05 m, along e1);
-- no gravity (004 names none);
+- no gravity (SLO09 names none);
 - the system starts at rest, undeformed; t_end = 1.0 s (the load acts during the first quarter).
 Counts for n elements: d = 12 (n + 1) + 24 coordinates, m = 6 (n + 1) + 28 constraints (orthonormality
 of every node and pyramid frame, two spherical joints, two revolute joints of five constraints each).
 The mass matrix is singular (d3 of the beam nodes carries no inertia): the schemes that run it are
 vi-lagrange, vi-nullspace, livens-em and livens-midpoint.
 """
+
 import numpy as np
 
 from .. import bodies as lb
 from . import register
 
-#: 004 §4.2, as printed: GA (both directions), EA, EI1, EI2, GJ
+#: SLO09 §4.2, as printed: GA (both directions), EA, EI1, EI2, GJ
 STIFFNESS = (175480.7692, 175480.7692, 547500.0, 114.0625, 10.2656, 13.7401)
-#: 004 §4.2, as printed: A_rho, M_rho^1, M_rho^2
+#: SLO09 §4.2, as printed: A_rho, M_rho^1, M_rho^2
 INERTIA = (7500.0, 1.5625, 0.1406)
 
 
-def assembly(n_elements: int = 10, beam_length: float = 0.72, height: float = 0.36,
-             pyramid_mass: float = 0.01, base_edge: float = 0.02, point_mass: float = 5.0,
-             load_peak: float = 10000.0, t_peak: float = 0.125, t_load_end: float = 0.25,
-             stiffness=STIFFNESS, inertia=INERTIA) -> "lb.Assembly":
+def assembly(
+    n_elements: int = 10,
+    beam_length: float = 0.72,
+    height: float = 0.36,
+    pyramid_mass: float = 0.01,
+    base_edge: float = 0.02,
+    point_mass: float = 5.0,
+    load_peak: float = 10000.0,
+    t_peak: float = 0.125,
+    t_load_end: float = 0.25,
+    stiffness=STIFFNESS,
+    inertia=INERTIA,
+) -> "lb.Assembly":
     """The swing as an :class:`livens.bodies.Assembly` (see the module docstring for the geometry)."""
     n = int(n_elements)
     if n < 2 or n % 2:
-        raise ValueError(f"three-bar-swing: n_elements must be an even number >= 2 (the point mass sits on the "
-                         f"midspan node); got {n_elements!r}.")
+        raise ValueError(
+            f"three-bar-swing: n_elements must be an even number >= 2 (the point mass sits on the "
+            f"midspan node); got {n_elements!r}."
+        )
     H1, H2, L = float(height), float(height) * np.sqrt(2.0), float(beam_length)
     S1, R1 = np.array([0.0, 0.0, 0.0]), np.array([0.0, 0.0, H1])
     R2, S2 = np.array([0.0, L, H1]), np.array([0.0, L + H1, 0.0])
     e1 = (1.0, 0.0, 0.0)
     P1 = lb.pyramid("P1", pyramid_mass, base_edge, H1, base_center=S1, apex_direction=R1 - S1, edge_direction=e1)
     P2 = lb.pyramid("P2", pyramid_mass, base_edge, H2, base_center=S2, apex_direction=R2 - S2, edge_direction=e1)
-    beam = lb.Beam("beam", start=R1, end=R2, stiffness=tuple(stiffness), inertia=tuple(inertia), n_elements=n,
-                   d1=(0.0, 0.0, 1.0), point_masses=((n // 2, float(point_mass)),))
+    beam = lb.Beam(
+        "beam",
+        start=R1,
+        end=R2,
+        stiffness=tuple(stiffness),
+        inertia=tuple(inertia),
+        n_elements=n,
+        d1=(0.0, 0.0, 1.0),
+        point_masses=((n // 2, float(point_mass)),),
+    )
     base1, apex1 = lb.pyramid_points(H1)
     base2, apex2 = lb.pyramid_points(H2)
     joints = [
@@ -74,19 +94,36 @@ def assembly(n_elements: int = 10, beam_length: float = 0.72, height: float = 0.
         lb.Revolute("R1", beam.node(0), P1.point(apex1), axis=e1),
         lb.Revolute("R2", beam.node(n), P2.point(apex2), axis=e1),
     ]
-    load = lb.PointLoad("pulse", beam.node(n // 2), (0.0, float(load_peak), 0.0),
-                        time_function=lb.triangular_pulse(t_peak, t_load_end))
+    load = lb.PointLoad(
+        "pulse", beam.node(n // 2), (0.0, float(load_peak), 0.0), time_function=lb.triangular_pulse(t_peak, t_load_end)
+    )
     return lb.Assembly(bodies=[P1, beam, P2], joints=joints, forces=[load], name="three-bar-swing")
 
 
 @register("three-bar-swing")
-def three_bar_swing(n_elements: int = 10, beam_length: float = 0.72, height: float = 0.36,
-                    pyramid_mass: float = 0.01, base_edge: float = 0.02, point_mass: float = 5.0,
-                    load_peak: float = 10000.0, t_peak: float = 0.125, t_load_end: float = 0.25):
-    """The three-bar swing of 004 §4.2 (h = 5e-4, t_end = 1.0); geometry and the parameters it
+def three_bar_swing(
+    n_elements: int = 10,
+    beam_length: float = 0.72,
+    height: float = 0.36,
+    pyramid_mass: float = 0.01,
+    base_edge: float = 0.02,
+    point_mass: float = 5.0,
+    load_peak: float = 10000.0,
+    t_peak: float = 0.125,
+    t_load_end: float = 0.25,
+):
+    """The three-bar swing of SLO09 §4.2 (h = 5e-4, t_end = 1.0); geometry and the parameters it
     depends on are assumptions (module docstring)."""
-    params = dict(n_elements=int(n_elements), beam_length=beam_length, height=height, pyramid_mass=pyramid_mass,
-                  base_edge=base_edge, point_mass=point_mass, load_peak=load_peak, t_peak=t_peak,
-                  t_load_end=t_load_end)
+    params = dict(
+        n_elements=int(n_elements),
+        beam_length=beam_length,
+        height=height,
+        pyramid_mass=pyramid_mass,
+        base_edge=base_edge,
+        point_mass=point_mass,
+        load_peak=load_peak,
+        t_peak=t_peak,
+        t_load_end=t_load_end,
+    )
     asm = assembly(**params)
     return asm.problem(h=5e-4, t_end=1.0, name="three-bar-swing", parameters=params)

@@ -3,6 +3,7 @@
 Every module in this package that defines schemes registers them with :func:`register` at import;
 modules are discovered automatically, so a new scheme needs no change to the core.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -4,6 +4,7 @@ A scheme is plain data and pure functions. The time loop never looks inside:
 it packs the named unknowns into one vector, calls Newton on the residual and hands the solution
 to ``update``. New schemes plug in through :func:`livens.schemes.register`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -70,9 +71,7 @@ class Param:
         if not (lo_ok and hi_ok):
             lb = "(" if self.low_open else "["
             rb = ")" if self.high_open else "]"
-            raise ValueError(
-                f"{scheme}: {self.name} = {x!r} is outside its range {lb}{self.low:g}, {self.high:g}{rb}."
-            )
+            raise ValueError(f"{scheme}: {self.name} = {x!r} is outside its range {lb}{self.low:g}, {self.high:g}{rb}.")
         return x
 
 
@@ -80,14 +79,22 @@ _Q, _P, _V = ("q1", "dq"), ("p1", "dp"), ("v1", "v0")
 
 
 def default_guess(names: tuple) -> Callable:
-    """The first guess of a one-step scheme from the names of its unknowns (002 Table 2): the
+    """The first guess of a one-step scheme from the names of its unknowns (KBS23b Table 2): the
     unknowns of step n ("simple": q^{n+1} = q^n, p^{n+1} = p^n, the velocity and multipliers of the
     last step; zero increments dq, dp) or q^{n+1} = q^n + h v^n ("advanced")."""
 
     def guess(s: State, h, t, params, mech, mode):
         adv = mode == "advanced"
-        values = {"q1": s.q + h * s.v if adv else s.q, "dq": h * s.v if adv else jnp.zeros_like(s.q),
-                  "p1": s.p, "dp": jnp.zeros_like(s.p), "v1": s.v, "v0": s.v, "lam": s.lam, "gam": s.gam}
+        values = {
+            "q1": s.q + h * s.v if adv else s.q,
+            "dq": h * s.v if adv else jnp.zeros_like(s.q),
+            "p1": s.p,
+            "dp": jnp.zeros_like(s.p),
+            "v1": s.v,
+            "v0": s.v,
+            "lam": s.lam,
+            "gam": s.gam,
+        }
         return {n: values[n] for n in names}
 
     return guess
@@ -143,7 +150,7 @@ class Capabilities:
     dissipation: it has a term for a Rayleigh dissipation matrix C(q).
     external_force: it has a term for an external force F(q, v, t) (else refused: it would ignore it).
     symmetries: its residual reads the problem's symmetries (discrete gradients orthogonal to their
-        generators, 002 eq 85).
+        generators, KBS23b eq 85).
     gamma: it solves for a second multiplier gamma (output ``gam``).
     velocity_kind: the velocity it reports: "nodal", "interval" (v^{n+1} of step n -> n+1) or
         "leading" (v^n of step n -> n+1).

@@ -1,6 +1,6 @@
 """The discrete Lagrange top of Bobenko and Suris, BS99 (Bobenko, Suris, Commun. Math. Phys. 204
-(1999) 147-188; the first-order comparison scheme of 002 §6.2, Figs 18-19, whose App. A.8 is
-missing from our copy of 002).
+(1999) 147-188; the first-order comparison scheme of KBS23b §6.2, Figs 18-19, whose App. A.8 is
+missing from our copy of KBS23b).
 
 A map of the heavy symmetric top in its rest-frame state (d, m): d the unit symmetry axis, m the
 angular momentum about the fixed point; transverse inertia about the fixed point I1 = J1 + M l^2,
@@ -19,10 +19,10 @@ conserved: inserting the first line into the deformed energy gives exactly
 
 an O(h) error, bounded for all time (|m| is bounded by the deformed energy). Since
 m.(e3 x d) = -I1 e3.d' along the motion, its first-order term vanishes on a steady precession
-(002 §6.2), where the error is O(h^2). First order. It is not a GGL scheme and has no multipliers.
+(KBS23b §6.2), where the error is O(h^2). First order. It is not a GGL scheme and has no multipliers.
 
 In livens the map runs on the heavy top in director coordinates (``examples/heavy_top.py``,
-002 eq 100-104): q = (phi, d1, d2, d3), M = diag(M I, E1 I, E2 I, E3 I), the tip at the origin
+KBS23b eq 100-104): q = (phi, d1, d2, d3), M = diag(M I, E1 I, E2 I, E3 I), the tip at the origin
 (phi = l d3). From the node (q^n, p^n) it takes d = d3 and the angular momentum about the origin
 m = phi x p_phi + sum_i d_i x p_{d_i} (= I_O omega for p = M v, v the velocity of a rigid rotation
 omega; I_O = diag(I1, I1, I3) in the frame). After the BS99 step it rebuilds the node:
@@ -48,6 +48,7 @@ J1 = E2 + E3, J3 = E1 + E2; l = phi.d3 from the state; M g from the gradient of 
 scheme has no unknowns, Newton's method has nothing to solve (0 iterations per step, residual 0)
 and the whole step is the state update.
 """
+
 from __future__ import annotations
 
 import jax
@@ -108,8 +109,9 @@ def inertia_about_origin(q, mech):
     phi' = omega x phi, d_i' = omega x d_i); diag(I1, I1, I3) in the frame."""
     Q = jnp.reshape(q, (4, 3))
     Mb = jnp.asarray(np.diag(np.asarray(mech.M_const))[::3])
-    return jnp.einsum("b,bij->ij", Mb, jnp.einsum("bk,bk->b", Q, Q)[:, None, None] * jnp.eye(3)
-                      - Q[:, :, None] * Q[:, None, :])
+    return jnp.einsum(
+        "b,bij->ij", Mb, jnp.einsum("bk,bk->b", Q, Q)[:, None, None] * jnp.eye(3) - Q[:, :, None] * Q[:, None, :]
+    )
 
 
 def step(d, m, h, I1, Mgl):
@@ -165,8 +167,10 @@ def _update(u, s: State, h, t, params, mech):
 def _enforced(sol):
     """Both constraint levels hold at the nodes by construction (a rigid rotation of the frame
     and the velocity of a rigid rotation): g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1}, to round-off."""
-    return {"position g(q^{n+1})": sol.constraint_residual("position")[1:],
-            "velocity G(q^{n+1}) M^-1 p^{n+1}": sol.constraint_residual("velocity")[1:]}
+    return {
+        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
+        "velocity G(q^{n+1}) M^-1 p^{n+1}": sol.constraint_residual("velocity")[1:],
+    }
 
 
 def _rotations():
@@ -207,14 +211,17 @@ def _applicability(q0, mech) -> str | None:
     scale = float(np.max(np.abs(M)))
     if float(np.max(off)) > _RTOL * scale:
         i, j = np.unravel_index(int(np.argmax(off)), off.shape)
-        return no(f"M is not diag(m I, E1 I, E2 I, E3 I) (M[{i}, {j}] = {M[i, j]:.6g}, "
-                  f"expected {np.diag(diag)[i, j]:.6g})")
+        return no(
+            f"M is not diag(m I, E1 I, E2 I, E3 I) (M[{i}, {j}] = {M[i, j]:.6g}, expected {np.diag(diag)[i, j]:.6g})"
+        )
     mass, E1, E2, E3_ = (float(x) for x in diag[::3])
     if abs(E1 - E2) > _RTOL * max(abs(E1), abs(E2), 1e-300):
         return no(f"E1 = {E1:.6g} differs from E2 = {E2:.6g}, so J1 != J2 (the top is not symmetric about d3)")
     if not (mass > 0 and E1 + E2 > 0 and E2 + E3_ > 0):
-        return no(f"the mass m = {mass:.6g} and the inertias J1 = E2 + E3 = {E2 + E3_:.6g}, "
-                  f"J3 = E1 + E2 = {E1 + E2:.6g} must be positive")
+        return no(
+            f"the mass m = {mass:.6g} and the inertias J1 = E2 + E3 = {E2 + E3_:.6g}, "
+            f"J3 = E1 + E2 = {E1 + E2:.6g} must be positive"
+        )
     Q = q0.reshape(4, 3)
     frame_err = float(np.max(np.abs(Q[1:] @ Q[1:].T - np.eye(3))))
     if frame_err > _RTOL:
@@ -232,13 +239,16 @@ def _applicability(q0, mech) -> str | None:
         err = float(np.max(np.abs(grad - expected)))
         if err > _RTOL * max(abs(c), 1.0):
             where = "q0" if x is q0 else "a rotation of q0"
-            return no(f"the gradient of the potential at {where} is not constant along e3 in phi alone "
-                      f"(max |dV/dq - (0, 0, {c:.6g}, 0, ...)| = {err:.3e})")
+            return no(
+                f"the gradient of the potential at {where} is not constant along e3 in phi alone "
+                f"(max |dV/dq - (0, 0, {c:.6g}, 0, ...)| = {err:.3e})"
+            )
     for x in rotated:
         r = float(np.max(np.abs(np.asarray(mech.g(jnp.asarray(x))))))
         if r > _RTOL * max(1.0, float(np.max(np.abs(q0)))):
-            return no(f"its constraints are not met by rigid rotations of q0 about the origin "
-                      f"(max |g(R q0)| = {r:.3e})")
+            return no(
+                f"its constraints are not met by rigid rotations of q0 about the origin (max |g(R q0)| = {r:.3e})"
+            )
     return None
 
 
@@ -253,7 +263,7 @@ BS99 = register(
         capabilities=Capabilities(velocity_kind="nodal", external_force=False, applies_to=applicability),
         solving=Solving(guess="simple"),
         about=About(
-            paper="Bobenko, Suris 1999 (Commun. Math. Phys. 204), as BS99 in 002 §6.2",
+            paper="Bobenko, Suris 1999 (Commun. Math. Phys. 204), as BS99 in KBS23b §6.2",
             description="the discrete Lagrange top: explicit, heavy symmetric top only",
             enforced=_enforced,
             keeps="heavy top only; explicit; first order; keeps m.e3, m.d, |d|, a deformed energy",

@@ -1,6 +1,6 @@
-"""The GGL energy-momentum scheme EM (002 §5, eq 84-91).
+"""The GGL energy-momentum scheme EM (KBS23b §5, eq 84-91).
 
-A direct discretization of the Euler-Lagrange equations of the GGL principle (002 eq 37) with
+A direct discretization of the Euler-Lagrange equations of the GGL principle (KBS23b eq 37) with
 discrete derivatives in the sense of Gonzalez:
 
     q^{n+1} - q^n = h v^{n+1/2} + h (D^G_p g_v)^T gamma^{n+1}                                (84a)
@@ -16,20 +16,20 @@ the time loop adds the increments by compensated summation
 
 Discrete derivatives (:mod:`livens.discrete_gradients`):
 - (D^G_q L, D^G_v L): for the constant mass matrix this scheme requires, L = 1/2 v.M v - V(q) is
-  separable and the partitioned gradient (003 eq 29) is (-D^G V, M v^{n+1/2}).
+  separable and the partitioned gradient (KB23 eq 29) is (-D^G V, M v^{n+1/2}).
 - D^G_p g_v = G(q^{n+1/2}) M^-1 (g_v is linear in p); D^G g and D^G_q g_v, and D^G V, are
   :func:`livens.discrete_gradients.corrected` gradients: the midpoint derivative plus a correction
   along the part of q^{n+1} - q^n outside the symmetry directions, which meets the directionality
-  conditions (002 eq 86) and, for every symmetry of the Problem that is an exact symmetry of V, g
+  conditions (KBS23b eq 86) and, for every symmetry of the Problem that is an exact symmetry of V, g
   and M (checked at set-up: :func:`livens.checks.symmetry_defect`), the orthogonality conditions
-  (002 eq 85) -- whether or not the potential is written in invariants. Where the System declares
-  ``invariants``, D^G V is Greenspan's gradient instead (002 eq 126). For V, g at most quadratic
-  (the papers' examples) all of these are the midpoint derivatives (002 eq 99).
+  (KBS23b eq 85) -- whether or not the potential is written in invariants. Where the System declares
+  ``invariants``, D^G V is Greenspan's gradient instead (KBS23b eq 126). For V, g at most quadratic
+  (the papers' examples) all of these are the midpoint derivatives (KBS23b eq 99).
 
-Properties (002 §5.1-5.2): the energy E(q, v, p) = p.v - L(q, v) (eq 4) is conserved (eq 89),
+Properties (KBS23b §5.1-5.2): the energy E(q, v, p) = p.v - L(q, v) (eq 4) is conserved (eq 89),
 the momentum maps J = p . xi q of the exact symmetries are conserved (eq 90-91), and both
 constraints hold at the nodes. With p^0 = M v^0, (84c) gives p^n = M v^n at every node
-(003 Prop. 5.5), so E = T + V. Second order; not symplectic.
+(KB23 Prop. 5.5), so E = T + V. Second order; not symplectic.
 
 Speed. The discrete derivatives enter (84b) only through
 
@@ -45,6 +45,7 @@ The Newton tangent is structured (:class:`EMTangent`): its blocks by AD, its inv
 eliminating v and p and a Schur complement on the constraints (tested against ``jax.jacfwd`` of
 the residual).
 """
+
 from __future__ import annotations
 
 import jax
@@ -63,15 +64,15 @@ def _gv_derivative(mech, q0, p0, dq, dp):
     products with gamma, :func:`_force`).
 
     D^G_p g_v = G(q^{n+1/2}) M^-1, the Jacobian at the midpoint (the derivative of a function linear
-    in p, taken where the symmetry argument of 002 eq 85b needs it), and row k of D^G_q g_v is
+    in p, taken where the symmetry argument of KBS23b eq 85b needs it), and row k of D^G_q g_v is
     :func:`livens.discrete_gradients.corrected` of D_q[G_k(q) w](q^{n+1/2}), w = M^-1 p^{n+1/2}, so
-    that the directionality condition (002 eq 86b) holds row by row,
+    that the directionality condition (KBS23b eq 86b) holds row by row,
 
         D^G_q g_v (q^{n+1} - q^n) + D^G_p g_v (p^{n+1} - p^n) = g_v(q^{n+1}, p^{n+1}) - g_v(q^n, p^n),
 
     and, for each exact symmetry xi of the system (``mech.symmetries``), the orthogonality
-    condition 002 eq 85b, D^G_q g_v xi q^{n+1/2} = D^G_p g_v xi^T p^{n+1/2}. For constraints at most
-    quadratic (the papers' examples) both are the midpoint derivatives (002 eq 99).
+    condition KBS23b eq 85b, D^G_q g_v xi q^{n+1/2} = D^G_p g_v xi^T p^{n+1/2}. For constraints at most
+    quadratic (the papers' examples) both are the midpoint derivatives (KBS23b eq 99).
     """
     Minv = mech.Minv()
     q1, qm = q0 + dq, q0 + 0.5 * dq
@@ -87,8 +88,11 @@ def _gv_derivative(mech, q0, p0, dq, dp):
     else:
         Zp = mech.cotangent_generators(mech.M(qm) @ w)
         targets = [-(Zp.T @ (Minv @ Gm[k])) for k in range(mech.m)]
-    Dq = jnp.stack([dg.corrected(rows[k], dq, dgv[k], qm, Z, targets[k]) for k in range(mech.m)]) \
-        if mech.m else jnp.zeros((0, mech.d))
+    Dq = (
+        jnp.stack([dg.corrected(rows[k], dq, dgv[k], qm, Z, targets[k]) for k in range(mech.m)])
+        if mech.m
+        else jnp.zeros((0, mech.d))
+    )
     return Dq, Dp
 
 
@@ -98,20 +102,20 @@ def _force(mech, q0, w0, dq, dw, lam, gam, cq=None):
     ``dq`` = q^{n+1} - q^n, ``w0`` = M^-1 p^n, ``dw`` = M^-1 (p^{n+1} - p^n), ``cq`` the carry of the
     compensated summation (q^{n+1} is evaluated where the time loop will store it,
     :func:`livens.schemes.base.next_node`). Every discrete derivative
-    of 002 eq 84 is linear in the function it is taken of, so f is one discrete gradient
+    of KBS23b eq 84 is linear in the function it is taken of, so f is one discrete gradient
     (:func:`livens.discrete_gradients.corrected`) of the scalar Phi(q) = V(q) + lambda.g(q) +
     gamma.G(q) w, taken at the midpoint and corrected so that
 
     - f . (q^{n+1} - q^n) = V^{n+1} - V^n + lambda.(g^{n+1} - g^n)
       + gamma.(g_v(q^{n+1}, p^{n+1}) - g_v(q^n, p^n) - G(q^{n+1/2}) M^-1 (p^{n+1} - p^n))
-      (the directionality conditions 002 eq 86 with D^G_p g_v = G(q^{n+1/2}) M^-1), and
+      (the directionality conditions KBS23b eq 86 with D^G_p g_v = G(q^{n+1/2}) M^-1), and
     - f . xi q^{n+1/2} = gamma.G(q^{n+1/2}) M^-1 xi^T p^{n+1/2} for each exact symmetry xi of the
-      system (``mech.symmetries``): the orthogonality conditions 002 eq 85a-c, which make the
-      momentum maps of 002 eq 45 exact invariants of the scheme (eq 90-91).
+      system (``mech.symmetries``): the orthogonality conditions KBS23b eq 85a-c, which make the
+      momentum maps of KBS23b eq 45 exact invariants of the scheme (eq 90-91).
 
-    Where the System declares ``invariants``, D^G V is Greenspan's gradient (002 eq 126) and the
+    Where the System declares ``invariants``, D^G V is Greenspan's gradient (KBS23b eq 126) and the
     correction acts on the constraint terms alone. For V, g at most quadratic this is the
-    midpoint gradient (002 eq 99).
+    midpoint gradient (KBS23b eq 99).
     """
     g = mech.g
     q1, qm = next_node(q0, dq, cq), q0 + 0.5 * dq
@@ -151,7 +155,7 @@ def _force(mech, q0, w0, dq, dw, lam, gam, cq=None):
 
 
 def _residual(u, s: State, h, t, params, mech):
-    """Residual of 002 eq 84a-e in the increments dq = q^{n+1} - q^n, dp = p^{n+1} - p^n (84b
+    """Residual of KBS23b eq 84a-e in the increments dq = q^{n+1} - q^n, dp = p^{n+1} - p^n (84b
     through :func:`_force`; (D^G_p g_v)^T gamma = M^-1 G(q^{n+1/2})^T gamma in 84a, see
     :func:`_gv_derivative`). No difference of nodal values is formed, so the residual resolves the
     increments to their own precision rather than to that of q (see :func:`_increments`)."""
@@ -160,16 +164,18 @@ def _residual(u, s: State, h, t, params, mech):
     cq = None if s.comp is None else s.comp[0]
     Minv = mech.Minv()
     GmT_gam = mech.GT_mul(q0 + 0.5 * dq, gam)
-    return jnp.concatenate([
-        dq - 0.5 * h * (v0 + v1) - h * Minv @ GmT_gam,                                     # (84a)
-        dp + h * _force(mech, q0, Minv @ p0, dq, Minv @ dp, lam, gam, cq),                 # (84b)
-        p0 + 0.5 * dp - mech.M(q0) @ (0.5 * (v0 + v1)),                                    # (84c)
-        *_nodal_constraints(mech, s, dq, dp),                                              # (84d, e)
-    ])
+    return jnp.concatenate(
+        [
+            dq - 0.5 * h * (v0 + v1) - h * Minv @ GmT_gam,  # (84a)
+            dp + h * _force(mech, q0, Minv @ p0, dq, Minv @ dp, lam, gam, cq),  # (84b)
+            p0 + 0.5 * dp - mech.M(q0) @ (0.5 * (v0 + v1)),  # (84c)
+            *_nodal_constraints(mech, s, dq, dp),  # (84d, e)
+        ]
+    )
 
 
 def _nodal_constraints(mech, s: State, dq, dp):
-    """g(q^{n+1}) and g_v(q^{n+1}, p^{n+1}) = G(q^{n+1}) M^-1 p^{n+1} (002 eq 84d, e), at the node
+    """g(q^{n+1}) and g_v(q^{n+1}, p^{n+1}) = G(q^{n+1}) M^-1 p^{n+1} (KBS23b eq 84d, e), at the node
     q^{n+1} = q^n + y_q, p^{n+1} = p^n + y_p that the time loop accumulates (y = the increment less
     the carry of the compensated summation, :func:`livens.schemes.base.next_node`).
 
@@ -182,7 +188,7 @@ def _nodal_constraints(mech, s: State, dq, dp):
     so that the residual resolves the increments to their own precision. Formed at the rounded
     node, g(q^{n+1}) changes only in steps of an ulp of q: the multipliers are then fixed only to
     within a plateau of that width, Newton leaves them where its first guess put them, and the
-    work lambda . (g^{n+1} - g^n) of the constraint force, which the energy balance of 002 eq 89
+    work lambda . (g^{n+1} - g^n) of the constraint force, which the energy balance of KBS23b eq 89
     needs to telescope, picks up a bias that adds up linearly over a long run. For other
     constraints g is evaluated at the rounded node q^{n+1} itself."""
     g = mech.g
@@ -204,7 +210,7 @@ def _nodal_constraints(mech, s: State, dq, dp):
 
 
 def _residual_rowwise(u, s: State, h, t, params, mech):
-    """002 eq 84a-e with the discrete derivatives formed as matrices, row by row (the reference
+    """KBS23b eq 84a-e with the discrete derivatives formed as matrices, row by row (the reference
     for :func:`_residual`; used by the tests): D^G V and each row of D^G g and D^G_q g_v is its own
     :func:`livens.discrete_gradients.corrected` gradient."""
     dq, dp, v1, lam, gam = u["dq"], u["dp"], u["v1"], u["lam"], u["gam"]
@@ -218,17 +224,22 @@ def _residual_rowwise(u, s: State, h, t, params, mech):
     Gm = mech.G(qm)
     dgs = mech.g(q1) - mech.g(q0)
     zero = None if (Z is None or mech.invariant_constraints) else jnp.zeros(Z.shape[1])
-    Dg = jnp.stack([dg.corrected(Gm[k], dq, dgs[k], qm, Z, zero) for k in range(mech.m)]) if mech.m \
+    Dg = (
+        jnp.stack([dg.corrected(Gm[k], dq, dgs[k], qm, Z, zero) for k in range(mech.m)])
+        if mech.m
         else jnp.zeros((0, mech.d))
+    )
     Dq_gv, Dp_gv = _gv_derivative(mech, q0, p0, dq, dp)
-    DvL = mech.M(q0) @ (0.5 * (v0 + v1))                      # D^G_v L = M v^{n+1/2} (T quadratic)
-    return jnp.concatenate([
-        dq - 0.5 * h * (v0 + v1) - h * Dp_gv.T @ gam,                      # (84a)
-        dp + h * DV + h * Dg.T @ lam + h * Dq_gv.T @ gam,                  # (84b)
-        p0 + 0.5 * dp - DvL,                                               # (84c)
-        mech.g(q1),                                                        # (84d)
-        mech.gv(q1, p1),                                                   # (84e)
-    ])
+    DvL = mech.M(q0) @ (0.5 * (v0 + v1))  # D^G_v L = M v^{n+1/2} (T quadratic)
+    return jnp.concatenate(
+        [
+            dq - 0.5 * h * (v0 + v1) - h * Dp_gv.T @ gam,  # (84a)
+            dp + h * DV + h * Dg.T @ lam + h * Dq_gv.T @ gam,  # (84b)
+            p0 + 0.5 * dp - DvL,  # (84c)
+            mech.g(q1),  # (84d)
+            mech.gv(q1, p1),  # (84e)
+        ]
+    )
 
 
 _UNKNOWNS = (("dq", "d"), ("dp", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m"))
@@ -240,7 +251,7 @@ def _update(u, s: State, h, t, params, mech):
     time loop stores it) in place of the unknown v1.
 
     The two are equal in exact arithmetic: (84c) ties only their means, M v^{n+1/2} = p^{n+1/2},
-    so from p^0 = M v^0 on, p^n = M v^n at every node (003 Prop. 5.5). In floating point the
+    so from p^0 = M v^0 on, p^n = M v^n at every node (KB23 Prop. 5.5). In floating point the
     unknown v1 carries e^{n+1} = p^{n+1} - M v^{n+1} = -e^n + r^n, r^n the round-off of the step:
     an alternating sum that (84c) never corrects, while q and p see only e^n + e^{n+1} = r^n.
     The energy E = 1/2 v.M v + V evaluated with that v then wanders away from the conserved
@@ -254,7 +265,7 @@ def _update(u, s: State, h, t, params, mech):
 
 # --- structured tangent (speed) ----------------------------------------------------------------
 class EMTangent:
-    """The Jacobian of the EM residual (002 eq 84a-e) in its blocks, and its inverse.
+    """The Jacobian of the EM residual (KBS23b eq 84a-e) in its blocks, and its inverse.
 
     With x = (dq, dp, v1, lambda, gamma) (a derivative with respect to dq or dp is the one with
     respect to q^{n+1} or p^{n+1}), f of :func:`_force` at w = M^-1 p^{n+1/2},
@@ -289,19 +300,21 @@ class EMTangent:
         I, Z = jnp.eye(d), jnp.zeros((d, d))
         Zdm, Zmd, Zmm = jnp.zeros((d, m)), jnp.zeros((m, d)), jnp.zeros((m, m))
         GsT = self.Gs.T
-        return jnp.block([
-            [I - 0.5 * h * Mi @ self.Hm, Z, -0.5 * h * I, Zdm, -0.5 * h * Mi @ GsT],
-            [h * self.Fq, I + 0.5 * h * self.Fw @ Mi, Z, h * self.Fl, h * self.Fg],
-            [Z, 0.5 * I, -0.5 * M, Zdm, Zdm],
-            [self.G1, Zmd, Zmd, Zmm, Zmm],
-            [self.K1, self.G1 @ Mi, Zmd, Zmm, Zmm],
-        ])
+        return jnp.block(
+            [
+                [I - 0.5 * h * Mi @ self.Hm, Z, -0.5 * h * I, Zdm, -0.5 * h * Mi @ GsT],
+                [h * self.Fq, I + 0.5 * h * self.Fw @ Mi, Z, h * self.Fl, h * self.Fg],
+                [Z, 0.5 * I, -0.5 * M, Zdm, Zdm],
+                [self.G1, Zmd, Zmd, Zmm, Zmm],
+                [self.K1, self.G1 @ Mi, Zmd, Zmm, Zmm],
+            ]
+        )
 
     def solve(self, b):
         """dR/dx^-1 b by block elimination (see the class docstring)."""
         h, d, m = self.h, self.d, self.m
         Mop, Miop, G1, Hm, Fw = self.Mop, self.Miop, self.G1, self.Hm, self.Fw
-        b1, b2, b3, b4, b5 = b[:d], b[d:2 * d], b[2 * d:3 * d], b[3 * d:3 * d + m], b[3 * d + m:]
+        b1, b2, b3, b4, b5 = b[:d], b[d : 2 * d], b[2 * d : 3 * d], b[3 * d : 3 * d + m], b[3 * d + m :]
         hh = 0.5 * h
         GsT = self.Gs.T
 
@@ -312,12 +325,11 @@ class EMTangent:
         c = 2.0 * b3 - Mop(b1) / hh
         hWq = jnp.asarray(self.M) - hh * Hm
         S = (hh * h) * self.Fq + P(hWq)
-        rhs = jnp.concatenate([(hh * (b2 - P(c)))[:, None], (hh * h) * self.Fl,
-                               hh * (h * self.Fg - P(GsT))], axis=1)
+        rhs = jnp.concatenate([(hh * (b2 - P(c)))[:, None], (hh * h) * self.Fl, hh * (h * self.Fg - P(GsT))], axis=1)
         X = solver(S)(rhs)
         z = X[:, 0]
         if m:
-            Zl, Zg = X[:, 1:1 + m], X[:, 1 + m:]
+            Zl, Zg = X[:, 1 : 1 + m], X[:, 1 + m :]
             # (84d): G1 dq = b4; (84e) times h/2: C dq - hh G1 M^-1 Gs^T dgamma = hh (b5 - G1 M^-1 c)
             C = hh * self.K1 + G1 @ Miop(hWq)
             GMiGs = G1 @ Miop(GsT)
@@ -376,7 +388,7 @@ GGL_EM = register(
         tangent=_tangent,
         capabilities=Capabilities(external_force=False, velocity_kind="nodal", gamma=True, symmetries=True),
         about=About(
-            paper="002 eq 84-91",
+            paper="KBS23b eq 84-91",
             description="GGL energy-momentum scheme with discrete gradients",
             enforced=enforced_both_nodal,
             keeps="energy, momentum maps, both constraints at nodes; order 2",

@@ -1,6 +1,6 @@
-"""One-stage theta GGL variational integrators, options A and B (002 §4.3, eq 76-83).
+"""One-stage theta GGL variational integrators, options A and B (KBS23b §4.3, eq 76-83).
 
-Both follow from the discrete GGL action sum (002 eq 56) with L_d = h L(q^{n+theta}, v^{n+1}) and
+Both follow from the discrete GGL action sum (KBS23b eq 56) with L_d = h L(q^{n+theta}, v^{n+1}) and
 G_d = h G(q^{n+theta}) (eq 66), q^{n+theta} = (1-theta) q^n + theta q^{n+1} (eq 65). Unknowns per
 step: q^{n+1}, p^{n+1}, v^{n+1}, lambda^n, gamma^n (3d + 2m); the velocity v^{n+1} belongs to the
 interval [t^n, t^{n+1}] (``velocity_kind = "interval"``).
@@ -14,13 +14,13 @@ Option A, ``ggl-theta-a`` (eq 79; g_d = h g(q^{n+theta}), eq 77), theta in (0, 1
     g(q^{n+theta}) = 0                                                                        (79d)
     G(q^{n+theta}) v^{n+1} = 0                                                                (79e)
 
-Alias VI-A: theta = 1/2 (second order; 002 Figs 18-19). For theta != 1/2 the nodal constraint
+Alias VI-A: theta = 1/2 (second order; KBS23b Figs 18-19). For theta != 1/2 the nodal constraint
 residuals have a parasitic root (our linearization of 79c-e, not in the paper):
 g(q^{n+1}) = -((1-theta)/theta) g(q^n) + O(h^2) and G M^-1 p^{n+1} = -(theta/(1-theta)) G M^-1 p^n
 + O(h), so one of them grows geometrically unless theta = 1/2; use theta != 1/2 for short runs only.
 
 Option B, ``ggl-theta-b`` (eq 82; trapezoidal g_d, eq 80), theta in [0, 1], vartheta in (0, 1).
-002 §4.3.2 admits vartheta = 1, but there D_1 g_d = 0 (eq 81): with p^{n+1} eliminated by 82c,
+KBS23b §4.3.2 admits vartheta = 1, but there D_1 g_d = 0 (eq 81): with p^{n+1} eliminated by 82c,
 lambda^n drops out of 82b and the step has no regular solution, so livens refuses it. For
 vartheta > 1/2 lambda^n and G M^-1 p^n are multiplied by -vartheta/(1-vartheta) per step (-3 at
 vartheta = 3/4): use vartheta <= 1/2 for long runs (tests/test_properties_systems.py).
@@ -49,9 +49,10 @@ gamma term is h sum_k gamma_k D^2 g_k M^-1 (p^{n+1} + P^n) with M v^{n+1} = p^{n
 72), i.e. h sum_k gamma_k D^2 g_k(q^{n+theta}) v^{n+1}. A constant, regular M is required (M^-1
 enters eq 58).
 
-Both are symplectic and conserve momentum maps of the form J = p . xi q (002 §4.2, App. A.7).
+Both are symplectic and conserve momentum maps of the form J = p . xi q (KBS23b §4.2, App. A.7).
 Eq 79 and 82 have no external force term: a System with ``external_force`` is refused.
 """
+
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -62,7 +63,7 @@ from .base import About, Capabilities, Param, Scheme, Solving, State
 
 
 def _q_theta(q0, q1, theta):
-    """q^{n+theta} = (1-theta) q^n + theta q^{n+1} (002 eq 65)."""
+    """q^{n+theta} = (1-theta) q^n + theta q^{n+1} (KBS23b eq 65)."""
     return (1.0 - theta) * q0 + theta * q1
 
 
@@ -72,36 +73,40 @@ def _common(u, s: State, h, params, mech):
     theta = params["theta"]
     qt = _q_theta(q0, q1, theta)
     Gt = mech.G(qt)
-    kin = q1 - q0 - h * v1 - h * mech.Minv() @ (Gt.T @ gam)            # (79a) / (82a)
-    hess = mech.hess_g_vec(qt, gam, v1)                                 # sum_k gamma_k D^2 g_k v^{n+1}
-    p_1mtheta = theta * p0 + (1.0 - theta) * p1                         # (75)
+    kin = q1 - q0 - h * v1 - h * mech.Minv() @ (Gt.T @ gam)  # (79a) / (82a)
+    hess = mech.hess_g_vec(qt, gam, v1)  # sum_k gamma_k D^2 g_k v^{n+1}
+    p_1mtheta = theta * p0 + (1.0 - theta) * p1  # (75)
     return q0, p0, q1, p1, v1, lam, gam, theta, qt, Gt, kin, hess, p_1mtheta
 
 
 def _residual_a(u, s: State, h, t, params, mech):
-    """Residual of option A, 002 eq 79a-e."""
+    """Residual of option A, KBS23b eq 79a-e."""
     q0, p0, q1, p1, v1, lam, gam, theta, qt, Gt, kin, hess, p_1mt = _common(u, s, h, params, mech)
-    return jnp.concatenate([
-        kin,
-        p1 - p0 - h * mech.D1L(qt, v1) + h * Gt.T @ lam + h * hess,       # (79b)
-        mech.D2L(qt, v1) - p_1mt,                                         # (79c)
-        mech.g(qt),                                                       # (79d)
-        Gt @ v1,                                                          # (79e)
-    ])
+    return jnp.concatenate(
+        [
+            kin,
+            p1 - p0 - h * mech.D1L(qt, v1) + h * Gt.T @ lam + h * hess,  # (79b)
+            mech.D2L(qt, v1) - p_1mt,  # (79c)
+            mech.g(qt),  # (79d)
+            Gt @ v1,  # (79e)
+        ]
+    )
 
 
 def _residual_b(u, s: State, h, t, params, mech):
-    """Residual of option B, 002 eq 82a-e."""
+    """Residual of option B, KBS23b eq 82a-e."""
     q0, p0, q1, p1, v1, lam, gam, theta, qt, Gt, kin, hess, p_1mt = _common(u, s, h, params, mech)
     vt = params["vartheta"]
     G0, G1 = mech.G(q0), mech.G(q1)
-    return jnp.concatenate([
-        kin,
-        p1 - p0 - h * mech.D1L(qt, v1) + h * ((1.0 - vt) * G0 + vt * G1).T @ lam + h * hess,   # (82b)
-        mech.D2L(qt, v1) - p_1mt + h * (theta * (1.0 - vt) * G0.T - (1.0 - theta) * vt * G1.T) @ lam,  # (82c)
-        mech.g(q1),                                                                           # (82d)
-        Gt @ v1,                                                                              # (82e)
-    ])
+    return jnp.concatenate(
+        [
+            kin,
+            p1 - p0 - h * mech.D1L(qt, v1) + h * ((1.0 - vt) * G0 + vt * G1).T @ lam + h * hess,  # (82b)
+            mech.D2L(qt, v1) - p_1mt + h * (theta * (1.0 - vt) * G0.T - (1.0 - theta) * vt * G1.T) @ lam,  # (82c)
+            mech.g(q1),  # (82d)
+            Gt @ v1,  # (82e)
+        ]
+    )
 
 
 def _theta_residuals(sol, theta):
@@ -113,7 +118,7 @@ def _theta_residuals(sol, theta):
 
 def _enforced_a(sol):
     """The constraints option A is built to meet: g(q^{n+theta}) and G(q^{n+theta}) v^{n+1}
-    (002 eq 79d, e)."""
+    (KBS23b eq 79d, e)."""
     qt, gv = _theta_residuals(sol, float(sol.params["theta"]))
     return {
         "position g(q^{n+theta})": sol._vmap(sol.mechanics.g, qt),
@@ -123,7 +128,7 @@ def _enforced_a(sol):
 
 def _enforced_b(sol):
     """The constraints option B is built to meet: g(q^{n+1}) and G(q^{n+theta}) v^{n+1}
-    (002 eq 82d, e)."""
+    (KBS23b eq 82d, e)."""
     _, gv = _theta_residuals(sol, float(sol.params["theta"]))
     return {
         "position g(q^{n+1})": sol.constraint_residual("position")[1:],
@@ -142,7 +147,7 @@ GGL_THETA_A = register(
         capabilities=Capabilities(external_force=False, velocity_kind="interval", gamma=True),
         solving=Solving(guess="advanced"),
         about=About(
-            paper="002 eq 79 (option A, g_d = h g(q^{n+theta}), eq 77)",
+            paper="KBS23b eq 79 (option A, g_d = h g(q^{n+theta}), eq 77)",
             description="one-stage theta GGL variational integrator, constraints at q^{n+theta}",
             enforced=_enforced_a,
             keeps="symplectic, momentum maps; g and G v at q^{n+theta}; order 2 for theta = 1/2",
@@ -160,7 +165,7 @@ GGL_THETA_B = register(
         params=(Param("theta", 1.0, 0.0, 1.0), Param("vartheta", 0.5, 0.0, 1.0, low_open=True, high_open=True)),
         capabilities=Capabilities(external_force=False, velocity_kind="interval", gamma=True),
         about=About(
-            paper="002 eq 82 (option B, trapezoidal g_d, eq 80); VI-B eq 83",
+            paper="KBS23b eq 82 (option B, trapezoidal g_d, eq 80); VI-B eq 83",
             description="one-stage theta GGL variational integrator, g(q) at the nodes",
             enforced=_enforced_b,
             keeps="symplectic, momentum maps, g(q) at nodes; order 1 (VI-B), 2 for theta = vartheta = 1/2",

@@ -1,8 +1,8 @@
-"""The first-order GGL variational integrator VI-S (002 eq 55; 000 eq 41, damped form 000 eq 57).
+"""The first-order GGL variational integrator VI-S (KBS23b eq 55; KBS23a eq 41, damped form KBS23a eq 57).
 
 Unknowns per step: the increments dq = q^{n+1} - q^n, dp = p^{n+1} - p^n, v^n, lambda^n,
 gamma^{n+1} (3d + 2m; the time loop adds the increments by compensated summation). With
-q_bar = q^n + h v^n (002 eq 53):
+q_bar = q^n + h v^n (KBS23b eq 53):
 
     q^{n+1} - q^n = h v^n + h M^-1 G(q_bar)^T gamma                                (55a)
     p^{n+1} - p^n = h D_1 L(q^n, v^n) - h G(q^n)^T lambda
@@ -11,7 +11,7 @@ q_bar = q^n + h v^n (002 eq 53):
     g(q^{n+1}) = 0                                                                 (55d)
     G(q_bar) M^-1 p^{n+1} = 0                                                      (55e)
 
-000 eq 41b and 57b print M^-1 p^n in the gamma term; the derivation (000 eq 40b) and 002 eq 55b
+KBS23a eq 41b and 57b print M^-1 p^n in the gamma term; the derivation (KBS23a eq 40b) and KBS23b eq 55b
 give M^-1 p^{n+1}, which is used here. An external force enters like the damping force, at t^n.
 Symplectic, conserves momentum maps, g(q) = 0 at the nodes; first order.
 
@@ -22,6 +22,7 @@ narrow band in some order of the unknowns (chains: found once per system by
 :func:`band_structure`), factorized by LU over the band at a cost per iteration linear in d;
 otherwise, from :data:`MATRIX_FREE_MIN_D` on, the matrix-free :class:`VISTangentMF`.
 """
+
 from __future__ import annotations
 
 import jax
@@ -42,7 +43,7 @@ def _nodes(u, s: State):
 
 
 def _residual(u, s: State, h, t, params, mech):
-    """002 eq 55 (000 eq 57) in the increments dq = q^{n+1} - q^n, dp = p^{n+1} - p^n: no
+    """KBS23b eq 55 (KBS23a eq 57) in the increments dq = q^{n+1} - q^n, dp = p^{n+1} - p^n: no
     difference of nodal values is formed, so the residual resolves the increments to their own
     precision (the time loop adds them by compensated summation)."""
     dq, dp, v0, lam, gam = u["dq"], u["dp"], u["v0"], u["lam"], u["gam"]
@@ -60,13 +61,15 @@ def _residual(u, s: State, h, t, params, mech):
         force = force - mech.C(q0) @ v0
     if mech.has_external_force:
         force = force + mech.F(q0, v0, t)
-    return jnp.concatenate([
-        dq - h * v0 - h * mech.Minv_mul(GbarT_gam),
-        dp - h * force + h * hess,
-        mech.D2L(q0, v0) - p1 - h * hess,
-        mech.g(q1),
-        Gbar_w,
-    ])
+    return jnp.concatenate(
+        [
+            dq - h * v0 - h * mech.Minv_mul(GbarT_gam),
+            dp - h * force + h * hess,
+            mech.D2L(q0, v0) - p1 - h * hess,
+            mech.g(q1),
+            Gbar_w,
+        ]
+    )
 
 
 def _enforced(sol):
@@ -100,7 +103,7 @@ def _mass_operators(mech):
 
 
 class VISTangent:
-    """The Jacobian of the VI-S residual (002 eq 55, damped 000 eq 57) in its blocks.
+    """The Jacobian of the VI-S residual (KBS23b eq 55, damped KBS23a eq 57) in its blocks.
 
     With x = (dq, dp, v0, lambda, gamma) (derivatives with respect to dq, dp are those with
     respect to q^{n+1}, p^{n+1}), q_bar = q^n + h v^n, w = M^-1 p^{n+1} and
@@ -136,35 +139,37 @@ class VISTangent:
         Zdm, Zmd, Zmm = jnp.zeros((d, m)), jnp.zeros((m, d)), jnp.zeros((m, m))
         P = I + h * self.Hg @ Mi
         AmM = Z if self.A is None else self.A - M
-        return jnp.block([
-            [I, Z, -h * I - h * h * Mi @ self.Hg, Zdm, -h * Mi @ self.Gb.T],
-            [Z, P, AmM + h * h * self.Tq, h * self.G0.T, h * self.K.T],
-            [Z, -P, M - h * h * self.Tq, Zdm, -h * self.K.T],
-            [self.G1, Zmd, Zmd, Zmm, Zmm],
-            [Zmd, self.Gb @ Mi, h * self.K, Zmm, Zmm],
-        ])
+        return jnp.block(
+            [
+                [I, Z, -h * I - h * h * Mi @ self.Hg, Zdm, -h * Mi @ self.Gb.T],
+                [Z, P, AmM + h * h * self.Tq, h * self.G0.T, h * self.K.T],
+                [Z, -P, M - h * h * self.Tq, Zdm, -h * self.K.T],
+                [self.G1, Zmd, Zmd, Zmm, Zmm],
+                [Zmd, self.Gb @ Mi, h * self.K, Zmm, Zmm],
+            ]
+        )
 
     def solve(self, b):
         """dR/dx^-1 b by block elimination (see the class docstring)."""
         h, d, m = self.h, self.d, self.m
         Mop, Miop, G0, G1, Gb, K, Hg, Tq = self.Mop, self.Miop, self.G0, self.G1, self.Gb, self.K, self.Hg, self.Tq
-        b1, b2, b3, b4, b5 = b[:d], b[d:2 * d], b[2 * d:3 * d], b[3 * d:3 * d + m], b[3 * d + m:]
+        b1, b2, b3, b4, b5 = b[:d], b[d : 2 * d], b[2 * d : 3 * d], b[3 * d : 3 * d + m], b[3 * d + m :]
         # dv = a + Al dlambda from (55b) + (55c)
         rhs0 = jnp.concatenate([(b2 + b3)[:, None], G0.T], axis=1)
         X = Miop(rhs0) if self.A is None else solver(self.A)(rhs0)
         aAl = X * jnp.concatenate([jnp.ones((1,)), -h * jnp.ones((m,))])[None, :]
         a, Al = aAl[:, 0], aAl[:, 1:]
-        Y_aAl = Mop(aAl) - (h * h) * (Tq @ aAl)           # Y [a | Al]
-        Wq_aAl = h * aAl + (h * h) * Miop(Hg @ aAl)       # (h I + h^2 M^-1 Hg) [a | Al]
+        Y_aAl = Mop(aAl) - (h * h) * (Tq @ aAl)  # Y [a | Al]
+        Wq_aAl = h * aAl + (h * h) * Miop(Hg @ aAl)  # (h I + h^2 M^-1 Hg) [a | Al]
         K_aAl = K @ aAl
         MiGbT = Miop(Gb.T)
         S_inv = solver(jnp.asarray(self.M) + h * Hg)
         if m:
-            Z = S_inv(Gb.T)                               # S^-1 Gb^T
+            Z = S_inv(Gb.T)  # S^-1 Gb^T
             GG = G1 @ jnp.concatenate([(b1 + Wq_aAl[:, 0])[:, None], Wq_aAl[:, 1:], MiGbT], axis=1)
             ZY = Z.T @ jnp.concatenate([Y_aAl, K.T], axis=1)
-            top = jnp.concatenate([GG[:, 1:1 + m], h * GG[:, 1 + m:]], axis=1)
-            bot = jnp.concatenate([ZY[:, 1:1 + m] + h * K_aAl[:, 1:], -h * ZY[:, 1 + m:]], axis=1)
+            top = jnp.concatenate([GG[:, 1 : 1 + m], h * GG[:, 1 + m :]], axis=1)
+            bot = jnp.concatenate([ZY[:, 1 : 1 + m] + h * K_aAl[:, 1:], -h * ZY[:, 1 + m :]], axis=1)
             rhs = jnp.concatenate([b4 - GG[:, 0], b5 - h * K_aAl[:, 0] - ZY[:, 0] + Z.T @ b3])
             if m >= BLOCK_MIN_M:  # (55d) block first: G1 W Al ~ -h^2 G1 M^-1 G0^T, regular
                 dl, dg = block_solve(top[:, :m], top[:, m:], bot[:, :m], bot[:, m:], rhs[:m], rhs[m:], after=Z)
@@ -216,12 +221,12 @@ class VISTangentMF:
         self.d, self.m, self.h, self.A = mech.d, mech.m, h, A
         g = mech.g
         grad_gam = jax.grad(lambda y: gam @ g(y))
-        self.Gb = jax.linearize(g, qbar)[1]                                   # V -> G(q_bar) V
-        self.GbT = jax.vjp(g, qbar)[1]                                        # y -> G(q_bar)^T y
+        self.Gb = jax.linearize(g, qbar)[1]  # V -> G(q_bar) V
+        self.GbT = jax.vjp(g, qbar)[1]  # y -> G(q_bar)^T y
         Gw = lambda q: jax.jvp(g, (q,), (w,))[1]
-        self.K = jax.linearize(Gw, qbar)[1]                                   # V -> K V
-        self.KT = jax.vjp(Gw, qbar)[1]                                        # y -> K^T y
-        self.Hg = jax.linearize(grad_gam, qbar)[1]                            # V -> Hg V
+        self.K = jax.linearize(Gw, qbar)[1]  # V -> K V
+        self.KT = jax.vjp(Gw, qbar)[1]  # y -> K^T y
+        self.Hg = jax.linearize(grad_gam, qbar)[1]  # V -> Hg V
         self.Tq = jax.linearize(lambda q: jax.jvp(grad_gam, (q,), (w,))[1], qbar)[1]  # V -> Tq V
         self.G1 = jax.linearize(g, q1)[1]
         self.G0T = jax.vjp(g, q0)[1]
@@ -272,8 +277,8 @@ class VISTangentMF:
         """dR/dx^-1 b (the elimination of :meth:`VISTangent.solve`, matrix-free)."""
         h, d, m = self.h, self.d, self.m
         Mop, Miop = self.Mop, self.Miop
-        b1, b2, b3, b4, b5 = b[:d], b[d:2 * d], b[2 * d:3 * d], b[3 * d:3 * d + m], b[3 * d + m:]
-        G0T = self._mat(self.G0T, jnp.eye(m), vjp=True)                        # d x m
+        b1, b2, b3, b4, b5 = b[:d], b[d : 2 * d], b[2 * d : 3 * d], b[3 * d : 3 * d + m], b[3 * d + m :]
+        G0T = self._mat(self.G0T, jnp.eye(m), vjp=True)  # d x m
         rhs0 = jnp.concatenate([(b2 + b3)[:, None], G0T], axis=1)
         X = Miop(rhs0) if self.A is None else solver(self.A)(rhs0)
         aAl = X * jnp.concatenate([jnp.ones((1,)), -h * jnp.ones((m,))])[None, :]
@@ -281,14 +286,14 @@ class VISTangentMF:
         Y_aAl = Mop(aAl) - (h * h) * _columns(self.Tq)(aAl)
         Wq_aAl = h * aAl + (h * h) * Miop(_columns(self.Hg)(aAl))
         K_aAl = _columns(self.K)(aAl)
-        GbT = self._mat(self.GbT, jnp.eye(m), vjp=True)                        # d x m
+        GbT = self._mat(self.GbT, jnp.eye(m), vjp=True)  # d x m
         MiGbT = Miop(GbT)
         S_inv = self._S_solver()
-        Z = S_inv(GbT)                                                         # S^-1 Gb^T
+        Z = S_inv(GbT)  # S^-1 Gb^T
         GG = _columns(self.G1)(jnp.concatenate([(b1 + Wq_aAl[:, 0])[:, None], Wq_aAl[:, 1:], MiGbT], axis=1))
         ZY = Z.T @ Y_aAl
-        ZKT = _columns(self.K)(Z).T                                            # Z^T K^T = (K Z)^T
-        top = jnp.concatenate([GG[:, 1:1 + m], h * GG[:, 1 + m:]], axis=1)
+        ZKT = _columns(self.K)(Z).T  # Z^T K^T = (K Z)^T
+        top = jnp.concatenate([GG[:, 1 : 1 + m], h * GG[:, 1 + m :]], axis=1)
         bot = jnp.concatenate([ZY[:, 1:] + h * K_aAl[:, 1:], -h * ZKT], axis=1)
         rhs = jnp.concatenate([b4 - GG[:, 0], b5 - h * K_aAl[:, 0] - ZY[:, 0] + Z.T @ b3])
         sol = solver(jnp.concatenate([top, bot], axis=0))(rhs)
@@ -340,7 +345,7 @@ class VISTangentBanded:
         Mop, Miop = mf.Mop, mf.Miop
         y, rest = z[:d], z[d:]
         if self.keeps_dv:
-            dv, dl, dg = rest[:d], rest[d:d + m], rest[d + m:]
+            dv, dl, dg = rest[:d], rest[d : d + m], rest[d + m :]
         else:
             dl, dg = rest[:m], rest[m:]
             dv = self._dv(dl)
@@ -363,17 +368,17 @@ class VISTangentBanded:
         """dR/dx^-1 b: the reduced system by band LU, then dq1, dp1, dv (class docstring)."""
         mf, h, d, m = self.mf, self.h, self.d, self.m
         Mop, Miop = mf.Mop, mf.Miop
-        b1, b2, b3, b4, b5 = b[:d], b[d:2 * d], b[2 * d:3 * d], b[3 * d:3 * d + m], b[3 * d + m:]
+        b1, b2, b3, b4, b5 = b[:d], b[d : 2 * d], b[2 * d : 3 * d], b[3 * d : 3 * d + m], b[3 * d + m :]
         if self.keeps_dv:
             rhs = jnp.concatenate([b2 + b3, -b3, b4 - mf.G1(b1), b5])
             z = self.banded.solve(rhs)
-            y, dv, dl, dg = z[:d], z[d:2 * d], z[2 * d:2 * d + m], z[2 * d + m:]
+            y, dv, dl, dg = z[:d], z[d : 2 * d], z[2 * d : 2 * d + m], z[2 * d + m :]
         else:
             a = Miop(b2 + b3)
             Wa = h * a + (h * h) * Miop(mf.Hg(a))
             rhs = jnp.concatenate([Mop(a) - (h * h) * mf.Tq(a) - b3, b4 - mf.G1(b1 + Wa), b5 - h * mf.K(a)])
             z = self.banded.solve(rhs)
-            y, dl, dg = z[:d], z[d:d + m], z[d + m:]
+            y, dl, dg = z[:d], z[d : d + m], z[d + m :]
             dv = a + self._dv(dl)
         dq1 = b1 + h * dv + (h * h) * Miop(mf.Hg(dv)) + h * Miop(mf.GbT(dg)[0])
         return jnp.concatenate([dq1, Mop(y), dv, dl, dg])
@@ -385,6 +390,7 @@ reduced system of that form is a narrow band (:func:`band_structure`), else :cla
 (from :data:`MATRIX_FREE_MIN_D` on) or :class:`VISTangent`. Below it the band LU's sequence of
 small factorizations cost more than the dense form's few large ones on the pendulum chain
 (both timed side by side for N = 8 to 20 bodies; about equal at N = 18, d = 54)."""
+
 
 def band_structure(mech, keeps_dv: bool):
     """The :class:`livens.solvers.banded.BandStructure` of :class:`VISTangentBanded`'s reduced system for
@@ -425,7 +431,7 @@ def band_structure(mech, keeps_dv: bool):
 
 
 def _velocity_matrix(mech, q0, v0, t, h):
-    """A = M - h D_v f (f the force of 002 eq 55b / 000 eq 57b: -C(q^n) v^n + F(q^n, v^n, t^n)),
+    """A = M - h D_v f (f the force of KBS23b eq 55b / KBS23a eq 57b: -C(q^n) v^n + F(q^n, v^n, t^n)),
     or None without damping and external force (then A = M)."""
     if not (mech.has_dissipation or mech.has_external_force):
         return None
@@ -456,9 +462,9 @@ def _tangent(u, s: State, h, t, params, mech):
         return VISTangentMF(mech, h, A, q0, q1, qbar, w, gam)
 
     def second_order(q):
-        Gw = jax.jvp(mech.g, (q,), (w,))[1]                     # G(q) w
-        grad_gam = jax.grad(lambda y: gam @ mech.g(y))          # G(q)^T gamma
-        Gtg, Hgw = jax.jvp(grad_gam, (q,), (w,))                # and Hg(q) w
+        Gw = jax.jvp(mech.g, (q,), (w,))[1]  # G(q) w
+        grad_gam = jax.grad(lambda y: gam @ mech.g(y))  # G(q)^T gamma
+        Gtg, Hgw = jax.jvp(grad_gam, (q,), (w,))  # and Hg(q) w
         return Gw, Gtg, Hgw
 
     K, Hg, Tq = jax.jacfwd(second_order)(qbar)
@@ -473,7 +479,7 @@ VI_S = register(
         tangent=_tangent,
         capabilities=Capabilities(velocity_kind="leading", gamma=True, dissipation=True),
         about=About(
-            paper="002 eq 55; 000 eq 41 (typo in 41b corrected), damped 000 eq 57",
+            paper="KBS23b eq 55; KBS23a eq 41 (typo in 41b corrected), damped KBS23a eq 57",
             description="first-order symplectic GGL variational integrator",
             enforced=_enforced,
             keeps="symplectic, momentum maps, g(q) at nodes; order 1",

@@ -1,5 +1,5 @@
 """Gonzalez's energy-momentum scheme for holonomic constraints, EM-G (Gonzalez 1999, Physica D
-132; as compared in 002 §6.3, Figs 23-30).
+132; as compared in KBS23b §6.3, Figs 23-30).
 
 The Hamiltonian form with the discrete gradients of the potential and of the constraints:
 
@@ -12,16 +12,17 @@ gradient of V + lambda.g (the discrete gradient is linear in the function): the 
 corrected along the part of q^{n+1} - q^n outside the symmetry directions
 (:func:`livens.discrete_gradients.corrected`), so that it meets the directionality condition and
 is orthogonal to the generators xi q^{n+1/2} of every exact symmetry of the system (Gonzalez's
-own requirement for momentum conservation; 002 eq 85); where the System declares
-``invariants``, D^G V is Greenspan's gradient (002 eq 126) and the correction acts on lambda.g
+own requirement for momentum conservation; KBS23b eq 85); where the System declares
+``invariants``, D^G V is Greenspan's gradient (KBS23b eq 126) and the correction acts on lambda.g
 alone. For quadratic constraints D^G g is the midpoint Jacobian G(q^{n+1/2}). The reported
 velocity is nodal, v^n = M^-1 p^n.
 
 Properties: the Hamiltonian H = 1/2 p.M^-1 p + V is conserved (the directionality of D^G V and
 D^G g with g(q^n) = g(q^{n+1}) = 0), the momentum maps of the exact symmetries are conserved,
 g(q) = 0 at the nodes -- but the secondary constraint G(q) M^-1 p = 0 is *not*
-enforced and drifts at O(h^2) (002 Fig 23; contrast EM, Fig 24). Second order.
+enforced and drifts at O(h^2) (KBS23b Fig 23; contrast EM, Fig 24). Second order.
 """
+
 from __future__ import annotations
 
 import jax
@@ -37,11 +38,13 @@ def _residual(u, s: State, h, t, params, mech):
     q1, p1, lam = u["q1"], u["p1"], u["lam"]
     q0, p0 = s.q, s.p
     Minv = mech.Minv()
-    return jnp.concatenate([
-        q1 - q0 - 0.5 * h * Minv @ (p0 + p1),
-        p1 - p0 + h * _force(mech, q0, q1, lam),
-        mech.g(q1),
-    ])
+    return jnp.concatenate(
+        [
+            q1 - q0 - 0.5 * h * Minv @ (p0 + p1),
+            p1 - p0 + h * _force(mech, q0, q1, lam),
+            mech.g(q1),
+        ]
+    )
 
 
 def _force(mech, q0, q1, lam):
@@ -55,7 +58,7 @@ def _force(mech, q0, q1, lam):
 
     # an invariant g meets the orthogonality condition by itself; an equivariant one is imposed
     force = Z is not None and not mech.invariant_constraints
-    if mech.quadratic_constraints and not force:  # midpoint derivatives of g exact (002 eq 99)
+    if mech.quadratic_constraints and not force:  # midpoint derivatives of g exact (KBS23b eq 99)
         if mech.invariants is not None:
             return dg.potential_gradient(mech, q0, q1) + jax.grad(phi)(qm)
         if mech.quadratic_potential:
@@ -76,7 +79,7 @@ GONZALEZ_EM = register(
         residual=_residual,
         capabilities=Capabilities(external_force=False, velocity_kind="nodal", symmetries=True),
         about=About(
-            paper="Gonzalez 1999 (Physica D 132), as EM-G in 002 §6.3",
+            paper="Gonzalez 1999 (Physica D 132), as EM-G in KBS23b §6.3",
             description="Gonzalez's energy-momentum scheme, position constraints only",
             keeps="energy, momentum maps, g(q) at nodes; order 2",
             order=2,

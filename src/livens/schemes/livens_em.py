@@ -1,7 +1,7 @@
 """Schemes in the (q, v, p) form of Livens principle, for singular and configuration-dependent M
-(003 §4-5). Neither forms M^-1; the Newton matrix stays regular where M(q) is only semi-definite.
+(KB23 §4-5). Neither forms M^-1; the Newton matrix stays regular where M(q) is only semi-definite.
 
-``livens-em``: the energy-consistent scheme of 003 eq 28 (specified for L = T - V in eq 30):
+``livens-em``: the energy-consistent scheme of KB23 eq 28 (specified for L = T - V in eq 30):
 
     q^{n+1} - q^n = h v^{n+1/2}                                                      (28a)
     p^{n+1} - p^n = h D1_bar L(q, v) - h sum_k lambda_k D_bar g_k(q)                 (28b)
@@ -9,15 +9,15 @@
     g(q^{n+1})    = 0                                                                (28d)
 
 with v^{n+1/2} = (v^n + v^{n+1})/2, p^{n+1/2} = (p^n + p^{n+1})/2, (D1_bar L, D2_bar L) the partitioned
-discrete derivative of L(q, v) (003 eq 29; :func:`livens.discrete_gradients.partitioned`) and D_bar g_k
-Gonzalez's discrete gradient (003 eq 26), applied to the multipliers as the discrete gradient of the
+discrete derivative of L(q, v) (KB23 eq 29; :func:`livens.discrete_gradients.partitioned`) and D_bar g_k
+Gonzalez's discrete gradient (KB23 eq 26), applied to the multipliers as the discrete gradient of the
 scalar lambda.g(q) (:func:`livens.discrete_gradients.gonzalez`; the same sum, by linearity).
-It conserves the discrete generalized energy E^n = p^n.v^n - 1/2 v^n.M(q^n)v^n + V(q^n) (003 eq 31,
+It conserves the discrete generalized energy E^n = p^n.v^n - 1/2 v^n.M(q^n)v^n + V(q^n) (KB23 eq 31,
 Prop. 5.4) to round-off and meets g(q^{n+1}) = 0 to the Newton tolerance. For a
 configuration-dependent M, p^n = M(q^n)v^n does not hold exactly (Prop. 5.5), so the total energy
-1/2 v.M(q)v + V (eq 35) is not conserved exactly (003 Fig. 7); for a constant M both coincide.
+1/2 v.M(q)v + V (eq 35) is not conserved exactly (KB23 Fig. 7); for a constant M both coincide.
 
-``livens-midpoint``: the implicit midpoint rule applied to the same equations (003 eq 21), the
+``livens-midpoint``: the implicit midpoint rule applied to the same equations (KB23 eq 21), the
 contrast case:
 
     q^{n+1} - q^n = h v^{n+1/2},
@@ -37,6 +37,7 @@ the quotients of the discrete gradients: :mod:`livens.solvers.tangent`).
 An external force F(q, v, t) enters both as h F(q^{n+1/2}, v^{n+1/2}, t + h/2) in the momentum
 balance.
 """
+
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -58,10 +59,10 @@ def _position(s: State, v1, h):
 
 
 def _em_forces(u, s: State, h, t, mech):
-    """(q^{n+1}, D1_bar L + F - D_bar g^T lambda, D2_bar L) of 003 eq 28 for the unknowns u.
+    """(q^{n+1}, D1_bar L + F - D_bar g^T lambda, D2_bar L) of KB23 eq 28 for the unknowns u.
 
     For a constant M, L = 1/2 v.Mv - V(q) is separable with T quadratic, and the partitioned discrete
-    derivative (003 eq 29) is exactly (-D_G V, M v^{n+1/2}) (Gonzalez's quotient vanishes for a
+    derivative (KB23 eq 29) is exactly (-D_G V, M v^{n+1/2}) (Gonzalez's quotient vanishes for a
     quadratic function); the potential and the multipliers' term are then one Gonzalez gradient of
     V + lambda.g (the quotient is linear in the function): the same equations, one quotient instead
     of five, and a smaller program."""
@@ -70,6 +71,7 @@ def _em_forces(u, s: State, h, t, mech):
     q1 = _position(s, v1, h)
     external = _external(mech, q0, q1, v0, v1, t, h)
     if mech.constant_mass:
+
         def phi(q):
             return mech.V(q) + lam @ mech.g(q) if mech.m else mech.V(q)
 
@@ -82,19 +84,19 @@ def _em_forces(u, s: State, h, t, mech):
 
 
 def _em_momentum(s: State, q1, v1, mech):
-    """D2_bar L of 003 eq 29 (p^{n+1/2}, eq 28c): M v^{n+1/2} for a constant M."""
+    """D2_bar L of KB23 eq 29 (p^{n+1/2}, eq 28c): M v^{n+1/2} for a constant M."""
     if mech.constant_mass:
         return mech.D2L(s.q, 0.5 * (s.v + v1))
     return dg.partitioned(mech.L, s.q, s.v, q1, v1)[1]
 
 
 def _midpoint_momentum(s: State, q1, v1, mech):
-    """D_2 L(q^{n+1/2}, v^{n+1/2}) (003 eq 21)."""
+    """D_2 L(q^{n+1/2}, v^{n+1/2}) (KB23 eq 21)."""
     return mech.D2L(0.5 * (s.q + q1), 0.5 * (s.v + v1))
 
 
 def _midpoint_forces(u, s: State, h, t, mech):
-    """(q^{n+1}, D_1 L + F - G^T lambda at the midpoint, D_2 L at the midpoint) of 003 eq 21."""
+    """(q^{n+1}, D_1 L + F - G^T lambda at the midpoint, D_2 L at the midpoint) of KB23 eq 21."""
     v1, lam = u["v1"], u["lam"]
     q0, v0 = s.q, s.v
     q1 = _position(s, v1, h)
@@ -127,7 +129,7 @@ def _update(momentum):
 
 def _guess(s: State, h, t, params, mech, mode):
     """The velocity and multipliers of step n ("simple" and "advanced" alike: with v^{n+1} = v^n,
-    q^{n+1} = q^n + h v^n, the advanced guess of 002 Table 2)."""
+    q^{n+1} = q^n + h v^n, the advanced guess of KBS23b Table 2)."""
     return {"v1": s.v, "lam": s.lam}
 
 
@@ -145,9 +147,9 @@ LIVENS_EM = register(
             configuration_mass=True,
         ),
         about=About(
-            paper="003 eq 28, 30 (Kinon, Betsch: Livens principle); discrete energy eq 31",
+            paper="KB23 eq 28, 30 (Kinon, Betsch: Livens principle); discrete energy eq 31",
             description="energy-consistent Livens scheme; singular or configuration-dependent M, no M^-1",
-            keeps="generalized energy E(q, v, p) (003 eq 31), g(q) at the nodes; order 2",
+            keeps="generalized energy E(q, v, p) (KB23 eq 31), g(q) at the nodes; order 2",
             order=2,
         ),
     ),
@@ -167,7 +169,7 @@ LIVENS_MIDPOINT = register(
             configuration_mass=True,
         ),
         about=About(
-            paper="003 eq 21 (Livens equations) discretized by the implicit midpoint rule (comparison)",
+            paper="KB23 eq 21 (Livens equations) discretized by the implicit midpoint rule (comparison)",
             description="midpoint rule in Livens (q, v, p) form; singular or configuration-dependent M, no M^-1",
             keeps="g(q) at the nodes; order 2",
             order=2,

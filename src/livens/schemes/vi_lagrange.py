@@ -1,34 +1,34 @@
-"""Variational integrators with the midpoint discrete Lagrangian (004 §4, eq 13-18).
+"""Variational integrators with the midpoint discrete Lagrangian (SLO09 §4, eq 13-18).
 
-Discrete Lagrangian (004 eq 18, written for any L(q, v) = 1/2 v.M(q)v - V(q)):
+Discrete Lagrangian (SLO09 eq 18, written for any L(q, v) = 1/2 v.M(q)v - V(q)):
 
     L_d(q_i, q_{i+1}) = h L((q_i + q_{i+1})/2, (q_{i+1} - q_i)/h)
 
 which for a constant M is 1/2 (q_{i+1} - q_i).M(q_{i+1} - q_i)/h - h V((q_i + q_{i+1})/2).
 
-``vi-lagrange``: the discrete Euler-Lagrange equations with Lagrange multipliers (004 eq 14)
+``vi-lagrange``: the discrete Euler-Lagrange equations with Lagrange multipliers (SLO09 eq 14)
 
     D_2 L_d(q_{i-1}, q_i) + D_1 L_d(q_i, q_{i+1}) + h G(q_i)^T lambda_i = 0,   g(q_{i+1}) = 0,
 
-a two-step scheme started by the constrained discrete Legendre transform (004 eq 15)
+a two-step scheme started by the constrained discrete Legendre transform (SLO09 eq 15)
 
     p_0 + D_1 L_d(q_0, q_1) + h/2 G(q_0)^T lambda_0 = 0,   g(q_1) = 0.
 
-``vi-nullspace``: the discrete null space method (004 eq 16, 17). Eq 14 is premultiplied by P(q_i)^T,
+``vi-nullspace``: the discrete null space method (SLO09 eq 16, 17). Eq 14 is premultiplied by P(q_i)^T,
 P(q) an orthonormal basis of null(G(q)), and q_{i+1} = F(w_{i+1}, q_i) is a nodal reparametrization,
 so that only k = d - m unknowns w_{i+1} are solved for:
 
     P(q_i)^T [D_2 L_d(q_{i-1}, q_i) + D_1 L_d(q_i, F(w_{i+1}, q_i))] = 0          (16)
     P(q_0)^T [p_0 + D_1 L_d(q_0, F(w_1, q_0))] = 0                                (17)
 
-004 does not spell out F for its examples (it refers to Leyendecker et al. 2008b, where F comes
+SLO09 does not spell out F for its examples (it refers to Leyendecker et al. 2008b, where F comes
 from the geometry of the system). For a generic system F is taken here as the tangent step
 corrected along the normal space at q_i: F(w, q_i) = q_i + P(q_i) w + N(q_i) z with g(F) = 0, N(q)
 an orthonormal basis of range G(q)^T (the complement of P in the same QR factor), z found by an inner
 Newton iteration in its m unknowns (matrix G(u) N(q_i), first derivatives of g only) and
 differentiated implicitly (:func:`make_chart`). Since P^T N = 0, w = P^T (F(w, q_i) - q_i). Any local
 chart of the constraint manifold gives the same q_{i+1}: (16) is (14) with the multiplier term
-removed by P^T (004: "(16) and (14) are equivalent"), so ``vi-nullspace`` reproduces the
+removed by P^T (SLO09: "(16) and (14) are equivalent"), so ``vi-nullspace`` reproduces the
 ``vi-lagrange`` trajectory to the Newton tolerance; lambda_i is recovered afterwards by least
 squares from (14). (An earlier form, the closest-point projection u = y + G(u)^T mu, needed the
 Hessian of mu.g in its inner Newton matrix, of size d + m.)
@@ -55,12 +55,13 @@ form) the QR factors of G(q^{n+1})^T, is computed once per step before the first
 (``Scheme.prepare``), not in each residual.
 
 Both schemes are variational, hence symplectic and momentum-conserving (discrete Noether, for
-symmetries leaving L and g invariant), and second order (004 Fig. 4).
+symmetries leaving L and g invariant), and second order (SLO09 Fig. 4).
 Neither scheme forms M^-1: both run a singular mass matrix as long as it is positive definite on the
 tangent space of the constraint manifold (then the Newton matrix of eq 14 is regular for small h), as
-for the director beams of the three-bar swing (004 §4.2, where d3 carries no inertia), and a
+for the director beams of the three-bar swing (SLO09 §4.2, where d3 carries no inertia), and a
 configuration-dependent M through L(q, v).
 """
+
 from __future__ import annotations
 
 import jax
@@ -76,15 +77,15 @@ from .base import About, Capabilities, Scheme, Solving, State, compensated_add
 _START_TOL = 1e-12
 _START_MAX_ITER = 60
 _START_ACCEPT = 1e-9
-"""The start (004 eq 15, 17) is solved to ||R||_inf <= :data:`_START_TOL`, or, where round-off keeps
+"""The start (SLO09 eq 15, 17) is solved to ||R||_inf <= :data:`_START_TOL`, or, where round-off keeps
 its residual above that (the elastic forces of stiff beams: the three-bar swing with 40 elements stalls
 at ~1.5e-12), until the residual stops halving below _START_ACCEPT (1 + |p_0|), the level the start
 requires (``floor`` of :func:`livens.solvers.newton.newton`), instead of iterating to max_iter."""
 
 
-# ------------------------------------------------------------------ discrete Lagrangian (004 eq 18)
+# ------------------------------------------------------------------ discrete Lagrangian (SLO09 eq 18)
 def discrete_lagrangian(mech, q0, dq, h):
-    """L_d(q0, q1) = h L((q0 + q1)/2, (q1 - q0)/h), the midpoint discrete Lagrangian (004 eq 18),
+    """L_d(q0, q1) = h L((q0 + q1)/2, (q1 - q0)/h), the midpoint discrete Lagrangian (SLO09 eq 18),
     written in the increment dq = q1 - q0, so that the velocity dq/h keeps the increment's
     precision (no difference of nodal values; see the module docstring)."""
     return h * mech.L(q0 + 0.5 * dq, dq / h)
@@ -116,11 +117,11 @@ def _next(q1, dq2, c1):
 
 def _qr_bases(mech, q):
     """(P, N, R1) from the complete QR factorization G(q)^T = [N P] [R1; 0] (G of full rank m): P
-    (d x k) an orthonormal basis of null G(q) (004 §4), N (d x m) one of its complement range
+    (d x k) an orthonormal basis of null G(q) (SLO09 §4), N (d x m) one of its complement range
     G(q)^T, R1 (m x m) upper triangular with G(q)^T = N R1. Any orthonormal basis P gives the same
     q_{i+1}; QR costs less than the SVD."""
     Q, R = jnp.linalg.qr(mech.G(q).T, mode="complete")
-    return Q[:, mech.m:], Q[:, :mech.m], R[:mech.m]
+    return Q[:, mech.m :], Q[:, : mech.m], R[: mech.m]
 
 
 def _multiplier(N, R1, r, h):
@@ -215,7 +216,7 @@ def reparametrization(mech):
 
 # ------------------------------------------------------------------ the Newton system of eq 14 and 15
 def _lagrange_system(x, args, mech):
-    """The residual of 004 eq 14 and eq 15, one form in the unknowns x = (dq, lambda):
+    """The residual of SLO09 eq 14 and eq 15, one form in the unknowns x = (dq, lambda):
 
         r + D_1 L_d(q, q + dq) + c h G(q)^T lambda = 0,   g(q + dq) = 0,
 
@@ -225,8 +226,7 @@ def _lagrange_system(x, args, mech):
     q, carry, r, c, h, t = args
     d = mech.d
     dq, lam = x[:d], x[d:]
-    return jnp.concatenate([r + D1Ld(mech, q, dq, h, t) + c * h * mech.GT_mul(q, lam),
-                            mech.g(_next(q, dq, carry)[0])])
+    return jnp.concatenate([r + D1Ld(mech, q, dq, h, t) + c * h * mech.GT_mul(q, lam), mech.g(_next(q, dq, carry)[0])])
 
 
 def _band_tangent(x, args, mech, jvp=None):
@@ -238,9 +238,9 @@ def _band_tangent(x, args, mech, jvp=None):
     return banded_tangent("vi-lagrange eq 15", _lagrange_system, x, args, mech, jvp)
 
 
-# ------------------------------------------------------------------ start (004 eq 15, 17)
+# ------------------------------------------------------------------ start (SLO09 eq 15, 17)
 def _start_equations(mech, kind, q0, p0, h):
-    """Solve the constrained discrete Legendre transform (004 eq 15, or eq 17 for the null space
+    """Solve the constrained discrete Legendre transform (SLO09 eq 15, or eq 17 for the null space
     form) for the increment dq = q_1 - q_0 and lambda_0; pure and traceable, the solution's
     derivative by the implicit function theorem (:func:`livens.solvers.newton.implicit`). Returns
     (q_1, its carry, dq, lambda_0, residual of eq 15, Newton iterations). Newton takes R and its
@@ -255,7 +255,7 @@ def _start_equations(mech, kind, q0, p0, h):
     if kind == "lagrange":
         args = (q0, zero, p0, jnp.asarray(0.5, q0.dtype), h, jnp.zeros((), q0.dtype))
 
-        def R(x):  # 004 eq 15, in the increment dq = q_1 - q_0
+        def R(x):  # SLO09 eq 15, in the increment dq = q_1 - q_0
             return _lagrange_system(x, args, mech)
 
         def tangent(x, lin):
@@ -268,7 +268,7 @@ def _start_equations(mech, kind, q0, p0, h):
         F = reparametrization(mech)
         P, N, R1 = _qr_bases(mech, q0)
 
-        def R(w):  # 004 eq 17
+        def R(w):  # SLO09 eq 17
             return P.T @ (p0 + D1Ld(mech, q0, F(w, q0, (P, N)) - q0, h, 0.0))
 
         res = solve(R, jnp.zeros((d - m,), q0.dtype))
@@ -285,11 +285,11 @@ def _make_start(kind):
     eq = "15" if kind == "lagrange" else "17"
 
     def start(state: State, h, params, mech):
-        """q_1 and lambda_0 from the constrained discrete Legendre transform (004 eq {eq}), pure
+        """q_1 and lambda_0 from the constrained discrete Legendre transform (SLO09 eq {eq}), pure
         and traceable: (the state of the first step, (ok, residual, Newton iterations)). ``ok``:
         the residual of eq 15 is below 1e-9 (1 + |p_0|), or below its round-off floor: eq 15 holds
         M (q_1 - q_0)/h, whose round-off grows like |M| |q| eps / h (heavy bodies at small h, the
-        beams of 004 §4.2: 1.6e-9 with 540 kg nodes at h = 1.25e-5)."""
+        beams of SLO09 §4.2: 1.6e-9 with 540 kg nodes at h = 1.25e-5)."""
         q, p = state.q, state.p
         q1, c1, dq, lam0, resid, its = _start_equations(mech, kind, q, p, h)
         scale = 1.0 + jnp.max(jnp.abs(p))
@@ -302,7 +302,7 @@ def _make_start(kind):
     return start
 
 
-# ------------------------------------------------------------------ vi-lagrange (004 eq 14)
+# ------------------------------------------------------------------ vi-lagrange (SLO09 eq 14)
 def _prepare(s: State, h, t, params, mech) -> State:
     """The step's invariant of eq 14 at node n+1: r = D_2 L_d(q^n, q^{n+1}) (with the discrete force
     f^+_d), the same at every Newton iterate and the first term of p^{n+1} (:func:`_advance`)."""
@@ -323,7 +323,7 @@ def _step_args(s: State, h, t, mech):
 
 
 def _lagrange_residual(u, s: State, h, t, params, mech):
-    """004 eq 14 at node n+1: D_2 L_d(q^n, q^{n+1}) + D_1 L_d(q^{n+1}, q^{n+2}) + h G^T lambda = 0,
+    """SLO09 eq 14 at node n+1: D_2 L_d(q^n, q^{n+1}) + D_1 L_d(q^{n+1}, q^{n+2}) + h G^T lambda = 0,
     in the increments (``extra["dq"]`` = q^{n+1} - q^n, the unknown dq2 = q^{n+2} - q^{n+1})."""
     return _lagrange_system(jnp.concatenate([u["dq2"], u["lam"]]), _step_args(s, h, t, mech), mech)
 
@@ -366,7 +366,7 @@ VI_LAGRANGE = register(
             configuration_mass=True,
         ),
         about=About(
-            paper="004 eq 14, 15, 18 (Schmidt, Leyendecker, Ortiz 2009)",
+            paper="SLO09 eq 14, 15, 18 (Schmidt, Leyendecker, Ortiz 2009)",
             description="variational integrator, midpoint discrete Lagrangian, Lagrange multipliers (two-step)",
             keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
             order=2,
@@ -375,7 +375,7 @@ VI_LAGRANGE = register(
 )
 
 
-# ------------------------------------------------------------------ vi-nullspace (004 eq 16, 17)
+# ------------------------------------------------------------------ vi-nullspace (SLO09 eq 16, 17)
 def _prepare_nullspace(s: State, h, t, params, mech) -> State:
     """The step's invariants of eq 16 at node n+1: r = D_2 L_d(q^n, q^{n+1}) (:func:`_prepare`) and
     the bases P, N and factor R1 of G(q^{n+1})^T (:func:`_qr_bases`)."""
@@ -391,7 +391,7 @@ def _bases(s: State, mech):
 
 
 def _nullspace_residual(u, s: State, h, t, params, mech):
-    """004 eq 16 at node n+1, for w with q^{n+2} = F(w, q^{n+1})."""
+    """SLO09 eq 16 at node n+1, for w with q^{n+2} = F(w, q^{n+1})."""
     q1 = s.extra["q_next"]
     P, N, _ = _bases(s, mech)
     q2 = reparametrization(mech)(u["w"], q1, (P, N))
@@ -399,7 +399,7 @@ def _nullspace_residual(u, s: State, h, t, params, mech):
 
 
 def _nullspace_guess(s: State, h, t, params, mech, mode):
-    """w of eq 16 (004) for q^{n+2}: 0 ("simple"), or P^T (q^{n+1} - q^n), the tangent component of the
+    """w of eq 16 (SLO09) for q^{n+2}: 0 ("simple"), or P^T (q^{n+1} - q^n), the tangent component of the
     last increment ("advanced")."""
     q1 = s.extra["q_next"]
     if mode == "advanced":
@@ -434,7 +434,7 @@ VI_NULLSPACE = register(
         ),
         solving=Solving(linearize_once=True),
         about=About(
-            paper="004 eq 16, 17, 18 (discrete null space method; Leyendecker, Marsden, Ortiz 2008)",
+            paper="SLO09 eq 16, 17, 18 (discrete null space method; Leyendecker, Marsden, Ortiz 2008)",
             description="discrete null space method: the vi-lagrange trajectory from d - m unknowns per step",
             keeps="variational (symplectic), momentum maps, g(q) at the nodes; order 2",
             order=2,

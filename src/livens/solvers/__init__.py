@@ -9,9 +9,18 @@
 - :mod:`livens.solvers.banded`, :mod:`livens.solvers.dense`: the band LU of chains and beams, and
   small dense solves (unrolled elimination, block elimination).
 """
+
 from .couplings import coupling
 from .dense import batched_systems
 from .tangent import BANDED_MIN_UNKNOWNS, Dense, LowRankUpdate, ad_jacobian, banded_tangent, tangent_operator
 
-__all__ = ["BANDED_MIN_UNKNOWNS", "Dense", "LowRankUpdate", "ad_jacobian", "banded_tangent", "batched_systems",
-           "coupling", "tangent_operator"]
+__all__ = [
+    "BANDED_MIN_UNKNOWNS",
+    "Dense",
+    "LowRankUpdate",
+    "ad_jacobian",
+    "banded_tangent",
+    "batched_systems",
+    "coupling",
+    "tangent_operator",
+]

@@ -19,7 +19,7 @@ iteration costs O(n) instead of the O(n^3) of a dense LU:
 
 - :func:`find_structure`: the pattern at random points, its structure, the check below, cached
   per system, None where the band is not narrow or the check fails; :func:`residual_tangent`
-  applies it to the AD Jacobian of a scheme's residual itself (vi-lagrange, 004 eq 14, 15), where
+  applies it to the AD Jacobian of a scheme's residual itself (vi-lagrange, SLO09 eq 14, 15), where
   :func:`livens.schemes.ggl_vi.band_structure` applies it to VI-S's reduced system.
 
 The pattern is found numerically: an entry that vanishes at every sample point (a branch of
@@ -30,6 +30,7 @@ that vanishes at that point too is still missed: Newton then iterates with an in
 (more iterations, or a failed step and its rescue, which uses the AD Jacobian), never to a
 different solution, since it stops on the residual.
 """
+
 from __future__ import annotations
 
 import jax
@@ -191,6 +192,7 @@ def _random_like(template, rng):
     """Random values shaped as the arrays of ``template`` (a pytree; only shapes and dtypes are
     read, so traced values will do): scalars uniform in [0.01, 0.1] (step sizes, times, factors),
     arrays standard normal; NumPy arrays."""
+
     def draw(a):
         shape, dtype = jnp.shape(a), np.dtype(jnp.result_type(a))
         if not shape:
@@ -224,8 +226,7 @@ def residual_structure(key, residual, x, args, mech, min_n: int = 0) -> BandStru
     @ImmediateProgram  # run at a few sample points
     def columns(prm, y, a, E):
         bound = mech.bind(prm)
-        return jax.vmap(lambda v: jax.jvp(lambda z: residual(z, a, bound), (y,), (v,))[1],
-                        in_axes=1, out_axes=1)(E)
+        return jax.vmap(lambda v: jax.jvp(lambda z: residual(z, a, bound), (y,), (v,))[1], in_axes=1, out_axes=1)(E)
 
     return find_structure(full_key, n, lambda point, E: columns(*point, E), random_point)
 
@@ -251,9 +252,12 @@ def _color_columns(A_csc, A_csr, order) -> np.ndarray:
     indptr_c, rows_of = A_csc.indptr, A_csc.indices
     indptr_r, cols_of = A_csr.indptr, A_csr.indices
     for j in order:
-        rows = rows_of[indptr_c[j]:indptr_c[j + 1]]
-        neighbours = np.unique(np.concatenate([cols_of[indptr_r[i]:indptr_r[i + 1]] for i in rows])) if rows.size \
+        rows = rows_of[indptr_c[j] : indptr_c[j + 1]]
+        neighbours = (
+            np.unique(np.concatenate([cols_of[indptr_r[i] : indptr_r[i + 1]] for i in rows]))
+            if rows.size
             else np.zeros(0, np.int64)
+        )
         used = colors[neighbours]
         used = set(used[used >= 0].tolist())
         c = 0
@@ -289,18 +293,17 @@ def block_tridiagonal_solve(L, D, U, rhs):
         Dk, Uk, rk = carry
         Lk1, Dk1, Uk1, rk1 = nxt
         lu, _, p = lax.linalg.lu(jnp.concatenate([Dk, Lk1], axis=0))
-        T = jnp.concatenate([jnp.concatenate([Uk, Z, rk], axis=1),
-                             jnp.concatenate([Dk1, Uk1, rk1], axis=1)], axis=0)[p]
+        T = jnp.concatenate([jnp.concatenate([Uk, Z, rk], axis=1), jnp.concatenate([Dk1, Uk1, rk1], axis=1)], axis=0)[p]
         top = jsl.solve_triangular(lu[:b], T[:b], lower=True, unit_diagonal=True)
         bottom = T[b:] - lu[b:] @ top
         W = jsl.solve_triangular(lu[:b], top, lower=False)  # U_kk^-1 [U_k,k+1  U_k,k+2  y_k]
-        return (bottom[:, :b], bottom[:, b:2 * b], bottom[:, 2 * b:]), W
+        return (bottom[:, :b], bottom[:, b : 2 * b], bottom[:, 2 * b :]), W
 
     _, W = lax.scan(eliminate, (D[0], U[0], rhs[0]), (Ln, Dn, Un, rn))
 
     def back(carry, Wk):
         x1, x2 = carry
-        xk = Wk[:, 2 * b:] - Wk[:, :b] @ x1 - Wk[:, b:2 * b] @ x2
+        xk = Wk[:, 2 * b :] - Wk[:, :b] @ x1 - Wk[:, b : 2 * b] @ x2
         return (xk, x1), xk
 
     zero = jnp.zeros((b, r), dtype)
@@ -343,8 +346,11 @@ class BandedTangent:
         zero = xp.zeros((1, s.b), v.dtype)
         prev = xp.concatenate([zero, V[:-1]])
         nxt = xp.concatenate([V[1:], zero])
-        Y = (xp.einsum("kij,kj->ki", self.L, prev) + xp.einsum("kij,kj->ki", self.D, V)
-             + xp.einsum("kij,kj->ki", self.U, nxt))
+        Y = (
+            xp.einsum("kij,kj->ki", self.L, prev)
+            + xp.einsum("kij,kj->ki", self.D, V)
+            + xp.einsum("kij,kj->ki", self.U, nxt)
+        )
         return Y.reshape(-1)[: s.n][s.inv]
 
     def matrix(self):
@@ -352,11 +358,11 @@ class BandedTangent:
         nb, b = s.nb, s.b
         A = jnp.zeros((nb * b, nb * b), self.D.dtype)
         for k in range(nb):
-            A = A.at[k * b:(k + 1) * b, k * b:(k + 1) * b].set(self.D[k])
+            A = A.at[k * b : (k + 1) * b, k * b : (k + 1) * b].set(self.D[k])
             if k:
-                A = A.at[k * b:(k + 1) * b, (k - 1) * b:k * b].set(self.L[k])
+                A = A.at[k * b : (k + 1) * b, (k - 1) * b : k * b].set(self.L[k])
             if k + 1 < nb:
-                A = A.at[k * b:(k + 1) * b, (k + 1) * b:(k + 2) * b].set(self.U[k])
+                A = A.at[k * b : (k + 1) * b, (k + 1) * b : (k + 2) * b].set(self.U[k])
         A = A[: s.n, : s.n]
         return A[s.inv][:, s.inv]
 

@@ -1,6 +1,6 @@
 """Scalars that couple every unknown of a residual, marked so that a tangent can keep its band.
 
-A discrete gradient in the sense of Gonzalez (003 eq 26) is the midpoint gradient plus a
+A discrete gradient in the sense of Gonzalez (KB23 eq 26) is the midpoint gradient plus a
 correction c dx, where the quotient c = (f(x1) - f(x0) - Df(x_m).dx) / |dx|^2 is computed from
 the whole state. The residual of an energy-consistent scheme on a beam or a chain is otherwise
 local (each equation involves a few neighbouring unknowns), but the derivative of c dx adds
@@ -15,6 +15,7 @@ scalars: a band solve and a k x k system (Sherman-Morrison-Woodbury) give its ex
 :func:`coupling` marks such a scalar (or array of them) where it is computed; outside
 :func:`split` it is the identity and costs nothing. :func:`split` turns a residual into R_c and c.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -76,7 +77,7 @@ def split(residual: Callable) -> tuple[Callable, Callable]:
             value = jnp.asarray(value)
             i, n = position[0], value.size
             position[0] += n
-            return jnp.reshape(c[i:i + n], value.shape).astype(value.dtype)
+            return jnp.reshape(c[i : i + n], value.shape).astype(value.dtype)
 
         with _handled(substitute):
             out = residual(x)

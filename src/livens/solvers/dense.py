@@ -7,6 +7,7 @@ handful of fused elementwise operations) and larger ones with one LU factorizati
 (``lax.linalg.lu``) reused for every right-hand side. Both are exact solves (no approximation):
 they change results only at round-off level.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -93,7 +94,7 @@ def block_solve(A11, A12, A21, A22, b1, b2, after=None):
     """
     if _batched():
         x = solver(jnp.block([[A11, A12], [A21, A22]]))(jnp.concatenate([b1, b2]))
-        return x[:A11.shape[0]], x[A11.shape[0]:]
+        return x[: A11.shape[0]], x[A11.shape[0] :]
     if after is not None:
         A11, _ = lax.optimization_barrier((A11, after))
     F = solver(A11)

@@ -1,4 +1,4 @@
-"""Newton's method for one time step, jit-compiled inside the time loop (002 §6: tol 1e-9).
+"""Newton's method for one time step, jit-compiled inside the time loop (KBS23b §6: tol 1e-9).
 
 The tangent is the exact derivative of the residual by forward-mode AD (third derivatives of g
 included where the residual holds Hessian-vector products), unless the scheme supplies a
@@ -11,6 +11,7 @@ iterates up to round-off. The time loop passes the update as one function ``line
 :func:`newton_linearized` is the same iteration for residuals whose derivative repeats their own
 work (the null space method's projection): R and dR/dx from one linearization per iterate.
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -59,9 +60,18 @@ ACCEPT = 1e-10
 below ACCEPT (1 + |x|_inf): earlier, Newton's increments need not decrease monotonically."""
 
 
-def newton(residual: Callable, x0, tol, max_iter, tangent: Callable | None = None,
-           linear_step: Callable | None = None, r0=None, stopping: str = "tol",
-           final_iteration: bool = False, floor=None) -> NewtonResult:
+def newton(
+    residual: Callable,
+    x0,
+    tol,
+    max_iter,
+    tangent: Callable | None = None,
+    linear_step: Callable | None = None,
+    r0=None,
+    stopping: str = "tol",
+    final_iteration: bool = False,
+    floor=None,
+) -> NewtonResult:
     """Solve residual(x) = 0 from x0; ``tol`` and ``max_iter`` may be traced values.
 
     ``tangent(x)`` returns dR/dx (a matrix or an object with ``solve``); by default
@@ -230,8 +240,7 @@ def _newton_roundoff(residual, step, x0, r0, max_iter) -> NewtonResult:
     return NewtonResult(x, it, n, converged)
 
 
-def damped_newton(residual: Callable, x0, tol, max_iter, rcond: float = 1e-12,
-                  max_halvings: int = 40) -> NewtonResult:
+def damped_newton(residual: Callable, x0, tol, max_iter, rcond: float = 1e-12, max_halvings: int = 40) -> NewtonResult:
     """Newton's method made robust: least-squares steps and backtracking on ||R||_2.
 
     The rescue of a time step whose plain Newton iteration failed (:func:`livens.simulate`).
@@ -241,7 +250,7 @@ def damped_newton(residual: Callable, x0, tol, max_iter, rcond: float = 1e-12,
     Jacobian loses rank) and equals the Newton increment where J is well conditioned. The step
     length a = 1, 1/2, 1/4, ... is the first with ||R(x + a dx)||_2 < (1 - 1e-4 a) ||R(x)||_2
     (Armijo's condition; dx is a descent direction of ||R||^2), which keeps an iteration started
-    too far from the root (large h, e.g. 002 §6.3 Fig. 33 at h = 0.675) from diverging. Stops on
+    too far from the root (large h, e.g. KBS23b §6.3 Fig. 33 at h = 0.675) from diverging. Stops on
     ||R||_inf <= tol, at ``max_iter`` iterations, or when no step length decreases ||R||_2.
     """
     jac = jax.jacfwd(residual)
@@ -298,8 +307,17 @@ class PlainNewton:
         self.stopping, self.final_iteration, self.floor = stopping, final_iteration, floor
 
     def solve(self, residual, x0, tol, max_iter, linear_step, r0=None) -> NewtonResult:
-        return newton(residual, x0, tol, max_iter, linear_step=linear_step, r0=r0, stopping=self.stopping,
-                      final_iteration=self.final_iteration, floor=self.floor)
+        return newton(
+            residual,
+            x0,
+            tol,
+            max_iter,
+            linear_step=linear_step,
+            r0=r0,
+            stopping=self.stopping,
+            final_iteration=self.final_iteration,
+            floor=self.floor,
+        )
 
 
 class LinearizedNewton:
@@ -342,8 +360,9 @@ def implicit(solve: Callable, residual: Callable, x0) -> NewtonResult:
     def root_solve(f, x_start):
         res = solve(f, x_start)
         # custom_root's auxiliary outputs must be floating point (their tangents are zero)
-        return res.x, jnp.stack([res.iterations.astype(x_start.dtype), res.residual,
-                                 res.converged.astype(x_start.dtype)])
+        return res.x, jnp.stack(
+            [res.iterations.astype(x_start.dtype), res.residual, res.converged.astype(x_start.dtype)]
+        )
 
     x, aux = lax.custom_root(residual, lax.stop_gradient(x0), root_solve, dense_tangent_solve, has_aux=True)
     aux = lax.stop_gradient(aux)

@@ -17,14 +17,15 @@ decides, for every scheme and system alike, how that inverse is applied:
 Each form is the exact derivative of the residual (the tests compare them with ``jax.jacfwd``): they
 change Newton's iterates only by round-off.
 """
+
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 
 from . import banded as _banded
-from .dense import solver as _dense_solver
 from .couplings import split
+from .dense import solver as _dense_solver
 
 BANDED_MIN_UNKNOWNS = 96
 """From this many Newton unknowns on, a tangent is factorized over its band where it has one.
@@ -118,8 +119,10 @@ def banded_tangent(key, residual, x, args, mech, jvp=None, min_n: int | None = N
     # dR_c/dc (n, k); dc/dx (k, n) from the pullback of c
     _, lin = jax.linearize(frozen, x, c)
     E = jnp.asarray(structure.seeds(), x.dtype)
-    seeds = (jnp.concatenate([E, jnp.zeros((n, k), x.dtype)], axis=1),
-             jnp.concatenate([jnp.zeros((k, E.shape[1]), x.dtype), jnp.eye(k, dtype=x.dtype)], axis=1))
+    seeds = (
+        jnp.concatenate([E, jnp.zeros((n, k), x.dtype)], axis=1),
+        jnp.concatenate([jnp.zeros((k, E.shape[1]), x.dtype), jnp.eye(k, dtype=x.dtype)], axis=1),
+    )
     columns = jax.vmap(lin, in_axes=(1, 1), out_axes=1)(*seeds)
     band = _banded.BandedTangent(structure, compressed=columns[:, :-k])
     Vt = jax.vmap(lambda e: pullback(e)[0])(jnp.eye(k, dtype=c.dtype))

@@ -13,6 +13,7 @@ A study is a list of independent runs (plain-data :class:`RunSpec`) plus a reduc
 
 The numbers do not depend on where the runs execute.
 """
+
 from __future__ import annotations
 
 from .convergence import ConvergenceResult, ConvergenceStudy, Quantity, fit_order
@@ -26,15 +27,31 @@ from .velocity_bound import VelocityBoundResult, VelocityBoundStudy
 
 def run_study(study, executor=None, *, scheduler=None, processes=None, progress=None):
     """Execute the study's runs (see :func:`run_specs`) and return its reduced result."""
-    results = run_specs(study.runs(), executor, scheduler=scheduler, processes=processes, progress=progress,
-                        desc=type(study).__name__)
+    results = run_specs(
+        study.runs(), executor, scheduler=scheduler, processes=processes, progress=progress, desc=type(study).__name__
+    )
     return study.reduce(results)
 
 
 __all__ = [
-    "RunSpec", "RunResult", "execute", "parse_scheme", "Trace", "run_specs", "run_study",
-    "LocalExecutor", "DaskExecutor", "make_executor",
-    "ConvergenceStudy", "ConvergenceResult", "Quantity", "fit_order",
-    "StabilityStudy", "StabilityResult", "EffortStudy", "EffortResult",
-    "VelocityBoundStudy", "VelocityBoundResult",
+    "RunSpec",
+    "RunResult",
+    "execute",
+    "parse_scheme",
+    "Trace",
+    "run_specs",
+    "run_study",
+    "LocalExecutor",
+    "DaskExecutor",
+    "make_executor",
+    "ConvergenceStudy",
+    "ConvergenceResult",
+    "Quantity",
+    "fit_order",
+    "StabilityStudy",
+    "StabilityResult",
+    "EffortStudy",
+    "EffortResult",
+    "VelocityBoundStudy",
+    "VelocityBoundResult",
 ]

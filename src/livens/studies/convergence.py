@@ -1,15 +1,16 @@
 """Convergence study: errors against a reference run (or an analytic value) over step sizes, and
-the orders fitted as log-log slopes (002 Figs 18-19, 28-30; 000 Fig 9; 004 Fig 4).
+the orders fitted as log-log slopes (KBS23b Figs 18-19, 28-30; KBS23a Fig 9; SLO09 Fig 4).
 
 The errors are relative norms of a selected quantity at the end time t:
 
-    e = ||x_h(t) - x_ref(t)|| / ||x_ref(t)||      (002 eq 113, 114, 128; 000 eq 69)
+    e = ||x_h(t) - x_ref(t)|| / ||x_ref(t)||      (KBS23b eq 113, 114, 128; KBS23a eq 69)
 
 with x one of q, p (selected components) or the multipliers lambda of the last step, and x_ref
-either the analytic value (the heavy top's phi_3 = 0.0375, 002 eq 113) or a run of a reference
-scheme with a much smaller step (002: EM with h = 5e-7 for the top, 1e-5 for the four particles;
+either the analytic value (the heavy top's phi_3 = 0.0375, KBS23b eq 113) or a run of a reference
+scheme with a much smaller step (KBS23b: EM with h = 5e-7 for the top, 1e-5 for the four particles;
 004: h_ref = 1e-5).
 """
+
 from __future__ import annotations
 
 import csv
@@ -71,8 +72,22 @@ class ConvergenceStudy:
     rescue: bool = False
 
     @classmethod
-    def make(cls, example, schemes, hs, t_end, quantities, reference=None, tol=1e-12, max_iter=40,
-             example_params=None, record="final", max_points=None, guess="simple", rescue=False):
+    def make(
+        cls,
+        example,
+        schemes,
+        hs,
+        t_end,
+        quantities,
+        reference=None,
+        tol=1e-12,
+        max_iter=40,
+        example_params=None,
+        record="final",
+        max_points=None,
+        guess="simple",
+        rescue=False,
+    ):
         """``tol`` is one Newton tolerance, or a function h -> tolerance (evaluated here, stored per h);
         ``reference`` a RunSpec or a dict(scheme=, h=, params=); ``record``/``max_points`` as in
         RunSpec (so that the runs can be shared with other items); ``guess``/``rescue`` Newton's
@@ -83,12 +98,35 @@ class ConvergenceStudy:
         ref = reference
         if isinstance(reference, dict):
             rtol = float(tol(reference["h"])) if callable(tol) else float(tol)
-            ref = RunSpec.make(example, reference["scheme"], reference["h"], t_end,
-                               params=reference.get("params"), example_params=example_params, tol=rtol,
-                               max_iter=max_iter, record=record, max_points=max_points, guess=guess,
-                               rescue=bool(rescue))
-        return cls(example, sch, hs, float(t_end), tuple(quantities), ref, tols, int(max_iter),
-                   _items(example_params), record, max_points, guess, bool(rescue))
+            ref = RunSpec.make(
+                example,
+                reference["scheme"],
+                reference["h"],
+                t_end,
+                params=reference.get("params"),
+                example_params=example_params,
+                tol=rtol,
+                max_iter=max_iter,
+                record=record,
+                max_points=max_points,
+                guess=guess,
+                rescue=bool(rescue),
+            )
+        return cls(
+            example,
+            sch,
+            hs,
+            float(t_end),
+            tuple(quantities),
+            ref,
+            tols,
+            int(max_iter),
+            _items(example_params),
+            record,
+            max_points,
+            guess,
+            bool(rescue),
+        )
 
     def tol_for(self, h) -> float:
         if isinstance(self.tol, tuple):
@@ -96,9 +134,20 @@ class ConvergenceStudy:
         return self.tol
 
     def spec(self, scheme, params, h) -> RunSpec:
-        return RunSpec(self.example, scheme, float(h), self.t_end, params, self.example_params, self.tol_for(h),
-                       self.max_iter, guess=self.guess, record=self.record, max_points=self.max_points,
-                       rescue=self.rescue)
+        return RunSpec(
+            self.example,
+            scheme,
+            float(h),
+            self.t_end,
+            params,
+            self.example_params,
+            self.tol_for(h),
+            self.max_iter,
+            guess=self.guess,
+            record=self.record,
+            max_points=self.max_points,
+            rescue=self.rescue,
+        )
 
     def runs(self) -> list[RunSpec]:
         out = [self.spec(s, p, h) for s, p in self.schemes for h in self.hs]
@@ -111,8 +160,10 @@ class ConvergenceStudy:
         rows, orders, notes = [], {}, []
         if self.reference is not None and any(q.exact is None for q in self.quantities):
             if ref is None or not ref.ok:
-                notes.append(f"reference run {self.reference.label} h={self.reference.h:g} failed: "
-                             f"{ref.status if ref else 'missing'} {ref.message if ref else ''}")
+                notes.append(
+                    f"reference run {self.reference.label} h={self.reference.h:g} failed: "
+                    f"{ref.status if ref else 'missing'} {ref.message if ref else ''}"
+                )
         for s, p in self.schemes:
             label = scheme_label(s, dict(p))
             for qty in self.quantities:
@@ -175,8 +226,12 @@ class ConvergenceResult:
             if q == qty:
                 h, e = self.errors(s, q)
                 series[s] = (h, e, o)
-        return convergence_figure(series, stem, title=title or f"{self.study.example}: error in {qty}",
-                                  ylabel=ylabel or qobj.label or f"relative error in {qty}")
+        return convergence_figure(
+            series,
+            stem,
+            title=title or f"{self.study.example}: error in {qty}",
+            ylabel=ylabel or qobj.label or f"relative error in {qty}",
+        )
 
     def table(self) -> str:
         lines = [f"{'scheme':28s} {'quantity':10s} {'order':>7s}   errors (h: e)"]
@@ -197,6 +252,10 @@ def _write_rows(path: str, rows: list, columns: list) -> str:
         w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         w.writeheader()
         for r in rows:
-            w.writerow({k: ("" if v is None or (isinstance(v, float) and math.isnan(v) and k == "h") else v)
-                        for k, v in r.items()})
+            w.writerow(
+                {
+                    k: ("" if v is None or (isinstance(v, float) and math.isnan(v) and k == "h") else v)
+                    for k, v in r.items()
+                }
+            )
     return path

@@ -9,6 +9,7 @@ distributed by hand. Results are the same either way: every run is a pure functi
 Progress: a bar with runs done and the current rate of time steps per second, shown only on a
 terminal and never with ``progress=False`` (``--quiet``).
 """
+
 from __future__ import annotations
 
 import time
@@ -64,9 +65,7 @@ class DaskExecutor:
         try:
             from dask.distributed import Client
         except ImportError as exc:  # pragma: no cover
-            raise ImportError(
-                "Running on a Dask cluster needs dask[distributed]: pip install 'livens[dask]'."
-            ) from exc
+            raise ImportError("Running on a Dask cluster needs dask[distributed]: pip install 'livens[dask]'.") from exc
         if isinstance(scheduler, Client):
             self.client, self._own = scheduler, False
         else:
@@ -120,6 +119,7 @@ class _Progress:
         if total == 0:
             return
         from livens._progress import progress_bar
+
         self.bar = progress_bar(total, enabled, unit="run", delay=0.0, desc=desc)
 
     def __call__(self, res: RunResult):
@@ -135,8 +135,15 @@ class _Progress:
             self.bar.close()
 
 
-def run_specs(specs: Iterable[RunSpec], executor=None, *, scheduler=None, processes: int | None = None,
-              progress: bool | None = None, desc: str = "runs") -> dict[RunSpec, RunResult]:
+def run_specs(
+    specs: Iterable[RunSpec],
+    executor=None,
+    *,
+    scheduler=None,
+    processes: int | None = None,
+    progress: bool | None = None,
+    desc: str = "runs",
+) -> dict[RunSpec, RunResult]:
     """Execute every distinct spec once; returns {spec: RunResult}.
 
     executor: an object with ``map(fn, items, done)`` (LocalExecutor, DaskExecutor); by default

@@ -3,6 +3,7 @@ table or a group of statements, with the runs it needs and the function that che
 :class:`Context` (what that function works with) and :class:`Paper`. Each module of
 :mod:`livens.studies.papers` registers its paper here (:func:`register_paper`);
 :mod:`livens.studies.reproduce` runs them."""
+
 from __future__ import annotations
 
 import os
@@ -62,11 +63,12 @@ class Context:
 
 @dataclass
 class Paper:
-    """A reproducible paper: key, number in papers/, title, ``build(quick) -> [Item]`` and
-    ``settings(quick) -> [str]`` (the lines of the report's Settings section)."""
+    """A reproducible paper: key (its name on the command line), cite (its key in
+    :mod:`livens.bibliography`), title, ``build(quick) -> [Item]`` and ``settings(quick) -> [str]``
+    (the lines of the report's Settings section)."""
 
     key: str
-    number: str
+    cite: str
     title: str
     build: Callable  # build(quick) -> list[Item]
     settings: Callable  # settings(quick) -> list[str]
@@ -91,5 +93,3 @@ def requirements(schemes=(), examples=()) -> str | None:
     if miss_s:
         parts.append(f"scheme{'s' if len(miss_s) > 1 else ''} {', '.join(miss_s)} not available")
     return "; ".join(parts) or None
-
-

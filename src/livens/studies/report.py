@@ -9,6 +9,7 @@ evaluating it.
 The thresholds that turn a measurement into a verdict are fixed here, before any run, from the
 arithmetic of the runs (Newton tolerance ``TOL`` = 1e-12 for the runs behind round-off claims):
 """
+
 from __future__ import annotations
 
 import csv
@@ -56,8 +57,13 @@ class Claim:
     files: list = field(default_factory=list)
 
     def as_row(self) -> dict:
-        return {"where": self.where, "claim": self.text, "measured": self.measured, "verdict": self.verdict,
-                "reason": self.reason}
+        return {
+            "where": self.where,
+            "claim": self.text,
+            "measured": self.measured,
+            "verdict": self.verdict,
+            "reason": self.reason,
+        }
 
 
 def judged(where: str, text: str, ok: bool, measured: str, reason: str = "") -> Claim:
@@ -102,20 +108,38 @@ def counts(claims: list) -> dict:
     return {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
 
 
-def write_report(path: str, title: str, paper_line: str, claims: list, files: list, notes: list,
-                 settings: list, runs_table: list | None = None) -> str:
+def write_report(
+    path: str,
+    title: str,
+    paper_line: str,
+    claims: list,
+    files: list,
+    notes: list,
+    settings: list,
+    runs_table: list | None = None,
+) -> str:
     """Write ``report.md``: settings (the lines ``settings`` and the table of the runs actually
     executed, ``runs_table``: markdown lines from :func:`runs_table`), the claims table, the files."""
     n = counts(claims)
-    lines = [f"# Reproduction: {title}", "", paper_line, "",
-             f"**{n[HOLDS]} claims hold, {n[FAILS]} fail, {n[NOT_REPRODUCED]} not reproduced, {n[ERROR]} error** "
-             f"(of {len(claims)}).", ""]
+    lines = [
+        f"# Reproduction: {title}",
+        "",
+        paper_line,
+        "",
+        f"**{n[HOLDS]} claims hold, {n[FAILS]} fail, {n[NOT_REPRODUCED]} not reproduced, {n[ERROR]} error** "
+        f"(of {len(claims)}).",
+        "",
+    ]
     if settings or runs_table:
         lines += ["## Settings", ""] + [f"- {s}" for s in settings] + [""]
         if runs_table:
             lines += list(runs_table) + [""]
-    lines += ["## Claims", "", "| # | where | claim (the paper's words) | measured | verdict |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "## Claims",
+        "",
+        "| # | where | claim (the paper's words) | measured | verdict |",
+        "|---|---|---|---|---|",
+    ]
     for i, c in enumerate(claims, 1):
         verdict = c.verdict if not c.reason else f"{c.verdict}: {c.reason}"
         cells = [str(i), c.where, c.text, c.measured or "–", verdict]
@@ -159,8 +183,10 @@ def runs_table(groups: list) -> list:
     (tolerance, max_iter, first guess, rescue), plus what else differs (energy band, timed
     repeats) and the group's note.
     """
-    head = ["| runs of | example | schemes | h | T | Newton tol | max_iter | guess | rescue | other |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    head = [
+        "| runs of | example | schemes | h | T | Newton tol | max_iter | guess | rescue | other |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     rows = []
     for title, specs, note in groups:
         specs = list(dict.fromkeys(specs))
@@ -168,8 +194,17 @@ def runs_table(groups: list) -> list:
             continue
         by_key: dict = {}
         for s in specs:
-            key = (s.example, s.example_params, s.t_end, s.tol, s.max_iter, s.guess, s.rescue, s.blowup_factor,
-                   s.repeat)
+            key = (
+                s.example,
+                s.example_params,
+                s.t_end,
+                s.tol,
+                s.max_iter,
+                s.guess,
+                s.rescue,
+                s.blowup_factor,
+                s.repeat,
+            )
             by_key.setdefault(key, {}).setdefault(s.label, []).append(s.h)
         first = True
         for key, per_scheme in by_key.items():
@@ -186,9 +221,18 @@ def runs_table(groups: list) -> list:
                     other.append(f"timed: fastest of {repeat} runs after a compiling one")
                 if first and note:
                     other.append(note)
-                cells = [title if first else "", ex, ", ".join(labels), _nums(hs), f"{t_end:g}", f"{tol:g}",
-                         str(max_iter), guess, "yes (damped Newton after a failed step)" if rescue else "no",
-                         "; ".join(other)]
+                cells = [
+                    title if first else "",
+                    ex,
+                    ", ".join(labels),
+                    _nums(hs),
+                    f"{t_end:g}",
+                    f"{tol:g}",
+                    str(max_iter),
+                    guess,
+                    "yes (damped Newton after a failed step)" if rescue else "no",
+                    "; ".join(other),
+                ]
                 rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
                 first = False
     return head + rows if rows else []

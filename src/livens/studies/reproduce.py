@@ -21,6 +21,7 @@ failed step), and the claims that depend on it report both outcomes. The report'
 is generated from the specs actually executed. A claim whose evaluation raises is an "error"
 (with the message); :func:`reproduce` never raises for one, the CLI exits non-zero.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,9 +62,17 @@ class Reproduction:
         return [c for c in self.claims if c.verdict == ERROR]
 
 
-def reproduce(paper: str, out: str, quick: bool = False, executor=None, *, scheduler=None,
-              processes: int | None = None, progress: bool | None = None,
-              sections: list | None = None) -> Reproduction:
+def reproduce(
+    paper: str,
+    out: str,
+    quick: bool = False,
+    executor=None,
+    *,
+    scheduler=None,
+    processes: int | None = None,
+    progress: bool | None = None,
+    sections: list | None = None,
+) -> Reproduction:
     """Reproduce ``paper`` into ``out``: figures (PNG, PDF), data (CSV), ``report.md`` and
     ``claims.csv``. ``sections``: only the items with these keys (e.g. ``["4.1"]``; the report
     says which); None for all. See the module docstring."""
@@ -82,8 +91,10 @@ def reproduce(paper: str, out: str, quick: bool = False, executor=None, *, sched
         keys = [it.key for it in items]
         unknown = [k for k in sections if k not in keys]
         if unknown or not sections:
-            raise ValueError(f"Unknown section(s) {', '.join(map(repr, unknown)) or '(none given)'} of {paper}; "
-                             f"its sections: {', '.join(keys)}.")
+            raise ValueError(
+                f"Unknown section(s) {', '.join(map(repr, unknown)) or '(none given)'} of {paper}; "
+                f"its sections: {', '.join(keys)}."
+            )
         items = [it for it in items if it.key in sections]
     specs = [s for it in items for s in it.runs]
     kw = dict(scheduler=scheduler, processes=processes, progress=progress)
@@ -104,8 +115,8 @@ def reproduce(paper: str, out: str, quick: bool = False, executor=None, *, sched
             got = [errored(it.title, f"(every claim of item {it.key})", exc)]
             ctx.notes.append(f"item {it.key}: {traceback.format_exc(limit=4)}")
         for c in got:
-            if not c.where.startswith(p.number):
-                c.where = f"{p.number} {c.where}"
+            if not c.where.startswith(p.cite):
+                c.where = f"{p.cite} {c.where}"
         claims.extend(got)
     wall = time.perf_counter() - t0
     failed_runs = [r for r in list(results.values()) + list(rescue_results.values()) if r.status == "error"]
@@ -113,42 +124,75 @@ def reproduce(paper: str, out: str, quick: bool = False, executor=None, *, sched
         ctx.notes.append(f"run {r.spec.example} {r.spec.label} h={r.spec.h:g} raised: {r.message.splitlines()[0]}")
     groups = [(f"{it.key}: {it.title}", it.runs, it.note) for it in items]
     if twins:
-        groups.append(("re-runs with rescue", twins, "the runs above whose Newton iteration failed, once more "
-                       "with livens' damped least-squares Newton after a failed step"))
+        groups.append(
+            (
+                "re-runs with rescue",
+                twins,
+                "the runs above whose Newton iteration failed, once more "
+                "with livens' damped least-squares Newton after a failed step",
+            )
+        )
     settings = p.settings(quick) + [
         f"mode: {'quick (cheap variant: shorter end times, fewer step sizes)' if quick else 'full'}; "
         f"{len(results) + len(rescue_results)} distinct runs; wall time {wall:.1f} s; the runs:",
     ]
     if sections is not None:
-        settings.insert(-1, "sections: only " + ", ".join(it.key for it in items)
-                        + " (the paper's other sections are not part of this report)")
+        settings.insert(
+            -1,
+            "sections: only "
+            + ", ".join(it.key for it in items)
+            + " (the paper's other sections are not part of this report)",
+        )
     claims_csv = write_claims_csv(os.path.join(out, "claims.csv"), claims)
-    report = write_report(os.path.join(out, "report.md"), f"{p.title} ({p.key}, paper {p.number})",
-                          "Reproduced with livens; verdicts are computed, not copied.", claims,
-                          ctx.files + [claims_csv], ctx.notes, settings, runs_table(groups))
+    report = write_report(
+        os.path.join(out, "report.md"),
+        f"{p.title} ({p.key}, [{p.cite}])",
+        "Reproduced with livens; verdicts are computed, not copied.",
+        claims,
+        ctx.files + [claims_csv],
+        ctx.notes,
+        settings,
+        runs_table(groups),
+    )
     return Reproduction(p, claims, ctx.files + [claims_csv, report], report, wall, quick)
 
 
-def reproduce_all(out: str, quick: bool = False, executor=None, *, scheduler=None, processes: int | None = None,
-                  progress: bool | None = None) -> tuple[list, str]:
+def reproduce_all(
+    out: str,
+    quick: bool = False,
+    executor=None,
+    *,
+    scheduler=None,
+    processes: int | None = None,
+    progress: bool | None = None,
+) -> tuple[list, str]:
     """Reproduce every registered paper, each into ``out/<key>/``, and write ``out/report.md``:
     a table of the papers with their claim counts by verdict and links to their reports.
 
     Returns (the :class:`Reproduction` of each paper, the path of the index report).
     """
     os.makedirs(out, exist_ok=True)
-    reps = [reproduce(key, os.path.join(out, key), quick, executor, scheduler=scheduler, processes=processes,
-                      progress=progress) for key in sorted(papers())]
+    reps = [
+        reproduce(
+            key, os.path.join(out, key), quick, executor, scheduler=scheduler, processes=processes, progress=progress
+        )
+        for key in sorted(papers())
+    ]
     verdicts = list(VERDICTS)
-    lines = [f"# livens: reproduction of every paper ({'quick' if quick else 'full'})", "",
-             "| paper | " + " | ".join(verdicts) + " | wall time [s] | report |",
-             "|---|" + "---|" * len(verdicts) + "---|---|"]
+    lines = [
+        f"# livens: reproduction of every paper ({'quick' if quick else 'full'})",
+        "",
+        "| paper | " + " | ".join(verdicts) + " | wall time [s] | report |",
+        "|---|" + "---|" * len(verdicts) + "---|---|",
+    ]
     for r in reps:
         counts = r.summary()
         rel = os.path.relpath(r.report, out)
-        lines.append(f"| {r.paper.number} {r.paper.title} ({r.paper.key}) | "
-                     + " | ".join(str(counts.get(v, 0)) for v in verdicts)
-                     + f" | {r.wall_time:.1f} | [{rel}]({rel}) |")
+        lines.append(
+            f"| {r.paper.cite} {r.paper.title} ({r.paper.key}) | "
+            + " | ".join(str(counts.get(v, 0)) for v in verdicts)
+            + f" | {r.wall_time:.1f} | [{rel}]({rel}) |"
+        )
     index = os.path.join(out, "report.md")
     tmp = index + ".tmp"
     with open(tmp, "w") as f:
@@ -157,5 +201,15 @@ def reproduce_all(out: str, quick: bool = False, executor=None, *, scheduler=Non
     return reps, index
 
 
-__all__ = ["Item", "Context", "Paper", "register_paper", "papers", "requirements", "reproduce", "reproduce_all",
-           "Reproduction", "missing"]
+__all__ = [
+    "Item",
+    "Context",
+    "Paper",
+    "register_paper",
+    "papers",
+    "requirements",
+    "reproduce",
+    "reproduce_all",
+    "Reproduction",
+    "missing",
+]

@@ -8,6 +8,7 @@ pickled and sent to a process pool or a Dask cluster. :func:`execute` turns a sp
 :class:`RunResult` (numbers and a :class:`~livens.studies.trace.Trace`), never raising for a
 failed simulation: blow-up, Newton failure and refusals are results with a status.
 """
+
 from __future__ import annotations
 
 import time
@@ -46,10 +47,10 @@ class RunSpec:
     record: "final" (always: the last node and step), "trace" (a full :class:`Trace`), "energy"
     (a Trace with energies and momentum maps only). max_points thins the trace. repeat > 0 re-runs
     the simulation that many times after a first (compiling) run and reports the fastest wall time
-    (002 Table 2).
+    (KBS23b Table 2).
 
     Newton settings: ``tol``, ``max_iter``, ``guess`` and ``rescue``. The defaults are the papers'
-    Newton (002 §6: tolerance 1e-9, the unknowns of step n as first guess, no damping), not those
+    Newton (KBS23b §6: tolerance 1e-9, the unknowns of step n as first guess, no damping), not those
     of :func:`livens.simulate` ("extrapolated" guess, rescue on); ``max_iter`` = 40 is livens'
     choice (the papers print none). ``rescue=True`` retries a failed step with livens' damped
     least-squares Newton; the steps so rescued are listed in :attr:`RunResult.rescued_steps`.
@@ -72,14 +73,30 @@ class RunSpec:
     system_params: tuple = ()
 
     @classmethod
-    def make(cls, example: str, scheme: str, h: float, t_end: float, params: dict | None = None,
-             example_params: dict | None = None, system_params: dict | None = None, **kw) -> "RunSpec":
+    def make(
+        cls,
+        example: str,
+        scheme: str,
+        h: float,
+        t_end: float,
+        params: dict | None = None,
+        example_params: dict | None = None,
+        system_params: dict | None = None,
+        **kw,
+    ) -> "RunSpec":
         """A spec from dicts of scheme parameters, example parameters (they build the example's
         Problem: one compilation per set) and values of the System's parameters
         (``System(parameters=...)``: runtime values, so a sweep over them compiles once)."""
-        return cls(example=example, scheme=scheme, h=float(h), t_end=float(t_end),
-                   scheme_params=_items(params), example_params=_items(example_params),
-                   system_params=_items(system_params), **kw)
+        return cls(
+            example=example,
+            scheme=scheme,
+            h=float(h),
+            t_end=float(t_end),
+            scheme_params=_items(params),
+            example_params=_items(example_params),
+            system_params=_items(system_params),
+            **kw,
+        )
 
     @property
     def label(self) -> str:
@@ -91,8 +108,10 @@ class RunSpec:
 
     def newton(self) -> str:
         """The Newton settings in words, e.g. "tol 1e-09, max_iter 40, simple guess, no rescue"."""
-        return (f"tol {self.tol:g}, max_iter {self.max_iter}, {self.guess} guess, "
-                f"{'rescue (damped Newton)' if self.rescue else 'no rescue'}")
+        return (
+            f"tol {self.tol:g}, max_iter {self.max_iter}, {self.guess} guess, "
+            f"{'rescue (damped Newton)' if self.rescue else 'no rescue'}"
+        )
 
 
 def scheme_label(scheme: str, params: dict | None = None) -> str:
@@ -102,7 +121,7 @@ def scheme_label(scheme: str, params: dict | None = None) -> str:
 
 
 def parse_scheme(text: str) -> tuple[str, dict]:
-    """"ggl-theta-b(theta=0.5, vartheta=0.5)" or "ggl-theta-b:theta=0.5,vartheta=0.5" -> (name, params)."""
+    """ "ggl-theta-b(theta=0.5, vartheta=0.5)" or "ggl-theta-b:theta=0.5,vartheta=0.5" -> (name, params)."""
     text = text.strip()
     if "(" in text and text.endswith(")"):
         name, rest = text[:-1].split("(", 1)
@@ -160,9 +179,15 @@ class RunResult:
 
     def numbers(self) -> dict:
         """Everything but timings (identical on every executor)."""
-        out = {"status": self.status, "t_fail": self.t_fail, "fail_step": self.fail_step, "steps": self.steps,
-               "rescued_steps": list(self.rescued_steps), "mean_iterations": self.mean_iterations,
-               "velocity_bound": self.velocity_bound}
+        out = {
+            "status": self.status,
+            "t_fail": self.t_fail,
+            "fail_step": self.fail_step,
+            "steps": self.steps,
+            "rescued_steps": list(self.rescued_steps),
+            "mean_iterations": self.mean_iterations,
+            "velocity_bound": self.velocity_bound,
+        }
         for k, v in self.final.items():
             out[f"final_{k}"] = None if v is None else np.asarray(v).tolist()
         return out
@@ -213,7 +238,7 @@ def _final(sol) -> dict:
 
 
 def _velocity_bound(sol) -> float:
-    """max_i ||(q_{i+1} - q_i) / h|| (004 Tables 1, 2): from the interval velocities where the
+    """max_i ||(q_{i+1} - q_i) / h|| (SLO09 Tables 1, 2): from the interval velocities where the
     scheme reports them (vi-lagrange, vi-nullspace: (q_{i+1} - q_i)/h from the increments, without
     the round-off ulp(q)/h of a difference of stored nodes), else from the nodes."""
     if sol.n_steps == 0:
@@ -232,9 +257,17 @@ def execute(spec: RunSpec) -> RunResult:
         problem = problem_for(spec.example, spec.example_params)
     except Exception as exc:  # noqa: BLE001 - reported as a result
         return RunResult(spec, ERROR, f"example {spec.example!r}: {type(exc).__name__}: {exc}")
-    kw: dict[str, Any] = dict(h=spec.h, t_end=spec.t_end, tol=spec.tol, max_iter=spec.max_iter, guess=spec.guess,
-                              blowup_factor=spec.blowup_factor, rescue=bool(spec.rescue), progress=False,
-                              **dict(spec.scheme_params))
+    kw: dict[str, Any] = dict(
+        h=spec.h,
+        t_end=spec.t_end,
+        tol=spec.tol,
+        max_iter=spec.max_iter,
+        guess=spec.guess,
+        blowup_factor=spec.blowup_factor,
+        rescue=bool(spec.rescue),
+        progress=False,
+        **dict(spec.scheme_params),
+    )
     if spec.system_params:
         kw["parameters"] = {k: np.asarray(v) for k, v in spec.system_params}
     status, message, t_fail, fail_step = OK, "", None, None
@@ -261,12 +294,20 @@ def execute(spec: RunSpec) -> RunResult:
             cpu.append(time.process_time() - c0)
         wall = min(times)
     res = RunResult(
-        spec, status, message, t_fail, steps=sol.n_steps, wall_time=wall,
+        spec,
+        status,
+        message,
+        t_fail,
+        steps=sol.n_steps,
+        wall_time=wall,
         compile_time=float(sol.meta.get("compile_time", float("nan"))),
         mean_iterations=float(np.mean(sol.newton_iterations)) if sol.n_steps else float("nan"),
-        final=_final(sol), velocity_bound=_velocity_bound(sol),
-        rescued_steps=tuple(int(i) for i in sol.meta.get("rescued_steps", ())), fail_step=fail_step,
-        wall_times=tuple(times), cpu_times=tuple(cpu),
+        final=_final(sol),
+        velocity_bound=_velocity_bound(sol),
+        rescued_steps=tuple(int(i) for i in sol.meta.get("rescued_steps", ())),
+        fail_step=fail_step,
+        wall_times=tuple(times),
+        cpu_times=tuple(cpu),
     )
     if spec.record in ("trace", "energy") and sol.n_steps > 0:
         include = "all" if spec.record == "trace" else "energy"

@@ -1,17 +1,19 @@
 """Trace: the diagnostics of one run as plain arrays (what figures and claims need).
 
 A :class:`Trace` is a :class:`~livens.Solution` reduced to the quantities the papers plot: the
-energy quantities T, V, H and the energy function E = p.v - L (002 eq 4, 003 eq 31, 35), the
-momentum maps J = p . xi q (002 eq 45), the constraint residuals at both levels, at the nodes
-(g(q^n), G(q^n) M^-1 p^n, 002 eq 29) and where the scheme enforces them (``enforced``), the
+energy quantities T, V, H and the energy function E = p.v - L (KBS23b eq 4, KB23 eq 31, 35), the
+momentum maps J = p . xi q (KBS23b eq 45), the constraint residuals at both levels, at the nodes
+(g(q^n), G(q^n) M^-1 p^n, KBS23b eq 29) and where the scheme enforces them (``enforced``), the
 multipliers, and optionally the coordinates and momenta. It holds no reference to the system, so
 it pickles cheaply (Dask) and plots without JAX.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from ..engine import CompiledCache
 
 
@@ -47,8 +49,9 @@ class Trace:
     meta: dict = field(default_factory=dict)
 
     @classmethod
-    def from_solution(cls, sol, label: str | None = None, max_points: int | None = None,
-                      include: str = "all") -> "Trace":
+    def from_solution(
+        cls, sol, label: str | None = None, max_points: int | None = None, include: str = "all"
+    ) -> "Trace":
         """Reduce a Solution; ``include`` is "all" or "energy" (energy and momentum maps only).
 
         With ``max_points`` the node series are thinned to at most about that many points,
@@ -86,13 +89,26 @@ class Trace:
                 coord_names = sol.problem.system.coordinate_names
                 linear = linear_constraints(sol)
         return cls(
-            label=label or sol.scheme, scheme=sol.scheme, h=sol.h, t=np.asarray(sol.t)[idx],
-            energy={k: np.asarray(x)[idx] for k, x in E.items()}, energy_key=key,
-            momentum={k: np.asarray(x)[idx] for k, x in J.items()}, nodal=nodal, enforced=enforced,
-            t_step=np.asarray(sol.t)[1:][sidx], lam=lam, gam=gam, q=q, p=p, v=v,
+            label=label or sol.scheme,
+            scheme=sol.scheme,
+            h=sol.h,
+            t=np.asarray(sol.t)[idx],
+            energy={k: np.asarray(x)[idx] for k, x in E.items()},
+            energy_key=key,
+            momentum={k: np.asarray(x)[idx] for k, x in J.items()},
+            nodal=nodal,
+            enforced=enforced,
+            t_step=np.asarray(sol.t)[1:][sidx],
+            lam=lam,
+            gam=gam,
+            q=q,
+            p=p,
+            v=v,
             constraint_names=tuple(names) if names else None,
             coordinate_names=tuple(coord_names) if coord_names else None,
-            linear_constraints=linear, work=work, meta={"thinned": bool(max_points and len(idx) < n1)},
+            linear_constraints=linear,
+            work=work,
+            meta={"thinned": bool(max_points and len(idx) < n1)},
         )
 
     # ------------------------------------------------------------------ derived quantities
@@ -102,7 +118,7 @@ class Trace:
         return self.energy[self.energy_key]
 
     def energy_increments(self, key: str | None = None) -> np.ndarray:
-        """E^{n+1} - E^n (002 Figs 8-9, 25; 003 Figs 3, 7-8)."""
+        """E^{n+1} - E^n (KBS23b Figs 8-9, 25; KB23 Figs 3, 7-8)."""
         return np.diff(self.energy[key or self.energy_key])
 
     @property
@@ -126,7 +142,7 @@ class Trace:
         return float(np.max(np.abs(E - E[0])) / max(abs(float(E[0])), 1e-300))
 
     def max_momentum_increment(self) -> dict:
-        """max_n |J^{n+1} - J^n| for each momentum map (002 Figs 11, 27)."""
+        """max_n |J^{n+1} - J^n| for each momentum map (KBS23b Figs 11, 27)."""
         return {k: float(np.max(np.abs(np.diff(v)), initial=0.0)) for k, v in self.momentum.items()}
 
     def max_residual(self, name: str, which=None) -> float:
@@ -160,7 +176,7 @@ _HESSIANS = CompiledCache(32)
 def linear_constraints(sol) -> tuple:
     """Indices k of the constraints whose Hessian D^2 g_k vanishes at q^0 (linear constraints;
     their Jacobian is constant, so velocity constraints enforced anywhere hold at the nodes,
-    000 §5.2, 002 §6.2). Decided by AD, never from names."""
+    KBS23a §5.2, KBS23b §6.2). Decided by AD, never from names."""
     import jax
     import jax.numpy as jnp
 

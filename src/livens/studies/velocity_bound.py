@@ -1,8 +1,9 @@
-"""Velocity bound: max_i ||(q_{i+1} - q_i) / h|| over a run, per step size (004 Tables 1, 2).
+"""Velocity bound: max_i ||(q_{i+1} - q_i) / h|| over a run, per step size (SLO09 Tables 1, 2).
 
-Theorem 3.4 of 004 assumes discrete velocities bounded independently of h; 004 §4 checks it for the
+Theorem 3.4 of SLO09 assumes discrete velocities bounded independently of h; SLO09 §4 checks it for the
 double spherical pendulum (Table 1, h = 1e-1 ... 1e-5, T = 10) and the three-bar swing (Table 2).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from .runs import RunSpec, _items, scheme_label
 
 @dataclass(frozen=True)
 class VelocityBoundStudy:
-    """Runs of one scheme over step sizes; the maximal discrete velocity of each (004 Tables 1, 2)."""
+    """Runs of one scheme over step sizes; the maximal discrete velocity of each (SLO09 Tables 1, 2)."""
 
     example: str
     scheme: str
@@ -27,15 +28,46 @@ class VelocityBoundStudy:
     rescue: bool = False
 
     @classmethod
-    def make(cls, example, scheme, hs, t_end, scheme_params=None, tol=1e-12, max_iter=40, example_params=None,
-             guess="simple", rescue=False):
+    def make(
+        cls,
+        example,
+        scheme,
+        hs,
+        t_end,
+        scheme_params=None,
+        tol=1e-12,
+        max_iter=40,
+        example_params=None,
+        guess="simple",
+        rescue=False,
+    ):
         """Newton as in the papers by default (simple guess, no rescue)."""
-        return cls(example, scheme, tuple(float(h) for h in hs), float(t_end), _items(scheme_params), float(tol),
-                   int(max_iter), _items(example_params), guess, bool(rescue))
+        return cls(
+            example,
+            scheme,
+            tuple(float(h) for h in hs),
+            float(t_end),
+            _items(scheme_params),
+            float(tol),
+            int(max_iter),
+            _items(example_params),
+            guess,
+            bool(rescue),
+        )
 
     def spec(self, h) -> RunSpec:
-        return RunSpec(self.example, self.scheme, float(h), self.t_end, self.scheme_params, self.example_params,
-                       self.tol, self.max_iter, guess=self.guess, rescue=self.rescue)
+        return RunSpec(
+            self.example,
+            self.scheme,
+            float(h),
+            self.t_end,
+            self.scheme_params,
+            self.example_params,
+            self.tol,
+            self.max_iter,
+            guess=self.guess,
+            rescue=self.rescue,
+        )
 
     def runs(self) -> list[RunSpec]:
         return [self.spec(h) for h in self.hs]
@@ -44,8 +76,14 @@ class VelocityBoundStudy:
         rows = []
         for h in self.hs:
             r = results[self.spec(h)]
-            rows.append({"h": h, "max_velocity": r.velocity_bound if r.ok else float("nan"), "status": r.status,
-                         "steps": r.steps})
+            rows.append(
+                {
+                    "h": h,
+                    "max_velocity": r.velocity_bound if r.ok else float("nan"),
+                    "status": r.status,
+                    "steps": r.steps,
+                }
+            )
         return VelocityBoundResult(self, rows, scheme_label(self.scheme, dict(self.scheme_params)))
 
 

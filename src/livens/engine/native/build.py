@@ -33,6 +33,7 @@ the ``-Og`` library from the first call and switches to the ``-O2`` one when its
 so the switch changes no bit of the results. A process that exits first stops the ``-O2``
 compile; the next one compiles it again.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -54,8 +55,15 @@ from .. import xla
 from .codegen import Unsupported, translate
 
 FLAGS = ("-O2", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
-GCC_FLAGS = ("-fno-gcse", "--param=sccvn-max-alias-queries-per-access=100", "-fira-region=one",
-             "-fno-tree-slp-vectorize", "-fno-tree-pta", "-fvect-cost-model=cheap", "--param=min-vect-loop-bound=2")
+GCC_FLAGS = (
+    "-fno-gcse",
+    "--param=sccvn-max-alias-queries-per-access=100",
+    "-fira-region=one",
+    "-fno-tree-slp-vectorize",
+    "-fno-tree-pta",
+    "-fvect-cost-model=cheap",
+    "--param=min-vect-loop-bound=2",
+)
 """Added where the compiler is GCC (other compilers do not know them)."""
 ARCH_FLAGS = ("-march=native",)
 """Added where the compiler is GCC and says what ``-march=native`` means on this CPU (its wider
@@ -95,8 +103,12 @@ def native_target(cc: str) -> str:
     command line, as ``-###`` prints it), or "" where it cannot say."""
     if cc not in _TARGET:
         try:
-            run = subprocess.run([cc, *ARCH_FLAGS, "-###", "-x", "c", "-c", "-o", os.devnull, os.devnull],
-                                 capture_output=True, text=True, timeout=30)
+            run = subprocess.run(
+                [cc, *ARCH_FLAGS, "-###", "-x", "c", "-c", "-o", os.devnull, os.devnull],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
             lines = [ln for ln in run.stderr.splitlines() if "cc1" in ln and "-march=" in ln]
             _TARGET[cc] = lines[-1].strip() if run.returncode == 0 and lines else ""
         except (OSError, subprocess.SubprocessError):
@@ -111,7 +123,7 @@ CXX_FLAGS = ("-x", "c++", "-std=gnu++17", "-fno-exceptions", "-fno-rtti")
 def _as_cpp(opts: tuple) -> tuple:
     """The flags ``opts`` for C++ source."""
     k = opts.index("-std=gnu99")
-    return opts[:k] + CXX_FLAGS + opts[k + 1:]
+    return opts[:k] + CXX_FLAGS + opts[k + 1 :]
 
 
 def is_gcc(cc: str) -> bool:
@@ -170,8 +182,9 @@ def _compile(cc: str, opts: tuple, source: str, lib_path: str) -> None:
     tmp_lib = c_path[:-2] + ".so"
     entry = None
     try:
-        proc = subprocess.Popen([cc, *opts, "-o", tmp_lib, c_path, "-lm"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [cc, *opts, "-o", tmp_lib, c_path, "-lm"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         entry = (proc, c_path, tmp_lib)
         _RUNNING.add(entry)
         _, err = proc.communicate()
@@ -274,8 +287,9 @@ class Kernel:
     """A function of arrays compiled to one C function: called like the traced function, it
     returns the same pytree of outputs, as NumPy arrays (:func:`compile_function`)."""
 
-    def __init__(self, closed_jaxpr, in_tree, out_tree, fn, compile_s: float, source: str, optimized=None,
-                 lanes: int = 0):
+    def __init__(
+        self, closed_jaxpr, in_tree, out_tree, fn, compile_s: float, source: str, optimized=None, lanes: int = 0
+    ):
         self.jaxpr, self.in_tree, self.out_tree, self.fn = closed_jaxpr, in_tree, out_tree, fn
         self.lanes = lanes
         """0 for a kernel of one member; else the members it runs at once (:mod:`livens.engine.native.member_lanes`):
@@ -322,8 +336,10 @@ class Kernel:
         held = None if buffers is None else buffers.get(id(self))
         if held is None:
             L = self.lanes
-            held = ([_aligned(tuple(shape) + (L,), _lane_dtype(dtype)) for shape, dtype in self.in_avals],
-                    [_aligned(tuple(shape) + (L,), _lane_dtype(dtype)) for shape, dtype in self.out_avals])
+            held = (
+                [_aligned(tuple(shape) + (L,), _lane_dtype(dtype)) for shape, dtype in self.in_avals],
+                [_aligned(tuple(shape) + (L,), _lane_dtype(dtype)) for shape, dtype in self.out_avals],
+            )
             if buffers is not None:
                 buffers[id(self)] = held
         return held
@@ -343,7 +359,7 @@ class Kernel:
         fn = self.fn
         fn(ptrs)
         res = []  # member-first views of the lane-last buffers (copied only to change the dtype)
-        for o, (shape, dtype) in zip(outs, self.out_avals):
+        for o, (_, dtype) in zip(outs, self.out_avals):
             o = np.moveaxis(o, -1, 0)
             res.append(o != 0 if dtype == np.bool_ else o.astype(dtype, copy=False))
         return jax.tree_util.tree_unflatten(self.out_tree, res)
@@ -360,7 +376,7 @@ def _aligned(shape, dtype, align: int = 64) -> np.ndarray:
     n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     raw = np.empty(n + align, np.uint8)
     off = (-raw.ctypes.data) % align
-    return raw[off:off + n].view(dtype).reshape(shape)
+    return raw[off : off + n].view(dtype).reshape(shape)
 
 
 class Traced(NamedTuple):
@@ -404,8 +420,16 @@ def compile_traced(traced: Traced, once: bool = False) -> Kernel:
         kernel_fn, optimized = build(traced.source, once=True), None
     else:
         kernel_fn, optimized = build(traced.source, quick=True, cpp=bool(traced.lanes))
-    return Kernel(traced.jaxpr, traced.in_tree, traced.out_tree, kernel_fn,
-                  traced.seconds + time.perf_counter() - t0, traced.source, optimized, traced.lanes)
+    return Kernel(
+        traced.jaxpr,
+        traced.in_tree,
+        traced.out_tree,
+        kernel_fn,
+        traced.seconds + time.perf_counter() - t0,
+        traced.source,
+        optimized,
+        traced.lanes,
+    )
 
 
 def compile_function(fn, *args, lanes: int = 0) -> Kernel:

@@ -27,6 +27,7 @@ agree with XLA's to round-off: only the order of summation in reductions and pro
 order of operations inside LU factorizations, may differ; and a product ``x * 0`` with a known
 zero is taken as zero, NaN and infinite x included (:meth:`Translator.simplify`).
 """
+
 from __future__ import annotations
 
 import math
@@ -43,10 +44,16 @@ class Unsupported(Exception):
 
 
 CTYPES = {
-    np.dtype(np.float64): "double", np.dtype(np.float32): "float",
-    np.dtype(np.int64): "int64_t", np.dtype(np.int32): "int32_t", np.dtype(np.int16): "int16_t",
-    np.dtype(np.int8): "int8_t", np.dtype(np.uint64): "uint64_t", np.dtype(np.uint32): "uint32_t",
-    np.dtype(np.uint8): "uint8_t", np.dtype(np.bool_): "uint8_t",
+    np.dtype(np.float64): "double",
+    np.dtype(np.float32): "float",
+    np.dtype(np.int64): "int64_t",
+    np.dtype(np.int32): "int32_t",
+    np.dtype(np.int16): "int16_t",
+    np.dtype(np.int8): "int8_t",
+    np.dtype(np.uint64): "uint64_t",
+    np.dtype(np.uint32): "uint32_t",
+    np.dtype(np.uint8): "uint8_t",
+    np.dtype(np.bool_): "uint8_t",
 }
 
 MAX_LOCAL_ELEMENTS = 400_000
@@ -225,7 +232,7 @@ class Emitter:
         body, after the last expression of the body is written."""
         key = (expr, np.dtype(dtype).str)
         hit = self._scalars.get(key)
-        if hit is not None and self.scope[:len(hit[0])] == hit[0]:
+        if hit is not None and self.scope[: len(hit[0])] == hit[0]:
             return hit[1]
         t = self.fresh("t")
         self.line(f"const {self.ct(dtype)} {t} = {self.rhs(expr, dtype)};")
@@ -272,10 +279,15 @@ class Emitter:
                 break
             if e - j >= 3:
                 i = self.fresh("i")
-                texts = [self.text(a, dts[p] if dts else dtype) if a[0] is None
-                         else f"{a[0]}[{self.affine([(st, i)], a[1])}]"
-                         for p, (a, st) in enumerate(zip(operands[j], steps))]
-                self.line(f"for (int {i} = 0; {i} < {e - j}; {i}++) {dst}[{self.affine([(1, i)], ks[j])}] = {self.rhs(fn(*texts), odt)};")
+                texts = [
+                    self.text(a, dts[p] if dts else dtype)
+                    if a[0] is None
+                    else f"{a[0]}[{self.affine([(st, i)], a[1])}]"
+                    for p, (a, st) in enumerate(zip(operands[j], steps))
+                ]
+                self.line(
+                    f"for (int {i} = 0; {i} < {e - j}; {i}++) {dst}[{self.affine([(1, i)], ks[j])}] = {self.rhs(fn(*texts), odt)};"
+                )
             else:
                 e = j + 1
                 texts = [self.text(a, dts[p] if dts else dtype) for p, a in enumerate(operands[j])]
@@ -308,10 +320,11 @@ class Emitter:
             if len(names) == 1 and None not in names and b.elems[0][1] is not None:
                 idx = np.array([a[1] for a in b.elems], dtype=np.int64).reshape(b.shape)
                 off = int(idx.ravel()[0])
-                strides = [int(np.take(idx, 1, axis=d).ravel()[0] - off) if n > 1 else 0
-                           for d, n in enumerate(b.shape)]
-                grid = off + sum(st * np.arange(n).reshape([-1 if k == d else 1 for k in range(len(b.shape))])
-                                 for d, (st, n) in enumerate(zip(strides, b.shape)))
+                strides = [int(np.take(idx, 1, axis=d).ravel()[0] - off) if n > 1 else 0 for d, n in enumerate(b.shape)]
+                grid = off + sum(
+                    st * np.arange(n).reshape([-1 if k == d else 1 for k in range(len(b.shape))])
+                    for d, (st, n) in enumerate(zip(strides, b.shape))
+                )
                 if np.array_equal(idx, np.broadcast_to(grid, b.shape)):
                     return next(iter(names)), off, strides
         b = self.arr(b)
@@ -405,6 +418,7 @@ def _maxmin(op):
         if _is_float(dt):  # NaN propagates, as in XLA
             return f"(({a} {op} {b}) || isnan({a}) ? {a} : {b})"
         return f"(({a} {op} {b}) ? {a} : {b})"
+
     return f
 
 
@@ -452,39 +466,96 @@ def _integer_pow(a, dt, y):
 
 
 UNARY = {
-    "neg": lambda a, dt: f"(-{a})", "abs": _abs, "sign": _sign, "not": _not,
-    "sqrt": _unary("sqrt"), "rsqrt": lambda a, dt: f"(1.0 / sqrt({a}))", "cbrt": _unary("cbrt"),
-    "exp": _unary("exp"), "exp2": _unary("exp2"), "log": _unary("log"), "log1p": _unary("log1p"),
-    "expm1": _unary("expm1"), "sin": _unary("sin"), "cos": _unary("cos"), "tan": _unary("tan"),
-    "asin": _unary("asin"), "acos": _unary("acos"), "atan": _unary("atan"), "sinh": _unary("sinh"),
-    "cosh": _unary("cosh"), "tanh": _unary("tanh"), "asinh": _unary("asinh"), "acosh": _unary("acosh"),
-    "atanh": _unary("atanh"), "floor": _unary("floor"), "ceil": _unary("ceil"), "erf": _unary("erf"),
-    "erfc": _unary("erfc"), "lgamma": _unary("lgamma"), "is_finite": lambda a, dt: f"isfinite({a})",
-    "square": lambda a, dt: f"({a} * {a})", "logistic": lambda a, dt: f"(1.0 / (1.0 + exp(-{a})))",
+    "neg": lambda a, dt: f"(-{a})",
+    "abs": _abs,
+    "sign": _sign,
+    "not": _not,
+    "sqrt": _unary("sqrt"),
+    "rsqrt": lambda a, dt: f"(1.0 / sqrt({a}))",
+    "cbrt": _unary("cbrt"),
+    "exp": _unary("exp"),
+    "exp2": _unary("exp2"),
+    "log": _unary("log"),
+    "log1p": _unary("log1p"),
+    "expm1": _unary("expm1"),
+    "sin": _unary("sin"),
+    "cos": _unary("cos"),
+    "tan": _unary("tan"),
+    "asin": _unary("asin"),
+    "acos": _unary("acos"),
+    "atan": _unary("atan"),
+    "sinh": _unary("sinh"),
+    "cosh": _unary("cosh"),
+    "tanh": _unary("tanh"),
+    "asinh": _unary("asinh"),
+    "acosh": _unary("acosh"),
+    "atanh": _unary("atanh"),
+    "floor": _unary("floor"),
+    "ceil": _unary("ceil"),
+    "erf": _unary("erf"),
+    "erfc": _unary("erfc"),
+    "lgamma": _unary("lgamma"),
+    "is_finite": lambda a, dt: f"isfinite({a})",
+    "square": lambda a, dt: f"({a} * {a})",
+    "logistic": lambda a, dt: f"(1.0 / (1.0 + exp(-{a})))",
 }
 
 BINARY = {
-    "add": lambda a, b, dt: f"({a} + {b})", "add_any": lambda a, b, dt: f"({a} + {b})",
-    "sub": lambda a, b, dt: f"({a} - {b})", "mul": lambda a, b, dt: f"({a} * {b})",
-    "div": lambda a, b, dt: f"({a} / {b})", "rem": _rem, "pow": lambda a, b, dt: f"pow({a}, {b})",
-    "atan2": lambda a, b, dt: f"atan2({a}, {b})", "nextafter": lambda a, b, dt: f"nextafter({a}, {b})",
-    "max": _maxmin(">"), "min": _maxmin("<"),
-    "and": lambda a, b, dt: f"({a} & {b})", "or": lambda a, b, dt: f"({a} | {b})",
+    "add": lambda a, b, dt: f"({a} + {b})",
+    "add_any": lambda a, b, dt: f"({a} + {b})",
+    "sub": lambda a, b, dt: f"({a} - {b})",
+    "mul": lambda a, b, dt: f"({a} * {b})",
+    "div": lambda a, b, dt: f"({a} / {b})",
+    "rem": _rem,
+    "pow": lambda a, b, dt: f"pow({a}, {b})",
+    "atan2": lambda a, b, dt: f"atan2({a}, {b})",
+    "nextafter": lambda a, b, dt: f"nextafter({a}, {b})",
+    "max": _maxmin(">"),
+    "min": _maxmin("<"),
+    "and": lambda a, b, dt: f"({a} & {b})",
+    "or": lambda a, b, dt: f"({a} | {b})",
     "xor": lambda a, b, dt: f"({a} ^ {b})",
-    "eq": lambda a, b, dt: f"({a} == {b})", "ne": lambda a, b, dt: f"({a} != {b})",
-    "lt": lambda a, b, dt: f"({a} < {b})", "le": lambda a, b, dt: f"({a} <= {b})",
-    "gt": lambda a, b, dt: f"({a} > {b})", "ge": lambda a, b, dt: f"({a} >= {b})",
+    "eq": lambda a, b, dt: f"({a} == {b})",
+    "ne": lambda a, b, dt: f"({a} != {b})",
+    "lt": lambda a, b, dt: f"({a} < {b})",
+    "le": lambda a, b, dt: f"({a} <= {b})",
+    "gt": lambda a, b, dt: f"({a} > {b})",
+    "ge": lambda a, b, dt: f"({a} >= {b})",
 }
 
 IDENTITY = {"copy", "copy_p", "optimization_barrier", "stop_gradient"}
-CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "custom_jvp_call",
-         "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin"}
+CALLS = {
+    "pjit",
+    "jit",
+    "closed_call",
+    "core_call",
+    "remat",
+    "checkpoint",
+    "custom_jvp_call",
+    "custom_vjp_call",
+    "custom_vjp_call_jaxpr",
+    "custom_lin",
+}
 NO_FOLD = {"while", "cond", "scan", "rng_uniform", "random_bits", "random_seed"}
 MOVES = {  # primitives that only move elements: operand positions that are data (None: all)
-    "transpose": None, "reshape": None, "squeeze": None, "expand_dims": None, "broadcast_in_dim": None,
-    "slice": None, "concatenate": None, "rev": None, "pad": None, "split": None, "stack": None,
-    "unstack": None, "copy": None, "copy_p": None, "dynamic_slice": (0,), "dynamic_update_slice": (0, 1),
-    "gather": (0,), "select_n": "cases",
+    "transpose": None,
+    "reshape": None,
+    "squeeze": None,
+    "expand_dims": None,
+    "broadcast_in_dim": None,
+    "slice": None,
+    "concatenate": None,
+    "rev": None,
+    "pad": None,
+    "split": None,
+    "stack": None,
+    "unstack": None,
+    "copy": None,
+    "copy_p": None,
+    "dynamic_slice": (0,),
+    "dynamic_update_slice": (0, 1),
+    "gather": (0,),
+    "select_n": "cases",
 }
 SCALAR_MAX = 16
 """Computed elements of arrays of at most this many are C scalars (registers to the compiler);
@@ -588,8 +659,11 @@ def _np_gather(operand, indices, dn, slice_sizes, mode):
                 return None
             start[d] = min(max(start[d], 0), hi)
         windows.append(operand[tuple(slice(a, a + n) for a, n in zip(start, slice_sizes))].reshape(wshape))
-    w = np.stack(windows).reshape(tuple(batch_shape) + tuple(wshape)) if windows else \
-        np.zeros(tuple(batch_shape) + tuple(wshape), operand.dtype)
+    w = (
+        np.stack(windows).reshape(tuple(batch_shape) + tuple(wshape))
+        if windows
+        else np.zeros(tuple(batch_shape) + tuple(wshape), operand.dtype)
+    )
     rank = len(batch_shape) + len(wshape)
     src = [0] * rank
     for i, t in enumerate(a for a in range(rank) if a not in dn.offset_dims):
@@ -599,9 +673,20 @@ def _np_gather(operand, indices, dn, slice_sizes, mode):
     return w.transpose(src)
 
 
-_NP_BINARY = {"add": np.add, "add_any": np.add, "sub": np.subtract, "mul": np.multiply, "eq": np.equal,
-              "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-              "and": np.bitwise_and, "or": np.bitwise_or}
+_NP_BINARY = {
+    "add": np.add,
+    "add_any": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+}
 
 
 def _np_elementwise(name, vals, p):
@@ -629,8 +714,11 @@ def _np_elementwise(name, vals, p):
         if pred.dtype == np.bool_:
             return [np.where(pred, cases[1], cases[0])] if len(cases) == 2 else [np.asarray(cases[0])]
         return [np.choose(pred, np.broadcast_arrays(*cases))]
-    if name == "dot_general" and all(_is_float(np.asarray(v).dtype) for v in vals) \
-            and np.asarray(vals[0]).dtype == np.asarray(vals[1]).dtype:
+    if (
+        name == "dot_general"
+        and all(_is_float(np.asarray(v).dtype) for v in vals)
+        and np.asarray(vals[0]).dtype == np.asarray(vals[1]).dtype
+    ):
         # summed term by term in the contraction's order, as the loop nest of p_dot_general does
         (lc, rc), (lb, rb) = p["dimension_numbers"]
         lhs, rhs = np.asarray(vals[0]), np.asarray(vals[1])
@@ -705,7 +793,10 @@ class Translator(Emitter):
         for eqn in equations(jaxpr):
             if eqn.primitive.name in ("pjit", "jit"):
                 sub = eqn.params.get("jaxpr")
-                if isinstance(sub, jcore.ClosedJaxpr) and size(sub.jaxpr, self.SHARED_MIN_EQUATIONS) >= self.SHARED_MIN_EQUATIONS:
+                if (
+                    isinstance(sub, jcore.ClosedJaxpr)
+                    and size(sub.jaxpr, self.SHARED_MIN_EQUATIONS) >= self.SHARED_MIN_EQUATIONS
+                ):
                     key = self._key(sub)
                     counts[key] = counts.get(key, 0) + 1
         self.shared = {key: None for key, n in counts.items() if n >= 2}
@@ -751,7 +842,9 @@ class Translator(Emitter):
             body = "\n".join(_flat(self.lines))
         finally:
             self.lines, self.depth, self.scope, self._scalars = saved
-        self.functions.append(f"static __attribute__((noinline)) void {fname}({', '.join(params) or 'void'}) {{\n{body}\n}}")
+        self.functions.append(
+            f"static __attribute__((noinline)) void {fname}({', '.join(params) or 'void'}) {{\n{body}\n}}"
+        )
         return fname
 
     # --- jaxprs --------------------------------------------------------------------------------
@@ -784,8 +877,12 @@ class Translator(Emitter):
         name = eqn.primitive.name
         p = eqn.params
         outs_aval = [v.aval for v in eqn.outvars]
-        if (name in ("pjit", "jit") and self.shared and not all(b.known for b in ins)
-                and self._key(p.get("jaxpr")) in self.shared):
+        if (
+            name in ("pjit", "jit")
+            and self.shared
+            and not all(b.known for b in ins)
+            and self._key(p.get("jaxpr")) in self.shared
+        ):
             return self.call_shared(p["jaxpr"], ins)
         if name in CALLS:
             sub = p.get("jaxpr", p.get("call_jaxpr", p.get("fun_jaxpr")))
@@ -813,8 +910,10 @@ class Translator(Emitter):
             if simple is not None:
                 return [simple]
             if any(b.elems is not None for b in ins) or (
-                    name in ZERO_RULES and math.prod(outs_aval[0].shape) <= MAX_ELEMS
-                    and any(b.known and b.size > 1 and bool(np.any(b.value == 0)) for b in ins)):
+                name in ZERO_RULES
+                and math.prod(outs_aval[0].shape) <= MAX_ELEMS
+                and any(b.known and b.size > 1 and bool(np.any(b.value == 0)) for b in ins)
+            ):
                 return [self.elementwise_elems(name, self.BINARY[name], ins, outs_aval[0])]
             return [self.elementwise(self.BINARY[name], ins, outs_aval[0], p)]
         if name in IDENTITY:
@@ -919,8 +1018,9 @@ class Translator(Emitter):
                     result[k] = self.scalar(fn(*[self.text(x, d) for x, d in zip(a, dts)], dt), aval.dtype)
         if arrayed:
             out = self.new(shape, aval.dtype)
-            self.assign(out.name, [k for k, _ in arrayed], lambda *t: fn(*t, dt), [a for _, a in arrayed], dts,
-                        aval.dtype)
+            self.assign(
+                out.name, [k for k, _ in arrayed], lambda *t: fn(*t, dt), [a for _, a in arrayed], dts, aval.dtype
+            )
             for k, _ in arrayed:
                 result[k] = (out.name, k)
         return self.make(shape, aval.dtype, result)
@@ -997,9 +1097,17 @@ class Translator(Emitter):
         dt = ins[0].dtype
         extra = {k: v for k, v in params.items() if k in ("y", "rounding_method")}
         n = out.size
-        if any(b.size not in (1, n) or (b.size == n and b.shape != out.shape and len(b.shape) == len(out.shape)
-                                          and b.size > 1 and any(x != y for x, y in zip(b.shape, out.shape)))
-               for b in ins):
+        if any(
+            b.size not in (1, n)
+            or (
+                b.size == n
+                and b.shape != out.shape
+                and len(b.shape) == len(out.shape)
+                and b.size > 1
+                and any(x != y for x, y in zip(b.shape, out.shape))
+            )
+            for b in ins
+        ):
             # operands of the output's rank with axes of length 1 (lax broadcasts those)
             idx = self.loops(out.shape)
             args = []
@@ -1062,6 +1170,7 @@ class Translator(Emitter):
     def p_clamp(self, ins, outs, **_):
         def fn(lo, x, hi, dt):
             return f"({x} < {lo} ? {lo} : ({x} > {hi} ? {hi} : {x}))"
+
         return self.elementwise(fn, ins, outs[0], {})
 
     def p_reduce_precision(self, ins, outs, exponent_bits, mantissa_bits, **_):
@@ -1097,12 +1206,17 @@ class Translator(Emitter):
                 self.line(f"{out.name}[0] = {self.rhs(self.at(src, 0), out.dtype)};")
             else:
                 i = self.fresh("i")
-                self.line(f"for (int {i} = 0; {i} < {out.size}; {i}++) {out.name}[{i}] = {self.rhs(self.at(src, 0), out.dtype)};")
+                self.line(
+                    f"for (int {i} = 0; {i} < {out.size}; {i}++) {out.name}[{i}] = {self.rhs(self.at(src, 0), out.dtype)};"
+                )
             return out
         out = self.new(shape, src.dtype)
         st = _strides(src.shape)
-        self.gather_loops(out, src, lambda idx: self.affine(
-            [(st[k], idx[d]) for k, d in enumerate(broadcast_dimensions) if src.shape[k] != 1]))
+        self.gather_loops(
+            out,
+            src,
+            lambda idx: self.affine([(st[k], idx[d]) for k, d in enumerate(broadcast_dimensions) if src.shape[k] != 1]),
+        )
         return out
 
     def p_transpose(self, ins, outs, permutation, **_):
@@ -1121,7 +1235,7 @@ class Translator(Emitter):
         # a contiguous block: an alias into the source (or the run of its elements)
         if not src.known and self._contiguous(src.shape, start_indices, shape, steps):
             if src.elems is not None:
-                return self.make(shape, src.dtype, src.elems[offset:offset + math.prod(shape)])
+                return self.make(shape, src.dtype, src.elems[offset : offset + math.prod(shape)])
             return Buf(f"({src.name} + {offset})" if offset else src.name, shape, src.dtype)
         out = self.new(shape, src.dtype)
         self.gather_loops(out, src, lambda idx: self.affine([(s * k, i) for s, k, i in zip(st, steps, idx)], offset))
@@ -1166,8 +1280,9 @@ class Translator(Emitter):
             begin[axis] = k
             limit = list(src.shape)
             limit[axis] = k + 1
-            piece = self.p_slice([src], [jax.core.ShapedArray(src.shape[:axis] + (1,) + src.shape[axis + 1:],
-                                                                src.dtype)], begin, limit)
+            piece = self.p_slice(
+                [src], [jax.core.ShapedArray(src.shape[:axis] + (1,) + src.shape[axis + 1 :], src.dtype)], begin, limit
+            )
             res.append(self.alias(piece, aval.shape))
         return res
 
@@ -1209,7 +1324,9 @@ class Translator(Emitter):
             raise Unsupported("pad with negative padding")
         out = self.new(outs[0].shape, src.dtype)
         i = self.fresh("i")
-        self.line(f"for (int {i} = 0; {i} < {out.size}; {i}++) {out.name}[{i}] = {self.rhs(self.at(val, 0), out.dtype)};")
+        self.line(
+            f"for (int {i} = 0; {i} < {out.size}; {i}++) {out.name}[{i}] = {self.rhs(self.at(val, 0), out.dtype)};"
+        )
         if src.size:
             sto = _strides(out.shape)
             idx = self.loops(src.shape)
@@ -1266,9 +1383,16 @@ class Translator(Emitter):
             table = _np_gather(codes, np.asarray(ind.value), dn, slice_sizes, mode)
             if table is None:  # a window out of bounds in fill mode, or batching dimensions: JAX says which
                 with jax.ensure_compile_time_eval():
-                    table = jax.lax.gather(codes, ind.value, dn, slice_sizes, mode=mode, fill_value=fill,
-                                           indices_are_sorted=params.get("indices_are_sorted", False),
-                                           unique_indices=params.get("unique_indices", False))
+                    table = jax.lax.gather(
+                        codes,
+                        ind.value,
+                        dn,
+                        slice_sizes,
+                        mode=mode,
+                        fill_value=fill,
+                        indices_are_sorted=params.get("indices_are_sorted", False),
+                        unique_indices=params.get("unique_indices", False),
+                    )
             table = np.asarray(table).ravel()
             if np.any(table == fill):
                 raise Unsupported("gather out of bounds")
@@ -1279,8 +1403,9 @@ class Translator(Emitter):
         # indices batching axis (vmap of a gather)
         out_shape = out.shape
         batch_axes = [a for a in range(len(out_shape)) if a not in dn.offset_dims]
-        window = [a for a in range(len(src.shape))
-                  if a not in dn.collapsed_slice_dims and a not in dn.operand_batching_dims]
+        window = [
+            a for a in range(len(src.shape)) if a not in dn.collapsed_slice_dims and a not in dn.operand_batching_dims
+        ]
         st_src, st_ind = _strides(src.shape), _strides(ind.shape)
         idx = self.loops(out_shape)
         base = self.affine([(st_ind[k], idx[a]) for k, a in enumerate(batch_axes)])
@@ -1293,8 +1418,10 @@ class Translator(Emitter):
                 raise Unsupported("gather with runtime indices in fill mode")
             self.line(f"{s} = {s} < 0 ? 0 : ({s} > {hi} ? {hi} : {s});")
             starts.append((dim, s))
-        terms = [f"{idx[batch_axes[ib]]}*{st_src[ob]}"
-                 for ob, ib in zip(dn.operand_batching_dims, dn.start_indices_batching_dims)]
+        terms = [
+            f"{idx[batch_axes[ib]]}*{st_src[ob]}"
+            for ob, ib in zip(dn.operand_batching_dims, dn.start_indices_batching_dims)
+        ]
         for dim, s in starts:
             terms.append(f"{s}*{st_src[dim]}")
         for j, dim in enumerate(window):
@@ -1314,12 +1441,16 @@ class Translator(Emitter):
         step = table[1] - table[0]
         if np.all(np.diff(table) == step):
             i = self.fresh("i")
-            self.line(f"for (int {i} = 0; {i} < {n}; {i}++) {out.name}[{i}] = "
-                      f"{self.rhs(self.at(src, self.affine([(int(step), i)], int(table[0]))), out.dtype)};")
+            self.line(
+                f"for (int {i} = 0; {i} < {n}; {i}++) {out.name}[{i}] = "
+                f"{self.rhs(self.at(src, self.affine([(int(step), i)], int(table[0]))), out.dtype)};"
+            )
             return
         tname = self.static(Buf(None, (n,), np.int32, table.astype(np.int32)))
         i = self.fresh("i")
-        self.line(f"for (int {i} = 0; {i} < {n}; {i}++) {out.name}[{i}] = {self.rhs(self.at(src, f'{tname}[{i}]'), out.dtype)};")
+        self.line(
+            f"for (int {i} = 0; {i} < {n}; {i}++) {out.name}[{i}] = {self.rhs(self.at(src, f'{tname}[{i}]'), out.dtype)};"
+        )
 
     def _scatter_table(self, operand: Buf, ind: Buf, upd: Buf, dn, mode):
         """The operand index of every update element, for indices known now (or Unsupported)."""
@@ -1335,8 +1466,11 @@ class Translator(Emitter):
             else:
                 slice_sizes.append(upd.shape[window[j]])
                 j += 1
-        gdn = jax.lax.GatherDimensionNumbers(offset_dims=tuple(window), collapsed_slice_dims=tuple(dn.inserted_window_dims),
-                                             start_index_map=tuple(dn.scatter_dims_to_operand_dims))
+        gdn = jax.lax.GatherDimensionNumbers(
+            offset_dims=tuple(window),
+            collapsed_slice_dims=tuple(dn.inserted_window_dims),
+            start_index_map=tuple(dn.scatter_dims_to_operand_dims),
+        )
         codes = np.arange(operand.size, dtype=np.int64).reshape(operand.shape)
         clip = jax.lax.GatherScatterMode.CLIP
         # the scatter's targets as a gather's sources, with NumPy (JAX would compile a program per
@@ -1345,8 +1479,9 @@ class Translator(Emitter):
         if jax.lax.GatherScatterMode.from_any(mode) == clip:
             table = _np_gather(codes, np.asarray(ind.value), gdn, tuple(slice_sizes), clip)
         else:
-            table = _np_gather(codes, np.asarray(ind.value), gdn, tuple(slice_sizes),
-                               jax.lax.GatherScatterMode.FILL_OR_DROP)
+            table = _np_gather(
+                codes, np.asarray(ind.value), gdn, tuple(slice_sizes), jax.lax.GatherScatterMode.FILL_OR_DROP
+            )
             if table is None:
                 raise Unsupported("scatter out of bounds")
         table = np.asarray(table).ravel()
@@ -1363,8 +1498,11 @@ class Translator(Emitter):
         self.copy(out, operand)
         window = list(dn.update_window_dims)
         scatter_axes = [a for a in range(len(upd.shape)) if a not in window]
-        op_window = [a for a in range(len(operand.shape))
-                     if a not in dn.inserted_window_dims and a not in dn.operand_batching_dims]
+        op_window = [
+            a
+            for a in range(len(operand.shape))
+            if a not in dn.inserted_window_dims and a not in dn.operand_batching_dims
+        ]
         sizes = {dim: upd.shape[window[j]] for j, dim in enumerate(op_window)}
         st_op, st_ind = _strides(operand.shape), _strides(ind.shape)
         idx = self.loops(upd.shape)
@@ -1381,8 +1519,10 @@ class Translator(Emitter):
                 inside.append(f"{v} >= 0 && {v} <= {hi}")
             terms.append(f"{v}*{st_op[dim]}")
         terms += [f"{idx[window[j]]}*{st_op[dim]}" for j, dim in enumerate(op_window)]
-        terms += [f"{idx[scatter_axes[ib]]}*{st_op[ob]}"
-                  for ob, ib in zip(dn.operand_batching_dims, dn.scatter_indices_batching_dims)]
+        terms += [
+            f"{idx[scatter_axes[ib]]}*{st_op[ob]}"
+            for ob, ib in zip(dn.operand_batching_dims, dn.scatter_indices_batching_dims)
+        ]
         target = f"{out.name}[{' + '.join(terms) or '0'}]"
         value = self.at(upd, self.flat(idx, upd.shape))
         stmt = f"{target} += {value};" if op == "add" else f"{target} = {value};"
@@ -1397,7 +1537,9 @@ class Translator(Emitter):
         self.copy(out, operand)
         tname = self.static(Buf(None, (table.size,), np.int32, table.astype(np.int32)))
         i = self.fresh("i")
-        self.line(f"for (int {i} = 0; {i} < {table.size}; {i}++) {out.name}[{tname}[{i}]] {assign} {self.rhs(self.at(upd, i), out.dtype)};")
+        self.line(
+            f"for (int {i} = 0; {i} < {table.size}; {i}++) {out.name}[{tname}[{i}]] {assign} {self.rhs(self.at(upd, i), out.dtype)};"
+        )
         return out
 
     def p_scatter_add(self, ins, outs, dimension_numbers, mode, **_):
@@ -1405,8 +1547,11 @@ class Translator(Emitter):
         if not ind.known or dimension_numbers.operand_batching_dims:
             return self._scatter_runtime(operand, ind, upd, dimension_numbers, mode, "add")
         table = self._scatter_table(operand, ind, upd, dimension_numbers, mode)
-        if (upd.elems is not None or operand.elems is not None or operand.known) and operand.size <= MAX_ELEMS \
-                and _is_float(operand.dtype):
+        if (
+            (upd.elems is not None or operand.elems is not None or operand.known)
+            and operand.size <= MAX_ELEMS
+            and _is_float(operand.dtype)
+        ):
             # element by element: each target is its operand element plus its updates, in order
             dt = operand.dtype
             sums = [[a] for a in self.atoms(operand)]
@@ -1437,8 +1582,10 @@ class Translator(Emitter):
     def p_dot_general(self, ins, outs, dimension_numbers, **_):
         lhs, rhs = ins
         (lc, rc), (lb, rb) = dimension_numbers
-        if _is_float(outs[0].dtype) and (any(b.known or b.elems is not None for b in ins)
-                                         or outs[0].size * math.prod(lhs.shape[a] for a in lc) <= self.SPARSE_DOT_TERMS):
+        if _is_float(outs[0].dtype) and (
+            any(b.known or b.elems is not None for b in ins)
+            or outs[0].size * math.prod(lhs.shape[a] for a in lc) <= self.SPARSE_DOT_TERMS
+        ):
             out = self._sparse_dot(lhs, rhs, (lc, rc), (lb, rb), outs[0])
             if out is not None:
                 return out
@@ -1448,14 +1595,20 @@ class Translator(Emitter):
         (lname, loff, sl), (rname, roff, sr) = self.view(lhs), self.view(rhs)
         idx = self.loops(out.shape)
         nb = len(lb)
-        bi, li, ri = idx[:nb], idx[nb:nb + len(lfree)], idx[nb + len(lfree):]
+        bi, li, ri = idx[:nb], idx[nb : nb + len(lfree)], idx[nb + len(lfree) :]
         acc = self.fresh("acc")
         self.line(f"{self.ct(out.dtype)} {acc} = {self.rhs('0', out.dtype)};")
         cidx = self.loops([lhs.shape[i] for i in lc])
-        lterms = [(sl[a], v) for a, v in zip(lb, bi)] + [(sl[a], v) for a, v in zip(lfree, li)] + \
-                 [(sl[a], v) for a, v in zip(lc, cidx)]
-        rterms = [(sr[a], v) for a, v in zip(rb, bi)] + [(sr[a], v) for a, v in zip(rfree, ri)] + \
-                 [(sr[a], v) for a, v in zip(rc, cidx)]
+        lterms = (
+            [(sl[a], v) for a, v in zip(lb, bi)]
+            + [(sl[a], v) for a, v in zip(lfree, li)]
+            + [(sl[a], v) for a, v in zip(lc, cidx)]
+        )
+        rterms = (
+            [(sr[a], v) for a, v in zip(rb, bi)]
+            + [(sr[a], v) for a, v in zip(rfree, ri)]
+            + [(sr[a], v) for a, v in zip(rc, cidx)]
+        )
         self.line(f"{acc} += {lname}[{self.affine(lterms, loff)}] * {rname}[{self.affine(rterms, roff)}];")
         self.end(cidx)
         self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {acc};")
@@ -1503,8 +1656,13 @@ class Translator(Emitter):
 
         live = ~(zeros(la)[ll] | zeros(ra)[rr])
         nlive = np.count_nonzero(live)
-        if live.size > self.SPARSE_DOT_TERMS and (live.shape[0] > MAX_ELEMS or (nlive > live.size // 8 and (
-                nlive > live.size // 2 or np.count_nonzero(live.sum(axis=1) > 1) > self.SPARSE_DOT_SUMS))):
+        if live.size > self.SPARSE_DOT_TERMS and (
+            live.shape[0] > MAX_ELEMS
+            or (
+                nlive > live.size // 8
+                and (nlive > live.size // 2 or np.count_nonzero(live.sum(axis=1) > 1) > self.SPARSE_DOT_SUMS)
+            )
+        ):
             if nlive <= live.size // 4:
                 return self._table_dot(lhs, rhs, ll, rr, live, aval)
             return None
@@ -1567,7 +1725,9 @@ class Translator(Emitter):
         acc = self.fresh("acc")
         self.line(f"{self.ct(out.dtype)} {acc} = {self.rhs(init, out.dtype)};")
         ridx = self.loops([src.shape[a] for a in axes])
-        x = self.at(src, self.affine([(st[a], v) for a, v in zip(kept, idx)] + [(st[a], v) for a, v in zip(axes, ridx)]))
+        x = self.at(
+            src, self.affine([(st[a], v) for a, v in zip(kept, idx)] + [(st[a], v) for a, v in zip(axes, ridx)])
+        )
         self.line(update(acc, x) + ";")
         self.end(ridx)
         self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {acc};")
@@ -1636,8 +1796,14 @@ class Translator(Emitter):
         k = min(m, n)
         b = self.fresh("b")
         self.open(f"for (int {b} = 0; {b} < {int(math.prod(batch))}; {b}++)")
-        return [lu, piv, perm], (f"({lu.name} + {b}*{m * n})", f"({perm.name} + {b}*{m})",
-                                 f"({piv.name} + {b}*{k})", m, n, k)
+        return [lu, piv, perm], (
+            f"({lu.name} + {b}*{m * n})",
+            f"({perm.name} + {b}*{m})",
+            f"({piv.name} + {b}*{k})",
+            m,
+            n,
+            k,
+        )
 
     def p_lu(self, ins, outs, **_):
         """LU with partial pivoting, as LAPACK's getrf: the first largest |a_ik| is the pivot."""
@@ -1645,10 +1811,14 @@ class Translator(Emitter):
         self.line(f"for (int i = 0; i < {m}; i++) {P}[i] = i;")
         self.open(f"for (int c = 0; c < {k}; c++)")
         self.line(f"int p = c; double best = fabs({A}[c*{n} + c]);")
-        self.line(f"for (int i = c + 1; i < {m}; i++) {{ double x = fabs({A}[i*{n} + c]); if (x > best) {{ best = x; p = i; }} }}")
+        self.line(
+            f"for (int i = c + 1; i < {m}; i++) {{ double x = fabs({A}[i*{n} + c]); if (x > best) {{ best = x; p = i; }} }}"
+        )
         self.line(f"{V}[c] = p;")
         self.open("if (p != c)")
-        self.line(f"for (int j = 0; j < {n}; j++) {{ double t = {A}[c*{n} + j]; {A}[c*{n} + j] = {A}[p*{n} + j]; {A}[p*{n} + j] = t; }}")
+        self.line(
+            f"for (int j = 0; j < {n}; j++) {{ double t = {A}[c*{n} + j]; {A}[c*{n} + j] = {A}[p*{n} + j]; {A}[p*{n} + j] = t; }}"
+        )
         self.line(f"int t = {P}[c]; {P}[c] = {P}[p]; {P}[p] = t;")
         self.close()
         self.open(f"if ({A}[c*{n} + c] != 0.0)")
@@ -1703,8 +1873,10 @@ class Translator(Emitter):
         self.close()
         self.close()
         R = f"({r.name} + {b}*{mq * n})"
-        self.line(f"for (int i = 0; i < {mq}; i++) for (int c = 0; c < {n}; c++) "
-                  f"{R}[i*{n} + c] = c >= i ? {W}[i*{n} + c] : 0.0;")
+        self.line(
+            f"for (int i = 0; i < {mq}; i++) for (int c = 0; c < {n}; c++) "
+            f"{R}[i*{n} + c] = c >= i ? {W}[i*{n} + c] : 0.0;"
+        )
         Q = f"({q.name} + {b}*{m * mq})"
         self.line(f"for (int i = 0; i < {m}; i++) for (int c = 0; c < {mq}; c++) {Q}[i*{mq} + c] = i == c ? 1.0 : 0.0;")
         self.open(f"for (int j = {k} - 1; j >= 0; j--)")
@@ -1758,7 +1930,7 @@ class Translator(Emitter):
         """x = solve(b): the forward value is the ``solve`` jaxpr on its constants and b."""
         n_mv, n_vm, n_solve = const_lengths.matvec, const_lengths.vecmat, const_lengths.solve
         n_consts = n_mv + n_vm + n_solve + const_lengths.transpose_solve
-        consts = ins[n_mv + n_vm:n_mv + n_vm + n_solve]
+        consts = ins[n_mv + n_vm : n_mv + n_vm + n_solve]
         return self.closed_with(jaxprs.solve, consts, ins[n_consts:])
 
     def p_triangular_solve(self, ins, outs, left_side, lower, transpose_a, conjugate_a, unit_diagonal, **_):
@@ -1771,7 +1943,7 @@ class Translator(Emitter):
         rows, cols = bmat.shape[-2], bmat.shape[-1]
         # x op(a) = b  <=>  op(a)^T x^T = b^T: a left solve with the other transpose, over b's rows
         eff_t = transpose_a if left_side else not transpose_a
-        eff_lower = (lower != eff_t)  # op(a) lower triangular
+        eff_lower = lower != eff_t  # op(a) lower triangular
         bb = self.fresh("b")
         self.open(f"for (int {bb} = 0; {bb} < {nb}; {bb}++)")
         a = self.arr(a)
@@ -1853,8 +2025,8 @@ class Translator(Emitter):
         any predicate with :attr:`MASKED_WHILE`, runs the body while any of its elements is true
         and updates each carry only where its element is true, the predicate's axes being the
         carries' leading axes (as XLA lowers it)."""
-        cconsts, bconsts = ins[:cond_nconsts], ins[cond_nconsts:cond_nconsts + body_nconsts]
-        carry = self._carry(ins[cond_nconsts + body_nconsts:])
+        cconsts, bconsts = ins[:cond_nconsts], ins[cond_nconsts : cond_nconsts + body_nconsts]
+        carry = self._carry(ins[cond_nconsts + body_nconsts :])
         pshape = tuple(cond_jaxpr.out_avals[0].shape)
         pred = self.fresh("c")
         self.line(f"int {pred};")
@@ -1867,8 +2039,10 @@ class Translator(Emitter):
         else:
             self.copy(mask, c)
             i = self.fresh("i")
-            self.line(f"{pred} = 0; for (int {i} = 0; {i} < {mask.size}; {i}++) "
-                      f"{pred} |= {self.holds_somewhere(f'{mask.name}[{i}]')};")
+            self.line(
+                f"{pred} = 0; for (int {i} = 0; {i} < {mask.size}; {i}++) "
+                f"{pred} |= {self.holds_somewhere(f'{mask.name}[{i}]')};"
+            )
         self.close()
         self.line(f"if (!{pred}) break;")
         self.open("")
@@ -1879,8 +2053,10 @@ class Translator(Emitter):
                 per = old.size // mask.size if mask.size else 0
                 sel = self.new(old.shape, old.dtype)
                 i = self.fresh("i")
-                self.line(f"for (int {i} = 0; {i} < {old.size}; {i}++) {sel.name}[{i}] = {mask.name}[{i} / {max(per, 1)}] "
-                          f"? {self.rhs(self.at(upd, i if upd.size > 1 else 0), old.dtype)} : {old.name}[{i}];")
+                self.line(
+                    f"for (int {i} = 0; {i} < {old.size}; {i}++) {sel.name}[{i}] = {mask.name}[{i} / {max(per, 1)}] "
+                    f"? {self.rhs(self.at(upd, i if upd.size > 1 else 0), old.dtype)} : {old.name}[{i}];"
+                )
                 masked.append(sel)
             new = masked
         self._assign(carry, new)
@@ -1922,8 +2098,8 @@ class Translator(Emitter):
 
     def p_scan(self, ins, outs, jaxpr, num_consts, num_carry, length, reverse, **_):
         consts = ins[:num_consts]
-        carry = self._carry(ins[num_consts:num_consts + num_carry])
-        xs = ins[num_consts + num_carry:]
+        carry = self._carry(ins[num_consts : num_consts + num_carry])
+        xs = ins[num_consts + num_carry :]
         ys = [self.new(a.shape, a.dtype) for a in outs[num_carry:]]
         i = self.fresh("n")
         self.open(f"for (int {i} = 0; {i} < {int(length)}; {i}++)")
@@ -2004,15 +2180,20 @@ def translate(closed_jaxpr, name: str = "livens_kernel", translator: "Translator
     live, used = _dce(jaxpr)
     t.plan_shared(live)
     outs = t.jaxpr(live, [], [b for b, u in zip(consts + args, used) if u])
-    for k, (v, b) in enumerate(zip(jaxpr.outvars, outs)):
+    for k, (_, b) in enumerate(zip(jaxpr.outvars, outs)):
         ct = t.ct(b.dtype)
         dst = Buf(f"out{k}", b.shape, b.dtype)
         t.line(f"{ct} *out{k} = ({ct} *) args[{n_in + k}];")
         if b.size:
             t.copy(dst, b)
     body = "\n".join(_flat(t.lines))
-    return (t.header() + "\n".join(t.statics) + "\n\n" + "".join(f + "\n\n" for f in t.functions)
-            + f"{t.linkage}void {name}(void **args) {{\n{body}\n}}\n")
+    return (
+        t.header()
+        + "\n".join(t.statics)
+        + "\n\n"
+        + "".join(f + "\n\n" for f in t.functions)
+        + f"{t.linkage}void {name}(void **args) {{\n{body}\n}}\n"
+    )
 
 
 __all__ = ["Unsupported", "translate", "c_literal"]

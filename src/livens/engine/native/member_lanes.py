@@ -20,6 +20,7 @@ run). Primitives this translation does not handle per lane (sorting, QR, scatter
 computed indices, 32-bit floats) raise :class:`~livens.engine.native.codegen.Unsupported`; the ensemble
 then runs the members one by one.
 """
+
 from __future__ import annotations
 
 import math
@@ -167,8 +168,13 @@ class LaneTranslator(Translator):
         if all(b.known for b in starts):
             return super().p_dynamic_slice(ins, outs, slice_sizes)
         out = self.new(outs[0].shape, src.dtype)
-        self._lane_window(out, src.shape, out.shape, starts,
-                          lambda idx, at: f"{out.name}[{self.flat(idx, out.shape)}][l] = {self.lane(src, at)};")
+        self._lane_window(
+            out,
+            src.shape,
+            out.shape,
+            starts,
+            lambda idx, at: f"{out.name}[{self.flat(idx, out.shape)}][l] = {self.lane(src, at)};",
+        )
         return out
 
     def p_dynamic_update_slice(self, ins, outs, **_):
@@ -177,8 +183,13 @@ class LaneTranslator(Translator):
             return super().p_dynamic_update_slice(ins, outs)
         out = self.new(src.shape, src.dtype)
         self.copy(out, src)
-        self._lane_window(out, src.shape, upd.shape, starts,
-                          lambda idx, at: f"{out.name}[{at}][l] = {self.lane(upd, self.flat(idx, upd.shape))};")
+        self._lane_window(
+            out,
+            src.shape,
+            upd.shape,
+            starts,
+            lambda idx, at: f"{out.name}[{at}][l] = {self.lane(upd, self.flat(idx, upd.shape))};",
+        )
         return out
 
     def p_gather(self, ins, outs, dimension_numbers, slice_sizes, mode, fill_value=None, **params):
@@ -191,14 +202,17 @@ class LaneTranslator(Translator):
         out = self.new(outs[0].shape, src.dtype)
         out_shape = out.shape
         batch_axes = [a for a in range(len(out_shape)) if a not in dn.offset_dims]
-        window = [a for a in range(len(src.shape))
-                  if a not in dn.collapsed_slice_dims and a not in dn.operand_batching_dims]
+        window = [
+            a for a in range(len(src.shape)) if a not in dn.collapsed_slice_dims and a not in dn.operand_batching_dims
+        ]
         st_src, st_ind = _strides(src.shape), _strides(ind.shape)
         self.open(f"for (int l = 0; l < {self.lanes}; l++)")
         idx = self.loops(out_shape)
         base = self.affine([(st_ind[k], idx[a]) for k, a in enumerate(batch_axes)])
-        terms = [f"{idx[batch_axes[ib]]}*{st_src[ob]}"
-                 for ob, ib in zip(dn.operand_batching_dims, dn.start_indices_batching_dims)]
+        terms = [
+            f"{idx[batch_axes[ib]]}*{st_src[ob]}"
+            for ob, ib in zip(dn.operand_batching_dims, dn.start_indices_batching_dims)
+        ]
         for k, dim in enumerate(dn.start_index_map):
             s = self.fresh("s")
             hi = src.shape[dim] - slice_sizes[dim]
@@ -235,15 +249,19 @@ class LaneTranslator(Translator):
         self.line(f"for (int i = 0; i < {m}; i++) {P}[i] = BI(i);")
         self.open(f"for (int c = 0; c < {k}; c++)")
         self.line(f"iv p = BI(c); dv best = fabs({A}[c*{n} + c]);")
-        self.line(f"for (int i = c + 1; i < {m}; i++) {{ dv x = fabs({A}[i*{n} + c]); iv gt = x > best; "
-                  "best = gt ? x : best; p = gt ? BI(i) : p; }")
+        self.line(
+            f"for (int i = c + 1; i < {m}; i++) {{ dv x = fabs({A}[i*{n} + c]); iv gt = x > best; "
+            "best = gt ? x : best; p = gt ? BI(i) : p; }"
+        )
         self.line(f"{V}[c] = p;")
         # row c and row r swapped in the lanes whose pivot row is r
         self.open(f"for (int r = c + 1; r < {m}; r++)")
         self.line("const iv sw = p == r;")
         self.open("if (ANY(sw))")
-        self.line(f"for (int j = 0; j < {n}; j++) {{ const dv x = {A}[c*{n} + j], y = {A}[r*{n} + j]; "
-                  f"{A}[c*{n} + j] = sw ? y : x; {A}[r*{n} + j] = sw ? x : y; }}")
+        self.line(
+            f"for (int j = 0; j < {n}; j++) {{ const dv x = {A}[c*{n} + j], y = {A}[r*{n} + j]; "
+            f"{A}[c*{n} + j] = sw ? y : x; {A}[r*{n} + j] = sw ? x : y; }}"
+        )
         self.line(f"const iv x = {P}[c], y = {P}[r]; {P}[c] = sw ? y : x; {P}[r] = sw ? x : y;")
         self.close()
         self.close()
@@ -252,8 +270,10 @@ class LaneTranslator(Translator):
         self.line(f"const dv inv = 1.0 / {A}[c*{n} + c];")
         self.open(f"for (int i = c + 1; i < {m}; i++)")
         self.line(f"const dv l = {A}[i*{n} + c] * inv; {A}[i*{n} + c] = nz ? l : {A}[i*{n} + c];")
-        self.line(f"for (int j = c + 1; j < {n}; j++) {A}[i*{n} + j] = nz ? {A}[i*{n} + j] - l * {A}[c*{n} + j] "
-                  f": {A}[i*{n} + j];")
+        self.line(
+            f"for (int j = c + 1; j < {n}; j++) {A}[i*{n} + j] = nz ? {A}[i*{n} + j] - l * {A}[c*{n} + j] "
+            f": {A}[i*{n} + j];"
+        )
         self.close()
         self.close()
         self.close()
@@ -293,8 +313,10 @@ class LaneTranslator(Translator):
             for d, yes, no in zip(sel, results[j], out):
                 if d.size:
                     i = self.fresh("i")
-                    self.line(f"for (int {i} = 0; {i} < {d.size}; {i}++) {d.name}[{i}] = ({test}) "
-                              f"? {yes.name}[{i}] : {no.name}[{i}];")
+                    self.line(
+                        f"for (int {i} = 0; {i} < {d.size}; {i}++) {d.name}[{i}] = ({test}) "
+                        f"? {yes.name}[{i}] : {no.name}[{i}];"
+                    )
             out = sel
         return out
 

@@ -3,12 +3,14 @@
 :class:`ChunkRunner` is called like the jitted loop of :func:`livens.timestep.make_loop`. At its first
 call for given argument shapes it translates the loop to one C function (:mod:`livens.engine.native`);
 where the loop holds something the translator does not handle, no C compiler is found or the
-system is larger than :attr:`~livens.engine.options.EngineOptions.max_native_unknowns` (large systems have banded or matrix-free tangents that
+system is larger than :attr:`~livens.engine.options.EngineOptions.max_native_unknowns` (large systems have
+banded or matrix-free tangents that
 XLA runs well, and their C source would be long to compile), it runs the jitted XLA loop instead.
 
 The backend is the engine's switch (:mod:`livens.engine.options`): "auto" (native where possible,
 else XLA), "native" (an error where it is not possible), "xla" or "plain" (never native).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -70,15 +72,20 @@ class ChunkRunner:
         except Unsupported as exc:
             self.reason = str(exc)
             if self.requested == "native":
-                raise NativeUnavailable(f"backend='native': this run cannot be compiled natively ({exc}); "
-                                        f"use backend='auto' or 'xla'.") from None
+                raise NativeUnavailable(
+                    f"backend='native': this run cannot be compiled natively ({exc}); use backend='auto' or 'xla'."
+                ) from None
             return None
         except Exception as exc:  # noqa: BLE001 - a fault of the translator: XLA runs the loop, and says so
             self.reason = f"the native translator failed ({type(exc).__name__}: {exc})"
             if self.requested == "native":
                 raise NativeUnavailable(f"backend='native': {self.reason}; use backend='auto' or 'xla'.") from exc
-            warnings.warn(f"{self.reason}; XLA runs this loop instead (results are the same). This is a "
-                          "bug in livens.engine.native: please report it.", RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                f"{self.reason}; XLA runs this loop instead (results are the same). This is a "
+                "bug in livens.engine.native: please report it.",
+                RuntimeWarning,
+                stacklevel=4,
+            )
             return None
 
     def kernel(self, *args):

@@ -5,6 +5,7 @@ Every check is wrapped by :func:`checked`: an exception while evaluating it give
 "error" with the message, and where the run failed with the papers' Newton and its re-run with
 livens' rescue exists (:meth:`Context.rescued`), the claim reports both outcomes.
 """
+
 from __future__ import annotations
 
 import functools
@@ -13,19 +14,57 @@ import math
 import numpy as np
 
 from ... import plots
-from ..report import (DRIFT_RATIO, ERROR, FAILS, HOLDS, MET, NOT_CONSERVED, NOT_REPRODUCED, ORDER_TOL, ROUNDOFF,
-                      SMALL_AMPLITUDE, TOL, VIOLATED, Claim, errored, fmt, judged, missing, of_the_order,
-                      order_ok, order_range)
 from ..paper_registry import requirements
+from ..report import (
+    DRIFT_RATIO,
+    ERROR,
+    FAILS,
+    HOLDS,
+    MET,
+    NOT_CONSERVED,
+    NOT_REPRODUCED,
+    ORDER_TOL,
+    ROUNDOFF,
+    SMALL_AMPLITUDE,
+    TOL,
+    VIOLATED,
+    Claim,
+    errored,
+    fmt,
+    judged,
+    missing,
+    of_the_order,
+    order_ok,
+    order_range,
+)
 from ..runs import BLOWUP, NEWTON, OK, RunSpec, available_scheme
 
 
-def traced(example: str, scheme: str, h: float, t_end: float, tol: float = TOL, params=None, example_params=None,
-           max_points=None, **kw) -> RunSpec:
+def traced(
+    example: str,
+    scheme: str,
+    h: float,
+    t_end: float,
+    tol: float = TOL,
+    params=None,
+    example_params=None,
+    max_points=None,
+    **kw,
+) -> RunSpec:
     """A run that keeps its full Trace (tolerance 1e-12 by default: round-off claims; the other
     Newton settings are the papers': simple guess, no rescue)."""
-    return RunSpec.make(example, scheme, h, t_end, params=params, example_params=example_params, tol=tol,
-                        record="trace", max_points=max_points, **kw)
+    return RunSpec.make(
+        example,
+        scheme,
+        h,
+        t_end,
+        params=params,
+        example_params=example_params,
+        tol=tol,
+        record="trace",
+        max_points=max_points,
+        **kw,
+    )
 
 
 def horizon(ctx, spec, t_claim: float) -> str | None:
@@ -54,7 +93,9 @@ def with_rescue(paper: Claim, rescued: Claim, r_paper, r_rescue) -> Claim:
     rescue, 52 steps rescued"."""
     n = len(r_rescue.rescued_steps)
     first = f"{paper.verdict} with the paper's Newton ({failure_words(r_paper)})"
-    second = f"{rescued.verdict} with livens' rescue (damped Newton after a failed step), {n} step{'s' * (n != 1)} rescued"
+    second = (
+        f"{rescued.verdict} with livens' rescue (damped Newton after a failed step), {n} step{'s' * (n != 1)} rescued"
+    )
     if paper.measured:
         first += f": {paper.measured}"
     if rescued.measured:
@@ -69,14 +110,16 @@ def checked(check):
     """Wrap a check ``check(where, text, ctx, spec, ...) -> Claim``: an exception gives an "error"
     claim with its message; where the run failed with the papers' Newton and was re-run with
     rescue, the claim states both verdicts (:func:`with_rescue`)."""
+
     @functools.wraps(check)
     def wrapper(where, text, ctx, spec, *args, **kw):
         try:
             claim = check(where, text, ctx, spec, *args, **kw)
             # every run the check reads (spec and RunSpec arguments) whose papers' Newton failed
             runs = [spec] + [a for a in args if isinstance(a, RunSpec)]
-            twins = {s: ctx.rescued(s) for s in runs if ctx.result(s).status == NEWTON} if hasattr(ctx, "rescued") \
-                else {}
+            twins = (
+                {s: ctx.rescued(s) for s in runs if ctx.result(s).status == NEWTON} if hasattr(ctx, "rescued") else {}
+            )
             twins = {s: t for s, t in twins.items() if t is not None}
             if twins:
                 sub = lambda a: twins[a].spec if isinstance(a, RunSpec) and a in twins else a  # noqa: E731
@@ -86,22 +129,27 @@ def checked(check):
             return claim
         except Exception as exc:  # noqa: BLE001 - reported as the claim's verdict
             return errored(where, text, exc)
+
     return wrapper
 
 
 #: the first line of every report's Settings section
-NEWTON_NOTE = ("Newton as in the papers (002 §6): stopping tolerance 1e-9, the unknowns of step n as first guess "
-               "('simple'), no damping and no rescue; max_iter = 40 is livens' choice (the papers print none). "
-               "Runs behind round-off and order claims use a smaller tolerance where the table says so. A run whose "
-               "Newton iteration fails is run once more with livens' rescue (damped least-squares Newton after a "
-               "failed step); claims depending on it state both outcomes, the verdict is the paper's setting's.")
-THRESHOLDS = ("thresholds: per-step energy or momentum change <= 1e-11 of the energy scale (max|T| + max|V|) or "
-              "of max(1, |J|) is round-off; > 1e-8 is 'not conserved'; a constraint is met at <= 1e-11 (or ten "
-              "Newton tolerances) and violated at > 1e-9; a fitted order agrees with a claimed one within ±0.3; "
-              "'of the order of 1e-k' means within half a decade; an energy error 'typical for symplectic methods' "
-              "oscillates without drift (max |E - E0| over the last third <= 2 x over the first third, a fitted line "
-              "moves <= half of max |E - E0|), stays <= 0.1 of max|T| + max|V|, and its amplitude scales like h^order "
-              "(h and h/2, ±0.3).")
+NEWTON_NOTE = (
+    "Newton as in the papers (KBS23b §6): stopping tolerance 1e-9, the unknowns of step n as first guess "
+    "('simple'), no damping and no rescue; max_iter = 40 is livens' choice (the papers print none). "
+    "Runs behind round-off and order claims use a smaller tolerance where the table says so. A run whose "
+    "Newton iteration fails is run once more with livens' rescue (damped least-squares Newton after a "
+    "failed step); claims depending on it state both outcomes, the verdict is the paper's setting's."
+)
+THRESHOLDS = (
+    "thresholds: per-step energy or momentum change <= 1e-11 of the energy scale (max|T| + max|V|) or "
+    "of max(1, |J|) is round-off; > 1e-8 is 'not conserved'; a constraint is met at <= 1e-11 (or ten "
+    "Newton tolerances) and violated at > 1e-9; a fitted order agrees with a claimed one within ±0.3; "
+    "'of the order of 1e-k' means within half a decade; an energy error 'typical for symplectic methods' "
+    "oscillates without drift (max |E - E0| over the last third <= 2 x over the first third, a fitted line "
+    "moves <= half of max |E - E0|), stays <= 0.1 of max|T| + max|V|, and its amplitude scales like h^order "
+    "(h and h/2, ±0.3)."
+)
 
 
 def present(schemes) -> list:
@@ -126,8 +174,13 @@ def status_claim(where, text, ctx, spec) -> Claim:
     """A claim that the run goes through with no numerical failure."""
     r = ctx.result(spec)
     ok = r.status == OK
-    return judged(where, text, ok, f"{r.steps} steps to t = {r.t_reached:.4g}, status {r.status}"
-                  + (f" at t = {r.t_fail:.4g}" if r.t_fail is not None else ""))
+    return judged(
+        where,
+        text,
+        ok,
+        f"{r.steps} steps to t = {r.t_reached:.4g}, status {r.status}"
+        + (f" at t = {r.t_fail:.4g}" if r.t_fail is not None else ""),
+    )
 
 
 # ------------------------------------------------------------------------------ conservation
@@ -146,8 +199,12 @@ def energy_conserved(where, text, ctx, spec, key=None) -> Claim:
     tr = ctx.trace(spec)
     k = key or tr.energy_key
     m = tr.max_energy_increment(k)
-    return judged(where, text, m <= band(spec),
-                  f"{spec.label}: max per-step |Δ{_sym(k)}| / (max|T|+max|V|) = {fmt(m)} (round-off band {band(spec):g})")
+    return judged(
+        where,
+        text,
+        m <= band(spec),
+        f"{spec.label}: max per-step |Δ{_sym(k)}| / (max|T|+max|V|) = {fmt(m)} (round-off band {band(spec):g})",
+    )
 
 
 @checked
@@ -160,9 +217,13 @@ def energy_not_conserved(where, text, ctx, spec, key=None) -> Claim:
     k = key or tr.energy_key
     m = tr.max_energy_increment(k)
     err = tr.max_energy_error(k)
-    return judged(where, text, m > NOT_CONSERVED,
-                  f"{spec.label}: max per-step |Δ{_sym(k)}| / (max|T|+max|V|) = {fmt(m)}; "
-                  f"max |{_sym(k)} - {_sym(k)}0| / |{_sym(k)}0| = {fmt(err)} (> {NOT_CONSERVED:g} counts as not conserved)")
+    return judged(
+        where,
+        text,
+        m > NOT_CONSERVED,
+        f"{spec.label}: max per-step |Δ{_sym(k)}| / (max|T|+max|V|) = {fmt(m)}; "
+        f"max |{_sym(k)} - {_sym(k)}0| / |{_sym(k)}0| = {fmt(err)} (> {NOT_CONSERVED:g} counts as not conserved)",
+    )
 
 
 @checked
@@ -182,8 +243,12 @@ def momentum_conserved(where, text, ctx, spec, names=None) -> Claim:
         parts.append(f"{k} {fmt(inc)}")
     if not parts:
         return Claim(where, text, "", NOT_REPRODUCED, "the problem declares no such momentum map")
-    return judged(where, text, worst <= band(spec),
-                  f"{spec.label}: max per-step |ΔJ| / max(1,|J|): " + ", ".join(parts) + f" (band {band(spec):g})")
+    return judged(
+        where,
+        text,
+        worst <= band(spec),
+        f"{spec.label}: max per-step |ΔJ| / max(1,|J|): " + ", ".join(parts) + f" (band {band(spec):g})",
+    )
 
 
 def drift(t, E) -> dict:
@@ -204,9 +269,11 @@ def drift(t, E) -> dict:
 
 def drift_words(d: dict, unit: str = "") -> str:
     u = f" {unit}" if unit else ""
-    return (f"max |E - E0| over the first third {d['first']:.3e}{u}, over the last third {d['last']:.3e}{u} "
-            f"(no drift: last <= {DRIFT_RATIO:g} x first); fitted line moves {d['line']:.3e}{u} over the run "
-            f"(no drift: <= half of max |E - E0| = {d['amplitude']:.3e}{u})")
+    return (
+        f"max |E - E0| over the first third {d['first']:.3e}{u}, over the last third {d['last']:.3e}{u} "
+        f"(no drift: last <= {DRIFT_RATIO:g} x first); fitted line moves {d['line']:.3e}{u} over the run "
+        f"(no drift: <= half of max |E - E0| = {d['amplitude']:.3e}{u})"
+    )
 
 
 def fluctuation_parts(tr, tr_half, order: float, key=None) -> tuple[dict, str]:
@@ -219,18 +286,23 @@ def fluctuation_parts(tr, tr_half, order: float, key=None) -> tuple[dict, str]:
     scale = tr.energy_scale
     ratio = d["amplitude"] / d2["amplitude"] if d2["amplitude"] > 0 else float("nan")
     p = math.log2(ratio) if ratio == ratio and ratio > 0 else float("nan")
-    parts = {"drift": d["ok"] and d2["ok"], "small": d["amplitude"] <= SMALL_AMPLITUDE * scale,
-             "scaling": order_ok(p, order)}
+    parts = {
+        "drift": d["ok"] and d2["ok"],
+        "small": d["amplitude"] <= SMALL_AMPLITUDE * scale,
+        "scaling": order_ok(p, order),
+    }
     E0 = float(tr.energy[k][0])
-    words = (f"h = {tr.h:g}: {drift_words(d)}; max |E - E0| = {d['amplitude'] / scale:.2e} of max|T|+max|V| "
-             f"(small: <= {SMALL_AMPLITUDE:g}; = {d['amplitude'] / max(abs(E0), 1e-300):.2e} of |E0| = {abs(E0):.3g}); "
-             f"h = {tr_half.h:g}: max |E - E0| = {d2['amplitude']:.3e}, drift {'none' if d2['ok'] else 'yes'}; "
-             f"amplitude ratio {ratio:.3f} = 2^{p:.2f} (h^{order:g} expected, ±{ORDER_TOL:g})")
+    words = (
+        f"h = {tr.h:g}: {drift_words(d)}; max |E - E0| = {d['amplitude'] / scale:.2e} of max|T|+max|V| "
+        f"(small: <= {SMALL_AMPLITUDE:g}; = {d['amplitude'] / max(abs(E0), 1e-300):.2e} of |E0| = {abs(E0):.3g}); "
+        f"h = {tr_half.h:g}: max |E - E0| = {d2['amplitude']:.3e}, drift {'none' if d2['ok'] else 'yes'}; "
+        f"amplitude ratio {ratio:.3f} = 2^{p:.2f} (h^{order:g} expected, ±{ORDER_TOL:g})"
+    )
     return parts, words
 
 
 def fluctuation_verdict(tr, tr_half, order: float, key=None) -> tuple[bool, str]:
-    """The energy error of a symplectic method (002 Fig. 8, 000 Figs 14 and 16): it oscillates,
+    """The energy error of a symplectic method (KBS23b Fig. 8, KBS23a Figs 14 and 16): it oscillates,
     bounded and without secular drift (:func:`drift`), small (max |E - E0| <= SMALL_AMPLITUDE of
     max|T| + max|V|), and its amplitude scales like h^order: log2 of the amplitudes at h and h/2
     agrees with ``order`` within ORDER_TOL. ``tr_half``: the same run with h/2."""
@@ -240,7 +312,7 @@ def fluctuation_verdict(tr, tr_half, order: float, key=None) -> tuple[bool, str]
 
 @checked
 def energy_fluctuates(where, text, ctx, spec, half, order: float, key=None) -> Claim:
-    """"Fluctuations of the energy typical for symplectic methods": :func:`fluctuation_verdict` on
+    """ "Fluctuations of the energy typical for symplectic methods": :func:`fluctuation_verdict` on
     the run ``spec`` and its h/2 twin ``half``."""
     why = run_problem(ctx, spec) or run_problem(ctx, half)
     if why:
@@ -251,7 +323,7 @@ def energy_fluctuates(where, text, ctx, spec, half, order: float, key=None) -> C
 
 @checked
 def increments_of_the_order(where, text, ctx, spec, exponent: float, key=None, unit: str = "") -> Claim:
-    """"Increments of the energy are of the order of 10^exponent": max_n |E^{n+1} - E^n| within half
+    """ "Increments of the energy are of the order of 10^exponent": max_n |E^{n+1} - E^n| within half
     a decade of it (:func:`~livens.studies.report.of_the_order`)."""
     why = run_problem(ctx, spec)
     if why:
@@ -260,14 +332,18 @@ def increments_of_the_order(where, text, ctx, spec, exponent: float, key=None, u
     k = key or tr.energy_key
     m = float(np.max(np.abs(np.diff(tr.energy[k]))))
     u = f" {unit}" if unit else ""
-    return judged(where, text, of_the_order(m, exponent),
-                  f"{spec.label}: max |{_sym(k)}^(n+1) - {_sym(k)}^n| = {m:.2e}{u} (of the order of 1e{exponent:g}: "
-                  f"{order_range(exponent)})")
+    return judged(
+        where,
+        text,
+        of_the_order(m, exponent),
+        f"{spec.label}: max |{_sym(k)}^(n+1) - {_sym(k)}^n| = {m:.2e}{u} (of the order of 1e{exponent:g}: "
+        f"{order_range(exponent)})",
+    )
 
 
 @checked
 def energy_stays_bounded(where, text, ctx, spec, key=None, unit: str = "") -> Claim:
-    """"The energy error remains stable": no secular drift (:func:`drift`)."""
+    """ "The energy error remains stable": no secular drift (:func:`drift`)."""
     why = run_problem(ctx, spec)
     if why:
         return Claim(where, text, "", FAILS, why)
@@ -309,8 +385,9 @@ def constraint_met(where, text, ctx, spec, level, kind="nodal", which=None, met=
         rn, nn = _residual(tr, level, "nodal", which)
         if rn is not None:
             extra = f"; for comparison max |{nn}| = {fmt(rn)}"
-    return judged(where, text, ok,
-                  f"{spec.label}: max |{name}|{sel} = {fmt(r)} (needs {bound}; Newton tol {spec.tol:g}){extra}")
+    return judged(
+        where, text, ok, f"{spec.label}: max |{name}|{sel} = {fmt(r)} (needs {bound}; Newton tol {spec.tol:g}){extra}"
+    )
 
 
 def nonlinear(tr) -> list:
@@ -353,9 +430,13 @@ def _order_claim(where, text, conv, s, quantity, claimed) -> Claim:
     errs = ", ".join(f"{hh:g}: {fmt(ee)}" for hh, ee in zip(h, e))
     status = [x["status"] for x in conv.rows if x["scheme"] == s and x["quantity"] == quantity]
     bad = [f"h = {hh:g}: {st}" for hh, st in zip(h, status) if st != OK]
-    return judged(where, text, order_ok(o, claimed),
-                  f"{s}: fitted slope {o:.2f} (claimed {claimed}; |Δ| <= {ORDER_TOL:g}); errors {errs}; "
-                  f"reference {conv.reference or 'analytic'}" + (f"; failed runs: {', '.join(bad)}" if bad else ""))
+    return judged(
+        where,
+        text,
+        order_ok(o, claimed),
+        f"{s}: fitted slope {o:.2f} (claimed {claimed}; |Δ| <= {ORDER_TOL:g}); errors {errs}; "
+        f"reference {conv.reference or 'analytic'}" + (f"; failed runs: {', '.join(bad)}" if bad else ""),
+    )
 
 
 def _sym(k):
@@ -363,10 +444,49 @@ def _sym(k):
 
 
 __all__ = [
-    "NEWTON_NOTE", "THRESHOLDS", "traced", "present", "band", "run_problem", "status_claim", "energy_conserved", "energy_not_conserved",
-    "momentum_conserved", "constraint_met", "nonlinear", "direction_changes", "order_claims",
-    "horizon", "failure_words", "with_rescue", "checked", "drift", "drift_words", "fluctuation_parts", "fluctuation_verdict",
-    "energy_fluctuates", "increments_of_the_order", "energy_stays_bounded",
-    "Claim", "judged", "missing", "errored", "fmt", "requirements", "HOLDS", "FAILS", "NOT_REPRODUCED", "ERROR",
-    "TOL", "MET", "VIOLATED", "ROUNDOFF", "NOT_CONSERVED", "order_ok", "of_the_order", "order_range", "plots", "np",
+    "NEWTON_NOTE",
+    "THRESHOLDS",
+    "traced",
+    "present",
+    "band",
+    "run_problem",
+    "status_claim",
+    "energy_conserved",
+    "energy_not_conserved",
+    "momentum_conserved",
+    "constraint_met",
+    "nonlinear",
+    "direction_changes",
+    "order_claims",
+    "horizon",
+    "failure_words",
+    "with_rescue",
+    "checked",
+    "drift",
+    "drift_words",
+    "fluctuation_parts",
+    "fluctuation_verdict",
+    "energy_fluctuates",
+    "increments_of_the_order",
+    "energy_stays_bounded",
+    "Claim",
+    "judged",
+    "missing",
+    "errored",
+    "fmt",
+    "requirements",
+    "HOLDS",
+    "FAILS",
+    "NOT_REPRODUCED",
+    "ERROR",
+    "TOL",
+    "MET",
+    "VIOLATED",
+    "ROUNDOFF",
+    "NOT_CONSERVED",
+    "order_ok",
+    "of_the_order",
+    "order_range",
+    "plots",
+    "np",
 ]

@@ -1,14 +1,15 @@
-"""Reproduction of 002: Kinon, Betsch, Schneider, *Structure-preserving integrators based on a new
+"""Reproduction of KBS23b: Kinon, Betsch, Schneider, *Structure-preserving integrators based on a new
 variational principle for constrained mechanical systems*, Nonlinear Dyn. (2023), §6.
 
 §6.1 mathematical pendulum in 3D (Figs 2-15), §6.2 heavy top (Figs 17-20, orders eq 113-114),
 §6.3 four-particle system (Figs 23-33, Table 2, orders eq 128). Schemes VI-S (eq 55), VI-A (eq 79),
-VI-B (eq 82-83), EM (eq 84-91), EM-G (Gonzalez 1999), BS99 (Bobenko, Suris 1999; 002 App. A.8, missing from
+VI-B (eq 82-83), EM (eq 84-91), EM-G (Gonzalez 1999), BS99 (Bobenko, Suris 1999; KBS23b App. A.8, missing from
 our text; :mod:`livens.schemes.bs99`: in the heavy top's order study, Figs 18-19).
 
 Newton as in the paper (tolerance 1e-9, simple guess, no rescue); the claims about the stability
 study's horizon T = 1000 are not judged from the quick variant's shorter runs.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,13 +19,36 @@ from ..effort import EffortStudy
 from ..paper_registry import Item, Paper, register_paper
 from ..runs import available_example
 from ..stability import StabilityStudy
-from ._common import (HOLDS, NEWTON_NOTE, NOT_REPRODUCED, THRESHOLDS, TOL, Claim, FAILS, constraint_met, direction_changes, energy_conserved,
-                      energy_fluctuates, energy_not_conserved, errored, fmt, judged, missing, momentum_conserved,
-                      nonlinear, order_claims, plots, present, requirements, run_problem, traced)
+from ._common import (
+    FAILS,
+    HOLDS,
+    NEWTON_NOTE,
+    NOT_REPRODUCED,
+    THRESHOLDS,
+    TOL,
+    Claim,
+    constraint_met,
+    direction_changes,
+    energy_conserved,
+    energy_fluctuates,
+    energy_not_conserved,
+    errored,
+    fmt,
+    judged,
+    missing,
+    momentum_conserved,
+    nonlinear,
+    order_claims,
+    plots,
+    present,
+    requirements,
+    run_problem,
+    traced,
+)
 
-VIS = ("VI-S", "VI-A", "VI-B", "EM")  # the schemes of 002 Table 1
-ORDERS = {"VI-S": 1, "VI-A": 2, "VI-B": 1, "EM": 2, "BS99": 1}  # 002 Figs 18-19 (BS99: 002 App. A.8)
-PHI3 = 0.0375  # steady precession height of the heavy top (002 §6.2, eq 112-113)
+VIS = ("VI-S", "VI-A", "VI-B", "EM")  # the schemes of KBS23b Table 1
+ORDERS = {"VI-S": 1, "VI-A": 2, "VI-B": 1, "EM": 2, "BS99": 1}  # KBS23b Figs 18-19 (BS99: KBS23b App. A.8)
+PHI3 = 0.0375  # steady precession height of the heavy top (KBS23b §6.2, eq 112-113)
 
 
 def _per(where, text, scheme, specs, example, check, ctx, *args, **kw) -> Claim:
@@ -36,88 +60,263 @@ def _per(where, text, scheme, specs, example, check, ctx, *args, **kw) -> Claim:
 
 # ================================================================================ §6.1 pendulum
 def _pendulum(quick: bool) -> Item:
-    """002 §6.1: the 3D pendulum with VI-S, VI-A, VI-B, EM (h = 0.05, T = 10), Figs 2-15."""
+    """KBS23b §6.1: the 3D pendulum with VI-S, VI-A, VI-B, EM (h = 0.05, T = 10), Figs 2-15."""
     ex = "pendulum-3d"
     specs = {s: traced(ex, s, 0.05, 10.0) for s in present(VIS)} if available_example(ex) else {}
     # the paper runs h = 0.05 only; h/2 shows how the energy oscillation scales with h
     halves = {s: sp.with_(h=0.025) for s, sp in specs.items() if s != "EM"}
 
     def make(ctx) -> list:
-        """Figures 2-15 of 002 and the claims of §6.1."""
+        """Figures 2-15 of KBS23b and the claims of §6.1."""
         trs = {s: ctx.trace(sp) for s, sp in specs.items()}
         have = {s: t for s, t in trs.items() if t is not None}
         vals = list(have.values())
         if vals:
-            ctx.add(plots.coordinate_figure(vals, ctx.stem("fig02_pendulum_q1"), "q", 0, ylabel="$q_1$",
-                                            title="1-component of the position (002 Fig. 2)"))
-            ctx.add(plots.coordinate_figure(vals, ctx.stem("fig03_pendulum_p1"), "p", 0, ylabel="$p_1$",
-                                            title="1-component of the momentum (002 Fig. 3)"))
-            ctx.add(plots.multipliers_figure(vals, ctx.stem("fig04_pendulum_lambda"), "lam",
-                                             title="multiplier $\\lambda$ (002 Fig. 4)"))
-            ctx.add(plots.multipliers_figure(vals, ctx.stem("fig05_pendulum_gamma"), "gam",
-                                             title="multiplier $\\gamma$ (002 Fig. 5)"))
-            ctx.add(plots.energy_increments_figure(vals, ctx.stem("fig08_pendulum_energy_increments"),
-                                                   title="increments of the energy function E (002 Fig. 8)"))
-            ctx.add(plots.momentum_figure(vals, ctx.stem("fig11_pendulum_J3_increments"), increments=True,
-                                          title="increments of the angular momentum $J_3$ (002 Fig. 11)"))
+            ctx.add(
+                plots.coordinate_figure(
+                    vals,
+                    ctx.stem("fig02_pendulum_q1"),
+                    "q",
+                    0,
+                    ylabel="$q_1$",
+                    title="1-component of the position (KBS23b Fig. 2)",
+                )
+            )
+            ctx.add(
+                plots.coordinate_figure(
+                    vals,
+                    ctx.stem("fig03_pendulum_p1"),
+                    "p",
+                    0,
+                    ylabel="$p_1$",
+                    title="1-component of the momentum (KBS23b Fig. 3)",
+                )
+            )
+            ctx.add(
+                plots.multipliers_figure(
+                    vals, ctx.stem("fig04_pendulum_lambda"), "lam", title="multiplier $\\lambda$ (KBS23b Fig. 4)"
+                )
+            )
+            ctx.add(
+                plots.multipliers_figure(
+                    vals, ctx.stem("fig05_pendulum_gamma"), "gam", title="multiplier $\\gamma$ (KBS23b Fig. 5)"
+                )
+            )
+            ctx.add(
+                plots.energy_increments_figure(
+                    vals,
+                    ctx.stem("fig08_pendulum_energy_increments"),
+                    title="increments of the energy function E (KBS23b Fig. 8)",
+                )
+            )
+            ctx.add(
+                plots.momentum_figure(
+                    vals,
+                    ctx.stem("fig11_pendulum_J3_increments"),
+                    increments=True,
+                    title="increments of the angular momentum $J_3$ (KBS23b Fig. 11)",
+                )
+            )
         if "VI-S" in have:
-            ctx.add(plots.energy_figure(have["VI-S"], ctx.stem("fig07_pendulum_energy_VI-S"),
-                                        title="energy quantities, VI-S (002 Fig. 7)"))
-            ctx.add(plots.momentum_figure(have["VI-S"], ctx.stem("fig10_pendulum_J3_VI-S"),
-                                          title="angular momentum $J_3$, VI-S (002 Fig. 10)"))
+            ctx.add(
+                plots.energy_figure(
+                    have["VI-S"],
+                    ctx.stem("fig07_pendulum_energy_VI-S"),
+                    title="energy quantities, VI-S (KBS23b Fig. 7)",
+                )
+            )
+            ctx.add(
+                plots.momentum_figure(
+                    have["VI-S"],
+                    ctx.stem("fig10_pendulum_J3_VI-S"),
+                    title="angular momentum $J_3$, VI-S (KBS23b Fig. 10)",
+                )
+            )
         if "EM" in have:
-            ctx.add(plots.energy_increments_figure(have["EM"], ctx.stem("fig09_pendulum_energy_increments_EM"),
-                                                   title="increments of E, EM (002 Fig. 9)"))
+            ctx.add(
+                plots.energy_increments_figure(
+                    have["EM"],
+                    ctx.stem("fig09_pendulum_energy_increments_EM"),
+                    title="increments of E, EM (KBS23b Fig. 9)",
+                )
+            )
         good = [have[s] for s in ("VI-S", "VI-B", "EM") if s in have]
         if good:
-            ctx.add(plots.constraints_figure(good, ctx.stem("fig12_pendulum_position_constraint"), "position",
-                                             enforced=False, title="constraint on configuration level (002 Fig. 12)"))
-            ctx.add(plots.constraints_figure(good, ctx.stem("fig14_pendulum_velocity_constraint"), "velocity",
-                                             enforced=False, title="constraint on momentum level (002 Fig. 14)"))
+            ctx.add(
+                plots.constraints_figure(
+                    good,
+                    ctx.stem("fig12_pendulum_position_constraint"),
+                    "position",
+                    enforced=False,
+                    title="constraint on configuration level (KBS23b Fig. 12)",
+                )
+            )
+            ctx.add(
+                plots.constraints_figure(
+                    good,
+                    ctx.stem("fig14_pendulum_velocity_constraint"),
+                    "velocity",
+                    enforced=False,
+                    title="constraint on momentum level (KBS23b Fig. 14)",
+                )
+            )
         if "VI-A" in have:
-            ctx.add(plots.constraints_figure(have["VI-A"], ctx.stem("fig13_pendulum_position_constraint_VI-A"),
-                                             "position", title="constraint on configuration level, VI-A (002 Fig. 13)"))
-            ctx.add(plots.constraints_figure(have["VI-A"], ctx.stem("fig15_pendulum_velocity_constraint_VI-A"),
-                                             "velocity", title="constraint on momentum level, VI-A (002 Fig. 15)"))
+            ctx.add(
+                plots.constraints_figure(
+                    have["VI-A"],
+                    ctx.stem("fig13_pendulum_position_constraint_VI-A"),
+                    "position",
+                    title="constraint on configuration level, VI-A (KBS23b Fig. 13)",
+                )
+            )
+            ctx.add(
+                plots.constraints_figure(
+                    have["VI-A"],
+                    ctx.stem("fig15_pendulum_velocity_constraint_VI-A"),
+                    "velocity",
+                    title="constraint on momentum level, VI-A (KBS23b Fig. 15)",
+                )
+            )
 
         c = []
         for s in ("VI-S", "VI-A", "VI-B"):
-            c.append(_per("§6.1, Fig. 8", f"{s} exhibits fluctuations of the energy function E that are typical for "
-                          "symplectic methods", s, specs, ex, energy_fluctuates, ctx, halves.get(s), ORDERS[s]))
-        c.append(_per("§6.1, Figs. 8-9", "the EM scheme conserves the energy of the pendulum up to numerical "
-                      "round-off", "EM", specs, ex, energy_conserved, ctx))
+            c.append(
+                _per(
+                    "§6.1, Fig. 8",
+                    f"{s} exhibits fluctuations of the energy function E that are typical for symplectic methods",
+                    s,
+                    specs,
+                    ex,
+                    energy_fluctuates,
+                    ctx,
+                    halves.get(s),
+                    ORDERS[s],
+                )
+            )
+        c.append(
+            _per(
+                "§6.1, Figs. 8-9",
+                "the EM scheme conserves the energy of the pendulum up to numerical round-off",
+                "EM",
+                specs,
+                ex,
+                energy_conserved,
+                ctx,
+            )
+        )
         for s in VIS:
-            c.append(_per("§6.1, Fig. 11", f"{s} conserves the 3-component of the angular momentum (98) up to "
-                          "numerical round-off", s, specs, ex, momentum_conserved, ctx))
+            c.append(
+                _per(
+                    "§6.1, Fig. 11",
+                    f"{s} conserves the 3-component of the angular momentum (98) up to numerical round-off",
+                    s,
+                    specs,
+                    ex,
+                    momentum_conserved,
+                    ctx,
+                )
+            )
         for s in ("VI-S", "VI-B", "EM"):
-            c.append(_per("§6.1, Fig. 12", f"the primary constraint on position level is correctly captured by {s}",
-                          s, specs, ex, constraint_met, ctx, "position"))
-        c.append(_per("§6.1, Fig. 13", "VI-A violates the primary constraint (at the nodes) by design", "VI-A",
-                      specs, ex, constraint_met, ctx, "position", met=False))
-        c.append(_per("§6.1, Fig. 13", "VI-A meets the position constraint where it enforces it, g(q^{n+1/2}) "
-                      "(by design, eq 79)", "VI-A", specs, ex, constraint_met, ctx, "position", kind="enforced"))
+            c.append(
+                _per(
+                    "§6.1, Fig. 12",
+                    f"the primary constraint on position level is correctly captured by {s}",
+                    s,
+                    specs,
+                    ex,
+                    constraint_met,
+                    ctx,
+                    "position",
+                )
+            )
+        c.append(
+            _per(
+                "§6.1, Fig. 13",
+                "VI-A violates the primary constraint (at the nodes) by design",
+                "VI-A",
+                specs,
+                ex,
+                constraint_met,
+                ctx,
+                "position",
+                met=False,
+            )
+        )
+        c.append(
+            _per(
+                "§6.1, Fig. 13",
+                "VI-A meets the position constraint where it enforces it, g(q^{n+1/2}) (by design, eq 79)",
+                "VI-A",
+                specs,
+                ex,
+                constraint_met,
+                ctx,
+                "position",
+                kind="enforced",
+            )
+        )
         for s in ("VI-S", "EM"):
-            c.append(_per("§6.1, Fig. 14", f"the secondary constraint on velocity level is correctly captured by {s}",
-                          s, specs, ex, constraint_met, ctx, "velocity"))
-        c.append(_per("§6.1, Fig. 14", "the secondary constraint on velocity level is correctly captured by VI-B "
-                      "(its constraint G(q^{n+1}) v^{n+1}, eq 82e with θ = 1, sits at the node)", "VI-B", specs, ex,
-                      constraint_met, ctx, "velocity", kind="enforced", show_nodal=True))
-        c.append(_per("§6.1, Fig. 15", "VI-A violates the secondary constraint (at the nodes) by design", "VI-A",
-                      specs, ex, constraint_met, ctx, "velocity", met=False))
+            c.append(
+                _per(
+                    "§6.1, Fig. 14",
+                    f"the secondary constraint on velocity level is correctly captured by {s}",
+                    s,
+                    specs,
+                    ex,
+                    constraint_met,
+                    ctx,
+                    "velocity",
+                )
+            )
+        c.append(
+            _per(
+                "§6.1, Fig. 14",
+                "the secondary constraint on velocity level is correctly captured by VI-B "
+                "(its constraint G(q^{n+1}) v^{n+1}, eq 82e with θ = 1, sits at the node)",
+                "VI-B",
+                specs,
+                ex,
+                constraint_met,
+                ctx,
+                "velocity",
+                kind="enforced",
+                show_nodal=True,
+            )
+        )
+        c.append(
+            _per(
+                "§6.1, Fig. 15",
+                "VI-A violates the secondary constraint (at the nodes) by design",
+                "VI-A",
+                specs,
+                ex,
+                constraint_met,
+                ctx,
+                "velocity",
+                met=False,
+            )
+        )
         c.extend(_oscillation_claims(ctx, specs, ex))
         return c
 
-    return Item("6.1", "Mathematical pendulum in 3D (§6.1, Figs. 2-15)", list(specs.values()) + list(halves.values()),
-                make, note="h = 0.025 added to the paper's h = 0.05 (VI-S, VI-A, VI-B): the energy oscillation's "
-                           "scaling with h (Fig. 8 claims)")
+    return Item(
+        "6.1",
+        "Mathematical pendulum in 3D (§6.1, Figs. 2-15)",
+        list(specs.values()) + list(halves.values()),
+        make,
+        note="h = 0.025 added to the paper's h = 0.05 (VI-S, VI-A, VI-B): the energy oscillation's "
+        "scaling with h (Fig. 8 claims)",
+    )
 
 
 def _oscillation_claims(ctx, specs, ex) -> list:
-    """002 §6.1: "VI-A and VI-B exhibit slight oscillations in lambda and gamma, respectively"
+    """KBS23b §6.1: "VI-A and VI-B exhibit slight oscillations in lambda and gamma, respectively"
     (Figs 4, 5). Measured: the number of local extrema of the multiplier over the run, against
     that of EM (smooth); an oscillation is counted where it exceeds EM's by half."""
-    text = {"VI-A": "VI-A exhibits slight oscillations in λ (read with 'respectively': VI-A in λ)",
-            "VI-B": "VI-B exhibits slight oscillations in γ (read with 'respectively': VI-B in γ)"}
+    text = {
+        "VI-A": "VI-A exhibits slight oscillations in λ (read with 'respectively': VI-A in λ)",
+        "VI-B": "VI-B exhibits slight oscillations in γ (read with 'respectively': VI-B in γ)",
+    }
     out = []
     for s, which in (("VI-A", "lam"), ("VI-B", "gam")):
         where = "§6.1, Figs. 4-5"
@@ -133,25 +332,35 @@ def _oscillation_claims(ctx, specs, ex) -> list:
         for name in VIS:
             if name in specs and ctx.trace(specs[name]) is not None:
                 tr = ctx.trace(specs[name])
-                counts[name] = (direction_changes(tr.lam[:, 0]), direction_changes(tr.gam[:, 0])
-                                if tr.gam is not None else -1)
+                counts[name] = (
+                    direction_changes(tr.lam[:, 0]),
+                    direction_changes(tr.gam[:, 0]) if tr.gam is not None else -1,
+                )
         n = counts[s][0 if which == "lam" else 1]
         ref = counts["EM"][0 if which == "lam" else 1]
         meas = "local extrema over T = 10 (λ, γ): " + ", ".join(f"{k} {v[0]}, {v[1]}" for k, v in counts.items())
-        out.append(judged(where, text[s], n > 1.5 * ref, meas + f"; {s} {which}: {n} vs EM {ref} (oscillation: > 1.5x EM). "
-                          + METIS_OSCILLATIONS))
+        out.append(
+            judged(
+                where,
+                text[s],
+                n > 1.5 * ref,
+                meas + f"; {s} {which}: {n} vs EM {ref} (oscillation: > 1.5x EM). " + METIS_OSCILLATIONS,
+            )
+        )
     return out
 
 
-#: papers/README.md: the authors' code metis (Octave, 3D pendulum, h = 0.05, T = 10)
-METIS_OSCILLATIONS = ("The authors' own code metis gives the local extrema counts (λ, γ) VI-S (17, 17), VI-A (28, 177), "
-                      "VI-B (76, 17), EM (16, 17): VI-A oscillates in γ and VI-B in λ, the reverse of the sentence "
-                      "(papers/README.md)")
+#: the authors' MATLAB code metis (Octave, 3D pendulum, h = 0.05, T = 10)
+METIS_OSCILLATIONS = (
+    "The authors' own code metis gives the local extrema counts (λ, γ) VI-S (17, 17), VI-A (28, 177), "
+    "VI-B (76, 17), EM (16, 17): VI-A oscillates in γ and VI-B in λ, the reverse of the sentence "
+    "(the authors' MATLAB code metis)"
+)
 
 
 # ================================================================================ §6.2 heavy top
 def _heavy_top(quick: bool) -> list:
-    """002 §6.2: the heavy top (eq 100-112), Figs 17, 20 and the orders of Figs 18-19 (eq 113-114)."""
+    """KBS23b §6.2: the heavy top (eq 100-112), Figs 17, 20 and the orders of Figs 18-19 (eq 113-114)."""
     ex = "heavy-top"
     T = 2.0  # 1000 steps: cheap enough for the quick variant too
     specs = {s: traced(ex, s, 0.002, T) for s in present(VIS)} if available_example(ex) else {}
@@ -160,25 +369,55 @@ def _heavy_top(quick: bool) -> list:
     conv_schemes = present(list(VIS) + ["BS99"]) if available_example(ex) else []
     ref = {"scheme": "EM", "h": 5e-7} if present(["EM"]) else None
     conv = ConvergenceStudy.make(
-        ex, conv_schemes, hs, 0.001,
+        ex,
+        conv_schemes,
+        hs,
+        0.001,
         [Quantity("phi3", "q", (2,), exact=PHI3, label=r"relative error $e_q$ in $\varphi_3$ (eq 113)")]
         + ([Quantity("p1", "p", (0, 1, 2), label=r"relative error $e_p$ in $\mathbf{p}_1$ (eq 114)")] if ref else []),
-        reference=ref, tol=TOL)
+        reference=ref,
+        tol=TOL,
+    )
 
     def make_runs(ctx) -> list:
         """Figs 17, 20 and the conservation and constraint claims of §6.2."""
         have = {s: ctx.trace(sp) for s, sp in specs.items() if ctx.trace(sp) is not None}
         if have:
-            ctx.add(plots.coordinate_figure(list(have.values()), ctx.stem("fig17_top_phi3"), "q", 2,
-                                            ylabel=r"$\varphi_3$", reference=PHI3,
-                                            title="vertical coordinate of the centre of mass, h = 0.002 (002 Fig. 17)"))
-            ctx.add(plots.energy_increments_figure(list(have.values()), ctx.stem("top_energy_increments"),
-                                                   title="heavy top: increments of the energy function"))
-            ctx.add(plots.momentum_figure(list(have.values()), ctx.stem("top_J3_increments"), increments=True,
-                                          title="heavy top: increments of $J_3$"))
+            ctx.add(
+                plots.coordinate_figure(
+                    list(have.values()),
+                    ctx.stem("fig17_top_phi3"),
+                    "q",
+                    2,
+                    ylabel=r"$\varphi_3$",
+                    reference=PHI3,
+                    title="vertical coordinate of the centre of mass, h = 0.002 (KBS23b Fig. 17)",
+                )
+            )
+            ctx.add(
+                plots.energy_increments_figure(
+                    list(have.values()),
+                    ctx.stem("top_energy_increments"),
+                    title="heavy top: increments of the energy function",
+                )
+            )
+            ctx.add(
+                plots.momentum_figure(
+                    list(have.values()),
+                    ctx.stem("top_J3_increments"),
+                    increments=True,
+                    title="heavy top: increments of $J_3$",
+                )
+            )
         if "VI-S" in have:
-            ctx.add(plots.constraints_figure(have["VI-S"], ctx.stem("fig20_top_velocity_constraints_VI-S"), "velocity",
-                                             title="constraints on momentum level, VI-S (002 Fig. 20)"))
+            ctx.add(
+                plots.constraints_figure(
+                    have["VI-S"],
+                    ctx.stem("fig20_top_velocity_constraints_VI-S"),
+                    "velocity",
+                    title="constraints on momentum level, VI-S (KBS23b Fig. 20)",
+                )
+            )
         c = []
         for s in VIS:
             text = f"{s} does not satisfy the condition of steady precession φ3 = 0.0375 for h = 0.002"
@@ -191,37 +430,106 @@ def _heavy_top(quick: bool) -> list:
                 continue
             dev = float(np.max(np.abs(have[s].q[:, 2] - PHI3))) / PHI3
             c.append(judged("§6.2, Fig. 17", text, dev > 1e-9, f"{s}: max |φ3 - 0.0375| / 0.0375 = {fmt(dev)}"))
-        c.append(_per("§6.2", "only the EM scheme is capable of conserving the total energy: EM conserves it",
-                      "EM", specs, ex, energy_conserved, ctx))
+        c.append(
+            _per(
+                "§6.2",
+                "only the EM scheme is capable of conserving the total energy: EM conserves it",
+                "EM",
+                specs,
+                ex,
+                energy_conserved,
+                ctx,
+            )
+        )
         for s in ("VI-S", "VI-A", "VI-B"):
-            c.append(_per("§6.2", f"only the EM scheme conserves the total energy: {s} does not", s, specs, ex,
-                          energy_not_conserved, ctx))
+            c.append(
+                _per(
+                    "§6.2",
+                    f"only the EM scheme conserves the total energy: {s} does not",
+                    s,
+                    specs,
+                    ex,
+                    energy_not_conserved,
+                    ctx,
+                )
+            )
         for s in VIS:
-            c.append(_per("§6.2", f"{s} conserves the total angular momentum of the top about the vertical axis",
-                          s, specs, ex, momentum_conserved, ctx))
+            c.append(
+                _per(
+                    "§6.2",
+                    f"{s} conserves the total angular momentum of the top about the vertical axis",
+                    s,
+                    specs,
+                    ex,
+                    momentum_conserved,
+                    ctx,
+                )
+            )
         if "VI-S" in have:
             nl = nonlinear(have["VI-S"])
             lin = list(have["VI-S"].linear_constraints)
-            c.append(constraint_met("§6.2, Fig. 20", "VI-S is not able to fulfil the velocity constraints exactly "
-                                    "(at the nodes)", ctx, specs["VI-S"], "velocity", which=nl, met=False))
-            c.append(constraint_met("§6.2, Fig. 20", "the linear external constraints (k ∈ {7, 8, 9}) are still "
-                                    "exactly fulfilled (VI-S, velocity level, at the nodes)", ctx, specs["VI-S"],
-                                    "velocity", which=lin))
+            c.append(
+                constraint_met(
+                    "§6.2, Fig. 20",
+                    "VI-S is not able to fulfil the velocity constraints exactly (at the nodes)",
+                    ctx,
+                    specs["VI-S"],
+                    "velocity",
+                    which=nl,
+                    met=False,
+                )
+            )
+            c.append(
+                constraint_met(
+                    "§6.2, Fig. 20",
+                    "the linear external constraints (k ∈ {7, 8, 9}) are still "
+                    "exactly fulfilled (VI-S, velocity level, at the nodes)",
+                    ctx,
+                    specs["VI-S"],
+                    "velocity",
+                    which=lin,
+                )
+            )
         else:
-            for t in ("VI-S is not able to fulfil the velocity constraints exactly (at the nodes)",
-                      "the linear external constraints (k ∈ {7, 8, 9}) are still exactly fulfilled"):
+            for t in (
+                "VI-S is not able to fulfil the velocity constraints exactly (at the nodes)",
+                "the linear external constraints (k ∈ {7, 8, 9}) are still exactly fulfilled",
+            ):
                 c.append(missing("§6.2, Fig. 20", t, requirements(["VI-S"], [ex]) or "VI-S run failed"))
         for level in ("position", "velocity"):
-            c.append(_per("§6.2", f"VI-A does not fulfil the {level} constraints in the end points", "VI-A", specs,
-                          ex, constraint_met, ctx, level, met=False))
+            c.append(
+                _per(
+                    "§6.2",
+                    f"VI-A does not fulfil the {level} constraints in the end points",
+                    "VI-A",
+                    specs,
+                    ex,
+                    constraint_met,
+                    ctx,
+                    level,
+                    met=False,
+                )
+            )
         for s in ("VI-B", "EM"):
             for level in ("position", "velocity"):
                 # VI-B (theta = 1) enforces G(q^{n+1}) v^{n+1} = 0 (eq 82e): at the node, in v
                 kind = "enforced" if (s == "VI-B" and level == "velocity") else "nodal"
                 words = "configuration" if level == "position" else "velocity"
                 extra = " (G(q^{n+1}) v^{n+1}, eq 82e with θ = 1)" if kind == "enforced" else ""
-                c.append(_per("§6.2", f"{s} exactly captures the constraints on {words} level (at the nodes){extra}",
-                              s, specs, ex, constraint_met, ctx, level, kind=kind, show_nodal=kind == "enforced"))
+                c.append(
+                    _per(
+                        "§6.2",
+                        f"{s} exactly captures the constraints on {words} level (at the nodes){extra}",
+                        s,
+                        specs,
+                        ex,
+                        constraint_met,
+                        ctx,
+                        level,
+                        kind=kind,
+                        show_nodal=kind == "enforced",
+                    )
+                )
         return c
 
     def make_conv(ctx) -> list:
@@ -232,14 +540,16 @@ def _heavy_top(quick: bool) -> list:
             res = conv.reduce(ctx.results)
             ctx.add(res.to_csv(ctx.stem("fig18_19_top_errors.csv")))
             ctx.add(res.orders_csv(ctx.stem("fig18_19_top_orders.csv")))
-            ctx.add(res.figure(ctx.stem("fig18_top_order_q"), "phi3", title="relative error in q (002 Fig. 18)"))
+            ctx.add(res.figure(ctx.stem("fig18_top_order_q"), "phi3", title="relative error in q (KBS23b Fig. 18)"))
             if ref:
-                ctx.add(res.figure(ctx.stem("fig19_top_order_p"), "p1", title="relative error in p (002 Fig. 19)"))
+                ctx.add(res.figure(ctx.stem("fig19_top_order_p"), "p1", title="relative error in p (KBS23b Fig. 19)"))
         claimed = {s: ORDERS[s] for s in ("VI-S", "BS99", "VI-B", "VI-A", "EM")}
         c = []
         for fig, qty in (("Fig. 18", "phi3"), ("Fig. 19", "p1")):
+
             def text(s, o, qty=qty):
                 return f"{s} is {'first' if o == 1 else 'second'}-order accurate ({'φ3 at t = 0.001' if qty == 'phi3' else 'p1 at t = 0.001'})"
+
             if res is None or (qty == "p1" and not ref):
                 why = requirements(["EM"], [ex]) or "no scheme available"
                 c.extend(missing(f"§6.2, {fig}", text(s, claimed[s]), requirements([s], [ex]) or why) for s in claimed)
@@ -247,15 +557,22 @@ def _heavy_top(quick: bool) -> list:
             c.extend(order_claims(f"§6.2, {fig}", text, res, list(claimed), qty, claimed))
         return c
 
-    return [Item("6.2", "Heavy top (§6.2, Figs. 17, 20)", list(specs.values()), make_runs),
-            Item("6.2-orders", "Heavy top orders (§6.2, Figs. 18-19)", conv.runs() if conv_schemes else [], make_conv,
-                 note="φ3 against the analytic 0.0375 (eq 113), p1 against the EM run with the smallest h (eq 114)"
-                      + ("; BS99 is explicit (no Newton iteration)" if "BS99" in conv_schemes else ""))]
+    return [
+        Item("6.2", "Heavy top (§6.2, Figs. 17, 20)", list(specs.values()), make_runs),
+        Item(
+            "6.2-orders",
+            "Heavy top orders (§6.2, Figs. 18-19)",
+            conv.runs() if conv_schemes else [],
+            make_conv,
+            note="φ3 against the analytic 0.0375 (eq 113), p1 against the EM run with the smallest h (eq 114)"
+            + ("; BS99 is explicit (no Newton iteration)" if "BS99" in conv_schemes else ""),
+        ),
+    ]
 
 
 # ================================================================================ §6.3 four particles
 def _four_particle(quick: bool) -> list:
-    """002 §6.3: the four-particle system (eq 115-127): Figs 23-27, Table 2, Figs 28-30, 31-33."""
+    """KBS23b §6.3: the four-particle system (eq 115-127): Figs 23-27, Table 2, Figs 28-30, 31-33."""
     ex = "four-particle"
     have_ex = available_example(ex)
     em_pair = present(["EM", "EM-G"]) if have_ex else []
@@ -266,32 +583,92 @@ def _four_particle(quick: bool) -> list:
         """Figs 23-27: EM against EM-G (constraints, energy, angular momentum)."""
         have = {s: ctx.trace(sp) for s, sp in specs.items() if ctx.trace(sp) is not None}
         if "EM-G" in have:
-            ctx.add(plots.constraints_figure(have["EM-G"], ctx.stem("fig23_fp_velocity_constraints_EM-G"), "velocity",
-                                             title="constraints on momentum level, EM-G (002 Fig. 23)"))
+            ctx.add(
+                plots.constraints_figure(
+                    have["EM-G"],
+                    ctx.stem("fig23_fp_velocity_constraints_EM-G"),
+                    "velocity",
+                    title="constraints on momentum level, EM-G (KBS23b Fig. 23)",
+                )
+            )
         if "EM" in have:
-            ctx.add(plots.constraints_figure(have["EM"], ctx.stem("fig24_fp_velocity_constraints_EM"), "velocity",
-                                             title="constraints on momentum level, EM (002 Fig. 24)"))
-            ctx.add(plots.momentum_figure(have["EM"], ctx.stem("fig27_fp_J_increments_EM"), increments=True,
-                                          names=("J1", "J2", "J3"),
-                                          title="increments of the angular momentum, EM (002 Fig. 27)"))
+            ctx.add(
+                plots.constraints_figure(
+                    have["EM"],
+                    ctx.stem("fig24_fp_velocity_constraints_EM"),
+                    "velocity",
+                    title="constraints on momentum level, EM (KBS23b Fig. 24)",
+                )
+            )
+            ctx.add(
+                plots.momentum_figure(
+                    have["EM"],
+                    ctx.stem("fig27_fp_J_increments_EM"),
+                    increments=True,
+                    names=("J1", "J2", "J3"),
+                    title="increments of the angular momentum, EM (KBS23b Fig. 27)",
+                )
+            )
         if have:
-            ctx.add(plots.energy_increments_figure(list(have.values()), ctx.stem("fig25_fp_energy_increments"),
-                                                   title="increments of the energy function E (002 Fig. 25)"))
-            ctx.add(plots.momentum_figure(list(have.values()), ctx.stem("fig26_fp_angular_momentum"),
-                                          names=("J1", "J2", "J3"),
-                                          title="angular momentum components, EM and EM-G (002 Fig. 26)"))
-            ctx.add(plots.energy_figure(list(have.values())[0], ctx.stem("fp_energy_" + list(have)[0]),
-                                        title=f"four-particle system: energy quantities, {list(have)[0]}"))
+            ctx.add(
+                plots.energy_increments_figure(
+                    list(have.values()),
+                    ctx.stem("fig25_fp_energy_increments"),
+                    title="increments of the energy function E (KBS23b Fig. 25)",
+                )
+            )
+            ctx.add(
+                plots.momentum_figure(
+                    list(have.values()),
+                    ctx.stem("fig26_fp_angular_momentum"),
+                    names=("J1", "J2", "J3"),
+                    title="angular momentum components, EM and EM-G (KBS23b Fig. 26)",
+                )
+            )
+            ctx.add(
+                plots.energy_figure(
+                    list(have.values())[0],
+                    ctx.stem("fp_energy_" + list(have)[0]),
+                    title=f"four-particle system: energy quantities, {list(have)[0]}",
+                )
+            )
         c = [
-            _per("§6.3, Fig. 23", "EM-G does not exactly satisfy the secondary constraints", "EM-G", specs, ex,
-                 constraint_met, ctx, "velocity", met=False),
-            _per("§6.3, Fig. 24", "the present EM scheme satisfies the secondary constraints", "EM", specs, ex,
-                 constraint_met, ctx, "velocity"),
+            _per(
+                "§6.3, Fig. 23",
+                "EM-G does not exactly satisfy the secondary constraints",
+                "EM-G",
+                specs,
+                ex,
+                constraint_met,
+                ctx,
+                "velocity",
+                met=False,
+            ),
+            _per(
+                "§6.3, Fig. 24",
+                "the present EM scheme satisfies the secondary constraints",
+                "EM",
+                specs,
+                ex,
+                constraint_met,
+                ctx,
+                "velocity",
+            ),
         ]
         for s in ("EM", "EM-G"):
             c.append(_per("§6.3, Fig. 25", f"{s} conserves the total energy", s, specs, ex, energy_conserved, ctx))
-            c.append(_per("§6.3, Figs. 26-27", f"{s} conserves the angular momentum", s, specs, ex,
-                          momentum_conserved, ctx, names=("J1", "J2", "J3")))
+            c.append(
+                _per(
+                    "§6.3, Figs. 26-27",
+                    f"{s} conserves the angular momentum",
+                    s,
+                    specs,
+                    ex,
+                    momentum_conserved,
+                    ctx,
+                    names=("J1", "J2", "J3"),
+                )
+            )
         return c
 
     items.append(Item("6.3", "Four-particle system, EM and EM-G (§6.3, Figs. 23-27)", list(specs.values()), make_em))
@@ -308,8 +685,10 @@ def _four_particle(quick: bool) -> list:
         t1 = "EM causes the largest numerical effort (computing time, normalized to VI-S)"
         t2 = "an advanced initial guess q^n + h v^n decreases the necessary amount of Newton iterations"
         if not eff_schemes:
-            return [missing("§6.3, Table 2", t1, requirements(["EM"], [ex]) or "no scheme"),
-                    missing("§6.3, Table 2", t2, requirements([], [ex]) or "no scheme")]
+            return [
+                missing("§6.3, Table 2", t1, requirements(["EM"], [ex]) or "no scheme"),
+                missing("§6.3, Table 2", t2, requirements([], [ex]) or "no scheme"),
+            ]
         res = eff.reduce(ctx.results)
         ctx.add(res.to_csv(ctx.stem("table2_fp_effort.csv")))
         with open(ctx.stem("table2_fp_effort.txt"), "w") as f:
@@ -326,63 +705,113 @@ def _four_particle(quick: bool) -> list:
                     c.append(errored("§6.3, Table 2", t1 + f" ({g} guess)", exc))
         for s in eff_schemes:
             a, b = res.row(s, "simple"), res.row(s, "advanced")
-            c.append(judged("§6.3, Table 2", t2 + f": {s}", b["mean_iterations"] < a["mean_iterations"],
-                            f"{s}: mean iterations simple {a['mean_iterations']:.3f}, advanced {b['mean_iterations']:.3f}"))
+            c.append(
+                judged(
+                    "§6.3, Table 2",
+                    t2 + f": {s}",
+                    b["mean_iterations"] < a["mean_iterations"],
+                    f"{s}: mean iterations simple {a['mean_iterations']:.3f}, advanced {b['mean_iterations']:.3f}",
+                )
+            )
         return c
 
-    items.append(Item("table2", "Computational effort (§6.3, Table 2)", eff.runs() if eff_schemes else [],
-                      make_effort, note="the paper gives no T; times are wall-clock on this machine (JAX CPU), "
-                                        "normalized to VI-S with the same guess"))
+    items.append(
+        Item(
+            "table2",
+            "Computational effort (§6.3, Table 2)",
+            eff.runs() if eff_schemes else [],
+            make_effort,
+            note="the paper gives no T; times are wall-clock on this machine (JAX CPU), "
+            "normalized to VI-S with the same guess",
+        )
+    )
 
     # --- Figs 28-30: orders of EM and EM-G at t = 0.1
     hs = (0.01, 0.005, 0.0025) if quick else (0.01, 0.005, 0.0025, 0.00125, 0.000625)
     ref_h = 1e-4 if quick else 1e-5
     ref = {"scheme": "EM", "h": ref_h} if present(["EM"]) else None
     conv = ConvergenceStudy.make(
-        ex, em_pair, hs, 0.1,
-        [Quantity("q4", "q", (9, 10, 11), label=r"relative error in $\mathbf{q}_4$ (eq 128)"),
-         Quantity("p4", "p", (9, 10, 11), label=r"relative error in $\mathbf{p}_4$"),
-         Quantity("lambda", "lam", None, label=r"relative error in $\mathbf{\lambda}$")],
-        reference=ref, tol=TOL)
+        ex,
+        em_pair,
+        hs,
+        0.1,
+        [
+            Quantity("q4", "q", (9, 10, 11), label=r"relative error in $\mathbf{q}_4$ (eq 128)"),
+            Quantity("p4", "p", (9, 10, 11), label=r"relative error in $\mathbf{p}_4$"),
+            Quantity("lambda", "lam", None, label=r"relative error in $\mathbf{\lambda}$"),
+        ],
+        reference=ref,
+        tol=TOL,
+    )
 
     def make_conv(ctx) -> list:
         """Figs 28-30: orders of q_4 (eq 128), p_4 and lambda at t = 0.1."""
         claimed = {"EM": 2, "EM-G": 2}
-        rows = [("Fig. 28", "q4", "in the coordinates (q4 at t = 0.1)", 2),
-                ("Fig. 29", "p4", "in the momenta (p4 at t = 0.1)", 2),
-                ("Fig. 30", "lambda", "in the Lagrange multipliers (λ of the last step to t = 0.1)", 1)]
+        rows = [
+            ("Fig. 28", "q4", "in the coordinates (q4 at t = 0.1)", 2),
+            ("Fig. 29", "p4", "in the momenta (p4 at t = 0.1)", 2),
+            ("Fig. 30", "lambda", "in the Lagrange multipliers (λ of the last step to t = 0.1)", 1),
+        ]
         if not em_pair or ref is None:
             why = requirements(["EM", "EM-G"], [ex]) or "reference scheme EM not available"
-            return [missing(f"§6.3, {f}", f"{s} is {'second' if o == 2 else 'first'}-order accurate {w}", why)
-                    for f, _, w, o in rows for s in claimed]
+            return [
+                missing(f"§6.3, {f}", f"{s} is {'second' if o == 2 else 'first'}-order accurate {w}", why)
+                for f, _, w, o in rows
+                for s in claimed
+            ]
         res = conv.reduce(ctx.results)
         ctx.add(res.to_csv(ctx.stem("fig28_30_fp_errors.csv")))
         ctx.add(res.orders_csv(ctx.stem("fig28_30_fp_orders.csv")))
         c = []
         for fig, qty, words, o in rows:
             num = fig.split()[1]
-            ctx.add(res.figure(ctx.stem(f"fig{num}_fp_order_{qty}"), qty, title=f"four-particle system (002 {fig})"))
-            c.extend(order_claims(f"§6.3, {fig}", lambda s, oo, words=words: f"{s} is {'second' if oo == 2 else 'first'}"
-                                  f"-order accurate {words}", res, list(claimed), qty, {s: o for s in claimed}))
+            ctx.add(res.figure(ctx.stem(f"fig{num}_fp_order_{qty}"), qty, title=f"four-particle system (KBS23b {fig})"))
+            c.extend(
+                order_claims(
+                    f"§6.3, {fig}",
+                    lambda s, oo, words=words: f"{s} is {'second' if oo == 2 else 'first'}-order accurate {words}",
+                    res,
+                    list(claimed),
+                    qty,
+                    {s: o for s in claimed},
+                )
+            )
         if len(em_pair) == 2:
             h, e1 = res.errors("EM", "q4")
             _, e2 = res.errors("EM-G", "q4")
             ratio = e2 / e1
             ok = bool(np.all(np.isfinite(ratio)) and np.all((ratio > 0.1) & (ratio < 10)))
-            c.append(judged("§6.3", "EM and EM-G yield comparable results concerning accuracy", ok,
-                            "error ratio EM-G / EM in q4 per h: " + ", ".join(f"{hh:g}: {r:.2f}" for hh, r in zip(h, ratio))
-                            + " (comparable: within a factor 10)"))
+            c.append(
+                judged(
+                    "§6.3",
+                    "EM and EM-G yield comparable results concerning accuracy",
+                    ok,
+                    "error ratio EM-G / EM in q4 per h: "
+                    + ", ".join(f"{hh:g}: {r:.2f}" for hh, r in zip(h, ratio))
+                    + " (comparable: within a factor 10)",
+                )
+            )
         return c
 
-    items.append(Item("6.3-orders", "Four-particle orders (§6.3, Figs. 28-30)", conv.runs() if em_pair and ref else [],
-                      make_conv, note="q4, p4: the fourth particle's position and momentum at t = 0.1 (eq 128; the paper "
-                                      "does not say which p); reference: the EM run with the smallest h (the paper: "
-                                      "h = 1e-5)"))
+    items.append(
+        Item(
+            "6.3-orders",
+            "Four-particle orders (§6.3, Figs. 28-30)",
+            conv.runs() if em_pair and ref else [],
+            make_conv,
+            note="q4, p4: the fourth particle's position and momentum at t = 0.1 (eq 128; the paper "
+            "does not say which p); reference: the EM run with the smallest h (the paper: "
+            "h = 1e-5)",
+        )
+    )
 
     # --- Figs 31-33: stability
     stab_schemes = present(VIS) if have_ex else []
-    plan = ((0.01, 10.0), (0.04, 40.0), (0.05, 20.0), (0.25, 100.0), (0.675, 100.0)) if quick else \
-        ((0.01, 1000.0), (0.04, 1000.0), (0.05, 1000.0), (0.25, 1000.0), (0.675, 1000.0))
+    plan = (
+        ((0.01, 10.0), (0.04, 40.0), (0.05, 20.0), (0.25, 100.0), (0.675, 100.0))
+        if quick
+        else ((0.01, 1000.0), (0.04, 1000.0), (0.05, 1000.0), (0.25, 1000.0), (0.675, 1000.0))
+    )
     studies = [StabilityStudy.make(ex, stab_schemes, [h], T, blowup_factor=BLOWUP, tol=1e-9) for h, T in plan]
 
     def make_stab(ctx) -> list:
@@ -390,16 +819,52 @@ def _four_particle(quick: bool) -> list:
         # (where, h, schemes, text, kind, horizon of the claim): kind "stable" (every listed scheme
         # runs to the horizon), "blow-up" (an energy blow-up before the horizon) or a blow-up time
         texts = [
-            ("Fig. 31", 0.01, VIS, "for h = 0.01 all of the schemes under investigation remain stable", "stable", T_PAPER),
-            ("text", 0.04, VIS, "for h ≤ 0.04 all schemes under investigation keep stable at least until T = 1000 "
-                                "(checked at h = 0.04)", "stable", 1000.0),
-            ("Fig. 32", 0.05, ("VI-S", "VI-B"), "the lower-order schemes VI-S and VI-B experience numerical energy "
-                                                 "blow-up already for h = 0.05", "blow-up", T_PAPER),
-            ("Fig. 33", 0.25, ("VI-A",), "for h = 0.25, VI-A exhibits an energy blow-up at about t = 55", 55.0, T_PAPER),
-            ("Fig. 33", 0.675, ("EM",), "EM keeps stable even for quite large time steps of h = 0.675", "stable", T_PAPER),
+            (
+                "Fig. 31",
+                0.01,
+                VIS,
+                "for h = 0.01 all of the schemes under investigation remain stable",
+                "stable",
+                T_PAPER,
+            ),
+            (
+                "text",
+                0.04,
+                VIS,
+                "for h ≤ 0.04 all schemes under investigation keep stable at least until T = 1000 "
+                "(checked at h = 0.04)",
+                "stable",
+                1000.0,
+            ),
+            (
+                "Fig. 32",
+                0.05,
+                ("VI-S", "VI-B"),
+                "the lower-order schemes VI-S and VI-B experience numerical energy blow-up already for h = 0.05",
+                "blow-up",
+                T_PAPER,
+            ),
+            (
+                "Fig. 33",
+                0.25,
+                ("VI-A",),
+                "for h = 0.25, VI-A exhibits an energy blow-up at about t = 55",
+                55.0,
+                T_PAPER,
+            ),
+            (
+                "Fig. 33",
+                0.675,
+                ("EM",),
+                "EM keeps stable even for quite large time steps of h = 0.675",
+                "stable",
+                T_PAPER,
+            ),
         ]
         if not stab_schemes:
-            return [missing(f"§6.3, {w}", t, requirements(list(VIS), [ex]) or "no scheme") for w, _, _, t, _, _ in texts]
+            return [
+                missing(f"§6.3, {w}", t, requirements(list(VIS), [ex]) or "no scheme") for w, _, _, t, _, _ in texts
+            ]
         res = {h: st.reduce(ctx.results) for (h, _), st in zip(plan, studies)}
         rows = [r for x in res.values() for r in x.rows]
         from ..convergence import _write_rows
@@ -410,17 +875,27 @@ def _four_particle(quick: bool) -> list:
         if twins:
             ctx.add(_write_rows(ctx.stem("fig31_33_fp_stability_with_rescue.csv"), twins, COLUMNS))
         for h, fig in ((0.01, "fig31"), (0.05, "fig32"), (0.25, "fig33")):
-            ctx.add(res[h].figure(ctx.stem(f"{fig}_fp_stability_h{h:g}"), h,
-                                  title=f"four-particle system: energy E, h = {h:g} (002 {fig.replace('fig', 'Fig. ')})"))
-        ctx.add(res[0.675].figure(ctx.stem("fp_stability_h0.675"), 0.675, title="four-particle system: energy E, h = 0.675"))
+            ctx.add(
+                res[h].figure(
+                    ctx.stem(f"{fig}_fp_stability_h{h:g}"),
+                    h,
+                    title=f"four-particle system: energy E, h = {h:g} (KBS23b {fig.replace('fig', 'Fig. ')})",
+                )
+            )
+        ctx.add(
+            res[0.675].figure(ctx.stem("fp_stability_h0.675"), 0.675, title="four-particle system: energy E, h = 0.675")
+        )
 
         c = []
         for (where, h, who, text, kind, t_claim), st in zip(texts, studies):
             if kind == "stable" and len(who) > 1:
                 absent = [s for s in who if s not in stab_schemes]
                 got = [_stability_verdict(ctx, st, s, h, kind, t_claim) for s in who if s in stab_schemes]
-                verdict = FAILS if any(v == FAILS for v, _, _ in got) else \
-                    (NOT_REPRODUCED if any(v == NOT_REPRODUCED for v, _, _ in got) else HOLDS)
+                verdict = (
+                    FAILS
+                    if any(v == FAILS for v, _, _ in got)
+                    else (NOT_REPRODUCED if any(v == NOT_REPRODUCED for v, _, _ in got) else HOLDS)
+                )
                 reasons = sorted({r for v, _, r in got if r and v == verdict})
                 if absent:
                     verdict = NOT_REPRODUCED if verdict == HOLDS else verdict
@@ -438,10 +913,16 @@ def _four_particle(quick: bool) -> list:
                 c.append(Claim(f"§6.3, {where}", t1, meas, verdict, reason))
         return c
 
-    items.append(Item("6.3-stability", "Stability (§6.3, Figs. 31-33)",
-                      [s for st in studies for s in st.runs()] if stab_schemes else [], make_stab,
-                      note=f"an energy blow-up: the run stops at the band, or Newton fails after |E - E0| > E0/2; "
-                           f"the claims are about T = {T_PAPER:g} (the horizon the paper names)"))
+    items.append(
+        Item(
+            "6.3-stability",
+            "Stability (§6.3, Figs. 31-33)",
+            [s for st in studies for s in st.runs()] if stab_schemes else [],
+            make_stab,
+            note=f"an energy blow-up: the run stops at the band, or Newton fails after |E - E0| > E0/2; "
+            f"the claims are about T = {T_PAPER:g} (the horizon the paper names)",
+        )
+    )
     return items
 
 
@@ -450,7 +931,7 @@ TIMING_SPREAD = 0.05
 
 
 def _timing_claim(ctx, eff, res, cand, guess, text) -> Claim:
-    """002 Table 2, "EM causes the largest numerical effort": EM's computing time against the slowest
+    """KBS23b Table 2, "EM causes the largest numerical effort": EM's computing time against the slowest
     other scheme. Computing time: the process CPU time of the fastest timed repeat (other processes'
     load on a shared machine disturbs it less than the wall-clock time, also reported). The verdict
     counts only differences beyond the timing spread (the relative spread of the repeats, at least
@@ -460,12 +941,23 @@ def _timing_claim(ctx, eff, res, cand, guess, text) -> Claim:
     runs = {s: ctx.result(eff.spec(s, (), guess)) for s in cand}
     wall = {s: res.row(s, guess)["normalized_time"] for s in cand}
     cpu = {s: res.row(s, guess)["normalized_cpu"] for s in cand}
-    spread = {s: ((float(np.median(r.cpu_times)) - min(r.cpu_times)) / min(r.cpu_times) if len(r.cpu_times) > 1
-                  else float("nan")) for s, r in runs.items()}
-    meas = ("CPU time / VI-S's: " + ", ".join(f"{s} {v:.2f}" for s, v in cpu.items())
-            + "; wall-clock: " + ", ".join(f"{s} {v:.2f}" for s, v in wall.items())
-            + f" (fastest of {max(eff.repeat, 1)} timed runs after compilation; spread of the repeats' CPU times "
-            + ", ".join(f"{s} {x:.0%}" for s, x in spread.items()) + ")")
+    spread = {
+        s: (
+            (float(np.median(r.cpu_times)) - min(r.cpu_times)) / min(r.cpu_times)
+            if len(r.cpu_times) > 1
+            else float("nan")
+        )
+        for s, r in runs.items()
+    }
+    meas = (
+        "CPU time / VI-S's: "
+        + ", ".join(f"{s} {v:.2f}" for s, v in cpu.items())
+        + "; wall-clock: "
+        + ", ".join(f"{s} {v:.2f}" for s, v in wall.items())
+        + f" (fastest of {max(eff.repeat, 1)} timed runs after compilation; spread of the repeats' CPU times "
+        + ", ".join(f"{s} {x:.0%}" for s, x in spread.items())
+        + ")"
+    )
     if not all(np.isfinite(v) for v in cpu.values()):
         return Claim(where, text, meas, FAILS, "a timed run failed")
     noise = max([TIMING_SPREAD] + [x for x in spread.values() if np.isfinite(x)])
@@ -474,18 +966,28 @@ def _timing_claim(ctx, eff, res, cand, guess, text) -> Claim:
     if em > (1 + noise) * top:
         return Claim(where, text, meas + f"; EM / {other} = {em / top:.2f} (beyond the spread {noise:.0%})", HOLDS)
     if top > (1 + noise) * em:
-        return Claim(where, text, meas + f"; {other} / EM = {top / em:.2f} (beyond the spread {noise:.0%})", FAILS,
-                     "computing times depend on the implementation: livens' EM solves with a structured tangent "
-                     "(Schur complement on the constraints) while VI-A and VI-B use the AD tangent")
-    return Claim(where, text, meas + f"; EM / {other} = {em / top:.2f}", NOT_REPRODUCED,
-                 f"the difference is within the timing spread ({noise:.0%}) on this machine")
+        return Claim(
+            where,
+            text,
+            meas + f"; {other} / EM = {top / em:.2f} (beyond the spread {noise:.0%})",
+            FAILS,
+            "computing times depend on the implementation: livens' EM solves with a structured tangent "
+            "(Schur complement on the constraints) while VI-A and VI-B use the AD tangent",
+        )
+    return Claim(
+        where,
+        text,
+        meas + f"; EM / {other} = {em / top:.2f}",
+        NOT_REPRODUCED,
+        f"the difference is within the timing spread ({noise:.0%}) on this machine",
+    )
 
 
 #: a run of the stability study stops as an energy blow-up when |E - E0| > BLOWUP max(|E0|, 1): the
 #: energy has grown by an order of magnitude (a slow drift by a factor of two, as VI-A's at h = 0.25
 #: from t = 13, is not yet a blow-up; the time it leaves |E - E0| <= E0 is reported beside)
 BLOWUP = 10.0
-#: the horizon of 002 Figs 31-33 ("keep stable at least until T = 1000")
+#: the horizon of KBS23b Figs 31-33 ("keep stable at least until T = 1000")
 T_PAPER = 1000.0
 
 
@@ -506,11 +1008,15 @@ def _describe(row) -> str:
         out += f"stable to T = {row['t_end']:g} (max |E-E0|/|E0| = {fmt(row['max_rel_energy_error'])})"
     elif _blew_up(row):
         how = "energy blow-up" if row["status"] == "blow-up" else "Newton fails after the energy grew"
-        out += (f"{how} at step {row['fail_step']}, t = {row['t_blowup']:.4g} (max |E-E0|/|E0| = "
-                f"{fmt(row['max_rel_energy_error'])}; T = {row['t_end']:g})")
+        out += (
+            f"{how} at step {row['fail_step']}, t = {row['t_blowup']:.4g} (max |E-E0|/|E0| = "
+            f"{fmt(row['max_rel_energy_error'])}; T = {row['t_end']:g})"
+        )
     else:
-        out += (f"{row['status']} at step {row['fail_step']}, t = {row['t_blowup']:.4g} with the energy still "
-                f"conserved (max |E-E0|/|E0| = {fmt(row['max_rel_energy_error'])}; T = {row['t_end']:g})")
+        out += (
+            f"{row['status']} at step {row['fail_step']}, t = {row['t_blowup']:.4g} with the energy still "
+            f"conserved (max |E-E0|/|E0| = {fmt(row['max_rel_energy_error'])}; T = {row['t_end']:g})"
+        )
     if row["t_leaves_E0"] is not None:
         out += f"; |E - E0| first exceeds max(|E0|, 1) at t ≈ {row['t_leaves_E0']:.4g}"
     if row.get("rescue"):
@@ -555,16 +1061,19 @@ def _stability_verdict(ctx, study, scheme, h, kind, t_claim) -> tuple[str, str, 
     if twin is not None:
         trow = stability_row(twin)
         tv, treason = _judge_row(trow, kind, t_claim, ctx.quick)
-        meas = (f"{verdict} with the paper's Newton: {meas}; {tv} with livens' rescue (damped Newton after a failed "
-                f"step): {_describe(trow)}")
+        meas = (
+            f"{verdict} with the paper's Newton: {meas}; {tv} with livens' rescue (damped Newton after a failed "
+            f"step): {_describe(trow)}"
+        )
         if tv != verdict:
-            reason = "; ".join(x for x in (reason, f"{tv} with livens' rescue" + (f" ({treason})" if treason else ""))
-                               if x)
+            reason = "; ".join(
+                x for x in (reason, f"{tv} with livens' rescue" + (f" ({treason})" if treason else "")) if x
+            )
     return verdict, meas, reason
 
 
 def build(quick: bool) -> list:
-    """The items of 002 §6."""
+    """The items of KBS23b §6."""
     items = [_pendulum(quick)]
     items.extend(_heavy_top(quick))
     items.extend(_four_particle(quick))
@@ -572,11 +1081,22 @@ def build(quick: bool) -> list:
 
 
 def settings(quick: bool) -> list:
-    """The report's Settings lines for 002 (the runs themselves: the generated table)."""
-    return [NEWTON_NOTE, THRESHOLDS,
-            "stability (Figs. 31-33): a claim about T = 1000 is judged only from runs that reach it (the quick "
-            "runs stop earlier: 'not reproduced (quick run)' unless they fail before)."]
+    """The report's Settings lines for KBS23b (the runs themselves: the generated table)."""
+    return [
+        NEWTON_NOTE,
+        THRESHOLDS,
+        "stability (Figs. 31-33): a claim about T = 1000 is judged only from runs that reach it (the quick "
+        "runs stop earlier: 'not reproduced (quick run)' unless they fail before).",
+    ]
 
 
-register_paper(Paper("nody-2023", "002", "Structure-preserving integrators based on a new variational principle for "
-                     "constrained mechanical systems (Kinon, Betsch, Schneider, Nonlinear Dyn. 2023)", build, settings))
+register_paper(
+    Paper(
+        "nody-2023",
+        "KBS23b",
+        "Structure-preserving integrators based on a new variational principle for "
+        "constrained mechanical systems (Kinon, Betsch, Schneider, Nonlinear Dyn. 2023)",
+        build,
+        settings,
+    )
+)

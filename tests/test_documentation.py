@@ -1,0 +1,47 @@
+"""Every Python code block of the README and of the documentation runs as written (in a fresh
+namespace, in a temporary directory), and every link between the documentation's pages points to a
+file that exists: a snippet or a link that breaks fails the suite."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def _python_blocks(path: Path):
+    text = path.read_text()
+    return [m.group(1) for m in re.finditer(r"```python\n(.*?)```", text, re.S)]
+
+
+BLOCKS = [
+    pytest.param(block, id=f"{path.relative_to(ROOT)}:{k}")
+    for path in PAGES
+    for k, block in enumerate(_python_blocks(path))
+]
+
+
+def test_the_pages_hold_code():
+    assert len(BLOCKS) >= 6
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_code_block_runs(block, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "<doc>", "exec"), {"__name__": "__doc_snippet__"})
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_links_between_pages_exist(path):
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text()):
+        if "://" in target:
+            continue
+        assert (path.parent / target).exists(), f"{path.name} links to {target}, which does not exist"
+
+
+def test_the_readme_is_short_and_no_log():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert not re.search(r"\b20\d\d-\d\d-\d\d\b|\bUTC\b|load average|\b[0-9a-f]{7,40}\b commit", text)
