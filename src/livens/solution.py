@@ -90,6 +90,8 @@ class Solution:
 
         def cat(key, shape):
             parts = [r[key] for r in records if key in r and len(r[key])]
+            if len(parts) == 1:
+                return np.asarray(parts[0])
             return np.concatenate(parts) if parts else np.zeros((0,) + shape)
 
         qn, pn = cat("q", (d,)), cat("p", (d,))

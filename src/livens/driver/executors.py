@@ -85,6 +85,7 @@ class Single:
         self.t_start, self.consts, self.chunk = np.float64(t_start), consts, chunk
         self.pending = None
         self.members = 1
+        self.kernel = None  # the native kernel, once the first call has shown that one runs the loop
 
     @property
     def backend(self) -> str:
@@ -95,7 +96,14 @@ class Single:
         return getattr(self.runner, "reason", None)
 
     def _call(self, state, history, n0, n_stop):
-        return self.runner(state, history, self.t_start, n0, np.int64(n_stop), *self.consts[1:])
+        args = (state, history, self.t_start, n0, np.int64(n_stop), *self.consts[1:])
+        if self.kernel:  # the same argument shapes chunk after chunk: the kernel itself, no lookup
+            return self.kernel(*args)
+        out = self.runner(*args)
+        if self.kernel is None:
+            native = getattr(self.runner, "backend", None) == "native"
+            self.kernel = (native and self.runner.kernel(*args)) or False
+        return out
 
     def advance(self, n: np.ndarray, n_stop: np.ndarray):
         n0, stop = int(n[0]), int(n_stop[0])
@@ -181,7 +189,7 @@ class NativeMembers(_Members):
         B = self.members
         _, h, tol, max_iter, params, sys = self.consts
         n_new, failed = n.copy(), np.zeros(B, bool)
-        rows = np.zeros((B, self.chunk, self.width))
+        rows = np.zeros((B, min(self.chunk, int(np.max(n_stop - n))), self.width))
         results = {}
 
         def member(b):
@@ -195,7 +203,7 @@ class NativeMembers(_Members):
         states = []
         for b in alive:
             sb, hb, nb, fb, rb = results[b]
-            n_new[b], failed[b], rows[b] = int(nb), bool(fb), rb
+            n_new[b], failed[b], rows[b] = int(nb), bool(fb), rb[: rows.shape[1]]
             states.append((b, sb, hb))
         for b, sb, hb in states:
             for a, x in zip(jax.tree_util.tree_leaves((self.state, self.history)), jax.tree_util.tree_leaves((sb, hb))):
@@ -225,7 +233,7 @@ class NativeLanes(_Members):
     def advance(self, n: np.ndarray, n_stop: np.ndarray):
         L = self.lanes
         n_new, failed = n.copy(), np.zeros(self.members, bool)
-        rows = np.zeros((self.members, self.chunk, self.width))
+        rows = np.zeros((self.members, min(self.chunk, int(np.max(n_stop - n))), self.width))
         t_start, h, tol, max_iter, params, sys = self.args
 
         def group(g):
@@ -254,7 +262,8 @@ class NativeLanes(_Members):
             )
             s2, h2, nb, fb, rb = out
             k = bs.size
-            n_new[bs], failed[bs], rows[bs] = np.asarray(nb)[:k], np.asarray(fb)[:k], np.asarray(rb)[:k]
+            n_new[bs], failed[bs] = np.asarray(nb)[:k], np.asarray(fb)[:k]
+            rows[bs] = np.asarray(rb)[:k, : rows.shape[1]]
             for a, x in zip(jax.tree_util.tree_leaves((self.state, self.history)), jax.tree_util.tree_leaves((s2, h2))):
                 a[bs] = np.asarray(x)[:k]
 

@@ -138,14 +138,18 @@ def run_host_loop(
             NothingComputed.set(False)  # from here on, results are kept and written
             if out.compile_time == 0.0:
                 out.compile_time = time.perf_counter() - t0
-            rec = layout.unpack(rows)
             moved = n_new - n_before
+            # the rows of the steps taken (a failed step's too), not the rest of the chunk
+            rec = layout.unpack(rows[:, : max(1, int(moved.max()) + int(failed_now.any()))])
             stopped_here = False
             simple = not failed_now.any() and blowup_factor is None
             if simple:  # members that advanced over the same steps are recorded together (all, usually)
                 for a, e in sorted({(int(x), int(y)) for x, y in zip(n_before[moved > 0], n_new[moved > 0])}):
                     bs = np.flatnonzero((moved > 0) & (n_before == a) & (n_new == e))
-                    recorder.record(bs, a, e, {k: v[bs] for k, v in rec.items()})
+                    if bs.size == B:  # every member over the same steps: the records as they are
+                        recorder.record(bs, a, e, rec)
+                    else:
+                        recorder.record(bs, a, e, {k: v[bs] for k, v in rec.items()})
                 n[:] = n_new
             else:
                 for b in np.flatnonzero(alive):

@@ -51,7 +51,7 @@ class RecordLayout(tuple):
         for k, shape, dtype in self:
             w = math.prod(shape)
             col = rows[..., i : i + w].reshape(lead + shape)
-            out[k] = col != 0 if np.dtype(dtype) == np.bool_ else col.astype(dtype)
+            out[k] = col != 0 if np.dtype(dtype) == np.bool_ else col.astype(dtype, copy=False)
             i += w
         return out
 
@@ -152,6 +152,10 @@ class KeptNodes:
         rows, lo, hi = self._positions(a, e)
         if hi == lo:
             return lo, hi
+        if rows[-1] - rows[0] + 1 == rows.size:  # every node kept (save_every 1): a slice, not a copy
+            rows = slice(int(rows[0]), int(rows[-1]) + 1)
+        if isinstance(members, np.ndarray) and members.size == self.B and np.all(members == np.arange(self.B)):
+            members = slice(None)
         self.q[members, 1 + lo : 1 + hi] = rec["q"][:, rows]
         self.p[members, 1 + lo : 1 + hi] = rec["p"][:, rows]
         if self.nodal_v:

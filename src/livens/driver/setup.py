@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._lru import LRU
 from ..checks import check_step, constraint_label
 from ..engine import EngineOptions, engine_options
 from ..guess import GuessHistory
@@ -223,6 +224,22 @@ def initial_state(problem: Problem, mech: Mechanics, scheme: Scheme | None = Non
     return State(q=q, p=p, v=jnp.asarray(problem.v0), lam=z, gam=z, comp=comp)
 
 
+_MEMBER_FUNCTIONS = LRU(32)
+
+
+def _member_functions(mech):
+    """g(q), G(q) v and M(q) v mapped over members, compiled (cached per system and parameter values)."""
+    hit = _MEMBER_FUNCTIONS.get(mech)
+    if hit is None or hit[0] is not mech:
+        fns = (
+            jax.jit(jax.vmap(mech.g)),
+            jax.jit(jax.vmap(lambda q, v: mech.G(q) @ v)),
+            jax.jit(jax.vmap(lambda q, v: mech.M(q) @ v)),
+        )
+        hit = _MEMBER_FUNCTIONS[mech] = (mech, fns)
+    return hit[1]
+
+
 def member_states(plan: Plan, q0s, v0s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(B, d) arrays q0, v0, p0 of an ensemble's members, checked: shapes, finite values, on the
     constraint manifold (|g(q0)|, |G(q0) v0| at most ``problem.consistency_tol``)."""
@@ -254,8 +271,9 @@ def member_states(plan: Plan, q0s, v0s) -> tuple[np.ndarray, np.ndarray, np.ndar
     tol = problem.consistency_tol
     bound = mech.bind(plan.jsys)
     if mech.m:
-        g = np.asarray(jax.jit(jax.vmap(bound.g))(q0))
-        gv = np.asarray(jax.jit(jax.vmap(lambda q, v: bound.G(q) @ v))(q0, v0))
+        g_fn, gv_fn, _ = _member_functions(bound)
+        g = np.asarray(g_fn(q0))
+        gv = np.asarray(gv_fn(q0, v0))
         for what, r in (("position level |g(q0)|", g), ("velocity level |G(q0) v0|", gv)):
             worst = np.max(np.abs(r), axis=1)
             bad = np.flatnonzero(~(worst <= tol))
@@ -270,5 +288,5 @@ def member_states(plan: Plan, q0s, v0s) -> tuple[np.ndarray, np.ndarray, np.ndar
     if mech.constant_mass:
         p0 = v0 @ np.asarray(mech.M_const).T
     else:
-        p0 = np.asarray(jax.jit(jax.vmap(lambda q, v: bound.M(q) @ v))(q0, v0))
+        p0 = np.asarray(_member_functions(bound)[2](q0, v0))
     return q0, v0, p0
