@@ -1,5 +1,7 @@
 """The benchmarks' page (``docs/benchmarks.md``) from ``benchmarks/baseline.json``, the committed output of
-``python -m benchmarks --update-baseline``: the machine and date are in the data, the figures in the tables."""
+``python -m benchmarks --update-baseline``: the machine and date are in the data, the figures in the tables
+and in two plots (``docs/benchmarks/``): steps per second of livens beside its yardsticks, and the pendulum
+chain's cost per step against its size."""
 
 import json
 import sys
@@ -73,8 +75,57 @@ def main() -> int:
             f"{ens.get('lanes', 0)}) against one run's {ens['single_steps_per_s']:,.0f} steps/s: "
             f"{ens['ratio']}x.",
         ]
+    lines += _plots(data)
     (HERE / "benchmarks.md").write_text("\n".join(lines) + "\n")
     return 0
+
+
+def _plots(data: dict) -> list[str]:
+    """The yardsticks' bar chart and the chain's log-log plot as PNG; the page's lines that show them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = HERE / "benchmarks"
+    out.mkdir(exist_ok=True)
+    lines = []
+    yard = {ex: y["rows"] for ex, y in data.get("yardsticks", {}).items() if "rows" in y}
+    if yard:
+        fig, axes = plt.subplots(1, len(yard), figsize=(5 * len(yard), 3.2), squeeze=False)
+        for ax, (example, rows) in zip(axes[0], yard.items()):
+            names = [n for n, r in rows.items() if "steps_per_s" in r]
+            rates = [rows[n]["steps_per_s"] for n in names]
+            ax.barh(names, rates, color=["tab:orange" if n.startswith("livens") else "tab:blue" for n in names])
+            for y, rate in enumerate(rates):
+                ax.text(rate, y, f" {rate:,.0f}", va="center", fontsize=8)
+            ax.set_xlim(0, 1.35 * max(rates))
+            ax.set_xlabel("steps/s")
+            ax.set_title(example)
+        fig.tight_layout()
+        fig.savefig(out / "yardsticks.png", dpi=100)
+        plt.close(fig)
+        lines += [
+            "",
+            "## livens beside its yardsticks",
+            "",
+            "![Steps per second of livens, a compiled VI-S (Numba) and Exudyn's generalized-alpha]"
+            "(benchmarks/yardsticks.png)",
+        ]
+    chain = {int(n): r for n, r in data.get("chain", {}).get("sizes", {}).items() if "us_per_step" in r}
+    if len(chain) > 1:
+        n = sorted(chain)
+        fig, ax = plt.subplots(figsize=(4.5, 3.2))
+        ax.loglog(n, [chain[k]["us_per_step"] for k in n], "o-", label="VI-S per step")
+        ax.loglog(n, [chain[n[0]]["us_per_step"] * k / n[0] for k in n], "k--", lw=0.8, label="linear in N")
+        ax.set_xlabel("pendulums N")
+        ax.set_ylabel("us per step")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "chain.png", dpi=100)
+        plt.close(fig)
+        lines += ["", "![The pendulum chain's cost per step against N](benchmarks/chain.png)"]
+    return lines
 
 
 if __name__ == "__main__":
