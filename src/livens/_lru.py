@@ -14,6 +14,8 @@ cache, in well under a second).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Any
 
 
 class LRU(OrderedDict):
@@ -23,7 +25,7 @@ class LRU(OrderedDict):
         super().__init__()
         self.maxsize = int(maxsize)
 
-    def get(self, key, default=None):
+    def get(self, key: Hashable, default: Any = None) -> Any:
         if key in self:
             self.move_to_end(key)
             return super().__getitem__(key)

@@ -19,7 +19,10 @@ it computed.
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+from jax.typing import ArrayLike
 
 from .driver import Members, Memory, PerMember, Stream, run
 from .solution import EnsembleSolution
@@ -29,8 +32,8 @@ from .system import Problem
 def simulate_ensemble(
     problem: Problem,
     scheme: str = "VI-S",
-    q0s=None,
-    v0s=None,
+    q0s: ArrayLike | None = None,
+    v0s: ArrayLike | None = None,
     h: float | None = None,
     t_end: float | None = None,
     tol: float | str = 1e-9,
@@ -39,7 +42,7 @@ def simulate_ensemble(
     chunk: int | None = None,
     parameters: dict | None = None,
     backend: str | None = None,
-    out=None,
+    out: str | os.PathLike | None = None,
     save_every: int = 1,
     rescue: bool = True,
     progress: bool | None = None,

@@ -3,9 +3,11 @@ one member, its nodes in memory or streamed to a file, and a failure that stops 
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .driver import DEFAULT_CHUNK, Memory, Raise, Single, Stream, run
+from .solution import Solution
 from .system import Problem
 
 
@@ -20,15 +22,15 @@ def simulate(
     progress: bool | None = None,
     blowup_factor: float | None = None,
     chunk: int = DEFAULT_CHUNK,
-    out=None,
+    out: str | os.PathLike | None = None,
     save_every: int = 1,
-    resume=None,
+    resume: Solution | None = None,
     rescue: bool = True,
     final_iteration: bool = False,
     parameters: dict | None = None,
     backend: str | None = None,
     **params: Any,
-):
+) -> Solution:
     """Integrate ``problem`` with ``scheme`` from t = 0 to ``t_end`` with step ``h``; returns a
     :class:`~livens.Solution`.
 

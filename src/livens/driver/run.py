@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +22,19 @@ from . import failure
 from .executors import Batched, NativeLanes, NativeMembers
 from .executors import Single as SingleExecutor
 from .host import NothingComputed, Recorder, run_host_loop
-from .options import DEFAULT_CHUNK, Arrays, InGraph, Members, Memory, NaNFlag, PerMember, Raise, Single, Stream
+from .options import (
+    DEFAULT_CHUNK,
+    Arrays,
+    Implicit,
+    InGraph,
+    Members,
+    Memory,
+    NaNFlag,
+    PerMember,
+    Raise,
+    Single,
+    Stream,
+)
 from .records import KeptNodes, record_layout
 from .setup import Plan, initial_state, member_states
 from .setup import plan as make_plan
@@ -31,34 +44,39 @@ LANES = 8
 vector; ensembles of at least twice as many members run in lane kernels where possible."""
 
 
+if TYPE_CHECKING:
+    from ..solution import EnsembleSolution, Solution
+    from ..system import Problem
+    from .ingraph import FlowFunction
+
 _SINGLE, _MEMORY, _RAISE = Single(), Memory(), Raise()
 """The defaults of :func:`run` (frozen option objects)."""
 
 
 def run(
-    problem,
-    scheme="VI-S",
+    problem: Problem,
+    scheme: str = "VI-S",
     *,
-    h=None,
-    t_end=None,
-    n_steps=None,
-    tol=1e-9,
-    max_iter=40,
-    guess=None,
-    parameters=None,
-    params=None,
-    final_iteration=False,
-    backend=None,
-    members=None,
-    executor=_SINGLE,
-    output=_MEMORY,
-    on_failure=_RAISE,
-    adjoint=None,
-    progress=None,
-    blowup_factor=None,
-    resume=None,
-    default_guess=None,
-):
+    h: float | None = None,
+    t_end: float | None = None,
+    n_steps: int | None = None,
+    tol: float | str = 1e-9,
+    max_iter: int = 40,
+    guess: str | None = None,
+    parameters: dict | None = None,
+    params: dict | None = None,
+    final_iteration: bool = False,
+    backend: str | None = None,
+    members: tuple | None = None,
+    executor: Single | Members | InGraph = _SINGLE,
+    output: Memory | Stream | Arrays = _MEMORY,
+    on_failure: Raise | PerMember | NaNFlag = _RAISE,
+    adjoint: Implicit | None = None,
+    progress: bool | None = None,
+    blowup_factor: float | None = None,
+    resume: Solution | None = None,
+    default_guess: str | None = None,
+) -> Solution | EnsembleSolution | FlowFunction:
     """Run ``scheme`` on ``problem``: the one driver (module docstring).
 
     h, t_end (or n_steps), tol, max_iter, guess, parameters (the System's), params (the scheme's),

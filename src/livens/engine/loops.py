@@ -22,7 +22,9 @@ the residual written once in the extrapolated guess (programs that XLA compiles)
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from concurrent.futures import Future
+from typing import Any
 
 import jax
 
@@ -48,7 +50,7 @@ def _jit(fn, options: EngineOptions, once: bool = False):
     return jax.jit(fn) if options.plain else xla.jit(fn, once=once)
 
 
-def single_loop(build, unknowns: int, d: int, m: int, options: EngineOptions):
+def single_loop(build: Callable[..., Callable], unknowns: int, d: int, m: int, options: EngineOptions) -> Any:
     """The chunk loop of one member, compiled (module docstring): called like the loop, with
     ``prepare(*args)`` (compile without running), ``backend`` ("native" or "xla" once called)
     and ``reason`` (why XLA runs it where native was possible in principle)."""
@@ -63,7 +65,9 @@ def single_loop(build, unknowns: int, d: int, m: int, options: EngineOptions):
     return ChunkRunner(native_loop, xla_loop, options, size)
 
 
-def member_loop(build, unknowns: int, d: int, m: int, options: EngineOptions, lanes: int = 0):
+def member_loop(
+    build: Callable[..., Callable], unknowns: int, d: int, m: int, options: EngineOptions, lanes: int = 0
+) -> Any:
     """The chunk loop of one member as a native kernel for an ensemble's members, ``lanes`` of them
     per call where ``lanes`` > 0 (:mod:`livens.engine.native.member_lanes`; where no lane kernel
     can be made, "auto" falls back to one member per call): a ChunkRunner whose ``kernel(*args)``
@@ -78,7 +82,7 @@ def member_loop(build, unknowns: int, d: int, m: int, options: EngineOptions, la
     return ChunkRunner(loop, xla.jit(loop), lane_options, size, lanes=lanes)
 
 
-def batched_loop(build_mapped, options: EngineOptions):
+def batched_loop(build_mapped: Callable[..., Callable], options: EngineOptions) -> Callable:
     """The driver's ``vmap`` of the chunk loop over an ensemble's members, compiled by XLA:
     ``build_mapped(fuse=...)`` is given the rewrite of the batched step (index arithmetic on
     constants folded, :func:`~livens.engine.small_products.fold_constants`; no small-product
@@ -87,7 +91,7 @@ def batched_loop(build_mapped, options: EngineOptions):
     return _jit(fn, options)
 
 
-def program(fn, options: EngineOptions, once: bool = False):
+def program(fn: Callable, options: EngineOptions, once: bool = False) -> Callable:
     """``fn`` compiled by XLA with the engine's options (``once``: a program run once or a few times)."""
     return _jit(fn, options, once)
 
@@ -95,7 +99,7 @@ def program(fn, options: EngineOptions, once: bool = False):
 _STARTS = CompiledCache(16)
 
 
-def start_program(key, fn, args, options: EngineOptions, native: bool):
+def start_program(key: Any, fn: Callable, args: tuple, options: EngineOptions, native: bool) -> tuple[Any, Callable]:
     """A start step ``fn(*args)`` compiled in the background: (its outputs' shapes, ``finish()``),
     ``finish()`` waiting for the compile and returning ``fn(*args)``. ``native``: translated to C
     and compiled at ``-O0`` (a program that runs once), XLA where the translator cannot. ``key``

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Iterator
 
 _LOCK = threading.Lock()
 _CONTROLLER = []
@@ -65,7 +66,7 @@ def _controller():
 
 
 @contextlib.contextmanager
-def serial_blas():
+def serial_blas() -> Iterator[None]:
     """Run the block with the BLAS libraries on :func:`blas_threads` threads (module docstring).
     Nested blocks and blocks in several threads at once share one limit, set by the first to
     enter and lifted by the last to leave."""

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import atexit
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
+from typing import Any
 
 from . import xla
 from .jaxprs import size as jaxpr_size
@@ -103,7 +105,7 @@ class TieredJit:
         return len(self._programs)
 
 
-def background(fn, name: str = "livens-compile") -> Future:
+def background(fn: Callable[[], Any], name: str = "livens-compile") -> Future:
     """fn() in a daemon thread, as a Future (XLA's compiler releases the GIL while it works; a C
     compiler runs as a process of its own); :func:`wait` and the process's exit wait for it."""
     future: Future = Future()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 
@@ -61,7 +62,7 @@ class Param:
     low_open: bool = False
     high_open: bool = False
 
-    def check(self, value, scheme: str) -> float:
+    def check(self, value: float, scheme: str) -> float:
         try:
             x = float(value)
         except (TypeError, ValueError):
@@ -260,7 +261,7 @@ class Scheme:
         names = [n for n, _ in self.unknowns]
         return _increments if "dq" in names and "dp" in names else None
 
-    def applies_to(self, problem, mech) -> str | None:
+    def applies_to(self, problem: Any, mech: Any) -> str | None:
         """None when the scheme can run ``problem`` as far as its own equations go, else the reason
         (the mass matrix, dissipation and external forces are checked by the driver)."""
         check = self.capabilities.applies_to
@@ -273,11 +274,11 @@ class Scheme:
             out.append((name, int(n)))
         return out
 
-    def pack(self, u: dict, d: int, m: int):
+    def pack(self, u: dict, d: int, m: int) -> jax.Array:
         parts = [jnp.reshape(u[name], (n,)) for name, n in self.sizes(d, m)]
         return jnp.concatenate(parts) if parts else jnp.zeros((0,))
 
-    def unpack(self, x, d: int, m: int) -> dict:
+    def unpack(self, x: jax.Array, d: int, m: int) -> dict:
         out, i = {}, 0
         for name, n in self.sizes(d, m):
             out[name] = x[i : i + n]
