@@ -49,6 +49,12 @@ RUNS = {
         "the spring pendulum in spherical coordinates of [KB23] §6.2, "
         "a configuration-dependent mass matrix, with livens-em",
     ),
+    "andrews-squeezer": (
+        "EM",
+        {"tol": "roundoff"},
+        "Andrews' squeezing mechanism of [HW96] §VII.7 in joint angles (configuration-dependent M(q), "
+        "three closed loops) with EM: the generalized energy E(q, v, p) to round-off per step",
+    ),
     "three-bar-swing": (
         "vi-lagrange",
         {},

@@ -58,7 +58,7 @@ def test_constant_function_of_q_is_the_constant_array(fn):
 def test_function_reached_by_q_stays_configuration_dependent(fn):
     assert constant_mass_value(fn, Q0) is None
     with pytest.raises(ValueError, match="needs M\\^-1, but the mass matrix of this system is configuration dependent"):
-        lv.simulate(_pendulum(fn), "VI-S", progress=False)
+        lv.simulate(_pendulum(fn), "rattle", progress=False)
 
 
 def test_livens_scheme_same_with_constant_function():

@@ -20,6 +20,10 @@ REFERENCES = {
     "And83": 'H. C. Andersen: Rattle: a "velocity" version of the Shake algorithm for molecular dynamics '
     "calculations. Journal of Computational Physics 52 (1983).",
     "HLW06": "E. Hairer, C. Lubich, G. Wanner: Geometric Numerical Integration, 2nd ed. Springer (2006).",
+    "HW96": "E. Hairer, G. Wanner: Solving Ordinary Differential Equations II: Stiff and Differential-Algebraic "
+    "Problems, 2nd ed. Springer (1996).",
+    "MM08": "F. Mazzia, C. Magherini: Test Set for Initial Value Problem Solvers, release 2.4. Department of "
+    "Mathematics, University of Bari (2008).",
     "BS99": "A. I. Bobenko, Yu. B. Suris: Discrete time Lagrangian mechanics on Lie groups, with an application to "
     "the Lagrange top. Communications in Mathematical Physics 204 (1999).",
     "BS02": "P. Betsch, P. Steinmann: Frame-indifferent beam finite elements based upon the geometrically exact "

@@ -23,6 +23,12 @@ and the same argument gives d(p^{n+1}.dq^{n+1} - p^n.dq^n) = dg_d ^ d lambda = 0
 of discrete solutions: VI-A is symplectic on the full phase space R^{2d}. Its defect is therefore
 measured with ``manifold="full"`` (P = I) as well; the App. A.7 text is missing from our copy of
 KBS23b, so this derivation (ours) is what the test checks numerically.
+
+Configuration-dependent M(q). The two-form is the canonical dq ^ dp of the cotangent bundle
+whatever M; the manifold is {g(q) = 0, G(q) M(q)^-1 p = 0} (KBS23b Remark 3), and the state's
+velocity is v = M(q)^-1 p (a linear solve with M(q)) where M(q) is regular at the start point. The
+same arguments apply to the GGL variational integrators derived for M(q)
+(:mod:`livens.schemes.ggl_mass`): nothing in them uses a constant M.
 """
 
 from __future__ import annotations
@@ -38,26 +44,45 @@ from .schemes.base import State
 _JACOBIANS = CompiledCache(16)
 
 
-def _jacobian_runner(sch, mech, state: State):
+def _regular_configuration_mass(mech, q) -> bool:
+    """M depends on q (or on the System's parameters) and M(q) is regular at q."""
+    from .mechanics import _mass_inverse
+
+    if mech.constant_mass:
+        return False
+    return _mass_inverse(np.asarray(mech.M(jnp.asarray(q)), dtype=float)) is not None
+
+
+def _velocity(mech, q, p, solve_mass: bool):
+    """The state's velocity from (q, p): M^-1 p for a constant regular M, M(q)^-1 p (a linear solve)
+    where ``solve_mass``, else None (the given velocity is kept)."""
+    if mech.Minv_const is not None:
+        return jnp.asarray(mech.Minv_const) @ p
+    if solve_mass:
+        return jnp.linalg.solve(mech.M(q), p)
+    return None
+
+
+def _jacobian_runner(sch, mech, state: State, solve_mass: bool = False):
     """(z, aux, h, t, params, tol, max_iter) -> (Psi', x, ||R||_inf): Newton and the
     implicit-function derivative on one jit-compiled function, cached per (scheme, system,
-    structure of the state)."""
+    structure of the state, velocity rule)."""
     key = (
         sch,
         mech,
         jax.tree_util.tree_structure(state),
         tuple(jnp.shape(a) for a in jax.tree_util.tree_leaves(state)),
+        solve_mass,
     )
     hit = _JACOBIANS.get(key)
     if hit is not None:
         return hit
     d, m = mech.d, mech.m
-    Minv = mech.Minv_const
 
     def make(z, aux):
         q, p = z[:d], z[d:]
-        v = jnp.asarray(Minv) @ p if Minv is not None else aux.v
-        return State(q=q, p=p, v=v, lam=aux.lam, gam=aux.gam, extra=aux.extra)
+        v = _velocity(mech, q, p, solve_mass)
+        return State(q=q, p=p, v=aux.v if v is None else v, lam=aux.lam, gam=aux.gam, extra=aux.extra)
 
     @jax.jit
     def parts(x, z, aux, h, t, jp):
@@ -105,7 +130,8 @@ def one_step_jacobian(
 
     ``state`` defaults to the problem's initial state. The state's velocity is taken as
     v = M^-1 p where M^-1 exists (p = M v holds at the nodes of the schemes with nodal velocities
-    and constant M; the other schemes use v only in the first guess), else kept fixed.
+    and constant M; the other schemes use v only in the first guess), v = M(q)^-1 p where M is
+    configuration dependent and regular at the start point, else kept fixed.
     Returns (Psi', z, x, ||R||_inf at the solution).
     """
     from .driver.setup import initial_state, resolve
@@ -119,7 +145,7 @@ def one_step_jacobian(
     state = jax.tree_util.tree_map(jnp.asarray, state)
     jp = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in vals.items()}
     z0 = jnp.concatenate([state.q, state.p])
-    run = _jacobian_runner(sch, mech, state)
+    run = _jacobian_runner(sch, mech, state, _regular_configuration_mass(mech, state.q))
     Psi, x, rn = run(
         z0,
         state,
@@ -157,12 +183,17 @@ def defect_of(Psi, z, mech, manifold: str = "constraint", relative: bool = False
 
 def constraint_manifold_basis(mech, z) -> np.ndarray:
     """Orthonormal basis P (2d, 2d - 2m) of the tangent space at z = (q, p) of the phase-space
-    constraint manifold {g(q) = 0, G(q) M^-1 p = 0} (KBS23b eq 31): the null space of its Jacobian."""
+    constraint manifold {g(q) = 0, G(q) M^-1 p = 0} (KBS23b eq 31; G(q) M(q)^-1 p for a
+    configuration-dependent M, KBS23b Remark 3): the null space of its Jacobian."""
     d = mech.d
 
     def c(z):
         q, p = z[:d], z[d:]
-        return jnp.concatenate([mech.g(q), mech.gv(q, p)])
+        if mech.constant_mass:
+            gv = mech.gv(q, p)
+        else:
+            gv = jax.jvp(mech.g, (q,), (jnp.linalg.solve(mech.M(q), p),))[1]
+        return jnp.concatenate([mech.g(q), gv])
 
     C = np.asarray(jax.jacfwd(c)(jnp.asarray(z)))
     if C.shape[0] == 0:
@@ -186,7 +217,8 @@ def symplecticity_defect(
     (default: the problem's initial state); see the module docstring.
 
     manifold: "constraint" -- P spans the tangent space of {g = 0, G M^-1 p = 0} at the start
-        point (KBS23b eq 31; for VI-S, VI-B, EM); "full" -- P = I (the whole phase space; VI-A).
+        point (KBS23b eq 31; G(q) M(q)^-1 p for a configuration-dependent M; for VI-S, VI-B, EM);
+        "full" -- P = I (the whole phase space; VI-A).
     relative: divide by ||P^T Psi'^T J Psi' P||_F + ||P^T J P||_F, so that the number compares
         with the machine epsilon whatever the scaling of q and p.
     **params: the scheme's parameters (e.g. theta=0.5).

@@ -44,6 +44,33 @@ m x d Jacobians, and a residual whose derivative costs a fraction of that of the
 The Newton tangent is structured (:class:`EMTangent`): its blocks by AD, its inverse applied by
 eliminating v and p and a Schur complement on the constraints (tested against ``jax.jacfwd`` of
 the residual).
+
+Configuration-dependent M(q) (new; KBS23b §7 leaves it open: "scheme (84) in general differs from
+the EM scheme due to Gonzalez in the case of non-constant mass matrices"; derivation in the theory
+pages). L(q, v) = 1/2 v.M(q)v - V(q) is no longer separable and g_v(q, p) = G(q) M(q)^-1 p (KBS23b
+Remark 3) no longer bilinear. :func:`_residual_mass` takes
+
+- (D^G_q L, D^G_v L) the partitioned discrete derivative of L (KB23 eq 29, as ``livens-em``):
+  D^G_v L = 1/2 (M(q^n) + M(q^{n+1})) v^{n+1/2} (exact: T is quadratic in v), D^G_q L the mean of
+  the discrete gradients of q -> L(q, v^n) and q -> L(q, v^{n+1});
+- D^G_p g_v = G(q^{n+1/2}) M(q^{n+1/2})^-1 (g_v is linear in p), so (84a) reads
+  q^{n+1} - q^n = h v^{n+1/2} + h M(q^{n+1/2})^-1 G(q^{n+1/2})^T gamma, and D^G_q g_v whatever
+  meets the directionality condition KBS23b eq 86b with it;
+- f = -D^G_q L + (D^G g)^T lambda + (D^G_q g_v)^T gamma as one
+  :func:`livens.discrete_gradients.corrected` gradient (Gonzalez's formula is linear in the
+  function: without symmetries it is the sum of the separate Gonzalez gradients): the midpoint
+  gradient of V - 1/2 (T(., v^n) + T(., v^{n+1})) + lambda.g + gamma.g_v(., p^{n+1/2}), corrected so
+  that f . (q^{n+1} - q^n) is the sum of the directionality conditions KBS23b eq 86a-c, and, for each
+  exact symmetry xi, f . xi q^{n+1/2} = D^G_v L . xi v^{n+1/2} + gamma . D^G_p g_v xi^T p^{n+1/2}
+  (the orthogonality conditions KBS23b eq 85 summed as they enter the momentum balance eq 90; for a
+  constant M both right-hand terms are those the constant-M correction imposes, and
+  M v . xi v = 0).
+
+Then E(q, v, p) = p.v - L(q, v) (KB23 eq 31) is conserved by the proof of KBS23b eq 87-89 and the
+momentum maps by that of eq 90-91. p^n = M(q^n) v^n no longer holds exactly (KB23 Prop. 5.5), so
+the nodal velocity is the unknown v^{n+1} (not M^-1 p^{n+1}) and T + V is not exactly conserved.
+The Newton tangent is the AD Jacobian. With a constant M the residual is the one above, operation
+for operation. A singular M is refused (g_v needs M^-1).
 """
 
 from __future__ import annotations
@@ -53,9 +80,9 @@ import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
 from ..solvers.dense import solver
-from . import register
+from . import ggl_mass, register
 from .base import About, Capabilities, Scheme, State, default_update, enforced_both_nodal, next_node
-from .ggl_vi import _mass_operators
+from .ggl_vi import _ad_tangent, _mass_operators
 
 
 def _gv_derivative(mech, q0, p0, dq, dp):
@@ -158,7 +185,10 @@ def _residual(u, s: State, h, t, params, mech):
     """Residual of KBS23b eq 84a-e in the increments dq = q^{n+1} - q^n, dp = p^{n+1} - p^n (84b
     through :func:`_force`; (D^G_p g_v)^T gamma = M^-1 G(q^{n+1/2})^T gamma in 84a, see
     :func:`_gv_derivative`). No difference of nodal values is formed, so the residual resolves the
-    increments to their own precision rather than to that of q (see :func:`_increments`)."""
+    increments to their own precision rather than to that of q (see :func:`_increments`). A
+    configuration-dependent M: :func:`_residual_mass`."""
+    if not mech.constant_mass:
+        return _residual_mass(u, s, h, t, params, mech)
     dq, dp, v1, lam, gam = u["dq"], u["dp"], u["v1"], u["lam"], u["gam"]
     q0, p0, v0 = s.q, s.p, s.v
     cq = None if s.comp is None else s.comp[0]
@@ -170,6 +200,79 @@ def _residual(u, s: State, h, t, params, mech):
             dp + h * _force(mech, q0, Minv @ p0, dq, Minv @ dp, lam, gam, cq),  # (84b)
             p0 + 0.5 * dp - mech.M(q0) @ (0.5 * (v0 + v1)),  # (84c)
             *_nodal_constraints(mech, s, dq, dp),  # (84d, e)
+        ]
+    )
+
+
+def _force_mass(mech, s: State, dq, dp, v1, lam, gam):
+    """The terms of :func:`_residual_mass` (module docstring): f = -D^G_q L + (D^G g)^T lambda +
+    (D^G_q g_v)^T gamma with (84b) reading p^{n+1} - p^n + h f = 0, a = M(q^{n+1/2})^-1 G(q^{n+1/2})^T gamma
+    = (D^G_p g_v)^T gamma of (84a), M(q^n) and M(q^{n+1}), and g(q^{n+1}), g_v(q^{n+1}, p^{n+1}) of
+    (84d, e); q^{n+1}, p^{n+1} where the time loop stores them (:func:`livens.schemes.base.next_node`).
+    M is evaluated once per point, and one linear solve with M(q^{n+1/2}) serves (84a) and f."""
+    cq, cp = (None, None) if s.comp is None else s.comp
+    q0, p0, v0 = s.q, s.p, s.v
+    q1, p1 = next_node(q0, dq, cq), next_node(p0, dp, cp)
+    qm, pm, vm = q0 + 0.5 * dq, p0 + 0.5 * dp, 0.5 * (v0 + v1)
+    M0, M1 = mech.M(q0), mech.M(q1)
+    a, wm, w_dp = ggl_mass.solve_at(mech, qm, gam, pm, dp)
+    g0, gv0 = jax.jvp(mech.g, (q0,), (ggl_mass.mass_solve(mech, q0, p0),))
+    g1, gv1 = jax.jvp(mech.g, (q1,), (ggl_mass.mass_solve(mech, q1, p1),))
+
+    def kinetic_mean(M):  # 1/2 (T(q, v^n) + T(q, v^{n+1})): the q-part of the partitioned gradient (KB23 eq 29)
+        return 0.25 * (v0 @ (M @ v0) + v1 @ (M @ v1))
+
+    def rest(y):
+        # lambda.g - 1/2 (T(., v^n) + T(., v^{n+1})) + [gamma.G(.) w_m - a.M(.) w_m]: the last bracket's
+        # gradient at q_m is D_1 g_v(q_m, p_m)^T gamma (livens.schemes.ggl_mass)
+        My = mech.M(y)
+        if not mech.m:
+            return -kinetic_mean(My)
+        gy, Gw = jax.jvp(mech.g, (y,), (wm,))
+        return lam @ gy - kinetic_mean(My) + gam @ Gw - a @ (My @ wm)
+
+    a0 = jax.grad(rest)(qm)
+    # f . (q^{n+1} - q^n) must be (KBS23b eq 86a-c): V^{n+1} - V^n - (L^{n+1} - L^n - D^G_v L . dv)'s
+    # kinetic part, + lambda.(g^{n+1} - g^n) + gamma.(g_v^{n+1} - g_v^n - D^G_p g_v (p^{n+1} - p^n))
+    Gm_w_dp = jax.jvp(mech.g, (qm,), (w_dp,))[1]
+    drest = lam @ (g1 - g0) - (kinetic_mean(M1) - kinetic_mean(M0)) + gam @ (gv1 - gv0 - Gm_w_dp)
+    Z = mech.generators(qm)
+    targets = None
+    if Z is not None:
+        # f . xi q_m = D^G_v L . xi v_m + gamma . G(q_m) M(q_m)^-1 xi^T p_m, with D^G_v L = M_bar v_m
+        xi_vm = jax.jvp(mech.generators, (qm,), (vm,))[1]  # xi v_m (zero for a translation)
+        targets = xi_vm.T @ (0.5 * (M0 @ vm + M1 @ vm)) - mech.cotangent_generators(pm).T @ a
+    if mech.invariants is not None:
+        DV = dg.potential_gradient(mech, q0, q1)
+        if targets is not None:
+            targets = targets - Z.T @ DV
+        f = DV + dg.corrected(a0, dq, drest, qm, Z, targets)
+    else:
+        a0 = a0 + jax.grad(mech.V)(qm)
+        f = dg.corrected(a0, dq, mech.V(q1) - mech.V(q0) + drest, qm, Z, targets)
+    return f, a, M0, M1, g1, gv1
+
+
+def _residual_mass(u, s: State, h, t, params, mech):
+    """KBS23b eq 84a-e for a configuration-dependent M(q) (module docstring), in the increments
+    dq, dp:
+
+        q^{n+1} - q^n = h v^{n+1/2} + h M(q^{n+1/2})^-1 G(q^{n+1/2})^T gamma       (84a)
+        p^{n+1} - p^n + h f = 0        (:func:`_force_mass`)                         (84b)
+        p^{n+1/2} = 1/2 (M(q^n) + M(q^{n+1})) v^{n+1/2}                              (84c)
+        g(q^{n+1}) = 0,   G(q^{n+1}) M(q^{n+1})^-1 p^{n+1} = 0                        (84d, e)
+    """
+    dq, dp, v1, lam, gam = u["dq"], u["dp"], u["v1"], u["lam"], u["gam"]
+    p0, v0 = s.p, s.v
+    f, a, M0, M1, g1, gv1 = _force_mass(mech, s, dq, dp, v1, lam, gam)
+    vm = 0.5 * (v0 + v1)
+    return jnp.concatenate(
+        [
+            dq - h * vm - h * a,  # (84a)
+            dp + h * f,  # (84b)
+            p0 + 0.5 * dp - 0.5 * (M0 @ vm + M1 @ vm),  # (84c)
+            g1,  # (84d)
+            gv1,  # (84e)
         ]
     )
 
@@ -257,8 +360,13 @@ def _update(u, s: State, h, t, params, mech):
     The energy E = 1/2 v.M v + V evaluated with that v then wanders away from the conserved
     1/2 p.M^-1 p + V by far more than round-off over a long run (Brouwer's law holds for p, not
     for the accumulated v). Starting each step from v^n = M^-1 p^n ends the accumulation; the
-    trajectory of q and p is the same up to round-off."""
+    trajectory of q and p is the same up to round-off.
+
+    For a configuration-dependent M the unknown v^{n+1} is kept: there p^n = M(q^n) v^n does not
+    hold (KB23 Prop. 5.5), and E(q, v, p) is conserved with the v of (84c)."""
     new, out = _update_unknowns(u, s, h, t, params, mech)
+    if not mech.constant_mass:
+        return new, out
     v = mech.Minv_mul(new.p)
     return new._replace(v=v), {**out, "v": v}
 
@@ -349,7 +457,10 @@ class EMTangent:
 def _tangent(u, s: State, h, t, params, mech):
     """The structured tangent of EM (:class:`EMTangent`); every block by AD of g, V (and the
     invariants) through :func:`_force`, each derivative taken on its own (one batched jacfwd over
-    all of them costs more on small systems)."""
+    all of them costs more on small systems). A configuration-dependent M: the AD Jacobian of
+    :func:`_residual_mass`."""
+    if not mech.constant_mass:
+        return _ad_tangent(_residual_mass, u, s, h, t, params, mech)
     dq, dp, lam, gam = u["dq"], u["dp"], u["lam"], u["gam"]
     q0, p0 = s.q, s.p
     cq = None if s.comp is None else s.comp[0]
@@ -379,6 +490,21 @@ def _tangent(u, s: State, h, t, params, mech):
     return EMTangent(mech, h, 2.0 * Gm, G1, K1, Hm, Fq, Fw, Fl, Fg)
 
 
+def _enforced(sol):
+    """The constraints EM is built to meet: g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1} (84d, e); for a
+    configuration-dependent M, G(q^{n+1}) M(q^{n+1})^-1 p^{n+1} (the nodal v^{n+1} is not
+    M(q^{n+1})^-1 p^{n+1} there)."""
+    mech = sol.mechanics
+    if mech.constant_mass:
+        return enforced_both_nodal(sol)
+    return {
+        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
+        "velocity G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}": sol._vmap(
+            lambda q, p: ggl_mass.secondary(mech, q, p), sol.q[1:], sol.p[1:]
+        ),
+    }
+
+
 GGL_EM = register(
     Scheme(
         name="ggl-em",
@@ -386,11 +512,19 @@ GGL_EM = register(
         residual=_residual,
         update=_update,
         tangent=_tangent,
-        capabilities=Capabilities(external_force=False, velocity_kind="nodal", gamma=True, symmetries=True),
+        capabilities=Capabilities(
+            external_force=False,
+            velocity_kind="nodal",
+            gamma=True,
+            symmetries=True,
+            mass_inverse=False,
+            configuration_mass=True,
+            applies_to=ggl_mass.refusal("ggl-em"),
+        ),
         about=About(
-            paper="KBS23b eq 84-91",
+            paper="KBS23b eq 84-91; M(q) by KBS23b Remark 3 with KB23 eq 29",
             description="GGL energy-momentum scheme with discrete gradients",
-            enforced=enforced_both_nodal,
+            enforced=_enforced,
             keeps="energy, momentum maps, both constraints at nodes; order 2",
             order=2,
         ),

@@ -15,6 +15,15 @@ KBS23a eq 41b and 57b print M^-1 p^n in the gamma term; the derivation (KBS23a e
 give M^-1 p^{n+1}, which is used here. An external force enters like the damping force, at t^n.
 Symplectic, conserves momentum maps, g(q) = 0 at the nodes; first order.
 
+Configuration-dependent M(q) (new; the discrete action KBS23b eq 52 with the secondary constraint
+g_v(q, p) = G(q) M(q)^-1 p of KBS23b Remark 3 at (q_bar, p^{n+1}); derivation in the theory pages):
+the same equations with M^-1 G(q_bar)^T gamma -> a = M(q_bar)^-1 G(q_bar)^T gamma in (55a),
+sum_k gamma_k D^2 g_k(q_bar) M^-1 p^{n+1} -> D_1 g_v(q_bar, p^{n+1})^T gamma
+= sum_k gamma_k D^2 g_k(q_bar) w - D_q[a . M(q) w](q_bar), w = M(q_bar)^-1 p^{n+1}, in (55b, c), and
+(55e) G(q_bar) M(q_bar)^-1 p^{n+1} = 0 (:func:`_residual_mass`; M(q) enters only through linear
+solves). D_1 L and D_2 L are those of L(q, v) = 1/2 v.M(q)v - V(q). With a constant M the
+residual is the one above, operation for operation.
+
 Newton's tangent dR/dx is structured (:func:`_tangent`), each form tested against the AD Jacobian:
 :class:`VISTangent` (dense blocks, block elimination) for small systems; from
 :data:`BANDED_MIN_D` coordinates on :class:`VISTangentBanded` where the reduced Newton system is a
@@ -32,7 +41,8 @@ from jax import lax
 
 from ..solvers import banded as _banded
 from ..solvers.dense import block_solve, solver
-from . import register
+from ..solvers.tangent import ad_jacobian
+from . import ggl_mass, register
 from .base import About, Capabilities, Scheme, State, next_node
 
 
@@ -45,7 +55,10 @@ def _nodes(u, s: State):
 def _residual(u, s: State, h, t, params, mech):
     """KBS23b eq 55 (KBS23a eq 57) in the increments dq = q^{n+1} - q^n, dp = p^{n+1} - p^n: no
     difference of nodal values is formed, so the residual resolves the increments to their own
-    precision (the time loop adds them by compensated summation)."""
+    precision (the time loop adds them by compensated summation). A configuration-dependent M:
+    :func:`_residual_mass`."""
+    if not mech.constant_mass:
+        return _residual_mass(u, s, h, t, params, mech)
     dq, dp, v0, lam, gam = u["dq"], u["dp"], u["v0"], u["lam"], u["gam"]
     q0 = s.q
     q1, p1 = _nodes(u, s)
@@ -72,12 +85,52 @@ def _residual(u, s: State, h, t, params, mech):
     )
 
 
+def _residual_mass(u, s: State, h, t, params, mech):
+    """KBS23b eq 55 (KBS23a eq 57) for a configuration-dependent M(q), derived from the discrete
+    action KBS23b eq 52 with h gamma.g_v(q_bar, p^{n+1}), g_v(q, p) = G(q) M(q)^-1 p (module docstring):
+
+        q^{n+1} - q^n = h v^n + h a,                          a = M(q_bar)^-1 G(q_bar)^T gamma
+        p^{n+1} - p^n = h D_1 L(q^n, v^n) - h G(q^n)^T lambda - h D_1 g_v(q_bar, p^{n+1})^T gamma
+                        (- h C(q^n) v^n + h F(q^n, v^n, t^n))
+        D_2 L(q^n, v^n) = p^{n+1} + h D_1 g_v(q_bar, p^{n+1})^T gamma
+        g(q^{n+1}) = 0,   G(q_bar) M(q_bar)^-1 p^{n+1} = 0
+
+    with D_1 g_v^T gamma from :func:`livens.schemes.ggl_mass.secondary_q_term`."""
+    dq, dp, v0, lam, gam = u["dq"], u["dp"], u["v0"], u["lam"], u["gam"]
+    q0 = s.q
+    q1, p1 = _nodes(u, s)
+    qbar = q0 + h * v0
+    a, w = ggl_mass.solve_at(mech, qbar, gam, p1)  # one solve with M(q_bar)
+    dgv = jax.grad(ggl_mass.secondary_potential(mech, gam, w, a))(qbar)
+    force = mech.D1L(q0, v0) - mech.GT_mul(q0, lam)
+    if mech.has_dissipation:
+        force = force - mech.C(q0) @ v0
+    if mech.has_external_force:
+        force = force + mech.F(q0, v0, t)
+    return jnp.concatenate(
+        [
+            dq - h * v0 - h * a,
+            dp - h * force + h * dgv,
+            mech.D2L(q0, v0) - p1 - h * dgv,
+            mech.g(q1),
+            jax.jvp(mech.g, (qbar,), (w,))[1],
+        ]
+    )
+
+
 def _enforced(sol):
-    """The constraints VI-S is built to meet: g(q^{n+1}) and G(q_bar) M^-1 p^{n+1} (55d, e)."""
+    """The constraints VI-S is built to meet: g(q^{n+1}) and G(q_bar) M^-1 p^{n+1} (55d, e);
+    G(q_bar) M(q_bar)^-1 p^{n+1} for a configuration-dependent M."""
     import numpy as np
 
     mech = sol.mechanics
     qbar = sol.q[:-1] + sol.h * sol.v
+    if not mech.constant_mass:
+        gv = sol._vmap(lambda q, p: ggl_mass.secondary(mech, q, p), qbar, sol.p[1:])
+        return {
+            "position g(q^{n+1})": sol.constraint_residual("position")[1:],
+            "velocity G(q_bar) M(q_bar)^-1 p^{n+1}": gv,
+        }
     Minv = np.asarray(mech.Minv())
     G = sol._vmap(mech.G, qbar)
     gv = np.einsum("nij,nj->ni", G, sol.p[1:] @ Minv.T)
@@ -447,7 +500,10 @@ def _tangent(u, s: State, h, t, params, mech):
     """The structured tangent of VI-S: :class:`VISTangentBanded` from :data:`BANDED_MIN_D`
     coordinates on where its reduced system is a narrow band, else :class:`VISTangentMF` from
     :data:`MATRIX_FREE_MIN_D` coordinates on, else (or where m = 0) :class:`VISTangent`; their
-    blocks by AD of g, C and F."""
+    blocks by AD of g, C and F. A configuration-dependent M: the AD Jacobian of
+    :func:`_residual_mass` (:func:`livens.solvers.tangent.ad_jacobian`)."""
+    if not mech.constant_mass:
+        return _ad_tangent(_residual_mass, u, s, h, t, params, mech)
     v0, gam = u["v0"], u["gam"]
     q0 = s.q
     q1, p1 = _nodes(u, s)
@@ -471,15 +527,39 @@ def _tangent(u, s: State, h, t, params, mech):
     return VISTangent(mech, h, A, mech.G(q0), mech.G(q1), mech.G(qbar), K, Hg, Tq)
 
 
+def _ad_tangent(residual, u, s: State, h, t, params, mech):
+    """dR/dx of ``residual`` at the named unknowns ``u`` by forward-mode AD (the unknowns packed in
+    the order of ``u``)."""
+    names = list(u)
+    sizes = [int(u[n].shape[0]) for n in names]
+    x = jnp.concatenate([u[n] for n in names])
+
+    def unpack(z):
+        out, i = {}, 0
+        for n, k in zip(names, sizes):
+            out[n] = z[i : i + k]
+            i += k
+        return out
+
+    return ad_jacobian(lambda v: residual(v, s, h, t, params, mech), x, unpack)
+
+
 VI_S = register(
     Scheme(
         name="ggl-vi",
         unknowns=(("dq", "d"), ("dp", "d"), ("v0", "d"), ("lam", "m"), ("gam", "m")),
         residual=_residual,
         tangent=_tangent,
-        capabilities=Capabilities(velocity_kind="leading", gamma=True, dissipation=True),
+        capabilities=Capabilities(
+            velocity_kind="leading",
+            gamma=True,
+            dissipation=True,
+            mass_inverse=False,
+            configuration_mass=True,
+            applies_to=ggl_mass.refusal("ggl-vi"),
+        ),
         about=About(
-            paper="KBS23b eq 55; KBS23a eq 41 (typo in 41b corrected), damped KBS23a eq 57",
+            paper="KBS23b eq 55; KBS23a eq 41 (typo in 41b corrected), damped KBS23a eq 57; M(q) by KBS23b Remark 3",
             description="first-order symplectic GGL variational integrator",
             enforced=_enforced,
             keeps="symplectic, momentum maps, g(q) at nodes; order 1",
