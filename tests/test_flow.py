@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import livens as lv
+from livens.driver.ingraph import SCHEME_START, STEP
 
 RTOL = 1e-6
 
@@ -115,17 +116,82 @@ def test_flow_is_the_simulation_and_vmaps():
     assert J.shape == (3, 3) and np.all(np.isfinite(np.asarray(J)))
 
 
-def test_failed_step_is_an_error_and_nan_under_transformations():
+def _falling_pendulum():
+    """The pendulum released just off the top: with VI-S at h = 0.15 Newton fails in step 7."""
     problem = lv.examples.load("pendulum-3d")
-    F = lv.flow(problem, "VI-S", h=0.5, n_steps=30, max_iter=3)
-    with pytest.raises(lv.ConvergenceError, match=r"Newton did not converge in step \d+ of 30 .* lv\.flow"):
-        F(problem.q0, problem.v0)
-    res = jax.jit(lambda v: F._fn(problem.q0, v))(jnp.asarray(problem.v0))  # traced: no exception
-    assert not bool(res.converged)
-    k = int(res.failed_step)
-    assert np.all(np.isnan(np.asarray(res.q[k + 1 :]))) and np.all(np.isfinite(np.asarray(res.q[: k + 1])))
+    q0 = jnp.array([np.sin(0.05), 0.0, np.cos(0.05)])
+    return problem, q0, jnp.array([0.0, 0.5, 0.0]), lv.flow(problem, "VI-S", h=0.15, n_steps=20)
+
+
+def test_failed_step_is_an_error_and_nan_under_transformations():
+    problem, q0, v0, F = _falling_pendulum()
+    with pytest.raises(lv.ConvergenceError, match=r"Newton did not converge in step 7 of 20 .* lv\.flow") as err:
+        F(q0, v0)
+    assert err.value.step == 6 and abs(err.value.time - 0.9) < 1e-12 and err.value.residual > 1.0
+    res = jax.jit(F._fn)(q0, v0)  # traced: no exception
+    assert not bool(res.converged) and int(res.failed_step) == 6 and int(res.failure) == STEP
+    assert np.all(np.isnan(np.asarray(res.q[7:]))) and np.all(np.isfinite(np.asarray(res.q[:7])))
+    # the failed step is not taken again by later segments: no iterations, no residual after it
+    its, resid = np.asarray(res.iterations), np.asarray(res.residual)
+    assert np.all(its[7:] == 0) and np.all(np.isnan(resid[7:])) and resid[6] > 1.0 and np.all(resid[:6] <= 1e-12)
     with pytest.raises(ValueError, match="Unknown parameter 'lenght'"):
         lv.flow(problem, "VI-S", n_steps=5)(problem.q0, problem.v0, {"lenght": 1.0})
+
+
+def test_a_failed_run_has_nan_gradients_with_respect_to_every_input():
+    """The loss of a run with a failed step is NaN, and so is its gradient with respect to q0, v0 and
+    the parameters, in reverse and forward mode, even for a loss of the nodes before the failure
+    (which are finite): an optimizer that reads only gradients is not misled."""
+    _, q0, v0, F = _falling_pendulum()
+    w = jnp.array([1.0, 2.0, 3.0])
+
+    def losses(q, v, L):
+        res = F(q, v, {"length": L})
+        return w @ res.q[-1], jnp.sum(res.q[:3])
+
+    last, early = jax.jit(losses)(q0, v0, 1.0)
+    assert np.isnan(float(last)) and np.isfinite(float(early))
+    for k in (0, 1):
+        g = jax.jit(jax.grad(lambda q, v, L: losses(q, v, L)[k], argnums=(0, 1, 2)))(q0, v0, 1.0)
+        assert all(np.all(np.isnan(np.asarray(x))) for x in g), g
+    d = jax.jit(lambda v: jax.jvp(lambda v: losses(q0, v, 1.0)[1], (v,), (v,))[1])(v0)
+    assert np.isnan(float(d))
+
+
+def test_vmapped_runs_fail_per_member():
+    """Under vmap, converged and failed_step are per member; the failed member's gradient is NaN,
+    the other's is that of its own run; F.check names the failed members; throw=True raises at
+    run time inside jit."""
+    problem, q0, v0, F = _falling_pendulum()
+    q_ok = jnp.array([0.6, 0.0, -0.8])  # swinging below the suspension: every step converges
+    qs, vs = jnp.stack([q0, q_ok]), jnp.stack([v0, v0])
+    res = jax.jit(jax.vmap(F._fn))(qs, vs)
+    assert np.asarray(res.converged).tolist() == [False, True]
+    assert np.asarray(res.failed_step).tolist() == [6, -1]
+    with pytest.raises(lv.ConvergenceError, match=r"member 0 .* 1 of 2 members failed: \[0\]"):
+        F.check(res)
+    loss = lambda q, v: jnp.sum(F(q, v).q[-1] * jnp.array([1.0, 2.0, 3.0]))  # noqa: E731
+    g = jax.jit(jax.vmap(jax.grad(loss, argnums=1)))(qs, vs)
+    assert np.all(np.isnan(np.asarray(g[0])))
+    np.testing.assert_allclose(np.asarray(g[1]), np.asarray(jax.grad(loss, argnums=1)(q_ok, vs[1])), rtol=1e-12)
+    Ft = lv.flow(problem, "VI-S", h=0.15, n_steps=20, throw=True)
+    with pytest.raises(Exception, match=r"Newton did not converge in step 7 of 20"):
+        jax.block_until_ready(jax.jit(lambda v: Ft(q0, v).q)(v0))
+    np.testing.assert_allclose(np.asarray(jax.jit(lambda v: Ft(q_ok, v).q)(vs[1])), np.asarray(res.q[1]), atol=1e-13)
+
+
+def test_a_failed_start_fails_the_run():
+    """The start of vi-lagrange (SLO09 eq 15) that Newton cannot solve fails the run as a failed step
+    does: NaN nodes after node 0, failed_step 0, a message naming the start and its residual."""
+    problem = lv.examples.load("pendulum-3d")
+    F = lv.flow(problem, "vi-lagrange", h=1.0, n_steps=5)
+    q0, v0 = jnp.asarray(problem.q0), 10 * jnp.asarray(problem.v0)
+    res = jax.jit(F._fn)(q0, v0)
+    assert not bool(res.converged) and int(res.failed_step) == 0 and int(res.failure) == SCHEME_START
+    assert np.all(np.isnan(np.asarray(res.q[1:]))) and float(res.residual[0]) > 1.0
+    assert np.all(np.asarray(res.iterations[1:]) == 0)
+    with pytest.raises(lv.ConvergenceError, match=r"start step \(SLO09 eq 15, 17\) did not converge: residual"):
+        F(q0, v0)
 
 
 @pytest.mark.slow

@@ -276,43 +276,66 @@ def check_step(h, t_end, tol, max_iter):
         raise ValueError(f"max_iter must be a positive integer (e.g. 40); got {max_iter!r}.")
 
 
-def consistent_initial_state(system, q0, v0, tol: float = 1e-14, max_iter: int = 50):
-    """Project (q0, v0) onto the constraint manifold.
+def consistent_initial_state(system, q0, v0, tol: float = 1e-14, max_iter: int = 50, parameters=None):
+    """Project (q0, v0) onto the constraint manifold of ``system`` with the parameter values
+    ``parameters`` (a dict; missing ones take the System's defaults; traced values allowed).
 
-    q0 is moved onto g(q) = 0 by Gauss-Newton steps q <- q - G^T (G G^T)^-1 g(q) (the minimum-norm
-    correction), and v0 M-orthogonally onto G(q) v = 0 where M is regular (Euclidean otherwise).
-    Returns numpy arrays (q, v).
+    q0 is moved onto g(q) = 0 along the normal space at q0 (q = q0 + G(q0)^T mu, Newton's method
+    on mu to ||g||_inf <= ``tol``, or to round-off), and v0 M-orthogonally onto G(q) v = 0 where M is
+    regular (Euclidean otherwise): :func:`livens.manifold.project`. A JAX function: ``jax.jit``,
+    ``jax.grad`` (by the implicit function theorem) and ``jax.vmap`` work through it, and return
+    JAX arrays (q, v) there, NaN where q0 is too far from the manifold for Newton's method. On
+    concrete values it returns NumPy arrays (q, v) and raises ``ValueError`` for such a q0.
     """
+    from .manifold import project
     from .mechanics import mechanics
 
-    q = _as_vector("q0", q0)
-    v = _as_vector("v0", v0, q.shape[0])
-    if system.constraints is None:
-        return q, v
-    mech = mechanics(system, q)
-    for _ in range(max_iter):
-        gq = np.asarray(mech.g(jnp.asarray(q)))
-        if np.max(np.abs(gq)) <= tol:
-            break
-        G = np.asarray(mech.G(jnp.asarray(q)))
-        q = q - G.T @ np.linalg.solve(G @ G.T, gq)
+    traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((q0, v0, parameters)))
+    if traced:
+        q, v = jnp.asarray(q0, jnp.float64), jnp.asarray(v0, jnp.float64)
+        if q.ndim != 1 or v.shape != q.shape:
+            raise ValueError(f"q0 and v0 must be vectors of the same shape (d,); got {q.shape} and {v.shape}.")
     else:
+        q = _as_vector("q0", q0)
+        v = _as_vector("v0", v0, q.shape[0])
+    if system.constraints is None:
+        return (q, v) if traced else (np.asarray(q, float), np.asarray(v, float))
+    mech = mechanics(system, np.zeros(q.shape))
+    if system.parameters is None and parameters:
+        raise ValueError("This System has no parameters; call consistent_initial_state without parameters.")
+    values = None
+    if system.parameters is not None:
+        values = {k: jnp.asarray(val, jnp.float64) for k, val in system.parameters.items()}
+        for k, val in (parameters or {}).items():
+            if k not in values:
+                raise ValueError(f"Unknown parameter {k!r}; the System's parameters: {', '.join(values)}.")
+            values[k] = jnp.asarray(val, jnp.float64)
+    if traced:
+        out = project(mech.bind(values), q, v, tol, max_iter)
+        return out.q, out.v
+    out = _projection(mech, float(tol), int(max_iter))(jnp.asarray(q), jnp.asarray(v), values)
+    if not bool(out.converged):
         raise ValueError(
-            f"consistent_initial_state: could not project q0 onto g(q) = 0 in {max_iter} steps "
-            f"(max |g| = {np.max(np.abs(gq)):.3e}); start closer to the constraint manifold."
+            f"consistent_initial_state: could not project q0 onto g(q) = 0 in {max_iter} Newton iterations "
+            f"(max |g| = {float(out.residual):.3e}); start closer to the constraint manifold."
         )
-    G = np.asarray(mech.G(jnp.asarray(q)))
-    M = np.asarray(mech.M(jnp.asarray(q)))
-    Minv = None
-    try:
-        w = np.linalg.eigvalsh(M)
-        if w.min() > 1e-12 * max(1.0, abs(w).max()):
-            Minv = np.linalg.inv(M)
-    except np.linalg.LinAlgError:
-        pass
-    W = Minv if Minv is not None else np.eye(q.shape[0])
-    v = v - W @ G.T @ np.linalg.solve(G @ W @ G.T, G @ v)
-    return q, v
+    return np.array(out.q), np.array(out.v)
+
+
+_PROJECTIONS = CompiledCache(16)
+
+
+def _projection(mech, tol: float, max_iter: int):
+    """:func:`livens.manifold.project` for ``mech`` compiled once (per Mechanics, tol and max_iter)."""
+    from .manifold import project
+
+    key = (id(mech), tol, max_iter)
+    hit = _PROJECTIONS.get(key)
+    if hit is not None and hit[0] is mech:
+        return hit[1]
+    fn = jax.jit(lambda q, v, values: project(mech.bind(values), q, v, tol, max_iter))
+    _PROJECTIONS[key] = (mech, fn)
+    return fn
 
 
 #: Relative size of dV . xi q, G(q) xi q (on the constraint manifold) and of the non-invariant part of M
@@ -366,27 +389,33 @@ def symmetry_defect(mech, sym, q0, seed: int = 0) -> str | None:
 
     Checked with AD at q0, at points near q0 on the constraint manifold and at points off it:
     dV(q) . xi q = 0 (the potential is invariant), G(q) xi q = 0 on g(q) = 0 (the constraint
-    manifold is invariant; g itself may be invariant or equivariant) and, for a constant M,
-    xi^T M + M xi = 0 (the kinetic energy is invariant); each relative to the sizes involved, at
-    :data:`SYMMETRY_RTOL`. A configuration-dependent M counts as not checked (no scheme that uses
-    the symmetries accepts one).
+    manifold is invariant; g itself may be invariant or equivariant) and that the kinetic energy
+    1/2 v.M(q)v is invariant under the tangent lift (q, v) -> (exp(a xi) q, exp(a xi) v):
+    xi^T M + M xi = 0 for a constant M, DM(q)[xi q] + xi^T M(q) + M(q) xi = 0 at every point for a
+    configuration-dependent one (DM(q)[shift] = 0 for a translation); each relative to the sizes
+    involved, at :data:`SYMMETRY_RTOL`. These are the symmetries of the conservative part of the
+    system: an external force or damper need not respect them.
     """
     rng = np.random.default_rng(seed)
-    if not mech.constant_mass:
-        return "the mass matrix depends on q"
     if sym.xi is not None:
-        M, xi = np.asarray(mech.M_const), np.asarray(sym.xi)
-        if xi.shape != M.shape:
-            return f"its generator is {xi.shape[0]} x {xi.shape[1]} but the system has d = {M.shape[0]}"
-        dM = xi.T @ M + M @ xi
-        if np.max(np.abs(dM)) > SYMMETRY_RTOL * np.max(np.abs(M)) * max(np.max(np.abs(xi)), 1.0):
-            return f"the kinetic energy is not invariant (|xi^T M + M xi| = {np.max(np.abs(dM)):.2e})"
+        xi = np.asarray(sym.xi)
+        if xi.shape != (mech.d, mech.d):
+            return f"its generator is {xi.shape[0]} x {xi.shape[1]} but the system has d = {mech.d}"
+        if mech.constant_mass:
+            M = np.asarray(mech.M_const)
+            dM = xi.T @ M + M @ xi
+            if np.max(np.abs(dM)) > SYMMETRY_RTOL * np.max(np.abs(M)) * max(np.max(np.abs(xi)), 1.0):
+                return f"the kinetic energy is not invariant (|xi^T M + M xi| = {np.max(np.abs(dM)):.2e})"
     elif np.shape(sym.shift) != (mech.d,):
         return f"its generator has {np.shape(sym.shift)} entries but the system has d = {mech.d}"
     on = _manifold_points(mech, np.asarray(q0, float), rng, 3)
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
     off = [q + 0.05 * scale * rng.standard_normal(len(q0)) for q in on]
     _, G_fn, dV = _compiled(mech)
+    if not mech.constant_mass:
+        why = _mass_defect(mech, sym, on + off)
+        if why is not None:
+            return why
     for q in on + off:
         z = np.asarray(sym.generator(jnp.asarray(q)), float)
         grad = np.asarray(dV(jnp.asarray(q)))
@@ -405,6 +434,29 @@ def symmetry_defect(mech, sym, q0, seed: int = 0) -> str | None:
                     f"it does not leave the constraint manifold invariant ({constraint_label(mech.system, k)}: "
                     f"G xi q = {Gz[k]:.3e} at q = {np.round(q, 4).tolist()})"
                 )
+    return None
+
+
+def _mass_defect(mech, sym, points) -> str | None:
+    """Why the kinetic energy of a configuration-dependent M(q) is not invariant under the tangent
+    lift of ``sym`` at one of ``points`` (DM(q)[xi q] + xi^T M(q) + M(q) xi, relative to |M(q)|),
+    or None."""
+    xi = None if sym.xi is None else jnp.asarray(sym.xi)
+    M = mech.M
+
+    @jax.jit
+    def change(q):
+        Mq, dM = jax.jvp(M, (q,), (jnp.asarray(sym.generator(q), q.dtype),))
+        return (dM if xi is None else dM + xi.T @ Mq + Mq @ xi), Mq
+
+    for q in points:
+        dM, Mq = (np.asarray(a) for a in change(jnp.asarray(q)))
+        size = max(np.max(np.abs(Mq)), 1e-300) * (1.0 if xi is None else max(float(np.max(np.abs(sym.xi))), 1.0))
+        if np.max(np.abs(dM)) > SYMMETRY_RTOL * size:
+            return (
+                f"the kinetic energy is not invariant (|DM(q)[xi q] + xi^T M + M xi| = {np.max(np.abs(dM)):.2e} "
+                f"at q = {np.round(q, 4).tolist()})"
+            )
     return None
 
 

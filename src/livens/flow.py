@@ -25,34 +25,44 @@ def flow(
     save_every: int = 1,
     segment: int | None = None,
     backend: str | None = None,
+    consistent: bool = True,
+    throw: bool = False,
     **params,
 ) -> FlowFunction:
     """The run of ``scheme`` on ``problem`` over ``n_steps`` steps of size ``h`` as a pure function
     ``F(q0, v0, parameters=None) -> FlowResult``; ``jax.grad``, ``jax.jvp``, ``jax.jacfwd``, ``jax.jit``
     and ``jax.vmap`` work through it.
 
-    q0, v0: the initial state (arrays of shape (d,)); for a consistent run they lie on the
-    constraint manifold, and derivatives are meaningful along directions that keep them there (the
-    flow does not project). parameters: values of the System's parameters (a dict; missing ones
-    take the System's defaults; traced values allowed).
+    q0, v0: the initial state (arrays of shape (d,)). parameters: values of the System's
+    parameters (a dict; missing ones take the System's defaults; traced values allowed).
+    consistent (default True): (q0, v0) is first mapped onto the constraint manifold of the call's
+    parameter values (:func:`livens.consistent_initial_state`, a JAX function with its implicit
+    derivative), so that derivatives with respect to q0, v0 and the parameters are derivatives along
+    consistent starts; False: a start off the manifold (beyond ``Problem.consistency_tol``) is
+    refused with a ``ValueError`` on concrete values, and fails the run under a transformation.
 
-    The arguments mean what they mean for :func:`livens.simulate`; two defaults differ on purpose:
-    ``tol`` is 1e-12 (the derivative by the implicit function theorem is that of the solution to
-    this tolerance), and ``guess`` is "advanced" (q^n + h v^n; the program to differentiate stays
-    smaller than with livens' extrapolation; it changes no result). save_every: return every k-th
-    node. segment: steps per checkpointed segment (default about sqrt(n_steps)). backend: as for
-    :func:`livens.simulate`; in-graph runs are XLA programs. The symmetries an energy-momentum scheme
-    respects are checked once, with the System's default parameter values.
+    The arguments mean what they mean for :func:`livens.simulate` (same default guess, the same
+    time step); ``tol`` defaults to 1e-12 (the derivative by the implicit function theorem is that
+    of the solution to this tolerance). save_every: return every k-th node. segment: steps per
+    checkpointed segment (default about sqrt(n_steps)). backend: as for :func:`livens.simulate`;
+    where the engine compiles the loop natively, a call that is not differentiated runs the native
+    kernel, and derivatives run the XLA program. The symmetries an energy-momentum scheme keeps are
+    decided per call: for concrete parameter values as :func:`livens.simulate` decides them; for
+    traced values those of the System's defaults are kept, and values that break one fail the run
+    with a message naming it.
 
     Each step's derivative comes from the implicit function theorem at its converged Newton solution
     (one linear solve with the step's tangent, or its transpose in reverse mode), never from
     differentiating Newton's iterations; reverse mode stores only the states at the ends of segments
-    and recomputes each segment (memory like sqrt(n_steps)). A step that does not converge makes the
-    nodes after it NaN and ``converged`` False; called on concrete arrays, ``F`` raises
-    :class:`~livens.ConvergenceError` naming the step; under a transformation check
-    ``result.converged`` (or :meth:`FlowFunction.check`). There is no rescue: its iterations are not a
-    differentiable map. A program that calls ``F`` inside the user's own ``jax.jit`` or ``jax.grad``
-    runs best inside ``with livens.engine.serial_blas():`` (one BLAS thread, as every livens driver).
+    and recomputes each segment (memory like sqrt(n_steps)). A failed start or step makes the nodes
+    after it NaN, ``converged`` False and the derivative of every output with respect to every input
+    NaN; no later step is taken. Called on concrete arrays, ``F`` raises
+    :class:`~livens.ConvergenceError` naming the step, its time and residual; under a transformation
+    check ``result.converged`` (per member under ``jax.vmap``) or :meth:`FlowFunction.check`, or pass
+    ``throw=True`` to raise at run time through a host callback. There is no rescue: its iterations
+    are not a differentiable map. A program that calls ``F`` inside the user's own ``jax.jit`` or
+    ``jax.grad`` runs best inside ``with livens.engine.serial_blas():`` (one BLAS thread, as every
+    livens driver).
     """
     return run(
         problem,
@@ -68,8 +78,7 @@ def flow(
         output=Arrays(save_every),
         on_failure=NaNFlag(),
         adjoint=Implicit(),
-        default_guess="advanced",
-    )
+    ).configured(consistent=consistent, throw=throw)
 
 
 __all__ = ["flow", "FlowResult", "FlowFunction"]

@@ -116,7 +116,8 @@ class PerMember(Raise):
 
 @dataclass(frozen=True)
 class NaNFlag:
-    """In-graph: the nodes after a failed step are NaN and the result says it did not converge."""
+    """In-graph: once the start or a step fails, no later step is taken, the nodes after it are NaN,
+    the result says it did not converge, and every derivative of the run is NaN."""
 
 
 @dataclass(frozen=True)

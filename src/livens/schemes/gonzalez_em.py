@@ -49,7 +49,14 @@ def _residual(u, s: State, h, t, params, mech):
 
 def _force(mech, q0, q1, lam):
     """D^G V + D^G g^T lambda, one :func:`~livens.discrete_gradients.corrected` gradient of
-    V + lambda.g (Greenspan's D^G V apart where the System declares invariants)."""
+    V + lambda.g (Greenspan's D^G V apart where the System declares invariants).
+
+    Where V and g are at most quadratic, the midpoint gradient of V + lambda.g is an exact discrete
+    gradient (KBS23b eq 99) and is used as such: the increment of V + lambda.g is a0 . dq exactly,
+    so no quotient of round-off by a small increment is formed (Greenspan's (V(pi^{n+1}) -
+    V(pi^n)) / (pi^{n+1} - pi^n) for a potential linear in its invariants, the heavy top's, is
+    V' plus round-off / |dpi|, whose derivative, of size eps |V| / |dpi|^2, forward and reverse
+    mode evaluate to different round-off)."""
     qm, dq = 0.5 * (q0 + q1), q1 - q0
     Z = mech.generators(qm)
 
@@ -58,11 +65,13 @@ def _force(mech, q0, q1, lam):
 
     # an invariant g meets the orthogonality condition by itself; an equivariant one is imposed
     force = Z is not None and not mech.invariant_constraints
-    if mech.quadratic_constraints and not force:  # midpoint derivatives of g exact (KBS23b eq 99)
-        if mech.invariants is not None:
-            return dg.potential_gradient(mech, q0, q1) + jax.grad(phi)(qm)
-        if mech.quadratic_potential:
-            return jax.grad(lambda q: mech.V(q) + phi(q))(qm)
+    if mech.quadratic_constraints and mech.quadratic_potential:
+        a0 = jax.grad(lambda q: mech.V(q) + phi(q))(qm)
+        if not force:
+            return a0
+        return dg.corrected(a0, dq, a0 @ dq, qm, Z, jnp.zeros(Z.shape[1]))
+    if mech.quadratic_constraints and not force and mech.invariants is not None:  # KBS23b eq 99 for g
+        return dg.potential_gradient(mech, q0, q1) + jax.grad(phi)(qm)
     if mech.invariants is not None:
         DV = dg.potential_gradient(mech, q0, q1)
         targets = -(Z.T @ DV) if force else None

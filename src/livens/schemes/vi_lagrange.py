@@ -70,7 +70,7 @@ import jax.scipy.linalg as jsl
 
 from .._lru import LRU
 from ..solvers import banded_tangent
-from ..solvers.newton import LinearizedNewton, implicit, linearized_jacobian
+from ..solvers.newton import LinearizedNewton, dense_tangent_solve, implicit, linearized_jacobian
 from . import register
 from .base import About, Capabilities, Scheme, Solving, State, compensated_add
 
@@ -119,9 +119,39 @@ def _qr_bases(mech, q):
     """(P, N, R1) from the complete QR factorization G(q)^T = [N P] [R1; 0] (G of full rank m): P
     (d x k) an orthonormal basis of null G(q) (SLO09 §4), N (d x m) one of its complement range
     G(q)^T, R1 (m x m) upper triangular with G(q)^T = N R1. Any orthonormal basis P gives the same
-    q_{i+1}; QR costs less than the SVD."""
-    Q, R = jnp.linalg.qr(mech.G(q).T, mode="complete")
-    return Q[:, mech.m :], Q[:, : mech.m], R[: mech.m]
+    q_{i+1}; QR costs less than the SVD. Differentiable (:func:`_complete_qr`)."""
+    return _complete_qr(mech.G(q).T)
+
+
+@jax.custom_jvp
+def _complete_qr(A):
+    """(P, N, R1) of the complete QR factorization A = [N P] [R1; 0] of a d x m matrix of rank m.
+
+    Its derivative: (dN, dR1) that of the reduced factorization A = N R1 (C = N^T dA R1^-1,
+    Omega = tril(C, -1) - tril(C, -1)^T, dN = N (Omega - C) + dA R1^-1, dR1 = (C - Omega) R1), and
+    dP = -N dN^T P, the derivative of the basis of the complement carried along without rotating
+    within it (P^T P = I and N^T P = 0 to first order). The complement's own choice is not unique,
+    and the derivative that JAX defines for it is NaN where A has zero rows (G(q) at a
+    configuration on a coordinate axis); the null space method's q_{i+1} does not depend on that
+    choice, only on the span of P."""
+    m = A.shape[1]
+    Q, R = jnp.linalg.qr(A, mode="complete")
+    return Q[:, m:], Q[:, :m], R[:m]
+
+
+@_complete_qr.defjvp
+def _complete_qr_jvp(primals, tangents):
+    (A,), (dA,) = primals, tangents
+    P, N, R1 = _complete_qr(A)
+    if N.shape[1] == 0:
+        return (P, N, R1), (jnp.zeros_like(P), jnp.zeros_like(N), jnp.zeros_like(R1))
+    dA_Rinv = jsl.solve_triangular(R1, dA.T, trans=1, lower=False).T  # dA R1^-1
+    C = N.T @ dA_Rinv
+    low = jnp.tril(C, -1)
+    omega = low - low.T
+    dN = N @ (omega - C) + dA_Rinv
+    dR1 = (C - omega) @ R1
+    return (P, N, R1), (-N @ (dN.T @ P), dN, dR1)
 
 
 def _multiplier(N, R1, r, h):
@@ -162,14 +192,16 @@ def _normal_correction(mech, y, N):
 
     z0 = jnp.zeros((N.shape[1],), y.dtype)
     z, dz_norm, _ = jax.lax.while_loop(cond, body, (z0, jnp.asarray(1.0, y.dtype), jnp.int32(0)))
-    u = y + N @ z
-    return jnp.where(dz_norm <= 1e-8 * scale, u, jnp.nan), z
+    z = jnp.where(dz_norm <= 1e-8 * scale, z, jnp.nan)
+    return y + N @ z, z
 
 
 def make_chart(mech):
     """The point u = y + N z on g = 0 (:func:`_normal_correction`) as a function of (y, N), with its
-    implicit derivative: G(u) du = 0 with du = t + N dz, t = dy + dN z, so that
-    du = t - N (G(u) N)^-1 G(u) t (one m x m solve).
+    implicit derivative (``lax.custom_root``): G(u) du = 0 with du = t + N dz, t = dy + dN z (and
+    the System's parameters' part of dg where they are traced), so that dz = -(G(u) N)^-1 G(u) t
+    (one m x m solve). Written with ``custom_root``, whose residual may close over traced values
+    (the parameters of a gradient), the chart differentiates on every System.
 
     The Newton loop is one ``jit`` function, called by the chart and by its derivative: a step
     calls it at several places (first guess, Newton, update), which the native backend then writes
@@ -178,18 +210,15 @@ def make_chart(mech):
         return lambda y, N: y
     correction = jax.jit(lambda y, N: _normal_correction(mech, y, N))
 
-    @jax.custom_jvp
     def chart(y, N):
-        return correction(y, N)[0]
+        def residual(z):
+            return mech.g(y + N @ z)
 
-    @chart.defjvp
-    def chart_jvp(primals, tangents):
-        (y, N), (dy, dN) = primals, tangents
-        u, z = correction(y, N)
-        t = dy + dN @ z
-        _, lin = jax.linearize(mech.g, u)
-        J = jax.vmap(lin, in_axes=1, out_axes=1)(N)
-        return u, t - N @ jnp.linalg.solve(J, lin(t))
+        def solve(_, z_start):  # the same equations, solved by the one Newton function
+            return correction(y, N)[1]
+
+        z = jax.lax.custom_root(residual, jnp.zeros((mech.m,), y.dtype), solve, dense_tangent_solve)
+        return y + N @ z
 
     return chart
 
