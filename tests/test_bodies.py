@@ -263,6 +263,25 @@ def test_symmetries_found_and_satisfy_002_eq_41(gravity, expected):
         assert holds == (s.name in expected), (s.name, dV, Gxi)
 
 
+def test_loads_and_dampers_break_conservation_not_the_conservative_symmetries():
+    """Assembly.symmetries() lists the symmetries of the conservative part (bodies, joints, gravity,
+    springs), which a Problem declares; symmetries(conserved=True) those that the loads and dampers
+    respect too. A damper to the ground and a load along e3 leave the conservative part's six, and
+    of the whole system only the rotation about e3 (the load is parallel to it, the damper axial with
+    its ground point on the axis)."""
+    base = _free_pair()
+    body = base.bodies[0]
+    extra = [
+        lb.Damper("dash", body.point((0.0, 0.0, 0.0)), lb.ground((0.0, 0.0, -1.0)), eta=0.3, axial=True),
+        lb.PointLoad("push", body.point((0.1, 0.0, 0.0)), (0.0, 0.0, 2.0)),
+    ]
+    asm = lb.Assembly(base.bodies, joints=base.joints, forces=base.forces + tuple(extra), name="pair")
+    assert [s.name for s in asm.symmetries()] == ["J1", "J2", "J3", "L1", "L2", "L3"]
+    assert [s.name for s in asm.symmetries(conserved=True)] == ["J3"]
+    assert [s.name for s in asm.problem().symmetries] == ["J1", "J2", "J3", "L1", "L2", "L3"]
+    assert [s.name for s in base.symmetries(conserved=True)] == [s.name for s in base.symmetries()]
+
+
 def test_momentum_maps_of_assembled_symmetries_are_conserved():
     """VI-S conserves the momentum maps (KBS23b eq 45) the Assembly lists, to round-off."""
     asm = _free_pair(gravity=(0.0, 0.0, -9.81))

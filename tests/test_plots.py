@@ -83,7 +83,7 @@ def test_constraint_figure_labels_nodal_and_enforced(sols, tmp_path):
     check_files(plots.constraints_figure(a, str(tmp_path / "g"), "position", log=True))
 
 
-def test_coordinate_convergence_stability_and_curves(sols, tmp_path):
+def test_coordinate_convergence_and_curves(sols, tmp_path):
     a, b = sols
     check_files(plots.coordinate_figure([a, b], str(tmp_path / "q1"), "q", 0, reference=0.0), ["series", "t", "q1"])
     h = np.array([0.1, 0.05, 0.025])
@@ -92,10 +92,6 @@ def test_coordinate_convergence_stability_and_curves(sols, tmp_path):
         ["series", "h", "error"],
     )
     assert len(rows) == 6
-    tr = Trace.from_solution(a, include="energy")
-    check_files(
-        plots.stability_figure([tr], str(tmp_path / "stab"), status={tr.label: {"status": "blow-up", "t_blowup": 1.0}})
-    )
     check_files(
         plots.curves_figure([("x", a.t, a.q[:, 0])], str(tmp_path / "curve"), "t", "x", yname="x"), ["series", "t", "x"]
     )

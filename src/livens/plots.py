@@ -14,7 +14,6 @@ Figure kinds (the papers' figures they reproduce):
 - :func:`multipliers_figure`: lambda or gamma per step (KBS23b Figs 4, 5);
 - :func:`coordinate_figure`: one coordinate or momentum component (KBS23b Figs 2, 3, 17; KBS23a Figs 10, 12);
 - :func:`convergence_figure`: log-log errors with fitted slopes (KBS23b Figs 18, 19, 28-30; KBS23a Fig 9; SLO09 Fig 4);
-- :func:`stability_figure`: energy over time of several runs, blow-ups marked (KBS23b Figs 31-33);
 - :func:`overview_figure`: the four-panel summary of one run used by ``livens run``.
 """
 
@@ -51,8 +50,10 @@ def overview(sol, max_points: int = 2000):
     1. the energy quantities T, V, H (and E = p.v - L) over time;
     2. the increments E^{n+1} - E^n of the scheme's energy function (KBS23b Fig 8), or, where the run
        kept one node in every k (``save_every``), the error E^n - E^0;
-    3. the increments (or the drift J^n - J^0) of the momentum maps; without a symmetry, the
-       Newton iterations per step instead;
+    3. the increments (or the drift J^n - J^0) of the momentum maps; where the system has an external
+       force or dampers, the momentum balance J^{n+1} - J^n - I^n instead, I^n their impulse over the
+       step (``Solution.momentum_balance``), zero for the schemes that keep momentum maps however the
+       loads act; without a symmetry, the Newton iterations per step instead;
     4. the largest constraint residual over the constraints at the nodes (position and velocity
        level) and where the scheme enforces them (an enforced residual equal to the nodal one is
        drawn once), with the Newton tolerance; for an unconstrained system the Newton residual.
@@ -95,12 +96,24 @@ def overview(sol, max_points: int = 2000):
     J = sol.momentum_maps()
     if J:
         note = None
+        balance = _momentum_balance(sol) if consecutive else None
         for i, (name, Jn) in enumerate(J.items()):
-            y, x = (np.diff(Jn), t[1:]) if consecutive else (Jn - Jn[0], t)
+            if balance is not None:
+                y, x = balance[name], t[1:]
+            else:
+                y, x = (np.diff(Jn), t[1:]) if consecutive else (Jn - Jn[0], t)
             note = _dots(ax, x, y, max_points, label=name if len(J) > 1 else None, style=i, clip=len(J) == 1)
         which = "" if len(J) > 1 else f" {next(iter(J))}"
-        ax.set_ylabel("$J^{n+1} - J^n$" if consecutive else "$J^n - J^0$")
-        _title(ax, (f"momentum map increments{which}" if consecutive else f"momentum map drift{which}"), note)
+        if balance is not None:
+            ax.set_ylabel("$J^{n+1} - J^n - I^n$")
+            title = f"momentum balance{which}, $I^n$ the impulse of the loads and dampers"
+        elif consecutive:
+            ax.set_ylabel("$J^{n+1} - J^n$")
+            title = f"momentum map increments{which}"
+        else:
+            ax.set_ylabel("$J^n - J^0$")
+            title = f"momentum map drift{which}"
+        _title(ax, title, note)
         _legend_below(ax)
     else:
         its = np.asarray(sol.newton_iterations, dtype=float)
@@ -115,6 +128,19 @@ def overview(sol, max_points: int = 2000):
     ax.set_xlabel("t")
     fig.suptitle(f"{sol.meta.get('example')} — {sol.scheme} {sol.params or ''}, h = {sol.h:g}")
     return fig
+
+
+def _momentum_balance(sol):
+    """``sol.momentum_balance()`` where the system has an external force or dampers (their impulse
+    enters the balance), else None (the increments are the balance; also for a Solution loaded
+    without its system)."""
+    try:
+        mech = sol.mechanics
+        if not (mech.has_external_force or mech.has_dissipation):
+            return None
+        return sol.momentum_balance()
+    except ValueError:
+        return None
 
 
 _LINESTYLES = ("-", "--", "-.", ":")
@@ -595,34 +621,6 @@ def convergence_figure(
     ax.set_xlabel(_ulabel("step size $h$", units, "t"))
     ax.set_ylabel(ylabel)
     return _finish(fig, ax, stem, curves, "h", "error", csv, title)
-
-
-def stability_figure(
-    runs, stem: str, status: dict | None = None, title: str = "", units: dict | None = None, csv: bool = True
-) -> list[str]:
-    """The energy function of several runs over time (its magnitude on a log axis where it spans
-    more than a decade, i.e. where a run blows up), each blow-up marked with a cross at its time
-    (KBS23b Figs 31-33). ``status`` maps a run label to its study
-    row (with "status" and "t_blowup")."""
-    plt = _plt()
-    fig, ax = _figure(plt)
-    curves = []
-    trs = _traces(runs)
-    mags = np.concatenate([np.abs(tr.E) for tr in trs]) if trs else np.ones(1)
-    log = bool(mags.min() > 0 and mags.max() / mags.min() > 10)  # a blow-up: magnitudes on a log axis
-    for tr in trs:
-        E = tr.E
-        y = np.abs(E) if log else E
-        (line,) = ax.plot(tr.t, y, label=tr.label, **_series(len(curves)))
-        curves.append((tr.label, tr.t, E))
-        row = (status or {}).get(tr.label)
-        if row and row.get("status") != "stable" and row.get("t_blowup") is not None:
-            ax.plot([row["t_blowup"]], [y[-1]], "x", color=line.get_color(), ms=8)
-    if log:
-        ax.set_yscale("log")
-    ax.set_xlabel(_tlabel(units))
-    ax.set_ylabel(_ulabel("energy $|E|$" if log else "energy $E$", units, "E"))
-    return _finish(fig, ax, stem, curves, "t", "E", csv, title)
 
 
 def curves_figure(

@@ -5,13 +5,23 @@ g(q) = 0 (KBS23b eq 3, 24), optionally a Rayleigh dissipation matrix C(q) (KBS23
 external force F(q, v, t). Every argument is a function of ``jax.numpy`` arrays; derivatives are
 never written by hand (see :mod:`livens.mechanics`).
 
-A :class:`Problem` adds the initial state and the paper's defaults (h, t_end); a
-:class:`Symmetry` is a constant Lie-algebra matrix xi whose momentum map J = p . xi q
-(KBS23b eq 45) is monitored.
+A :class:`Problem` adds the initial state, the paper's defaults (h, t_end) and the symmetries of
+the conservative part of the system; a :class:`Symmetry` is a constant Lie-algebra matrix xi (or a
+translation) whose momentum map J = p . xi q (KBS23b eq 45) is monitored.
+
+Symmetries of the conservative part and of the whole system. A symmetry of V, g and M is one the
+internal forces respect (the potential and constraint forces, KBS23b eq 41); the energy-momentum
+schemes make their discrete gradients orthogonal to its generators (KBS23b eq 85), so that its
+momentum map obeys the discrete balance J^{n+1} - J^n = I^n, with I^n the impulse of the external
+forces and dampers over the step along the generator (:meth:`Symmetry.moment`;
+``Solution.momentum_balance``). Where the external forces and dampers respect it too, I^n = 0: it
+is a symmetry of the whole system and J is conserved. A load that acts for a while breaks the
+second and not the first, so a :class:`Problem` lists the symmetries of the conservative part.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -162,7 +172,7 @@ def check_parameters(values, what: str) -> dict:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Symmetry:
     """A symmetry q -> exp(alpha xi) q with constant xi (KBS23b eq 16-17); J = p . xi q (eq 45).
 
@@ -174,10 +184,42 @@ class Symmetry:
     xi: np.ndarray | None = None
     shift: np.ndarray | None = None
 
+    @functools.cached_property
+    def _blocks(self):
+        """(k, E, mask) where xi = kron(diag(mask), E), one k x k block E (k = 3 or 2) on the blocks
+        where mask is 1 -- the rotations of :meth:`rotation` and of a planar assembly -- else None.
+        The schemes then apply xi block by block, at O(d) cost instead of a dense product."""
+        if self.xi is None:
+            return None
+        xi = np.asarray(self.xi, dtype=float)
+        d = xi.shape[0]
+        for k in (3, 2):
+            if xi.shape != (d, d) or d % k:
+                continue
+            blocks = [xi[i : i + k, i : i + k] for i in range(0, d, k)]
+            nonzero = [b for b in blocks if np.any(b)]
+            if not nonzero:
+                return None
+            E = nonzero[0]
+            mask = np.array([1.0 if np.any(b) else 0.0 for b in blocks])
+            if all(np.array_equal(b, E) for b in nonzero) and np.array_equal(xi, np.kron(np.diag(mask), E)):
+                return k, E, mask
+        return None
+
+    def _block_product(self, x, E):
+        """kron(diag(mask), E) x block by block (see :attr:`_blocks`); x of shape (..., d)."""
+        k, _, mask = self._blocks
+        X = x.reshape(x.shape[:-1] + (-1, k)) @ E.T
+        if not np.all(mask):
+            X = X * mask[:, None]
+        return X.reshape(x.shape)
+
     def generator(self, q):
         """The infinitesimal generator xi_Q(q) (KBS23b eq 10a, 17)."""
         if self.shift is not None:
             return self.shift
+        if self._blocks is not None:
+            return self._block_product(q, self._blocks[1])
         return self.xi @ q
 
     def cotangent_generator(self, p):
@@ -185,12 +227,43 @@ class Symmetry:
         p-side of the orthogonality condition KBS23b eq 85b."""
         if self.shift is not None:
             return jnp.zeros_like(p)
+        if self._blocks is not None:
+            return -self._block_product(p, self._blocks[1].T)
         return -(jnp.asarray(self.xi).T @ p)
+
+    def tangent_generator(self, v):
+        """The generator of the tangent lift on velocities, xi v (zero for a translation): with
+        :meth:`generator`, the direction (xi q, xi v) in which a Lagrangian L(q, v) invariant under the
+        symmetry does not change (D_1 L . xi q + D_2 L . xi v = 0)."""
+        if self.shift is not None:
+            return jnp.zeros_like(v)
+        if self._blocks is not None:
+            return self._block_product(v, self._blocks[1])
+        return jnp.asarray(self.xi) @ v
+
+    def moment(self, q, f):
+        """f . xi_Q(q): the rate of change of J under a generalized force f at q (the moment of f
+        about the rotation axis, the component of f along a translation), so that J^{n+1} - J^n of an
+        energy-momentum scheme is h f . xi_Q(q^{n+1/2}) with f the scheme's force of the step; works on
+        arrays of shape (..., d)."""
+        q = np.asarray(q)
+        f = np.asarray(f)
+        if self.shift is not None:
+            return f @ self.shift
+        return np.einsum("...i,ij,...j->...", f, self.xi, q)
 
     def key(self) -> tuple:
         """A hashable value of the generator (for caches)."""
         arr = self.shift if self.shift is not None else self.xi
         return ("shift" if self.shift is not None else "xi", np.asarray(arr, float).tobytes(), np.shape(arr))
+
+    def __eq__(self, other) -> bool:
+        """Equal name and generator (the arrays compared by value)."""
+        return isinstance(other, Symmetry) and (self.name, self.key()) == (other.name, other.key())
+
+    def __hash__(self) -> int:
+        """A hash of the name and the generator, so that caches can key on the symmetries."""
+        return hash((self.name, self.key()))
 
     def momentum_map(self, q, p):
         """J_xi = p . xi_Q(q) (KBS23b eq 15, 45); works on arrays of shape (..., d)."""
@@ -242,6 +315,13 @@ class Symmetry:
 @dataclass(frozen=True, eq=False)
 class Problem:
     """A system with its initial state, the paper's defaults and the monitored symmetries.
+
+    ``symmetries``: symmetries of the conservative part of the system -- each leaves V, the
+    constraint manifold and M invariant (checked with AD at set-up, :func:`livens.checks.symmetry_defect`)
+    -- whether or not the external force and the dampers respect them. The Solution reports their
+    momentum maps J = p . xi q (KBS23b eq 45) and the impulse of the external forces and dampers
+    along them (``momentum_maps``, ``external_impulse``, ``momentum_balance``); the energy-momentum
+    schemes keep the balance J^{n+1} - J^n = impulse exactly (J constant where the loads vanish).
 
     Give ``v0`` or ``p0`` (``p0 = M v0`` is computed; ``v0 = M^-1 p0`` needs a regular M).
     The initial state must lie on the constraint manifold: |g(q0)| and |G(q0) v0| at most

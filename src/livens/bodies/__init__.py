@@ -8,7 +8,9 @@ Bodies (:class:`PointMass`, :class:`RigidBody` in 3D, :class:`PlanarRigidBody`, 
 with a time function such as :func:`triangular_pulse`) are collected by an :class:`Assembly`,
 which numbers the coordinates and builds an ordinary :class:`livens.System` (an
 :class:`AssembledSystem`, carrying the mechanism's ``layout`` for the drawings) and a Problem with the
-symmetries that apply::
+symmetries of its conservative part (``Assembly.symmetries``: those of the bodies, joints, gravity and
+springs; loads and dampers may break them, and the Solution reports the balance of each momentum map
+with their impulse)::
 
     import livens as lv
     from livens import bodies as lb

@@ -483,9 +483,13 @@ class Assembly:
         )
 
     # ------------------------------------------------------------------ symmetries
-    def _elements(self):
-        """Joints and forces (what decides the symmetries)."""
-        return self._layout.joints + self._layout.forces
+    def _elements(self, conserved: bool = False):
+        """What decides the symmetries: the joints and the conservative forces (gravity, springs),
+        and with ``conserved`` also the loads and dampers."""
+        lay = self._layout
+        if conserved:
+            return lay.joints + lay.forces
+        return lay.joints + tuple(f for f in lay.forces if isinstance(f, (Gravity, Spring)))
 
     def rotation(self, axis=(0.0, 0.0, 1.0), name: str | None = None) -> Symmetry:
         """The rotation generator xi acting on every vector block (KBS23b eq 105-106; in 2D the matrix
@@ -508,11 +512,19 @@ class Assembly:
                 shift[o + s.start : o + s.stop] = e
         return Symmetry(name or _axis_label("L", e), shift=shift)
 
-    def symmetries(self) -> list[Symmetry]:
-        """The rotations and translations under which every joint and force is invariant
-        (KBS23b eq 41): rotations about the coordinate axes, the gravity direction and slider axes
-        (the plane's one rotation in 2D), translations along the coordinate axes."""
-        dim, els = self.dim, self._elements()
+    def symmetries(self, conserved: bool = False) -> list[Symmetry]:
+        """The symmetries of the conservative part (KBS23b eq 41): the rotations of every vector block
+        and translations of every position block under which the bodies' mass and stored energy, every
+        joint and every conservative force (gravity, springs) are invariant -- rotations about the
+        coordinate axes, the gravity direction and slider axes (the plane's one rotation in 2D),
+        translations along the coordinate axes. The bodies are invariant under all of them (their
+        mass matrices act on each 3-block alike, a beam's strains are objective), so the joints and
+        forces decide. Loads and dampers need not respect them: the energy-momentum schemes then keep
+        the balance of each momentum map with the impulse of the loads and dampers (KBS23b eq 85).
+
+        ``conserved=True``: only those under which the loads and dampers are invariant too, the
+        symmetries of the whole system, whose momentum maps are constant."""
+        dim, els = self.dim, self._elements(conserved)
         out = []
         if dim == 2:
             if all(e.rotation_invariant(None, 2) for e in els):
@@ -547,9 +559,9 @@ class Assembly:
         symmetries=None,
         **kwargs,
     ) -> Problem:
-        """A Problem with the bodies' initial state, ``h`` and ``t_end``, and the symmetries that
-        apply (:meth:`symmetries`) unless ``symmetries`` is given. The initial state must satisfy
-        the constraints (see ``lv.consistent_initial_state``)."""
+        """A Problem with the bodies' initial state, ``h`` and ``t_end``, and the symmetries of the
+        conservative part (:meth:`symmetries`) unless ``symmetries`` is given. The initial state must
+        satisfy the constraints (see ``lv.consistent_initial_state``)."""
         q0, v0 = self.initial_state()
         syms = self.symmetries() if symmetries is None else list(symmetries)
         return Problem(

@@ -36,10 +36,36 @@ the quotients of the discrete gradients: :mod:`livens.solvers.tangent`).
 
 An external force F(q, v, t) enters both as h F(q^{n+1/2}, v^{n+1/2}, t + h/2) in the momentum
 balance.
+
+Momentum maps (KB23 §5: the scheme "aims at the preservation of momentum maps"). For each symmetry
+of the conservative part of the system (``mech.symmetries``: the Problem's symmetries that leave V,
+g and M invariant, :func:`livens.checks.exact_symmetries`) the discrete gradients of ``livens-em``
+are made orthogonal to its generators at the midpoint (KBS23b eq 85), so that the momentum map
+J = p . xi q (KBS23b eq 45) obeys the discrete balance
+
+    J^{n+1} - J^n = h F(q^{n+1/2}, v^{n+1/2}, t + h/2) . xi q^{n+1/2}
+
+exactly (to the Newton tolerance): J is constant wherever the load vanishes, however the load acts
+while it does. With p^{n+1/2} = D2_bar L and q^{n+1} - q^n = h v^{n+1/2}, J^{n+1} - J^n =
+(p^{n+1} - p^n) . xi q^{n+1/2} + p^{n+1/2} . xi (q^{n+1} - q^n) (J is bilinear), which is that impulse
+when D1_bar L . xi q^{n+1/2} + D2_bar L . xi v^{n+1/2} = 0 and lambda . D_bar g xi q^{n+1/2} = 0:
+
+- constant M (singular or not): D2_bar L = M v^{n+1/2} meets the first with M xi skew (M
+  invariant), and D_bar V + lambda . D_bar g is one :func:`livens.discrete_gradients.corrected`
+  gradient of V + lambda.g, orthogonal to xi q^{n+1/2};
+- configuration-dependent M: (D1_bar L, D2_bar L) is the partitioned gradient corrected in (q, v)
+  (:func:`livens.discrete_gradients.symmetric_partitioned`, with the generators (xi q, xi v) of the
+  tangent lift) and lambda . D_bar g a corrected gradient of lambda.g.
+
+Every corrected gradient still meets the directionality condition, so the energy is conserved as
+before (KB23 Prop. 5.4). Gonzalez's own correction points along q^{n+1} - q^n, which has
+translational and rotational parts: without these corrections the momentum maps drift. Without
+symmetries the discrete gradients are those of KB23 eq 26, 29.
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
@@ -58,6 +84,29 @@ def _position(s: State, v1, h):
     return s.q + 0.5 * h * (s.v + v1)
 
 
+def _discrete_gradient(f, q0, q1, mech):
+    """The discrete gradient of a scalar f(q) (V + lambda.g, or lambda.g): Gonzalez's (KB23 eq 26)
+    without symmetries; with them, :func:`livens.discrete_gradients.corrected`, orthogonal to the
+    generators xi q^{n+1/2} (KBS23b eq 85; imposed for constraints only equivariant, as in EM-G)."""
+    if not mech.symmetries:
+        return dg.gonzalez(f, q0, q1)
+    qm = 0.5 * (q0 + q1)
+    Z = mech.generators(qm)
+    targets = None if mech.invariant_constraints else jnp.zeros(Z.shape[1], dtype=q0.dtype)
+    return dg.corrected(jax.grad(f)(qm), q1 - q0, f(q1) - f(q0), qm, Z, targets)
+
+
+def _lagrangian_gradient(s: State, q1, v1, mech):
+    """(D1_bar L, D2_bar L), the partitioned discrete derivative of L(q, v) (KB23 eq 29); with
+    symmetries, made orthogonal to the generators (xi q, xi v) of their tangent lift at the midpoint
+    (:func:`livens.discrete_gradients.symmetric_partitioned`). Configuration-dependent M only."""
+    if not mech.symmetries:
+        return dg.partitioned(mech.L, s.q, s.v, q1, v1)
+    qm, vm = 0.5 * (s.q + q1), 0.5 * (s.v + v1)
+    Zv = jnp.stack([sym.tangent_generator(vm) for sym in mech.symmetries], axis=1)
+    return dg.symmetric_partitioned(mech.L, s.q, s.v, q1, v1, mech.generators(qm), Zv)
+
+
 def _em_forces(u, s: State, h, t, mech):
     """(q^{n+1}, D1_bar L + F - D_bar g^T lambda, D2_bar L) of KB23 eq 28 for the unknowns u.
 
@@ -65,7 +114,8 @@ def _em_forces(u, s: State, h, t, mech):
     derivative (KB23 eq 29) is exactly (-D_G V, M v^{n+1/2}) (Gonzalez's quotient vanishes for a
     quadratic function); the potential and the multipliers' term are then one Gonzalez gradient of
     V + lambda.g (the quotient is linear in the function): the same equations, one quotient instead
-    of five, and a smaller program."""
+    of five, and a smaller program. With symmetries every discrete gradient is the corrected one of
+    the module docstring."""
     v1, lam = u["v1"], u["lam"]
     q0, v0 = s.q, s.v
     q1 = _position(s, v1, h)
@@ -75,11 +125,11 @@ def _em_forces(u, s: State, h, t, mech):
         def phi(q):
             return mech.V(q) + lam @ mech.g(q) if mech.m else mech.V(q)
 
-        return q1, external - dg.gonzalez(phi, q0, q1), _em_momentum(s, q1, v1, mech)
-    D1L, D2L = dg.partitioned(mech.L, q0, v0, q1, v1)
+        return q1, external - _discrete_gradient(phi, q0, q1, mech), _em_momentum(s, q1, v1, mech)
+    D1L, D2L = _lagrangian_gradient(s, q1, v1, mech)
     force = D1L + external
     if mech.m:
-        force = force - dg.gonzalez(lambda q: lam @ mech.g(q), q0, q1)
+        force = force - _discrete_gradient(lambda q: lam @ mech.g(q), q0, q1, mech)
     return q1, force, D2L
 
 
@@ -87,7 +137,7 @@ def _em_momentum(s: State, q1, v1, mech):
     """D2_bar L of KB23 eq 29 (p^{n+1/2}, eq 28c): M v^{n+1/2} for a constant M."""
     if mech.constant_mass:
         return mech.D2L(s.q, 0.5 * (s.v + v1))
-    return dg.partitioned(mech.L, s.q, s.v, q1, v1)[1]
+    return _lagrangian_gradient(s, q1, v1, mech)[1]
 
 
 def _midpoint_momentum(s: State, q1, v1, mech):
@@ -145,11 +195,13 @@ LIVENS_EM = register(
             mass_inverse=False,
             singular_mass=True,
             configuration_mass=True,
+            symmetries=True,
         ),
         about=About(
-            paper="KB23 eq 28, 30 (Kinon, Betsch: Livens principle); discrete energy eq 31",
-            description="energy-consistent Livens scheme; singular or configuration-dependent M, no M^-1",
-            keeps="generalized energy E(q, v, p) (KB23 eq 31), g(q) at the nodes; order 2",
+            paper="KB23 eq 28, 30 (Kinon, Betsch: Livens principle); discrete energy eq 31; KBS23b eq 85",
+            description="energy-momentum Livens scheme; singular or configuration-dependent M, no M^-1",
+            keeps="generalized energy E(q, v, p) (KB23 eq 31), momentum maps (balance with the loads' "
+            "impulse), g(q) at the nodes; order 2",
             order=2,
         ),
     ),
