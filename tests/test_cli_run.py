@@ -381,3 +381,32 @@ def test_ctrl_c_before_the_first_step_exits_at_once(tmp_path, nothing_computed):
     else:  # Python raised KeyboardInterrupt once the C call returned: nothing removed
         assert b"KeyboardInterrupt" in err and path.exists() and time.perf_counter() - t0 > 0.5
         assert b"Interrupted before" not in err
+
+
+def test_ctrl_c_is_a_keyboard_interrupt_that_except_exception_does_not_swallow():
+    """A loop over runs with ``except Exception`` (or ``except lv.SimulationError``) stops on Ctrl-C; the
+    partial Solution is still on the error."""
+    err = lv.SimulationInterrupted("Interrupted after 3 of 10 steps.", solution="partial", step=3, time=0.3)
+    assert isinstance(err, KeyboardInterrupt) and not isinstance(err, Exception)
+    done = []
+    with pytest.raises(KeyboardInterrupt) as got:
+        for k in range(3):
+            try:
+                done.append(k)
+                raise err
+            except Exception:  # noqa: BLE001 - what a user's loop over schemes does
+                continue
+    assert done == [0] and got.value.solution == "partial" and got.value.step == 3
+
+
+def test_run_without_a_scheme_picks_one_that_accepts_the_system(capsys):
+    """The three-bar swing has a singular mass matrix, which VI-S (the default) cannot run: livens run picks
+    vi-lagrange, says why, and runs; a system VI-S accepts keeps VI-S without a note."""
+    from livens.cli import _default_scheme
+
+    name, note = _default_scheme(lv.examples.load("three-bar-swing", n_elements=2))
+    assert name == "vi-lagrange" and "VI-S cannot run this system" in note and "singular" in note
+    assert _default_scheme(lv.examples.load("pendulum-3d")) == ("VI-S", None)
+    assert main(["run", "three-bar-swing", "--set", "n_elements=2", "--t-end", "0.002", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert "running vi-lagrange instead" in captured.err and captured.out.startswith("vi-lagrange")

@@ -92,6 +92,12 @@ def test_user_system_imported_as_module_function(tmp_path, monkeypatch):
     missing = load_run_config(_write(tmp_path, 'system = "no_such_module_xyz:make"\n', "c.toml"))
     with pytest.raises(ConfigError, match="cannot import module 'no_such_module_xyz'"):
         missing.problem()
+    # a misspelled parameter of the user's function names the file, the key and the nearest parameter
+    typo = load_run_config(_write(tmp_path, 'system = "my_model:make"\n[parameters]\nlenght = 2.0\n', "d.toml"))
+    with pytest.raises(ConfigError) as err:
+        typo.problem()
+    msg = str(err.value)
+    assert "d.toml" in msg and "'lenght'" in msg and "Did you mean 'length'?" in msg and "make() takes: length" in msg
 
 
 def test_cli_failed_run_exits_nonzero_with_message_and_partial_files(tmp_path, capsys):

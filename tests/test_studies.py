@@ -379,7 +379,7 @@ def test_reproduce_all_writes_each_paper_and_an_index(tmp_path, monkeypatch, cap
             "00x",
             f"stand-in {key}",
             lambda quick: [rp.Item("f1", "Fig. 1", [spec], make)],
-            lambda quick: ["stand-in"],
+            lambda quick, sections=None: ["stand-in"],
         )
 
     fake = {"p-a": paper("p-a", 0.01), "p-b": paper("p-b", 0.02)}

@@ -43,6 +43,8 @@ def _mass_matrices(caps) -> str:
     """The mass matrices a scheme accepts, in words (``livens list``)."""
     if caps.mass_inverse:
         return "constant and regular (it uses M^-1)"
+    if caps.configuration_mass and not caps.singular_mass:
+        return "regular: constant or configuration-dependent M(q) (linear solves with M(q))"
     kinds = (
         ["constant"]
         + (["singular"] if caps.singular_mass else [])
@@ -289,7 +291,10 @@ def _cmd_run(args) -> int:
             run_kw[key] = val
     if args.animate and not args.out:
         raise ValueError("--animate needs --out DIR.")
-    run_kw.setdefault("scheme", "VI-S")
+    if "scheme" not in run_kw:
+        run_kw["scheme"], note = _default_scheme(problem)
+        if note:
+            print(note, file=sys.stderr)
     run_kw["progress"] = False if args.quiet else None
     h = run_kw.get("h", problem.h)
     t_end = run_kw.get("t_end", problem.t_end)
@@ -353,6 +358,37 @@ def _cmd_run(args) -> int:
     return 0
 
 
+#: the schemes ``livens run`` tries, in this order, when no --scheme is given: the first that accepts the
+#: system (its mass matrix, dampers, external force) runs it
+DEFAULT_SCHEMES = ("VI-S", "vi-lagrange", "livens-em")
+
+
+def _default_scheme(problem) -> tuple[str, str | None]:
+    """The scheme ``livens run`` uses without --scheme: VI-S where it accepts the system, else the first
+    of :data:`DEFAULT_SCHEMES` (then of every scheme) that does, with a note saying why; VI-S (whose
+    refusal names the schemes that accept the system) where none does."""
+    from . import schemes
+    from .driver.setup import check_capabilities
+    from .mechanics import mechanics
+
+    mech = mechanics(problem.system, problem.q0)
+    why = None
+    for name in DEFAULT_SCHEMES + tuple(n for n in schemes.names() if n not in DEFAULT_SCHEMES):
+        try:
+            sch, _ = schemes.get(name)
+            check_capabilities(sch, problem, mech)
+        except ValueError as exc:
+            why = why or str(exc)
+            continue
+        if name == DEFAULT_SCHEMES[0]:
+            return name, None
+        return name, (
+            f"note: the default scheme VI-S cannot run this system ({why.split('. ')[0]}); running {name} "
+            "instead. Give --scheme to choose (`livens list` names the schemes)."
+        )
+    return DEFAULT_SCHEMES[0], None
+
+
 def _tolerance(text: str):
     """--tol: a positive number or "roundoff"."""
     if text.strip().lower() == "roundoff":
@@ -371,7 +407,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="simulate one example with one scheme")
     p.add_argument("example", nargs="?", help="example name (see `livens list`)")
-    p.add_argument("--scheme", help="scheme name or alias (default VI-S)")
+    p.add_argument(
+        "--scheme",
+        help="scheme name or alias (default: VI-S, or, where VI-S cannot run the system, the first of "
+        "vi-lagrange, livens-em that can, with a note)",
+    )
     p.add_argument("--h", type=float, help="step size (default: the paper's)")
     p.add_argument("--t-end", dest="t_end", type=float, help="end time (default: the paper's)")
     p.add_argument(

@@ -101,6 +101,7 @@ class RunConfig:
             raise ConfigError(
                 f"{self.path}: system = {self.system!r}: module {module_name!r} has no function {func_name!r}."
             )
+        _check_parameters(fn, self.parameters, f"{self.path}: [parameters] of system = {self.system!r}")
         problem = fn(**self.parameters)
         from .system import Problem
 
@@ -126,6 +127,28 @@ class RunConfig:
             if getattr(self, k) is not None:
                 kw[k] = getattr(self, k)
         return kw
+
+
+def _check_parameters(fn, given: dict, where: str) -> None:
+    """Refuse a key of ``given`` that ``fn`` does not take (unless it takes ``**kwargs``), naming the
+    file's section, the key, the nearest parameter and the function's parameters."""
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C function: nothing to check
+        return
+    params = sig.parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    names = [k for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for k in given:
+        if k not in names:
+            near = difflib.get_close_matches(k, names, n=1, cutoff=0.5)
+            hint = f" Did you mean {near[0]!r}?" if near else ""
+            raise ConfigError(
+                f"{where}: unknown parameter {k!r}.{hint} {fn.__name__}() takes: {', '.join(names) or '(none)'}."
+            )
 
 
 def _import_beside(module_name: str, config_path: str):

@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 
+def _carry(err, message, solution, step, time, residual, reason) -> None:
+    err.reason = message if reason is None else reason
+    err.solution = solution
+    err.step = step
+    err.time = time
+    err.residual = residual
+
+
 class SimulationError(RuntimeError):
     """A run stopped early; ``solution`` holds every step computed before, ``step``, ``time``,
     ``residual`` say where and why (``step``: the index of the step, the step from node n to n + 1
@@ -19,11 +27,7 @@ class SimulationError(RuntimeError):
         reason: str | None = None,
     ):
         super().__init__(message)
-        self.reason = message if reason is None else reason
-        self.solution = solution
-        self.step = step
-        self.time = time
-        self.residual = residual
+        _carry(self, message, solution, step, time, residual, reason)
 
 
 class ConvergenceError(SimulationError):
@@ -34,8 +38,25 @@ class BlowUpError(SimulationError):
     """The energy left the band set by ``blowup_factor``."""
 
 
-class SimulationInterrupted(SimulationError):
-    """The run was interrupted (Ctrl-C); the steps so far are kept."""
+class SimulationInterrupted(KeyboardInterrupt):
+    """The run was interrupted (Ctrl-C); it carries what :class:`SimulationError` carries
+    (``solution`` with the steps so far, ``step``, ``time``, ``residual``, ``reason``).
+
+    A :class:`KeyboardInterrupt`, not an :class:`Exception`: ``except Exception`` (or ``except
+    SimulationError``) in a loop over runs does not swallow it, so Ctrl-C stops the program as it
+    stops any Python program; ``except lv.SimulationInterrupted as e`` still reads ``e.solution``."""
+
+    def __init__(
+        self,
+        message: str,
+        solution=None,
+        step: int | None = None,
+        time: float | None = None,
+        residual: float | None = None,
+        reason: str | None = None,
+    ):
+        super().__init__(message)
+        _carry(self, message, solution, step, time, residual, reason)
 
 
 class FileFormatError(ValueError):

@@ -48,14 +48,131 @@ def manifold_kinetic_energy(mech, q, p):
     return 0.5 * w @ (mech.M(q) @ w)
 
 
-_MANIFOLD_T = CompiledCache(16)
+ENERGY_CHUNK_BYTES = 32 * 2**20
+"""Bytes of constraint Jacobians evaluated at once by :func:`manifold_kinetic_energies` (bounded
+memory whatever the number of nodes)."""
+
+_JACOBIANS = CompiledCache(16)
 
 
-def _manifold_kinetic(mech):
-    fn = _MANIFOLD_T.get(mech)
-    if fn is None:
-        fn = _MANIFOLD_T[mech] = lambda q, p: manifold_kinetic_energy(mech, q, p)
-    return fn
+def _column_colours(rows: np.ndarray, cols: np.ndarray, d: int) -> np.ndarray:
+    """A colour per column of an m x d pattern (rows, cols) such that columns of one colour share no
+    row (greedy, Curtis, Powell, Reid 1974): one Jacobian-vector product per colour gives them all."""
+    by_col: list = [[] for _ in range(d)]
+    by_row: dict = {}
+    for r, c in zip(rows.tolist(), cols.tolist()):
+        by_col[c].append(r)
+        by_row.setdefault(r, []).append(c)
+    colour = np.full(d, -1, dtype=np.int64)
+    for c in range(d):
+        taken = {colour[o] for r in by_col[c] for o in by_row[r] if colour[o] >= 0}
+        k = 0
+        while k in taken:
+            k += 1
+        colour[c] = k
+    return colour
+
+
+def _constraint_jacobians(mech, q0):
+    """(values, rows, cols, width): ``values(Q)`` the entries (rows, cols) of the constraint Jacobians
+    G(q) at the rows of Q (N, d), as an (N, nnz) array. The pattern is the union of G's nonzeros at q0
+    and at two random points near it; one Jacobian-vector product per colour of its columns gives every
+    entry (``width`` colours), checked against the dense reverse-mode Jacobian at q0 and at a third
+    random point; where the check fails, the dense Jacobian per node (every entry, ``width`` = d).
+    Compiled once per system and chunk size (cached per system)."""
+    hit = _JACOBIANS.get(mech)
+    if hit is not None:
+        return hit
+    d, m = mech.d, mech.m
+    dense = jax.jit(jax.vmap(jax.jacrev(mech.g)))
+    rng = np.random.default_rng(0)
+    q0 = np.asarray(q0, float)
+    points = np.stack([q0] + [q0 + rng.standard_normal(d) for _ in range(3)])
+    G = np.asarray(dense(jnp.asarray(points)))
+    rows, cols = np.nonzero(np.any(G[:3] != 0, axis=0) | ~np.all(np.isfinite(G[:3]), axis=0))
+    colour = _column_colours(rows, cols, d)
+    ncol = int(colour.max()) + 1 if d else 0
+    seeds = np.zeros((d, ncol))
+    seeds[np.arange(d), colour] = 1.0
+
+    def compressed(Q, E):
+        def one(q):
+            return jax.vmap(lambda e: jax.jvp(mech.g, (q,), (e,))[1], in_axes=1, out_axes=1)(E)
+
+        return jax.vmap(one)(Q)
+
+    comp = jax.jit(compressed)
+    E = jnp.asarray(seeds)
+    got = np.asarray(comp(jnp.asarray(points[[0, 3]]), E))[:, rows, colour[cols]]
+    want = G[[0, 3]]
+    scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
+    off = want.copy()
+    off[:, rows, cols] = 0.0
+    exact = bool(np.max(np.abs(got - want[:, rows, cols]), initial=0.0) <= 1e-12 * scale and not np.any(off))
+    if exact and ncol < d:
+
+        def values(Q):
+            return np.asarray(comp(jnp.asarray(Q), E))[:, rows, colour[cols]]
+
+        out = (values, rows, cols, ncol)
+    else:
+        rows, cols = (x.ravel() for x in np.indices((m, d)))
+
+        def values(Q):
+            return np.asarray(dense(jnp.asarray(Q))).reshape(len(Q), -1)
+
+        out = (values, rows, cols, d)
+    _JACOBIANS[mech] = out
+    return out
+
+
+def manifold_kinetic_energies(mech, q, p) -> np.ndarray:
+    """T^n = 1/2 w^n.M(q^n) w^n at every node for the velocity w^n on the constraint manifold whose
+    momentum has the tangential part of p^n (:func:`manifold_velocity`), in bounded memory and time:
+    the entries of the constraint Jacobians in chunks of nodes (:func:`_constraint_jacobians`, at most
+    :data:`ENERGY_CHUNK_BYTES` at once), each saddle-point system [M G^T; G 0] [w; mu] = [p; 0]
+    solved as a sparse matrix of a fixed pattern (a beam's constraints couple a node to its
+    neighbours only). The same numbers as :func:`manifold_kinetic_energy` node by node, to round-off."""
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spl
+
+    q, p = np.asarray(q, float), np.asarray(p, float)
+    n, d, m = q.shape[0], mech.d, mech.m
+    out = np.empty(n)
+    if n == 0:
+        return out
+    if m:
+        values, rows, cols, width = _constraint_jacobians(mech, q[0])
+    else:
+        values, rows, cols, width = None, np.zeros(0, np.int64), np.zeros(0, np.int64), 1
+    # the pattern of K = [M G^T; G 0]: M's entries (all of them where M depends on q), G's and G^T's
+    if mech.constant_mass:
+        M0 = np.asarray(mech.M_const, float)
+        mr, mc = np.nonzero(M0)
+        M_of = None
+    else:
+        mr, mc = (x.ravel() for x in np.indices((d, d)))
+        M_of = jax.jit(jax.vmap(mech.M))
+    I = np.concatenate([mr, d + rows, cols])
+    J = np.concatenate([mc, cols, d + rows])
+    K = sp.csc_matrix((np.arange(1, I.size + 1, dtype=float), (I, J)), shape=(d + m, d + m))
+    order = K.data.astype(np.int64) - 1  # K.data[k] = coo_data[order[k]]
+    per_node = 8 * (max(m, 1) * width + rows.size + (d * d if M_of is not None else 0)) + 1
+    chunk = int(max(1, min(n, ENERGY_CHUNK_BYTES // per_node)))
+    zeros = np.zeros(m)
+    for a in range(0, n, chunk):
+        Q = q[a : a + chunk]
+        k = Q.shape[0]
+        pad = np.concatenate([Q, np.repeat(Q[-1:], chunk - k, axis=0)]) if k < chunk else Q  # one shape
+        Gv = values(pad)[:k] if m else np.zeros((k, 0))
+        Mv = np.asarray(M_of(jnp.asarray(pad)))[:k].reshape(k, -1) if M_of is not None else None
+        for i in range(k):
+            mv = M0[mr, mc] if Mv is None else Mv[i]
+            K.data = np.concatenate([mv, Gv[i], Gv[i]])[order]
+            w = spl.spsolve(K, np.concatenate([p[a + i], zeros]))[:d]
+            Mw = np.bincount(mr, weights=mv * w[mc], minlength=d)
+            out[a + i] = 0.5 * float(w @ Mw)
+    return out
 
 
 @dataclass(eq=False)
@@ -185,11 +302,17 @@ class Solution:
         ``vi-nullspace`` on the beams of SLO09 §4.2), it is 1/2 w.M(q)w for the velocity w on the
         constraint manifold whose momentum has the same tangential part as p: G(q) w = 0 and
         M(q) w - p in the range of G(q)^T (:func:`manifold_kinetic_energy`; equal to 1/2 p.M^-1 p
-        where M is regular and G M^-1 p = 0).
+        where M is regular and G M^-1 p = 0), computed in bounded memory and sparse per node
+        (:func:`manifold_kinetic_energies`). The energies of a Solution are computed once and kept
+        (its arrays are not expected to change).
         """
         keys = [k for k in ("kinetic", "potential", "total", "livens") if f"energy_{k}" in self.stored]
         if self.problem is None and keys:
             return {k: self.stored[f"energy_{k}"] for k in keys}
+        key = (id(self.q), id(self.p), id(self.v), self.q.shape, self.meta.get("parameters") is not None)
+        hit = self.__dict__.get("_energy")
+        if hit is not None and hit[0] == key:  # summary, files and figures of one run ask for it in turn
+            return {k: v.copy() for k, v in hit[1].items()}
         mech = self.mechanics
         V = self._vmap(mech.V, self.q)
         if self._nodal_v:
@@ -197,10 +320,11 @@ class Solution:
         elif mech.Minv_const is not None:
             T = 0.5 * np.einsum("ni,ij,nj->n", self.p, np.asarray(mech.Minv()), self.p)
         else:
-            T = self._vmap(_manifold_kinetic(mech), self.q, self.p)
+            T = manifold_kinetic_energies(mech, self.q, self.p)
         out = {"kinetic": T, "potential": V, "total": T + V}
         if self._nodal_v:
             out["livens"] = self._vmap(mech.E, self.q, self.v, self.p)
+        self.__dict__["_energy"] = (key, {k: v.copy() for k, v in out.items()})
         return out
 
     def energy_increments(self, kind: str = "total") -> np.ndarray:
@@ -212,6 +336,45 @@ class Solution:
         if self.problem is None:
             return {k[len("J:") :]: v for k, v in self.stored.items() if k.startswith("J:")}
         return {s.name: np.asarray(s.momentum_map(self.q, self.p)) for s in self.problem.symmetries}
+
+    def external_impulse(self) -> dict[str, np.ndarray]:
+        """The impulse I^n of the external force and the dampers over each step along each of the
+        problem's symmetries, shape (N,) per symmetry: I^n = h f^n . xi_Q(q^*) (:meth:`Symmetry.moment`)
+        with the force of the step as the schemes apply it,
+
+        - nodal and interval velocities: f^n = F(q^{n+1/2}, v^{n+1/2}, t^n + h/2) - C(q^{n+1/2}) v^{n+1/2}
+          at q^* = q^{n+1/2}, with v^{n+1/2} the mean of the nodal velocities or the velocity of the
+          interval -- the midpoint quadrature of ``livens-em``, ``livens-midpoint`` (KB23 eq 28, 21),
+          the midpoint rules, and of ``vi-lagrange``, ``vi-nullspace``, whose discrete forces
+          f^-_d = f^+_d = h/2 F (SLO09 §4) give f^-_d . xi q^n + f^+_d . xi q^{n+1} = h F . xi q^{n+1/2};
+        - leading velocities (``ggl-vi``): f^n = F(q^n, v^n, t^n) - C(q^n) v^n at q^* = q^n.
+
+        A scheme that keeps the momentum maps (the energy-momentum and the variational ones) meets
+        J^{n+1} - J^n = I^n (:meth:`momentum_balance`) to the Newton tolerance; zero where the system
+        has neither an external force nor dampers."""
+        syms = self.problem.symmetries if self.problem is not None else ()
+        mech = self.mechanics
+        self._consecutive("external_impulse()")
+        n = self.n_steps
+        if not syms or not (mech.has_external_force or mech.has_dissipation):
+            return {s.name: np.zeros(n) for s in syms}
+        h = self.h
+        if self.velocity_kind == "leading":
+            q, v, t = self.q[:-1], self.v[:n], self.t[:-1]
+        else:
+            q = 0.5 * (self.q[:-1] + self.q[1:])
+            v = 0.5 * (self.v[:-1] + self.v[1:]) if self._nodal_v else self.v[:n]
+            t = self.t[:-1] + 0.5 * h
+        f = self._vmap(_applied_force(mech), q, v, t)
+        return {s.name: h * np.asarray(s.moment(q, f)) for s in syms}
+
+    def momentum_balance(self) -> dict[str, np.ndarray]:
+        """J^{n+1} - J^n - I^n per step and symmetry, shape (N,): the change of each momentum map
+        (KBS23b eq 45) less the impulse of the external force and dampers along it
+        (:meth:`external_impulse`). Zero to the Newton tolerance for the schemes that keep momentum
+        maps, whether or not the loads respect the symmetry; without loads it is J^{n+1} - J^n."""
+        impulse = self.external_impulse()
+        return {name: np.diff(J) - impulse[name] for name, J in self.momentum_maps().items()}
 
     def constraint_residual(self, level: str = "position") -> np.ndarray:
         """Nodal constraint residuals, shape (N+1, m).
@@ -276,13 +439,21 @@ class Solution:
             P = 0.5 * (Pn[:-1] + Pn[1:])
         return np.concatenate([[0.0], np.cumsum(h * P)])
 
-    def summary(self) -> dict[str, float]:
-        """Figures for the CLI: steps, times, energy error, momentum drift, residuals, iterations,
+    def summary(self) -> dict:
+        """Figures for the CLI: steps, times, the energy error, momentum drift, residuals, iterations,
         and the number of steps whose plain Newton iteration failed and was rescued
         (``lv.simulate(..., rescue=True)``). "steps/s" leaves out the first chunk of steps, which
         is timed with the compilation (NaN where the run fit in it); the maxima are over the
-        stored nodes (one in every ``save_every``)."""
-        out: dict[str, float] = {
+        stored nodes (one in every ``save_every``).
+
+        The energy error is relative to the energy scale max(|E0|, max T - min T, max V - min V), so
+        that it means something for a system that starts at rest (E0 = 0); where the system has an
+        external force or dampers it is the energy balance max_n |E^n - E^0 - W_ext^n + W_diss^n|
+        (:meth:`external_work`, :meth:`dissipated_work`), not the change of E, which the loads make.
+        The constraint residuals are the nodal ones, g(q^n) and G(q^n) M^-1 p^n (or G(q^n) v^n); the
+        lines "enforced (position)" and "enforced (velocity)" say whether the scheme enforces that
+        residual by its own equations or another one (named, with its largest value)."""
+        out: dict = {
             "steps": int(self.meta.get("steps", self.n_steps)),
             "wall time [s]": float(self.meta.get("wall_time", float("nan"))),
             "compile time [s]": float(self.meta.get("compile_time", float("nan"))),
@@ -293,20 +464,97 @@ class Solution:
         out["steps/s"] = timed / run if (run > 0 and timed > 0) else float("nan")
         E = self.energy()
         key = "livens" if "livens" in E else "total"
-        E0 = E[key][0]
-        out[f"max |dE|/|E0| ({key})"] = float(np.max(np.abs(E[key] - E0)) / max(abs(E0), 1e-300))
+        En = np.asarray(E[key])
+        scale = max(abs(float(En[0])), *(float(np.ptp(E[k])) if len(E[k]) else 0.0 for k in ("kinetic", "potential")))
+        scale = scale if scale > 0 else 1.0
+        out["energy scale max(|E0|, range of T, range of V)"] = scale
+        mech = self.mechanics if self.problem is not None else None
+        loads = mech is not None and (mech.has_external_force or mech.has_dissipation)
+        if loads and self.save_every == 1:
+            balance, terms = En - En[0], ""
+            if mech.has_external_force:
+                W = self.external_work()
+                out["work of the external forces W_ext(T)"] = float(W[-1])
+                balance, terms = balance - W, terms + " - W_ext"
+            if mech.has_dissipation:
+                D = self.dissipated_work()
+                out["dissipated work W_diss(T)"] = float(D[-1])
+                balance, terms = balance + D, terms + " + W_diss"
+            out[f"max |E - E0{terms}| / scale ({key}, energy balance)"] = float(np.max(np.abs(balance)) / scale)
+        else:
+            label = f"max |E - E0| / scale ({key})"
+            if loads:
+                label += f" (includes the loads' work: one node in every {self.save_every} kept)"
+            out[label] = float(np.max(np.abs(En - En[0])) / scale)
         for name, J in self.momentum_maps().items():
             out[f"max drift {name}"] = float(np.max(np.abs(J - J[0])))
-        try:
-            if not (self.lam.ndim == 2 and self.lam.shape[1]):
-                raise ValueError("no constraints")
-            out["max |g|"] = float(np.max(np.abs(self.constraint_residual("position")), initial=0.0))
-            out["max |g_v|"] = float(np.max(np.abs(self.constraint_residual("velocity")), initial=0.0))
-        except ValueError:
-            pass
+        if loads and self.save_every == 1:
+            for name, b in self.momentum_balance().items():
+                out[f"max |J^(n+1) - J^n - I^n| {name} (momentum balance)"] = float(np.max(np.abs(b), initial=0.0))
+        if self.lam.ndim == 2 and self.lam.shape[1]:
+            out.update(self._residual_lines())
         out["mean Newton iterations"] = float(np.mean(self.newton_iterations)) if self.n_steps else 0.0
         out["steps rescued by damped Newton"] = len(self.meta.get("rescued_steps", ()))
         return out
+
+    def _residual_lines(self) -> dict:
+        """The nodal residuals of :meth:`summary` and whether the scheme enforces them."""
+        out: dict = {}
+        names = {}
+        for level, sym in (("position", "g"), ("velocity", "g_v")):
+            try:
+                out[f"max |{sym}|"] = float(np.max(np.abs(self.constraint_residual(level)), initial=0.0))
+                names[level] = sym
+            except ValueError:
+                continue
+        try:
+            enforced = self.enforced_residuals()
+        except (ValueError, AttributeError):
+            enforced = None
+        for level, sym in names.items():
+            if enforced is None:
+                out[f"enforced ({level})"] = "not known (one node in every save_every kept, or no scheme)"
+                continue
+            own = [k for k in enforced if k.startswith(level)]
+            if not own:
+                out[f"enforced ({level})"] = (
+                    f"no: the scheme does not enforce max |{sym}| (its equations leave it free)"
+                )
+                continue
+            name = own[0]
+            at_nodes = "q^{n+1}" in name and (level == "position" or "p^{n+1}" in name or "v^{n+1}" in name)
+            if level == "velocity" and at_nodes:
+                # the nodal residual is G M^-1 p where M^-1 is constant, else G v: the same quantity?
+                nodal_p = self.problem is not None and self.mechanics.Minv_const is not None
+                at_nodes = ("p^{n+1}" in name) == nodal_p
+            if at_nodes:
+                out[f"enforced ({level})"] = f"yes: max |{sym}| is the scheme's own {name.split(' ', 1)[1]} = 0"
+            else:
+                top = float(np.max(np.abs(np.asarray(enforced[name])), initial=0.0))
+                out[f"enforced ({level})"] = (
+                    f"no: the scheme enforces {name.split(' ', 1)[1]} = 0 instead (max {top:.3e}); max |{sym}| is free"
+                )
+        return out
+
+    def external_work(self) -> np.ndarray:
+        """Work W_ext(t_n) of the external force F(q, v, t), shape (N+1,), W_ext(0) = 0, by the
+        quadrature of the step the schemes apply F with: F(q^{n+1/2}, v, t^n + h/2) . (q^{n+1} - q^n)
+        (midpoint; v the mean of the nodal velocities or the velocity of the interval), or
+        F(q^n, v^n, t^n) . (q^{n+1} - q^n) for leading velocities (``ggl-vi``). Zero without a force."""
+        mech = self.mechanics
+        n = self.n_steps
+        if not mech.has_external_force or n == 0:
+            return np.zeros(self.q.shape[0])
+        self._consecutive("external_work()")
+        h = self.h
+        if self.velocity_kind == "leading":
+            q, v, t = self.q[:-1], self.v[:n], self.t[:-1]
+        else:
+            q = 0.5 * (self.q[:-1] + self.q[1:])
+            v = 0.5 * (self.v[:-1] + self.v[1:]) if self._nodal_v else self.v[:n]
+            t = self.t[:-1] + 0.5 * h
+        F = self._vmap(mech.F, q, v, t)
+        return np.concatenate([[0.0], np.cumsum(np.einsum("ni,ni->n", F, np.diff(self.q, axis=0)))])
 
     # ------------------------------------------------------------------ export
     def to_dataset(self):
@@ -475,6 +723,23 @@ class Solution:
             f"Solution(scheme={self.scheme!r}, params={self.params}, steps={self.n_steps}, "
             f"h={self.h:g}, d={self.q.shape[1]}, m={self.lam.shape[1] if self.lam.ndim == 2 else 0})"
         )
+
+
+_APPLIED = CompiledCache(16)
+
+
+def _applied_force(mech):
+    """(q, v, t) -> F(q, v, t) - C(q) v, the external and viscous forces of ``mech`` (one function per
+    Mechanics, so that :meth:`Solution.external_impulse` compiles its vmapped program once)."""
+    fn = _APPLIED.get(mech)
+    if fn is None:
+
+        def fn(q, v, t):
+            f = mech.F(q, v, t)
+            return f - mech.C(q) @ v if mech.has_dissipation else f
+
+        _APPLIED[mech] = fn
+    return fn
 
 
 def thinned_nodes(n_nodes: int, rows: int | None) -> np.ndarray:

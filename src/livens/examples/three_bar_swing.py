@@ -36,7 +36,39 @@ below is a choice, not a fact of SLO09):
 Counts for n elements: d = 12 (n + 1) + 24 coordinates, m = 6 (n + 1) + 28 constraints (orthonormality
 of every node and pyramid frame, two spherical joints, two revolute joints of five constraints each).
 The mass matrix is singular (d3 of the beam nodes carries no inertia): the schemes that run it are
-vi-lagrange, vi-nullspace, livens-em and livens-midpoint.
+vi-lagrange, vi-nullspace, livens-em and livens-midpoint (``livens run three-bar-swing`` without
+``--scheme`` runs vi-lagrange and says why; VI-S, the default elsewhere, needs a regular M).
+
+What SLO09 §4.2's verdicts may claim (``livens reproduce jns-2009 --section 4.2``). The assumed
+geometry is measurably not SLO09's system: with vi-lagrange, 10 elements, to t = 1, the maximal
+velocity max_j ||u_h'(t_j)|| of SLO09 Table 2 comes out at 4.33 ... 4.43 for h = 1e-2 ... 1e-5 against
+SLO09's 21.3 ... 29.4, and it changes by 2.1 % between h = 5e-3 and 1e-3 where SLO09's changes by
+36 %. Every verdict of §4.2 therefore concerns this assumed system and says so; none is evidence for or
+against SLO09's own results, Fig. 6's "the axial forces dominate" is circular here (the beam was laid
+along the load because of that sentence) and is not judged. The beam (A_rho = 7500 kg/m, 5.4 t) outweighs
+the 5 kg point mass a thousand-fold.
+
+Readings of SLO09's data tried against Table 2 (vi-lagrange, 4 elements, to t = 1, h = 5e-3 and 1e-3,
+Newton tolerance max(1e-9, 2e-13/h), extrapolated guess; ``test_readings_of_the_data_tried_against_table_2``
+repeats them): the printed data give 7.70 and 7.60 (a change of 1.3 %); the density divided by 10, 100
+or 1000 (the 1e7 kg/m^3 behind A_rho read as a unit slip): with 1/10, 47.5 at h = 1e-3 (and at 5e-4)
+while Newton fails at t = 0.585 for h = 5e-3; with 1/100 and 1/1000 Newton fails before t = 0.15 for
+both h. None of them gives SLO09's size (21 ... 29) and change with h (36 %), and no other reading of
+the lost Fig. 5 (the beam's direction, the pyramids' placement) has a basis in SLO09's text; the printed
+data are kept.
+
+Known limits of the model and its schemes:
+- no scheme that runs a singular mass matrix has a term for a dissipation matrix C(q): a
+  :class:`livens.bodies.Damper` on a beam system is refused; write damping as an external force
+  F(q, v, t) = -C(q) v (vi-lagrange, vi-nullspace, livens-em and livens-midpoint apply external forces);
+- the nodal velocities of livens-em and livens-midpoint are not tangent to the constraints (those
+  schemes enforce g(q^{n+1}) = 0 only): max_n |G(q^n) v^n| = 2.6e-2 for livens-em on the 2-element
+  swing to t = 0.4 (h = 5e-3, Newton tolerance 1e-12), the massless d3 components taking a parasitic
+  velocity (the nodal velocity that vi-lagrange and vi-nullspace give, from the momentum by
+  :func:`livens.solution.manifold_velocity`, is tangent by its definition);
+- the transverse response is not known to be mesh-converged at 40 elements: an audit found the runs
+  with 20 and 40 elements parting during the compression, from about t = 0.2 (no test repeats a
+  40-element run); refine the mesh before reading transverse displacements off one run.
 """
 
 import numpy as np

@@ -160,9 +160,10 @@ class ConvergenceStudy:
         rows, orders, notes = [], {}, []
         if self.reference is not None and any(q.exact is None for q in self.quantities):
             if ref is None or not ref.ok:
+                how = "raised" if ref is not None and ref.status in ("error", "refused") else "failed"
                 notes.append(
-                    f"reference run {self.reference.label} h={self.reference.h:g} failed: "
-                    f"{ref.status if ref else 'missing'} {ref.message if ref else ''}"
+                    f"reference run {self.reference.label} h={self.reference.h:g} {how}: "
+                    f"{ref.status if ref else 'missing'} {' '.join((ref.message or '').splitlines()[:1]) if ref else ''}"
                 )
         for s, p in self.schemes:
             label = scheme_label(s, dict(p))
@@ -206,6 +207,14 @@ class ConvergenceResult:
     def order(self, scheme: str, quantity: str) -> float:
         return self.orders[(scheme, quantity)]
 
+    def reference_for(self, quantity: str) -> str:
+        """What the errors of ``quantity`` are measured against: "the analytic value 0.0375" where the
+        quantity has an exact value, else "the reference run EM, h = 5e-07"."""
+        qobj = next(q for q in self.study.quantities if q.name == quantity)
+        if qobj.exact is not None:
+            return "the analytic value " + ", ".join(f"{x:g}" for x in np.atleast_1d(qobj.exact))
+        return f"the reference run {self.reference}" if self.reference else "no reference"
+
     def to_csv(self, path: str) -> str:
         """Columns: scheme, quantity, h, error, status; then one row per fitted order (h empty)."""
         _write_rows(path, self.rows, ["scheme", "quantity", "h", "error", "status"])
@@ -239,8 +248,8 @@ class ConvergenceResult:
             h, e = self.errors(s, q)
             errs = ", ".join(f"{hh:g}: {ee:.3e}" for hh, ee in zip(h, e))
             lines.append(f"{s:28s} {q:10s} {o:7.3f}   {errs}")
-        if self.reference:
-            lines.append(f"reference: {self.reference}")
+        for qobj in self.study.quantities:
+            lines.append(f"reference of {qobj.name}: {self.reference_for(qobj.name)}")
         lines.extend(self.notes)
         return "\n".join(lines)
 

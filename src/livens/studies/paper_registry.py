@@ -64,14 +64,15 @@ class Context:
 @dataclass
 class Paper:
     """A reproducible paper: key (its name on the command line), cite (its key in
-    :mod:`livens.bibliography`), title, ``build(quick) -> [Item]`` and ``settings(quick) -> [str]``
-    (the lines of the report's Settings section)."""
+    :mod:`livens.bibliography`), title, ``build(quick) -> [Item]`` and ``settings(quick, sections)
+    -> [str]`` (the lines of the report's Settings section for the items with the keys
+    ``sections``: the items reproduced, so that the Settings describe exactly those runs)."""
 
     key: str
     cite: str
     title: str
     build: Callable  # build(quick) -> list[Item]
-    settings: Callable  # settings(quick) -> list[str]
+    settings: Callable  # settings(quick, sections) -> list[str]
 
 
 _PAPERS: dict[str, Paper] = {}

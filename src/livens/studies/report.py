@@ -3,8 +3,14 @@
 A :class:`Claim` is one statement a paper makes about its numerical results, where it makes it
 (figure, table, section), what livens measured, and the verdict: "holds", "fails",
 "not reproduced" with the reason (a scheme or example that livens does not have, a horizon the
-run did not reach, an empty selection), or "error" with the message of an exception raised while
-evaluating it.
+run did not reach, an empty selection), "by construction" where the measured quantity is one the
+scheme enforces by its own equations (it cannot fail while Newton converges, so it is no evidence
+and is counted apart from the holds), or "error" with the message of an exception raised while
+evaluating it or while computing a run it depends on.
+
+A threshold that is livens' choice rather than the paper's carries a sensitivity line in the
+claim's measured text (:func:`sensitivity`): the values of the threshold tried and the verdict at
+each, so that a reader sees for which range of it the verdict holds.
 
 The thresholds that turn a measurement into a verdict are fixed here, before any run, from the
 arithmetic of the runs (Newton tolerance ``TOL`` = 1e-12 for the runs behind round-off claims):
@@ -37,12 +43,17 @@ DECADE_TOL = 0.5
 #: fitted line moves by at most half the deviation over the run
 DRIFT_RATIO = 2.0
 #: the energy oscillation of a symplectic method is small: max |E - E0| <= SMALL_AMPLITUDE times the
-#: energies exchanged (max|T| + max|V|)
+#: energy the motion exchanges (the range of the kinetic energy, max T - min T: independent of the
+#: potential's zero); livens' choice, the papers name no size
 SMALL_AMPLITUDE = 0.1
+#: the values of SMALL_AMPLITUDE each verdict's sensitivity line is given for
+SMALL_AMPLITUDE_TRIED = (0.01, 0.03, 0.1, 0.3)
 
 HOLDS, FAILS, NOT_REPRODUCED, ERROR = "holds", "fails", "not reproduced", "error"
+#: the measured quantity is enforced by the scheme's own equations: true while Newton converges
+BY_CONSTRUCTION = "by construction"
 #: every verdict, in the order the reports count them
-VERDICTS = (HOLDS, FAILS, NOT_REPRODUCED, ERROR)
+VERDICTS = (HOLDS, FAILS, NOT_REPRODUCED, BY_CONSTRUCTION, ERROR)
 
 
 @dataclass
@@ -69,6 +80,25 @@ class Claim:
 def judged(where: str, text: str, ok: bool, measured: str, reason: str = "") -> Claim:
     """A checked claim: "holds" when ``ok``, else "fails"."""
     return Claim(where, text, measured, HOLDS if ok else FAILS, reason)
+
+
+def constructed(where: str, text: str, ok: bool, measured: str, equation: str) -> Claim:
+    """A claim about a quantity the scheme enforces by its own ``equation`` (e.g. "KBS23b eq 82e"):
+    "by construction" when it is met, else "fails" (Newton converged but the equation is not met:
+    a fault of the implementation)."""
+    why = f"the scheme enforces this quantity by its own equation ({equation}): true while Newton converges"
+    return Claim(where, text, measured, BY_CONSTRUCTION if ok else FAILS, why)
+
+
+def sensitivity(name: str, values, verdict_of, fmt_value=None) -> str:
+    """The sensitivity line of a threshold that is livens' choice: ``verdict_of(value) -> bool``
+    (holds) at each of ``values``, e.g. "blow-up factor: holds for 7, 10; fails for 1, 2, 3, 5"."""
+    show = fmt_value or (lambda x: f"{x:g}")
+    got = [(v, bool(verdict_of(v))) for v in values]
+    yes = [show(v) for v, ok in got if ok]
+    no = [show(v) for v, ok in got if not ok]
+    parts = ([f"holds for {', '.join(yes)}"] if yes else []) + ([f"fails for {', '.join(no)}"] if no else [])
+    return f"sensitivity to {name} (livens' choice): " + "; ".join(parts)
 
 
 def missing(where: str, text: str, reason: str) -> Claim:
@@ -117,17 +147,20 @@ def write_report(
     notes: list,
     settings: list,
     runs_table: list | None = None,
+    sources: list | None = None,
 ) -> str:
     """Write ``report.md``: settings (the lines ``settings`` and the table of the runs actually
-    executed, ``runs_table``: markdown lines from :func:`runs_table`), the claims table, the files."""
+    executed, ``runs_table``: markdown lines from :func:`runs_table`), the claims table, the sources
+    (``sources``: the paper's full reference and where every example's parameters come from, all
+    shipped with livens), the files."""
     n = counts(claims)
     lines = [
         f"# Reproduction: {title}",
         "",
         paper_line,
         "",
-        f"**{n[HOLDS]} claims hold, {n[FAILS]} fail, {n[NOT_REPRODUCED]} not reproduced, {n[ERROR]} error** "
-        f"(of {len(claims)}).",
+        f"**{n[HOLDS]} claims hold, {n[FAILS]} fail, {n[NOT_REPRODUCED]} not reproduced, "
+        f"{n[BY_CONSTRUCTION]} true by construction, {n[ERROR]} error** (of {len(claims)}).",
         "",
     ]
     if settings or runs_table:
@@ -145,6 +178,8 @@ def write_report(
         cells = [str(i), c.where, c.text, c.measured or "–", verdict]
         lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cells) + " |")
     lines.append("")
+    if sources:
+        lines += ["## Sources", ""] + [f"- {s}" for s in sources] + [""]
     if notes:
         lines += ["## Notes", ""] + [f"- {s}" for s in notes] + [""]
     if files:

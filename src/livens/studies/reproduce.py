@@ -17,9 +17,16 @@ whose claims are still checked, except those about a horizon the quick runs do n
 
 The runs use the papers' Newton (:class:`~livens.studies.runs.RunSpec` defaults: no rescue). A run
 whose Newton iteration fails is executed a second time with livens' rescue (damped Newton after a
-failed step), and the claims that depend on it report both outcomes. The report's Settings table
-is generated from the specs actually executed. A claim whose evaluation raises is an "error"
-(with the message); :func:`reproduce` never raises for one, the CLI exits non-zero.
+failed step), and the claims that depend on it report both outcomes (the paper's settings' verdict
+counts). The report's Settings table is generated from the specs actually executed, its Sources
+section gives the paper's full reference and every example's parameters with the module that names
+their source.
+
+A crash is never evidence about a paper: a run that raised (an exception in a user function, a
+scheme or the engine) gives every claim that rests on it the verdict "error", and an item whose
+check raised is listed claim by claim, each "error" with the exception's message (its ``make`` is
+run once more on results in which every run raised, so that each claim takes the path of a run that
+cannot be used and keeps its own row). :func:`reproduce` never raises for one; the CLI exits 1.
 """
 
 from __future__ import annotations
@@ -30,7 +37,18 @@ from dataclasses import dataclass
 
 from .executors import run_specs
 from .paper_registry import _PAPERS, Context, Item, Paper, register_paper, requirements  # noqa: F401
-from .report import ERROR, VERDICTS, Claim, counts, errored, missing, runs_table, write_claims_csv, write_report
+from .report import (
+    ERROR,
+    NOT_REPRODUCED,
+    VERDICTS,
+    Claim,
+    counts,
+    errored,
+    missing,
+    runs_table,
+    write_claims_csv,
+    write_report,
+)
 from .runs import NEWTON, RunResult, RunSpec, available_example, available_scheme  # noqa: F401
 
 
@@ -112,8 +130,8 @@ def reproduce(
         except Exception as exc:  # noqa: BLE001 - one broken item must not hide the others
             import traceback
 
-            got = [errored(it.title, f"(every claim of item {it.key})", exc)]
-            ctx.notes.append(f"item {it.key}: {traceback.format_exc(limit=4)}")
+            got = _claims_of_a_raising_item(it, ctx, exc)
+            ctx.notes.append(f"item {it.key} raised while checking its claims: {traceback.format_exc(limit=6)}")
         for c in got:
             if not c.where.startswith(p.cite):
                 c.where = f"{p.cite} {c.where}"
@@ -132,7 +150,7 @@ def reproduce(
                 "with livens' damped least-squares Newton after a failed step",
             )
         )
-    settings = p.settings(quick) + [
+    settings = p.settings(quick, [it.key for it in items]) + [
         f"mode: {'quick (cheap variant: shorter end times, fewer step sizes)' if quick else 'full'}; "
         f"{len(results) + len(rescue_results)} distinct runs; wall time {wall:.1f} s; the runs:",
     ]
@@ -144,6 +162,7 @@ def reproduce(
             + " (the paper's other sections are not part of this report)",
         )
     claims_csv = write_claims_csv(os.path.join(out, "claims.csv"), claims)
+    sources = _sources(p, specs)
     report = write_report(
         os.path.join(out, "report.md"),
         f"{p.title} ({p.key}, [{p.cite}])",
@@ -153,8 +172,79 @@ def reproduce(
         ctx.notes,
         settings,
         runs_table(groups),
+        sources,
     )
     return Reproduction(p, claims, ctx.files + [claims_csv, report], report, wall, quick)
+
+
+def _sources(paper: Paper, specs: list) -> list:
+    """The report's Sources: the paper's full reference (:mod:`livens.bibliography`) and, for every
+    example the runs use, its parameters and the module whose docstring says where each value comes
+    from (all inside the installed package)."""
+    import inspect
+
+    from .. import examples
+    from ..bibliography import cite
+
+    try:
+        out = [f"[{paper.cite}] {cite(paper.cite)}"]
+    except KeyError:
+        out = [f"[{paper.cite}] {paper.title}"]
+    for name in sorted({s.example for s in specs}):
+        try:
+            module = inspect.getmodule(examples._get(name))
+            params = examples.parameters(name)
+        except ValueError:
+            continue
+        first = (module.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+        values = ", ".join(f"{k} = {v!r}" for k, v in params.items()) or "none"
+        out.append(
+            f"example '{name}' ({module.__name__}; `help({module.__name__})` gives the source of every value): "
+            f"{first} Parameters: {values}."
+        )
+    return out
+
+
+class _EveryRunRaised(dict):
+    """The results of a dry run of an item's claims: every run "raised" (the message names why)."""
+
+    def __init__(self, message: str):
+        super().__init__()
+        self.message = message
+
+    def get(self, spec, default=None):
+        return RunResult(spec, ERROR, self.message)
+
+    def __getitem__(self, spec):
+        return self.get(spec)
+
+    def __contains__(self, spec):
+        return True
+
+
+def _claims_of_a_raising_item(item: Item, ctx: Context, exc: BaseException) -> list:
+    """Each claim of an item whose check raised, in its own row with the verdict "error": the item's
+    claims are listed again by running its ``make`` on results in which every run raised (each claim
+    then takes the path of a run that cannot be used), the reason naming the exception. Falls back
+    to one row for the item where that dry run raises too."""
+    import tempfile
+
+    why = f"{type(exc).__name__} while checking the claims of item {item.key}: {exc}"
+    with tempfile.TemporaryDirectory() as tmp:
+        dry = Context(_EveryRunRaised(why), tmp, ctx.quick, rescue_results=_EveryRunRaised(why))
+        try:
+            got = item.make(dry)
+        except Exception:  # noqa: BLE001 - the one-row fallback below
+            got = None
+    if not got:
+        return [errored(item.title, f"(every claim of item {item.key})", exc)]
+    out = []
+    for c in got:
+        if c.verdict == NOT_REPRODUCED and "not available" in (c.reason or ""):
+            out.append(c)  # a scheme or example livens lacks: unaffected by the exception
+        else:
+            out.append(Claim(c.where, c.text, "", ERROR, why))
+    return out
 
 
 def reproduce_all(

@@ -176,11 +176,22 @@ class StabilityResult:
         return _write_rows(path, rows, ["scheme", "h", "t", "E"])
 
     def figure(self, stem: str, h: float, title: str = "") -> list:
-        from ..plots import stability_figure
-
-        traces = [tr for (s, hh), tr in self.traces.items() if abs(hh - h) <= 1e-12 * h]
+        """The energy of every run with step ``h`` over time (KBS23b Figs 31-33): the whole horizon on
+        the left and, where a run stopped early, the interval up to its stop on the right (a blow-up
+        at t = 53 of a T = 1000 run is visible); the end of a run that stopped is marked by how it
+        ended: x an energy blow-up (the band left), o Newton failing after the energy grew, s Newton
+        failing with the energy still conserved. The title says h and the Newton tolerance."""
+        traces = [(s, tr) for (s, hh), tr in self.traces.items() if abs(hh - h) <= 1e-12 * h]
         status = {r["scheme"]: r for r in self.rows if abs(r["h"] - h) <= 1e-12 * h}
-        return stability_figure(traces, stem, title=title or f"{self.study.example}: energy, h = {h:g}", status=status)
+        return stability_figure(
+            traces,
+            status,
+            stem,
+            title=(title or f"{self.study.example}: energy, h = {h:g}")
+            + f"\nNewton tol {self.study.tol:g}, max_iter {self.study.max_iter}, {self.study.guess} guess, "
+            + ("rescue" if self.study.rescue else "no rescue")
+            + (f"; band |E - E0| <= {self.study.blowup_factor:g} max(|E0|, 1)" if self.study.blowup_factor else ""),
+        )
 
     def table(self) -> str:
         lines = [f"{'scheme':24s} {'h':>8s} {'status':>15s} {'t_blowup':>10s} {'max|E-E0|/E0':>13s}"]
@@ -190,3 +201,84 @@ class StabilityResult:
                 f"{r['scheme']:24s} {r['h']:8g} {r['status']:>15s} {tb:>10s} {r['max_rel_energy_error']:13.3e}"
             )
         return "\n".join(lines)
+
+
+#: how a stopped run ended, its marker and words in the legend of :func:`stability_figure`
+_ENDS = {
+    "blow-up": ("x", "energy blow-up (left the band)"),
+    "grew": ("o", "Newton failed after the energy grew"),
+    "newton": ("s", "Newton failed, energy conserved"),
+    "error": ("D", "raised"),
+}
+
+
+def how_it_ended(row) -> str | None:
+    """ "blow-up", "grew" (Newton failed after |E - E0| grew beyond E0/2), "newton" (Newton failed with
+    the energy conserved), "error", or None for a run that reached its end."""
+    if row["status"] == "stable":
+        return None
+    if row["status"] == "blow-up":
+        return "blow-up"
+    if row["status"] == "newton failure":
+        return "grew" if row["max_rel_energy_error"] > 0.5 else "newton"
+    return "error"
+
+
+def stability_figure(traces, status: dict, stem: str, title: str = "") -> list:
+    """Energy over time of ``traces`` [(label, Trace)] with the end of each stopped run marked by how it
+    ended (:data:`_ENDS`): left the whole horizon, right the interval up to the last early stop (only
+    where a run stopped early). PNG, PDF and a CSV of the plotted curves (series, t, E)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..plots import save_figure, write_curves_csv
+
+    stops = [
+        float(status[s]["t_blowup"])
+        for s, _ in traces
+        if s in status and how_it_ended(status[s]) is not None and status[s]["t_blowup"] is not None
+    ]
+    zoom = bool(stops) and max(stops) < 0.5 * max(float(tr.t[-1]) for _, tr in traces)
+    fig, axes = plt.subplots(1, 2 if zoom else 1, figsize=(11 if zoom else 6.4, 4.2), constrained_layout=True)
+    axes = np.atleast_1d(axes)
+    mags = np.concatenate([np.abs(tr.E) for _, tr in traces]) if traces else np.ones(1)
+    log = bool(mags.min() > 0 and mags.max() / mags.min() > 10)
+    curves, seen = [], set()
+    for k, ax in enumerate(axes):
+        for i, (label, tr) in enumerate(traces):
+            y = np.abs(tr.E) if log else tr.E
+            (line,) = ax.plot(tr.t, y, lw=max(2.2 - 0.4 * i, 0.9), label=label if k == 0 else None)
+            if k == 0:
+                curves.append((label, tr.t, tr.E))
+            end = how_it_ended(status[label]) if label in status else None
+            if end is not None and status[label]["t_blowup"] is not None:
+                marker, words = _ENDS[end]
+                ax.plot(
+                    [status[label]["t_blowup"]],
+                    [y[-1]],
+                    marker,
+                    color=line.get_color(),
+                    ms=9,
+                    mew=2,
+                    mfc="none",
+                    label=words if (k == 0 and end not in seen) else None,
+                )
+                seen.add(end)
+        if log:
+            ax.set_yscale("log")
+        ax.set_xlabel("time $t$")
+        ax.set_ylabel("energy $|E|$" if log else "energy $E$")
+        ax.grid(True, alpha=0.3)
+    if zoom:
+        right = 1.2 * max(stops)
+        axes[1].set_xlim(0.0, right)
+        axes[1].set_title(f"t = 0 ... {right:.3g} (the runs that stopped)", fontsize=9)
+        axes[0].set_title("whole horizon", fontsize=9)
+    axes[0].legend(fontsize=7, loc="best")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    paths = save_figure(fig, stem)
+    paths.append(write_curves_csv(stem + ".csv", curves, "t", "E"))
+    return paths

@@ -16,6 +16,7 @@ import numpy as np
 from ... import plots
 from ..paper_registry import requirements
 from ..report import (
+    BY_CONSTRUCTION,
     DRIFT_RATIO,
     ERROR,
     FAILS,
@@ -26,9 +27,11 @@ from ..report import (
     ORDER_TOL,
     ROUNDOFF,
     SMALL_AMPLITUDE,
+    SMALL_AMPLITUDE_TRIED,
     TOL,
     VIOLATED,
     Claim,
+    constructed,
     errored,
     fmt,
     judged,
@@ -36,8 +39,10 @@ from ..report import (
     of_the_order,
     order_ok,
     order_range,
+    sensitivity,
 )
-from ..runs import BLOWUP, NEWTON, OK, RunSpec, available_scheme
+from ..runs import BLOWUP, NEWTON, OK, REFUSED, RunSpec, available_scheme
+from ..runs import ERROR as RUN_ERROR
 
 
 def traced(
@@ -142,14 +147,28 @@ NEWTON_NOTE = (
     "failed step); claims depending on it state both outcomes, the verdict is the paper's setting's."
 )
 THRESHOLDS = (
-    "thresholds: per-step energy or momentum change <= 1e-11 of the energy scale (max|T| + max|V|) or "
-    "of max(1, |J|) is round-off; > 1e-8 is 'not conserved'; a constraint is met at <= 1e-11 (or ten "
-    "Newton tolerances) and violated at > 1e-9; a fitted order agrees with a claimed one within ±0.3; "
-    "'of the order of 1e-k' means within half a decade; an energy error 'typical for symplectic methods' "
-    "oscillates without drift (max |E - E0| over the last third <= 2 x over the first third, a fitted line "
-    "moves <= half of max |E - E0|), stays <= 0.1 of max|T| + max|V|, and its amplitude scales like h^order "
-    "(h and h/2, ±0.3)."
+    "thresholds (fixed in livens.studies.report, the same for every paper): per-step energy or momentum change "
+    "<= 1e-11 of the energy scale (max|T| + max|V|) or of max(1, |J|) is round-off; > 1e-8 is 'not conserved'; "
+    "a constraint is met at <= 1e-11 (or ten Newton tolerances) and violated at > 1e-9; a residual the scheme "
+    "enforces by its own equations is 'by construction' (true while Newton converges: no evidence, not "
+    "counted as a hold); a fitted order agrees with a claimed one within ±0.3; 'of the order of 1e-k' means "
+    "within half a decade; an energy error 'typical for symplectic methods' oscillates without drift (max "
+    "|E - E0| over the last third <= 2 x over the first third, a fitted line moves <= half of max |E - E0|), "
+    "stays <= 0.1 of the energy the motion exchanges (max T - min T), and its amplitude scales like h^order "
+    "(h and h/2, ±0.3); 'oscillates around x*': x - x* changes sign at least twice and |mean(x) - x*| <= "
+    "0.25 of the range of x. Thresholds that are livens' choice carry a sensitivity line in the claim: the "
+    "verdict at other values of the threshold."
 )
+
+
+def run_words(spec, rescued=None) -> str:
+    """The settings of a run for a figure's title, e.g. "VI-S, h = 0.001, Newton tol 1e-09" (and
+    "; livens' rescue, 1 step rescued" for a re-run with rescue ``rescued``)."""
+    out = f"{spec.label}, h = {spec.h:g}, Newton tol {spec.tol:g}"
+    if rescued is not None:
+        n = len(rescued.rescued_steps)
+        out += f"; livens' rescue, {n} step{'s' * (n != 1)} rescued"
+    return out
 
 
 def present(schemes) -> list:
@@ -157,16 +176,45 @@ def present(schemes) -> list:
     return [s for s in schemes if available_scheme(s)]
 
 
-def run_problem(ctx, spec) -> str | None:
-    """Why a run's trace cannot be used (its status), or None."""
+class Why(str):
+    """Why a run cannot be used, with the verdict of the claims that depend on it (``verdict``):
+    "fails" where the paper's method failed numerically (Newton, blow-up), "error" where livens
+    raised (an exception in a user function, a scheme, the engine, or a refusal of a planned run):
+    a crash is never evidence about the paper."""
+
+    verdict: str = FAILS
+
+
+def run_problem(ctx, spec) -> Why | None:
+    """Why a run's trace cannot be used (its status, and the verdict it gives: :class:`Why`), or None."""
     r = ctx.result(spec)
     if r.status == OK and r.trace is not None:
         return None
     where = f" in step {r.fail_step}, t = {r.t_fail:.4g}" if r.t_fail is not None else ""
     if r.status in (NEWTON, BLOWUP):  # the status and the step say it
-        return f"run {r.spec.label} h={r.spec.h:g} ended with {r.status}{where} ({r.spec.newton()})"
-    first = (r.message or "").splitlines()[0][:160] if r.message else ""
-    return f"run {r.spec.label} h={r.spec.h:g} ended with {r.status}{where}: {first}"
+        return Why(f"run {r.spec.label} h={r.spec.h:g} ended with {r.status}{where} ({r.spec.newton()})")
+    if r.status == OK:  # no trace: nothing was recorded
+        return Why(f"run {r.spec.label} h={r.spec.h:g} recorded no trace")
+    first = (r.message or "").splitlines()[0][:240] if r.message else ""
+    why = Why(f"run {r.spec.label} h={r.spec.h:g} raised ({r.status}){where}: {first}")
+    why.verdict = ERROR
+    return why
+
+
+def broken(where, text, why, measured: str = "") -> Claim:
+    """The claim of a run that cannot be used: "fails" for a numerical failure of the paper's method,
+    "error" for an exception (:class:`Why`)."""
+    return Claim(where, text, measured, getattr(why, "verdict", FAILS), why)
+
+
+def run_errors(ctx, specs) -> list:
+    """The reasons of the runs among ``specs`` that raised (verdict "error"), de-duplicated."""
+    out = []
+    for s in specs:
+        why = run_problem(ctx, s)
+        if why is not None and why.verdict == ERROR and why not in out:
+            out.append(why)
+    return out
 
 
 @checked
@@ -195,7 +243,7 @@ def energy_conserved(where, text, ctx, spec, key=None) -> Claim:
     """max_n |E^{n+1} - E^n| / (max|T| + max|V|) <= band(spec)."""
     why = run_problem(ctx, spec)
     if why:
-        return Claim(where, text, "", FAILS, why)
+        return broken(where, text, why)
     tr = ctx.trace(spec)
     k = key or tr.energy_key
     m = tr.max_energy_increment(k)
@@ -212,7 +260,7 @@ def energy_not_conserved(where, text, ctx, spec, key=None) -> Claim:
     """The energy changes by more than NOT_CONSERVED (relative) somewhere in the run."""
     why = run_problem(ctx, spec)
     if why:
-        return Claim(where, text, "", FAILS, why)
+        return broken(where, text, why)
     tr = ctx.trace(spec)
     k = key or tr.energy_key
     m = tr.max_energy_increment(k)
@@ -231,7 +279,7 @@ def momentum_conserved(where, text, ctx, spec, names=None) -> Claim:
     """Every momentum map's per-step change <= band(spec) * max(1, max|J|)."""
     why = run_problem(ctx, spec)
     if why:
-        return Claim(where, text, "", FAILS, why)
+        return broken(where, text, why)
     tr = ctx.trace(spec)
     worst, parts = 0.0, []
     for k, J in tr.momentum.items():
@@ -267,6 +315,52 @@ def drift(t, E) -> dict:
     return {"first": first, "last": last, "line": line, "amplitude": amp, "ok": ok}
 
 
+#: "oscillates around x*": |mean(x) - x*| <= AROUND of the range max x - min x (x* near the middle of
+#: the oscillation), and x - x* changes sign at least twice; livens' choice, the papers give none
+AROUND = 0.25
+#: the values of AROUND each verdict's sensitivity line is given for
+AROUND_TRIED = (0.125, 0.25, 0.5)
+
+
+def around(x, true: float) -> dict:
+    """Whether the series ``x`` oscillates around ``true`` (AROUND): ``offset`` |mean(x) - true|,
+    ``range`` max x - min x, ``above`` the fraction of samples above ``true``, ``crossings`` the
+    sign changes of x - true, ``ok``, and ``words`` (the measured text with its sensitivity line)."""
+    x = np.asarray(x, float)
+    dev = x - true
+    rng = float(np.max(x) - np.min(x))
+    offset = abs(float(np.mean(dev)))
+    sign = np.sign(dev[np.abs(dev) > 1e-14 * max(1.0, abs(true))])
+    crossings = int(np.sum(sign[1:] != sign[:-1])) if sign.size else 0
+    above = float(np.mean(dev > 0))
+
+    def holds(f):
+        return crossings >= 2 and offset <= f * rng
+
+    words = (
+        f"x - x* ranges over [{dev.min():.3e}, {dev.max():.3e}], above x* {above:.0%} of the time, "
+        f"{crossings} sign changes; |mean(x) - x*| = {offset:.3e} = {offset / rng if rng > 0 else float('nan'):.2f} "
+        f"of the range (around: <= {AROUND:g} and at least 2 sign changes; "
+        + sensitivity("the bound on the offset", AROUND_TRIED, holds)
+        + ")"
+    )
+    return {"offset": offset, "range": rng, "above": above, "crossings": crossings, "ok": holds(AROUND), "words": words}
+
+
+def within_horizon(claim: Claim, ctx, spec, t_claim: float, universal: bool = True) -> Claim:
+    """A claim about the interval [0, t_claim] judged from a run to ``spec.t_end``: where the run is
+    shorter (the quick mode), "not reproduced (quick run: T = 2 of 10)" with the verdict the short
+    run would give stated in the reason, except that a ``universal`` claim ("in each time step",
+    "throughout") that fails on the shorter interval fails on the whole one."""
+    short = horizon(ctx, spec, t_claim)
+    if not short or claim.verdict in (NOT_REPRODUCED, ERROR):
+        return claim
+    if universal and claim.verdict == FAILS:
+        return claim
+    would = f"the verdict on this run would be '{claim.verdict}'" + (f" ({claim.reason})" if claim.reason else "")
+    return Claim(claim.where, claim.text, claim.measured, NOT_REPRODUCED, f"{short}; {would}")
+
+
 def drift_words(d: dict, unit: str = "") -> str:
     u = f" {unit}" if unit else ""
     return (
@@ -276,35 +370,48 @@ def drift_words(d: dict, unit: str = "") -> str:
     )
 
 
+def exchanged_energy(tr) -> float:
+    """The energy the motion exchanges: the range max T - min T of the kinetic energy (independent of
+    where the potential has its zero, unlike |E0| or max|V|); :attr:`Trace.energy_scale` where the
+    trace has no kinetic energy or it does not change."""
+    T = tr.energy.get("kinetic")
+    rng = float(np.max(T) - np.min(T)) if T is not None and len(T) else 0.0
+    return rng if rng > 0 else tr.energy_scale
+
+
 def fluctuation_parts(tr, tr_half, order: float, key=None) -> tuple[dict, str]:
     """The parts of :func:`fluctuation_verdict`: {"drift": no secular drift at h and h/2,
-    "small": max |E - E0| <= SMALL_AMPLITUDE of max|T| + max|V|, "scaling": the amplitude ratio of h
-    and h/2 is 2^order within ORDER_TOL}, and the measured text."""
+    "small": max |E - E0| <= SMALL_AMPLITUDE of the energy exchanged (:func:`exchanged_energy`),
+    "scaling": the amplitude ratio of h and h/2 is 2^order within ORDER_TOL}, and the measured text
+    (with the sensitivity of "small" to SMALL_AMPLITUDE, livens' choice)."""
     k = key or tr.energy_key
     d = drift(tr.t, tr.energy[k])
     d2 = drift(tr_half.t, tr_half.energy[k])
-    scale = tr.energy_scale
+    scale = exchanged_energy(tr)
     ratio = d["amplitude"] / d2["amplitude"] if d2["amplitude"] > 0 else float("nan")
     p = math.log2(ratio) if ratio == ratio and ratio > 0 else float("nan")
+    rel = d["amplitude"] / scale
     parts = {
         "drift": d["ok"] and d2["ok"],
-        "small": d["amplitude"] <= SMALL_AMPLITUDE * scale,
+        "small": rel <= SMALL_AMPLITUDE,
         "scaling": order_ok(p, order),
     }
     E0 = float(tr.energy[k][0])
     words = (
-        f"h = {tr.h:g}: {drift_words(d)}; max |E - E0| = {d['amplitude'] / scale:.2e} of max|T|+max|V| "
-        f"(small: <= {SMALL_AMPLITUDE:g}; = {d['amplitude'] / max(abs(E0), 1e-300):.2e} of |E0| = {abs(E0):.3g}); "
-        f"h = {tr_half.h:g}: max |E - E0| = {d2['amplitude']:.3e}, drift {'none' if d2['ok'] else 'yes'}; "
-        f"amplitude ratio {ratio:.3f} = 2^{p:.2f} (h^{order:g} expected, ±{ORDER_TOL:g})"
+        f"h = {tr.h:g}: {drift_words(d)}; max |E - E0| = {rel:.2e} of the energy exchanged max T - min T = "
+        f"{scale:.4g} (small: <= {SMALL_AMPLITUDE:g}; {sensitivity('the size bound', SMALL_AMPLITUDE_TRIED, lambda x: rel <= x)}; "
+        f"= {d['amplitude'] / max(abs(E0), 1e-300):.2e} of |E0| = {abs(E0):.3g}, a figure that depends on the "
+        f"potential's zero); h = {tr_half.h:g}: max |E - E0| = {d2['amplitude']:.3e}, drift "
+        f"{'none' if d2['ok'] else 'yes'}; amplitude ratio {ratio:.3f} = 2^{p:.2f} (h^{order:g} expected, "
+        f"±{ORDER_TOL:g})"
     )
     return parts, words
 
 
 def fluctuation_verdict(tr, tr_half, order: float, key=None) -> tuple[bool, str]:
     """The energy error of a symplectic method (KBS23b Fig. 8, KBS23a Figs 14 and 16): it oscillates,
-    bounded and without secular drift (:func:`drift`), small (max |E - E0| <= SMALL_AMPLITUDE of
-    max|T| + max|V|), and its amplitude scales like h^order: log2 of the amplitudes at h and h/2
+    bounded and without secular drift (:func:`drift`), small (max |E - E0| <= SMALL_AMPLITUDE of the
+    energy exchanged, :func:`exchanged_energy`), and its amplitude scales like h^order: log2 of the amplitudes at h and h/2
     agrees with ``order`` within ORDER_TOL. ``tr_half``: the same run with h/2."""
     parts, words = fluctuation_parts(tr, tr_half, order, key)
     return all(parts.values()), words
@@ -316,7 +423,7 @@ def energy_fluctuates(where, text, ctx, spec, half, order: float, key=None) -> C
     the run ``spec`` and its h/2 twin ``half``."""
     why = run_problem(ctx, spec) or run_problem(ctx, half)
     if why:
-        return Claim(where, text, "", FAILS, why)
+        return broken(where, text, why)
     ok, words = fluctuation_verdict(ctx.trace(spec), ctx.trace(half), order, key)
     return judged(where, text, ok, f"{spec.label}: {words}")
 
@@ -327,7 +434,7 @@ def increments_of_the_order(where, text, ctx, spec, exponent: float, key=None, u
     a decade of it (:func:`~livens.studies.report.of_the_order`)."""
     why = run_problem(ctx, spec)
     if why:
-        return Claim(where, text, "", FAILS, why)
+        return broken(where, text, why)
     tr = ctx.trace(spec)
     k = key or tr.energy_key
     m = float(np.max(np.abs(np.diff(tr.energy[k]))))
@@ -346,7 +453,7 @@ def energy_stays_bounded(where, text, ctx, spec, key=None, unit: str = "") -> Cl
     """ "The energy error remains stable": no secular drift (:func:`drift`)."""
     why = run_problem(ctx, spec)
     if why:
-        return Claim(where, text, "", FAILS, why)
+        return broken(where, text, why)
     tr = ctx.trace(spec)
     d = drift(tr.t, tr.energy[key or tr.energy_key])
     return judged(where, text, d["ok"], f"{spec.label}: {drift_words(d, unit)}")
@@ -360,18 +467,47 @@ def _residual(tr, level, where_kind, which=None):
     return tr.max_residual(name, which), name
 
 
+def enforced_equivalent(tr, level, which=None) -> str | None:
+    """The name of the residual the scheme enforces by its own equations that is the same quantity
+    as the nodal residual of ``level`` over the constraints ``which`` (None: all), or None.
+
+    g(q^{n+1}) is the nodal g(q^n) one node later; G(q^{n+1}) M^-1 p^{n+1} is the nodal momentum-level
+    residual; a velocity residual enforced with the nodal momentum p^{n+1} (or velocity v^{n+1}) at any
+    configuration equals the nodal one for linear constraints, whose Jacobian is constant."""
+    name = tr.enforced_name(level)
+    if name is None:
+        return None
+    if level == "position":
+        return name if "g(q^{n+1})" in name else None
+    nodal = tr.nodal_name("velocity") or ""
+    same_w = ("p^{n+1}" in name and "p^n" in nodal) or ("v^{n+1}" in name and "v^n" in nodal)
+    if not same_w:
+        return None
+    if "G(q^{n+1})" in name:
+        return name
+    rows = range(tr.nodal[nodal].shape[1]) if which is None else which
+    return name if rows and all(k in tr.linear_constraints for k in rows) else None
+
+
 @checked
-def constraint_met(where, text, ctx, spec, level, kind="nodal", which=None, met=True, show_nodal=False) -> Claim:
-    """The constraint residual of ``level`` at the nodes (``kind="nodal"``) or where the scheme
-    enforces it (``"enforced"``) is <= MET (``met=True``) or > VIOLATED (``met=False``), over the
-    constraints ``which`` (default all). ``show_nodal`` adds the nodal residual to the measured
-    text (for schemes whose enforced constraint sits at the node in other variables, e.g. VI-B's
-    G(q^{n+1}) v^{n+1})."""
+def constraint_met(
+    where, text, ctx, spec, level, kind="nodal", which=None, met=True, show_enforced=False, construction=None
+) -> Claim:
+    """The constraint residual of ``level`` at the nodes (``kind="nodal"``: the quantity the papers'
+    figures of constraints on configuration and on momentum level show, g(q^n) and G(q^n) M^-1 p^n)
+    or where the scheme enforces it (``"enforced"``) is <= MET (``met=True``) or > VIOLATED
+    (``met=False``), over the constraints ``which`` (default all).
+
+    A residual the scheme enforces by its own equations (``kind="enforced"``, or a nodal residual that
+    is the same quantity as an enforced one, :func:`enforced_equivalent`) cannot fail while Newton
+    converges: the verdict is "by construction" (outside the holds), ``construction`` naming the
+    equation. ``show_enforced`` adds the enforced residual to the measured text (e.g. VI-B's own
+    G(q^{n+1}) v^{n+1}, eq 82e, beside the nodal G M^-1 p its figures show)."""
     if which is not None and len(which) == 0:
         return Claim(where, text, "", NOT_REPRODUCED, f"no {level} constraint of this kind to check (empty selection)")
     why = run_problem(ctx, spec)
     if why:
-        return Claim(where, text, "", FAILS, why)
+        return broken(where, text, why)
     tr = ctx.trace(spec)
     r, name = _residual(tr, level, kind, which)
     if r is None:
@@ -381,13 +517,17 @@ def constraint_met(where, text, ctx, spec, level, kind="nodal", which=None, met=
     ok = r <= lo if met else r > hi
     bound = f"<= {lo:g}" if met else f"> {hi:g}"
     extra = ""
-    if show_nodal:
-        rn, nn = _residual(tr, level, "nodal", which)
-        if rn is not None:
-            extra = f"; for comparison max |{nn}| = {fmt(rn)}"
-    return judged(
-        where, text, ok, f"{spec.label}: max |{name}|{sel} = {fmt(r)} (needs {bound}; Newton tol {spec.tol:g}){extra}"
-    )
+    if show_enforced:
+        re_, ne = _residual(tr, level, "enforced", which)
+        if re_ is not None:
+            extra = f"; the scheme's own enforced residual max |{ne}| = {fmt(re_)}"
+    meas = f"{spec.label}: max |{name}|{sel} = {fmt(r)} (needs {bound}; Newton tol {spec.tol:g}){extra}"
+    if met:
+        same = name if kind == "enforced" else enforced_equivalent(tr, level, which)
+        if same is not None:
+            eq = construction or f"{spec.label}'s enforced residual {same}"
+            return constructed(where, text, ok, meas, eq)
+    return judged(where, text, ok, meas)
 
 
 def nonlinear(tr) -> list:
@@ -430,13 +570,14 @@ def _order_claim(where, text, conv, s, quantity, claimed) -> Claim:
     errs = ", ".join(f"{hh:g}: {fmt(ee)}" for hh, ee in zip(h, e))
     status = [x["status"] for x in conv.rows if x["scheme"] == s and x["quantity"] == quantity]
     bad = [f"h = {hh:g}: {st}" for hh, st in zip(h, status) if st != OK]
-    return judged(
-        where,
-        text,
-        order_ok(o, claimed),
+    meas = (
         f"{s}: fitted slope {o:.2f} (claimed {claimed}; |Δ| <= {ORDER_TOL:g}); errors {errs}; "
-        f"reference {conv.reference or 'analytic'}" + (f"; failed runs: {', '.join(bad)}" if bad else ""),
+        f"against {conv.reference_for(quantity)}" + (f"; failed runs: {', '.join(bad)}" if bad else "")
     )
+    raised = [f"h = {hh:g}" for hh, st in zip(h, status) if st in (RUN_ERROR, REFUSED)]
+    if raised or any("raised" in n for n in conv.notes):
+        return Claim(where, text, meas, ERROR, "a run of the study raised: " + "; ".join(raised + conv.notes))
+    return judged(where, text, order_ok(o, claimed), meas)
 
 
 def _sym(k):
@@ -448,8 +589,15 @@ __all__ = [
     "THRESHOLDS",
     "traced",
     "present",
+    "run_words",
     "band",
     "run_problem",
+    "Why",
+    "broken",
+    "run_errors",
+    "enforced_equivalent",
+    "constructed",
+    "BY_CONSTRUCTION",
     "status_claim",
     "energy_conserved",
     "energy_not_conserved",
@@ -464,6 +612,11 @@ __all__ = [
     "checked",
     "drift",
     "drift_words",
+    "around",
+    "AROUND",
+    "within_horizon",
+    "exchanged_energy",
+    "sensitivity",
     "fluctuation_parts",
     "fluctuation_verdict",
     "energy_fluctuates",

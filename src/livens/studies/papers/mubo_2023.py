@@ -20,10 +20,13 @@ from ._common import (
     THRESHOLDS,
     TOL,
     Claim,
+    around,
+    broken,
     checked,
     constraint_met,
+    drift,
+    drift_words,
     energy_not_conserved,
-    energy_stays_bounded,
     fluctuation_parts,
     horizon,
     judged,
@@ -37,8 +40,11 @@ from ._common import (
     present,
     requirements,
     run_problem,
+    run_words,
+    sensitivity,
     status_claim,
     traced,
+    within_horizon,
 )
 
 PHI3 = 0.0375
@@ -56,7 +62,7 @@ def _symplectic_oscillations(where, text, ctx, spec, half, t_claim) -> Claim:
     shorter run can make the claim fail by its other parts, never hold."""
     why = run_problem(ctx, spec) or run_problem(ctx, half)
     if why:
-        return Claim(where, text, "", FAILS, why)
+        return broken(where, text, why)
     tr = ctx.trace(spec)
     dH = float(np.max(np.abs(np.diff(tr.energy["total"]))))
     parts, words = fluctuation_parts(tr, ctx.trace(half), 1, key="total")
@@ -75,7 +81,7 @@ def _energy_decays(where, text, ctx, spec) -> Claim:
     """KBS23a Fig 22: with dampers H decays (mean over the last tenth below that over the first)."""
     why = run_problem(ctx, spec)
     if why:
-        return Claim(where, text, "", FAILS, why)
+        return broken(where, text, why)
     H = ctx.trace(spec).energy["total"]
     k = max(1, len(H) // 10)
     a, b = float(np.mean(H[:k])), float(np.mean(H[-k:]))
@@ -88,23 +94,66 @@ def _energy_decays(where, text, ctx, spec) -> Claim:
     )
 
 
+#: Fig. 23: the energy lost in a step agrees with the energy the dampers dissipate in it within this
+#: fraction of the largest per-step dissipation (livens' choice; the paper gives no tolerance)
+BALANCE = 0.05
+BALANCE_TRIED = (0.01, 0.05, 0.1, 0.2, 0.5)
+
+
 @checked
 def _dissipation_balance(where, text, ctx, spec) -> Claim:
-    """KBS23a Fig 23: the energy lost equals the dissipated work (within 5 %)."""
+    """KBS23a Fig 23: "the lost amount of total energy in each time step is due to the dissipated power
+    of the damping elements": per step, |(H^n - H^{n+1}) - (W^{n+1} - W^n)| <= BALANCE of the largest
+    per-step dissipation max_n (W^{n+1} - W^n), at every step (the paper's claim is per step; the
+    balance over the whole run is reported beside)."""
     why = run_problem(ctx, spec)
     if why:
-        return Claim(where, text, "", FAILS, why)
+        return broken(where, text, why)
     dtr = ctx.trace(spec)
+    if dtr.work is None:
+        return Claim(where, text, "", NOT_REPRODUCED, "the run records no dissipated work")
     H = dtr.energy["total"]
-    W_T = float(dtr.work[-1]) if dtr.work is not None else float("nan")
+    lost, dW = -np.diff(H), np.diff(dtr.work)
+    miss = np.abs(lost - dW)
+    scale = float(np.max(dW))
+    worst = float(np.max(miss))
+    frac = float(np.mean(miss > BALANCE * np.maximum(np.abs(dW), 1e-300)))
+    W_T = float(dtr.work[-1])
     bal = abs(H[-1] - H[0] + W_T)
-    return judged(
-        where,
-        text,
-        W_T > 0 and bal <= 0.05 * W_T,
-        f"energy lost H(0) - H(T) = {H[0] - H[-1]:.4f} J, dissipated work W(T) = {W_T:.4f} J; "
-        f"balance |ΔH + W| = {bal:.2e} J ({bal / W_T:.2%} of W; holds within 5 %)",
+    meas = (
+        f"per step: max |lost - dissipated| = {worst:.2e} J against a largest dissipation per step of "
+        f"{scale:.2e} J ({worst / scale:.0%}; holds within {BALANCE:.0%}); the mismatch exceeds {BALANCE:.0%} "
+        f"of that step's own dissipation on {frac:.0%} of the steps (the scheme's own energy oscillation, "
+        f"present without dampers, adds to each step's loss); "
+        + sensitivity("the per-step bound", BALANCE_TRIED, lambda b: worst <= b * scale, lambda b: f"{b:.0%}")
+        + f"; over the run: H(0) - H(T) = {H[0] - H[-1]:.4f} J, W(T) = {W_T:.4f} J, |ΔH + W| = {bal:.2e} J "
+        f"({bal / W_T:.2%} of W)"
     )
+    return judged(where, text, scale > 0 and worst <= BALANCE * scale, meas)
+
+
+@checked
+def _around(where, text, ctx, spec, x_of, true: float, stable: bool = False, unit: str = "") -> Claim:
+    """ "x oscillates around its true value" (KBS23a Figs 3, 5, 10): :func:`around` on ``x_of(trace)``;
+    with ``stable`` also "the energy error remains stable" (no secular drift, :func:`drift`)."""
+    why = run_problem(ctx, spec)
+    if why:
+        return broken(where, text, why)
+    tr = ctx.trace(spec)
+    a = around(x_of(tr), true)
+    meas = f"{spec.label}: {a['words']}"
+    ok = a["ok"]
+    if stable:
+        d = drift(tr.t, x_of(tr))
+        ok = ok and d["ok"]
+        meas += f"; {drift_words(d, unit)}"
+    return judged(where, text, ok, meas)
+
+
+#: "the angular momentum varies over time": max |L - L0| at least this fraction of max |L| (livens'
+#: choice: a change the figure shows, far above any round-off)
+VARIES = 0.01
+VARIES_TRIED = (1e-3, 1e-2, 1e-1, 0.5)
 
 
 @checked
@@ -115,6 +164,51 @@ def _runs_through(where, text, ctx, spec, t_claim) -> Claim:
     if short and c.verdict != FAILS:
         return Claim(where, text, c.measured, NOT_REPRODUCED, short)
     return c
+
+
+#: KBS23a Fig. 19: the regions "close to the singular configurations" (the lower bars horizontal) and far
+#: from them, by |d1_y| of bar 1 (livens' choice; the sensitivity line gives the verdict for others)
+NEAR, FAR = 0.2, 0.8
+REGIONS_TRIED = ((0.1, 0.9), (0.2, 0.8), (0.3, 0.7), (0.4, 0.6))
+
+
+@checked
+def _near_singular(where, text, ctx, spec, nl) -> Claim:
+    """KBS23a Fig. 19: the nodal internal velocity residuals are larger near the singular configurations
+    (|d1_y| of bar 1 < NEAR) than near upright (|d1_y| > FAR), with the sensitivity to those bounds."""
+    why = run_problem(ctx, spec)
+    if why:
+        return broken(where, text, why)
+    tr = ctx.trace(spec)
+    names = list(tr.coordinate_names or ())
+    if "B1.d1.y" not in names:
+        return missing(where, text, "bar coordinates not named")
+    dy = np.abs(tr.q[:, names.index("B1.d1.y")])
+    r = np.max(np.abs(tr.nodal[tr.nodal_name("velocity")][:, nl]), axis=1)
+
+    def pair(lo, hi):
+        near, far = dy < lo, dy > hi
+        if not (near.any() and far.any()):
+            return None
+        return float(r[near].max()), float(r[far].max())
+
+    got = pair(NEAR, FAR)
+    if got is None:
+        return missing(where, text, "the run does not reach both regions")
+    rn, rf = got
+    line = sensitivity(
+        "the region bounds (|d1_y| < a near, > b far)",
+        REGIONS_TRIED,
+        lambda ab: (pair(*ab) or (0.0, 1.0))[0] > (pair(*ab) or (0.0, 1.0))[1],
+        lambda ab: f"({ab[0]:g}, {ab[1]:g})",
+    )
+    return judged(
+        where,
+        text,
+        rn > rf,
+        f"max internal velocity residual near horizontal (|d1_y| < {NEAR:g}): {rn:.3e}; near upright "
+        f"(|d1_y| > {FAR:g}): {rf:.3e}; {line}",
+    )
 
 
 def _top(quick: bool) -> list:
@@ -162,12 +256,18 @@ def _top(quick: bool) -> list:
         if tr is not None:
             ctx.add(
                 plots.energy_figure(
-                    tr, ctx.stem("fig03_top_energy"), units=SI, title="energy quantities (KBS23a Fig. 3)"
+                    tr,
+                    ctx.stem("fig03_top_energy"),
+                    units=SI,
+                    title="energy quantities (KBS23a Fig. 3)" + "\n" + run_words(spec),
                 )
             )
             ctx.add(
                 plots.momentum_figure(
-                    tr, ctx.stem("fig04_top_angular_momentum"), units=SI, title="angular momentum $L_3$ (KBS23a Fig. 4)"
+                    tr,
+                    ctx.stem("fig04_top_angular_momentum"),
+                    units=SI,
+                    title="angular momentum $L_3$ (KBS23a Fig. 4)" + "\n" + run_words(spec),
                 )
             )
             ctx.add(
@@ -176,7 +276,7 @@ def _top(quick: bool) -> list:
                     ctx.stem("fig05_top_H_increments"),
                     key="total",
                     units=SI,
-                    title="Hamiltonian difference (KBS23a Fig. 5)",
+                    title="Hamiltonian difference (KBS23a Fig. 5)" + "\n" + run_words(spec),
                 )
             )
             ctx.add(
@@ -185,7 +285,7 @@ def _top(quick: bool) -> list:
                     ctx.stem("fig06_top_L3_increments"),
                     increments=True,
                     units=SI,
-                    title="angular momentum difference (KBS23a Fig. 6)",
+                    title="angular momentum difference (KBS23a Fig. 6)" + "\n" + run_words(spec),
                 )
             )
             ctx.add(
@@ -195,7 +295,7 @@ def _top(quick: bool) -> list:
                     "position",
                     units=SI,
                     enforced=False,
-                    title="constraints on configuration level (KBS23a Fig. 7)",
+                    title="constraints on configuration level (KBS23a Fig. 7)" + "\n" + run_words(spec),
                 )
             )
             ctx.add(
@@ -204,7 +304,7 @@ def _top(quick: bool) -> list:
                     ctx.stem("fig08_top_velocity_constraints"),
                     "velocity",
                     units=SI,
-                    title="constraints on velocity level (KBS23a Fig. 8)",
+                    title="constraints on velocity level (KBS23a Fig. 8)" + "\n" + run_words(spec),
                 )
             )
             ctx.add(
@@ -216,30 +316,37 @@ def _top(quick: bool) -> list:
                     ylabel=r"$\varphi_3$ [m]",
                     reference=PHI3,
                     units=SI,
-                    title="vertical coordinate of the centre of mass (KBS23a Fig. 10)",
+                    title="vertical coordinate of the centre of mass (KBS23a Fig. 10)" + "\n" + run_words(spec),
                 )
             )
         if bad:
-            c.extend(Claim(f"{W}, {w}", t, "", FAILS, bad) for w, t in texts[:7])
+            c.extend(broken(f"{W}, {w}", t, bad) for w, t in texts[:7])
         else:
-            dev = tr.q[:, 2] - PHI3
+            c.append(_around(f"{W}, Fig. 10", texts[0][1], ctx, spec, lambda tr: tr.q[:, 2], PHI3, unit="m"))
+            c.append(energy_not_conserved(f"{W}, Fig. 5", texts[1][1], ctx, spec, key="total"))
+            H0 = float(tr.energy["total"][0])
             c.append(
-                judged(
-                    f"{W}, Fig. 10",
-                    texts[0][1],
-                    bool(dev.min() < 0 < dev.max()),
-                    f"φ3 - 0.0375 ranges over [{dev.min():.3e}, {dev.max():.3e}] m",
+                _around(
+                    f"{W}, Figs. 3, 5", texts[2][1], ctx, spec, lambda t_: t_.energy["total"], H0, stable=True, unit="J"
                 )
             )
-            c.append(energy_not_conserved(f"{W}, Fig. 5", texts[1][1], ctx, spec, key="total"))
-            c.append(energy_stays_bounded(f"{W}, Figs. 3, 5", texts[2][1], ctx, spec, key="total", unit="J"))
             c.append(momentum_conserved(f"{W}, Figs. 4, 6", texts[3][1], ctx, spec))
-            c.append(constraint_met(f"{W}, Fig. 7", texts[4][1], ctx, spec, "position"))
-            c.append(constraint_met(f"{W}, Fig. 8", texts[5][1], ctx, spec, "velocity", kind="enforced"))
+            c.append(constraint_met(f"{W}, Fig. 7", texts[4][1], ctx, spec, "position", construction="KBS23a eq 41d"))
+            c.append(
+                constraint_met(
+                    f"{W}, Fig. 8", texts[5][1], ctx, spec, "velocity", kind="enforced", construction="KBS23a eq 41e"
+                )
+            )
             c.append(constraint_met(f"{W}, Fig. 8", texts[6][1], ctx, spec, "velocity", which=nonlinear(tr), met=False))
         res = conv.reduce(ctx.results)
         ctx.add(res.to_csv(ctx.stem("fig09_top_errors.csv")))
-        ctx.add(res.figure(ctx.stem("fig09_top_h_convergence"), "phi3", title="h-convergence (KBS23a Fig. 9)"))
+        ctx.add(
+            res.figure(
+                ctx.stem("fig09_top_h_convergence"),
+                "phi3",
+                title=f"h-convergence (KBS23a Fig. 9)\nVI-S, Newton tol {TOL:g}, against the analytic φ3 = {PHI3:g}",
+            )
+        )
         c.extend(order_claims(f"{W}, Fig. 9", lambda s, o: texts[7][1], res, ["VI-S"], "phi3", {"VI-S": 1}))
         return c
 
@@ -261,10 +368,10 @@ def _four_bar(quick: bool) -> list:
     T = 2.0 if quick else 10.0
     ok = available_example(ex) and present(["VI-S"])
     spec = traced(ex, "VI-S", 1e-3, T) if ok else None
-    # the energy oscillation's scaling with h: a run the paper does not have, with livens' rescue and the
-    # paper's tolerance 1e-9 (plain Newton fails in it at t = 8.48, near a singular configuration, at
-    # tolerance 1e-9 and 1e-12; the rescue does not reach 1e-12 there)
-    half = spec.with_(h=5e-4, tol=1e-9, rescue=True) if ok else None
+    # the energy oscillation's scaling with h: a run the paper does not have, with the paper's Newton
+    # (tolerance 1e-9, no rescue) like every planned run; where it fails (near a singular configuration)
+    # the re-run with livens' rescue is judged beside and the claim states both verdicts
+    half = spec.with_(h=5e-4, tol=1e-9) if ok else None
     # the damped claims are not about round-off: the paper's Newton tolerance 1e-9
     dspec = traced(ex, "VI-S", 1e-3, T, tol=1e-9, example_params={"dampers": True}) if ok else None
     W = "§5.2"
@@ -314,7 +421,7 @@ def _four_bar(quick: bool) -> list:
                         ctx.stem("fig12_fourbar_x4"),
                         "time $t$ [s]",
                         "$x_4$ [m]",
-                        "1-coordinate of P4 (KBS23a Fig. 12)",
+                        "1-coordinate of P4 (KBS23a Fig. 12)" + "\n" + run_words(spec),
                         yname="x4",
                     )
                 )
@@ -325,13 +432,16 @@ def _four_bar(quick: bool) -> list:
                         ctx.stem("fig13_fourbar_v4"),
                         "time $t$ [s]",
                         "$v_4$ [m/s]",
-                        "1-velocity of P4, (x4^{n+1} - x4^n)/h (KBS23a Fig. 13)",
+                        "1-velocity of P4, (x4^{n+1} - x4^n)/h (KBS23a Fig. 13)" + "\n" + run_words(spec),
                         yname="v4",
                     )
                 )
             ctx.add(
                 plots.energy_figure(
-                    tr, ctx.stem("fig14_fourbar_energy"), units=SI, title="energy quantities (KBS23a Fig. 14)"
+                    tr,
+                    ctx.stem("fig14_fourbar_energy"),
+                    units=SI,
+                    title="energy quantities (KBS23a Fig. 14)" + "\n" + run_words(spec),
                 )
             )
             L = _angular_momentum_2d(tr.q, tr.p)
@@ -341,7 +451,7 @@ def _four_bar(quick: bool) -> list:
                     ctx.stem("fig15_fourbar_angular_momentum"),
                     "time $t$ [s]",
                     "$L$ [kg m²/s]",
-                    "angular momentum, eq 75 (KBS23a Fig. 15)",
+                    "angular momentum, eq 75 (KBS23a Fig. 15)" + "\n" + run_words(spec),
                     yname="L",
                 )
             )
@@ -351,7 +461,7 @@ def _four_bar(quick: bool) -> list:
                     ctx.stem("fig16_fourbar_H_increments"),
                     key="total",
                     units=SI,
-                    title="Hamiltonian difference (KBS23a Fig. 16)",
+                    title="Hamiltonian difference (KBS23a Fig. 16)" + "\n" + run_words(spec),
                 )
             )
             ctx.add(
@@ -360,7 +470,7 @@ def _four_bar(quick: bool) -> list:
                     ctx.stem("fig17_fourbar_L_increments"),
                     "time $t$ [s]",
                     "$L^{n+1} - L^n$ [kg m²/s]",
-                    "angular momentum difference (KBS23a Fig. 17)",
+                    "angular momentum difference (KBS23a Fig. 17)" + "\n" + run_words(spec),
                     style=".",
                     yname="L_increment",
                 )
@@ -376,7 +486,9 @@ def _four_bar(quick: bool) -> list:
                     which=b1,
                     enforced=False,
                     units=SI,
-                    title="internal constraints of bar 1, configuration level (KBS23a Fig. 18)",
+                    title="internal constraints of bar 1, configuration level (KBS23a Fig. 18)"
+                    + "\n"
+                    + run_words(spec),
                 )
             )
             ctx.add(
@@ -386,7 +498,7 @@ def _four_bar(quick: bool) -> list:
                     "velocity",
                     which=b1,
                     units=SI,
-                    title="internal constraints of bar 1, velocity level (KBS23a Fig. 19)",
+                    title="internal constraints of bar 1, velocity level (KBS23a Fig. 19)" + "\n" + run_words(spec),
                 )
             )
             if p1:
@@ -398,7 +510,9 @@ def _four_bar(quick: bool) -> list:
                         which=p1,
                         enforced=False,
                         units=SI,
-                        title="external constraints in P1, configuration level (KBS23a Fig. 20)",
+                        title="external constraints in P1, configuration level (KBS23a Fig. 20)"
+                        + "\n"
+                        + run_words(spec),
                     )
                 )
                 ctx.add(
@@ -408,54 +522,82 @@ def _four_bar(quick: bool) -> list:
                         "velocity",
                         which=p1,
                         units=SI,
-                        title="external constraints in P1, velocity level (KBS23a Fig. 21)",
+                        title="external constraints in P1, velocity level (KBS23a Fig. 21)" + "\n" + run_words(spec),
                     )
                 )
         if bad:
-            c.extend(Claim(f"{W}, {w}", t, "", FAILS, bad) for w, t in texts[1:7])
+            c.extend(broken(f"{W}, {w}", t, bad) for w, t in texts[1:7])
         else:
             c.append(_symplectic_oscillations(f"{W}, Figs. 14, 16", texts[1][1], ctx, spec, half, T_FOUR_BAR))
             L = _angular_momentum_2d(tr.q, tr.p)
-            var = float(np.max(np.abs(L - L[0])))
-            c.append(judged(f"{W}, Figs. 15, 17", texts[2][1], var > 1e-6, f"max |L - L0| = {var:.3e} kg m²/s"))
-            c.append(constraint_met(f"{W}, Figs. 18, 20", texts[3][1], ctx, spec, "position"))
+            var, top = float(np.max(np.abs(L - L[0]))), float(np.max(np.abs(L)))
+            c.append(
+                within_horizon(
+                    judged(
+                        f"{W}, Figs. 15, 17",
+                        texts[2][1],
+                        var >= VARIES * top,
+                        f"max |L - L0| = {var:.3e} kg m²/s = {var / top:.2f} of max |L| = {top:.3e} (varies: >= "
+                        f"{VARIES:g} of max |L|; "
+                        + sensitivity("the fraction", VARIES_TRIED, lambda f: var >= f * top)
+                        + ")",
+                    ),
+                    ctx,
+                    spec,
+                    T_FOUR_BAR,
+                    universal=False,
+                )
+            )
+            c.append(
+                within_horizon(
+                    constraint_met(
+                        f"{W}, Figs. 18, 20", texts[3][1], ctx, spec, "position", construction="KBS23a eq 41d"
+                    ),
+                    ctx,
+                    spec,
+                    T_FOUR_BAR,
+                )
+            )
             nl = nonlinear(tr)
-            c.append(constraint_met(f"{W}, Fig. 19", texts[4][1], ctx, spec, "velocity", which=nl, met=False))
-            # singular configurations: the lower bars horizontal, |d1_y| of bar 1 small
-            names = list(tr.coordinate_names or ())
-            if "B1.d1.y" in names:
-                dy = np.abs(tr.q[:, names.index("B1.d1.y")])
-                r = np.max(np.abs(tr.nodal[tr.nodal_name("velocity")][:, nl]), axis=1)
-                near, far = dy < 0.2, dy > 0.8
-                if near.any() and far.any():
-                    rn, rf = float(r[near].max()), float(r[far].max())
-                    c.append(
-                        judged(
-                            f"{W}, Fig. 19",
-                            texts[5][1],
-                            rn > rf,
-                            f"max internal velocity residual near horizontal (|d1_y| < 0.2): {rn:.3e}; "
-                            f"near upright (|d1_y| > 0.8): {rf:.3e}",
-                        )
-                    )
-                else:
-                    c.append(missing(f"{W}, Fig. 19", texts[5][1], "the run does not reach both regions"))
-            else:
-                c.append(missing(f"{W}, Fig. 19", texts[5][1], "bar coordinates not named"))
+            c.append(
+                within_horizon(
+                    constraint_met(f"{W}, Fig. 19", texts[4][1], ctx, spec, "velocity", which=nl, met=False),
+                    ctx,
+                    spec,
+                    T_FOUR_BAR,
+                    universal=False,
+                )
+            )
+            c.append(within_horizon(_near_singular(f"{W}, Fig. 19", texts[5][1], ctx, spec, nl), ctx, spec, T_FOUR_BAR))
             lin = list(tr.linear_constraints)
-            c.append(constraint_met(f"{W}, Fig. 21", texts[6][1], ctx, spec, "velocity", which=lin))
+            c.append(
+                within_horizon(
+                    constraint_met(
+                        f"{W}, Fig. 21",
+                        texts[6][1],
+                        ctx,
+                        spec,
+                        "velocity",
+                        which=lin,
+                        construction="KBS23a eq 41e, whose Jacobian is constant for the linear constraints",
+                    ),
+                    ctx,
+                    spec,
+                    T_FOUR_BAR,
+                )
+            )
         # --- with dampers
-        dtr, rescued_words = ctx.trace(dspec), ""
+        dtr, twin_words = ctx.trace(dspec), run_words(dspec)
         twin = ctx.rescued(dspec)
         if twin is not None and twin.trace is not None:  # the paper's Newton failed: draw the rescued run
-            dtr, rescued_words = twin.trace, f" (livens' rescue: {len(twin.rescued_steps)} steps rescued)"
+            dtr, twin_words = twin.trace, run_words(twin.spec, twin)
         if dtr is not None:
             ctx.add(
                 plots.energy_figure(
                     dtr,
                     ctx.stem("fig22_fourbar_damped_energy"),
                     units=SI,
-                    title="energy quantities with dissipation (KBS23a Fig. 22)" + rescued_words,
+                    title=f"KBS23a Fig. 22: energy with dissipation\n{twin_words}",
                 )
             )
             dH = np.diff(dtr.energy["total"])
@@ -466,13 +608,13 @@ def _four_bar(quick: bool) -> list:
                     ctx.stem("fig23_fourbar_dissipated_increments"),
                     "time $t$ [s]",
                     "energy per step [J]",
-                    "dissipated energy increments (KBS23a Fig. 23)" + rescued_words,
+                    f"KBS23a Fig. 23: dissipated energy per step\n{twin_words}",
                     style=".",
                     yname="energy_per_step",
                 )
             )
-        c.append(_energy_decays(f"{W}, Fig. 22", texts[7][1], ctx, dspec))
-        c.append(_dissipation_balance(f"{W}, Fig. 23", texts[8][1], ctx, dspec))
+        c.append(within_horizon(_energy_decays(f"{W}, Fig. 22", texts[7][1], ctx, dspec), ctx, dspec, T_FOUR_BAR))
+        c.append(within_horizon(_dissipation_balance(f"{W}, Fig. 23", texts[8][1], ctx, dspec), ctx, dspec, T_FOUR_BAR))
         return c
 
     return [
@@ -481,7 +623,7 @@ def _four_bar(quick: bool) -> list:
             "Double four-bar linkage (§5.2, Figs. 12-23)",
             [spec, half, dspec] if ok else [],
             make,
-            note="h = 5e-4 added to the paper's h = 1e-3 (undamped; with livens' rescue, tolerance 1e-9): "
+            note="h = 5e-4 added to the paper's h = 1e-3 (undamped, the paper's Newton, tolerance 1e-9): "
             "the energy oscillation's scaling with h (Figs. 14, 16)",
         )
     ]
@@ -492,7 +634,7 @@ def build(quick: bool) -> list:
     return _top(quick) + _four_bar(quick)
 
 
-def settings(quick: bool) -> list:
+def settings(quick: bool, sections=None) -> list:
     """The report's Settings lines for KBS23a (the runs themselves: the generated table)."""
     return [
         NEWTON_NOTE,
