@@ -77,6 +77,88 @@ def rescue(plan, state, t: float, its_failed: int):
     return None
 
 
+_PROBES = engine.CompiledCache(16)
+
+# the user's functions a failed step is probed with, in the words of a message
+_FUNCTIONS = (
+    ("potential V(q)", lambda mech, q, v, t: mech.V(q)),
+    ("constraints g(q)", lambda mech, q, v, t: mech.g(q)),
+    ("mass matrix M(q)", lambda mech, q, v, t: mech.M(q)),
+    ("external force F(q, v, t)", lambda mech, q, v, t: mech.F(q, v, t)),
+    ("dissipation matrix C(q)", lambda mech, q, v, t: mech.C(q)),
+)
+
+
+def _prober(plan):
+    """The compiled probe of a failed step (cached per system, scheme, guess): the step again from
+    the run's first guess with at most ``max_iter`` Newton iterations iterated to round-off; its
+    residual, whether it stopped, whether the last iterate q is finite, and for each of the user's
+    functions whether its values and first derivatives are finite at that iterate."""
+    from ..solvers.newton import ROUNDOFF
+
+    mech, sch = plan.mech, plan.scheme
+    mode = "advanced" if plan.guess == "extrapolated" else plan.guess
+    key = (mech, sch, mode)
+    fn = _PROBES.get(key)
+    if fn is None:
+
+        def probe(state, t, h, max_iter, params, sys_params):
+            new, _, res, _ = step(
+                mech, sch, mode, state, t, h, 0.0, max_iter, params, sys_params, newton_opts=(ROUNDOFF, False)
+            )
+            bound, q = mech.bind(sys_params), new.q
+            v = jnp.zeros_like(q)
+
+            def finite(f):
+                value, tangent = jax.jvp(lambda x: f(bound, x, v, t), (q,), (jnp.ones_like(q),))
+                return jnp.all(jnp.isfinite(value)) & jnp.all(jnp.isfinite(tangent))
+
+            fns = jnp.stack([finite(f) for _, f in _FUNCTIONS])
+            return res.residual, res.converged, jnp.all(jnp.isfinite(q)), fns
+
+        fn = _PROBES[key] = jax.jit(probe)
+    return fn
+
+
+def diagnosis(plan, state, t: float, resid: float) -> str:
+    """Why the Newton iteration of the step from ``state`` at ``t`` failed, in words, where livens
+    can tell: a user function whose values or derivatives were not finite at the last finite Newton
+    iterate, or a tolerance below the round-off floor of the residual (and the floor's value); ""
+    where neither is the cause."""
+    probe = _prober(plan)
+
+    def run(iterations):
+        args = (np.float64(t), np.float64(plan.h), np.int32(iterations), plan.jparams, plan.jsys)
+        return jax.device_get(probe(state, *args))
+
+    try:
+        floor, stopped, q_finite, _ = run(max(plan.max_iter, 50))
+        if np.isfinite(resid) and q_finite:
+            floor = max(float(floor), float(resid))
+            if bool(stopped) and np.isfinite(floor) and plan.tol_num < floor <= 1e3 * plan.tol_num:
+                return (
+                    f" The residual stops decreasing at about {floor:.1e}, its round-off floor in this step, "
+                    f'above tol: use tol="roundoff" or tol >= {floor:.1e}.'
+                )
+            return ""
+        # the last iterate whose q is finite: the first guess (0 iterations), then one more each time
+        last = None
+        for k in range(plan.max_iter + 1):
+            _, _, q_ok, fns = run(k)
+            if not q_ok:
+                break
+            last = (k, np.asarray(fns))
+        if last is not None:
+            k, fns = last
+            where = "the first guess of q^(n+1)" if k == 0 else f"Newton iterate {k} of q^(n+1)"
+            for (name, _), ok in zip(_FUNCTIONS, fns):
+                if not ok:
+                    return f" The {name} returned non-finite values or derivatives at {where}."
+    except Exception:  # the probe only adds words: the failure's own message stands without it
+        return ""
+    return " The residual became non-finite while V, g, M and the forces were finite at every iterate: Newton diverged."
+
+
 _ENERGY = engine.CompiledCache(32)
 
 
@@ -125,9 +207,11 @@ def raise_failure(
     rescue_on: bool,
     blowup_factor=None,
     save_every: int = 1,
+    state=None,
 ):
     """Raise the error of a run stopped by ``kind`` ("convergence", "blowup", "interrupt") at its
-    run-local step ``step_index``, with the Solution of its ``n_done`` kept steps."""
+    run-local step ``step_index``, with the Solution of its ``n_done`` kept steps. ``state``: the state
+    the failed step started from; with it a Newton failure says why, where :func:`diagnosis` can tell."""
     h, offset = plan.h, plan.offset
     t_fail = plan.t_start + step_index * h
     total = offset + plan.steps  # steps of the whole run; messages count steps from 1
@@ -144,9 +228,10 @@ def raise_failure(
             f"Newton did not converge in step {offset + step_index + 1} of {total} (t = {t_fail:.6g} -> "
             f"{t_fail + h:.6g}) of {name} with h = {h:g}: residual ||R||_inf = {resid:.3e} after {its} "
             f"iterations (tol = {tol}, max_iter = {plan.max_iter})."
-            f"{' The damped least-squares rescue failed too.' if rescue_on else ''} "
-            f"Try a smaller h, a larger max_iter or another guess."
+            f"{' The damped least-squares rescue failed too.' if rescue_on else ''}"
         )
+        why = diagnosis(plan, state, t_fail, resid) if state is not None else ""
+        reason += why if why else " Try a smaller h, a larger max_iter or another guess."
         raise ConvergenceError(
             f"{reason} {kept}", solution=solution, step=offset + step_index, time=t_fail, residual=resid, reason=reason
         )

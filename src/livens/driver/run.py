@@ -306,7 +306,7 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
     if out.failed[0]:
         kind, step, resid, its = out.stops[0]
         failure.raise_failure(
-            p, kind, step, resid, its, n_done, sol, path, on_failure.rescue, blowup_factor, save_every
+            p, kind, step, resid, its, n_done, sol, path, on_failure.rescue, blowup_factor, save_every, state=state
         )
     if out.interrupted:
         failure.raise_failure(

@@ -50,8 +50,20 @@ def newton_options(tol, final_iteration: bool = False) -> tuple:
     return ("tol", bool(final_iteration))
 
 
+_NONE = "(none registered)"
+
+
 def _accepting(test) -> str:
-    return ", ".join(n for n in scheme_names() if test(get_scheme(n)[0].capabilities)) or "(none registered)"
+    return ", ".join(n for n in scheme_names() if test(get_scheme(n)[0].capabilities)) or _NONE
+
+
+def _accepts_mass(caps, mech: Mechanics) -> bool:
+    """Whether a scheme of capabilities ``caps`` accepts the mass matrix of ``mech``."""
+    if not mech.constant_mass:
+        return caps.configuration_mass and not caps.mass_inverse
+    if mech.Minv_const is None:
+        return caps.singular_mass and not caps.mass_inverse
+    return True
 
 
 def check_capabilities(scheme: Scheme, problem: Problem, mech: Mechanics) -> None:
@@ -68,14 +80,21 @@ def check_capabilities(scheme: Scheme, problem: Problem, mech: Mechanics) -> Non
             f"Schemes that accept it: {_accepting(lambda c: not c.mass_inverse)}."
         )
     if mech.has_dissipation and not caps.dissipation:
+        others = _accepting(lambda c: c.dissipation and _accepts_mass(c, mech))
         raise ValueError(
-            f"Scheme {scheme.name!r} does not treat a dissipation matrix C(q); schemes that do: "
-            f"{_accepting(lambda c: c.dissipation)}."
+            f"Scheme {scheme.name!r} does not treat a dissipation matrix C(q); "
+            + (
+                f"schemes that do, with this system's mass matrix: {others}."
+                if others != _NONE
+                else "no scheme treats both C(q) and this system's mass matrix: write the damping as an "
+                "external force F(q, v, t) = -C(q) v instead."
+            )
         )
     if mech.has_external_force and not caps.external_force:
         raise ValueError(
             f"Scheme {scheme.name!r} has no external force term F(q, v, t) in its equations, so it would ignore "
-            f"this system's external_force; schemes that apply it: {_accepting(lambda c: c.external_force)}."
+            f"this system's external_force; schemes that apply it: "
+            f"{_accepting(lambda c: c.external_force and _accepts_mass(c, mech))}."
         )
 
 

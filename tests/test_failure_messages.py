@@ -1,0 +1,79 @@
+"""A failed Newton step says why, where livens can tell (the driver's failure policy): a user
+function that returned non-finite values names itself and the iterate where it did; a tolerance
+below the round-off floor of the residual names the floor and the fix. The message is checked
+against what the test computes itself: where the function is not finite, and how small the
+residual of the step can get."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import livens as lv
+
+
+def _pendulum(potential):
+    system = lv.System(
+        mass_matrix=jnp.eye(3), potential=potential, constraints=lambda q: jnp.array([0.5 * (q @ q - 1.0)])
+    )
+    return lv.Problem(system, q0=[1.0, 0.0, 0.0], v0=[0.0, 1.0, 0.0])
+
+
+def test_a_potential_that_returns_nan_is_named():
+    """log(x + 1/2) is NaN for x < -1/2: the pendulum swings there, EM's first guess of the step
+    crosses it, and the error names the potential instead of suggesting a smaller h."""
+    problem = _pendulum(lambda q: 9.81 * q[2] + 0.1 * jnp.log(q[0] + 0.5))
+    with pytest.raises(lv.ConvergenceError) as info:
+        lv.simulate(problem, "EM", h=0.01, t_end=5.0, progress=False, rescue=False)
+    err = info.value
+    assert "The potential V(q) returned non-finite values" in err.reason, err.reason
+    assert "smaller h" not in err.reason
+    # the kept steps end where the pendulum is about to cross x = -1/2
+    x = err.solution.q[:, 0]
+    assert np.all(x > -0.5) and x[-1] < -0.4
+
+
+def test_a_tolerance_below_the_round_off_floor_says_so():
+    """At tol = 1e-17 no step of the pendulum converges (|R| is a sum of terms of size 1 in double
+    precision); the message names the floor, which is a few ulps, and suggests tol="roundoff"."""
+    problem = lv.examples.load("pendulum-3d")
+    with pytest.raises(lv.ConvergenceError) as info:
+        lv.simulate(problem, "VI-S", t_end=0.1, tol=1e-17, progress=False, rescue=False)
+    reason = info.value.reason
+    assert 'use tol="roundoff"' in reason, reason
+    floor = float(reason.split("stops decreasing at about ")[1].split(",")[0])
+    assert 1e-17 < floor < 1e3 * np.finfo(float).eps
+    # the suggested tolerance is one the failed step (the first) meets
+    assert info.value.step == 0
+    sol = lv.simulate(problem, "VI-S", t_end=0.05, tol=1.01 * floor, progress=False, rescue=False)
+    assert sol.n_steps == 1
+
+
+def test_a_failure_with_a_finite_residual_above_the_floor_keeps_the_advice():
+    """A step too large for Newton (max_iter = 1 from the simple guess) is not a round-off matter:
+    the message keeps its advice on h, max_iter and the guess."""
+    problem = lv.examples.load("heavy-top")
+    with pytest.raises(lv.ConvergenceError) as info:
+        lv.simulate(problem, "VI-S", t_end=0.05, max_iter=1, guess="simple", progress=False, rescue=False)
+    assert "Try a smaller h, a larger max_iter or another guess." in info.value.reason
+
+
+def test_a_damper_that_no_scheme_takes_with_this_mass_matrix_points_to_the_force():
+    """A singular M with a dissipation matrix: ggl-vi, the only scheme that treats C(q), needs a
+    regular M, so the refusal names no scheme but the way round (the damping as a force)."""
+
+    def damped(mass):
+        system = lv.System(
+            mass_matrix=mass,
+            potential=lambda q: 9.81 * q[1] + q[2] ** 2,
+            constraints=lambda q: jnp.array([0.5 * (q[0] ** 2 + q[1] ** 2 - 1.0)]),
+            dissipation=lambda q: 0.1 * jnp.eye(3),
+        )
+        return lv.Problem(system, q0=[1.0, 0.0, 0.0], v0=[0.0, 0.0, 0.0])
+
+    problem = damped(jnp.diag(jnp.array([1.0, 1.0, 0.0])))
+    with pytest.raises(ValueError, match=r"no scheme treats both C\(q\) and this system's mass matrix.*-C\(q\) v"):
+        lv.simulate(problem, "livens-em", h=0.01, t_end=0.02, progress=False)
+    # with a regular M, the refusal names the scheme that treats C(q)
+    regular = damped(jnp.eye(3))
+    with pytest.raises(ValueError, match=r"schemes that do, with this system's mass matrix: ggl-vi\."):
+        lv.simulate(regular, "livens-em", h=0.01, t_end=0.02, progress=False)
