@@ -64,3 +64,23 @@ def test_the_documentation_builds_without_warnings(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert (tmp_path / "api" / "index.html").exists()
+
+
+def test_the_readme_figure_shows_what_its_caption_says():
+    """The README's figure is the overview of `livens run heavy-top --scheme EM --tol roundoff`
+    (docs/make_images.py); its caption says the energy and momentum-map increments per step and the
+    constraints at the nodes are round-off. The same run, with the example's defaults, checked here:
+    increments within a few ulps of the energy's size, constraints within a few ulps of their terms."""
+    import numpy as np
+
+    import livens as lv
+
+    eps = np.finfo(float).eps
+    sol = lv.simulate(lv.examples.load("heavy-top"), "EM", tol="roundoff", progress=False)
+    E = np.asarray(sol.energy()["total"])
+    assert np.max(np.abs(np.diff(E))) <= 16 * eps * np.max(np.abs(E))
+    (J,) = sol.momentum_maps().values()
+    assert np.max(np.abs(np.diff(J))) <= 16 * eps * max(np.max(np.abs(J)), 1.0)
+    assert np.max(np.abs(sol.constraint_residual("position"))) <= 16 * eps * np.max(np.abs(sol.q)) ** 2
+    scale = np.max(np.abs(sol.q)) * np.max(np.abs(sol.v))  # G(q) v: products of q and v (the top spins fast)
+    assert np.max(np.abs(sol.constraint_residual("velocity"))) <= 64 * eps * scale
