@@ -6,13 +6,21 @@ Each check raises ``ValueError`` (or ``TypeError``) with the offending value and
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _jaxconfig  # noqa: F401
 from .engine import CompiledCache, xla_jit
+
+if TYPE_CHECKING:  # annotations only: livens.system imports this module (a runtime import would be a circle);
+    # Mechanics is imported where it is used, so that this module's namespace (no __all__) holds only checks
+    from .mechanics import Mechanics
+    from .system import Problem, Symmetry, System
 
 
 def _as_vector(name: str, x, d: int | None = None) -> np.ndarray:
@@ -32,7 +40,7 @@ def _as_vector(name: str, x, d: int | None = None) -> np.ndarray:
     return a
 
 
-def constraint_label(system, k: int) -> str:
+def constraint_label(system: System, k: int) -> str:
     names = system.constraint_names
     if names is not None and k < len(names):
         return f"{names[k]} (#{k})"
@@ -120,7 +128,7 @@ def _coordinate_label(system, i: int) -> str:
     return f"{names[i]} (#{i})" if names is not None and i < len(names) else f"q[{i}]"
 
 
-def validate_problem(problem):
+def validate_problem(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Check a Problem's data; return (q0, v0, p0) as float arrays."""
     from .mechanics import mechanics
 
@@ -208,7 +216,9 @@ def validate_problem(problem):
     return q0, v0, p0
 
 
-def check_initial_state(system, q0, v0, g0, G0, tol):
+def check_initial_state(
+    system: System, q0: np.ndarray, v0: np.ndarray, g0: np.ndarray, G0: np.ndarray, tol: float
+) -> None:
     """Refuse an initial state off the constraint manifold, naming each violated constraint."""
     gv0 = G0 @ v0
     bad_g = [k for k in range(g0.shape[0]) if abs(g0[k]) > tol]
@@ -231,7 +241,7 @@ def check_initial_state(system, q0, v0, g0, G0, tol):
         )
 
 
-def check_constraint_rank(system, G0, rtol: float = 1e-10):
+def check_constraint_rank(system: System, G0: np.ndarray, rtol: float = 1e-10) -> None:
     """Refuse redundant or dependent constraints: rank G(q0) < m, found by SVD."""
     m = G0.shape[0]
     if m == 0:
@@ -250,7 +260,7 @@ def check_constraint_rank(system, G0, rtol: float = 1e-10):
         )
 
 
-def check_step(h, t_end, tol, max_iter):
+def check_step(h: float, t_end: float, tol: float | str, max_iter: int) -> None:
     """Check the run arguments before any tracing."""
     for name, val in (("h", h), ("t_end", t_end)):
         if (
@@ -276,7 +286,14 @@ def check_step(h, t_end, tol, max_iter):
         raise ValueError(f"max_iter must be a positive integer (e.g. 40); got {max_iter!r}.")
 
 
-def consistent_initial_state(system, q0, v0, tol: float = 1e-14, max_iter: int = 50, parameters=None):
+def consistent_initial_state(
+    system: System,
+    q0: ArrayLike,
+    v0: ArrayLike,
+    tol: float = 1e-14,
+    max_iter: int = 50,
+    parameters: Mapping[str, ArrayLike] | None = None,
+) -> tuple[np.ndarray, np.ndarray] | tuple[jax.Array, jax.Array]:
     """Project (q0, v0) onto the constraint manifold of ``system`` with the parameter values
     ``parameters`` (a dict; missing ones take the System's defaults; traced values allowed).
 
@@ -384,7 +401,7 @@ def _manifold_points(mech, q0, rng, n: int):
     return pts
 
 
-def symmetry_defect(mech, sym, q0, seed: int = 0) -> str | None:
+def symmetry_defect(mech: Mechanics, sym: Symmetry, q0: ArrayLike, seed: int = 0) -> str | None:
     """Why ``sym`` is not an exact symmetry of the system (KBS23b eq 41), or None when it is.
 
     Checked with AD at q0, at points near q0 on the constraint manifold and at points off it:
@@ -460,7 +477,7 @@ def _mass_defect(mech, sym, points) -> str | None:
     return None
 
 
-def invariant_rows(mech, symmetries, q0, seed: int = 1) -> np.ndarray:
+def invariant_rows(mech: Mechanics, symmetries: Sequence[Symmetry], q0: ArrayLike, seed: int = 1) -> np.ndarray:
     """For each row of g, whether it is invariant under every one of ``symmetries``:
     G_k(q) xi q = 0 at q0 and at three random points off the manifold (relative to the sizes
     involved, at :data:`SYMMETRY_RTOL`)."""
@@ -480,7 +497,7 @@ def invariant_rows(mech, symmetries, q0, seed: int = 1) -> np.ndarray:
     return inv
 
 
-def constraints_invariant(mech, symmetries, q0, seed: int = 1) -> bool:
+def constraints_invariant(mech: Mechanics, symmetries: Sequence[Symmetry], q0: ArrayLike, seed: int = 1) -> bool:
     """True when g itself (not only the manifold g = 0) is invariant under every one of
     ``symmetries`` (:func:`invariant_rows`, every row). Then the midpoint derivatives of lambda.g
     and of gamma.g_v meet the orthogonality conditions (KBS23b eq 85b, c) by themselves; for an
@@ -489,7 +506,7 @@ def constraints_invariant(mech, symmetries, q0, seed: int = 1) -> bool:
     return bool(np.all(invariant_rows(mech, symmetries, q0, seed)))
 
 
-def affine_rows(mech, seed: int = 2) -> np.ndarray:
+def affine_rows(mech: Mechanics, seed: int = 2) -> np.ndarray:
     """For each row of g, whether it is affine in q: its Hessian by AD is exactly zero at three
     random points (AD of a linear expression gives exact zeros; a row's own jaxpr cannot be told
     apart structurally where g builds all rows in one array)."""
@@ -503,7 +520,9 @@ def affine_rows(mech, seed: int = 2) -> np.ndarray:
     return flat
 
 
-def constraints_midpoint_orthogonal(mech, symmetries, q0, seed: int = 1) -> bool:
+def constraints_midpoint_orthogonal(
+    mech: Mechanics, symmetries: Sequence[Symmetry], q0: ArrayLike, seed: int = 1
+) -> bool:
     """True when the midpoint derivatives of lambda.g and gamma.g_v meet the orthogonality
     conditions (KBS23b eq 85b, c) of ``symmetries`` at every solution of the energy-momentum schemes,
     so that no orthogonality target needs imposing: g is invariant (:func:`constraints_invariant`),
@@ -542,7 +561,7 @@ def constraints_midpoint_orthogonal(mech, symmetries, q0, seed: int = 1) -> bool
 _EXACT: dict = {}
 
 
-def exact_symmetries(problem, mech) -> tuple[tuple, dict, bool]:
+def exact_symmetries(problem: Problem, mech: Mechanics) -> tuple[tuple[Symmetry, ...], dict[str, str], bool]:
     """The problem's symmetries that are exact symmetries of its system (:func:`symmetry_defect`),
     for the others the reason, and whether the midpoint derivatives of the constraint terms meet
     the orthogonality conditions of the kept ones by themselves (g invariant, or its rows invariant

@@ -33,13 +33,18 @@ same arguments apply to the GGL variational integrators derived for M(q)
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _jaxconfig  # noqa: F401
 from .engine import CompiledCache
-from .schemes.base import State
+from .mechanics import Mechanics
+from .schemes.base import Scheme, State
+from .system import Problem
 
 _JACOBIANS = CompiledCache(16)
 
@@ -123,8 +128,15 @@ def _jacobian_runner(sch, mech, state: State, solve_mass: bool = False):
 
 
 def one_step_jacobian(
-    problem, scheme, h, state: State | None = None, t: float = 0.0, tol: float = 1e-14, max_iter: int = 50, **params
-):
+    problem: Problem,
+    scheme: str | Scheme,
+    h: float,
+    state: State | None = None,
+    t: float = 0.0,
+    tol: float = 1e-14,
+    max_iter: int = 50,
+    **params: Any,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """Psi'(z) of the one-step map (q^n, p^n) -> (q^{n+1}, p^{n+1}) at z = (q^n, p^n), shape
     (2d, 2d), by the implicit function theorem through the Newton solution (see module docstring).
 
@@ -165,7 +177,9 @@ def one_step_jacobian(
     return np.asarray(Psi), np.asarray(z0), np.asarray(x), rn
 
 
-def defect_of(Psi, z, mech, manifold: str = "constraint", relative: bool = False) -> float:
+def defect_of(
+    Psi: np.ndarray, z: ArrayLike, mech: Mechanics, manifold: str = "constraint", relative: bool = False
+) -> float:
     """|| P^T (Psi'^T J Psi' - J) P ||_F for a given one-step Jacobian Psi' at z (see
     :func:`symplecticity_defect`)."""
     if manifold not in ("constraint", "full"):
@@ -181,7 +195,7 @@ def defect_of(Psi, z, mech, manifold: str = "constraint", relative: bool = False
     return defect
 
 
-def constraint_manifold_basis(mech, z) -> np.ndarray:
+def constraint_manifold_basis(mech: Mechanics, z: ArrayLike) -> np.ndarray:
     """Orthonormal basis P (2d, 2d - 2m) of the tangent space at z = (q, p) of the phase-space
     constraint manifold {g(q) = 0, G(q) M^-1 p = 0} (KBS23b eq 31; G(q) M(q)^-1 p for a
     configuration-dependent M, KBS23b Remark 3): the null space of its Jacobian."""
@@ -211,7 +225,13 @@ def symplectic_form(d: int) -> np.ndarray:
 
 
 def symplecticity_defect(
-    problem, scheme, h, state: State | None = None, manifold: str = "constraint", relative: bool = False, **params
+    problem: Problem,
+    scheme: str | Scheme,
+    h: float,
+    state: State | None = None,
+    manifold: str = "constraint",
+    relative: bool = False,
+    **params: Any,
 ) -> float:
     """|| P^T (Psi'^T J Psi' - J) P ||_F for one step of ``scheme`` with step ``h`` from ``state``
     (default: the problem's initial state); see the module docstring.

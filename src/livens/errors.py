@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: livens.solution imports this module
+    from .solution import EnsembleSolution, Solution
+
 
 def _carry(err, message, solution, step, time, residual, reason) -> None:
     err.reason = message if reason is None else reason
@@ -20,12 +25,12 @@ class SimulationError(RuntimeError):
     def __init__(
         self,
         message: str,
-        solution=None,
+        solution: Solution | EnsembleSolution | None = None,
         step: int | None = None,
         time: float | None = None,
         residual: float | None = None,
         reason: str | None = None,
-    ):
+    ) -> None:
         super().__init__(message)
         _carry(self, message, solution, step, time, residual, reason)
 
@@ -49,12 +54,12 @@ class SimulationInterrupted(KeyboardInterrupt):
     def __init__(
         self,
         message: str,
-        solution=None,
+        solution: Solution | EnsembleSolution | None = None,
         step: int | None = None,
         time: float | None = None,
         residual: float | None = None,
         reason: str | None = None,
-    ):
+    ) -> None:
         super().__init__(message)
         _carry(self, message, solution, step, time, residual, reason)
 

@@ -9,6 +9,8 @@ Leyendecker, Ober-Blöbaum, Marsden, Ortiz 2010) differentiate.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .driver import Arrays, Implicit, InGraph, NaNFlag, run
 from .driver.ingraph import FlowFunction, FlowResult
 from .system import Problem
@@ -27,7 +29,7 @@ def flow(
     backend: str | None = None,
     consistent: bool = True,
     throw: bool = False,
-    **params,
+    **params: Any,
 ) -> FlowFunction:
     """The run of ``scheme`` on ``problem`` over ``n_steps`` steps of size ``h`` as a pure function
     ``F(q0, v0, parameters=None) -> FlowResult``; ``jax.grad``, ``jax.jvp``, ``jax.jacfwd``, ``jax.jit``

@@ -21,8 +21,18 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:  # annotations only: matplotlib (optional) and livens.studies are imported where used;
+    # Solution too, so that this module's namespace (no __all__) holds only figures
+    from matplotlib.figure import Figure
+
+    from .solution import Solution
+    from .studies.trace import Trace
 
 
 def _plt():
@@ -34,7 +44,7 @@ def _plt():
     return plt
 
 
-def overview_figure(sol, path: str, max_points: int = 2000) -> str:
+def overview_figure(sol: Solution, path: str, max_points: int = 2000) -> str:
     """The four-panel summary of one run (cf. KBS23b Figs 7-15) as PNG; see :func:`overview`."""
     plt = _plt()
     fig = overview(sol, max_points)
@@ -44,7 +54,7 @@ def overview_figure(sol, path: str, max_points: int = 2000) -> str:
     return path
 
 
-def overview(sol, max_points: int = 2000):
+def overview(sol: Solution, max_points: int = 2000) -> Figure:
     """The matplotlib Figure of :func:`overview_figure`: four panels, each with data.
 
     1. the energy quantities T, V, H (and E = p.v - L) over time;
@@ -302,7 +312,7 @@ _STYLE = {
 _ENERGY_SYMBOL = {"kinetic": "T", "potential": "V", "total": "H", "livens": "E"}
 
 
-def as_trace(x, label: str | None = None):
+def as_trace(x: Solution | Trace, label: str | None = None) -> Trace:
     """A Trace from a Solution (or the Trace itself)."""
     from .studies.trace import Trace
 
@@ -327,7 +337,7 @@ def _figure(plt, **kw):
     return fig, ax
 
 
-def save_figure(fig, stem: str) -> list[str]:
+def save_figure(fig: Figure, stem: str) -> list[str]:
     """Write ``stem.png`` (150 dpi) and ``stem.pdf``; close the figure; return the paths."""
     plt = _plt()
     os.makedirs(os.path.dirname(os.path.abspath(stem)) or ".", exist_ok=True)
@@ -409,7 +419,12 @@ def _ulabel(text: str, units: dict | None, key: str) -> str:
 
 # ---------------------------------------------------------------------------------------- figures
 def energy_figure(
-    run, stem: str, keys=("kinetic", "potential", "total"), units: dict | None = None, title: str = "", csv: bool = True
+    run: Solution | Trace,
+    stem: str,
+    keys: Sequence[str] = ("kinetic", "potential", "total"),
+    units: dict | None = None,
+    title: str = "",
+    csv: bool = True,
 ) -> list[str]:
     """Energy quantities T, V, H (and E = p.v - L where requested) of one run over time
     (KBS23b Fig 7; KBS23a Fig 3; KB23 Figs 2, 6)."""
@@ -427,7 +442,12 @@ def energy_figure(
 
 
 def energy_increments_figure(
-    runs, stem: str, key: str | None = None, units: dict | None = None, title: str = "", csv: bool = True
+    runs: Solution | Trace | list[Solution | Trace] | tuple[Solution | Trace, ...],
+    stem: str,
+    key: str | None = None,
+    units: dict | None = None,
+    title: str = "",
+    csv: bool = True,
 ) -> list[str]:
     """Increments E^{n+1} - E^n of each run's energy function (``key``: "livens" for
     E = p.v - L, "total" for H; default the scheme's own, see Trace.energy_key)
@@ -447,7 +467,13 @@ def energy_increments_figure(
 
 
 def momentum_figure(
-    runs, stem: str, names=None, increments: bool = False, units: dict | None = None, title: str = "", csv: bool = True
+    runs: Solution | Trace | list[Solution | Trace] | tuple[Solution | Trace, ...],
+    stem: str,
+    names: Sequence[str] | None = None,
+    increments: bool = False,
+    units: dict | None = None,
+    title: str = "",
+    csv: bool = True,
 ) -> list[str]:
     """Momentum maps J = p . xi q (KBS23b eq 45) over time, or their increments J^{n+1} - J^n
     (KBS23b Figs 10, 11, 26, 27; KBS23a Figs 4, 6)."""
@@ -477,10 +503,10 @@ def momentum_figure(
 
 
 def constraints_figure(
-    runs,
+    runs: Solution | Trace | list[Solution | Trace] | tuple[Solution | Trace, ...],
     stem: str,
     level: str = "position",
-    which=None,
+    which: Sequence[int] | None = None,
     enforced: bool = True,
     nodal: bool = True,
     log: bool = False,
@@ -530,7 +556,13 @@ def constraints_figure(
 
 
 def multipliers_figure(
-    runs, stem: str, which: str = "lam", components=None, title: str = "", units: dict | None = None, csv: bool = True
+    runs: Solution | Trace | list[Solution | Trace] | tuple[Solution | Trace, ...],
+    stem: str,
+    which: str = "lam",
+    components: Sequence[int] | None = None,
+    title: str = "",
+    units: dict | None = None,
+    csv: bool = True,
 ) -> list[str]:
     """Lagrange multipliers lambda (``which="lam"``) or gamma (``"gam"``) per step, plotted at the
     step's end time (KBS23b Figs 4, 5)."""
@@ -562,7 +594,7 @@ def multipliers_figure(
 
 
 def coordinate_figure(
-    runs,
+    runs: Solution | Trace | list[Solution | Trace] | tuple[Solution | Trace, ...],
     stem: str,
     field: str = "q",
     index: int = 0,
@@ -624,7 +656,7 @@ def convergence_figure(
 
 
 def curves_figure(
-    curves,
+    curves: Sequence[tuple[str, ArrayLike, ArrayLike]],
     stem: str,
     xlabel: str,
     ylabel: str,

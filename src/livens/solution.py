@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -19,6 +19,10 @@ import numpy as np
 from . import _jaxconfig  # noqa: F401
 from .engine import CompiledCache
 from .errors import FileFormatError
+from .system import Problem
+
+if TYPE_CHECKING:  # xarray is an optional dependency (the io extra), imported where it is used
+    import xarray as xr
 
 FORMAT_VERSION = 1
 _VMAPS = CompiledCache(64)
@@ -557,7 +561,7 @@ class Solution:
         return np.concatenate([[0.0], np.cumsum(np.einsum("ni,ni->n", F, np.diff(self.q, axis=0)))])
 
     # ------------------------------------------------------------------ export
-    def to_dataset(self):
+    def to_dataset(self) -> xr.Dataset:
         """An xarray Dataset with every array, the diagnostics and the metadata."""
         import xarray as xr
 
@@ -627,7 +631,7 @@ class Solution:
             pass
         return out
 
-    def to_netcdf(self, path) -> str:
+    def to_netcdf(self, path: str | os.PathLike) -> str:
         """Write the Solution to a netCDF4 file (atomically: temporary file, then rename)."""
         path = os.fspath(path)
         ds = self.to_dataset()
@@ -642,7 +646,7 @@ class Solution:
                 os.remove(tmp)
         return path
 
-    def to_csv(self, path, rows: int | None = None, columns: str = "all") -> str:
+    def to_csv(self, path: str | os.PathLike, rows: int | None = None, columns: str = "all") -> str:
         """Write nodal data as CSV with named columns (pgfplots, spreadsheets); returns the path.
 
         One row per stored node t^n. ``columns="all"``: t, q_i, p_i, v_i, energies, momentum maps,
@@ -887,7 +891,7 @@ class EnsembleSolution:
         """Every member as a :class:`~livens.Solution`."""
         return [self[b] for b in range(len(self))]
 
-    def to_netcdf(self, path) -> str:
+    def to_netcdf(self, path: str | os.PathLike) -> str:
         """Write the ensemble to a netCDF4 file (atomically), with a ``member`` dimension;
         ``lv.load`` reads it back as an EnsembleSolution."""
         import xarray as xr
@@ -970,7 +974,7 @@ class EnsembleSolution:
         )
 
 
-def load(path, problem=None):
+def load(path: str | os.PathLike, problem: Problem | None = None) -> Solution | EnsembleSolution:
     """Read a Solution written by :meth:`Solution.to_netcdf` (or streamed by a running
     :func:`livens.simulate`), or an :class:`~livens.EnsembleSolution` (a file with a ``member``
     dimension, from ``simulate_ensemble(..., out=...)``).

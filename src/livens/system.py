@@ -22,11 +22,14 @@ second and not the first, so a :class:`Problem` lists the symmetries of the cons
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _jaxconfig  # noqa: F401  (float64 before any array is made)
 
@@ -115,7 +118,9 @@ class System:
         """True when M is a constant array (not a function of q)."""
         return not callable(self.mass_matrix)
 
-    def bound(self, name: str, params=None) -> Callable | None:
+    def bound(
+        self, name: str, params: Mapping[str, ArrayLike] | None = None
+    ) -> Callable | tuple[Callable, Callable] | np.ndarray | None:
         """The user function ``name`` ("potential", "constraints", ...) as a function of its natural
         arguments, with the parameters (``params``, default the System's values) bound; None when the
         System has no such function. ``"invariants"`` gives the pair (pi, potentials)."""
@@ -214,7 +219,7 @@ class Symmetry:
             X = X * mask[:, None]
         return X.reshape(x.shape)
 
-    def generator(self, q):
+    def generator(self, q: ArrayLike) -> jax.Array | np.ndarray:
         """The infinitesimal generator xi_Q(q) (KBS23b eq 10a, 17)."""
         if self.shift is not None:
             return self.shift
@@ -222,7 +227,7 @@ class Symmetry:
             return self._block_product(q, self._blocks[1])
         return self.xi @ q
 
-    def cotangent_generator(self, p):
+    def cotangent_generator(self, p: ArrayLike) -> jax.Array | np.ndarray:
         """The generator of the cotangent lift on momenta, -xi^T p (zero for a translation): the
         p-side of the orthogonality condition KBS23b eq 85b."""
         if self.shift is not None:
@@ -231,7 +236,7 @@ class Symmetry:
             return -self._block_product(p, self._blocks[1].T)
         return -(jnp.asarray(self.xi).T @ p)
 
-    def tangent_generator(self, v):
+    def tangent_generator(self, v: ArrayLike) -> jax.Array | np.ndarray:
         """The generator of the tangent lift on velocities, xi v (zero for a translation): with
         :meth:`generator`, the direction (xi q, xi v) in which a Lagrangian L(q, v) invariant under the
         symmetry does not change (D_1 L . xi q + D_2 L . xi v = 0)."""
@@ -241,7 +246,7 @@ class Symmetry:
             return self._block_product(v, self._blocks[1])
         return jnp.asarray(self.xi) @ v
 
-    def moment(self, q, f):
+    def moment(self, q: ArrayLike, f: ArrayLike) -> np.ndarray | float:
         """f . xi_Q(q): the rate of change of J under a generalized force f at q (the moment of f
         about the rotation axis, the component of f along a translation), so that J^{n+1} - J^n of an
         energy-momentum scheme is h f . xi_Q(q^{n+1/2}) with f the scheme's force of the step; works on
@@ -265,7 +270,7 @@ class Symmetry:
         """A hash of the name and the generator, so that caches can key on the symmetries."""
         return hash((self.name, self.key()))
 
-    def momentum_map(self, q, p):
+    def momentum_map(self, q: ArrayLike, p: ArrayLike) -> np.ndarray | float:
         """J_xi = p . xi_Q(q) (KBS23b eq 15, 45); works on arrays of shape (..., d)."""
         q = np.asarray(q)
         p = np.asarray(p)
@@ -353,7 +358,7 @@ class Problem:
     def d(self) -> int:
         return int(self.q0.shape[0])
 
-    def replace(self, **changes) -> "Problem":
+    def replace(self, **changes: Any) -> Problem:
         """A copy with some fields changed (e.g. ``h``, ``t_end``, ``q0``)."""
         kw = dict(
             system=self.system,

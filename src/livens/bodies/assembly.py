@@ -14,19 +14,21 @@ The drawings of :mod:`livens.bodies.draw` read it from ``solution.problem.system
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _jaxconfig  # noqa: F401
 from ..system import Problem, Symmetry, System
 from .beam import Beam
 from .forces import FORCE_TYPES, Damper, Gravity, PointLoad, Spring
 from .joints import JOINT_TYPES, Clamp, FixedPoint, OnAxis, Revolute, Spherical
-from .rigid import BODY_TYPES, Point, RigidBody
+from .rigid import BODY_TYPES, PlanarRigidBody, Point, PointMass, RigidBody
 
 ALL_BODY_TYPES = BODY_TYPES + (Beam,)
 
@@ -56,14 +58,14 @@ class Layout:
         """Number of coordinates."""
         return int(sum(b.size for b in self.bodies))
 
-    def body(self, name: str):
+    def body(self, name: str) -> PointMass | RigidBody | PlanarRigidBody | Beam:
         """The body called ``name``."""
         for b in self.bodies:
             if b.name == name:
                 return b
         raise KeyError(f"No body {name!r} in {self.name!r}; bodies: {', '.join(b.name for b in self.bodies)}.")
 
-    def index(self, body) -> int:
+    def index(self, body: PointMass | RigidBody | PlanarRigidBody | Beam | str) -> int:
         """The position of ``body`` (or its name) in the body list."""
         name = body if isinstance(body, str) else body.name
         for i, b in enumerate(self.bodies):
@@ -71,13 +73,15 @@ class Layout:
                 return i
         raise KeyError(f"No body {name!r} in {self.name!r}; bodies: {', '.join(b.name for b in self.bodies)}.")
 
-    def coordinates(self, q, body):
+    def coordinates(
+        self, q: jax.Array | np.ndarray, body: PointMass | RigidBody | PlanarRigidBody | Beam | str
+    ) -> jax.Array | np.ndarray:
         """The body's block q[..., offset:offset + size] (jax or numpy, any leading shape)."""
         i = self.index(body)
         o = self.offsets[i]
         return q[..., o : o + self.bodies[i].size]
 
-    def x(self, q, point: Point):
+    def x(self, q: jax.Array | np.ndarray, point: Point) -> jax.Array | np.ndarray:
         """The placement x(q) = phi + X_i d_i of ``point`` (KBS23a eq 58); works on stacks q[..., d]."""
         if point.is_ground:
             X = np.asarray(point.X, dtype=float)
@@ -86,7 +90,9 @@ class Layout:
             return jnp.asarray(X)
         return point.body.place(self.coordinates(q, point.body), point.X)
 
-    def center(self, q, body):
+    def center(
+        self, q: jax.Array | np.ndarray, body: PointMass | RigidBody | PlanarRigidBody | Beam
+    ) -> jax.Array | np.ndarray:
         """The position block (phi of a rigid body, x of a particle)."""
         return self.coordinates(q, body)[..., body.position_slice()]
 
@@ -99,7 +105,7 @@ class Layout:
             ]
         )
 
-    def frame(self, q, point: Point):
+    def frame(self, q: jax.Array | np.ndarray, point: Point) -> jax.Array | np.ndarray:
         """The director frame (rows d_i, shape (..., dim, dim)) of the body carrying ``point``: a rigid
         body's directors, a beam node's."""
         body = point.body
@@ -372,7 +378,7 @@ class Assembly:
             idx=idx, I=I, J=J, weight=np.where(diagonal, 0.5, 1.0), shift=np.where(diagonal, 0.5, 0.0), parts=parts
         )
 
-    def internal_constraints(self, q):
+    def internal_constraints(self, q: jax.Array) -> jax.Array:
         """The bodies' orthonormality constraints, body after body (KBS23a eq 61, 73; KBS23b eq 103),
         from the Gram matrices d_i.d_j of all director frames at once."""
         pl = self._plan
@@ -382,7 +388,7 @@ class Assembly:
         gram = jnp.einsum("bik,bjk->bij", D, D)
         return (pl["weight"] * gram[:, pl["I"], pl["J"]] - pl["shift"]).reshape(-1)
 
-    def joint_constraints(self, q):
+    def joint_constraints(self, q: jax.Array) -> jax.Array:
         """The joints' constraints in joint order (KBS23a eq 74; KBS23b eq 104, 117)."""
         pl = self._plan
         P = _Placement(self._layout, q)
@@ -396,7 +402,7 @@ class Assembly:
                 parts.append(jnp.atleast_1d(part[1].residual(P.x)))
         return jnp.concatenate(parts) if parts else jnp.zeros((0,), dtype=jnp.result_type(q))
 
-    def constraints(self, q):
+    def constraints(self, q: jax.Array) -> jax.Array:
         """g(q) = [internal constraints of each body; joints] (KBS23b eq 102; KBS23a eq 61, 73, 74)."""
         return jnp.concatenate([self.internal_constraints(q), self.joint_constraints(q)])
 
@@ -412,7 +418,7 @@ class Assembly:
         """The point loads."""
         return [f for f in self._layout.forces if isinstance(f, PointLoad)]
 
-    def invariants(self, q):
+    def invariants(self, q: jax.Array) -> jax.Array:
         """pi(q): one invariant per conservative force (KBS23b eq 122; gravity's is linear), then six
         per beam element (the quadratic strain invariants, :meth:`Beam.invariants`)."""
         P = _Placement(self._layout, q)
@@ -423,7 +429,7 @@ class Assembly:
             parts.append(jnp.reshape(b.invariants(q[..., o : o + b.size]), (-1,)))
         return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
 
-    def invariant_potentials(self, pi):
+    def invariant_potentials(self, pi: jax.Array) -> jax.Array:
         """V_i(pi_i), so that V(q) = sum_i V_i(pi_i(q)) (KBS23b eq 123-124; a beam's stored energy per
         element and strain, :meth:`Beam.invariant_potentials`)."""
         fns = [fn for f in self._conservative() for fn in f.invariant_potentials()]
@@ -434,13 +440,13 @@ class Assembly:
             i += b.n_invariants
         return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
 
-    def potential(self, q):
+    def potential(self, q: jax.Array) -> jax.Array:
         """V(q) = sum of the forces' potentials (KBS23a eq 72; KBS23b eq 116) and the beams' stored energy."""
         if not self._conservative() and not self._beams():
             return jnp.zeros((), dtype=jnp.result_type(q))
         return jnp.sum(self.invariant_potentials(self.invariants(q)))
 
-    def external_force(self, q, v, t):
+    def external_force(self, q: jax.Array, v: jax.Array, t: float | jax.Array) -> jax.Array:
         """F(q, v, t) = sum over point loads of Dx(q)^T f(t): the gradient of the virtual work (by AD)."""
         lay = self._layout
 
@@ -450,7 +456,7 @@ class Assembly:
 
         return jax.grad(work)(q)
 
-    def rayleigh(self, q, v):
+    def rayleigh(self, q: jax.Array, v: jax.Array) -> jax.Array:
         """R(q, v) = sum over dampers of 1/2 eta |v_rel|^2 (KBS23a eq 77), v_rel by a jvp of x_A - x_B."""
         lay = self._layout
         total = jnp.zeros((), dtype=jnp.result_type(q))
@@ -460,7 +466,7 @@ class Assembly:
                 total = total + f.rayleigh(r, rdot)
         return total
 
-    def dissipation(self, q):
+    def dissipation(self, q: jax.Array) -> jax.Array:
         """C(q) = D_v^2 R(q, v), the Hessian of the Rayleigh function in v (KBS23a eq 53-54), by AD."""
         return jax.hessian(lambda v: self.rayleigh(q, v))(jnp.zeros_like(q))
 
@@ -491,7 +497,7 @@ class Assembly:
             return lay.joints + lay.forces
         return lay.joints + tuple(f for f in lay.forces if isinstance(f, (Gravity, Spring)))
 
-    def rotation(self, axis=(0.0, 0.0, 1.0), name: str | None = None) -> Symmetry:
+    def rotation(self, axis: ArrayLike = (0.0, 0.0, 1.0), name: str | None = None) -> Symmetry:
         """The rotation generator xi acting on every vector block (KBS23b eq 105-106; in 2D the matrix
         [[0, -1], [1, 0]] per block, so that J = p.xi q is the angular momentum of KBS23a eq 75),
         whether or not it is a symmetry (see :meth:`symmetries`)."""
@@ -503,7 +509,7 @@ class Assembly:
         a = a / np.linalg.norm(a)
         return Symmetry.rotation(a, blocks=d // 3, dim=d, name=name or _axis_label("J", a))
 
-    def translation(self, direction, name: str | None = None) -> Symmetry:
+    def translation(self, direction: ArrayLike, name: str | None = None) -> Symmetry:
         """The translation of every body's position block along ``direction`` (KBS23b eq 118)."""
         e = np.asarray(direction, dtype=float)
         shift = np.zeros(self.d)
@@ -556,8 +562,8 @@ class Assembly:
         t_end: float | None = None,
         name: str | None = None,
         parameters: dict | None = None,
-        symmetries=None,
-        **kwargs,
+        symmetries: Iterable[Symmetry] | None = None,
+        **kwargs: Any,
     ) -> Problem:
         """A Problem with the bodies' initial state, ``h`` and ``t_end``, and the symmetries of the
         conservative part (:meth:`symmetries`) unless ``symmetries`` is given. The initial state must

@@ -45,11 +45,14 @@ that the joints (Spherical, the 3D Revolute with an axis), springs, dampers and 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .rigid import Point, _check_name, _orthonormal_names, _vec, orthonormality
 
@@ -221,7 +224,7 @@ class Beam:
         return X.reshape(-1), V.reshape(-1)
 
     # ------------------------------------------------------------------ kinematics
-    def nodes(self, qb):
+    def nodes(self, qb: jax.Array | np.ndarray) -> jax.Array | np.ndarray:
         """The beam's coordinates (..., size) as (..., n_nodes, 4, 3): phi, d1, d2, d3 per node."""
         return qb.reshape(qb.shape[:-1] + (self.n_nodes, 4, 3))
 
@@ -231,18 +234,18 @@ class Beam:
             raise ValueError(f"{self.name}: {what} {k!r} is not a node index 0..{self.n_elements}.")
         return kk
 
-    def node(self, k: int, X=(0.0, 0.0, 0.0)) -> Point:
+    def node(self, k: int, X: ArrayLike = (0.0, 0.0, 0.0)) -> Point:
         """The point phi_k + X_i d_i,k of node k (X in the node's director frame; default phi_k)."""
         kk = self._node_index(k)
         X = _vec(f"{self.name}: node point", X, 3)
         return Point(self, (float(kk),) + X)
 
-    def point(self, X) -> Point:
+    def point(self, X: ArrayLike) -> Point:
         """A node point given as (k, X1, X2, X3) (see :meth:`node`)."""
         X = _vec(f"{self.name}: beam point (node, X1, X2, X3)", X, 4)
         return self.node(X[0], X[1:])
 
-    def placement_matrix(self, X) -> np.ndarray:
+    def placement_matrix(self, X: ArrayLike) -> np.ndarray:
         """S (3, size) with x = S q_beam = phi_k + X_i d_i,k for the node point X = (k, X1, X2, X3)."""
         X = _vec(f"{self.name}: beam point (node, X1, X2, X3)", X, 4)
         k = self._node_index(X[0])
@@ -253,7 +256,7 @@ class Beam:
             S[:, o + 3 * (i + 1) : o + 3 * (i + 2)] = X[1 + i] * np.eye(3)
         return S
 
-    def place(self, qb, X):
+    def place(self, qb: jax.Array | np.ndarray, X: Sequence[float]) -> jax.Array | np.ndarray:
         """x = phi_k + X_i d_i,k for the node point X = (k, X1, X2, X3), qb of any leading shape."""
         k = self._node_index(X[0])
         o = _NODE * k
@@ -263,12 +266,12 @@ class Beam:
                 x = x + X[1 + i] * qb[..., o + 3 * (i + 1) : o + 3 * (i + 2)]
         return x
 
-    def directors(self, qb, X):
+    def directors(self, qb: jax.Array | np.ndarray, X: Sequence[float]) -> jax.Array | np.ndarray:
         """The director frame of the node of point X, shape (..., 3, 3) (rows d1, d2, d3)."""
         o = _NODE * self._node_index(X[0])
         return qb[..., o + 3 : o + 12].reshape(qb.shape[:-1] + (3, 3))
 
-    def internal_constraints(self, qb):
+    def internal_constraints(self, qb: ArrayLike) -> jax.Array:
         """The six orthonormality constraints of every node (KBS23a eq 61), node after node."""
         Y = self.nodes(jnp.asarray(qb))
         return jnp.concatenate([orthonormality([Y[k, 1], Y[k, 2], Y[k, 3]]) for k in range(self.n_nodes)])
@@ -285,7 +288,7 @@ class Beam:
             (b[..., 1:, :] - a[..., 1:, :]) / Le,
         )
 
-    def invariants(self, qb):
+    def invariants(self, qb: jax.Array | np.ndarray) -> jax.Array | np.ndarray:
         """The quadratic invariants of every element, shape (..., n_el, 6): d_bar_i . phi' (i = 1..3)
         and K_1, K_2, K_3 (Betsch and Steinmann 2002; see the module docstring)."""
         xp = np if isinstance(qb, np.ndarray) else jnp  # numpy stays numpy (reference values, drawings)
@@ -306,7 +309,7 @@ class Beam:
     def _reference_invariants(self) -> np.ndarray:
         return self.invariants(self.reference_nodes().reshape(-1))
 
-    def strains(self, qb):
+    def strains(self, qb: jax.Array | np.ndarray) -> tuple[jax.Array | np.ndarray, jax.Array | np.ndarray]:
         """(Gamma, K), each (..., n_el, 3): the invariants minus their reference values."""
         s = self.invariants(qb) - self.reference_invariants()
         return s[..., :3], s[..., 3:]
@@ -316,18 +319,18 @@ class Beam:
         """6 per element."""
         return 6 * self.n_elements
 
-    def invariant_potentials(self, pi):
+    def invariant_potentials(self, pi: ArrayLike) -> jax.Array:
         """W_i(pi_i) = L_e/2 C_i (pi_i - pi_i^0)^2 for the flattened invariants pi (n_el * 6,)."""
         pi = jnp.reshape(pi, (self.n_elements, 6))
         C = jnp.asarray(self.stiffness)
         return (0.5 * self.element_length * C * (pi - jnp.asarray(self.reference_invariants())) ** 2).reshape(-1)
 
-    def strain_energy(self, qb):
+    def strain_energy(self, qb: jax.Array | np.ndarray) -> jax.Array:
         """The stored energy sum_e W_e of the beam (see the module docstring)."""
         s = self.invariants(qb) - jnp.asarray(self.reference_invariants())
         return 0.5 * self.element_length * jnp.sum(jnp.asarray(self.stiffness) * s**2, axis=(-2, -1))
 
-    def stress_resultants(self, qb) -> dict:
+    def stress_resultants(self, qb: ArrayLike) -> dict[str, np.ndarray]:
         """Stress resultants of every element (..., n_el): material "N1", "N2" (shear forces), "N3" (axial
         force), "M1", "M2" (bending moments about d1, d2), "M3" (torsional moment), and the spatial
         vectors "n" = N_i d_bar_i, "m" = M_i d_bar_i (..., n_el, 3)."""

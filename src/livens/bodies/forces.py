@@ -12,14 +12,20 @@ KBS23a eq 53-54 from it by AD, as the Hessian of R in v (the matrix printed as K
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import TYPE_CHECKING
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .joints import _check_point, _on_axis
 from .rigid import Point, _check_name
+
+if TYPE_CHECKING:  # annotations only: livens.bodies.assembly imports this module
+    from .assembly import _Placement
 
 
 @dataclass(frozen=True)
@@ -45,11 +51,11 @@ class Gravity:
         if self.bodies is not None:
             object.__setattr__(self, "bodies", tuple(self.bodies))
 
-    def points(self):
+    def points(self) -> tuple[Point, ...]:
         """The points the force acts between (none for gravity)."""
         return ()
 
-    def resolved(self, x0):
+    def resolved(self, x0: Callable) -> Gravity:
         """A copy with defaults (rest length) from the initial placement ``x0(point)``."""
         return self
 
@@ -57,7 +63,7 @@ class Gravity:
         """Whether gravity acts on ``body``."""
         return self.bodies is None or body.name in self.bodies
 
-    def invariants(self, P) -> list:
+    def invariants(self, P: _Placement) -> list[jax.Array | np.ndarray]:
         """pi = -sum m b.phi, the potential energy itself (a linear invariant)."""
         idx, owners, mass = P.layout.mass_points()
         masses = np.array([m if self._acts_on(body) else 0.0 for body, m in zip(owners, mass)])
@@ -67,14 +73,14 @@ class Gravity:
         """V(pi) = pi: gravity's potential is its invariant (KBS23a eq 63, 72)."""
         return [lambda pi: pi]
 
-    def rotation_invariant(self, axis, dim: int) -> bool:
+    def rotation_invariant(self, axis: ArrayLike | None, dim: int) -> bool:
         """V is invariant under rotations about ``axis`` (KBS23b eq 41a) when every ground point is on it."""
         b = np.asarray(self.b)
         if dim == 2:
             return bool(np.max(np.abs(b)) == 0.0)
         return bool(np.linalg.norm(np.cross(b, axis)) <= 1e-12 * max(1.0, np.linalg.norm(b)))
 
-    def translation_invariant(self, direction, dim: int) -> bool:
+    def translation_invariant(self, direction: ArrayLike, dim: int) -> bool:
         """Invariant under translations when nothing is attached to the ground (KBS23b eq 41a)."""
         return bool(
             abs(np.asarray(self.b) @ np.asarray(direction, dtype=float)) <= 1e-12 * max(1.0, np.linalg.norm(self.b))
@@ -115,18 +121,18 @@ class Spring:
         if self.potential is not None and not callable(self.potential):
             raise TypeError(f"{self.name}: potential must be a function pi -> V of pi = |x_A - x_B|^2.")
 
-    def points(self):
+    def points(self) -> tuple[Point, ...]:
         """The points the force acts between (none for gravity)."""
         return (self.a, self.b)
 
-    def resolved(self, x0):
+    def resolved(self, x0: Callable) -> Spring:
         """A copy with defaults (rest length) from the initial placement ``x0(point)``."""
         if self.rest_length is not None or self.potential is not None:
             return self
         L = float(np.linalg.norm(np.asarray(x0(self.a)) - np.asarray(x0(self.b))))
         return replace(self, rest_length=L)
 
-    def invariants(self, P) -> list:
+    def invariants(self, P: _Placement) -> list[jax.Array | np.ndarray]:
         """pi = |x_A - x_B|^2 (KBS23b eq 122)."""
         r = P.x(self.a) - P.x(self.b)
         return [r @ r]
@@ -140,15 +146,15 @@ class Spring:
             return [lambda pi: 0.5 * k * (pi - L**2) ** 2]
         return [lambda pi: 0.5 * k * (jnp.sqrt(pi) - L) ** 2]
 
-    def ground_points(self):
+    def ground_points(self) -> list[np.ndarray]:
         """Positions of the force's ground points."""
         return [np.asarray(p.X) for p in self.points() if p.is_ground]
 
-    def rotation_invariant(self, axis, dim: int) -> bool:
+    def rotation_invariant(self, axis: ArrayLike | None, dim: int) -> bool:
         """V is invariant under rotations about ``axis`` (KBS23b eq 41a) when every ground point is on it."""
         return all(_on_axis(x0, axis, dim) for x0 in self.ground_points())
 
-    def translation_invariant(self, direction, dim: int) -> bool:
+    def translation_invariant(self, direction: ArrayLike, dim: int) -> bool:
         """Invariant under translations when nothing is attached to the ground (KBS23b eq 41a)."""
         return not self.ground_points()
 
@@ -179,29 +185,29 @@ class Damper:
         if not (float(self.eta) >= 0):
             raise ValueError(f"{self.name}: the damping constant eta must be >= 0; got {self.eta!r}.")
 
-    def points(self):
+    def points(self) -> tuple[Point, ...]:
         """The points the force acts between (none for gravity)."""
         return (self.a, self.b)
 
-    def resolved(self, x0):
+    def resolved(self, x0: Callable) -> Damper:
         """A copy with defaults (rest length) from the initial placement ``x0(point)``."""
         return self
 
-    def rayleigh(self, r, rdot):
+    def rayleigh(self, r: jax.Array | np.ndarray, rdot: jax.Array | np.ndarray) -> jax.Array | np.ndarray:
         """R = 1/2 eta rdot.rdot (KBS23a eq 77), or 1/2 eta (r.rdot)^2 / r.r for an axial damper."""
         if self.axial:
             return 0.5 * self.eta * (r @ rdot) ** 2 / (r @ r)
         return 0.5 * self.eta * (rdot @ rdot)
 
-    def ground_points(self):
+    def ground_points(self) -> list[np.ndarray]:
         """Positions of the force's ground points."""
         return [np.asarray(p.X) for p in self.points() if p.is_ground]
 
-    def rotation_invariant(self, axis, dim: int) -> bool:
+    def rotation_invariant(self, axis: ArrayLike | None, dim: int) -> bool:
         """The momentum map of a rotation is kept only by an axial damper (its moment vanishes)."""
         return self.axial and all(_on_axis(x0, axis, dim) for x0 in self.ground_points())
 
-    def translation_invariant(self, direction, dim: int) -> bool:
+    def translation_invariant(self, direction: ArrayLike, dim: int) -> bool:
         """Invariant under translations when nothing is attached to the ground (KBS23b eq 41a)."""
         return not self.ground_points()
 
@@ -251,27 +257,27 @@ class PointLoad:
         if self.time_function is not None and not callable(self.time_function):
             raise TypeError(f"{self.name}: time_function must be a function t -> scale (or None for a constant load).")
 
-    def points(self):
+    def points(self) -> tuple[Point, ...]:
         """The point the load acts on."""
         return (self.point,)
 
-    def resolved(self, x0):
+    def resolved(self, x0: Callable) -> PointLoad:
         """The load itself (no defaults to resolve)."""
         return self
 
-    def scale(self, t):
+    def scale(self, t: float | jax.Array) -> float | jax.Array:
         """time_function(t), or 1."""
         return 1.0 if self.time_function is None else self.time_function(t)
 
-    def virtual_work(self, x: Callable, t):
+    def virtual_work(self, x: Callable, t: float | jax.Array) -> jax.Array:
         """f(t) . x(q), whose gradient in q is the generalized force."""
         return self.scale(t) * (jnp.asarray(self.force) @ x(self.point))
 
-    def ground_points(self):
+    def ground_points(self) -> list[np.ndarray]:
         """None: a load is not attached to the ground."""
         return []
 
-    def rotation_invariant(self, axis, dim: int) -> bool:
+    def rotation_invariant(self, axis: ArrayLike | None, dim: int) -> bool:
         """The angular momentum about ``axis`` (3D) is kept when the force is parallel to it (its moment
         about the axis, (x x f) . a, vanishes wherever the point is); in the plane never."""
         if dim != 3:
@@ -279,7 +285,7 @@ class PointLoad:
         f = np.asarray(self.force)
         return bool(np.linalg.norm(np.cross(f, np.asarray(axis, dtype=float))) <= 1e-12 * max(1.0, np.linalg.norm(f)))
 
-    def translation_invariant(self, direction, dim: int) -> bool:
+    def translation_invariant(self, direction: ArrayLike, dim: int) -> bool:
         """The momentum along ``direction`` is kept when the force is normal to it."""
         f = np.asarray(self.force)
         return bool(abs(f @ np.asarray(direction, dtype=float)) <= 1e-12 * max(1.0, np.linalg.norm(f)))

@@ -22,11 +22,13 @@ so that the Assembly can list the momentum maps that apply.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .rigid import Point, _check_name
 
@@ -75,7 +77,7 @@ class _Joint:
         """The material (or ground) points the joint connects."""
         raise NotImplementedError
 
-    def resolved(self, x0: Callable, frame0: Callable | None = None) -> "_Joint":
+    def resolved(self, x0: Callable, frame0: Callable | None = None) -> _Joint:
         """A copy with defaults taken from the initial placement ``x0(point)`` (and, for joints that
         need them, the initial director frames ``frame0(point)``)."""
         return self
@@ -84,12 +86,12 @@ class _Joint:
         """Positions of the joint's points fixed in space (they decide its symmetries)."""
         return [np.asarray(p.X) for p in self.points() if p.is_ground]
 
-    def rotation_invariant(self, axis, dim: int) -> bool:
+    def rotation_invariant(self, axis: ArrayLike | None, dim: int) -> bool:
         """Invariant (on g = 0) under rotations about ``axis`` through the origin: every ground point
         lies on the axis (KBS23b eq 41c)."""
         return all(_on_axis(x0, axis, dim) for x0 in self.ground_points())
 
-    def translation_invariant(self, direction, dim: int) -> bool:
+    def translation_invariant(self, direction: ArrayLike, dim: int) -> bool:
         """Invariant under translations of all bodies: nothing is attached to the ground."""
         return not self.ground_points()
 
@@ -122,16 +124,16 @@ class FixedPoint(_Joint):
         if not (np.isfinite(self.scale) and self.scale != 0):
             raise ValueError(f"{self.name}: scale must be a finite nonzero number; got {self.scale!r}.")
 
-    def points(self):
+    def points(self) -> tuple[Point, ...]:
         """The points the joint connects."""
         return (self.point,)
 
-    def resolved(self, x0, frame0=None):
+    def resolved(self, x0: Callable, frame0: Callable | None = None) -> FixedPoint:
         """A copy with the defaults filled in from the initial placement ``x0(point)``."""
         at = x0(self.point) if self.at is None else self.at
         return replace(self, at=tuple(float(a) for a in np.asarray(at, dtype=float)))
 
-    def ground_points(self):
+    def ground_points(self) -> list[np.ndarray]:
         """The fixed points of this joint (they decide its symmetries, KBS23b eq 41c)."""
         return [np.asarray(self.at)]
 
@@ -139,11 +141,11 @@ class FixedPoint(_Joint):
         """Number of scalar constraints in a ``dim``-dimensional assembly."""
         return dim
 
-    def component_names(self, dim: int):
+    def component_names(self, dim: int) -> tuple[str, ...]:
         """Names of the scalar constraints, as they appear in System.constraint_names."""
         return _difference_names(self.name, "fixed", dim)
 
-    def residual(self, x: Callable):
+    def residual(self, x: Callable) -> jax.Array:
         """scale (x_P - at) (KBS23b eq 104; KBS23a eq 74a)."""
         return self.scale * (x(self.point) - jnp.asarray(self.at))
 
@@ -167,7 +169,7 @@ class Spherical(_Joint):
         if self.a.is_ground and self.b.is_ground:
             raise ValueError(f"{self.name}: at least one point of a joint must be on a body.")
 
-    def points(self):
+    def points(self) -> tuple[Point, ...]:
         """The points the joint connects."""
         return (self.a, self.b)
 
@@ -175,11 +177,11 @@ class Spherical(_Joint):
         """Number of scalar constraints in a ``dim``-dimensional assembly."""
         return dim
 
-    def component_names(self, dim: int):
+    def component_names(self, dim: int) -> tuple[str, ...]:
         """Names of the scalar constraints, as they appear in System.constraint_names."""
         return _difference_names(self.name, self.kind, dim)
 
-    def residual(self, x: Callable):
+    def residual(self, x: Callable) -> jax.Array | np.ndarray:
         """x_A - x_B."""
         return x(self.a) - x(self.b)
 
@@ -228,7 +230,7 @@ class Revolute(Spherical):
         """The planar joint is linear in q; the axis constraints of the 3D joint are bilinear."""
         return self.axis is None
 
-    def resolved(self, x0, frame0=None):
+    def resolved(self, x0: Callable, frame0: Callable | None = None) -> Revolute:
         """In 3D: the axis' components in A's and B's director frames from the initial frames
         ``frame0(point)`` (rows d_i), and a basis n_1, n_2 normal to it in A's frame."""
         if self.axis is None or self.axis_a is not None:
@@ -246,14 +248,14 @@ class Revolute(Spherical):
         """2 in the plane; 3 + 2 in 3D."""
         return dim if self.axis is None else dim + 2
 
-    def component_names(self, dim: int):
+    def component_names(self, dim: int) -> tuple[str, ...]:
         """Names of the scalar constraints, as they appear in System.constraint_names."""
         names = _difference_names(self.name, self.kind, dim)
         if self.axis is None:
             return names
         return names + (f"{self.name}.revolute.axis[n1]", f"{self.name}.revolute.axis[n2]")
 
-    def residual(self, x: Callable, frame: Callable | None = None):
+    def residual(self, x: Callable, frame: Callable | None = None) -> jax.Array | np.ndarray:
         """x_A - x_B; in 3D followed by (n_alpha . D_A) . a_B (alpha = 1, 2)."""
         r = x(self.a) - x(self.b)
         if self.axis is None:
@@ -263,7 +265,7 @@ class Revolute(Spherical):
         nA = jnp.asarray(self.normals_a) @ DA  # (2, 3): n_alpha,i d_i^A
         return jnp.concatenate([r, nA @ aB])
 
-    def rotation_invariant(self, axis, dim: int) -> bool:
+    def rotation_invariant(self, axis: ArrayLike | None, dim: int) -> bool:
         """Ground points on the rotation axis and, for a hinge to the ground in 3D, the hinge axis
         parallel to it (KBS23b eq 41c)."""
         if not super().rotation_invariant(axis, dim):
@@ -299,11 +301,11 @@ class Clamp(_Joint):
                 f"{self.name}: point A of a clamp must be on a body with directors; put the ground point second."
             )
 
-    def points(self):
+    def points(self) -> tuple[Point, ...]:
         """The points the joint connects."""
         return (self.a, self.b)
 
-    def resolved(self, x0, frame0=None):
+    def resolved(self, x0: Callable, frame0: Callable | None = None) -> Clamp:
         """A copy with A's initial directors expressed in B's frame (or in space)."""
         if self.frame_b is not None:
             return self
@@ -315,13 +317,13 @@ class Clamp(_Joint):
         """Six constraints (3D)."""
         return 6
 
-    def component_names(self, dim: int):
+    def component_names(self, dim: int) -> tuple[str, ...]:
         """Names of the scalar constraints, as they appear in System.constraint_names."""
         return _difference_names(self.name, self.kind, dim) + tuple(
             f"{self.name}.clamp.rot[{k}]" for k in ("23", "31", "12")
         )
 
-    def residual(self, x: Callable, frame: Callable | None = None):
+    def residual(self, x: Callable, frame: Callable | None = None) -> jax.Array:
         """x_A - x_B, then d2^A . c3, d3^A . c1, d1^A . c2."""
         DA = frame(self.a)
         C = jnp.asarray(self.frame_b)
@@ -329,7 +331,7 @@ class Clamp(_Joint):
         rot = jnp.stack([DA[1] @ c[2], DA[2] @ c[0], DA[0] @ c[1]])
         return jnp.concatenate([x(self.a) - x(self.b), rot])
 
-    def rotation_invariant(self, axis, dim: int) -> bool:
+    def rotation_invariant(self, axis: ArrayLike | None, dim: int) -> bool:
         """Never when clamped to the ground (the fixed frame turns with no rotation); else as any joint."""
         return not self.b.is_ground and super().rotation_invariant(axis, dim)
 
@@ -355,11 +357,11 @@ class Distance(_Joint):
         if self.length is not None and not (float(self.length) > 0):
             raise ValueError(f"{self.name}: length must be positive; got {self.length!r}.")
 
-    def points(self):
+    def points(self) -> tuple[Point, ...]:
         """The points the joint connects."""
         return (self.a, self.b)
 
-    def resolved(self, x0, frame0=None):
+    def resolved(self, x0: Callable, frame0: Callable | None = None) -> Distance:
         """A copy with the defaults filled in from the initial placement ``x0(point)``."""
         if self.length is not None:
             return self
@@ -372,11 +374,11 @@ class Distance(_Joint):
         """Number of scalar constraints in a ``dim``-dimensional assembly."""
         return 1
 
-    def component_names(self, dim: int):
+    def component_names(self, dim: int) -> tuple[str, ...]:
         """Names of the scalar constraints, as they appear in System.constraint_names."""
         return (f"{self.name}.distance",)
 
-    def residual(self, x: Callable):
+    def residual(self, x: Callable) -> jax.Array:
         """1/2 (|x_A - x_B|^2 / L^2 - 1) (KBS23b eq 117)."""
         r = x(self.a) - x(self.b)
         return jnp.atleast_1d(0.5 * (r @ r / self.length**2 - 1.0))
@@ -406,16 +408,16 @@ class OnAxis(_Joint):
             raise ValueError(f"{self.name}: direction must be a nonzero 2- or 3-vector; got {self.direction!r}.")
         object.__setattr__(self, "direction", tuple(float(v) for v in e / np.linalg.norm(e)))
 
-    def points(self):
+    def points(self) -> tuple[Point, ...]:
         """The points the joint connects."""
         return (self.point,)
 
-    def resolved(self, x0, frame0=None):
+    def resolved(self, x0: Callable, frame0: Callable | None = None) -> OnAxis:
         """A copy with the defaults filled in from the initial placement ``x0(point)``."""
         a = np.zeros(len(self.direction)) if self.through is None else np.asarray(self.through, dtype=float)
         return replace(self, through=tuple(float(v) for v in a))
 
-    def ground_points(self):
+    def ground_points(self) -> list[np.ndarray]:
         """The fixed points of this joint (they decide its symmetries, KBS23b eq 41c)."""
         return [np.asarray(self.through)]
 
@@ -423,16 +425,16 @@ class OnAxis(_Joint):
         """Number of scalar constraints in a ``dim``-dimensional assembly."""
         return dim - 1
 
-    def component_names(self, dim: int):
+    def component_names(self, dim: int) -> tuple[str, ...]:
         """Names of the scalar constraints, as they appear in System.constraint_names."""
         return tuple(f"{self.name}.on_axis[n{k + 1}]" for k in range(dim - 1))
 
-    def residual(self, x: Callable):
+    def residual(self, x: Callable) -> jax.Array:
         """N^T (x_P - a)."""
         N = _normals(self.direction, len(self.direction))
         return jnp.asarray(N) @ (x(self.point) - jnp.asarray(self.through))
 
-    def rotation_invariant(self, axis, dim: int) -> bool:
+    def rotation_invariant(self, axis: ArrayLike | None, dim: int) -> bool:
         """In 3D: the line is the rotation axis (parallel, through the origin); never in 2D (KBS23b eq 41c)."""
         if dim == 2:
             return False
@@ -440,7 +442,7 @@ class OnAxis(_Joint):
         parallel = np.linalg.norm(np.cross(e, np.asarray(axis, dtype=float))) <= 1e-12
         return bool(parallel and _on_axis(self.through, axis, dim))
 
-    def translation_invariant(self, direction, dim: int) -> bool:
+    def translation_invariant(self, direction: ArrayLike, dim: int) -> bool:
         """Invariant under translations along the line's own direction (KBS23b eq 41c)."""
         return bool(
             np.linalg.norm(

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from ..system import Problem
 from .beam import Beam
 from .draw import layout_of
+
+if TYPE_CHECKING:  # annotations only: livens.solution reaches livens.bodies through the examples
+    from ..solution import Solution
 
 
 def _beam_of(layout, beam):
@@ -24,7 +30,7 @@ def _beam_of(layout, beam):
     return b
 
 
-def stress_resultants(solution, beam=None) -> dict:
+def stress_resultants(solution: Solution | Problem, beam: Beam | str | None = None) -> dict[str, np.ndarray]:
     """The stress resultants of every element of a beam at every node time of a Solution (SLO09 Figs 6,
     7): a dict of arrays (N+1, n_el) "N1", "N2", "N3", "M1", "M2", "M3" and (N+1, n_el, 3) "n", "m"
     (see :meth:`Beam.stress_resultants`). ``beam``: its name (default: the assembly's only beam)."""

@@ -16,10 +16,13 @@ Every function here works on jax and numpy arrays alike and on stacks of configu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import jax
 import numpy as np
+from numpy.typing import ArrayLike
 
 _AXES = "xyz"
 
@@ -64,7 +67,7 @@ class Point:
         return f"ground({coords})" if self.body is None else f"{self.body.name}({coords})"
 
 
-def ground(x) -> Point:
+def ground(x: ArrayLike) -> Point:
     """A point fixed in space at ``x`` (for joints, springs and dampers attached to the ground)."""
     return Point(None, _vec("ground point", x))
 
@@ -115,7 +118,7 @@ class PointMass:
         """The diagonal of M = m I."""
         return np.full(self.dim, self.mass)
 
-    def internal_constraints(self, qb):
+    def internal_constraints(self, qb: jax.Array | np.ndarray) -> None:
         """None: a particle has no internal constraint."""
         return None
 
@@ -125,17 +128,17 @@ class PointMass:
         """Where the position (translated by a translation symmetry) lies in the body's coordinates."""
         return slice(0, self.dim)
 
-    def placement_matrix(self, X=()) -> np.ndarray:
+    def placement_matrix(self, X: ArrayLike = ()) -> np.ndarray:
         """S with x = S q_body: the identity (a particle has only the point X = ())."""
         if len(X) and any(x != 0.0 for x in X):
             raise ValueError(f"{self.name} is a point mass: its only material point is X = (); got {X}.")
         return np.eye(self.dim)
 
-    def place(self, qb, X=()):
+    def place(self, qb: jax.Array | np.ndarray, X: ArrayLike = ()) -> jax.Array | np.ndarray:
         """x = q."""
         return qb @ self.placement_matrix(X).T
 
-    def point(self, X=()) -> Point:
+    def point(self, X: ArrayLike = ()) -> Point:
         """The particle itself as a :class:`Point`."""
         return Point(self, tuple(float(x) for x in X))
 
@@ -158,7 +161,7 @@ def _orthonormal_names(n: int) -> tuple[str, ...]:
     return tuple(f"orthonormal[d{i}.d{j}]" for i, j in pairs)
 
 
-def orthonormality(directors):
+def orthonormality(directors: Sequence[jax.Array | np.ndarray]) -> jax.Array:
     """Internal constraints of a director frame: 1/2 (d_i.d_i - 1) for each i, then d_i.d_j for i < j
     (KBS23a eq 61 for three directors in R^3, eq 73 for two in R^2; KBS23b eq 103)."""
     import jax.numpy as jnp
@@ -244,7 +247,7 @@ class RigidBody:
         """The diagonal of M = diag(m I, E1 I, E2 I, E3 I) (KBS23a eq 60)."""
         return np.repeat([self.mass, *self.euler], 3)
 
-    def internal_constraints(self, qb):
+    def internal_constraints(self, qb: jax.Array | np.ndarray) -> jax.Array:
         """The six orthonormality constraints of (d1, d2, d3) (KBS23a eq 61)."""
         return orthonormality([qb[3:6], qb[6:9], qb[9:12]])
 
@@ -252,15 +255,15 @@ class RigidBody:
         """Where phi (the centre of mass) lies in the body's coordinates (KBS23a eq 59, 70)."""
         return slice(0, 3)
 
-    def placement_matrix(self, X) -> np.ndarray:
+    def placement_matrix(self, X: ArrayLike) -> np.ndarray:
         """S with x = phi + X_i d_i = S q_body (KBS23a eq 58)."""
         return _director_matrix(_vec(f"{self.name}: material point", X, 3), 3)
 
-    def place(self, qb, X):
+    def place(self, qb: jax.Array | np.ndarray, X: ArrayLike) -> jax.Array | np.ndarray:
         """x = phi + X_i d_i (KBS23a eq 58), for q_body of any leading shape."""
         return qb @ self.placement_matrix(X).T
 
-    def point(self, X) -> Point:
+    def point(self, X: ArrayLike) -> Point:
         """The material point X (coordinates along d1, d2, d3 from the centre of mass)."""
         return Point(self, _vec(f"{self.name}: material point", X, 3))
 
@@ -339,7 +342,7 @@ class PlanarRigidBody:
         """The diagonal of M = diag(m I, E1 I, E2 I) (KBS23a eq 71)."""
         return np.repeat([self.mass, *self.euler], 2)
 
-    def internal_constraints(self, qb):
+    def internal_constraints(self, qb: jax.Array | np.ndarray) -> jax.Array:
         """The three orthonormality constraints of (d1, d2) (KBS23a eq 73)."""
         return orthonormality([qb[2:4], qb[4:6]])
 
@@ -347,15 +350,15 @@ class PlanarRigidBody:
         """Where phi (the centre of mass) lies in the body's coordinates (KBS23a eq 59, 70)."""
         return slice(0, 2)
 
-    def placement_matrix(self, X) -> np.ndarray:
+    def placement_matrix(self, X: ArrayLike) -> np.ndarray:
         """S with x = phi + X_1 d1 + X_2 d2 = S q_body (KBS23a eq 58 in the plane; eq 74)."""
         return _director_matrix(_vec(f"{self.name}: material point", X, 2), 2)
 
-    def place(self, qb, X):
+    def place(self, qb: jax.Array | np.ndarray, X: ArrayLike) -> jax.Array | np.ndarray:
         """x = phi + X_1 d1 + X_2 d2 (KBS23a eq 58 in the plane; eq 74), for q_body of any leading shape."""
         return qb @ self.placement_matrix(X).T
 
-    def point(self, X) -> Point:
+    def point(self, X: ArrayLike) -> Point:
         """The material point X (coordinates along d1, d2 from the centre of mass)."""
         return Point(self, _vec(f"{self.name}: material point", X, 2))
 
@@ -371,10 +374,10 @@ def bar(
     name: str,
     length: float,
     mass: float,
-    center,
-    direction,
-    normal=None,
-    velocity=(0.0, 0.0),
+    center: ArrayLike,
+    direction: ArrayLike,
+    normal: ArrayLike | None = None,
+    velocity: ArrayLike = (0.0, 0.0),
     angular_velocity: float = 0.0,
 ) -> PlanarRigidBody:
     """A slender planar bar (KBS23a §5.2): J = m l^2 / 12, d1 = ``direction`` along the bar,
@@ -417,11 +420,11 @@ def pyramid(
     mass: float,
     base_edge: float,
     height: float,
-    base_center,
-    apex_direction,
-    edge_direction=None,
-    velocity=(0.0, 0.0, 0.0),
-    angular_velocity=(0.0, 0.0, 0.0),
+    base_center: ArrayLike,
+    apex_direction: ArrayLike,
+    edge_direction: ArrayLike | None = None,
+    velocity: ArrayLike = (0.0, 0.0, 0.0),
+    angular_velocity: ArrayLike = (0.0, 0.0, 0.0),
 ) -> RigidBody:
     """A solid right pyramid with a square base (the rigid bodies of the three-bar swing, SLO09 §4.2) as a
     :class:`RigidBody` from its mass and principal inertia (:func:`pyramid_inertia`): d3 points from the

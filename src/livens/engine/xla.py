@@ -26,6 +26,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
@@ -101,7 +103,7 @@ def compiler_options(once: bool = False) -> dict:
     return options
 
 
-def jit(fn, once: bool = False, **kwargs):
+def jit(fn: Callable, once: bool = False, **kwargs: Any) -> Callable:
     """``jax.jit(fn, **kwargs)`` compiling with :func:`compiler_options` (``once``: for a program run
     once or a few times). Only for a program called at the top level: JAX refuses compile options
     on a ``jit`` called inside another traced function."""

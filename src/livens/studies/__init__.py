@@ -16,16 +16,28 @@ The numbers do not depend on where the runs execute.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .convergence import ConvergenceResult, ConvergenceStudy, Quantity, fit_order
 from .effort import EffortResult, EffortStudy
-from .executors import DaskExecutor, LocalExecutor, make_executor, run_specs
+from .executors import DaskExecutor, Executor, LocalExecutor, make_executor, run_specs
 from .runs import RunResult, RunSpec, execute, parse_scheme
 from .stability import StabilityResult, StabilityStudy
 from .trace import Trace
 from .velocity_bound import VelocityBoundResult, VelocityBoundStudy
 
+if TYPE_CHECKING:  # dask is an optional dependency (the dask extra)
+    from dask.distributed import Client
 
-def run_study(study, executor=None, *, scheduler=None, processes=None, progress=None):
+
+def run_study(
+    study: ConvergenceStudy | StabilityStudy | EffortStudy | VelocityBoundStudy,
+    executor: Executor | None = None,
+    *,
+    scheduler: str | Client | None = None,
+    processes: int | None = None,
+    progress: bool | None = None,
+) -> ConvergenceResult | StabilityResult | EffortResult | VelocityBoundResult:
     """Execute the study's runs (see :func:`run_specs`) and return its reduced result."""
     results = run_specs(
         study.runs(), executor, scheduler=scheduler, processes=processes, progress=progress, desc=type(study).__name__

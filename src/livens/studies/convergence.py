@@ -17,8 +17,10 @@ import csv
 import math
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .runs import RunResult, RunSpec, _items, scheme_label
 
@@ -42,7 +44,7 @@ class Quantity:
         return x if self.indices is None else x[list(self.indices)]
 
 
-def fit_order(hs, errors) -> float:
+def fit_order(hs: ArrayLike, errors: ArrayLike) -> float:
     """Least-squares slope of log(error) over log(h); NaN with fewer than two usable points."""
     h = np.asarray(hs, float)
     e = np.asarray(errors, float)
@@ -128,12 +130,12 @@ class ConvergenceStudy:
             bool(rescue),
         )
 
-    def tol_for(self, h) -> float:
+    def tol_for(self, h: float) -> float:
         if isinstance(self.tol, tuple):
             return self.tol[self.hs.index(float(h))]
         return self.tol
 
-    def spec(self, scheme, params, h) -> RunSpec:
+    def spec(self, scheme: str, params: tuple[tuple[str, Any], ...], h: float) -> RunSpec:
         return RunSpec(
             self.example,
             scheme,

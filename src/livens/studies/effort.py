@@ -11,6 +11,7 @@ initial guess, as in the paper.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .convergence import _write_rows
 from .runs import OK, RunSpec, _items, scheme_label
@@ -65,7 +66,7 @@ class EffortStudy:
             bool(rescue),
         )
 
-    def spec(self, scheme, params, guess) -> RunSpec:
+    def spec(self, scheme: str, params: tuple[tuple[str, Any], ...], guess: str) -> RunSpec:
         return RunSpec(
             self.example,
             scheme,

@@ -13,15 +13,28 @@ terminal and never with ``progress=False`` (``--quiet``).
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from .runs import RunResult, RunSpec, execute
+
+if TYPE_CHECKING:  # dask is an optional dependency (the dask extra), imported where it is used
+    from dask.distributed import Client
+
+
+class Executor(Protocol):
+    """What :func:`run_specs` runs on: ``map(fn, items, done)`` returns ``[fn(x) for x in items]`` in
+    order, calling ``done(result)`` as each finishes (:class:`LocalExecutor`, :class:`DaskExecutor`)."""
+
+    def map(self, fn: Callable, items: Sequence, done: Callable | None = None) -> list: ...
+
+    def close(self) -> None: ...
 
 
 class LocalExecutor:
     """Runs in this process (``processes`` None, 0 or 1) or in a spawned process pool."""
 
-    def __init__(self, processes: int | None = None):
+    def __init__(self, processes: int | None = None) -> None:
         if processes is not None and (not isinstance(processes, int) or processes < 0):
             raise ValueError(f"processes must be a non-negative integer; got {processes!r}.")
         self.processes = processes or 0
@@ -50,7 +63,7 @@ class LocalExecutor:
                     done(out[futs[fut]])
         return out
 
-    def close(self):
+    def close(self) -> None:
         pass
 
     def __repr__(self) -> str:
@@ -61,7 +74,7 @@ class DaskExecutor:
     """Runs on an existing Dask distributed cluster: ``DaskExecutor("tcp://host:port")`` or a
     ``dask.distributed.Client``. A client created here is closed by :meth:`close`."""
 
-    def __init__(self, scheduler, timeout: float = 30.0):
+    def __init__(self, scheduler: str | Client, timeout: float = 30.0) -> None:
         try:
             from dask.distributed import Client
         except ImportError as exc:  # pragma: no cover
@@ -94,7 +107,7 @@ class DaskExecutor:
                 done(out[index[fut.key]])
         return out
 
-    def close(self):
+    def close(self) -> None:
         if self._own:
             self.client.close()
 
@@ -102,7 +115,7 @@ class DaskExecutor:
         return f"DaskExecutor({self.client.scheduler.address if self.client.scheduler else '?'})"
 
 
-def make_executor(scheduler=None, processes: int | None = None):
+def make_executor(scheduler: str | Client | None = None, processes: int | None = None) -> LocalExecutor | DaskExecutor:
     """The executor for ``scheduler`` (Dask address or Client) or the local default."""
     if scheduler is not None:
         return DaskExecutor(scheduler)
@@ -137,9 +150,9 @@ class _Progress:
 
 def run_specs(
     specs: Iterable[RunSpec],
-    executor=None,
+    executor: Executor | None = None,
     *,
-    scheduler=None,
+    scheduler: str | Client | None = None,
     processes: int | None = None,
     progress: bool | None = None,
     desc: str = "runs",

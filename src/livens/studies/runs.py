@@ -103,7 +103,7 @@ class RunSpec:
         """The scheme with its parameters, e.g. "ggl-theta-b(theta=0.5, vartheta=0.5)"."""
         return scheme_label(self.scheme, dict(self.scheme_params))
 
-    def with_(self, **changes) -> "RunSpec":
+    def with_(self, **changes: Any) -> RunSpec:
         return replace(self, **changes)
 
     def newton(self) -> str:

@@ -10,6 +10,7 @@ scheme. The blow-up time is the time of the first step outside the band (or of t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ class StabilityStudy:
             bool(rescue),
         )
 
-    def spec(self, scheme, params, h) -> RunSpec:
+    def spec(self, scheme: str, params: tuple[tuple[str, Any], ...], h: float) -> RunSpec:
         return RunSpec(
             self.example,
             scheme,

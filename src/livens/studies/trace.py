@@ -10,6 +10,7 @@ it pickles cheaply (Dask) and plots without JAX.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -145,7 +146,7 @@ class Trace:
         """max_n |J^{n+1} - J^n| for each momentum map (KBS23b Figs 11, 27)."""
         return {k: float(np.max(np.abs(np.diff(v)), initial=0.0)) for k, v in self.momentum.items()}
 
-    def max_residual(self, name: str, which=None) -> float:
+    def max_residual(self, name: str, which: Sequence[int] | None = None) -> float:
         """max |r| of a nodal or enforced residual (by name), optionally of some constraints only."""
         r = self.nodal.get(name)
         if r is None:

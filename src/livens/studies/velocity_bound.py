@@ -55,7 +55,7 @@ class VelocityBoundStudy:
             bool(rescue),
         )
 
-    def spec(self, h) -> RunSpec:
+    def spec(self, h: float) -> RunSpec:
         return RunSpec(
             self.example,
             self.scheme,
