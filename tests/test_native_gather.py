@@ -94,7 +94,11 @@ def test_np_pad_is_lax_pad(config):
 @pytest.mark.parametrize("axis", [0, 1, 2])
 def test_np_unstack_is_lax_unstack(axis):
     """``unstack`` (linearize and vmap write it) on known values: NumPy, the same pieces as JAX's."""
-    from jax._src.lax.lax import unstack_p
+    from jax._src.lax import lax as lax_internals
+
+    unstack_p = getattr(lax_internals, "unstack_p", None)
+    if unstack_p is None:
+        pytest.skip("this JAX has no unstack primitive")
 
     from livens.engine.native.codegen import _np_move
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..engine import native
 from . import failure
 
 
@@ -55,8 +56,10 @@ class NothingComputed:
 def sigint_flag() -> dict:
     """Turn SIGINT into a flag checked between chunks, so Ctrl-C never lands inside a file write.
 
-    Only in the main thread; elsewhere the default behaviour stays. ``restore()`` puts the previous
-    handler back."""
+    Only in the main thread; elsewhere the default behaviour stays. Native kernels that run in
+    other threads (an ensemble's lanes) are told to stop after the step under way
+    (:func:`livens.engine.native.interrupt`). ``restore()`` puts the previous handler back and lets
+    native kernels run whole chunks again."""
     state = {"flag": False, "restore": lambda: None}
     if threading.current_thread() is not threading.main_thread():
         return state
@@ -65,9 +68,14 @@ def sigint_flag() -> dict:
 
         def handler(signum, frame):
             state["flag"] = True
+            native.interrupt()  # native kernels running in other threads stop after their step
+
+        def restore():
+            signal.signal(signal.SIGINT, previous)
+            native.resume()
 
         signal.signal(signal.SIGINT, handler)
-        state["restore"] = lambda: signal.signal(signal.SIGINT, previous)
+        state["restore"] = restore
     except (ValueError, OSError):  # pragma: no cover
         pass
     return state

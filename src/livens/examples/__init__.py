@@ -10,16 +10,22 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
-from typing import Callable
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the annotation only: the loader imports the example modules lazily
+    from ..system import Problem
 
 _EXAMPLES: dict[str, Callable] = {}
 _LOADED = False
+_LOAD_LOCK = threading.RLock()
 
 
-def register(name: str):
+def register(name: str) -> Callable[[Callable], Callable]:
     """Decorator: register ``build(**params) -> Problem`` under ``name``."""
 
-    def deco(fn):
+    def deco(fn: Callable) -> Callable:
         _EXAMPLES[name] = fn
         return fn
 
@@ -27,13 +33,18 @@ def register(name: str):
 
 
 def _load():
+    """Import every example module once. Threads that ask at once wait for the first to finish:
+    none sees the registry half filled."""
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
-    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
+    with _LOAD_LOCK:
+        if _LOADED:
+            return
+        for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+            if not mod.name.startswith("_"):
+                importlib.import_module(f"{__name__}.{mod.name}")
+        _LOADED = True
 
 
 def names() -> list[str]:
@@ -60,7 +71,7 @@ def _get(name: str):
     return _EXAMPLES[name]
 
 
-def load(name: str, h: float | None = None, t_end: float | None = None, **overrides):
+def load(name: str, h: float | None = None, t_end: float | None = None, **overrides: Any) -> Problem:
     """The Problem of example ``name`` with the paper's parameters, state, h and t_end.
 
     ``h`` and ``t_end`` override the paper's defaults; other keywords override physical

@@ -1,12 +1,12 @@
 """Compile the C source of :mod:`livens.engine.native.codegen` and call it from Python.
 
-The source is compiled by the system's C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang`` on
-the PATH) into a shared library, kept in a cache directory under a name that is the hash of the
-source and the flags, so that a second process (or a second run of the same system and scheme)
-loads it without compiling. The cache is ``native/`` inside JAX's persistent compilation cache
-(:func:`livens.engine.xla.compilation_cache_dir`), or a temporary directory of this process where
-that cache is off. The library is called through :mod:`ctypes`, which releases the GIL during the
-call: several threads may run kernels at once.
+The source is compiled by the system's C compiler (``$CC``, which may hold several words such
+as ``ccache gcc``, else ``cc``, ``gcc`` or ``clang`` on the PATH) into a shared library, kept in
+the cache of :mod:`livens.engine.native.cache` under a name that hashes the source, the
+compiler's identity and version, the flags and the target CPU, so that a second process (or a
+second run of the same system and scheme) loads it without compiling. The library is called
+through :mod:`ctypes`, which releases the GIL during the call: several threads may run kernels
+at once.
 
 Flags: ``-O2`` without fast-math, and ``-ffp-contract=off`` (no fused multiply-adds the program
 does not contain), so that every floating-point operation is the IEEE operation of the jaxpr.
@@ -36,13 +36,11 @@ compile; the next one compiles it again.
 
 from __future__ import annotations
 
-import atexit
 import ctypes
-import hashlib
 import os
+import shlex
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from concurrent.futures import Future
@@ -51,8 +49,9 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from .. import xla
-from .codegen import Unsupported, translate
+from . import cache
+from .cache import CompileError
+from .codegen import Translator, Unsupported, translate
 
 FLAGS = ("-O2", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
 GCC_FLAGS = (
@@ -76,17 +75,26 @@ ONCE_FLAGS = ("-O0", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fn
 """The compile of a program that runs once (``build(once=True)``): the same arithmetic, no optimization."""
 LARGE_SOURCE = 150_000
 """Sources of more characters than this are compiled at both levels at once (module docstring)."""
-_LOCK = threading.Lock()
-_TMP: list[str] = []
-_RUNNING: set = set()  # (gcc process, its files) of compiles under way, stopped at exit
 _PENDING: set = set()  # futures of -O2 libraries compiled in the background
 
 
+def _resolve(cc: str) -> str | None:
+    """``cc`` with its first word a path to an executable, or None where there is none."""
+    try:
+        words = cache.compiler_words(cc)
+    except ValueError:
+        return None
+    if not words:
+        return None
+    first = shutil.which(words[0]) or (words[0] if os.path.isfile(words[0]) else None)
+    return None if first is None else " ".join([first, *words[1:]])
+
+
 def compiler() -> str | None:
-    """The C compiler to use, or None where there is none."""
+    """The C compiler command to use (``$CC``, which may hold several words), or None where there is none."""
     cc = os.environ.get("CC", "").strip()
     if cc:
-        return shutil.which(cc) or (cc if os.path.isfile(cc) else None)
+        return _resolve(cc)
     for name in ("cc", "gcc", "clang"):
         path = shutil.which(name)
         if path:
@@ -94,26 +102,67 @@ def compiler() -> str | None:
     return None
 
 
+def missing_compiler() -> str:
+    """Why :func:`compiler` found none, in words that name the fix."""
+    cc = os.environ.get("CC", "").strip()
+    if cc:
+        try:
+            first = cache.compiler_words(cc)[0]
+        except (ValueError, IndexError):
+            return f"no C compiler: CC={cc!r} is not a command; set CC to a C compiler (e.g. gcc), or unset it"
+        return (
+            f"no C compiler: CC={cc!r} names {first!r}, which is not an executable on the PATH; "
+            "set CC to a C compiler, or unset it"
+        )
+    return "no C compiler found (set CC, or install cc, gcc or clang)"
+
+
+def _run(cc: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([*cache.compiler_words(cc), *args], capture_output=True, text=True, timeout=timeout)
+
+
 _GCC: dict = {}
-_TARGET: dict = {}  # compiler -> its command line for -march=native on this CPU ("" where unknown)
+_VERSION: dict = {}
+_TARGET: dict = {}  # compiler -> what -march=native means on this CPU ("" where unknown)
+
+
+def target_options(cc1_line: str) -> str:
+    """The target options (``-m...`` and ``--param name=value``) of the compiler proper's command
+    line ``cc1_line``: what ``-march=native`` means on this CPU, without the input and the
+    temporary output names, which change from call to call."""
+    try:
+        words = shlex.split(cc1_line)
+    except ValueError:
+        words = cc1_line.split()
+    keep = []
+    for k, w in enumerate(words):
+        if w.startswith("-m") or (k > 0 and words[k - 1] == "--param"):
+            keep.append(w)
+    return " ".join(keep)
 
 
 def native_target(cc: str) -> str:
-    """What ``-march=native`` expands to for the compiler ``cc`` on this CPU (the compiler proper's
-    command line, as ``-###`` prints it), or "" where it cannot say."""
+    """What ``-march=native`` expands to for the compiler ``cc`` on this CPU (the target options
+    of the compiler proper's command line, as ``-###`` prints it: :func:`target_options`), or ""
+    where it cannot say."""
     if cc not in _TARGET:
         try:
-            run = subprocess.run(
-                [cc, *ARCH_FLAGS, "-###", "-x", "c", "-c", "-o", os.devnull, os.devnull],
-                capture_output=True,
-                text=True,
-                timeout=30,
-            )
+            run = _run(cc, *ARCH_FLAGS, "-###", "-x", "c", "-c", "-o", os.devnull, os.devnull)
             lines = [ln for ln in run.stderr.splitlines() if "cc1" in ln and "-march=" in ln]
-            _TARGET[cc] = lines[-1].strip() if run.returncode == 0 and lines else ""
-        except (OSError, subprocess.SubprocessError):
+            _TARGET[cc] = target_options(lines[-1]) if run.returncode == 0 and lines else ""
+        except (OSError, ValueError, subprocess.SubprocessError):
             _TARGET[cc] = ""
     return _TARGET[cc]
+
+
+def compiler_identity(cc: str) -> str:
+    """What names the compiler ``cc`` in a library's key: its command and what ``--version`` prints."""
+    if cc not in _VERSION:
+        try:
+            _VERSION[cc] = _run(cc, "--version").stdout.strip()
+        except (OSError, ValueError, subprocess.SubprocessError):
+            _VERSION[cc] = ""
+    return f"{cc}\n{_VERSION[cc]}"
 
 
 CXX_FLAGS = ("-x", "c++", "-std=gnu++17", "-fno-exceptions", "-fno-rtti")
@@ -129,10 +178,7 @@ def _as_cpp(opts: tuple) -> tuple:
 def is_gcc(cc: str) -> bool:
     """Whether the compiler ``cc`` is GCC."""
     if cc not in _GCC:
-        try:
-            out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError):
-            out = ""
+        out = compiler_identity(cc).split("\n", 1)[1]
         first = out.splitlines()[0] if out else ""
         _GCC[cc] = ("gcc" in first.lower() or "Free Software Foundation" in out) and "clang" not in out.lower()
     return _GCC[cc]
@@ -155,75 +201,20 @@ def flags(cc: str, cpp: bool = False) -> tuple:
     return base + GCC_FLAGS + arch
 
 
-def cache_dir() -> str:
-    base = xla.compilation_cache_dir()
-    if base is not None:
-        path = os.path.join(base, "native")
-        try:
-            os.makedirs(path, exist_ok=True)
-            return path
-        except OSError:
-            pass
-    if not _TMP:
-        _TMP.append(tempfile.mkdtemp(prefix="livens-native-"))
-    return _TMP[0]
-
-
-class CompileError(Unsupported):
-    """The C compiler failed or is missing (the caller falls back to XLA)."""
-
-
-def _compile(cc: str, opts: tuple, source: str, lib_path: str) -> None:
-    """Compile ``source`` with ``opts`` into ``lib_path`` (atomically: another process sees all of
-    it or nothing)."""
-    fd, c_path = tempfile.mkstemp(suffix=".c", dir=os.path.dirname(lib_path))
-    with os.fdopen(fd, "w") as f:
-        f.write(source)
-    tmp_lib = c_path[:-2] + ".so"
-    entry = None
-    try:
-        proc = subprocess.Popen(
-            [cc, *opts, "-o", tmp_lib, c_path, "-lm"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        entry = (proc, c_path, tmp_lib)
-        _RUNNING.add(entry)
-        _, err = proc.communicate()
-        if proc.returncode != 0:
-            raise CompileError(f"{os.path.basename(cc)} failed: {err.strip()[:2000]}")
-        os.replace(tmp_lib, lib_path)
-    finally:
-        _RUNNING.discard(entry)
-        for path in (c_path, tmp_lib):
-            if os.path.exists(path):
-                os.remove(path)
-
-
-@atexit.register
-def _stop_compiles() -> None:
-    """At exit, stop the background compiles (their threads are not waited for) and remove their files."""
-    for proc, *paths in list(_RUNNING):
-        proc.kill()
-        proc.wait()
-        for path in paths:
-            if os.path.exists(path):
-                os.remove(path)
-
-
-def _load(lib_path: str, name: str):
-    lib = ctypes.CDLL(lib_path)
-    fn = getattr(lib, name)
-    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
-    fn.restype = None
-    fn._livens_lib = lib  # keep the library loaded as long as the function lives
-    return fn
+def _parts(cc: str, opts: tuple, source: str) -> tuple:
+    """What decides a library's bytes (its cache key): the source, the compiler's identity, the
+    flags, and what ``-march=native`` means on this CPU where the flags hold it."""
+    target = native_target(cc) if any(o in opts for o in ARCH_FLAGS) else ""
+    return (source, compiler_identity(cc), *opts, target)
 
 
 def _library(cc: str, opts: tuple, source: str, name: str) -> str:
-    """The cached library's path: a hash of the source, the compiler and its flags, and what
-    ``-march=native`` means on this CPU where the flags hold it."""
-    target = native_target(cc) if any(o in opts for o in ARCH_FLAGS) else ""
-    key = hashlib.sha256("\0".join([source, cc, *opts, target]).encode()).hexdigest()[:24]
-    return os.path.join(cache_dir(), f"{name}_{key}.so")
+    """The path of the cached library (:mod:`livens.engine.native.cache`)."""
+    return cache.path(_parts(cc, opts, source), name)
+
+
+def _load(cc: str, opts: tuple, source: str, name: str):
+    return cache.load(cc, opts, source, name, _parts(cc, opts, source))
 
 
 def build(source: str, name: str = "livens_kernel", quick: bool = False, cpp: bool = False, once: bool = False):
@@ -236,23 +227,18 @@ def build(source: str, name: str = "livens_kernel", quick: bool = False, cpp: bo
     run once, compiled at :data:`ONCE_FLAGS` only."""
     cc = compiler()
     if cc is None:
-        raise CompileError("no C compiler found (set CC, or install cc, gcc or clang)")
+        raise CompileError(missing_compiler())
     if cpp and not is_gcc(cc):
         raise CompileError("lane kernels need GCC (its vector extensions in C++)")
-    if once:  # a program run once: -O0, no lock (_compile writes the library atomically)
-        lib_path = _library(cc, ONCE_FLAGS, source, name)
-        if not os.path.exists(lib_path):
-            _compile(cc, ONCE_FLAGS, source, lib_path)
-        return _load(lib_path, name)
+    if once:  # a program run once: -O0
+        return _load(cc, ONCE_FLAGS, source, name)
     opts = flags(cc, cpp)
-    lib_path = _library(cc, opts, source, name)
-    if quick and len(source) > LARGE_SOURCE and not os.path.exists(lib_path):
+    if quick and len(source) > LARGE_SOURCE and not cache.verified(_library(cc, opts, source, name)):
         future: Future = Future()
 
         def optimized():
             try:
-                _compile(cc, opts, source, lib_path)
-                future.set_result(_load(lib_path, name))
+                future.set_result(_load(cc, opts, source, name))
             except BaseException as exc:  # the -Og library stays; the error is kept on the future
                 future.set_exception(exc)
             finally:
@@ -261,15 +247,25 @@ def build(source: str, name: str = "livens_kernel", quick: bool = False, cpp: bo
         _PENDING.add(future)
         threading.Thread(target=optimized, name="livens-native-O2", daemon=True).start()
         quick_opts = _as_cpp(QUICK_FLAGS) if cpp else QUICK_FLAGS
-        quick_path = _library(cc, quick_opts, source, name)
-        if not os.path.exists(quick_path):
-            _compile(cc, quick_opts, source, quick_path)
-        return _load(quick_path, name), future
-    with _LOCK:
-        if not os.path.exists(lib_path):
-            _compile(cc, opts, source, lib_path)
-        fn = _load(lib_path, name)
+        return _load(cc, quick_opts, source, name), future
+    fn = _load(cc, opts, source, name)
     return (fn, None) if quick else fn
+
+
+_STOP = np.zeros(1, np.intc)
+"""The stop flag that interruptible kernels read at each step of their chunk (:func:`interrupt`)."""
+
+
+def interrupt() -> None:
+    """Make the interruptible kernels running now (and those called later, until :func:`resume`)
+    stop after the step under way: Ctrl-C is then answered within a step, the steps done kept.
+    Safe to call from a signal handler."""
+    _STOP[0] = 1
+
+
+def resume() -> None:
+    """Let interruptible kernels run their whole chunks again (after :func:`interrupt`)."""
+    _STOP[0] = 0
 
 
 def wait(timeout: float | None = None) -> None:
@@ -288,9 +284,21 @@ class Kernel:
     returns the same pytree of outputs, as NumPy arrays (:func:`compile_function`)."""
 
     def __init__(
-        self, closed_jaxpr, in_tree, out_tree, fn, compile_s: float, source: str, optimized=None, lanes: int = 0
+        self,
+        closed_jaxpr,
+        in_tree,
+        out_tree,
+        fn,
+        compile_s: float,
+        source: str,
+        optimized=None,
+        lanes: int = 0,
+        scratch: int = 0,
+        interruptible: bool = False,
     ):
         self.jaxpr, self.in_tree, self.out_tree, self.fn = closed_jaxpr, in_tree, out_tree, fn
+        self.scratch, self.interruptible = scratch, interruptible
+        """Bytes of scratch memory a call needs (its large arrays, off the C stack), 0 for none."""
         self.lanes = lanes
         """0 for a kernel of one member; else the members it runs at once (:mod:`livens.engine.native.member_lanes`):
         every argument and output then has a first axis of that length, one member per row."""
@@ -325,7 +333,9 @@ class Kernel:
                 raise TypeError(f"native kernel: an argument of shape {a.shape}, compiled for {tuple(shape)}")
             ins.append(a)
         outs = [np.empty(shape, dtype) for shape, dtype in self.out_avals]
-        arrays = ins + outs
+        arrays = ins + outs + ([_aligned((self.scratch,), np.uint8)] if self.scratch else [])
+        if self.interruptible:
+            arrays.append(_STOP)
         ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         fn = self.fn
         fn(ptrs)
@@ -355,6 +365,15 @@ class Kernel:
                 raise TypeError(f"native lane kernel: an argument of shape {a.shape}, compiled for {(L, *shape)}")
             buf[...] = np.moveaxis(-a.astype(np.int64) if dtype == np.bool_ else a, 0, -1)
         arrays = ins + outs
+        if self.scratch:
+            held = None if buffers is None else buffers.get((id(self), "scratch"))
+            if held is None:
+                held = _aligned((self.scratch,), np.uint8)
+                if buffers is not None:
+                    buffers[(id(self), "scratch")] = held
+            arrays = arrays + [held]
+        if self.interruptible:
+            arrays = arrays + [_STOP]
         ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         fn = self.fn
         fn(ptrs)
@@ -389,12 +408,16 @@ class Traced(NamedTuple):
     out_shape: object  # the outputs' ShapeDtypeStructs
     lanes: int
     seconds: float  # spent tracing and translating
+    scratch: int = 0  # bytes of scratch memory the kernel needs (livens.engine.native.codegen.translate)
+    interruptible: bool = False  # its outermost scans stop where interrupt() was called
 
 
-def trace_function(fn, *args, lanes: int = 0) -> Traced:
+def trace_function(fn, *args, lanes: int = 0, interruptible: bool = False) -> Traced:
     """Trace ``fn(*args)`` (arrays or pytrees of arrays; their shapes and dtypes are fixed) and
     translate it to C (:func:`compile_traced` compiles it). Raises :class:`Unsupported` where the
-    program holds something the translator does not handle."""
+    program holds something the translator does not handle. ``interruptible``: the kernel's
+    outermost scans (a chunk's steps) stop after the step under way once :func:`interrupt` is
+    called; the carry then holds the steps done."""
     t0 = time.perf_counter()
     closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
     if closed.effects:
@@ -402,19 +425,21 @@ def trace_function(fn, *args, lanes: int = 0) -> Traced:
     if lanes:
         from .member_lanes import LaneTranslator
 
-        source = translate(closed, translator=LaneTranslator(lanes))
+        translator = LaneTranslator(lanes)
     else:
-        source = translate(closed)
+        translator = Translator()
+    translator.interruptible = interruptible
+    source = translate(closed, translator=translator)
     _, in_tree = jax.tree_util.tree_flatten(args)
     out_tree = jax.tree_util.tree_structure(out_shape)
-    return Traced(closed, source, in_tree, out_tree, out_shape, lanes, time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    return Traced(closed, source, in_tree, out_tree, out_shape, lanes, seconds, translator.scratch, interruptible)
 
 
 def compile_traced(traced: Traced, once: bool = False) -> Kernel:
     """The :class:`Kernel` of a :class:`Traced` function. ``once=True``: a program that runs once or
     a few times (a start step), compiled at ``-O0`` only (:data:`ONCE_FLAGS`: the same arithmetic,
-    a fraction of the compile time), without the lock that keeps two threads from compiling the
-    same source (its compile may run in a thread beside the time loop's)."""
+    a fraction of the compile time)."""
     t0 = time.perf_counter()
     if once:
         kernel_fn, optimized = build(traced.source, once=True), None
@@ -429,14 +454,16 @@ def compile_traced(traced: Traced, once: bool = False) -> Kernel:
         traced.source,
         optimized,
         traced.lanes,
+        traced.scratch,
+        traced.interruptible,
     )
 
 
-def compile_function(fn, *args, lanes: int = 0) -> Kernel:
+def compile_function(fn, *args, lanes: int = 0, interruptible: bool = False) -> Kernel:
     """Trace ``fn(*args)`` (arrays or pytrees of arrays; their shapes and dtypes are fixed) and
     compile it to one C function. Raises :class:`Unsupported` where the program holds something
     the translator does not handle or no C compiler works.
 
     ``lanes`` > 0: a kernel that runs ``fn`` on that many argument sets at once (each argument
     and output with a first axis of ``lanes``; :mod:`livens.engine.native.member_lanes`), ``args`` being one set."""
-    return compile_traced(trace_function(fn, *args, lanes=lanes))
+    return compile_traced(trace_function(fn, *args, lanes=lanes, interruptible=interruptible))

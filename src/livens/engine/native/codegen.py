@@ -5,8 +5,9 @@ operation, LAPACK call or copy, at a fixed cost each; a Newton iteration of a sm
 hundred of them, and that fixed cost, not the arithmetic, is most of the time of a step. Here the
 same program (the ``jaxpr`` that JAX traces from :func:`livens.timestep.make_loop`: the scheme's
 residual, its tangent, the Newton ``while`` loop, the ``scan`` over the chunk's steps) is written
-as one C function: every array is a fixed-size local C array, every primitive a loop nest over
-it, the control flow C's own. The C compiler then sees the whole step at once.
+as one C function: every array is a fixed-size local C array (a large one, as the records of a
+chunk, in scratch memory that the caller passes), every primitive a loop nest over it, the
+control flow C's own. The C compiler then sees the whole step at once.
 
 Small arrays are also handled element by element, where that saves work or code (:class:`Buf`):
 data movement only reorders elements, known zeros and ones of differentiation (``jacfwd``'s
@@ -25,7 +26,11 @@ are evaluated then, with JAX itself. A primitive this module does not know raise
 :class:`Unsupported`, and the caller runs the program with XLA instead. Floating-point results
 agree with XLA's to round-off: only the order of summation in reductions and products, and the
 order of operations inside LU factorizations, may differ; and a product ``x * 0`` with a known
-zero is taken as zero, NaN and infinite x included (:meth:`Translator.simplify`).
+zero is taken as zero, NaN and infinite x included (:meth:`Translator.simplify`). Where C's
+semantics differ from XLA's, the kernel computes XLA's: integer division by zero and the least
+value divided by -1 (:func:`_div`, :func:`_rem`; C raises SIGFPE), conversions of NaN and of
+values out of range to integers (:func:`saturation`), subnormal numbers flushed to zero
+(:data:`FLUSH_SUBNORMALS`).
 """
 
 from __future__ import annotations
@@ -57,7 +62,10 @@ CTYPES = {
 }
 
 MAX_LOCAL_ELEMENTS = 400_000
-"""Programs whose arrays hold more elements than this in all are not translated (stack size)."""
+"""Programs whose arrays on the stack hold more elements than this in all are not translated."""
+SCRATCH_BYTES = 1 << 16
+"""Arrays of the kernel's function of this many bytes or more live in the scratch memory that
+the caller passes (:func:`translate`), not on the C stack."""
 
 
 def _ctype(dtype) -> str:
@@ -137,6 +145,8 @@ class Emitter:
         self._scalars: dict = {}
         self.count = 0
         self.elements = 0
+        self.scratch = 0  # bytes of the large arrays, kept off the stack (:meth:`new`)
+        self._main = True  # writing the kernel's own function (not a called one)
 
     # --- what a value is in C (the lanes of :mod:`livens.engine.native.member_lanes` change these) ----------
     def ct(self, dtype) -> str:
@@ -175,13 +185,25 @@ class Emitter:
         self.scope = self.scope[:-1]
         self.line("}")
 
+    def itemsize(self, dtype) -> int:
+        """Bytes of an element of ``dtype`` in the kernel's arrays."""
+        return np.dtype(dtype).itemsize
+
     def new(self, shape, dtype) -> Buf:
-        """A new local array."""
+        """A new local array: on the stack, or where it is large (:data:`SCRATCH_BYTES`, the
+        records of a chunk) in the kernel's scratch memory, which the caller gives it (a stack of
+        a thread may be 1 MiB or less)."""
         b = Buf(self.fresh(), shape, dtype)
+        nbytes = max(b.size, 1) * self.itemsize(b.dtype)
+        ct = self.ct(b.dtype)
+        if self._main and nbytes >= SCRATCH_BYTES:
+            self.line(f"{ct} *{b.name} = ({ct} *) (lv_scratch + {self.scratch});")
+            self.scratch += -(-nbytes // 64) * 64  # each array aligned to 64 bytes
+            return b
         self.elements += b.size
         if self.elements > MAX_LOCAL_ELEMENTS:
             raise Unsupported("arrays too large for one C function")
-        self.line(f"{self.ct(b.dtype)} {b.name}[{max(b.size, 1)}];")
+        self.line(f"{ct} {b.name}[{max(b.size, 1)}];")
         return b
 
     def alias(self, src: Buf, shape) -> Buf:
@@ -440,8 +462,58 @@ def _not(a, dt):
     return f"(!{a})" if np.dtype(dt) == np.bool_ else f"(~{a})"
 
 
+def _int_literal(x: int, dtype) -> str:
+    """A C literal of the integer x of ``dtype`` (the least int64 too, which C cannot write as one)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "i" and x == np.iinfo(dtype).min:
+        return f"(({_ctype(dtype)}) ({x + 1}LL - 1))"
+    return f"(({_ctype(dtype)}) {x}{'ULL' if dtype.kind == 'u' else 'LL'})"
+
+
+def _div(a, b, dt):
+    """``lax.div`` as XLA computes it: integers rounded toward zero, x / 0 = -1 (the largest value
+    where unsigned), the least value / -1 = itself (no SIGFPE, which C's division raises)."""
+    if _is_float(dt):
+        return f"({a} / {b})"
+    dt = np.dtype(dt)
+    if dt.kind == "u":
+        return f"({b} == 0 ? {_int_literal(np.iinfo(dt).max, dt)} : {a} / {b})"
+    neg = f"(({_ctype(dt)}) (0 - (u{_ctype(dt)}) {a}))"  # wraps: the least value stays
+    return f"({b} == 0 ? (({_ctype(dt)}) -1) : ({b} == -1 ? {neg} : {a} / {b}))"
+
+
 def _rem(a, b, dt):
-    return f"fmod({a}, {b})" if _is_float(dt) else f"({a} % {b})"
+    """``lax.rem`` as XLA computes it: the sign of the dividend, x % 0 = x, x % -1 = 0 (no SIGFPE)."""
+    if _is_float(dt):
+        return f"fmod({a}, {b})"
+    if np.dtype(dt).kind == "u":
+        return f"({b} == 0 ? {a} : {a} % {b})"
+    return f"({b} == 0 ? {a} : ({b} == -1 ? 0 : {a} % {b}))"
+
+
+def saturation(dst) -> tuple:
+    """(lo, hi, least, largest) of a conversion of floats to the integer type ``dst``, as XLA
+    converts: values at or below ``lo`` give the least value, at or above ``hi`` the largest
+    (``hi`` is the first power of two out of range), NaN gives 0."""
+    info = np.iinfo(dst)
+    lo = float(info.min)
+    hi = float(2 ** (8 * info.dtype.itemsize - (1 if info.dtype.kind == "i" else 0)))
+    return lo, hi, int(info.min), int(info.max)
+
+
+def _to_integer(dst):
+    """A saturating conversion of floats to the integer type ``dst`` (:func:`saturation`), where C's
+    conversion of NaN or an out-of-range value is undefined (INT_MIN on x86)."""
+    lo, hi, least, largest = saturation(dst)
+    ct = _ctype(dst)
+
+    def fn(a, dt):
+        return (
+            f"(isnan({a}) ? (({ct}) 0) : ({a} <= {c_literal(lo, np.float64)} ? {_int_literal(least, dst)} : "
+            f"({a} >= {c_literal(hi, np.float64)} ? {_int_literal(largest, dst)} : (({ct}) {a}))))"
+        )
+
+    return fn
 
 
 def _round(a, dt, rounding_method=0):
@@ -505,7 +577,7 @@ BINARY = {
     "add_any": lambda a, b, dt: f"({a} + {b})",
     "sub": lambda a, b, dt: f"({a} - {b})",
     "mul": lambda a, b, dt: f"({a} * {b})",
-    "div": lambda a, b, dt: f"({a} / {b})",
+    "div": _div,
     "rem": _rem,
     "pow": lambda a, b, dt: f"pow({a}, {b})",
     "atan2": lambda a, b, dt: f"atan2({a}, {b})",
@@ -827,8 +899,8 @@ class Translator(Emitter):
         translated on its own (its own scalars and blocks), kept from inlining so that the C
         compiler works on it once."""
         fname = self.fresh("f")
-        saved = (self.lines, self.depth, self.scope, self._scalars)
-        self.lines, self.depth, self.scope, self._scalars = [], 1, (), {}
+        saved = (self.lines, self.depth, self.scope, self._scalars, self._main)
+        self.lines, self.depth, self.scope, self._scalars, self._main = [], 1, (), {}, False
         try:
             params, args = [], []
             for k, v in enumerate(closed.jaxpr.invars):
@@ -841,7 +913,7 @@ class Translator(Emitter):
                     self.copy(Buf(f"o{k}", b.shape, b.dtype), b)
             body = "\n".join(_flat(self.lines))
         finally:
-            self.lines, self.depth, self.scope, self._scalars = saved
+            self.lines, self.depth, self.scope, self._scalars, self._main = saved
         self.functions.append(
             f"static __attribute__((noinline)) void {fname}({', '.join(params) or 'void'}) {{\n{body}\n}}"
         )
@@ -1064,9 +1136,9 @@ class Translator(Emitter):
 
         Differentiation (``jacfwd`` seeds, ``add_any`` of symbolic zeros made concrete, identity
         blocks of tangents) leaves many such operations on operands known now. Folding ``x * 0`` to
-        zero ignores that it is NaN where x is infinite or NaN: XLA's algebraic simplifier does the
-        same for the zeros of differentiation, and a step with a non-finite iterate is rejected by
-        its residual check either way. ``x + 0`` differs from x only in the sign of a zero x."""
+        zero ignores that it is NaN where x is infinite or NaN, where XLA computes the product: a
+        NaN that reaches the program's outputs only through such a product (``0.0 * log(x)`` of a
+        negative x) is lost natively. ``x + 0`` differs from x only in the sign of a zero x."""
         if len(ins) != 2 or not _is_float(aval.dtype):
             return None
         a, b = ins
@@ -1149,6 +1221,8 @@ class Translator(Emitter):
         ct = _ctype(new_dtype)
         if np.dtype(new_dtype) == np.bool_:
             return self.elementwise(lambda a, dt: f"({a} != 0)", ins, outs[0], {})
+        if _is_float(src.dtype) and not _is_float(new_dtype):
+            return self.elementwise(_to_integer(np.dtype(new_dtype)), ins, outs[0], {})
         return self.elementwise(lambda a, dt: f"(({ct}) {a})", ins, outs[0], {})
 
     def p_select_n(self, ins, outs, **_):
@@ -1404,7 +1478,9 @@ class Translator(Emitter):
         out_shape = out.shape
         batch_axes = [a for a in range(len(out_shape)) if a not in dn.offset_dims]
         window = [
-            a for a in range(len(src.shape)) if a not in dn.collapsed_slice_dims and a not in dn.operand_batching_dims
+            a
+            for a in range(len(src.shape))
+            if a not in dn.collapsed_slice_dims and a not in getattr(dn, "operand_batching_dims", ())
         ]
         st_src, st_ind = _strides(src.shape), _strides(ind.shape)
         idx = self.loops(out_shape)
@@ -1420,7 +1496,7 @@ class Translator(Emitter):
             starts.append((dim, s))
         terms = [
             f"{idx[batch_axes[ib]]}*{st_src[ob]}"
-            for ob, ib in zip(dn.operand_batching_dims, dn.start_indices_batching_dims)
+            for ob, ib in zip(getattr(dn, "operand_batching_dims", ()), getattr(dn, "start_indices_batching_dims", ()))
         ]
         for dim, s in starts:
             terms.append(f"{s}*{st_src[dim]}")
@@ -1456,7 +1532,7 @@ class Translator(Emitter):
         """The operand index of every update element, for indices known now (or Unsupported)."""
         if not ind.known:
             raise Unsupported("scatter with runtime indices")
-        if dn.operand_batching_dims:
+        if getattr(dn, "operand_batching_dims", ()):
             raise Unsupported("scatter with batching dimensions")
         window = list(dn.update_window_dims)
         slice_sizes, j = [], 0
@@ -1501,7 +1577,7 @@ class Translator(Emitter):
         op_window = [
             a
             for a in range(len(operand.shape))
-            if a not in dn.inserted_window_dims and a not in dn.operand_batching_dims
+            if a not in dn.inserted_window_dims and a not in getattr(dn, "operand_batching_dims", ())
         ]
         sizes = {dim: upd.shape[window[j]] for j, dim in enumerate(op_window)}
         st_op, st_ind = _strides(operand.shape), _strides(ind.shape)
@@ -1521,7 +1597,9 @@ class Translator(Emitter):
         terms += [f"{idx[window[j]]}*{st_op[dim]}" for j, dim in enumerate(op_window)]
         terms += [
             f"{idx[scatter_axes[ib]]}*{st_op[ob]}"
-            for ob, ib in zip(dn.operand_batching_dims, dn.scatter_indices_batching_dims)
+            for ob, ib in zip(
+                getattr(dn, "operand_batching_dims", ()), getattr(dn, "scatter_indices_batching_dims", ())
+            )
         ]
         target = f"{out.name}[{' + '.join(terms) or '0'}]"
         value = self.at(upd, self.flat(idx, upd.shape))
@@ -1544,7 +1622,7 @@ class Translator(Emitter):
 
     def p_scatter_add(self, ins, outs, dimension_numbers, mode, **_):
         operand, ind, upd = ins
-        if not ind.known or dimension_numbers.operand_batching_dims:
+        if not ind.known or getattr(dimension_numbers, "operand_batching_dims", ()):
             return self._scatter_runtime(operand, ind, upd, dimension_numbers, mode, "add")
         table = self._scatter_table(operand, ind, upd, dimension_numbers, mode)
         if (
@@ -1571,7 +1649,7 @@ class Translator(Emitter):
     def p_scatter(self, ins, outs, dimension_numbers, mode, **_):
         """Where two updates land on one element, the last one wins (XLA leaves that unspecified)."""
         operand, ind, upd = ins
-        if not ind.known or dimension_numbers.operand_batching_dims:
+        if not ind.known or getattr(dimension_numbers, "operand_batching_dims", ()):
             return self._scatter_runtime(operand, ind, upd, dimension_numbers, mode, "set")
         table = self._scatter_table(operand, ind, upd, dimension_numbers, mode)
         if len(set(table.tolist())) != table.size:
@@ -2020,7 +2098,7 @@ class Translator(Emitter):
         any lane)."""
         return expr
 
-    def p_while(self, ins, outs, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
+    def _while(self, ins, outs, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
         """``lax.while_loop``. A predicate with a shape (what ``vmap`` makes of a while loop), or
         any predicate with :attr:`MASKED_WHILE`, runs the body while any of its elements is true
         and updates each carry only where its element is true, the predicate's axes being the
@@ -2096,13 +2174,36 @@ class Translator(Emitter):
             self.close()
         return res
 
-    def p_scan(self, ins, outs, jaxpr, num_consts, num_carry, length, reverse, **_):
+    interruptible = False
+    """Whether the kernel's outermost scans (the chunk's steps) stop early where the caller's stop
+    flag is set (:func:`translate`): the carry then holds the steps done, the records after them
+    are not written."""
+    _looping = False
+
+    def p_while(self, *args, **params):
+        looping, self._looping = self._looping, True
+        try:
+            return self._while(*args, **params)
+        finally:
+            self._looping = looping
+
+    def p_scan(self, *args, **params):
+        outer = self.interruptible and self._main and not self._looping
+        looping, self._looping = self._looping, True
+        try:
+            return self._scan(*args, check_stop=outer, **params)
+        finally:
+            self._looping = looping
+
+    def _scan(self, ins, outs, jaxpr, num_consts, num_carry, length, reverse, check_stop=False, **_):
         consts = ins[:num_consts]
         carry = self._carry(ins[num_consts : num_consts + num_carry])
         xs = ins[num_consts + num_carry :]
         ys = [self.new(a.shape, a.dtype) for a in outs[num_carry:]]
         i = self.fresh("n")
         self.open(f"for (int {i} = 0; {i} < {int(length)}; {i}++)")
+        if check_stop:
+            self.line("if (*lv_stop) break;")
         at = f"({int(length) - 1} - {i})" if reverse else i
         xslices = []
         for x in xs:
@@ -2134,6 +2235,20 @@ HEADER = """#include <math.h>
 """
 
 
+FLUSH_SUBNORMALS = """#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define LV_FLUSH_ON unsigned int lv_csr = _mm_getcsr(); _mm_setcsr(lv_csr | 0x8040u);
+#define LV_FLUSH_OFF _mm_setcsr(lv_csr);
+#else
+#define LV_FLUSH_ON
+#define LV_FLUSH_OFF
+#endif
+"""
+"""The kernel computes as XLA does on the CPU: subnormal operands read as zero and subnormal
+results flushed to zero (the SSE control bits DAZ and FTZ, set for the call and restored after
+it, where the CPU is x86)."""
+
+
 def _flat(lines):
     """The lines of a function body (nested lists: the places where values were made)."""
     for x in lines:
@@ -2161,7 +2276,10 @@ def _dce(jaxpr):
 
 def translate(closed_jaxpr, name: str = "livens_kernel", translator: "Translator | None" = None) -> str:
     """C source of ``void name(void **args)``: args are the flat inputs of the closed jaxpr, then
-    its flat outputs, each a pointer to a C-contiguous array of the aval's shape and dtype.
+    its flat outputs, each a pointer to a C-contiguous array of the aval's shape and dtype, then,
+    where ``translator.scratch`` (after the call) is not 0, a pointer to that many bytes of
+    scratch memory aligned to 64 bytes (the large arrays: :meth:`Emitter.new`), then, where
+    ``translator.interruptible``, a pointer to the stop flag (an ``int``; :attr:`Translator.interruptible`).
 
     ``translator``: a :class:`Translator` (default a new one); a
     :class:`~livens.engine.native.member_lanes.LaneTranslator` gives C++ source of the same function
@@ -2187,12 +2305,18 @@ def translate(closed_jaxpr, name: str = "livens_kernel", translator: "Translator
         if b.size:
             t.copy(dst, b)
     body = "\n".join(_flat(t.lines))
+    n_args = n_in + len(jaxpr.outvars)
+    scratch = f"(char *) args[{n_args}]" if t.scratch else "(char *) 0"
+    stop = f"(volatile int *) args[{n_args + bool(t.scratch)}]" if t.interruptible else "&lv_never"
     return (
         t.header()
+        + FLUSH_SUBNORMALS
         + "\n".join(t.statics)
         + "\n\n"
         + "".join(f + "\n\n" for f in t.functions)
-        + f"{t.linkage}void {name}(void **args) {{\n{body}\n}}\n"
+        + "static volatile int lv_never = 0;\n"
+        + f"static void {name}_body(void **args, char *lv_scratch, volatile int *lv_stop) {{\n{body}\n}}\n\n"
+        + f"{t.linkage}void {name}(void **args) {{\n  LV_FLUSH_ON\n  {name}_body(args, {scratch}, {stop});\n  LV_FLUSH_OFF\n}}\n"
     )
 
 

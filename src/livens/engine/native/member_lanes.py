@@ -27,7 +27,19 @@ import math
 
 import numpy as np
 
-from .codegen import BINARY, UNARY, Buf, Translator, Unsupported, _is_float, _strides, _window_offset, c_literal
+from .codegen import (
+    BINARY,
+    SCRATCH_BYTES,
+    UNARY,
+    Buf,
+    Translator,
+    Unsupported,
+    _is_float,
+    _strides,
+    _window_offset,
+    c_literal,
+    saturation,
+)
 
 LANE_HEADER = """#include <math.h>
 #include <stdint.h>
@@ -54,6 +66,24 @@ LANE1(tanh) LANE1(asinh) LANE1(acosh) LANE1(atanh) LANE1(floor) LANE1(ceil) LANE
 LANE1(lgamma) LANE1(rint) LANE1(round)
 LANE2(pow) LANE2(atan2) LANE2(nextafter) LANE2(fmod)
 static inline iv isfinite(dv x) {{ return fabs(x) <= 0x1.fffffffffffffp+1023; }}
+typedef uint64_t uv __attribute__((vector_size(8 * LANES)));
+template <class A, class B> static inline iv DIV(A a, B b, int64_t by_zero) {{
+  iv x = BI(a), y = BI(b), z = (y == 0), m = (y == -1);
+  iv q = x / ((z | m) ? BI(1) : y);
+  q = m ? (iv) (-(uv) x) : q;
+  return z ? BI(by_zero) : q;
+}}
+template <class A, class B> static inline iv REM(A a, B b) {{
+  iv x = BI(a), y = BI(b);
+  iv r = x % (((y == 0) | (y == -1)) ? BI(1) : y);
+  return (y == 0) ? x : r;
+}}
+static inline iv SAT(dv a, double lo, double hi, int64_t least, int64_t largest) {{
+  dv c = ((a > lo) & (a < hi)) ? a : BD(0.0);
+  iv r = __builtin_convertvector(c, iv);
+  r = (a <= lo) ? BI(least) : r;
+  return (a >= hi) ? BI(largest) : r;
+}}
 """
 """The C++ prelude of a lane kernel: the vector types ``dv`` and ``iv``, broadcasts ``BD`` and
 ``BI`` of a scalar to all lanes, ``ANY`` of a mask, and the math functions lane by lane."""
@@ -71,8 +101,34 @@ def _xor(a, b, dt):
     return f"({a} ^ {b})"
 
 
+def _narrow(expr: str, dt) -> str:
+    """``expr`` (64-bit in a lane) wrapped to the signed integer type ``dt`` where that is narrower."""
+    dt = np.dtype(dt)
+    if dt.kind != "i" or dt.itemsize == 8:
+        return expr
+    bits = 64 - 8 * dt.itemsize
+    return f"(({expr} << {bits}) >> {bits})"
+
+
+def _div(a, b, dt):
+    """``lax.div`` as XLA computes it (:func:`livens.engine.native.codegen._div`), lane by lane."""
+    if _is_float(dt):
+        return f"({a} / {b})"
+    dt = np.dtype(dt)
+    if dt.kind == "u":
+        if dt.itemsize == 8:
+            raise Unsupported("unsigned 64-bit division in lanes")
+        return f"DIV({a}, {b}, {int(np.iinfo(dt).max)}LL)"
+    return _narrow(f"DIV({a}, {b}, -1LL)", dt)
+
+
 def _rem(a, b, dt):
-    return f"fmod({a}, {b})" if _is_float(dt) else f"({a} % {b})"
+    """``lax.rem`` as XLA computes it (:func:`livens.engine.native.codegen._rem`), lane by lane."""
+    if _is_float(dt):
+        return f"fmod({a}, {b})"
+    if np.dtype(dt) == np.dtype(np.uint64):
+        raise Unsupported("unsigned 64-bit remainder in lanes")
+    return f"REM({a}, {b})"
 
 
 class LaneTranslator(Translator):
@@ -80,7 +136,7 @@ class LaneTranslator(Translator):
     (module docstring): arrays of vectors, lane l the member l; masks for booleans."""
 
     UNARY = {**UNARY, "sign": _sign}
-    BINARY = {**BINARY, "xor": _xor, "rem": _rem}
+    BINARY = {**BINARY, "xor": _xor, "div": _div, "rem": _rem}
     linkage = 'extern "C" '
     SHARED_FUNCTIONS = False  # a call inside a masked loop would need the mask: every call inlined
 
@@ -120,8 +176,12 @@ class LaneTranslator(Translator):
         at = f"{offset} + {i}" if offset else i
         self.line(f"for (int {i} = 0; {i} < {n}; {i}++) {dst.name}[{at}] = {self.rhs(f'{name}[{i}]', dst.dtype)};")
 
+    def itemsize(self, dtype) -> int:
+        return 8 * self.lanes
+
     def new(self, shape, dtype) -> Buf:
-        self.elements += int(math.prod(shape)) * (self.lanes - 1)  # the stack holds every lane
+        if max(int(math.prod(shape)), 1) * self.itemsize(dtype) < SCRATCH_BYTES:
+            self.elements += int(math.prod(shape)) * (self.lanes - 1)  # the stack holds every lane
         return super().new(shape, dtype)
 
     def lane(self, b: Buf, index) -> str:
@@ -144,8 +204,19 @@ class LaneTranslator(Translator):
                 bits = 8 * dst.itemsize
                 return self.elementwise(lambda a, dt: f"((({a}) << {64 - bits}) >> {64 - bits})", ins, outs[0], {})
             return self.alias(src, outs[0].shape)
-        to = "dv" if _is_float(dst) else "iv"
-        return self.elementwise(lambda a, dt: f"__builtin_convertvector({a}, {to})", ins, outs[0], {})
+        if _is_float(dst):
+            return self.elementwise(lambda a, dt: f"__builtin_convertvector({a}, dv)", ins, outs[0], {})
+        if dst == np.dtype(np.uint64):
+            raise Unsupported("conversion of floats to uint64 in lanes")
+        lo, hi, least, largest = saturation(dst)  # as XLA: saturated, NaN to 0
+        return self.elementwise(
+            lambda a, dt: (
+                f"SAT(BD({a}), {c_literal(lo, np.float64)}, {c_literal(hi, np.float64)}, ({least + 1}LL - 1), {largest}LL)"
+            ),
+            ins,
+            outs[0],
+            {},
+        )
 
     def p_reduce_and(self, ins, outs, axes, **_):
         return self._reduce(ins, outs, axes, "-1", lambda a, x: f"{a} = {a} & {x}")
@@ -203,7 +274,9 @@ class LaneTranslator(Translator):
         out_shape = out.shape
         batch_axes = [a for a in range(len(out_shape)) if a not in dn.offset_dims]
         window = [
-            a for a in range(len(src.shape)) if a not in dn.collapsed_slice_dims and a not in dn.operand_batching_dims
+            a
+            for a in range(len(src.shape))
+            if a not in dn.collapsed_slice_dims and a not in getattr(dn, "operand_batching_dims", ())
         ]
         st_src, st_ind = _strides(src.shape), _strides(ind.shape)
         self.open(f"for (int l = 0; l < {self.lanes}; l++)")
@@ -211,7 +284,7 @@ class LaneTranslator(Translator):
         base = self.affine([(st_ind[k], idx[a]) for k, a in enumerate(batch_axes)])
         terms = [
             f"{idx[batch_axes[ib]]}*{st_src[ob]}"
-            for ob, ib in zip(dn.operand_batching_dims, dn.start_indices_batching_dims)
+            for ob, ib in zip(getattr(dn, "operand_batching_dims", ()), getattr(dn, "start_indices_batching_dims", ()))
         ]
         for k, dim in enumerate(dn.start_index_map):
             s = self.fresh("s")

@@ -9,6 +9,9 @@ XLA runs well, and their C source would be long to compile), it runs the jitted 
 
 The backend is the engine's switch (:mod:`livens.engine.options`): "auto" (native where possible,
 else XLA), "native" (an error where it is not possible), "xla" or "plain" (never native).
+Where "auto" meant native and XLA runs the loop (a primitive the translator does not handle, the C
+compiler failed), a one-line :class:`NativeFallback` warning says so and why, once per reason; a
+system above the size limit runs with XLA by design, without a notice.
 """
 
 from __future__ import annotations
@@ -35,6 +38,20 @@ def runs_natively(options: EngineOptions, size: tuple[int, str]) -> bool:
 
 class NativeUnavailable(ValueError):
     """backend="native" was asked for and the loop cannot run natively (the reason is the message)."""
+
+
+class NativeFallback(UserWarning):
+    """The one-line notice that a loop meant to run natively runs with XLA, and why (given once
+    per reason and process; ``warnings.simplefilter("ignore", NativeFallback)`` silences it)."""
+
+
+_NOTIFIED: set = set()
+
+
+def _notify(reason: str) -> None:
+    if reason not in _NOTIFIED:
+        _NOTIFIED.add(reason)
+        warnings.warn(f"livens: this run uses XLA, not native code: {reason}", NativeFallback, stacklevel=5)
 
 
 def _signature(args):
@@ -68,13 +85,14 @@ class ChunkRunner:
             self.reason = f"{self.size[1]}, more than the native limit of {limit} (EngineOptions.max_native_unknowns)"
             return None
         try:
-            return compile_function(self.loop, *args, lanes=self.lanes)
+            return compile_function(self.loop, *args, lanes=self.lanes, interruptible=True)
         except Unsupported as exc:
             self.reason = str(exc)
             if self.requested == "native":
                 raise NativeUnavailable(
                     f"backend='native': this run cannot be compiled natively ({exc}); use backend='auto' or 'xla'."
                 ) from None
+            _notify(self.reason)
             return None
         except Exception as exc:  # noqa: BLE001 - a fault of the translator: XLA runs the loop, and says so
             self.reason = f"the native translator failed ({type(exc).__name__}: {exc})"

@@ -1,0 +1,50 @@
+"""Ctrl-C on a native ensemble of 32 members is answered within a second, with the steps each
+member computed kept (in the error's ``solution``), as ``simulate`` keeps them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import livens as lv
+from livens.driver import executors
+from livens.engine import native
+from livens.engine.native import build
+
+pytestmark = pytest.mark.skipif(
+    native.compiler() is None or not build.is_gcc(native.compiler()), reason="lane kernels need GCC"
+)
+
+
+def test_ctrl_c_on_a_native_ensemble_of_32_members_returns_within_a_second(monkeypatch):
+    sent = {"calls": 0}
+    advance = executors.NativeLanes.advance
+
+    def advance_then_interrupt(self, n, n_stop):  # Ctrl-C 0.2 s into the fifth chunk (after the compile)
+        sent["calls"] += 1
+        if sent["calls"] == 5:
+
+            def press():
+                sent["at"] = time.perf_counter()
+                os.kill(os.getpid(), signal.SIGINT)
+
+            threading.Timer(0.2, press).start()
+        return advance(self, n, n_stop)
+
+    monkeypatch.setattr(executors.NativeLanes, "advance", advance_then_interrupt)
+    p = lv.examples.load("pendulum-3d")
+    q0s = np.repeat(np.asarray(p.q0)[None], 32, axis=0)
+    steps = 2_000_000
+    with pytest.raises(lv.SimulationInterrupted) as caught:
+        lv.simulate_ensemble(p, "VI-S", q0s=q0s, t_end=steps * p.h, save_every=1000, progress=False, backend="native")
+    took = time.perf_counter() - sent["at"]
+    assert took < 1.0, f"Ctrl-C answered after {took:.2f} s"
+    ens = caught.value.solution
+    assert ens.meta["backend"] == "native" and ens.meta["lanes"] > 0
+    done = np.asarray(ens.steps)
+    assert done.shape == (32,) and 0 < done.min() and done.max() < steps
