@@ -77,3 +77,26 @@ def test_a_damper_that_no_scheme_takes_with_this_mass_matrix_points_to_the_force
     regular = damped(jnp.eye(3))
     with pytest.raises(ValueError, match=r"schemes that do, with this system's mass matrix: ggl-vi\."):
         lv.simulate(regular, "livens-em", h=0.01, t_end=0.02, progress=False)
+
+
+def test_a_fault_in_a_scheme_is_not_blamed_on_the_native_translator(monkeypatch):
+    """A residual that raises while it is traced fails the native translation and XLA's alike: that
+    error reaches the caller, and no warning calls it a bug of livens' native code (the warning is
+    given only once XLA has run the loop the translator could not)."""
+    import dataclasses
+    import warnings
+
+    from livens import schemes
+
+    schemes._load()
+    good = schemes._SCHEMES["ggl-em"]
+
+    def broken(*args, **kw):
+        raise RuntimeError("injected fault in the EM residual")
+
+    monkeypatch.setitem(schemes._SCHEMES, "ggl-em", dataclasses.replace(good, residual=broken))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="injected fault"):
+            lv.simulate(lv.examples.load("pendulum-3d"), "EM", t_end=0.1, progress=False)
+    assert not [w for w in caught if "bug in livens" in str(w.message)], [str(w.message) for w in caught]

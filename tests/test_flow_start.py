@@ -156,3 +156,29 @@ def test_symmetries_are_decided_for_the_parameter_values_of_each_call():
     assert np.all(np.isnan(np.asarray(broken.q[1:])))
     with pytest.raises(lv.ConvergenceError, match="break the symmetry 'J3'"):
         F.check(broken)
+
+
+def test_a_start_whose_normal_space_misses_the_manifold_is_still_projected():
+    """Three particles: x1 on the unit sphere, x2 = 2 x1, and a non-quadratic distance constraint
+    r + r^2 / 5 = 1.2 with r = |x3 - x2|^2. From this q0 the line q0 + G(q0)^T mu does not meet the
+    manifold (the fixed-normal Newton iteration, checked here, does not converge); on concrete
+    values consistent_initial_state then takes Gauss-Newton steps with the normal space renewed,
+    and the result is on the manifold (g and G v computed here)."""
+    from livens.checks import _projection
+    from livens.mechanics import mechanics
+
+    def g(q):
+        x1, x2, x3 = q[:3], q[3:6], q[6:]
+        r = (x3 - x2) @ (x3 - x2)
+        return jnp.concatenate([jnp.array([0.5 * (x1 @ x1 - 1.0)]), x2 - 2.0 * x1, jnp.array([r + 0.2 * r**2 - 1.2])])
+
+    system = lv.System(mass_matrix=jnp.eye(9), potential=lambda q: 0.0 * q[0], constraints=g)
+    q0 = np.array([0.61, -0.6, 0.23, 1.31, 0.27, -1.09, 0.99, 0.94, -0.73])
+    v0 = np.linspace(-1.0, 1.0, 9)
+    fixed_normal = _projection(mechanics(system, np.zeros(9)), 1e-14, 50)(jnp.asarray(q0), jnp.asarray(v0), None)
+    assert not bool(fixed_normal.converged)
+    q, v = lv.consistent_initial_state(system, q0, v0)
+    assert isinstance(q, np.ndarray)
+    assert np.max(np.abs(np.asarray(g(jnp.asarray(q))))) < 1e-14
+    G = np.asarray(jax.jacfwd(g)(jnp.asarray(q)))
+    assert np.max(np.abs(G @ v)) < 1e-14

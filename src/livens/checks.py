@@ -302,7 +302,9 @@ def consistent_initial_state(
     regular (Euclidean otherwise): :func:`livens.manifold.project`. A JAX function: ``jax.jit``,
     ``jax.grad`` (by the implicit function theorem) and ``jax.vmap`` work through it, and return
     JAX arrays (q, v) there, NaN where q0 is too far from the manifold for Newton's method. On
-    concrete values it returns NumPy arrays (q, v) and raises ``ValueError`` for such a q0.
+    concrete values it returns NumPy arrays (q, v); where the normal space at q0 does not reach the
+    manifold, q0 first takes minimum-norm Gauss-Newton steps (the normal space renewed at each
+    iterate), and ``ValueError`` is raised only if those fail too.
     """
     from .manifold import project
     from .mechanics import mechanics
@@ -330,7 +332,14 @@ def consistent_initial_state(
     if traced:
         out = project(mech.bind(values), q, v, tol, max_iter)
         return out.q, out.v
-    out = _projection(mech, float(tol), int(max_iter))(jnp.asarray(q), jnp.asarray(v), values)
+    project_compiled = _projection(mech, float(tol), int(max_iter))
+    out = project_compiled(jnp.asarray(q), jnp.asarray(v), values)
+    if not bool(out.converged):
+        # far from the manifold the normal space at q0 may miss it: minimum-norm Gauss-Newton steps,
+        # the normal space renewed at each iterate, bring q0 near it, and the projection ends there
+        near = _gauss_newton(mech.bind(values), np.asarray(q, float), max_iter)
+        if near is not None:
+            out = project_compiled(jnp.asarray(near), jnp.asarray(v), values)
     if not bool(out.converged):
         raise ValueError(
             f"consistent_initial_state: could not project q0 onto g(q) = 0 in {max_iter} Newton iterations "
@@ -340,6 +349,20 @@ def consistent_initial_state(
 
 
 _PROJECTIONS = CompiledCache(16)
+
+
+def _gauss_newton(mech, q: np.ndarray, max_iter: int) -> np.ndarray | None:
+    """q moved near g(q) = 0 by minimum-norm Gauss-Newton steps q <- q - G(q)^+ g(q) (the normal
+    space renewed at each iterate); None where g is not finite or the steps do not get there."""
+    g, G = jax.jit(mech.g), jax.jit(mech.G)
+    for _ in range(max_iter):
+        r = np.asarray(g(q))
+        if not np.all(np.isfinite(r)):
+            return None
+        if np.max(np.abs(r), initial=0.0) <= 1e-10 * (1.0 + np.max(np.abs(q))) ** 2:
+            return q
+        q = q - np.linalg.lstsq(np.asarray(G(q)), r, rcond=None)[0]
+    return None
 
 
 def _projection(mech, tol: float, max_iter: int):

@@ -75,6 +75,7 @@ class ChunkRunner:
         self.kernels: dict = {}
         self.backend = "xla" if self.requested in ("xla", "plain") else None
         self.reason = None
+        self.suspect = None  # a translator fault not yet reported (see _native)
 
     def _native(self, args):
         from . import compile_function
@@ -98,12 +99,9 @@ class ChunkRunner:
             self.reason = f"the native translator failed ({type(exc).__name__}: {exc})"
             if self.requested == "native":
                 raise NativeUnavailable(f"backend='native': {self.reason}; use backend='auto' or 'xla'.") from exc
-            warnings.warn(
-                f"{self.reason}; XLA runs this loop instead (results are the same). This is a "
-                "bug in livens.engine.native: please report it.",
-                RuntimeWarning,
-                stacklevel=4,
-            )
+            # blamed on the translator only once XLA has run the same loop (call): where XLA raises
+            # too, the fault is in the loop itself (a user function, a scheme) and that error stands
+            self.suspect = self.reason
             return None
 
     def kernel(self, *args):
@@ -130,4 +128,15 @@ class ChunkRunner:
             return self.xla(*args)
         kernel = self.kernel(*args)
         self.backend = "xla" if kernel is None else "native"
-        return self.xla(*args) if kernel is None else kernel(*args)
+        if kernel is not None:
+            return kernel(*args)
+        out = self.xla(*args)
+        if self.suspect is not None:
+            warnings.warn(
+                f"{self.suspect}; XLA runs this loop instead (results are the same). This is a "
+                "bug in livens.engine.native: please report it.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self.suspect = None
+        return out
