@@ -84,3 +84,49 @@ def test_the_readme_figure_shows_what_its_caption_says():
     assert np.max(np.abs(sol.constraint_residual("position"))) <= 16 * eps * np.max(np.abs(sol.q)) ** 2
     scale = np.max(np.abs(sol.q)) * np.max(np.abs(sol.v))  # G(q) v: products of q and v (the top spins fast)
     assert np.max(np.abs(sol.constraint_residual("velocity"))) <= 64 * eps * scale
+
+
+def _command_lines():
+    """Every `livens ...` command line of the README's and the docs' code blocks (continuation
+    lines joined, comments dropped)."""
+    lines = []
+    for path in PAGES:
+        for m in re.finditer(r"```[a-z]*\n(.*?)```", path.read_text(), re.S):
+            for line in m.group(1).replace("\\\n", " ").splitlines():
+                line = line.split(" #")[0].strip()
+                if "livens " in line and re.match(r"^(pip install .* && )?livens ", line):
+                    lines.append(
+                        pytest.param(line[line.index("livens ") :], id=f"{path.relative_to(ROOT)}:{line[:40]}")
+                    )
+    return lines
+
+
+COMMANDS = _command_lines()
+
+
+def test_the_pages_hold_commands():
+    assert len(COMMANDS) >= 15
+
+
+@pytest.mark.parametrize("line", COMMANDS)
+def test_command_line_parses(line):
+    """Every command line the pages show parses with the CLI's own parser, and the examples and
+    schemes it names exist (running them all would take hours: `livens reproduce all`)."""
+    import shlex
+
+    import livens as lv
+    from livens.cli import build_parser
+
+    args = build_parser().parse_args(shlex.split(line)[1:])
+    example, paper = getattr(args, "example", None), getattr(args, "paper", None)
+    assert example is None or example in lv.examples.names(), example
+    assert paper is None or paper in [*_papers(), "all"], paper
+    names = [getattr(args, "scheme", None)] + (getattr(args, "schemes", None) or "").split(",")
+    for name in filter(None, names):
+        assert lv.schemes.get(name), name
+
+
+def _papers():
+    from livens.studies import reproduce
+
+    return list(reproduce.papers())
