@@ -8,19 +8,8 @@ if TYPE_CHECKING:  # annotations only: livens.solution imports this module
     from .solution import EnsembleSolution, Solution
 
 
-def _carry(err, message, solution, step, time, residual, reason) -> None:
-    err.reason = message if reason is None else reason
-    err.solution = solution
-    err.step = step
-    err.time = time
-    err.residual = residual
-
-
-class SimulationError(RuntimeError):
-    """A run stopped early; ``solution`` holds every step computed before, ``step``, ``time``,
-    ``residual`` say where and why (``step``: the index of the step, the step from node n to n + 1
-    having index n); ``reason`` is the message without the sentence on where the steps are kept
-    (a command line names its own file instead)."""
+class _Stopped:
+    """What a stopped run carries (:class:`SimulationError`, :class:`SimulationInterrupted`)."""
 
     def __init__(
         self,
@@ -32,7 +21,18 @@ class SimulationError(RuntimeError):
         reason: str | None = None,
     ) -> None:
         super().__init__(message)
-        _carry(self, message, solution, step, time, residual, reason)
+        self.reason = message if reason is None else reason
+        self.solution = solution
+        self.step = step
+        self.time = time
+        self.residual = residual
+
+
+class SimulationError(_Stopped, RuntimeError):
+    """A run stopped early; ``solution`` holds every step computed before, ``step``, ``time``,
+    ``residual`` say where and why (``step``: the index of the step, the step from node n to n + 1
+    having index n); ``reason`` is the message without the sentence on where the steps are kept
+    (a command line names its own file instead)."""
 
 
 class ConvergenceError(SimulationError):
@@ -43,25 +43,13 @@ class BlowUpError(SimulationError):
     """The energy left the band set by ``blowup_factor``."""
 
 
-class SimulationInterrupted(KeyboardInterrupt):
+class SimulationInterrupted(_Stopped, KeyboardInterrupt):
     """The run was interrupted (Ctrl-C); it carries what :class:`SimulationError` carries
     (``solution`` with the steps so far, ``step``, ``time``, ``residual``, ``reason``).
 
     A :class:`KeyboardInterrupt`, not an :class:`Exception`: ``except Exception`` (or ``except
     SimulationError``) in a loop over runs does not swallow it, so Ctrl-C stops the program as it
     stops any Python program; ``except lv.SimulationInterrupted as e`` still reads ``e.solution``."""
-
-    def __init__(
-        self,
-        message: str,
-        solution: Solution | EnsembleSolution | None = None,
-        step: int | None = None,
-        time: float | None = None,
-        residual: float | None = None,
-        reason: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        _carry(self, message, solution, step, time, residual, reason)
 
 
 class FileFormatError(ValueError):

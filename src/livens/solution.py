@@ -341,6 +341,17 @@ class Solution:
             return {k[len("J:") :]: v for k, v in self.stored.items() if k.startswith("J:")}
         return {s.name: np.asarray(s.momentum_map(self.q, self.p)) for s in self.problem.symmetries}
 
+    def _force_points(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(q, v, t) per step where the scheme evaluates the external force: the left node for
+        schemes whose velocity leads the step (``ggl-vi``), else the midpoint (nodal or interval
+        velocities)."""
+        n = self.n_steps
+        if self.velocity_kind == "leading":
+            return self.q[:-1], self.v[:n], self.t[:-1]
+        q = 0.5 * (self.q[:-1] + self.q[1:])
+        v = 0.5 * (self.v[:-1] + self.v[1:]) if self._nodal_v else self.v[:n]
+        return q, v, self.t[:-1] + 0.5 * self.h
+
     def external_impulse(self) -> dict[str, np.ndarray]:
         """The impulse I^n of the external force and the dampers over each step along each of the
         problem's symmetries, shape (N,) per symmetry: I^n = h f^n . xi_Q(q^*) (:meth:`Symmetry.moment`)
@@ -362,15 +373,9 @@ class Solution:
         n = self.n_steps
         if not syms or not (mech.has_external_force or mech.has_dissipation):
             return {s.name: np.zeros(n) for s in syms}
-        h = self.h
-        if self.velocity_kind == "leading":
-            q, v, t = self.q[:-1], self.v[:n], self.t[:-1]
-        else:
-            q = 0.5 * (self.q[:-1] + self.q[1:])
-            v = 0.5 * (self.v[:-1] + self.v[1:]) if self._nodal_v else self.v[:n]
-            t = self.t[:-1] + 0.5 * h
+        q, v, t = self._force_points()
         f = self._vmap(_applied_force(mech), q, v, t)
-        return {s.name: h * np.asarray(s.moment(q, f)) for s in syms}
+        return {s.name: self.h * np.asarray(s.moment(q, f)) for s in syms}
 
     def momentum_balance(self) -> dict[str, np.ndarray]:
         """J^{n+1} - J^n - I^n per step and symmetry, shape (N,): the change of each momentum map
@@ -550,13 +555,7 @@ class Solution:
         if not mech.has_external_force or n == 0:
             return np.zeros(self.q.shape[0])
         self._consecutive("external_work()")
-        h = self.h
-        if self.velocity_kind == "leading":
-            q, v, t = self.q[:-1], self.v[:n], self.t[:-1]
-        else:
-            q = 0.5 * (self.q[:-1] + self.q[1:])
-            v = 0.5 * (self.v[:-1] + self.v[1:]) if self._nodal_v else self.v[:n]
-            t = self.t[:-1] + 0.5 * h
+        q, v, t = self._force_points()
         F = self._vmap(mech.F, q, v, t)
         return np.concatenate([[0.0], np.cumsum(np.einsum("ni,ni->n", F, np.diff(self.q, axis=0)))])
 
