@@ -48,3 +48,33 @@ def test_ctrl_c_on_a_native_ensemble_of_32_members_returns_within_a_second(monke
     assert ens.meta["backend"] == "native" and ens.meta["lanes"] > 0
     done = np.asarray(ens.steps)
     assert done.shape == (32,) and 0 < done.min() and done.max() < steps
+
+
+def test_ctrl_c_inside_one_long_native_chunk_of_simulate_returns_within_a_second():
+    """A single run whose native kernel runs one chunk of 5 million pendulum steps (seconds) in the
+    main thread, where Python's own handler cannot run: the wakeup watcher stops the kernel after
+    the step under way, and the steps done are kept."""
+    p = lv.examples.load("pendulum-3d")
+    chunk, steps = 5_000_000, 20_000_000
+    warm = lv.simulate(p, "VI-S", t_end=10 * p.h, chunk=chunk, progress=False, backend="native")
+    assert warm.meta["backend"] == "native"
+    sent = {}
+
+    def press():
+        sent["at"] = time.perf_counter()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(0.5, press)
+    timer.start()
+    with pytest.raises(lv.SimulationInterrupted) as caught:
+        lv.simulate(p, "VI-S", t_end=steps * p.h, chunk=chunk, save_every=1000, progress=False, backend="native")
+    took = time.perf_counter() - sent["at"]
+    assert took < 1.0, f"Ctrl-C answered after {took:.2f} s"
+    sol = caught.value.solution
+    done = sol.meta["steps"]
+    assert 0 < done < chunk
+    # the last kept node is the run's: the same as the last node of a run that stops there
+    last = int(round(sol.t[-1] / p.h))
+    again = lv.simulate(p, "VI-S", t_end=last * p.h, save_every=1000, progress=False, backend="native")
+    assert again.t[-1] == sol.t[-1]
+    np.testing.assert_array_equal(sol.q[-1], again.q[-1])

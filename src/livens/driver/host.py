@@ -53,13 +53,56 @@ class NothingComputed:
             cls.flag = value
 
 
+def _wakeup_watcher():
+    """A thread that hears SIGINT while the main thread is inside a native kernel, where Python's own
+    handler cannot run until the kernel returns: the C-level handler writes the signal's number to a
+    socket (:func:`signal.set_wakeup_fd`), and the thread tells native kernels to stop after the step
+    under way (:func:`livens.engine.native.interrupt`). Returns the function that removes it, or None
+    where another wakeup descriptor is installed (an asyncio loop, say), which it leaves alone."""
+    import socket
+
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    try:
+        old = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    except (ValueError, OSError):  # pragma: no cover
+        old = None
+    if old != -1:  # none could be set, or someone else's is: leave theirs in place
+        if old is not None:
+            signal.set_wakeup_fd(old)
+        reader.close()
+        writer.close()
+        return None
+
+    def watch():
+        with reader:
+            while True:
+                try:
+                    data = reader.recv(64)
+                except OSError:
+                    return
+                if not data:  # the writer closed: the run is over
+                    return
+                if signal.SIGINT in data:
+                    native.interrupt()
+
+    threading.Thread(target=watch, name="livens-sigint", daemon=True).start()
+
+    def remove():
+        signal.set_wakeup_fd(-1)
+        writer.close()
+
+    return remove
+
+
 def sigint_flag() -> dict:
     """Turn SIGINT into a flag checked between chunks, so Ctrl-C never lands inside a file write.
 
-    Only in the main thread; elsewhere the default behaviour stays. Native kernels that run in
-    other threads (an ensemble's lanes) are told to stop after the step under way
-    (:func:`livens.engine.native.interrupt`). ``restore()`` puts the previous handler back and lets
-    native kernels run whole chunks again."""
+    Only in the main thread; elsewhere the default behaviour stays. Native kernels are told to stop
+    after the step under way (:func:`livens.engine.native.interrupt`): those in other threads (an
+    ensemble's lanes) by the handler, the one the main thread runs by :func:`_wakeup_watcher`, so
+    Ctrl-C is answered within a step, not a chunk. ``restore()`` puts the previous handler back and
+    lets native kernels run whole chunks again."""
     state = {"flag": False, "restore": lambda: None}
     if threading.current_thread() is not threading.main_thread():
         return state
@@ -68,13 +111,17 @@ def sigint_flag() -> dict:
 
         def handler(signum, frame):
             state["flag"] = True
-            native.interrupt()  # native kernels running in other threads stop after their step
+            native.interrupt()
+
+        signal.signal(signal.SIGINT, handler)
+        remove = _wakeup_watcher()
 
         def restore():
+            if remove is not None:
+                remove()
             signal.signal(signal.SIGINT, previous)
             native.resume()
 
-        signal.signal(signal.SIGINT, handler)
         state["restore"] = restore
     except (ValueError, OSError):  # pragma: no cover
         pass
