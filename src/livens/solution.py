@@ -179,6 +179,21 @@ def manifold_kinetic_energies(mech, q, p) -> np.ndarray:
     return out
 
 
+def _write_netcdf(ds: xr.Dataset, path: str) -> str:
+    """Write ``ds`` to the netCDF4 file ``path`` atomically (a temporary file beside it, then a
+    rename), so that a reader never sees half a file; returns the path."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
 @dataclass(eq=False)
 class Solution:
     """The result of :func:`livens.simulate`."""
@@ -634,16 +649,7 @@ class Solution:
         """Write the Solution to a netCDF4 file (atomically: temporary file, then rename)."""
         path = os.fspath(path)
         ds = self.to_dataset()
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-        try:
-            ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        return path
+        return _write_netcdf(ds, path)
 
     def to_csv(self, path: str | os.PathLike, rows: int | None = None, columns: str = "all") -> str:
         """Write nodal data as CSV with named columns (pgfplots, spreadsheets); returns the path.
@@ -925,16 +931,7 @@ class EnsembleSolution:
                 "complete": 1,
             }
         )
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-        try:
-            ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        return path
+        return _write_netcdf(ds, path)
 
     @classmethod
     def from_dataset(cls, ds, problem=None) -> "EnsembleSolution":

@@ -87,6 +87,19 @@ def _strides(shape) -> list[int]:
     return out[::-1]
 
 
+def _gather_layout(src_shape, ind_shape, out_shape, dn):
+    """The layout of a gather with runtime indices: the output's batch axes (those not in a window),
+    the operand's window axes (not collapsed, not batching), and the strides of operand and
+    indices."""
+    batch_axes = [a for a in range(len(out_shape)) if a not in dn.offset_dims]
+    window = [
+        a
+        for a in range(len(src_shape))
+        if a not in dn.collapsed_slice_dims and a not in getattr(dn, "operand_batching_dims", ())
+    ]
+    return batch_axes, window, _strides(src_shape), _strides(ind_shape)
+
+
 def c_literal(x, dtype) -> str:
     """A C literal for the scalar x of ``dtype`` (floats exact, as hexadecimal)."""
     dtype = np.dtype(dtype)
@@ -1476,13 +1489,7 @@ class Translator(Emitter):
         # the output's batch axes in order; an operand batching axis takes the index of its paired
         # indices batching axis (vmap of a gather)
         out_shape = out.shape
-        batch_axes = [a for a in range(len(out_shape)) if a not in dn.offset_dims]
-        window = [
-            a
-            for a in range(len(src.shape))
-            if a not in dn.collapsed_slice_dims and a not in getattr(dn, "operand_batching_dims", ())
-        ]
-        st_src, st_ind = _strides(src.shape), _strides(ind.shape)
+        batch_axes, window, st_src, st_ind = _gather_layout(src.shape, ind.shape, out_shape, dn)
         idx = self.loops(out_shape)
         base = self.affine([(st_ind[k], idx[a]) for k, a in enumerate(batch_axes)])
         starts = []

@@ -34,6 +34,7 @@ from .codegen import (
     Buf,
     Translator,
     Unsupported,
+    _gather_layout,
     _is_float,
     _strides,
     _window_offset,
@@ -272,13 +273,7 @@ class LaneTranslator(Translator):
             raise Unsupported("gather with runtime indices in fill mode")
         out = self.new(outs[0].shape, src.dtype)
         out_shape = out.shape
-        batch_axes = [a for a in range(len(out_shape)) if a not in dn.offset_dims]
-        window = [
-            a
-            for a in range(len(src.shape))
-            if a not in dn.collapsed_slice_dims and a not in getattr(dn, "operand_batching_dims", ())
-        ]
-        st_src, st_ind = _strides(src.shape), _strides(ind.shape)
+        batch_axes, window, st_src, st_ind = _gather_layout(src.shape, ind.shape, out_shape, dn)
         self.open(f"for (int l = 0; l < {self.lanes}; l++)")
         idx = self.loops(out_shape)
         base = self.affine([(st_ind[k], idx[a]) for k, a in enumerate(batch_axes)])
