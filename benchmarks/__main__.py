@@ -9,6 +9,10 @@ Usage::
     python -m benchmarks --only three-bar-swing   # the swing's section alone (SLO09 §4.2, 10 and 40 elements)
     python -m benchmarks --yardsticks        # livens beside the compiled VI-S and Exudyn only
 
+Sections: the (example, scheme) pairs, the yardsticks, an ensemble, the pendulum chain, the cost
+of lv.flow's derivatives (:mod:`benchmarks.gradients`), the three-bar swing, the targets and the
+comparison with the baseline.
+
 Every figure is measured after compilation (compile times are reported separately) as the best of
 a few repeats (the yardsticks and the chain: the median of three), in wall-clock time, with the
 load average printed next to it: on a shared machine the figures vary by tens of percent, so the
@@ -50,6 +54,8 @@ TARGETS = [
     ("swing_fresh_max", "three-bar swing's default run in a fresh process, s", "<=", 20.0),
     ("first_call_max", "cold first lv.simulate call per (example, scheme) of the papers, s", "<=", 3.0),
     ("ensemble_ratio", "1000 heavy tops in one call / one run (trajectory-steps/s)", ">=", 3.0),
+    ("grad_over_forward_max", "lv.flow: a gradient / its forward run, per step (max)", "<=", 3.0),
+    ("flow_over_simulate_max", "lv.flow's forward run / lv.simulate, per step (max)", "<=", 1.5),
 ]
 TARGET_PAIRS = [
     ("pendulum-3d", "ggl-vi"),
@@ -462,6 +468,17 @@ def _flatten(results: dict) -> dict:
             flat[f"yard:{example}:numba-advanced"] = (rat["numba (advanced)"], True)
         if "exudyn" in rat:
             flat[f"yard:{example}:exudyn"] = (rat["exudyn"], True)
+    grads = results.get("gradients", {})
+    for key, r in grads.items():
+        if "grad_us" in r:
+            flat[f"grad_us:{key}"] = (r["grad_us"], False)
+            flat[f"flow_us:{key}"] = (r["forward_us"], False)
+    if any("grad_us" in r for r in grads.values()):
+        flat["grad_over_forward_max"] = (max(r["grad_over_forward"] for r in grads.values() if "grad_us" in r), False)
+        flat["flow_over_simulate_max"] = (
+            max(r["forward_over_simulate"] for r in grads.values() if "grad_us" in r),
+            False,
+        )
     tb = results.get("three_bar", {})
     if "ratio" in tb:
         flat["three_bar_ratio"] = (tb["ratio"], False)
@@ -763,6 +780,25 @@ def main(argv=None) -> int:
                     print(f"  {key:<32} first call {r['first_call_s']:.2f} s (cold, this process: {cold} s)")
             if "import_s" in cc:
                 print(f"  import livens: {cc['import_s']:.2f} s")
+
+    if args.only is None and not args.yardsticks:
+        from benchmarks import gradients
+
+        print(
+            "\n== lv.flow: us/step of lv.simulate, of flow's forward run (jax.jit), its gradient (jax.grad) "
+            f"and a jax.jvp, tol {gradients.TOL:g}, median of 3 (load average {_load_average()})"
+        )
+        results["gradients"] = {}
+        for example, scheme, steps, quick_steps in gradients.SYSTEMS:
+            key = f"{example}|{scheme}"
+            try:
+                r = gradients.measure(lv, example, scheme, quick_steps if args.quick else steps)
+            except Exception as exc:  # noqa: BLE001 - reported in the table, the other sections go on
+                r = {"failed": f"{type(exc).__name__}: {str(exc)[:160]}"}
+                print(f"  {key:<20} failed: {r['failed']}")
+            else:
+                gradients.print_row(key, r)
+            results["gradients"][key] = r
 
     if not args.yardsticks and SWING in examples and (args.only is None or args.only in SWING):
         print(

@@ -46,6 +46,24 @@ B = jnp.asarray(RNG.standard_normal((5, 3)))
 X = jnp.asarray(RNG.standard_normal((2, 3, 4)))
 
 
+def test_scan_over_known_arrays():
+    """A scan whose xs are known when the code is generated (an arange, a constant table, forward
+    and reversed, as jax.vjp of a scan makes them) reads them from file-level constants."""
+    table = jnp.asarray(RNG.standard_normal((6, 2)))
+
+    def f(x):
+        def body(c, jt):
+            j, t = jt
+            c = c * 0.9 + j.astype(c.dtype) * t
+            return c, c.sum()
+
+        out = jax.lax.scan(body, x, (jnp.arange(6), table))
+        back = jax.lax.scan(body, x, (jnp.arange(6), table), reverse=True)
+        return out, back
+
+    _same(f, jnp.asarray([1.0, -2.0]))
+
+
 def test_lu_and_triangular_solves_match_lapack():
     def f(a, b):
         lu, piv, perm = lax.linalg.lu(a)

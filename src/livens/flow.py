@@ -46,17 +46,21 @@ def flow(
     The arguments mean what they mean for :func:`livens.simulate` (same default guess, the same
     time step); ``tol`` defaults to 1e-12 (the derivative by the implicit function theorem is that
     of the solution to this tolerance). save_every: return every k-th node. segment: steps per
-    checkpointed segment (default about sqrt(n_steps)). backend: as for :func:`livens.simulate`;
-    where the engine compiles the loop natively, a call that is not differentiated runs the native
-    kernel, and derivatives run the XLA program. The symmetries an energy-momentum scheme keeps are
+    checkpointed segment of the derivative (default about sqrt(n_steps)). backend: as for
+    :func:`livens.simulate`; where the engine compiles the loop natively, the run itself (with or
+    without a derivative) is the native kernel, and reverse mode (``jax.grad``, ``jax.vjp``) runs
+    natively too; forward mode (``jax.jvp``, ``jax.jacfwd``) runs in XLA. A second derivative (a
+    Hessian) needs ``backend="xla"``: the native reverse pass refuses to be differentiated. The symmetries an energy-momentum scheme keeps are
     decided per call: for concrete parameter values as :func:`livens.simulate` decides them; for
     traced values those of the System's defaults are kept, and values that break one fail the run
     with a message naming it.
 
     Each step's derivative comes from the implicit function theorem at its converged Newton solution
     (one linear solve with the step's tangent, or its transpose in reverse mode), never from
-    differentiating Newton's iterations; reverse mode stores only the states at the ends of segments
-    and recomputes each segment (memory like sqrt(n_steps)). A failed start or step makes the nodes
+    differentiating Newton's iterations, and Newton's method is not run again for it: the run
+    records every step's solution and the derivative replays the steps from them. Reverse mode
+    keeps those records (one row per step) and the states at the starts of segments, and
+    recomputes each segment's linearization (the rest of its memory like sqrt(n_steps)). A failed start or step makes the nodes
     after it NaN, ``converged`` False and the derivative of every output with respect to every input
     NaN; no later step is taken. Called on concrete arrays, ``F`` raises
     :class:`~livens.ConvergenceError` naming the step, its time and residual; under a transformation

@@ -6,8 +6,9 @@ the state update, and for schemes in increment form the compensated summation of
 :func:`make_loop` builds a ``lax.scan`` of ``length`` such steps; the driver
 (:mod:`livens.driver`) compiles it through the engine and runs it chunk by chunk, maps it over an
 ensemble's members with ``jax.vmap``, or runs it inside a differentiable program (:func:`livens.flow`),
-where each step's Newton solve carries the implicit derivative of its solution
-(:func:`livens.solvers.newton.implicit`), never the derivative of Newton's iterations.
+recording each step's solution. :func:`make_replay` takes the steps again from those solutions,
+each carrying the implicit derivative of its solution (:func:`livens.solvers.newton.implicit`),
+never the derivative of Newton's iterations: what :func:`livens.flow` differentiates.
 
 A step inside the loop is taken while ``n < n_stop`` and no step has failed; afterwards the loop
 passes its state through unchanged (a ``lax.cond`` skips the work; under ``vmap`` a stopped member
@@ -33,7 +34,14 @@ from . import _jaxconfig  # noqa: F401
 from . import guess as _guess
 from .schemes.base import Scheme, State, compensated_add
 from .solvers import batched_systems, tangent_operator
-from .solvers.newton import DampedLeastSquares, LinearizedNewton, PlainNewton, implicit, newton_increment
+from .solvers.newton import (
+    DampedLeastSquares,
+    LinearizedNewton,
+    NewtonResult,
+    PlainNewton,
+    implicit,
+    newton_increment,
+)
 
 NEWTON_DEFAULT = ("tol", False)
 """(stopping rule, final iteration) of :class:`livens.solvers.newton.PlainNewton`: the papers' ||R|| <= tol."""
@@ -63,8 +71,8 @@ def step(
     robust: bool = False,
     history=None,
     newton_opts: tuple = NEWTON_DEFAULT,
-    differentiable: bool = False,
     residual_written_once: bool = False,
+    solution=None,
 ):
     """One time step: the first guess, Newton on the scheme's residual, the state update.
     Returns (new state, outputs, Newton result, history).
@@ -75,9 +83,11 @@ def step(
     :class:`~livens.guess.GuessHistory`; returned with the guess's bookkeeping updated, the
     solution not yet pushed: the caller does that once it knows the step is kept).
     ``newton_opts``: (stopping rule, final iteration) of :class:`~livens.solvers.newton.PlainNewton`.
-    ``differentiable=True`` defines the derivative of the solution by the implicit function
-    theorem (:func:`~livens.solvers.newton.implicit`). ``fuse``, ``residual_written_once``: the
-    engine's plain options (module docstring).
+    ``solution``: the step's converged unknowns, known from a run already made
+    (:func:`make_replay`): no guess and no Newton iteration, only the solution's derivative by the
+    implicit function theorem (:func:`~livens.solvers.newton.implicit`), with the scheme's
+    structured tangent where it has one. ``fuse``, ``residual_written_once``: the engine's plain
+    options (module docstring).
 
     For a scheme in increment form (``scheme.increments``) q and p are accumulated by compensated
     summation (:func:`~livens.schemes.base.compensated_add`), the carries in ``state.comp``.
@@ -86,11 +96,20 @@ def step(
     d, m = mech.d, mech.m
     if scheme.prepare is not None:  # the step's invariants, once (not per residual)
         state = scheme.prepare(state, h, t, params, mech)
-    u0 = scheme.guess(state, h, t, params, mech, scheme_mode(mode))
-    x0 = scheme.pack(u0, d, m)
 
     def R(x):
         return scheme.residual(scheme.unpack(x, d, m), state, h, t, params, mech)
+
+    if solution is not None:  # the solution is known: only its derivative by the implicit function theorem
+        known = lambda res_fn, x: NewtonResult(x, jnp.int32(0), jnp.zeros((), x.dtype), jnp.bool_(True))  # noqa: E731
+        J = None
+        if scheme.tangent is not None:  # the scheme's structured dR/dx at the solution, assembled
+            T = tangent_operator(scheme, scheme.unpack(solution, d, m), state, h, t, params, mech)
+            J = T.matrix() if hasattr(T, "matrix") else None
+        res = implicit(known, R, solution, J)
+        return _advance(scheme, res, state, h, t, params, mech) + (history,)
+    u0 = scheme.guess(state, h, t, params, mech, scheme_mode(mode))
+    x0 = scheme.pack(u0, d, m)
 
     f = fuse if fuse is not None else _identity
     fR = f(R)
@@ -111,11 +130,14 @@ def step(
             res_fn, x_start, tol, max_iter, f(newton_increment(R, tangent)), r0=r_start
         )
 
-    if differentiable:
-        res = implicit(lambda res_fn, x_start: solve(res_fn, x_start, None), R, x0)
-    else:
-        res = solve(fR, x0, r0)
-    u = scheme.unpack(res.x, d, m)
+    res = solve(fR, x0, r0)
+    return _advance(scheme, res, state, h, t, params, mech) + (history,)
+
+
+def _advance(scheme: Scheme, res, state: State, h, t, params, mech):
+    """(new state, outputs, res): the state update from Newton's solution ``res.x``, for schemes in
+    increment form with the compensated summation of q and p."""
+    u = scheme.unpack(res.x, mech.d, mech.m)
     new_state, out = scheme.update(u, state, h, t, params, mech)
     if scheme.increments:
         dq, dp = scheme.increments(u)
@@ -123,7 +145,7 @@ def step(
         q, cq = compensated_add(state.q, cq, dq)
         p, cp = compensated_add(state.p, cp, dp)
         new_state = new_state._replace(q=q, p=p, comp=(cq, cp))
-    return new_state, out, res, history
+    return new_state, out, res
 
 
 class LoopOutput(NamedTuple):
@@ -146,9 +168,9 @@ def make_loop(
     layout=None,
     newton_opts: tuple = NEWTON_DEFAULT,
     fuse=None,
-    differentiable: bool = False,
     batched: bool = False,
     residual_written_once: bool = False,
+    record_solution: bool = False,
 ):
     """The loop of ``length`` steps: a function
 
@@ -162,7 +184,9 @@ def make_loop(
     stop are records of zeros with ok = True. ``batched=True`` builds the loop to be ``vmap``-ped
     over members (a select instead of a ``lax.cond`` around the step: both are computed under vmap
     anyway, and a stopped member takes no Newton iteration; linear systems solved whole,
-    :func:`livens.solvers.batched_systems`). The caller compiles it.
+    :func:`livens.solvers.batched_systems`). ``record_solution=True`` adds each step's converged
+    unknowns to its record (field "x"), from which :func:`make_replay` differentiates the run. The
+    caller compiles it.
     """
 
     def one(state, history, t, h, tol, max_iter, params, sys_params):
@@ -180,7 +204,6 @@ def make_loop(
             fuse,
             history=history,
             newton_opts=newton_opts,
-            differentiable=differentiable,
             residual_written_once=residual_written_once,
         )
 
@@ -194,6 +217,8 @@ def make_loop(
                 hist = _guess.push(hist, res.x, ok)
             kept = jax.tree_util.tree_map(lambda a, b: jnp.where(ok, b, a), state, new)
             rec = {"q": new.q, "p": new.p, "iterations": res.iterations, "residual": res.residual, "ok": ok, **out}
+            if record_solution:
+                rec["x"] = res.x
             return (kept, hist, n + ok.astype(n.dtype), failed | ~ok), rec
 
         def body(carry, _):
@@ -235,3 +260,35 @@ def make_loop(
         return LoopOutput(state, history, n, failed, recs)
 
     return loop
+
+
+def make_replay(mech, scheme: Scheme, length: int):
+    """The replay of ``length`` steps whose converged unknowns are known (the records "x" of a loop
+    of :func:`make_loop` with ``record_solution``): a function
+
+        (state, xs, t_start, n0, n_stop, h, params, sys_params) -> (state, records)
+
+    that takes step n0 + j from its solution xs[j], with no guess and no Newton iteration, while
+    n0 + j < n_stop (later steps pass the state through and record zeros), and returns the state
+    after the last step and, per step, the records q, p, the scheme's outputs (v, lambda, gamma)
+    and x. Its values are those of the run that found xs; its derivative with respect to the state
+    and the scheme's and System's parameters is that of the run, each step's by the implicit
+    function theorem at its solution (:func:`livens.solvers.newton.implicit`). This is what
+    :func:`livens.flow` differentiates: Newton's method is not re-run for a derivative.
+    """
+
+    def replay(state, xs, t_start, n0, n_stop, h, params, sys_params=None):
+        def take(state, j, x):
+            t = t_start + (n0 + j).astype(t_start.dtype) * h
+            new, out, res, _ = step(mech, scheme, "simple", state, t, h, None, None, params, sys_params, solution=x)
+            return new, {"q": new.q, "p": new.p, **out, "x": res.x}
+
+        def body(state, jx):
+            j, x = jx
+            shapes = jax.eval_shape(lambda s: take(s, j, x)[1], state)
+            zeros = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
+            return lax.cond(n0 + j < n_stop, lambda s: take(s, j, x), lambda s: (s, zeros), state)
+
+        return lax.scan(body, state, (jnp.arange(length, dtype=jnp.asarray(n0).dtype), xs))
+
+    return replay

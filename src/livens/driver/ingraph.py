@@ -5,13 +5,15 @@ The call of a :class:`FlowFunction` is one program:
 1. the start: the given (q0, v0) mapped onto the constraint manifold of the call's parameter
    values (:func:`livens.manifold.project`, differentiable), or, with ``consistent=False``,
    checked against it (``Problem.consistency_tol``); then the scheme's own start (SLO09 eq 15, 17);
-2. the chunk loop of :mod:`livens.timestep` as a ``lax.scan`` over segments of steps, each a
-   ``jax.checkpoint``-ed loop, so that reverse mode stores only the states at the ends of the
-   segments and recomputes each segment when it is differentiated (memory like sqrt(n_steps)); each
-   step's Newton solution carries its derivative by the implicit function theorem
-   (:func:`livens.solvers.newton.implicit`). Where the engine compiles the loop natively, a call
-   that is not differentiated runs it there (:func:`_native_forward`): the same loop, the speed of
-   :func:`livens.simulate`; a derivative recomputes it in the XLA program;
+2. the chunk loop of :mod:`livens.timestep`, never differentiated: the engine's native kernel
+   where it compiles the loop natively (:class:`~livens.driver.native_flow.NativeForward`, the
+   speed of :func:`livens.simulate`), else a ``lax.scan`` over segments of the XLA loop; every step
+   records its converged unknowns. The derivative of the records is that of the replay of the
+   steps from those solutions (:func:`livens.timestep.make_replay`: each step's implicit
+   derivative at its solution, no Newton iteration re-run), a scan over ``jax.checkpoint``-ed
+   segments (memory of the linearization like sqrt(n_steps)). Forward mode runs it in XLA;
+   reverse mode transposes it chunk by chunk in a native kernel where the engine makes one
+   (:class:`~livens.driver.native_flow.NativeAdjoint`), else in XLA;
 3. the failure policy :class:`~livens.driver.options.NaNFlag`: once the start or a step fails, no
    later segment takes a step, the nodes after it are NaN, ``converged`` is False and the
    derivative of every output with respect to every input is NaN (:func:`_loud`), so that a
@@ -38,8 +40,8 @@ from ..manifold import project
 from ..mechanics import mechanics
 from ..schemes.base import State
 from ..system import parameter_values
-from ..timestep import make_loop
-from .records import record_layout
+from ..timestep import make_loop, make_replay
+from .native_flow import NativeAdjoint, NativeForward
 
 NONE, START, SCHEME_START, STEP, SYMMETRY = 0, 1, 2, 3, 10
 """The codes of :attr:`FlowResult.failure`: nothing failed; the initial state (its projection onto
@@ -142,16 +144,26 @@ class _Run:
         self.flow, self.mech, self.throw = flow, mech, throw
         plan = flow.plan
         self.seg, self.n_seg = flow.segments
-        self.loop = make_loop(mech, plan.scheme, plan.guess, self.seg, None, plan.newton, differentiable=True)
-        self.segment_fn = jax.checkpoint(self.loop)
+        self.loop = make_loop(mech, plan.scheme, plan.guess, self.seg, None, plan.newton, record_solution=True)
+        rest = flow.n_steps % self.seg
+        self.replay = jax.checkpoint(make_replay(mech, plan.scheme, self.seg))
+        self.replay_rest = jax.checkpoint(make_replay(mech, plan.scheme, rest)) if rest else None
         self.kept = tuple(s.name for s in mech.symmetries) if plan.scheme.capabilities.symmetries else ()
-        self._native = False  # not yet made
+        self._native = self._adjoint = False  # not yet made
 
     def native(self, state, history, failed, sysp):
-        """The :class:`_NativeForward` of this run (made at the first trace), or None."""
+        """The :class:`~livens.driver.native_flow.NativeForward` of this run (made at the first
+        trace), or None."""
         if self._native is False:
-            self._native = _NativeForward.make(self, state, history, failed, sysp)
+            self._native = NativeForward.make(self, state, history, failed, sysp)
         return self._native
+
+    def adjoint(self, state, sysp):
+        """The :class:`~livens.driver.native_flow.NativeAdjoint` of this run (made at the first
+        reverse-mode trace), or None."""
+        if self._adjoint is False:
+            self._adjoint = NativeAdjoint.make(self, state, sysp)
+        return self._adjoint
 
     # the start
     def start(self, bound, q0, v0):
@@ -191,14 +203,15 @@ class _Run:
 
     # the steps
     def segments(self, state, history, failed, sysp):
-        """The scan over segments: (records of every step, nodes reached, a step failed)."""
+        """The scan over segments of the XLA loop: (records of every step, nodes reached, a step
+        failed, None). Not differentiated (:func:`_forward`)."""
         plan, n_steps = self.flow.plan, self.flow.n_steps
         f64 = jnp.float64
 
         def body(carry, _):
             state, history, n, failed = carry
             stop = jnp.where(failed, n, jnp.asarray(n_steps, n.dtype))  # a failed run takes no more steps
-            out = self.segment_fn(
+            out = self.loop(
                 state,
                 history,
                 jnp.asarray(0.0, f64),
@@ -216,7 +229,32 @@ class _Run:
         (_, _, n, failed), recs = jax.lax.scan(body, init, None, length=self.n_seg)
         seg = self.seg
         recs = jax.tree_util.tree_map(lambda a: a.reshape((self.n_seg * seg,) + a.shape[2:])[:n_steps], recs)
-        return recs, n, failed
+        return recs, n, failed, None
+
+    def replayed(self, state, xs, sysp):
+        """The records q, p, v, lambda, gamma and x of every step, replayed from the steps' solutions
+        ``xs`` (:func:`livens.timestep.make_replay`): the run's values, with its derivative. A scan
+        over checkpointed segments, so that reverse mode stores the states at the segments' ends
+        and recomputes each segment's linearization when it transposes it (memory like
+        sqrt(n_steps))."""
+        plan, seg, n_steps = self.flow.plan, self.seg, self.flow.n_steps
+        n_full = n_steps // seg
+        f64 = jnp.float64
+        h, t0 = jnp.asarray(plan.h, f64), jnp.asarray(0.0, f64)
+        parts = []
+        if n_full:
+
+            def body(state, jx):
+                j, x = jx
+                return self.replay(state, x, t0, j * seg, n_steps, h, plan.jparams, sysp)
+
+            segs = (jnp.arange(n_full, dtype=jnp.int64), xs[: n_full * seg].reshape((n_full, seg) + xs.shape[1:]))
+            state, recs = jax.lax.scan(body, state, segs)
+            parts.append(jax.tree_util.tree_map(lambda a: a.reshape((n_full * seg,) + a.shape[2:]), recs))
+        if self.replay_rest is not None:
+            n0 = jnp.asarray(n_full * seg, jnp.int64)
+            parts.append(self.replay_rest(state, xs[n_full * seg :], t0, n0, n_steps, h, plan.jparams, sysp)[1])
+        return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *parts) if len(parts) > 1 else parts[0]
 
     def __call__(self, q0, v0, parameters=None) -> FlowResult:
         flow, plan, sch = self.flow, self.flow.plan, self.flow.plan.scheme
@@ -315,94 +353,44 @@ class _Run:
         )
 
 
-# ------------------------------------------------------------------ the forward run, native where it can be
-class _NativeForward:
-    """The records of a run from the engine's native kernel of the same chunk loop (the one
-    :func:`livens.simulate` runs), called from the program through a host callback: the forward run
-    of a call that is not differentiated. Its derivative is that of the XLA run
-    (:meth:`_Run.segments`, a ``custom_jvp``), whose values agree with the kernel's to round-off."""
-
-    def __init__(self, run: "_Run", kernel, layout, shapes):
-        self.run, self.kernel, self.layout, self.shapes = run, kernel, layout, shapes
-
-    @classmethod
-    def make(cls, run: "_Run", state, history, failed, sysp):
-        """The native forward of ``run`` for arguments of these shapes, or None where the engine runs
-        no native kernel for it (backend "xla", no C compiler, a loop the translator refuses)."""
-        from ..engine.native.runner import runs_natively
-
-        plan, mech, chunk = run.flow.plan, run.mech, _NATIVE_CHUNK
-        size = engine.loop_size(plan.unknowns, mech.d, mech.m)
-        if not runs_natively(plan.engine, size):
-            return None
-        spec = jax.tree_util.tree_map(
-            lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), (state, history)
-        )
-        layout = record_layout(plan.scheme, mech, plan.guess, spec[0], plan.h, plan.params)
-
-        def build(**opts):
-            return make_loop(mech, plan.scheme, plan.guess, chunk, layout, plan.newton, **opts)
-
-        runner = engine.single_loop(build, plan.unknowns, mech.d, mech.m, plan.engine)
-        consts = plan.consts()
-        sys_spec = None if sysp is None else {k: np.zeros(jnp.shape(v)) for k, v in sysp.items()}
-        args = (*spec, np.float64(0.0), np.int64(0), consts[0], *consts[1:5], sys_spec)
-        try:
-            kernel = runner.kernel(*args)
-        except Exception:  # noqa: BLE001 - backend="native" refused: the XLA program runs it
-            return None
-        if kernel is None:
-            return None
-        n_steps = run.flow.n_steps
-        recs = {k: jax.ShapeDtypeStruct((n_steps, *shape), np.dtype(dtype)) for k, shape, dtype in layout}
-        shapes = (recs, jax.ShapeDtypeStruct((), jnp.int64), jax.ShapeDtypeStruct((), jnp.bool_))
-        return cls(run, kernel, layout, shapes)
-
-    def host(self, state, history, failed, sysp):
-        """The run on the host: chunks of the native kernel until the last step or a failure."""
-        plan, n_steps = self.run.flow.plan, self.run.flow.n_steps
-        layout, width = self.layout, self.layout.width
-        rows = np.zeros((n_steps, width))
-        rows[:, layout.column("ok")] = 1.0  # steps not taken: the skipped rows of the loop
-        n, bad = 0, bool(failed)
-        consts = plan.consts()
-        while n < n_steps and not bad:
-            out = self.kernel(state, history, np.float64(0.0), np.int64(n), np.int64(n_steps), *consts[1:5], sysp)
-            state, history, n_new, f, r = out
-            n_new, bad = int(np.asarray(n_new)), bool(np.asarray(f))
-            r = np.asarray(r)
-            took = min(r.shape[0], n_steps - n)
-            rows[n : n + took] = r[:took]
-            n = n_new
-        recs = layout.unpack(rows)
-        recs_shape, n_shape, failed_shape = self.shapes
-        recs = {k: np.asarray(recs[k], dtype=recs_shape[k].dtype) for k in recs_shape}
-        return recs, np.asarray(n, n_shape.dtype), np.asarray(bad, failed_shape.dtype)
-
-    def __call__(self, state, history, failed, sysp):
-        return jax.pure_callback(self.host, self.shapes, state, history, failed, sysp, vmap_method="sequential")
-
-
-_NATIVE_CHUNK = 512
-"""Steps per call of the native kernel in a run of :class:`_NativeForward`."""
-
-
+# ------------------------------------------------------------------ the forward run and its derivative
 def _forward(run: "_Run", state, history, failed, sysp):
-    """The records of every step: the native kernel where it runs the loop and the call is not
-    differentiated, else (and for every derivative) the XLA scan of :meth:`_Run.segments`."""
+    """The records of every step, with each step's solution (field "x"): computed by the native
+    kernel where the engine runs the loop natively (:class:`~livens.driver.native_flow.NativeForward`),
+    else by the XLA scan of :meth:`_Run.segments`; never differentiated. Their derivative is that of
+    the replay from the recorded solutions (:meth:`_Run.replayed`): each step's implicit derivative
+    at its solution, with no Newton iteration re-run; reverse mode transposes it natively where it
+    can (:class:`~livens.driver.native_flow.NativeAdjoint`)."""
     native = run.native(state, history, failed, sysp)
-    if native is None:
-        return run.segments(state, history, failed, sysp)
+    primal = run.segments if native is None else native
 
     @jax.custom_jvp
     def records(state, history, failed, sysp):
-        return native(state, history, failed, sysp)
+        return primal(state, history, failed, sysp)
 
     @records.defjvp
     def records_jvp(primals, tangents):
-        return jax.jvp(run.segments, primals, tangents)
+        state, _, _, sysp = primals
+        out = records(*primals)
+        recs, n, _, starts = out
+        xs = recs["x"]
+        adjoint = None if starts is None else run.adjoint(state, sysp)
+        if adjoint is None:
+            _, d = jax.jvp(lambda s, p: run.replayed(s, xs, p), (state, sysp), (tangents[0], tangents[3]))
+        else:
+            d = adjoint.tangent(run.replayed, state, starts, xs, n, sysp, tangents[0], tangents[3])
+        d_recs = {k: d[k] if k in d else _zero_tangent(v) for k, v in recs.items()}
+        return out, (d_recs, _zero_tangent(n), _zero_tangent(out[2]), jax.tree_util.tree_map(_zero_tangent, starts))
 
-    return records(state, history, failed, sysp)
+    recs, n, failed, _ = records(state, history, failed, sysp)
+    return recs, n, failed
+
+
+def _zero_tangent(x):
+    """The zero tangent of an output that carries no derivative (float0 for integers and booleans)."""
+    if jnp.issubdtype(jnp.result_type(x), jnp.inexact):
+        return jnp.zeros_like(x)
+    return np.zeros(jnp.shape(x), dtype=jax.dtypes.float0)
 
 
 class FlowFunction:

@@ -3,14 +3,14 @@
 - executor: how the chunk loop runs: :class:`Single` (one member: the engine's native kernel or
   XLA program), :class:`Members` (an ensemble: native kernels one member or a lane of members at a
   time, or one ``vmap``-ped XLA call for all), :class:`InGraph` (inside a differentiable program,
-  in checkpointed segments);
+  its derivative replayed in checkpointed segments);
 - output: :class:`Memory` (every ``save_every``-th node), :class:`Stream` (the same, appended to a
   netCDF file while the run goes), :class:`Arrays` (returned from the program, in-graph);
 - on_failure: :class:`Raise` (stop the run, keep its steps, raise), :class:`PerMember` (stop the
   member that failed, the others go on), :class:`NaNFlag` (in-graph: NaN after the failed step and a
   flag); the first two retry a failed step once with the damped rescue where ``rescue`` is on;
 - adjoint: None, or :class:`Implicit` (each step's derivative by the implicit function theorem,
-  reverse mode with checkpoints).
+  replayed from the recorded solutions).
 """
 
 from __future__ import annotations
@@ -61,8 +61,9 @@ class Members:
 
 @dataclass(frozen=True)
 class InGraph:
-    """The run inside a differentiable program: a ``lax.scan`` over segments of ``segment`` steps
-    (default about sqrt(n_steps)), each a checkpointed chunk loop."""
+    """The run inside a differentiable program (:mod:`livens.driver.ingraph`): the chunk loop,
+    native or XLA, recording each step's solution; its derivative replays the steps in
+    checkpointed segments of ``segment`` steps (default about sqrt(n_steps))."""
 
     segment: int | None = None
 
@@ -123,5 +124,6 @@ class NaNFlag:
 @dataclass(frozen=True)
 class Implicit:
     """Derivatives of a run: each step's by the implicit function theorem at its converged Newton
-    solution; reverse mode stores the states at the ends of the segments and recomputes each
-    segment (memory like sqrt(n_steps))."""
+    solution, replayed from the solutions the run recorded (:func:`livens.timestep.make_replay`);
+    reverse mode keeps the states at the starts of segments and recomputes each segment's
+    linearization (memory like sqrt(n_steps) beyond the records)."""

@@ -59,8 +59,10 @@ class RecordLayout(tuple):
 _LAYOUTS = LRU(64)
 
 
-def record_layout(scheme, mech, mode: str, state, h, params) -> RecordLayout:
-    """The :class:`RecordLayout` of a step of ``scheme`` from ``state`` (shapes only, no computation).
+def record_layout(scheme, mech, mode: str, state, h, params, solution: bool = False) -> RecordLayout:
+    """The :class:`RecordLayout` of a step of ``scheme`` from ``state`` (shapes only, no computation);
+    ``solution=True``: with the step's converged unknowns (field "x", a loop of
+    :func:`livens.timestep.make_loop` with ``record_solution``).
 
     Found by tracing the scheme's update, which for a large system takes longer than a short run
     itself (the three-bar swing with 40 elements), so it is kept per scheme, system, guess and the
@@ -73,14 +75,18 @@ def record_layout(scheme, mech, mode: str, state, h, params) -> RecordLayout:
         tree,
         tuple((jnp.shape(a), str(jnp.result_type(a))) for a in leaves),
         tuple(sorted((k, jnp.shape(v)) for k, v in params.items())),
+        solution,
     )
     hit = _LAYOUTS.get(key)
     if hit is not None and hit[0] is scheme:
         return hit[1]
-    out = jax.eval_shape(
-        lambda s: scheme.update(scheme.guess(s, h, 0.0, params, mech, scheme_mode(mode)), s, h, 0.0, params, mech)[1],
-        state,
-    )
+
+    def outputs(s):
+        u = scheme.guess(s, h, 0.0, params, mech, scheme_mode(mode))
+        out = scheme.update(u, s, h, 0.0, params, mech)[1]
+        return {**out, "x": scheme.pack(u, mech.d, mech.m)} if solution else out
+
+    out = jax.eval_shape(outputs, state)
     f64 = jax.ShapeDtypeStruct((), jnp.float64)
     layout = RecordLayout.of(
         {

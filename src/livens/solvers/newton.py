@@ -351,11 +351,14 @@ def dense_tangent_solve(g, y):
     return jnp.linalg.solve(J, y)
 
 
-def implicit(solve: Callable, residual: Callable, x0) -> NewtonResult:
+def implicit(solve: Callable, residual: Callable, x0, jacobian=None) -> NewtonResult:
     """``solve(residual, x0) -> NewtonResult`` with the derivative of its solution x defined by the
     implicit function theorem at R(x) = 0 (``lax.custom_root``: one linear solve with the tangent, or
     its transpose in reverse mode), never by differentiating the iterations. The iteration count,
-    residual and convergence flag carry no derivative."""
+    residual and convergence flag carry no derivative. ``jacobian``: the matrix dR/dx at the
+    solution, where the caller knows the solution (a scheme's structured tangent, assembled), solved
+    by LU (transposed in reverse mode); else the dense AD matrix of the linearized residual
+    (:func:`dense_tangent_solve`)."""
 
     def root_solve(f, x_start):
         res = solve(f, x_start)
@@ -364,6 +367,7 @@ def implicit(solve: Callable, residual: Callable, x0) -> NewtonResult:
             [res.iterations.astype(x_start.dtype), res.residual, res.converged.astype(x_start.dtype)]
         )
 
-    x, aux = lax.custom_root(residual, lax.stop_gradient(x0), root_solve, dense_tangent_solve, has_aux=True)
+    tangent_solve = dense_tangent_solve if jacobian is None else (lambda _, y: jnp.linalg.solve(jacobian, y))
+    x, aux = lax.custom_root(residual, lax.stop_gradient(x0), root_solve, tangent_solve, has_aux=True)
     aux = lax.stop_gradient(aux)
     return NewtonResult(x, aux[0].astype(jnp.int32), aux[1], aux[2] > 0.5)

@@ -2215,10 +2215,8 @@ class Translator(Emitter):
         xslices = []
         for x in xs:
             step = x.size // int(length)
-            if x.known:
-                raise Unsupported("scan over known arrays")
-            x = self.arr(x)
-            xslices.append(Buf(f"({x.name} + {at}*{step})", x.shape[1:], x.dtype))
+            name = self.static(x) if x.known else self.arr(x).name  # a known xs: a file-level constant
+            xslices.append(Buf(f"({name} + {at}*{step})", x.shape[1:], x.dtype))
         new = self.closed_with(jaxpr, consts, carry + xslices)
         for y, v in zip(ys, new[num_carry:]):
             step = y.size // int(length)

@@ -1,0 +1,248 @@
+"""The native kernels of :func:`livens.flow`: its forward run and its reverse pass, called from the
+program through host callbacks.
+
+- :class:`NativeForward`: the records of a run from the engine's native kernel of the chunk loop
+  (the one :func:`livens.simulate` runs), with each step's converged unknowns ("x") and the state
+  at the start of every chunk of :data:`CHUNK` steps.
+- :class:`NativeAdjoint`: the transpose of the run's derivative (reverse mode) from those records:
+  per chunk, last first, the replay of its steps from their solutions and its vector-Jacobian
+  product (:func:`livens.timestep.make_replay`, ``jax.vjp``), translated to one native kernel. The
+  derivative it transposes is that of the XLA replay (forward mode runs that one); the two agree
+  to round-off (tests/test_flow_adjoint.py).
+
+JAX transposes a linear map that it cannot see into (a host callback) only through a primitive
+with a transpose rule of its own: the tangent map T: (d state_0, d parameters) -> d records is
+handed to JAX as ``lax.custom_linear_solve`` with the identity as its matrix, whose ``solve`` is
+T (the XLA replay's ``jvp``) and whose ``transpose_solve`` is T^T (the native kernel). JAX
+differentiates such a solve once; a second derivative through it is refused
+(:func:`first_order`) with the fix, ``backend="xla"``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .. import engine
+from ..timestep import make_loop, make_replay
+from .records import record_layout
+
+CHUNK = 512
+"""Steps per call of the native kernels of a run of :func:`livens.flow` (forward and reverse)."""
+
+
+def _spec(tree):
+    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), tree)
+
+
+def _zeros(spec):
+    return jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), spec)
+
+
+def _runs_natively(run) -> bool:
+    from ..engine.native.runner import runs_natively
+
+    plan, mech = run.flow.plan, run.mech
+    return runs_natively(plan.engine, engine.loop_size(plan.unknowns, mech.d, mech.m))
+
+
+def _kernel(run, build, args, what: str):
+    """The engine's native kernel of ``build()`` for ``args``, or None where it runs none; the
+    engine's notice of why not names ``what`` runs with XLA instead."""
+    from ..engine.native.runner import NativeFallback
+
+    plan, mech = run.flow.plan, run.mech
+    runner = engine.single_loop(build, plan.unknowns, mech.d, mech.m, plan.engine)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NativeFallback)
+        try:
+            kernel = runner.kernel(*args)
+        except Exception:  # noqa: BLE001 - backend="native" refused: the XLA program runs it
+            kernel = None
+    for w in caught:
+        if issubclass(w.category, NativeFallback):
+            reason = str(w.message).split("not native code: ", 1)[-1]
+            warnings.warn(f"livens.flow: {what} runs with XLA, not native code: {reason}", NativeFallback, stacklevel=4)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return kernel
+
+
+class NativeForward:
+    """The records of a run from the engine's native kernel (module docstring), called like
+    :meth:`livens.driver.ingraph._Run.segments`: ``(state, history, failed, sysp) -> (records,
+    nodes reached, a step failed, the states at the chunks' starts)``."""
+
+    def __init__(self, run, kernel, layout, shapes):
+        self.run, self.kernel, self.layout, self.shapes = run, kernel, layout, shapes
+
+    @classmethod
+    def make(cls, run, state, history, failed, sysp) -> "NativeForward | None":
+        """The native forward of ``run`` for arguments of these shapes, or None where the engine runs
+        no native kernel for it (backend "xla", no C compiler, a loop the translator refuses)."""
+        if not _runs_natively(run):
+            return None
+        plan, mech = run.flow.plan, run.mech
+        spec = _spec((state, history))
+        layout = record_layout(plan.scheme, mech, plan.guess, spec[0], plan.h, plan.params, solution=True)
+
+        def build(**opts):
+            return make_loop(mech, plan.scheme, plan.guess, CHUNK, layout, plan.newton, record_solution=True, **opts)
+
+        consts = plan.consts()
+        sys_spec = None if sysp is None else {k: np.zeros(jnp.shape(v)) for k, v in sysp.items()}
+        args = (*spec, np.float64(0.0), np.int64(0), consts[0], *consts[1:5], sys_spec)
+        kernel = _kernel(run, build, args, "the forward run")
+        if kernel is None:
+            return None
+        n_steps = run.flow.n_steps
+        n_chunks = -(-n_steps // CHUNK)
+        recs = {k: jax.ShapeDtypeStruct((n_steps, *shape), np.dtype(dtype)) for k, shape, dtype in layout}
+        starts = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct((n_chunks, *a.shape), a.dtype), spec[0])
+        shapes = (recs, jax.ShapeDtypeStruct((), jnp.int64), jax.ShapeDtypeStruct((), jnp.bool_), starts)
+        return cls(run, kernel, layout, shapes)
+
+    def host(self, state, history, failed, sysp):
+        """The run on the host: chunks of the native kernel until the last step or a failure."""
+        plan, n_steps = self.run.flow.plan, self.run.flow.n_steps
+        layout, width = self.layout, self.layout.width
+        rows = np.zeros((n_steps, width))
+        rows[:, layout.column("ok")] = 1.0  # steps not taken: the skipped rows of the loop
+        recs_shape, n_shape, failed_shape, starts_shape = self.shapes
+        starts = _zeros(starts_shape)
+        n, bad = 0, bool(failed)
+        consts = plan.consts()
+        while n < n_steps and not bad:
+            for dst, src in zip(jax.tree_util.tree_leaves(starts), jax.tree_util.tree_leaves(state)):
+                dst[n // CHUNK] = src
+            out = self.kernel(state, history, np.float64(0.0), np.int64(n), np.int64(n_steps), *consts[1:5], sysp)
+            state, history, n_new, f, r = out
+            n_new, bad = int(np.asarray(n_new)), bool(np.asarray(f))
+            r = np.asarray(r)
+            took = min(r.shape[0], n_steps - n)
+            rows[n : n + took] = r[:took]
+            if n_new % CHUNK and n_new < n_steps and not bad:
+                raise AssertionError(f"native forward: a chunk ended at node {n_new} (not a multiple of {CHUNK})")
+            n = n_new
+        recs = layout.unpack(rows)
+        recs = {k: np.asarray(recs[k], dtype=recs_shape[k].dtype) for k in recs_shape}
+        return recs, np.asarray(n, n_shape.dtype), np.asarray(bad, failed_shape.dtype), starts
+
+    def __call__(self, state, history, failed, sysp):
+        return jax.pure_callback(self.host, self.shapes, state, history, failed, sysp, vmap_method="sequential")
+
+
+@jax.custom_jvp
+def first_order(x):
+    """x, refusing to be differentiated: the values the native reverse pass is made from (a
+    second derivative through it would silently miss their derivatives)."""
+    return x
+
+
+@first_order.defjvp
+def _first_order_jvp(primals, tangents):
+    raise NotImplementedError(
+        "livens.flow: a second derivative (a Hessian, or a derivative of a gradient) of a run whose "
+        "reverse pass is native is not available; pass backend='xla' to flow for one (its derivatives "
+        "are XLA's throughout)."
+    )
+
+
+class NativeAdjoint:
+    """The reverse pass of a run as a native kernel (module docstring)."""
+
+    def __init__(self, run, kernel, state_spec, sys_spec, rec_spec):
+        self.run, self.kernel = run, kernel
+        self.state_spec, self.sys_spec, self.rec_spec = state_spec, sys_spec, rec_spec
+
+    @classmethod
+    def make(cls, run, state, sysp) -> "NativeAdjoint | None":
+        """The native reverse pass of ``run`` for a state and parameters of these shapes, or None where
+        the engine runs no native kernel for it."""
+        if not _runs_natively(run):
+            return None
+        plan, mech = run.flow.plan, run.mech
+        replay = make_replay(mech, plan.scheme, CHUNK)
+
+        def build(**_):
+            def adjoint(state, xs, t_start, n0, n_stop, h, params, sysp, ct_state, ct_recs):
+                def f(s, p):
+                    return replay(s, xs, t_start, n0, n_stop, h, params, p)
+
+                return jax.vjp(f, state, sysp)[1]((ct_state, ct_recs))
+
+            return adjoint
+
+        state_spec, sys_spec = _spec(state), _spec(sysp)
+        xs = np.zeros((CHUNK, plan.unknowns))
+        f64 = np.float64
+        scalars = (f64(0.0), np.int64(0), np.int64(CHUNK), f64(plan.h), plan.jparams)
+        out = jax.eval_shape(lambda s, p: replay(s, xs, *scalars, p), state_spec, sys_spec)
+        rec_spec = out[1]
+        args = (_zeros(state_spec), xs, *scalars, _zeros(sys_spec), _zeros(out[0]), _zeros(rec_spec))
+        kernel = _kernel(run, build, args, "the reverse pass (derivatives)")
+        if kernel is None:
+            return None
+        return cls(run, kernel, state_spec, sys_spec, rec_spec)
+
+    def host(self, starts, xs, n, ct_recs, sysp):
+        """(cotangent of the initial state, of the System's parameters) for the records' cotangents
+        ``ct_recs``: the chunks' vector-Jacobian products, the last chunk first."""
+        plan, n_steps = self.run.flow.plan, self.run.flow.n_steps
+        n = int(n)
+        ct_state = _zeros(self.state_spec)
+        ct_sys = _zeros(self.sys_spec)
+        starts_leaves, tree = jax.tree_util.tree_flatten(starts)
+        h, params = np.float64(plan.h), plan.jparams
+        for c in reversed(range(-(-n_steps // CHUNK))):
+            lo = c * CHUNK
+            if lo >= n:  # not reached (a failed run): its state passes through
+                continue
+            hi = min(lo + CHUNK, n_steps)
+
+            def rows(a):
+                a = np.asarray(a)[lo:hi]
+                return (
+                    a
+                    if hi - lo == CHUNK
+                    else np.concatenate([a, np.zeros((CHUNK - (hi - lo),) + a.shape[1:], a.dtype)])
+                )
+
+            start = jax.tree_util.tree_unflatten(tree, [np.asarray(a)[c] for a in starts_leaves])
+            ct = jax.tree_util.tree_map(rows, ct_recs)
+            ct_state, ct_p = self.kernel(
+                start, rows(xs), np.float64(0.0), np.int64(lo), np.int64(n), h, params, sysp, ct_state, ct
+            )
+            ct_sys = jax.tree_util.tree_map(np.add, ct_sys, ct_p)
+        cast = lambda x, s: np.asarray(x, s.dtype)  # noqa: E731
+        return jax.tree_util.tree_map(cast, ct_state, self.state_spec), jax.tree_util.tree_map(
+            cast, ct_sys, self.sys_spec
+        )
+
+    def tangent(self, replayed, state, starts, xs, n, sysp, d_state, d_sys):
+        """The tangents of the records for (d_state, d_sys): ``replayed(state, sysp)`` differentiated
+        forward by XLA, transposed by the native kernel (module docstring)."""
+        state, starts, xs, n, sysp = first_order((state, starts, xs, n, sysp))
+        # JAX transposes the solve only where every part of its right-hand side is linear in the
+        # inputs: the records' part (zeros) and tangents that JAX made zeros of are given a zero
+        # that is
+        zero = sum(0.0 * jnp.sum(t) for t in jax.tree_util.tree_leaves((d_state, d_sys)))
+        n_steps = self.run.flow.n_steps
+        zero_recs = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(zero, (n_steps, *a.shape[1:])), self.rec_spec)
+        d_state, d_sys = jax.tree_util.tree_map(lambda t: t + zero, (d_state, d_sys))
+
+        def solve(_, b):
+            _, d = jax.jvp(lambda s, p: replayed(s, xs, p), (state, sysp), (b[0], b[1]))
+            return jax.tree_util.tree_map(jnp.zeros_like, b[0]), jax.tree_util.tree_map(jnp.zeros_like, b[1]), d
+
+        def transpose_solve(_, ct):
+            shapes = (self.state_spec, self.sys_spec)
+            a, p = jax.pure_callback(self.host, shapes, starts, xs, n, ct[2], sysp, vmap_method="sequential")
+            return a, p, jax.tree_util.tree_map(jnp.zeros_like, ct[2])
+
+        out = lax.custom_linear_solve(lambda v: v, (d_state, d_sys, zero_recs), solve, transpose_solve)
+        return out[2]
