@@ -64,6 +64,25 @@ def test_scan_over_known_arrays():
     _same(f, jnp.asarray([1.0, -2.0]))
 
 
+def test_gather_with_runtime_indices_in_fill_mode():
+    """x[i] in fill mode: an index out of bounds (or a window partly out) reads the fill value
+    (JAX's default: NaN, the most negative integer) instead of a clamped element."""
+    x = jnp.asarray(RNG.standard_normal(5))
+    table = jnp.arange(12, dtype=jnp.int64).reshape(4, 3)
+
+    def f(i):
+        return (
+            x.at[i].get(mode="fill"),
+            x.at[i].get(mode="fill", fill_value=-7.0),
+            table.at[i].get(mode="fill"),
+            jax.lax.dynamic_slice(x, (i,), (2,)),  # clamped, as before
+            jnp.take(x, jnp.stack([i, i - 1]), mode="fill"),
+        )
+
+    for i in (0, 3, 4, 5, -1, -6):
+        _same(f, jnp.asarray(i, jnp.int32))
+
+
 def test_lu_and_triangular_solves_match_lapack():
     def f(a, b):
         lu, piv, perm = lax.linalg.lu(a)

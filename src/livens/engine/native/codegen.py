@@ -100,6 +100,20 @@ def _gather_layout(src_shape, ind_shape, out_shape, dn):
     return batch_axes, window, _strides(src_shape), _strides(ind_shape)
 
 
+def _gather_fill(fill_value, dtype):
+    """The value a gather in fill mode reads out of bounds: ``fill_value``, else JAX's default (NaN
+    for floats, the most negative signed or the largest unsigned integer, True)."""
+    if fill_value is not None:
+        return fill_value
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return True
+    if np.issubdtype(dtype, np.floating):
+        return np.nan
+    info = np.iinfo(dtype)
+    return info.min if np.issubdtype(dtype, np.signedinteger) else info.max
+
+
 def c_literal(x, dtype) -> str:
     """A C literal for the scalar x of ``dtype`` (floats exact, as hexadecimal)."""
     dtype = np.dtype(dtype)
@@ -114,6 +128,8 @@ def c_literal(x, dtype) -> str:
         s = x.hex()
         return f"({s})" if x < 0 else s
     x = int(x)
+    if dtype == np.dtype(np.int64) and x == np.iinfo(np.int64).min:  # its magnitude is no int64 literal
+        return f"({x + 1}LL - 1)"
     if dtype in (np.dtype(np.int64), np.dtype(np.uint64)):
         return f"({x}LL)" if dtype == np.dtype(np.int64) else f"{x}ULL"
     return f"({x})"
@@ -1490,16 +1506,21 @@ class Translator(Emitter):
         # indices batching axis (vmap of a gather)
         out_shape = out.shape
         batch_axes, window, st_src, st_ind = _gather_layout(src.shape, ind.shape, out_shape, dn)
+        fill_mode = "FILL" in str(mode)  # a window out of bounds reads the fill value, else it is clamped
         idx = self.loops(out_shape)
         base = self.affine([(st_ind[k], idx[a]) for k, a in enumerate(batch_axes)])
         starts = []
+        oob = self.fresh("oob")
+        if fill_mode:
+            self.line(f"int {oob} = 0;")
         for k, dim in enumerate(dn.start_index_map):
             s = self.fresh("s")
             hi = src.shape[dim] - slice_sizes[dim]
             self.line(f"int64_t {s} = (int64_t) {self.at(ind, f'{base} + {k * st_ind[-1]}')};")
-            if str(mode).endswith("FILL_OR_DROP") or "FILL" in str(mode):
-                raise Unsupported("gather with runtime indices in fill mode")
-            self.line(f"{s} = {s} < 0 ? 0 : ({s} > {hi} ? {hi} : {s});")
+            if fill_mode:
+                self.line(f"{oob} |= ({s} < 0) | ({s} > {hi});")
+            else:
+                self.line(f"{s} = {s} < 0 ? 0 : ({s} > {hi} ? {hi} : {s});")
             starts.append((dim, s))
         terms = [
             f"{idx[batch_axes[ib]]}*{st_src[ob]}"
@@ -1509,7 +1530,10 @@ class Translator(Emitter):
             terms.append(f"{s}*{st_src[dim]}")
         for j, dim in enumerate(window):
             terms.append(f"{idx[dn.offset_dims[j]]}*{st_src[dim]}")
-        self.line(f"{out.name}[{self.flat(idx, out_shape)}] = {self.at(src, ' + '.join(terms) or '0')};")
+        value = self.at(src, " + ".join(terms) or "0")
+        if fill_mode:  # the element is not read where the window is out of bounds
+            value = f"({oob} ? {c_literal(_gather_fill(fill_value, src.dtype), src.dtype)} : {value})"
+        self.line(f"{out.name}[{self.flat(idx, out_shape)}] = {value};")
         self.end(idx)
         return out
 
