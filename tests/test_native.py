@@ -241,6 +241,8 @@ PAIRS = [
     ("redundant-mass-spring", "livens-midpoint", 100),
     ("four-particle", "vi-nullspace", 200),  # its null-space basis from the translator's QR
     ("spring-pendulum-spherical", "vi-nullspace", 100),
+    ("andrews-squeezer", "ggl-vi", 200),  # the GGL family with a configuration-dependent M(q)
+    ("andrews-squeezer", "ggl-em", 200),
 ]  # no constraints: arrays of size 0
 
 

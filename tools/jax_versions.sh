@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The native tests under one JAX version: a fresh virtual environment under /tmp with
 # jax==VERSION and jaxlib==VERSION from PyPI, livens installed in it, then the tests of the
-# native code. With no argument, the lowest version pyproject.toml allows.
+# native code and of lv.flow's native reverse pass (which leans on JAX's transposition of
+# custom_linear_solve). With no argument, the lowest version pyproject.toml allows.
 #
 #   tools/jax_versions.sh            # the lowest supported jax/jaxlib
 #   tools/jax_versions.sh 0.10.2     # another version
@@ -19,4 +20,4 @@ fi
 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider -o addopts="-m 'not slow'" \
     tests/test_native.py tests/test_native_gather.py tests/test_lanes.py tests/test_native_cache.py \
     tests/test_native_primitives.py tests/test_native_stack.py tests/test_native_interrupt.py \
-    tests/test_native_ctrl_c.py
+    tests/test_native_ctrl_c.py tests/test_flow_adjoint.py

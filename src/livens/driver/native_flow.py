@@ -204,13 +204,9 @@ class NativeAdjoint:
                 continue
             hi = min(lo + CHUNK, n_steps)
 
-            def rows(a):
+            def rows(a):  # the chunk's rows, padded with zeros to CHUNK (steps past n_stop are skipped)
                 a = np.asarray(a)[lo:hi]
-                return (
-                    a
-                    if hi - lo == CHUNK
-                    else np.concatenate([a, np.zeros((CHUNK - (hi - lo),) + a.shape[1:], a.dtype)])
-                )
+                return np.pad(a, [(0, CHUNK - a.shape[0])] + [(0, 0)] * (a.ndim - 1))
 
             start = jax.tree_util.tree_unflatten(tree, [np.asarray(a)[c] for a in starts_leaves])
             ct = jax.tree_util.tree_map(rows, ct_recs)
@@ -228,8 +224,8 @@ class NativeAdjoint:
         forward by XLA, transposed by the native kernel (module docstring)."""
         state, starts, xs, n, sysp = first_order((state, starts, xs, n, sysp))
         # JAX transposes the solve only where every part of its right-hand side is linear in the
-        # inputs: the records' part (zeros) and tangents that JAX made zeros of are given a zero
-        # that is
+        # inputs: the records' part (zeros), and the tangents that JAX made constant zeros, get a
+        # zero that is linear in them
         zero = sum(0.0 * jnp.sum(t) for t in jax.tree_util.tree_leaves((d_state, d_sys)))
         n_steps = self.run.flow.n_steps
         zero_recs = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(zero, (n_steps, *a.shape[1:])), self.rec_spec)
