@@ -17,8 +17,9 @@ def main() -> int:
         "# Benchmarks",
         "",
         "`python -m benchmarks` measures steps per second per example and scheme, compile times, ensembles, "
-        "the pendulum chain's scaling, the three-bar swing, and livens beside a compiled VI-S (Numba) and "
-        "Exudyn; `--update-baseline` writes `benchmarks/baseline.json`, from which this page is made.",
+        "the pendulum chain's scaling, the three-bar swing, the cost of `lv.flow`'s derivatives, and livens "
+        "beside a compiled VI-S (Numba) and Exudyn; `--update-baseline` writes `benchmarks/baseline.json`, "
+        "from which this page is made.",
         "",
         f"Machine of the committed baseline: {m.get('platform')}, {m.get('cpu_count')} CPUs, Python "
         f"{m.get('python')}, jax {m.get('jax')}; run of {m.get('date')} (load average {m.get('load_average')} "
@@ -75,6 +76,27 @@ def main() -> int:
             f"{ens.get('lanes', 0)}) against one run's {ens['single_steps_per_s']:,.0f} steps/s: "
             f"{ens['ratio']}x.",
         ]
+    grads = {k: r for k, r in data.get("gradients", {}).items() if "grad_us" in r}
+    if grads:
+        lines += [
+            "",
+            "## Derivatives through a run (`lv.flow`)",
+            "",
+            "Microseconds per step of `lv.simulate`, of the forward run of `lv.flow` (`jax.jit` of a loss), "
+            "of its gradient (`jax.grad`) and of a `jax.jvp`, at tolerance 1e-12; the first calls with a "
+            "fresh compilation cache.",
+            "",
+            "| example | scheme | steps | simulate | flow | grad | jvp | grad / flow | first call flow [s] | "
+            "first call grad [s] |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for key, r in grads.items():
+            example, scheme = key.split("|")
+            lines.append(
+                f"| {example} | {scheme} | {r['steps']:,} | {r['simulate_us']} | {r['forward_us']} | "
+                f"{r['grad_us']} | {r['jvp_us']} | {r['grad_over_forward']} | {r['first_forward_s']} | "
+                f"{r['first_grad_s']} |"
+            )
     lines += _plots(data)
     (HERE / "benchmarks.md").write_text("\n".join(lines) + "\n")
     return 0
