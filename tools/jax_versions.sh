@@ -20,4 +20,4 @@ fi
 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider -o addopts="-m 'not slow'" \
     tests/test_native.py tests/test_native_gather.py tests/test_lanes.py tests/test_native_cache.py \
     tests/test_native_primitives.py tests/test_native_stack.py tests/test_native_interrupt.py \
-    tests/test_native_ctrl_c.py tests/test_flow_adjoint.py
+    tests/test_native_ctrl_c.py tests/test_flow_native_derivatives.py

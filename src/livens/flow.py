@@ -48,9 +48,9 @@ def flow(
     of the solution to this tolerance). save_every: return every k-th node. segment: steps per
     checkpointed segment of the derivative (default about sqrt(n_steps)). backend: as for
     :func:`livens.simulate`; where the engine compiles the loop natively, the run itself (with or
-    without a derivative) is the native kernel, and reverse mode (``jax.grad``, ``jax.vjp``) runs
-    natively too; forward mode (``jax.jvp``, ``jax.jacfwd``) runs in XLA. A second derivative (a
-    Hessian) needs ``backend="xla"``: the native reverse pass refuses to be differentiated. The symmetries an energy-momentum scheme keeps are
+    without a derivative) is the native kernel, and so are its derivatives in both modes
+    (``jax.grad``, ``jax.vjp``; ``jax.jvp``, ``jax.jacfwd``). A second derivative (a Hessian) needs
+    ``backend="xla"``: the native derivatives refuse to be differentiated. The symmetries an energy-momentum scheme keeps are
     decided per call: for concrete parameter values as :func:`livens.simulate` decides them; for
     traced values those of the System's defaults are kept, and values that break one fail the run
     with a message naming it.

@@ -12,8 +12,8 @@ The call of a :class:`FlowFunction` is one program:
    steps from those solutions (:func:`livens.timestep.make_replay`: each step's implicit
    derivative at its solution, no Newton iteration re-run), a scan over ``jax.checkpoint``-ed
    segments (memory of the linearization like sqrt(n_steps)). Forward mode runs it in XLA;
-   reverse mode transposes it chunk by chunk in a native kernel where the engine makes one
-   (:class:`~livens.driver.native_flow.NativeAdjoint`), else in XLA;
+   where the engine makes native kernels of it (:class:`~livens.driver.native_flow.NativeDerivatives`),
+   both modes run it chunk by chunk there, else in XLA;
 3. the failure policy :class:`~livens.driver.options.NaNFlag`: once the start or a step fails, no
    later segment takes a step, the nodes after it are NaN, ``converged`` is False and the
    derivative of every output with respect to every input is NaN (:func:`_loud`), so that a
@@ -41,7 +41,7 @@ from ..mechanics import mechanics
 from ..schemes.base import State
 from ..system import parameter_values
 from ..timestep import make_loop, make_replay
-from .native_flow import NativeAdjoint, NativeForward
+from .native_flow import NativeDerivatives, NativeForward
 
 NONE, START, SCHEME_START, STEP, SYMMETRY = 0, 1, 2, 3, 10
 """The codes of :attr:`FlowResult.failure`: nothing failed; the initial state (its projection onto
@@ -149,7 +149,7 @@ class _Run:
         self.replay = jax.checkpoint(make_replay(mech, plan.scheme, self.seg))
         self.replay_rest = jax.checkpoint(make_replay(mech, plan.scheme, rest)) if rest else None
         self.kept = tuple(s.name for s in mech.symmetries) if plan.scheme.capabilities.symmetries else ()
-        self._native = self._adjoint = False  # not yet made
+        self._native = self._derivatives = False  # not yet made
 
     def native(self, state, history, failed, sysp):
         """The :class:`~livens.driver.native_flow.NativeForward` of this run (made at the first
@@ -158,12 +158,12 @@ class _Run:
             self._native = NativeForward.make(self, state, history, failed, sysp)
         return self._native
 
-    def adjoint(self, state, sysp):
-        """The :class:`~livens.driver.native_flow.NativeAdjoint` of this run (made at the first
-        reverse-mode trace), or None."""
-        if self._adjoint is False:
-            self._adjoint = NativeAdjoint.make(self, state, sysp)
-        return self._adjoint
+    def derivatives(self, state, sysp):
+        """The :class:`~livens.driver.native_flow.NativeDerivatives` of this run (made at the first
+        trace of a derivative), or None."""
+        if self._derivatives is False:
+            self._derivatives = NativeDerivatives.make(self, state, sysp)
+        return self._derivatives
 
     # the start
     def start(self, bound, q0, v0):
@@ -359,8 +359,8 @@ def _forward(run: "_Run", state, history, failed, sysp):
     kernel where the engine runs the loop natively (:class:`~livens.driver.native_flow.NativeForward`),
     else by the XLA scan of :meth:`_Run.segments`; never differentiated. Their derivative is that of
     the replay from the recorded solutions (:meth:`_Run.replayed`): each step's implicit derivative
-    at its solution, with no Newton iteration re-run; reverse mode transposes it natively where it
-    can (:class:`~livens.driver.native_flow.NativeAdjoint`)."""
+    at its solution, with no Newton iteration re-run; both modes run natively where the engine
+    makes the kernels (:class:`~livens.driver.native_flow.NativeDerivatives`)."""
     native = run.native(state, history, failed, sysp)
     primal = run.segments if native is None else native
 
@@ -374,11 +374,11 @@ def _forward(run: "_Run", state, history, failed, sysp):
         out = records(*primals)
         recs, n, _, starts = out
         xs = recs["x"]
-        adjoint = None if starts is None else run.adjoint(state, sysp)
-        if adjoint is None:
+        kernels = None if starts is None else run.derivatives(state, sysp)
+        if kernels is None:
             _, d = jax.jvp(lambda s, p: run.replayed(s, xs, p), (state, sysp), (tangents[0], tangents[3]))
         else:
-            d = adjoint.tangent(run.replayed, state, starts, xs, n, sysp, tangents[0], tangents[3])
+            d = kernels.tangent(run.replayed, state, starts, xs, n, sysp, tangents[0], tangents[3])
         d_recs = {k: d[k] if k in d else _zero_tangent(v) for k, v in recs.items()}
         return out, (d_recs, _zero_tangent(n), _zero_tangent(out[2]), jax.tree_util.tree_map(_zero_tangent, starts))
 

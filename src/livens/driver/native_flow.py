@@ -1,26 +1,27 @@
-"""The native kernels of :func:`livens.flow`: its forward run and its reverse pass, called from the
+"""The native kernels of :func:`livens.flow`: its forward run and its derivatives, called from the
 program through host callbacks.
 
 - :class:`NativeForward`: the records of a run from the engine's native kernel of the chunk loop
   (the one :func:`livens.simulate` runs), with each step's converged unknowns ("x") and the state
   at the start of every chunk of :data:`CHUNK` steps.
-- :class:`NativeAdjoint`: the transpose of the run's derivative (reverse mode) from those records:
-  per chunk, last first, the replay of its steps from their solutions and its vector-Jacobian
-  product (:func:`livens.timestep.make_replay`, ``jax.vjp``), translated to one native kernel. The
-  derivative it transposes is that of the XLA replay (forward mode runs that one); the two agree
-  to round-off (tests/test_flow_adjoint.py).
+- :class:`NativeDerivatives`: the run's derivative from those records, chunk by chunk: the replay
+  of a chunk's steps from their solutions (:func:`livens.timestep.make_replay`) and its
+  Jacobian-vector product (forward mode, the first chunk first) or vector-Jacobian product
+  (reverse mode, the last chunk first), each translated to one native kernel. They agree with
+  XLA's derivatives of the same replay to round-off (tests/test_flow_native_derivatives.py).
 
 JAX transposes a linear map that it cannot see into (a host callback) only through a primitive
 with a transpose rule of its own: the tangent map T: (d state_0, d parameters) -> d records is
 handed to JAX as ``lax.custom_linear_solve`` with the identity as its matrix, whose ``solve`` is
-T (the XLA replay's ``jvp``) and whose ``transpose_solve`` is T^T (the native kernel). JAX
-differentiates such a solve once; a second derivative through it is refused
-(:func:`first_order`) with the fix, ``backend="xla"``.
+T (the tangent kernel, or the XLA replay's ``jvp`` where the translator refuses it) and whose
+``transpose_solve`` is T^T (the adjoint kernel). JAX differentiates such a solve once; a second
+derivative through it is refused (:func:`first_order`) with the fix, ``backend="xla"``.
 """
 
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -138,8 +139,8 @@ class NativeForward:
 
 @jax.custom_jvp
 def first_order(x):
-    """x, refusing to be differentiated: the values the native reverse pass is made from (a
-    second derivative through it would silently miss their derivatives)."""
+    """x, refusing to be differentiated: the values the native derivatives are made from (a
+    second derivative through them would silently miss their derivatives)."""
     return x
 
 
@@ -147,35 +148,46 @@ def first_order(x):
 def _first_order_jvp(primals, tangents):
     raise NotImplementedError(
         "livens.flow: a second derivative (a Hessian, or a derivative of a gradient) of a run whose "
-        "reverse pass is native is not available; pass backend='xla' to flow for one (its derivatives "
-        "are XLA's throughout)."
+        "derivatives are native kernels is not available; pass backend='xla' to flow for one (its "
+        "derivatives are XLA's throughout)."
     )
 
 
-class NativeAdjoint:
-    """The reverse pass of a run as a native kernel (module docstring)."""
+class NativeDerivatives:
+    """The derivatives of a run as native kernels (module docstring): forward mode (``tangent``)
+    and its transpose, reverse mode (``adjoint``). Either kernel may be None (the translator
+    refused it): forward mode then runs the XLA replay; without the adjoint the run's derivatives
+    are XLA's throughout (:func:`make` returns None)."""
 
-    def __init__(self, run, kernel, state_spec, sys_spec, rec_spec):
-        self.run, self.kernel = run, kernel
+    def __init__(self, run, adjoint, tangent, state_spec, sys_spec, rec_spec):
+        self.run, self.adjoint, self.tangent_kernel = run, adjoint, tangent
         self.state_spec, self.sys_spec, self.rec_spec = state_spec, sys_spec, rec_spec
 
     @classmethod
-    def make(cls, run, state, sysp) -> "NativeAdjoint | None":
-        """The native reverse pass of ``run`` for a state and parameters of these shapes, or None where
-        the engine runs no native kernel for it."""
+    def make(cls, run, state, sysp) -> "NativeDerivatives | None":
+        """The native derivatives of ``run`` for a state and parameters of these shapes, or None where
+        the engine runs no native kernel of the reverse pass. The two kernels compile side by side."""
         if not _runs_natively(run):
             return None
         plan, mech = run.flow.plan, run.mech
         replay = make_replay(mech, plan.scheme, CHUNK)
 
-        def build(**_):
-            def adjoint(state, xs, t_start, n0, n_stop, h, params, sysp, ct_state, ct_recs):
-                def f(s, p):
-                    return replay(s, xs, t_start, n0, n_stop, h, params, p)
+        def chunk(t_start, n0, n_stop, h, params, xs):
+            return lambda s, p: replay(s, xs, t_start, n0, n_stop, h, params, p)
 
+        def build_adjoint(**_):
+            def adjoint(state, xs, t_start, n0, n_stop, h, params, sysp, ct_state, ct_recs):
+                f = chunk(t_start, n0, n_stop, h, params, xs)
                 return jax.vjp(f, state, sysp)[1]((ct_state, ct_recs))
 
             return adjoint
+
+        def build_tangent(**_):
+            def tangent(state, xs, t_start, n0, n_stop, h, params, sysp, d_state, d_sys):
+                f = chunk(t_start, n0, n_stop, h, params, xs)
+                return jax.jvp(f, (state, sysp), (d_state, d_sys))[1]
+
+            return tangent
 
         state_spec, sys_spec = _spec(state), _spec(sysp)
         xs = np.zeros((CHUNK, plan.unknowns))
@@ -183,35 +195,58 @@ class NativeAdjoint:
         scalars = (f64(0.0), np.int64(0), np.int64(CHUNK), f64(plan.h), plan.jparams)
         out = jax.eval_shape(lambda s, p: replay(s, xs, *scalars, p), state_spec, sys_spec)
         rec_spec = out[1]
-        args = (_zeros(state_spec), xs, *scalars, _zeros(sys_spec), _zeros(out[0]), _zeros(rec_spec))
-        kernel = _kernel(run, build, args, "the reverse pass (derivatives)")
-        if kernel is None:
+        head = (_zeros(state_spec), xs, *scalars, _zeros(sys_spec))
+        with ThreadPoolExecutor(2) as pool:
+            adjoint = pool.submit(
+                _kernel, run, build_adjoint, (*head, _zeros(out[0]), _zeros(rec_spec)), "the reverse pass (jax.grad)"
+            )
+            tangent = pool.submit(
+                _kernel, run, build_tangent, (*head, _zeros(state_spec), _zeros(sys_spec)), "forward mode (jax.jvp)"
+            )
+            adjoint, tangent = adjoint.result(), tangent.result()
+        if adjoint is None:
             return None
-        return cls(run, kernel, state_spec, sys_spec, rec_spec)
+        return cls(run, adjoint, tangent, state_spec, sys_spec, rec_spec)
 
-    def host(self, starts, xs, n, ct_recs, sysp):
+    def _chunks(self, n):
+        """(chunk index, first step, end step) of the chunks of a run that reached node n."""
+        n_steps = self.run.flow.n_steps
+        for c in range(-(-n_steps // CHUNK)):
+            lo = c * CHUNK
+            if lo >= n:  # not reached (a failed run)
+                return
+            yield c, lo, min(lo + CHUNK, n_steps)
+
+    @staticmethod
+    def _start(starts, c):
+        leaves, tree = jax.tree_util.tree_flatten(starts)
+        return jax.tree_util.tree_unflatten(tree, [np.asarray(a)[c] for a in leaves])
+
+    @staticmethod
+    def _rows(a, lo, hi):
+        """Rows lo:hi of a, padded with zeros to CHUNK (steps past n_stop are skipped)."""
+        a = np.asarray(a)[lo:hi]
+        return np.pad(a, [(0, CHUNK - a.shape[0])] + [(0, 0)] * (a.ndim - 1))
+
+    def host_adjoint(self, starts, xs, n, ct_recs, sysp):
         """(cotangent of the initial state, of the System's parameters) for the records' cotangents
         ``ct_recs``: the chunks' vector-Jacobian products, the last chunk first."""
-        plan, n_steps = self.run.flow.plan, self.run.flow.n_steps
-        n = int(n)
-        ct_state = _zeros(self.state_spec)
-        ct_sys = _zeros(self.sys_spec)
-        starts_leaves, tree = jax.tree_util.tree_flatten(starts)
+        plan = self.run.flow.plan
+        ct_state, ct_sys = _zeros(self.state_spec), _zeros(self.sys_spec)
         h, params = np.float64(plan.h), plan.jparams
-        for c in reversed(range(-(-n_steps // CHUNK))):
-            lo = c * CHUNK
-            if lo >= n:  # not reached (a failed run): its state passes through
-                continue
-            hi = min(lo + CHUNK, n_steps)
-
-            def rows(a):  # the chunk's rows, padded with zeros to CHUNK (steps past n_stop are skipped)
-                a = np.asarray(a)[lo:hi]
-                return np.pad(a, [(0, CHUNK - a.shape[0])] + [(0, 0)] * (a.ndim - 1))
-
-            start = jax.tree_util.tree_unflatten(tree, [np.asarray(a)[c] for a in starts_leaves])
-            ct = jax.tree_util.tree_map(rows, ct_recs)
-            ct_state, ct_p = self.kernel(
-                start, rows(xs), np.float64(0.0), np.int64(lo), np.int64(n), h, params, sysp, ct_state, ct
+        for c, lo, hi in reversed(list(self._chunks(int(n)))):
+            ct = jax.tree_util.tree_map(lambda a: self._rows(a, lo, hi), ct_recs)
+            ct_state, ct_p = self.adjoint(
+                self._start(starts, c),
+                self._rows(xs, lo, hi),
+                np.float64(0.0),
+                np.int64(lo),
+                np.int64(n),
+                h,
+                params,
+                sysp,
+                ct_state,
+                ct,
             )
             ct_sys = jax.tree_util.tree_map(np.add, ct_sys, ct_p)
         cast = lambda x, s: np.asarray(x, s.dtype)  # noqa: E731
@@ -219,25 +254,54 @@ class NativeAdjoint:
             cast, ct_sys, self.sys_spec
         )
 
+    def host_tangent(self, starts, xs, n, sysp, d_state, d_sys):
+        """The records' tangents for (d_state, d_sys): the chunks' Jacobian-vector products, the
+        first chunk first, each starting from the tangent where the last one ended."""
+        plan, n_steps = self.run.flow.plan, self.run.flow.n_steps
+        out = {k: np.zeros((n_steps, *a.shape[1:]), a.dtype) for k, a in self.rec_spec.items()}
+        h, params = np.float64(plan.h), plan.jparams
+        for c, lo, hi in self._chunks(int(n)):
+            d_state, d_recs = self.tangent_kernel(
+                self._start(starts, c),
+                self._rows(xs, lo, hi),
+                np.float64(0.0),
+                np.int64(lo),
+                np.int64(n),
+                h,
+                params,
+                sysp,
+                d_state,
+                d_sys,
+            )
+            for k in out:
+                out[k][lo:hi] = np.asarray(d_recs[k])[: hi - lo]
+        return out
+
     def tangent(self, replayed, state, starts, xs, n, sysp, d_state, d_sys):
-        """The tangents of the records for (d_state, d_sys): ``replayed(state, sysp)`` differentiated
-        forward by XLA, transposed by the native kernel (module docstring)."""
+        """The tangents of the records for (d_state, d_sys): forward by the tangent kernel (or
+        ``replayed(state, xs, sysp)`` differentiated by XLA where there is none), transposed by the
+        adjoint kernel (module docstring)."""
         state, starts, xs, n, sysp = first_order((state, starts, xs, n, sysp))
         # JAX transposes the solve only where every part of its right-hand side is linear in the
         # inputs: the records' part (zeros), and the tangents that JAX made constant zeros, get a
         # zero that is linear in them
         zero = sum(0.0 * jnp.sum(t) for t in jax.tree_util.tree_leaves((d_state, d_sys)))
         n_steps = self.run.flow.n_steps
-        zero_recs = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(zero, (n_steps, *a.shape[1:])), self.rec_spec)
+        rec_shapes = {k: jax.ShapeDtypeStruct((n_steps, *a.shape[1:]), a.dtype) for k, a in self.rec_spec.items()}
+        zero_recs = {k: jnp.broadcast_to(zero, a.shape) for k, a in rec_shapes.items()}
         d_state, d_sys = jax.tree_util.tree_map(lambda t: t + zero, (d_state, d_sys))
 
         def solve(_, b):
-            _, d = jax.jvp(lambda s, p: replayed(s, xs, p), (state, sysp), (b[0], b[1]))
+            if self.tangent_kernel is None:
+                _, d = jax.jvp(lambda s, p: replayed(s, xs, p), (state, sysp), (b[0], b[1]))
+            else:
+                args = (starts, xs, n, sysp, b[0], b[1])
+                d = jax.pure_callback(self.host_tangent, rec_shapes, *args, vmap_method="sequential")
             return jax.tree_util.tree_map(jnp.zeros_like, b[0]), jax.tree_util.tree_map(jnp.zeros_like, b[1]), d
 
         def transpose_solve(_, ct):
             shapes = (self.state_spec, self.sys_spec)
-            a, p = jax.pure_callback(self.host, shapes, starts, xs, n, ct[2], sysp, vmap_method="sequential")
+            a, p = jax.pure_callback(self.host_adjoint, shapes, starts, xs, n, ct[2], sysp, vmap_method="sequential")
             return a, p, jax.tree_util.tree_map(jnp.zeros_like, ct[2])
 
         out = lax.custom_linear_solve(lambda v: v, (d_state, d_sys, zero_recs), solve, transpose_solve)

@@ -1,9 +1,9 @@
-"""The reverse pass of lv.flow from the run's recorded solutions, transposed by a native kernel
-(livens.driver.native_flow): it is the derivative that XLA computes from the same replay
-(``backend="xla"``, every step's implicit derivative transposed by JAX) to round-off, across
-chunk boundaries (runs of 1, 2 and 3 chunks, the last one partial), with System parameters, under
-``jax.vmap``, and for a run that fails; central differences of the forward run check it
-independently; a second derivative through it is refused with the fix."""
+"""The derivatives of lv.flow from the run's recorded solutions as native kernels
+(livens.driver.native_flow): reverse mode (the adjoint kernel) and forward mode (the tangent
+kernel) are the derivatives that XLA computes from the same replay (``backend="xla"``) to
+round-off, across chunk boundaries (runs of 1, 2 and 3 chunks, the last one partial), with System
+parameters, under ``jax.vmap``, and for a run that fails; central differences of the forward run
+check them independently; a second derivative through them is refused with the fix."""
 
 import jax
 import jax.numpy as jnp
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import livens as lv
-from livens.driver.native_flow import CHUNK, NativeAdjoint
+from livens.driver.native_flow import CHUNK, NativeDerivatives
 from livens.engine.native import compiler
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler: the reverse pass runs in XLA")
@@ -51,10 +51,33 @@ def test_native_reverse_pass_is_the_xla_transpose(example, scheme, n_steps):
     problem = lv.examples.load(example)
     parameter = next(iter(problem.system.parameters))
     F, native = _grads(problem, scheme, n_steps, parameter, "auto")
-    assert isinstance(F._fn._adjoint, NativeAdjoint), "the reverse pass did not run natively"
+    assert isinstance(F._fn._derivatives, NativeDerivatives), "the reverse pass did not run natively"
     F_xla, xla = _grads(problem, scheme, n_steps, parameter, "xla")
-    assert F_xla._fn._adjoint is False  # XLA transposed it
+    assert F_xla._fn._derivatives is False  # XLA transposed it
     _close(native, xla, ROUNDOFF)
+
+
+@pytest.mark.parametrize("example, scheme, n_steps", [("pendulum-3d", "EM", 700), ("heavy-top", "VI-S", 2 * CHUNK + 3)])
+def test_native_forward_mode_is_xla_forward_mode(example, scheme, n_steps):
+    """jax.jvp and jax.jacfwd (a vmap of tangents) with the tangent kernel against backend="xla"."""
+    problem = lv.examples.load(example)
+    parameter = next(iter(problem.system.parameters))
+    q0, v0 = jnp.asarray(problem.q0), jnp.asarray(problem.v0)
+    p0 = jnp.asarray(problem.system.parameters[parameter])
+    dv = jnp.linspace(0.5, 1.5, v0.shape[0])
+    out = {}
+    for backend in ("auto", "xla"):
+        F = lv.flow(problem, scheme, n_steps=n_steps, backend=backend)
+
+        def L(v, p, F=F):
+            return _loss(F(q0, v, {parameter: p}))
+
+        jvp = jax.jit(lambda v, p, L=L: jax.jvp(L, (v, p), (dv, 1.0))[1])(v0, p0)
+        jac = jax.jit(jax.jacfwd(L, argnums=(0, 1)))(v0, p0)
+        out[backend] = (jvp, *jac)
+        if backend == "auto":
+            assert F._fn._derivatives.tangent_kernel is not None, "forward mode did not run natively"
+    _close(out["auto"], out["xla"], ROUNDOFF)
 
 
 def test_native_reverse_pass_equals_central_differences():
@@ -95,7 +118,7 @@ def test_a_failed_run_has_nan_gradients_with_the_native_reverse_pass():
     v0 = jnp.array([0.0, 1.0, 0.0])
     F = lv.flow(problem, "VI-S", h=0.15, n_steps=20)
     g = jax.jit(jax.grad(lambda q, v: jnp.sum(F(q, v).q[3]), argnums=(0, 1)))(q0, v0)
-    assert isinstance(F._fn._adjoint, NativeAdjoint)
+    assert isinstance(F._fn._derivatives, NativeDerivatives)
     assert all(np.all(np.isnan(np.asarray(x))) for x in g)
 
 
