@@ -51,26 +51,39 @@ def _runs_natively(run) -> bool:
     return runs_natively(plan.engine, engine.loop_size(plan.unknowns, mech.d, mech.m))
 
 
-def _kernel(run, build, args, what: str):
-    """The engine's native kernel of ``build()`` for ``args``, or None where it runs none; the
-    engine's notice of why not names ``what`` runs with XLA instead."""
+def _kernels(run, parts) -> list:
+    """The engine's native kernels of ``parts``, a list of (build, args, what): ``build()`` compiled
+    for ``args``, or None where the engine runs none. Several are compiled side by side (the C
+    compiler runs in processes of its own). The engine's notice of why one is not native is given
+    again naming ``what`` runs with XLA instead. Warnings are caught here, in the calling thread
+    (``warnings.catch_warnings`` is not thread-safe), for the compiling threads too."""
     from ..engine.native.runner import NativeFallback
 
     plan, mech = run.flow.plan, run.mech
-    runner = engine.single_loop(build, plan.unknowns, mech.d, mech.m, plan.engine)
+
+    def make(build, args):
+        runner = engine.single_loop(build, plan.unknowns, mech.d, mech.m, plan.engine)
+        try:
+            return runner.kernel(*args)
+        except Exception:  # noqa: BLE001 - backend="native" refused: the XLA program runs it
+            return None
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", NativeFallback)
-        try:
-            kernel = runner.kernel(*args)
-        except Exception:  # noqa: BLE001 - backend="native" refused: the XLA program runs it
-            kernel = None
+        if len(parts) == 1:
+            kernels = [make(*parts[0][:2])]
+        else:
+            with ThreadPoolExecutor(len(parts)) as pool:
+                futures = [pool.submit(make, build, args) for build, args, _ in parts]
+                kernels = [f.result() for f in futures]
+    xla = " and ".join(what for (_, _, what), k in zip(parts, kernels) if k is None) or "a part of it"
     for w in caught:
         if issubclass(w.category, NativeFallback):
             reason = str(w.message).split("not native code: ", 1)[-1]
-            warnings.warn(f"livens.flow: {what} runs with XLA, not native code: {reason}", NativeFallback, stacklevel=4)
+            warnings.warn(f"livens.flow: {xla} runs with XLA, not native code: {reason}", NativeFallback, stacklevel=4)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return kernel
+    return kernels
 
 
 class NativeForward:
@@ -97,7 +110,7 @@ class NativeForward:
         consts = plan.consts()
         sys_spec = None if sysp is None else {k: np.zeros(jnp.shape(v)) for k, v in sysp.items()}
         args = (*spec, np.float64(0.0), np.int64(0), consts[0], *consts[1:5], sys_spec)
-        kernel = _kernel(run, build, args, "the forward run")
+        (kernel,) = _kernels(run, [(build, args, "the forward run")])
         if kernel is None:
             return None
         n_steps = run.flow.n_steps
@@ -196,14 +209,13 @@ class NativeDerivatives:
         out = jax.eval_shape(lambda s, p: replay(s, xs, *scalars, p), state_spec, sys_spec)
         rec_spec = out[1]
         head = (_zeros(state_spec), xs, *scalars, _zeros(sys_spec))
-        with ThreadPoolExecutor(2) as pool:
-            adjoint = pool.submit(
-                _kernel, run, build_adjoint, (*head, _zeros(out[0]), _zeros(rec_spec)), "the reverse pass (jax.grad)"
-            )
-            tangent = pool.submit(
-                _kernel, run, build_tangent, (*head, _zeros(state_spec), _zeros(sys_spec)), "forward mode (jax.jvp)"
-            )
-            adjoint, tangent = adjoint.result(), tangent.result()
+        adjoint, tangent = _kernels(
+            run,
+            [
+                (build_adjoint, (*head, _zeros(out[0]), _zeros(rec_spec)), "the reverse pass (jax.grad)"),
+                (build_tangent, (*head, _zeros(state_spec), _zeros(sys_spec)), "forward mode (jax.jvp)"),
+            ],
+        )
         if adjoint is None:
             return None
         return cls(run, adjoint, tangent, state_spec, sys_spec, rec_spec)
