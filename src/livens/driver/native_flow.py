@@ -240,26 +240,29 @@ class NativeDerivatives:
         a = np.asarray(a)[lo:hi]
         return np.pad(a, [(0, CHUNK - a.shape[0])] + [(0, 0)] * (a.ndim - 1))
 
+    def _chunk_args(self, starts, xs, n, sysp, c, lo, hi) -> tuple:
+        """The replay's arguments for chunk c (steps lo:hi), those both kernels take first: its
+        starting state, its solutions, t_start, n0, n_stop, h, the scheme's and the System's
+        parameters."""
+        plan = self.run.flow.plan
+        return (
+            self._start(starts, c),
+            self._rows(xs, lo, hi),
+            np.float64(0.0),
+            np.int64(lo),
+            np.int64(n),
+            np.float64(plan.h),
+            plan.jparams,
+            sysp,
+        )
+
     def host_adjoint(self, starts, xs, n, ct_recs, sysp):
         """(cotangent of the initial state, of the System's parameters) for the records' cotangents
         ``ct_recs``: the chunks' vector-Jacobian products, the last chunk first."""
-        plan = self.run.flow.plan
         ct_state, ct_sys = _zeros(self.state_spec), _zeros(self.sys_spec)
-        h, params = np.float64(plan.h), plan.jparams
         for c, lo, hi in reversed(list(self._chunks(int(n)))):
             ct = jax.tree_util.tree_map(lambda a: self._rows(a, lo, hi), ct_recs)
-            ct_state, ct_p = self.adjoint(
-                self._start(starts, c),
-                self._rows(xs, lo, hi),
-                np.float64(0.0),
-                np.int64(lo),
-                np.int64(n),
-                h,
-                params,
-                sysp,
-                ct_state,
-                ct,
-            )
+            ct_state, ct_p = self.adjoint(*self._chunk_args(starts, xs, n, sysp, c, lo, hi), ct_state, ct)
             ct_sys = jax.tree_util.tree_map(np.add, ct_sys, ct_p)
         cast = lambda x, s: np.asarray(x, s.dtype)  # noqa: E731
         return jax.tree_util.tree_map(cast, ct_state, self.state_spec), jax.tree_util.tree_map(
@@ -269,22 +272,10 @@ class NativeDerivatives:
     def host_tangent(self, starts, xs, n, sysp, d_state, d_sys):
         """The records' tangents for (d_state, d_sys): the chunks' Jacobian-vector products, the
         first chunk first, each starting from the tangent where the last one ended."""
-        plan, n_steps = self.run.flow.plan, self.run.flow.n_steps
+        n_steps = self.run.flow.n_steps
         out = {k: np.zeros((n_steps, *a.shape[1:]), a.dtype) for k, a in self.rec_spec.items()}
-        h, params = np.float64(plan.h), plan.jparams
         for c, lo, hi in self._chunks(int(n)):
-            d_state, d_recs = self.tangent_kernel(
-                self._start(starts, c),
-                self._rows(xs, lo, hi),
-                np.float64(0.0),
-                np.int64(lo),
-                np.int64(n),
-                h,
-                params,
-                sysp,
-                d_state,
-                d_sys,
-            )
+            d_state, d_recs = self.tangent_kernel(*self._chunk_args(starts, xs, n, sysp, c, lo, hi), d_state, d_sys)
             for k in out:
                 out[k][lo:hi] = np.asarray(d_recs[k])[: hi - lo]
         return out

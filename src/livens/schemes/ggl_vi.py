@@ -69,11 +69,7 @@ def _residual(u, s: State, h, t, params, mech):
     GbarT_gam = mech.GT_mul(qbar, gam)
     Gbar_w = jax.jvp(mech.g, (qbar,), (w,))[1]
     hess = mech.hess_g_vec(qbar, gam, w)
-    force = mech.D1L(q0, v0) - mech.GT_mul(q0, lam)
-    if mech.has_dissipation:
-        force = force - mech.C(q0) @ v0
-    if mech.has_external_force:
-        force = force + mech.F(q0, v0, t)
+    force = _force(mech, q0, v0, lam, t)
     return jnp.concatenate(
         [
             dq - h * v0 - h * mech.Minv_mul(GbarT_gam),
@@ -83,6 +79,17 @@ def _residual(u, s: State, h, t, params, mech):
             Gbar_w,
         ]
     )
+
+
+def _force(mech, q0, v0, lam, t):
+    """The force of eq 55b at the node: D_1 L(q^n, v^n) - G(q^n)^T lambda, with - C(q^n) v^n
+    (KBS23a eq 57) and + F(q^n, v^n, t^n) where the system has them."""
+    force = mech.D1L(q0, v0) - mech.GT_mul(q0, lam)
+    if mech.has_dissipation:
+        force = force - mech.C(q0) @ v0
+    if mech.has_external_force:
+        force = force + mech.F(q0, v0, t)
+    return force
 
 
 def _residual_mass(u, s: State, h, t, params, mech):
@@ -102,11 +109,7 @@ def _residual_mass(u, s: State, h, t, params, mech):
     qbar = q0 + h * v0
     a, w = ggl_mass.solve_at(mech, qbar, gam, p1)  # one solve with M(q_bar)
     dgv = jax.grad(ggl_mass.secondary_potential(mech, gam, w, a))(qbar)
-    force = mech.D1L(q0, v0) - mech.GT_mul(q0, lam)
-    if mech.has_dissipation:
-        force = force - mech.C(q0) @ v0
-    if mech.has_external_force:
-        force = force + mech.F(q0, v0, t)
+    force = _force(mech, q0, v0, lam, t)
     return jnp.concatenate(
         [
             dq - h * v0 - h * a,
