@@ -292,17 +292,6 @@ def test_bad_system_functions():
         )
 
 
-def test_redundant_constraints_named():
-    sys_ = lv.System(
-        np.eye(3),
-        potential=lambda q: q[2],
-        constraints=lambda q: jnp.array([q[0], 2 * q[0], q[1]]),
-        constraint_names=("x", "twice x", "y"),
-    )
-    with pytest.raises(ValueError, match=r"rank G\(q0\) = 2 < m = 3.*x \(#0\), twice x \(#1\)"):
-        lv.Problem(sys_, q0=[0, 0, 1.0], v0=[0, 0, 1.0])
-
-
 def test_scheme_registry_and_aliases():
     assert "ggl-vi" in lv.schemes.names()
     sch, params = lv.schemes.get("VI-S")

@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike
 
 from . import _jaxconfig  # noqa: F401
 from .engine import CompiledCache, xla_jit
+from .redundancy import ConstraintRank, analyse, notify
 
 if TYPE_CHECKING:  # annotations only: livens.system imports this module (a runtime import would be a circle);
     # Mechanics is imported where it is used, so that this module's namespace (no __all__) holds only checks
@@ -212,7 +213,9 @@ def validate_problem(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarr
                 "write it in a form that is."
             )
         check_initial_state(system, q0, v0, g0, G0, problem.consistency_tol)
-        check_constraint_rank(system, G0)
+        rank = constraint_rank(system, q0, v0, G0)
+        object.__setattr__(problem, "constraint_rank", rank)
+        notify(rank, problem.name)
     return q0, v0, p0
 
 
@@ -241,23 +244,12 @@ def check_initial_state(
         )
 
 
-def check_constraint_rank(system: System, G0: np.ndarray, rtol: float = 1e-10) -> None:
-    """Refuse redundant or dependent constraints: rank G(q0) < m, found by SVD."""
-    m = G0.shape[0]
-    if m == 0:
-        return
-    u, s, vt = np.linalg.svd(G0)
-    smax = s.max() if s.size else 0.0
-    rank = int(np.sum(s > rtol * max(smax, 1e-300)))
-    if rank < m:
-        # left singular vectors of the missing singular values name the dependent constraints
-        null = u[:, rank:]
-        involved = sorted({k for col in null.T for k in np.flatnonzero(np.abs(col) > 1e-6)})
-        names = ", ".join(constraint_label(system, k) for k in involved)
-        raise ValueError(
-            f"The constraints are redundant or dependent at q0: rank G(q0) = {rank} < m = {m}. "
-            f"Constraints involved: {names}. Remove one of them (each constraint must be independent)."
-        )
+def constraint_rank(system: System, q0: np.ndarray, v0: np.ndarray, G0: np.ndarray) -> ConstraintRank:
+    """The rank analysis of the constraints at (q0, v0) (:func:`livens.redundancy.analyse`): redundant
+    equations and a singular start are information, never an error."""
+    names = system.constraint_names
+    labels = tuple(names[k] if names is not None and k < len(names) else f"g[{k}]" for k in range(G0.shape[0]))
+    return analyse(system, q0, v0, G0, labels)
 
 
 def check_step(h: float, t_end: float, tol: float | str, max_iter: int) -> None:
@@ -339,7 +331,9 @@ def consistent_initial_state(
         # the normal space renewed at each iterate, bring q0 near it, and the projection ends there
         near = _gauss_newton(mech.bind(values), np.asarray(q, float), max_iter)
         if near is not None:
-            out = project_compiled(jnp.asarray(near), jnp.asarray(v), values)
+            # an overconstrained system: the projection solves with an independent subset of g
+            independent_mech = _independent_mechanics(system, mech, near, values)
+            out = _projection(independent_mech, float(tol), int(max_iter))(jnp.asarray(near), jnp.asarray(v), values)
     if not bool(out.converged):
         raise ValueError(
             f"consistent_initial_state: could not project q0 onto g(q) = 0 in {max_iter} Newton iterations "
@@ -349,6 +343,22 @@ def consistent_initial_state(
 
 
 _PROJECTIONS = CompiledCache(16)
+
+
+def _independent_mechanics(system: System, mech, q: np.ndarray, values):
+    """The Mechanics of ``system`` with an independent subset of its equations at ``q`` (near the
+    manifold; :func:`livens.redundancy.independent_rows`), ``mech`` itself where G(q) has full rank."""
+    from .mechanics import mechanics
+    from .redundancy import ConstraintRank, independent, independent_rows, rank_of
+
+    G = np.asarray(jax.jit(lambda x, par: mech.bind(par).G(x))(jnp.asarray(q), values))
+    r = rank_of(G)
+    if r == mech.m:
+        return mech
+    kept = independent_rows(G, r)
+    labels = tuple(f"g[{k}]" for k in range(mech.m))
+    rank = ConstraintRank(mech.m, r, r, kept, tuple(k for k in range(mech.m) if k not in kept), labels)
+    return mechanics(independent(system, rank), q)
 
 
 def _gauss_newton(mech, q: np.ndarray, max_iter: int) -> np.ndarray | None:

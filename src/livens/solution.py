@@ -531,6 +531,7 @@ class Solution:
                 names[level] = sym
             except ValueError:
                 continue
+        out.update(self._redundant_lines())
         try:
             enforced = self.enforced_residuals()
         except (ValueError, AttributeError):
@@ -558,6 +559,23 @@ class Solution:
                 out[f"enforced ({level})"] = (
                     f"no: the scheme enforces {name.split(' ', 1)[1]} = 0 instead (max {top:.3e}); max |{sym}| is free"
                 )
+        return out
+
+    def _redundant_lines(self) -> dict:
+        """The summary's lines of an overconstrained system (:mod:`livens.redundancy`): the redundant
+        equations, which the scheme does not solve, and their largest residuals along the run."""
+        rank = getattr(self.problem, "constraint_rank", None)
+        if rank is None:
+            return {}
+        out = {}
+        if rank.singular_start:
+            out["singular start"] = f"rank G(q0) = {rank.rank_q0} < {rank.rank} = rank G near q0"
+        if not rank.redundant:
+            return out
+        g = np.abs(self.constraint_residual("position"))[:, list(rank.redundant)]
+        worst = np.max(g, axis=0, initial=0.0)
+        listed = ", ".join(f"{rank.labels[k]} {w:.1e}" for k, w in zip(rank.redundant, worst))
+        out[f"redundant equations ({len(rank.redundant)} of {rank.m}, not solved, multipliers 0): max |g|"] = listed
         return out
 
     def external_work(self) -> np.ndarray:

@@ -331,6 +331,11 @@ class Problem:
     Give ``v0`` or ``p0`` (``p0 = M v0`` is computed; ``v0 = M^-1 p0`` needs a regular M).
     The initial state must lie on the constraint manifold: |g(q0)| and |G(q0) v0| at most
     ``consistency_tol`` (1e-10); use :func:`livens.consistent_initial_state` to project it.
+
+    Dependent constraint equations are accepted (:mod:`livens.redundancy`): ``constraint_rank`` holds
+    the rank analysis made at set-up (None where ``check`` is False or there are no constraints);
+    redundant equations are reported once (:class:`livens.RedundantConstraintsNotice`) and the schemes
+    solve the independent ones (:attr:`solved_system`).
     """
 
     system: System
@@ -344,6 +349,7 @@ class Problem:
     parameters: dict = field(default_factory=dict)
     consistency_tol: float = 1e-10
     check: bool = True
+    constraint_rank: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         from .checks import validate_problem
@@ -357,6 +363,17 @@ class Problem:
     @property
     def d(self) -> int:
         return int(self.q0.shape[0])
+
+    @functools.cached_property
+    def solved_system(self) -> System:
+        """The System the schemes solve: :attr:`system` itself, or, where some of its constraint
+        equations are redundant (``constraint_rank``, a :class:`livens.redundancy.ConstraintRank` made at
+        set-up), the same system with an independent subset of them (:func:`livens.redundancy.independent`)."""
+        if self.constraint_rank is None:
+            return self.system
+        from .redundancy import independent
+
+        return independent(self.system, self.constraint_rank)
 
     def replace(self, **changes: Any) -> Problem:
         """A copy with some fields changed (e.g. ``h``, ``t_end``, ``q0``)."""

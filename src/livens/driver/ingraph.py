@@ -313,10 +313,12 @@ class _Run:
             "p": nodes(p0, recs["p"]),
             "v": nodes(v0, recs["v"]) if nodal else jnp.where(step_ok[:, None], recs["v"], nan),
         }
+        rank = plan.rank  # an overconstrained system: multipliers per equation, zero on the redundant
+        expand = rank.expand if rank is not None else (lambda x: x)
         if "lam" in recs:
-            outs["lam"] = jnp.where(step_ok[:, None], recs["lam"], nan)
+            outs["lam"] = jnp.where(step_ok[:, None], expand(recs["lam"]), nan)
         if "gam" in recs:
-            outs["gam"] = jnp.where(step_ok[:, None], recs["gam"], nan)
+            outs["gam"] = jnp.where(step_ok[:, None], expand(recs["gam"]), nan)
         outs = _loud(outs, _input_sum(q_in, v_in, sysp), ~converged)
         if self.throw:
             fail_res = residual[jnp.clip(failed_step, 0, n_steps - 1)]
@@ -487,11 +489,11 @@ class FlowFunction:
         key = tuple((k, np.asarray(v).tobytes()) for k, v in sorted(values.items()))
         hit = self._mechs.get(key)
         if hit is None:
-            base = mechanics(self.problem.system, self.problem.q0)
+            base = mechanics(self.problem.solved_system, self.problem.q0)
             kept, _, invariant = exact_symmetries(
                 self.problem, base.bind({k: jnp.asarray(v) for k, v in values.items()})
             )
-            hit = self._mechs[key] = mechanics(self.problem.system, self.problem.q0, kept, invariant)
+            hit = self._mechs[key] = mechanics(self.problem.solved_system, self.problem.q0, kept, invariant)
         return hit
 
     def _refuse_inconsistent(self, q0, v0, parameters) -> None:
@@ -505,7 +507,12 @@ class FlowFunction:
         sysp = self.system_values(parameters)
         g0, G0 = (np.asarray(a) for a in self._checks(jnp.asarray(q0, jnp.float64), jnp.asarray(v0, jnp.float64), sysp))
         check_initial_state(
-            self.problem.system, np.asarray(q0, float), np.asarray(v0, float), g0, G0, self.problem.consistency_tol
+            self.problem.solved_system,
+            np.asarray(q0, float),
+            np.asarray(v0, float),
+            g0,
+            G0,
+            self.problem.consistency_tol,
         )
 
     def __call__(self, q0, v0, parameters=None) -> FlowResult:

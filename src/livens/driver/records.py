@@ -105,7 +105,9 @@ def record_layout(scheme, mech, mode: str, state, h, params, solution: bool = Fa
 class KeptNodes:
     """The nodes a run keeps, for each of its B members (module docstring), in arrays of their
     final size: q, p (B, K + 1, d) with node 0 first; v (B, K + 1, d) nodal or (B, K, d) per step;
-    lam, gam (B, K, m); iterations, residual (B, K); K the kept nodes after node 0.
+    lam, gam (B, K, m); iterations, residual (B, K); K the kept nodes after node 0. ``rank``: the
+    :class:`livens.redundancy.ConstraintRank` of an overconstrained system, whose multipliers are
+    kept per equation (zero on the redundant ones), m its number of equations.
 
     ``offset``: the global index of the run's first node (a resumed run); ``steps``: the steps the
     run takes; node ``offset + j`` is at time ``t_start + j h``. Rows a member has not reached are
@@ -123,6 +125,7 @@ class KeptNodes:
         start: dict,
         nodal_v: bool,
         has_gamma: bool,
+        rank=None,
     ):
         self.B, self.steps, self.offset, self.k = members, steps, offset, save_every
         nodes = np.arange(offset + 1, offset + steps + 1)
@@ -130,7 +133,9 @@ class KeptNodes:
         K = self.nodes.size
         q0 = np.asarray(start["q"], float).reshape(members, -1)
         d = q0.shape[1]
-        m = int(start["m"])
+        # multipliers of an overconstrained system: one per equation, zero on the redundant ones
+        self.rank = rank if rank is not None and rank.redundant else None
+        m = self.rank.m if self.rank is not None else int(start["m"])
         self.nodal_v, self.has_gamma = nodal_v, has_gamma
         self.t = np.concatenate([[t_start], t_start + (self.nodes - offset) * h])
         self.q = np.empty((members, K + 1, d))
@@ -168,9 +173,10 @@ class KeptNodes:
             self.v[members, 1 + lo : 1 + hi] = rec["v"][:, rows]
         else:
             self.v[members, lo:hi] = rec["v"][:, rows]
-        self.lam[members, lo:hi] = rec["lam"][:, rows]
+        expand = self.rank.expand if self.rank is not None else (lambda x: x)
+        self.lam[members, lo:hi] = expand(rec["lam"][:, rows])
         if self.gam is not None:
-            self.gam[members, lo:hi] = rec["gam"][:, rows]
+            self.gam[members, lo:hi] = expand(rec["gam"][:, rows])
         self.iterations[members, lo:hi] = rec["iterations"][:, rows]
         self.residual[members, lo:hi] = rec["residual"][:, rows]
         return lo, hi

@@ -216,7 +216,7 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         "q": np.asarray(state.q),
         "p": np.asarray(state.p),
         "v": np.asarray(state.v),
-        "m": mech.m,
+        "m": p.m_all,
     }
     meta = _meta(p, save_every, on_failure)
     meta["chunk"] = executor.chunk
@@ -227,7 +227,7 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         stream = NetCDFStream(
             output.path,
             mech.d,
-            mech.m,
+            p.m_all,
             sch.capabilities.gamma,
             sch.capabilities.velocity_kind,
             {
@@ -253,6 +253,7 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         start_node,
         sch.capabilities.velocity_kind == "nodal",
         sch.capabilities.gamma,
+        p.rank,
     )
     ex = SingleExecutor(runner, state, history, p.t_start, consts, executor.chunk)
     energy0 = None
@@ -351,8 +352,9 @@ def _resume_state(sol, p: Plan) -> State:
     if sch.start is not None:
         raise ValueError(f"Scheme {sch.name!r} carries extra state between steps and cannot be resumed from a file.")
     m = mech.m
-    lam = sol.lam[-1] if len(sol.lam) else np.zeros(m)
-    gam = sol.gam[-1] if (sol.gam is not None and len(sol.gam)) else np.zeros(m)
+    restrict = p.rank.restrict if p.rank is not None else (lambda x: x)  # per equation -> per kept one
+    lam = restrict(sol.lam[-1]) if len(sol.lam) else np.zeros(m)
+    gam = restrict(sol.gam[-1]) if (sol.gam is not None and len(sol.gam)) else np.zeros(m)
     v = sol.v[-1] if len(sol.v) else sol.problem.v0
     q, pp = jnp.asarray(sol.q[-1]), jnp.asarray(sol.p[-1])
     comp = None
@@ -443,7 +445,7 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
     empty = p.empty_history(one)
     history = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), empty)
     ex, chunk = _members_executor(p, executor, layout, state, history, B)
-    start_node = {"t": 0.0, "q": q0, "p": p0, "v": v0, "m": m}
+    start_node = {"t": 0.0, "q": q0, "p": p0, "v": v0, "m": p.m_all}
     kept = KeptNodes(
         B,
         p.steps,
@@ -454,6 +456,7 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
         start_node,
         sch.capabilities.velocity_kind == "nodal",
         sch.capabilities.gamma,
+        p.rank,
     )
     meta = _meta(p, output.save_every, on_failure)
     meta.update(members=B, v0s=v0, chunk=chunk, example=problem.name, problem_parameters=dict(problem.parameters))
@@ -464,7 +467,7 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
         stream = NetCDFStream(
             output.path,
             mech.d,
-            m,
+            p.m_all,
             sch.capabilities.gamma,
             sch.capabilities.velocity_kind,
             {

@@ -104,14 +104,15 @@ def resolve(problem: Problem, scheme, params: dict, system_values: dict | None =
     declared symmetries are checked for exactness with them (:func:`livens.checks.exact_symmetries`)."""
     sch, alias_params = get_scheme(scheme)
     vals = sch.resolve_params(params, alias_params)
-    mech = mechanics(problem.system, problem.q0)
+    system = problem.solved_system  # the independent equations of an overconstrained system
+    mech = mechanics(system, problem.q0)
     check_capabilities(sch, problem, mech)
     if sch.capabilities.symmetries and problem.symmetries:
         from ..checks import exact_symmetries
 
         checked = mech if system_values is None else mech.bind({k: jnp.asarray(v) for k, v in system_values.items()})
         kept, _, invariant = exact_symmetries(problem, checked)
-        mech = mechanics(problem.system, problem.q0, kept, invariant)
+        mech = mechanics(system, problem.q0, kept, invariant)
     return sch, vals, mech
 
 
@@ -144,6 +145,19 @@ class Plan:
     jsys: dict | None
     jparams: dict
     engine: EngineOptions
+
+    @property
+    def rank(self):
+        """The :class:`livens.redundancy.ConstraintRank` of an overconstrained problem (some equations
+        redundant), else None."""
+        rank = self.problem.constraint_rank
+        return rank if rank is not None and rank.redundant else None
+
+    @property
+    def m_all(self) -> int:
+        """The number of constraint equations of the problem (of the results' multipliers); ``mech.m``
+        counts those the scheme solves."""
+        return self.rank.m if self.rank is not None else self.mech.m
 
     @property
     def unknowns(self) -> int:
@@ -301,7 +315,7 @@ def member_states(plan: Plan, q0s, v0s) -> tuple[np.ndarray, np.ndarray, np.ndar
                 k = int(np.argmax(np.abs(r[b])))
                 raise ValueError(
                     f"Member {b} of the ensemble starts off the constraint manifold ({len(bad)} member(s) in all): "
-                    f"{what}: {constraint_label(problem.system, k)} = {r[b, k]:.3e} > {tol:g}. Project each state "
+                    f"{what}: {constraint_label(problem.solved_system, k)} = {r[b, k]:.3e} > {tol:g}. Project each state "
                     "with lv.consistent_initial_state(system, q0, v0)."
                 )
     if mech.constant_mass:

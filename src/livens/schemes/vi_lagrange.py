@@ -379,6 +379,27 @@ def _lagrange_update(u, s: State, h, t, params, mech):
     return _advance(u["dq2"], u["lam"], s, h, t, mech)
 
 
+def _regular_start(name: str):
+    """``Capabilities.applies_to``: refuse a start at a singular configuration (rank G(q_0) below the
+    rank near q_0, :mod:`livens.redundancy`). The start step holds the constraint force at the node,
+    h/2 G(q_0)^T lambda_0 (SLO09 eq 15, 17): there it spans one direction fewer than the motion needs, so
+    eq 15 has no solution for a generic p_0 (and eq 17 no null-space basis of the right size)."""
+
+    def check(problem, mech):
+        rank = getattr(problem, "constraint_rank", None)
+        if rank is None or not rank.singular_start:
+            return None
+        return (
+            f"{name} cannot start at a singular configuration: rank G(q0) = {rank.rank_q0} < {rank.rank} = rank G "
+            "near q0, and its start step (SLO09 eq 15, 17) needs the constraint force at q0, G(q0)^T lambda_0, to "
+            "span the normal space. Start it a step away from q0 (e.g. from the end of a one-step run of another "
+            "scheme), or use a scheme that evaluates G at the new node or the midpoint: ggl-vi or rattle "
+            "(symplectic), ggl-em (energy-momentum)."
+        )
+
+    return check
+
+
 VI_LAGRANGE = register(
     Scheme(
         name="vi-lagrange",
@@ -393,6 +414,7 @@ VI_LAGRANGE = register(
             mass_inverse=False,
             singular_mass=True,
             configuration_mass=True,
+            applies_to=_regular_start("vi-lagrange"),
         ),
         about=About(
             paper="SLO09 eq 14, 15, 18 (Schmidt, Leyendecker, Ortiz 2009)",
@@ -460,6 +482,7 @@ VI_NULLSPACE = register(
             mass_inverse=False,
             singular_mass=True,
             configuration_mass=True,
+            applies_to=_regular_start("vi-nullspace"),
         ),
         solving=Solving(linearize_once=True),
         about=About(

@@ -1,0 +1,244 @@
+"""Dependent constraint equations: redundant ones, and singular configurations.
+
+A mechanism is *overconstrained* when some of its constraint equations are consequences of the
+others on the constraint manifold: a planar four-bar built with four 3D hinges has 38 equations of
+rank 35 at every configuration. A mechanism passes a *singular configuration* where the rank of
+G(q) = Dg(q) drops at an instant only: a parallelogram linkage in its flattened position (rank 2 of
+3 there, 3 everywhere else), the dead centres of the double four-bar (KBS23a §5.2).
+
+:func:`analyse` tells the two apart at set-up. It computes the rank of G at q0 (singular values
+above :data:`RTOL` times the largest) and the rank near q0 on the manifold: at q0 moved a little
+along the initial velocity and along two other tangent directions, each point brought back onto
+g(q) = 0 by minimum-norm Gauss-Newton steps. The largest of these ranks is the rank of the
+mechanism near q0; equations beyond it are **redundant** (dependent everywhere near q0), a rank at
+q0 below it is a **singular start**.
+
+Redundant equations are handled as Adams does: an independent subset of the equations (kept in the
+order given: a later equation is the redundant one where a choice exists, chosen greedily at the
+point near q0 that the initial velocity leads to) is what the schemes solve, :func:`independent`.
+The subset defines the same constraint manifold near q0, so every scheme keeps its structure
+unchanged (docs/theory, "Overconstrained mechanisms"); the redundant equations are monitored along
+the run (the Solution's ``constraint_residual`` reports all m equations). Their multipliers are zero:
+in an overconstrained mechanism the multipliers (joint reactions) are not unique, only the
+constraint force G(q)^T lambda is, and livens returns the solution whose redundant components vanish.
+
+A singular start keeps every equation (removing one that is dependent at q0 alone would change
+the mechanism elsewhere); the schemes evaluate G at the new node or the midpoint of a step, where
+the rank is full again, and follow the branch of the initial velocity.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _jaxconfig  # noqa: F401
+from ._lru import LRU
+
+if TYPE_CHECKING:
+    from .system import System
+
+RTOL = 1e-8
+"""Singular values of G below RTOL times the largest count as zero (a redundant equation gives one at
+round-off, about 1e-15 relative; a configuration a step away from a singular one gives one near
+the size of that step)."""
+
+STEP = 1e-3
+"""The distance from q0 (relative to 1 + max |q0|) of the points where the rank near q0 is measured."""
+
+
+class RedundantConstraintsNotice(UserWarning):
+    """Information, not an error: the system has redundant constraint equations, and livens solves
+    with an independent subset of them (:mod:`livens.redundancy`). Silence it with
+    ``warnings.filterwarnings("ignore", category=lv.RedundantConstraintsNotice)``."""
+
+
+@dataclass(frozen=True)
+class ConstraintRank:
+    """The rank analysis of a Problem's constraints (module docstring).
+
+    ``m``: the number of equations; ``rank``: the rank of G near q0 on the manifold (the mechanism's);
+    ``rank_q0``: the rank of G(q0); ``kept``: the indices of the independent equations the schemes
+    solve (all of them where none is redundant); ``redundant``: the others; ``labels``: the equations'
+    names (``System.constraint_names``, or g[k])."""
+
+    m: int
+    rank: int
+    rank_q0: int
+    kept: tuple[int, ...]
+    redundant: tuple[int, ...]
+    labels: tuple[str, ...]
+
+    @property
+    def singular_start(self) -> bool:
+        """True where G loses rank at q0 only (a singular configuration, not redundancy)."""
+        return self.rank_q0 < self.rank
+
+    def describe(self) -> str:
+        """One paragraph for the set-up notice and the CLI summary."""
+        n = len(self.redundant)
+        parts = []
+        if n:
+            names = ", ".join(self.labels[k] for k in self.redundant)
+            parts.append(
+                f"{n} redundant constraint equation{'s' if n > 1 else ''} (dependent on the others near q0: "
+                f"rank G = {self.rank} < m = {self.m}): {names}. livens solves with the {len(self.kept)} "
+                "independent equations; the redundant ones are monitored (Solution.constraint_residual), "
+                "their multipliers are zero."
+            )
+        if self.singular_start:
+            parts.append(
+                f"q0 is a singular configuration: rank G(q0) = {self.rank_q0} < {self.rank} = rank G near q0. "
+                "Every equation is kept; the run follows the branch of the initial velocity."
+            )
+        return " ".join(parts)
+
+    def expand(self, x, axis: int = -1):
+        """Values per kept equation (multipliers) as values per equation, zero on the redundant ones
+        (NumPy arrays or JAX arrays, along ``axis``)."""
+        if not self.redundant:
+            return x
+        xp = jnp if isinstance(x, jax.Array) else np
+        x = xp.moveaxis(xp.asarray(x), axis, -1)
+        out = xp.zeros(x.shape[:-1] + (self.m,), x.dtype)
+        idx = np.asarray(self.kept)
+        out = out.at[..., idx].set(x) if xp is jnp else _set(out, idx, x)
+        return xp.moveaxis(out, -1, axis)
+
+    def restrict(self, x, axis: int = -1):
+        """Values per equation restricted to the kept equations (the inverse of :meth:`expand`)."""
+        if not self.redundant:
+            return x
+        return np.take(np.asarray(x), np.asarray(self.kept), axis=axis)
+
+
+def _set(out: np.ndarray, idx: np.ndarray, x: np.ndarray) -> np.ndarray:
+    out[..., idx] = x
+    return out
+
+
+def rank_of(G: np.ndarray, rtol: float = RTOL) -> int:
+    """The numerical rank of G: singular values above ``rtol`` times the largest."""
+    if G.size == 0:
+        return 0
+    s = np.linalg.svd(G, compute_uv=False)
+    return int(np.sum(s > rtol * max(float(s.max()), 1e-300)))
+
+
+def independent_rows(G: np.ndarray, rank: int, rtol: float = RTOL) -> tuple[int, ...]:
+    """``rank`` rows of G that are independent: in the order given, each row kept where it is not in
+    the span of those kept before it (a later row is dropped where a choice exists), with a pivoted QR
+    factorization (the best-conditioned choice) where that greedy pass does not reach ``rank``."""
+    scale = max(float(np.max(np.linalg.norm(G, axis=1), initial=0.0)), 1e-300)
+    basis = np.zeros((0, G.shape[1]))
+    kept = []
+    for k, row in enumerate(G):
+        r = row - basis.T @ (basis @ row)
+        r = r - basis.T @ (basis @ r)  # twice is enough (Gram-Schmidt with reorthogonalization)
+        n = np.linalg.norm(r)
+        if n > np.sqrt(rtol) * scale:
+            basis = np.vstack([basis, r / n])
+            kept.append(k)
+    if len(kept) == rank:
+        return tuple(kept)
+    import scipy.linalg
+
+    _, _, piv = scipy.linalg.qr(G.T, pivoting=True, mode="economic")
+    return tuple(sorted(int(k) for k in piv[:rank]))
+
+
+def _near_points(g, G, q0: np.ndarray, v0: np.ndarray, G0: np.ndarray, rng) -> list[np.ndarray]:
+    """Points on g(q) = 0 near q0: q0 moved along v0 (projected on the null space of G(q0)) and along
+    two random directions of that null space, each brought back onto the manifold by minimum-norm
+    Gauss-Newton steps. The point along v0 comes first."""
+    _, s, vt = np.linalg.svd(G0)
+    r0 = int(np.sum(s > RTOL * max(float(s.max(initial=0.0)), 1e-300)))
+    null = vt[r0:].T  # (d, d - r0)
+    scale = 1.0 + float(np.max(np.abs(q0)))
+    dirs = []
+    if np.linalg.norm(v0) > 0 and null.shape[1]:
+        dirs.append(null @ (null.T @ v0))
+    for _ in range(2):
+        if null.shape[1]:
+            dirs.append(null @ rng.standard_normal(null.shape[1]))
+    out = []
+    for t in dirs:
+        nt = np.linalg.norm(t)
+        if not nt > 0:
+            continue
+        q = q0 + STEP * scale * t / nt
+        for _ in range(30):
+            r = np.asarray(g(q))
+            if not np.all(np.isfinite(r)):
+                break
+            if np.max(np.abs(r), initial=0.0) <= 1e-13 * scale**2:
+                out.append(q)
+                break
+            q = q - np.linalg.lstsq(np.asarray(G(q)), r, rcond=None)[0]
+    return out
+
+
+def analyse(system: System, q0, v0, G0: np.ndarray, labels: tuple[str, ...]) -> ConstraintRank:
+    """The :class:`ConstraintRank` of ``system`` at (q0, v0), G0 = G(q0) (module docstring)."""
+    G0 = np.asarray(G0, float)
+    m = G0.shape[0]
+    rank_q0 = rank_of(G0)
+    if rank_q0 == m:
+        return ConstraintRank(m, m, m, tuple(range(m)), (), labels)
+    from .mechanics import mechanics
+
+    mech = mechanics(system, q0)
+    g, G = jax.jit(mech.g), jax.jit(mech.G)
+    q0 = np.asarray(q0, float)
+    pts = _near_points(g, G, q0, np.asarray(v0, float), G0, np.random.default_rng(0))
+    best, rank = None, rank_q0
+    for q in pts:
+        Gq = np.asarray(G(jnp.asarray(q)))
+        r = rank_of(Gq)
+        if r > rank:
+            best, rank = Gq, r
+    if rank == m:  # independent near q0: a singular start keeps every equation
+        return ConstraintRank(m, m, rank_q0, tuple(range(m)), (), labels)
+    kept = independent_rows(G0 if best is None else best, rank)
+    redundant = tuple(k for k in range(m) if k not in set(kept))
+    return ConstraintRank(m, rank, rank_q0, kept, redundant, labels)
+
+
+def independent(system: System, rank: ConstraintRank) -> System:
+    """The System whose constraints are the kept equations of ``rank`` (``system`` itself where none is
+    redundant): the same manifold near q0, with an independent set of equations."""
+    if not rank.redundant:
+        return system
+    import dataclasses
+
+    key = (id(system), rank.kept)
+    hit = _INDEPENDENT.get(key)
+    if hit is not None and hit[0] is system:
+        return hit[1]  # one System per system and subset: what is compiled for it is reused
+    g = system.constraints
+    idx = np.asarray(rank.kept)
+
+    def constraints(*args):
+        return jnp.atleast_1d(g(*args))[idx]
+
+    names = None if system.constraint_names is None else tuple(rank.labels[k] for k in rank.kept)
+    out = dataclasses.replace(system, constraints=constraints, constraint_names=names)
+    _INDEPENDENT[key] = (system, out)
+    return out
+
+
+_INDEPENDENT = LRU(32)
+
+
+def notify(rank: ConstraintRank, name: str) -> None:
+    """The set-up notice (:class:`RedundantConstraintsNotice`), once per Problem made."""
+    if rank.redundant or rank.singular_start:
+        warnings.warn(f"{name}: {rank.describe()}", RedundantConstraintsNotice, stacklevel=5)
+
+
+__all__ = ["ConstraintRank", "RedundantConstraintsNotice", "analyse", "independent", "independent_rows", "rank_of"]
