@@ -8,10 +8,11 @@ Usage::
     python -m benchmarks --only heavy-top    # pairs whose example or scheme matches
     python -m benchmarks --only three-bar-swing   # the swing's section alone (SLO09 §4.2, 10 and 40 elements)
     python -m benchmarks --yardsticks        # livens beside the compiled VI-S and Exudyn only
+    python -m benchmarks --only redundancy   # the four-bar with and without its dependent equations
 
 Sections: the (example, scheme) pairs, the yardsticks, an ensemble, the pendulum chain, the cost
-of lv.flow's derivatives (:mod:`benchmarks.gradients`), the three-bar swing, the targets and the
-comparison with the baseline.
+of lv.flow's derivatives (:mod:`benchmarks.gradients`), the cost of redundant constraint equations
+(:mod:`benchmarks.redundancy`), the three-bar swing, the targets and the comparison with the baseline.
 
 Every figure is measured after compilation (compile times are reported separately) as the best of
 a few repeats (the yardsticks and the chain: the median of three), in wall-clock time, with the
@@ -56,6 +57,7 @@ TARGETS = [
     ("ensemble_ratio", "1000 heavy tops in one call / one run (trajectory-steps/s)", ">=", 3.0),
     ("grad_over_forward_max", "lv.flow: a gradient / its forward run, per step (max)", "<=", 3.0),
     ("flow_over_simulate_max", "lv.flow's forward run / lv.simulate, per step (max)", "<=", 1.5),
+    ("redundancy_ratio_max", "four-bar-3d: 38 equations (3 redundant) / the 35 independent ones, per step", "<=", 1.5),
 ]
 TARGET_PAIRS = [
     ("pendulum-3d", "ggl-vi"),
@@ -479,6 +481,9 @@ def _flatten(results: dict) -> dict:
             max(r["forward_over_simulate"] for r in grads.values() if "grad_us" in r),
             False,
         )
+    red = results.get("redundancy", {})
+    if "ratio_max" in red:
+        flat["redundancy_ratio_max"] = (red["ratio_max"], False)
     tb = results.get("three_bar", {})
     if "ratio" in tb:
         flat["three_bar_ratio"] = (tb["ratio"], False)
@@ -799,6 +804,17 @@ def main(argv=None) -> int:
             else:
                 gradients.print_row(key, r)
             results["gradients"][key] = r
+
+    if not args.yardsticks and (args.only is None or args.only in "four-bar-3d redundancy"):
+        from benchmarks import redundancy
+
+        steps = 200 if args.quick else 1000
+        print(
+            f"\n== redundant constraints: {redundancy.EXAMPLE} with its dependent equations / without them, "
+            f"{steps} steps, tol {redundancy.TOL:g}, median of 3 (load average {_load_average()})"
+        )
+        results["redundancy"] = redundancy.measure(lv, steps)
+        redundancy.print_rows(results["redundancy"])
 
     if not args.yardsticks and SWING in examples and (args.only is None or args.only in SWING):
         print(

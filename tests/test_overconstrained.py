@@ -169,3 +169,26 @@ def test_node_multiplier_schemes_refuse_a_singular_start_and_the_advice_works(sc
     sol = lv.simulate(moved, scheme, tol=1e-12, t_end=1.5 - problem.h, progress=False)
     assert np.abs(coupler_direction(problem, sol) - [1.0, 0.0]).max() <= 1e-9
     assert np.abs(sol.constraint_residual("position")).max() <= 1e-11
+
+
+def test_vi_nullspace_near_dead_centres_names_the_roundoff_floor_and_that_fix_works():
+    """Near the double four-bar's first dead centre (G loses rank) vi-nullspace's residual stalls at its
+    round-off floor above tol = 1e-12; the message names the floor and tol="roundoff", which passes."""
+    problem = lv.examples.load("double-four-bar", t_end=0.8)
+    with pytest.raises(lv.ConvergenceError, match=r"round-off floor.*tol=\"roundoff\"") as err:
+        lv.simulate(problem, "vi-nullspace", tol=1e-12, progress=False)
+    assert err.value.solution.n_steps > 100  # the steps before it are kept
+    sol = lv.simulate(problem, "vi-nullspace", tol="roundoff", progress=False)
+    assert sol.n_steps == 800 and np.abs(sol.constraint_residual("position")).max() <= 1e-12
+
+
+def test_cli_summary_lists_the_redundant_equations_and_a_singular_start(capsys):
+    from livens.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RedundantConstraintsNotice)
+        assert main(["run", "four-bar-3d", "--scheme", "EM", "--t-end", "0.1", "--quiet"]) == 0
+        out = capsys.readouterr().out
+        assert "redundant equations (3 of 38, not solved, multipliers 0)" in out and "D.revolute.axis[n2]" in out
+        assert main(["run", "parallelogram", "--scheme", "EM", "--t-end", "0.1", "--quiet"]) == 0
+        assert "rank G(q0) = 16 < 17" in capsys.readouterr().out

@@ -15,6 +15,7 @@ from .checks import consistent_initial_state
 from .ensemble import EnsembleSolution, simulate_ensemble
 from .errors import BlowUpError, ConvergenceError, FileFormatError, SimulationError, SimulationInterrupted
 from .flow import FlowResult, flow
+from .redundancy import RedundantConstraintsNotice
 from .simulate import simulate
 from .solution import Solution, load
 from .system import Problem, Symmetry, System
@@ -38,6 +39,7 @@ __all__ = [
     "SimulationError",
     "SimulationInterrupted",
     "FileFormatError",
+    "RedundantConstraintsNotice",
     "bodies",
     "examples",
     "schemes",
