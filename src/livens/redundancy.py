@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _jaxconfig  # noqa: F401
 from ._lru import LRU
@@ -98,7 +99,7 @@ class ConstraintRank:
             )
         return " ".join(parts)
 
-    def expand(self, x, axis: int = -1):
+    def expand(self, x: ArrayLike, axis: int = -1) -> np.ndarray | jax.Array:
         """Values per kept equation (multipliers) as values per equation, zero on the redundant ones
         (NumPy arrays or JAX arrays, along ``axis``)."""
         if not self.redundant:
@@ -110,7 +111,7 @@ class ConstraintRank:
         out = out.at[..., idx].set(x) if xp is jnp else _set(out, idx, x)
         return xp.moveaxis(out, -1, axis)
 
-    def restrict(self, x, axis: int = -1):
+    def restrict(self, x: ArrayLike, axis: int = -1) -> np.ndarray:
         """Values per equation restricted to the kept equations (the inverse of :meth:`expand`)."""
         if not self.redundant:
             return x
@@ -183,7 +184,7 @@ def _near_points(g, G, q0: np.ndarray, v0: np.ndarray, G0: np.ndarray, rng) -> l
     return out
 
 
-def analyse(system: System, q0, v0, G0: np.ndarray, labels: tuple[str, ...]) -> ConstraintRank:
+def analyse(system: System, q0: ArrayLike, v0: ArrayLike, G0: np.ndarray, labels: tuple[str, ...]) -> ConstraintRank:
     """The :class:`ConstraintRank` of ``system`` at (q0, v0), G0 = G(q0) (module docstring)."""
     G0 = np.asarray(G0, float)
     m = G0.shape[0]
