@@ -193,3 +193,53 @@ def test_cli_summary_lists_the_redundant_equations_and_a_singular_start(capsys):
         assert "redundant equations (3 of 38, not solved, multipliers 0)" in out and "D.revolute.axis[n2]" in out
         assert main(["run", "parallelogram", "--scheme", "EM", "--t-end", "0.1", "--quiet"]) == 0
         assert "rank G(q0) = 16 < 17" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ equations whose dependency changes
+def changing_dependency() -> lv.Problem:
+    """A particle on the plane z = 0 written as (1 - x) z = 0 and (1 + x) z = 0: rank 1 on the plane,
+    the first equation chosen at x = 0, and it loses rank at x = 1, where the particle arrives at t = 1
+    (a node of h = 0.1). Beyond it the first equation alone also admits the plane x = 1."""
+    system = lv.System(
+        np.eye(3),
+        potential=lambda q: 9.81 * q[2],
+        constraints=lambda q: jnp.array([(1 - q[0]) * q[2], (1 + q[0]) * q[2]]),
+        constraint_names=("a", "b"),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RedundantConstraintsNotice)
+        return lv.Problem(system, q0=[0.0, 0.0, 0.0], v0=[1.0, 0.3, 0.0], h=0.1, t_end=2.0)
+
+
+def on_the_plane(problem, sol, t_end):
+    """The particle stays on z = 0 and reaches x = 2 at t_end (it moves at v_x = 1)."""
+    assert np.abs(sol.constraint_residual("position")).max() <= 1e-12
+    assert abs(sol.q[-1, 0] - 2.0) <= 1e-9 and abs(sol.t[-1] - t_end) <= 1e-12
+
+
+def test_redundant_equations_that_stop_holding_warn_and_the_advice_works():
+    """RATTLE follows the other branch of the first equation at x = 1 (the particle falls off the plane):
+    the run warns where the redundant equation stops holding, and a new run from the node the warning
+    names chooses the equations anew there and stays on the plane."""
+    problem = changing_dependency()
+    assert problem.constraint_rank.kept == (0,)
+    with pytest.warns(
+        RuntimeWarning, match=r"redundant equations b stop holding at node 11 .*Start a new run from node 9"
+    ):
+        sol = lv.simulate(problem, "rattle", tol=1e-12, progress=False)
+    moved = problem.replace(q0=sol.q[9], v0=sol.v[9])
+    assert moved.constraint_rank.kept == (1,)  # near x = 1, the better conditioned equation
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        on_the_plane(moved, lv.simulate(moved, "rattle", tol=1e-12, t_end=1.1, progress=False), 1.1)
+
+
+def test_a_failed_step_where_the_chosen_equations_lose_rank_says_so_and_the_advice_works():
+    problem = changing_dependency()
+    with pytest.raises(lv.ConvergenceError, match="lose rank at q\\^n.*Start a new run from a node") as err:
+        lv.simulate(problem, "ggl-vi", tol=1e-12, progress=False)
+    sol = err.value.solution
+    k = sol.n_steps - 2
+    moved = problem.replace(q0=sol.q[k], v0=sol.v[k])
+    t_end = problem.t_end - k * problem.h
+    on_the_plane(moved, lv.simulate(moved, "ggl-vi", tol=1e-12, t_end=t_end, progress=False), t_end)

@@ -132,9 +132,16 @@ def rank_of(G: np.ndarray, rtol: float = RTOL) -> int:
 
 
 def independent_rows(G: np.ndarray, rank: int, rtol: float = RTOL) -> tuple[int, ...]:
-    """``rank`` rows of G that are independent: in the order given, each row kept where it is not in
-    the span of those kept before it (a later row is dropped where a choice exists), with a pivoted QR
-    factorization (the best-conditioned choice) where that greedy pass does not reach ``rank``."""
+    """``rank`` rows of G that are independent, in the order given where that is well conditioned.
+
+    A greedy pass keeps each row that is not in the span of those kept before it (a later row is
+    dropped where a choice exists: the equations reported redundant are the later ones). A pivoted QR
+    factorization of G^T gives a better-conditioned choice where the rows nearly depend on each other;
+    it is taken where the greedy choice's smallest singular value is below :data:`CONDITIONING` times
+    its own (a kept equation about to lose rank would stop the run there), or where the greedy pass
+    does not reach ``rank``."""
+    import scipy.linalg
+
     scale = max(float(np.max(np.linalg.norm(G, axis=1), initial=0.0)), 1e-300)
     basis = np.zeros((0, G.shape[1]))
     kept = []
@@ -145,12 +152,20 @@ def independent_rows(G: np.ndarray, rank: int, rtol: float = RTOL) -> tuple[int,
         if n > np.sqrt(rtol) * scale:
             basis = np.vstack([basis, r / n])
             kept.append(k)
-    if len(kept) == rank:
-        return tuple(kept)
-    import scipy.linalg
-
     _, _, piv = scipy.linalg.qr(G.T, pivoting=True, mode="economic")
-    return tuple(sorted(int(k) for k in piv[:rank]))
+    pivoted = sorted(int(k) for k in piv[:rank])
+
+    def smallest(rows):
+        return float(np.linalg.svd(G[rows], compute_uv=False)[-1]) if rows else 0.0
+
+    if len(kept) == rank and smallest(kept) >= CONDITIONING * smallest(pivoted):
+        return tuple(kept)
+    return tuple(pivoted)
+
+
+CONDITIONING = 0.5
+"""The greedy, order-keeping choice of :func:`independent_rows` is kept where its smallest singular
+value is at least this fraction of the pivoted QR choice's."""
 
 
 def _near_points(g, G, q0: np.ndarray, v0: np.ndarray, G0: np.ndarray, rng) -> list[np.ndarray]:
@@ -234,6 +249,50 @@ def independent(system: System, rank: ConstraintRank) -> System:
 
 
 _INDEPENDENT = LRU(32)
+
+
+def violation(problem, q: np.ndarray, t: np.ndarray, tol: float, parameters: dict | None = None) -> str | None:
+    """Whether the redundant equations of ``problem`` stop holding along nodes ``q`` (times ``t``) where
+    the equations the schemes solve hold: a message naming them, the first node past the bound and
+    the last one before it, or None. The bound: 1e3 times the larger of the solved equations' largest
+    residual and ``tol``, times (1 + max |q|)^2 (the redundant equations hold wherever the others do,
+    near q0; far from it their dependency may change, and the run then follows another mechanism)."""
+    rank = problem.constraint_rank
+    if rank is None or not rank.redundant or not len(q):
+        return None
+    from .mechanics import mechanics
+
+    mech = mechanics(problem.system, problem.q0)
+    if parameters is not None:
+        mech = mech.bind({k: jnp.asarray(v) for k, v in parameters.items()})
+    g = np.abs(np.asarray(_nodal_g(mech)(jnp.asarray(q))))
+    solved = float(np.max(g[:, list(rank.kept)], initial=0.0))
+    bound = 1e3 * max(solved, tol) * (1.0 + float(np.max(np.abs(q)))) ** 2
+    red = g[:, list(rank.redundant)]
+    over = np.flatnonzero(np.max(red, axis=1) > bound)
+    if not over.size:
+        return None
+    k = int(over[0])
+    worst = [rank.labels[rank.redundant[j]] for j in np.flatnonzero(red[k] > bound)]
+    j = k - 2  # the velocity at the node before may have left the redundant equations already
+    before = f"node {j} (t = {float(t[j]):g}) or earlier" if j >= 0 else "a state nearer q0"
+    return (
+        f"The redundant equations {', '.join(worst)} stop holding at node {k} (t = {float(t[k]):g}): max |g| = "
+        f"{float(red[k].max()):.3e} > {bound:.1e}, while the equations livens solves hold. The equations chosen as "
+        "independent at q0 no longer describe the mechanism there (its dependent equations changed along the "
+        f"motion), and the nodes after it follow another mechanism. Start a new run from {before}, e.g. "
+        "problem.replace(q0=sol.q[k], v0=...): its set-up chooses the independent equations there."
+    )
+
+
+_NODAL = LRU(16)
+
+
+def _nodal_g(mech):
+    hit = _NODAL.get(mech)
+    if hit is None or hit[0] is not mech:
+        hit = _NODAL[mech] = (mech, jax.jit(jax.vmap(mech.g)))
+    return hit[1]
 
 
 def notify(rank: ConstraintRank, name: str) -> None:

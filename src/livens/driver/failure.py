@@ -120,11 +120,41 @@ def _prober(plan):
     return fn
 
 
+_RANKS = engine.CompiledCache(16)
+
+
+def _lost_rank(plan, state) -> str:
+    """Where an overconstrained problem's independent equations (:mod:`livens.redundancy`) lose rank at
+    the failed step's q^n: the sentence that says so and what to do, else ""."""
+    if plan.rank is None:
+        return ""
+    mech = plan.mech
+    fn = _RANKS.get(mech)
+    if fn is None:
+        fn = _RANKS[mech] = jax.jit(lambda q, sysp: jnp.linalg.svd(mech.bind(sysp).G(q), compute_uv=False))
+    try:
+        s_n = np.asarray(fn(state.q, plan.jsys))
+        s_0 = np.asarray(fn(jnp.asarray(plan.problem.q0), plan.jsys))
+    except Exception:  # the probe only adds words
+        return ""
+    if not s_n.size or s_n[-1] > 1e-6 * s_0[0]:
+        return ""
+    return (
+        " The independent equations livens chose at q0 (of the redundant ones) lose rank at q^n (smallest "
+        f"singular value of their Jacobian {s_n[-1]:.1e}, {s_0[-1]:.1e} at q0): they no longer describe the "
+        "mechanism there. Start a new run from a node of the error's .solution a few steps before it "
+        "(problem.replace(q0=sol.q[k], v0=sol.v[k])): its set-up chooses the independent equations there."
+    )
+
+
 def diagnosis(plan, state, t: float, resid: float) -> str:
     """Why the Newton iteration of the step from ``state`` at ``t`` failed, in words, where livens
     can tell: a user function whose values or derivatives were not finite at the last finite Newton
     iterate, or a tolerance below the round-off floor of the residual (and the floor's value); ""
     where neither is the cause."""
+    lost = _lost_rank(plan, state)
+    if lost:
+        return lost
     probe = _prober(plan)
 
     def run(iterations):

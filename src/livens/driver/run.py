@@ -301,6 +301,7 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         # the carries of the compensated summation at the last node, so that a resumed run continues exactly
         meta["compensation"] = {"q": np.asarray(state.comp[0]).tolist(), "p": np.asarray(state.comp[1]).tolist()}
     sol = Solution.from_records(problem, sch, p.params, mech, [kept.arrays(0, n_done)], meta, start_node)
+    _warn_redundant(p, sol.q, sol.t)
     path = output.path if isinstance(output, Stream) else None
     if path is not None and not stopped:
         sol.to_netcdf(path)
@@ -314,6 +315,19 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
             p, "interrupt", n_done, float("nan"), 0, n_done, sol, path, on_failure.rescue, save_every=save_every
         )
     return sol
+
+
+def _warn_redundant(p: Plan, q, t, member: int | None = None) -> None:
+    """Warn where the redundant equations of an overconstrained problem stop holding along the kept
+    nodes (:func:`livens.redundancy.violation`)."""
+    if p.rank is None:
+        return
+    from ..redundancy import violation
+
+    why = violation(p.problem, q, t, p.tol_num, p.system)
+    if why is not None:
+        who = f"member {member}: " if member is not None else ""
+        warnings.warn(f"livens: {who}{why}", RuntimeWarning, stacklevel=4)
 
 
 def _meta(p: Plan, save_every: int, on_failure) -> dict:
@@ -512,6 +526,9 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
     if ex.backend == "xla" and getattr(ex, "reason", None):
         meta["native_fallback"] = ex.reason
     ens = EnsembleSolution.from_kept(kept, out.n, out.failed, sch, p.params, meta, problem, mech)
+    for b in range(B) if p.rank is not None else ():
+        c = int(kept.kept_count(out.n[b]))
+        _warn_redundant(p, kept.q[b, : c + 1], kept.t[: c + 1], member=b)
     if isinstance(output, Stream) and not out.interrupted:
         ens.to_netcdf(output.path)
     if out.failed.any():
