@@ -243,3 +243,23 @@ def test_a_failed_step_where_the_chosen_equations_lose_rank_says_so_and_the_advi
     moved = problem.replace(q0=sol.q[k], v0=sol.v[k])
     t_end = problem.t_end - k * problem.h
     on_the_plane(moved, lv.simulate(moved, "ggl-vi", tol=1e-12, t_end=t_end, progress=False), t_end)
+
+
+def test_flow_from_a_singular_start():
+    """lv.flow from the flattened parallelogram: the run stays on its branch, the derivative with respect
+    to v0 is finite, and so is the one with respect to q0 without the projection (consistent=False); with
+    it, NaN (the manifold has no tangent space at a bifurcation point), as the guide says."""
+    import jax
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RedundantConstraintsNotice)
+        problem = lv.examples.load("parallelogram")
+    q0, v0 = jnp.asarray(problem.q0), jnp.asarray(problem.v0)
+    projected = lv.flow(problem, "ggl-em", h=0.01, n_steps=50)
+    res = projected(q0, v0)
+    off = problem.system.layout.offsets[2]
+    assert np.abs(np.asarray(res.q)[:, off + 2 : off + 4] - [1.0, 0.0]).max() <= 1e-9
+    assert np.all(np.isfinite(jax.grad(lambda v: projected(q0, v).q[-1, 0])(v0)))
+    assert np.all(np.isnan(jax.grad(lambda q: projected(q, v0).q[-1, 0])(q0)))
+    plain = lv.flow(problem, "ggl-em", h=0.01, n_steps=50, consistent=False)
+    assert np.all(np.isfinite(jax.grad(lambda q: plain(q, v0).q[-1, 0])(q0)))

@@ -10,7 +10,8 @@ eq 15 hold them at the first node). :func:`project` maps a given (q0, v0) to suc
   one m x m solve per derivative, never the iterations);
 - v the point of G(q) v = 0 nearest to v0 in the metric A: the saddle-point system
   [A G^T; G 0] [v; nu] = [A v0; 0] with A = M(q) where M is regular (the M-orthogonal projection,
-  which changes the kinetic energy least), else A = I.
+  which changes the kinetic energy least), else A = I, solved as v = v0 - A^-1 G^T nu with nu of least
+  norm, so that a singular configuration (rank G(q) < m) keeps a consistent v0.
 
 At a consistent (q0, v0) the projection is the identity, and its derivative is the projection of
 a direction onto the tangent space of the manifold (q) and the matching change of v: derivatives of
@@ -27,6 +28,10 @@ import jax.numpy as jnp
 
 from . import _jaxconfig  # noqa: F401
 from .solvers.newton import PlainNewton, implicit, newton_increment
+
+PINV_RTOL = 1e-12
+"""Eigenvalues of G A^-1 G^T below PINV_RTOL times the largest count as zero in the velocity projection
+(a singular configuration: zero up to round-off; a configuration a step h away: about h^2)."""
 
 FLOOR = 1e-12
 """A residual ||g(q)||_inf below FLOOR (1 + |q0|_inf)^2 that Newton's iteration no longer halves
@@ -87,8 +92,11 @@ def project(mech, q0, v0, tol=1e-14, max_iter: int = 50) -> Projection:
     ok = res.converged & jnp.all(jnp.isfinite(q))
     G = mech.G(q)
     A = regular_mass(mech, q)
-    K = jnp.block([[A, G.T], [G, jnp.zeros((m, m), q.dtype)]])
-    v = jnp.linalg.solve(K, jnp.concatenate([A @ v0, jnp.zeros((m,), q.dtype)]))[: mech.d]
+    # v = v0 - A^-1 G^T y with G A^-1 G^T y = G v0: the saddle-point system's solution, with y of least
+    # norm where G(q) loses rank (a singular configuration, :mod:`livens.redundancy`)
+    AiGT = jnp.linalg.solve(A, G.T)
+    y = jnp.linalg.pinv(G @ AiGT, rtol=PINV_RTOL, hermitian=True) @ (G @ v0)
+    v = v0 - AiGT @ y
     nan = jnp.asarray(jnp.nan, q.dtype)
     q, v = jnp.where(ok, q, nan), jnp.where(ok, v, nan)
     resid = jnp.max(jnp.abs(mech.g(q)))
