@@ -60,6 +60,23 @@ RUNS = {
         {},
         "the three-bar swing of [SLO09] §4.2 (assumed geometry) with vi-lagrange: the beam under the pulse",
     ),
+    "four-bar-3d": (
+        "EM",
+        {"tol": 1e-12},
+        "a planar four-bar built with four 3D hinges (38 equations of rank 35: three redundant, solved as an "
+        "independent subset) with EM: every equation and the energy to the Newton tolerance",
+    ),
+    "bennett-linkage": (
+        "EM",
+        {"tol": 1e-12},
+        "the Bennett linkage, a spatial overconstrained 4R mechanism (three redundant equations), with EM",
+    ),
+    "parallelogram": (
+        "EM",
+        {"tol": 1e-12},
+        "a parallelogram linkage started in its flattened (singular) position with EM: it stays on the "
+        "parallelogram branch through the flattened positions",
+    ),
 }
 
 
