@@ -10,21 +10,13 @@ XLA and the native translator drop where they are not needed); the ratio is that
 
 from __future__ import annotations
 
-import time
 import warnings
+
+from benchmarks.gradients import _median
 
 EXAMPLE = "four-bar-3d"
 SCHEMES = ("ggl-vi", "ggl-em", "rattle", "livens-em")
 TOL = 1e-12
-
-
-def _median(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
 
 
 def without_dependent_equations(lv, problem):
