@@ -28,6 +28,10 @@ REFERENCES = {
     "the Lagrange top. Communications in Mathematical Physics 204 (1999).",
     "BS02": "P. Betsch, P. Steinmann: Frame-indifferent beam finite elements based upon the geometrically exact "
     "beam theory. International Journal for Numerical Methods in Engineering 54 (2002).",
+    "Ben03": "G. T. Bennett: A new mechanism. Engineering 76 (1903) 777-778.",
+    "Bak79": "J. E. Baker: The Bennett, Goldberg and Myard linkages - in perspective. Mechanism and Machine Theory "
+    "14 (1979) 239-253.",
+    "McC90": "J. M. McCarthy: An Introduction to Theoretical Kinematics. MIT Press (1990).",
 }
 """Key -> full reference."""
 

@@ -13,9 +13,11 @@ g(q) = 0 by minimum-norm Gauss-Newton steps. The largest of these ranks is the r
 mechanism near q0; equations beyond it are **redundant** (dependent everywhere near q0), a rank at
 q0 below it is a **singular start**.
 
-Redundant equations are handled as Adams does: an independent subset of the equations (kept in the
-order given: a later equation is the redundant one where a choice exists, chosen greedily at the
-point near q0 that the initial velocity leads to) is what the schemes solve, :func:`independent`.
+Redundant equations are handled as Adams does: an independent subset of the equations is what the
+schemes solve, :func:`independent`. It is kept in the order given (a later equation is the redundant
+one where a choice exists, chosen greedily at the point near q0 that the initial velocity leads to),
+unless a walk of the manifold from q0 (:func:`_walk`, the way a motion would go) finds that choice near
+losing rank where another, chosen by pivoted QR, stays better conditioned (:func:`_choose`).
 The subset defines the same constraint manifold near q0, so every scheme keeps its structure
 unchanged (docs/theory, "Overconstrained mechanisms"); the redundant equations are monitored along
 the run (the Solution's ``constraint_residual`` reports all m equations). Their multipliers are zero:
@@ -168,35 +170,98 @@ CONDITIONING = 0.5
 value is at least this fraction of the pivoted QR choice's."""
 
 
+def _onto(g, G, q: np.ndarray, scale: float, rank: int | None = None) -> np.ndarray | None:
+    """q brought onto g(q) = 0 by minimum-norm Gauss-Newton steps (None where they do not get there).
+    ``rank``: the rank of G on the manifold; each step then inverts G(q) on its ``rank`` largest singular
+    values only (off the manifold the redundant rows are nearly, not exactly, dependent: inverting them
+    too would pull q back along the manifold)."""
+    for _ in range(30):
+        r = np.asarray(g(q))
+        if not np.all(np.isfinite(r)):
+            return None
+        if np.max(np.abs(r), initial=0.0) <= 1e-13 * scale**2:
+            return q
+        u, s, vt = np.linalg.svd(np.asarray(G(q)), full_matrices=False)
+        k = int(np.sum(s > RTOL * max(float(s.max(initial=0.0)), 1e-300)))
+        k = k if rank is None else min(k, rank)
+        q = q - vt[:k].T @ ((u[:, :k].T @ r) / s[:k])
+    return None
+
+
+def _tangent(Gq: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """t projected onto the null space of Gq (its numerical rank's)."""
+    _, s, vt = np.linalg.svd(Gq)
+    r = int(np.sum(s > RTOL * max(float(s.max(initial=0.0)), 1e-300)))
+    null = vt[r:].T
+    return null @ (null.T @ t)
+
+
 def _near_points(g, G, q0: np.ndarray, v0: np.ndarray, G0: np.ndarray, rng) -> list[np.ndarray]:
     """Points on g(q) = 0 near q0: q0 moved along v0 (projected on the null space of G(q0)) and along
     two random directions of that null space, each brought back onto the manifold by minimum-norm
     Gauss-Newton steps. The point along v0 comes first."""
-    _, s, vt = np.linalg.svd(G0)
-    r0 = int(np.sum(s > RTOL * max(float(s.max(initial=0.0)), 1e-300)))
-    null = vt[r0:].T  # (d, d - r0)
     scale = 1.0 + float(np.max(np.abs(q0)))
-    dirs = []
-    if np.linalg.norm(v0) > 0 and null.shape[1]:
-        dirs.append(null @ (null.T @ v0))
-    for _ in range(2):
-        if null.shape[1]:
-            dirs.append(null @ rng.standard_normal(null.shape[1]))
+    dirs = [_tangent(G0, v0)] if np.linalg.norm(v0) > 0 else []
+    dirs += [_tangent(G0, rng.standard_normal(q0.shape[0])) for _ in range(2)]
     out = []
     for t in dirs:
         nt = np.linalg.norm(t)
-        if not nt > 0:
-            continue
-        q = q0 + STEP * scale * t / nt
-        for _ in range(30):
-            r = np.asarray(g(q))
-            if not np.all(np.isfinite(r)):
-                break
-            if np.max(np.abs(r), initial=0.0) <= 1e-13 * scale**2:
+        if nt > 0:
+            q = _onto(g, G, q0 + STEP * scale * t / nt, scale)
+            if q is not None:
                 out.append(q)
-                break
-            q = q - np.linalg.lstsq(np.asarray(G(q)), r, rcond=None)[0]
     return out
+
+
+WALK = 12
+"""Steps of each walk on the manifold (:func:`_walk`)."""
+
+WALK_STEP = 0.1
+"""The length of a step of the walk, relative to 1 + max |q0|."""
+
+
+def _walk(g, G, q: np.ndarray, t: np.ndarray, scale: float, rank: int) -> list[np.ndarray]:
+    """Points of g(q) = 0 along a path from q in the tangent direction t: :data:`WALK` steps of
+    :data:`WALK_STEP`, each continued in the direction of the last one and brought back onto the
+    manifold (a walk of the configuration space in the way a motion would go)."""
+    out = []
+    for _ in range(WALK):
+        t = _tangent(np.asarray(G(q)), t)
+        nt = np.linalg.norm(t)
+        if not nt > 0:
+            break
+        nxt = _onto(g, G, q + WALK_STEP * scale * t / nt, scale, rank)
+        if nxt is None:
+            break
+        t, q = nxt - q, nxt
+        out.append(q)
+    return out
+
+
+def _choose(Gs: list[np.ndarray], rank: int, first: tuple[int, ...]) -> tuple[int, ...]:
+    """The independent rows to solve with: ``first`` (chosen near q0 in the given order), unless a row
+    set chosen by pivoted QR at one of the points keeps much better conditioned over all of them. The
+    measure is the worst, over the points, of s_r(G_K) / s_r(G): how near the kept rows come to losing
+    rank where all rows keep it (r the rank; a row subset never exceeds 1)."""
+    import scipy.linalg
+
+    def worst(K):
+        rows = list(K)
+        ratios = []
+        for Gq in Gs:
+            full = np.linalg.svd(Gq, compute_uv=False)
+            if full[rank - 1] <= 1e-6 * full[0]:  # the mechanism's own singular configuration
+                continue
+            ratios.append(np.linalg.svd(Gq[rows], compute_uv=False)[rank - 1] / full[rank - 1])
+        return min(ratios, default=1.0)
+
+    candidates = {first}
+    for Gq in Gs:
+        piv = scipy.linalg.qr(Gq.T, pivoting=True, mode="economic")[2]
+        candidates.add(tuple(sorted(int(k) for k in piv[:rank])))
+    scores = {K: worst(K) for K in candidates}
+    best = max(sorted(candidates), key=lambda K: scores[K])
+    return first if scores[first] >= CONDITIONING * scores[best] else best
 
 
 def analyse(system: System, q0: ArrayLike, v0: ArrayLike, G0: np.ndarray, labels: tuple[str, ...]) -> ConstraintRank:
@@ -209,9 +274,13 @@ def analyse(system: System, q0: ArrayLike, v0: ArrayLike, G0: np.ndarray, labels
     from .mechanics import mechanics
 
     mech = mechanics(system, q0)
-    g, G = jax.jit(mech.g), jax.jit(mech.G)
-    q0 = np.asarray(q0, float)
-    pts = _near_points(g, G, q0, np.asarray(v0, float), G0, np.random.default_rng(0))
+    hit = _COMPILED.get(mech)
+    if hit is None or hit[0] is not mech:  # compiled once per system: a new Problem does not compile again
+        hit = _COMPILED[mech] = (mech, jax.jit(mech.g), jax.jit(mech.G))
+    g, G = hit[1], hit[2]
+    q0, v0 = np.asarray(q0, float), np.asarray(v0, float)
+    rng = np.random.default_rng(0)
+    pts = _near_points(g, G, q0, v0, G0, rng)
     best, rank = None, rank_q0
     for q in pts:
         Gq = np.asarray(G(jnp.asarray(q)))
@@ -220,7 +289,16 @@ def analyse(system: System, q0: ArrayLike, v0: ArrayLike, G0: np.ndarray, labels
             best, rank = Gq, r
     if rank == m:  # independent near q0: a singular start keeps every equation
         return ConstraintRank(m, m, rank_q0, tuple(range(m)), (), labels)
-    kept = independent_rows(G0 if best is None else best, rank)
+    first = independent_rows(G0 if best is None else best, rank)
+    # the rows must stay independent along the motion, not only near q0: walks of the manifold from q0
+    # forwards and backwards along v0 and along a random tangent direction sample where it may go
+    scale = 1.0 + float(np.max(np.abs(q0)))
+    walked = []
+    directions = [v0] if np.linalg.norm(v0) > 0 else []
+    for t in directions + [rng.standard_normal(q0.shape[0])]:
+        walked += _walk(g, G, q0, t, scale, rank) + _walk(g, G, q0, -t, scale, rank)
+    Gs = [np.asarray(G(jnp.asarray(q))) for q in walked]
+    kept = _choose([G0 if best is None else best] + Gs, rank, first)
     redundant = tuple(k for k in range(m) if k not in set(kept))
     return ConstraintRank(m, rank, rank_q0, kept, redundant, labels)
 
@@ -249,6 +327,7 @@ def independent(system: System, rank: ConstraintRank) -> System:
 
 
 _INDEPENDENT = LRU(32)
+_COMPILED = LRU(16)
 
 
 def violation(problem, q: np.ndarray, t: np.ndarray, tol: float, parameters: dict | None = None) -> str | None:

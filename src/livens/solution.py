@@ -427,14 +427,20 @@ class Solution:
 
     def enforced_residuals(self) -> dict[str, np.ndarray]:
         """Residuals of the constraints the scheme is built to satisfy, per step, named after
-        where they are evaluated (e.g. VI-S: "velocity G(q_bar) M^-1 p^{n+1}")."""
+        where they are evaluated (e.g. VI-S: "velocity G(q_bar) M^-1 p^{n+1}"); of an overconstrained
+        system, those of the independent equations it solves (``problem.constraint_rank.kept``)."""
         if self.problem is None:
             return {k[len("enforced:") :]: v for k, v in self.stored.items() if k.startswith("enforced:")}
         from .schemes import get
 
         self._consecutive("enforced_residuals()")
         sch, _ = get(self.scheme)
-        return sch.about.enforced(self)
+        out = sch.about.enforced(self)
+        rank = getattr(self.problem, "constraint_rank", None)
+        if rank is None or not rank.redundant:
+            return out
+        # an overconstrained system: the scheme solves the independent equations only (livens.redundancy)
+        return {k: rank.restrict(v) if np.shape(v)[-1:] == (rank.m,) else v for k, v in out.items()}
 
     def dissipated_work(self) -> np.ndarray:
         """Work W_diss(t_n) done by the viscous forces, shape (N+1,), W(0) = 0 (KBS23a eq 55).
