@@ -812,7 +812,7 @@ def main(argv=None) -> int:
         steps = 200 if args.quick else 1000
         print(
             f"\n== redundant constraints: {redundancy.EXAMPLE} with its dependent equations / without them, "
-            f"{steps} steps, tol {redundancy.TOL:g}, median of 3 (load average {_load_average()})"
+            f"{steps} steps, tol {redundancy.TOL:g}, median of 5 in turns (load average {_load_average()})"
         )
         results["redundancy"] = redundancy.measure(lv, steps)
         redundancy.print_rows(results["redundancy"])
