@@ -65,8 +65,9 @@ def expected_refusal(problem, scheme: str):
     sch, _ = lv.schemes.get(scheme)
     mech = mechanics(problem.system, problem.q0)
     if sch.applies_to(problem, mech) is not None:
-        if problem.constraint_rank is not None and problem.constraint_rank.singular_start:
-            return r"cannot start at a singular configuration"  # SLO09's schemes (the parallelogram)
+        singular = problem.constraint_rank is not None and problem.constraint_rank.singular_start
+        if singular and scheme in ("vi-lagrange", "vi-nullspace"):  # SLO09's start step (the parallelogram)
+            return r"cannot start at a singular configuration"
         if sch.capabilities.configuration_mass and not sch.capabilities.singular_mass:  # the GGL family
             return r"needs M\^-1, but the mass matrix of this system is singular"
         return r"applies only to"
