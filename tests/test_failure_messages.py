@@ -100,3 +100,20 @@ def test_a_fault_in_a_scheme_is_not_blamed_on_the_native_translator(monkeypatch)
         with pytest.raises(RuntimeError, match="injected fault"):
             lv.simulate(lv.examples.load("pendulum-3d"), "EM", t_end=0.1, progress=False)
     assert not [w for w in caught if "bug in livens" in str(w.message)], [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("example", ["redundant-mass-spring", "spring-pendulum-spherical"])
+def test_every_scheme_a_mass_refusal_names_runs_the_system(example):
+    """A scheme that needs M^-1 refuses a singular (or configuration-dependent) M and names the schemes
+    that accept it: each of them runs a step of the system (the GGL family, which solves with M(q),
+    is named for a regular M(q) only)."""
+    import re
+
+    problem = lv.examples.load(example)
+    with pytest.raises(ValueError, match="Schemes that accept it: ") as err:
+        lv.simulate(problem, "rattle", t_end=problem.h, progress=False)
+    named = re.search(r"Schemes that accept it: (.*)\.$", str(err.value)).group(1).split(", ")
+    assert len(named) >= 4
+    for scheme in named:
+        sol = lv.simulate(problem, scheme, t_end=problem.h, progress=False)
+        assert sol.n_steps == 1, scheme

@@ -53,8 +53,16 @@ def newton_options(tol, final_iteration: bool = False) -> tuple:
 _NONE = "(none registered)"
 
 
-def _accepting(test) -> str:
-    return ", ".join(n for n in scheme_names() if test(get_scheme(n)[0].capabilities)) or _NONE
+def _accepting(test, problem: Problem, mech: Mechanics) -> str:
+    """The schemes whose capabilities pass ``test`` and whose own conditions accept ``problem``
+    (``Scheme.applies_to``: the GGL family's regular M, bs99's heavy top), so that every scheme a
+    refusal names runs the system."""
+    names = []
+    for n in scheme_names():
+        sch = get_scheme(n)[0]
+        if test(sch.capabilities) and sch.applies_to(problem, mech) is None:
+            names.append(n)
+    return ", ".join(names) or _NONE
 
 
 def _accepts_mass(caps, mech: Mechanics) -> bool:
@@ -77,10 +85,10 @@ def check_capabilities(scheme: Scheme, problem: Problem, mech: Mechanics) -> Non
         what = "configuration dependent" if not mech.constant_mass else "singular"
         raise ValueError(
             f"Scheme {scheme.name!r} needs M^-1, but the mass matrix of this system is {what}. "
-            f"Schemes that accept it: {_accepting(lambda c: not c.mass_inverse)}."
+            f"Schemes that accept it: {_accepting(lambda c: _accepts_mass(c, mech), problem, mech)}."
         )
     if mech.has_dissipation and not caps.dissipation:
-        others = _accepting(lambda c: c.dissipation and _accepts_mass(c, mech))
+        others = _accepting(lambda c: c.dissipation and _accepts_mass(c, mech), problem, mech)
         raise ValueError(
             f"Scheme {scheme.name!r} does not treat a dissipation matrix C(q); "
             + (
@@ -94,7 +102,7 @@ def check_capabilities(scheme: Scheme, problem: Problem, mech: Mechanics) -> Non
         raise ValueError(
             f"Scheme {scheme.name!r} has no external force term F(q, v, t) in its equations, so it would ignore "
             f"this system's external_force; schemes that apply it: "
-            f"{_accepting(lambda c: c.external_force and _accepts_mass(c, mech))}."
+            f"{_accepting(lambda c: c.external_force and _accepts_mass(c, mech), problem, mech)}."
         )
 
 
