@@ -220,3 +220,18 @@ def test_reverse_mode_memory_for_ten_thousand_heavy_top_steps():
     small, large = _peak_mib_of_a_gradient(100), _peak_mib_of_a_gradient(10_000)
     print(f"peak memory: 100 steps {small:.0f} MiB, 10^4 steps {large:.0f} MiB")
     assert large < 1024 and large - small < 128, (small, large)
+
+
+def test_flow_takes_t_end_as_simulate_does_and_names_its_keywords():
+    problem = lv.examples.load("pendulum-3d")
+    q0, v0 = jnp.asarray(problem.q0), jnp.asarray(problem.v0)
+    by_time = lv.flow(problem, "VI-S", h=0.01, t_end=0.2)(q0, v0)
+    by_steps = lv.flow(problem, "VI-S", h=0.01, n_steps=20)(q0, v0)
+    assert by_time.q.shape == (21, 3)
+    np.testing.assert_array_equal(np.asarray(by_time.q), np.asarray(by_steps.q))
+    with pytest.raises(
+        ValueError, match="unknown keyword 'max_iters'. Did you mean 'max_iter'.*lv.flow takes h, n_steps"
+    ):
+        lv.flow(problem, "VI-S", h=0.01, n_steps=5, max_iters=3)
+    with pytest.raises(ValueError, match="give n_steps or t_end, not both"):
+        lv.flow(problem, "VI-S", h=0.01, n_steps=5, t_end=1.0)

@@ -29,6 +29,7 @@ def flow(
     backend: str | None = None,
     consistent: bool = True,
     throw: bool = False,
+    t_end: float | None = None,
     **params: Any,
 ) -> FlowFunction:
     """The run of ``scheme`` on ``problem`` over ``n_steps`` steps of size ``h`` as a pure function
@@ -44,7 +45,8 @@ def flow(
     refused with a ``ValueError`` on concrete values, and fails the run under a transformation.
 
     The arguments mean what they mean for :func:`livens.simulate` (same default guess, the same
-    time step); ``tol`` defaults to 1e-12 (the derivative by the implicit function theorem is that
+    time step); the run's length is ``n_steps`` or, as for :func:`livens.simulate`, ``t_end`` (n_steps =
+    round(t_end / h), with h and t_end defaulting to the problem's); ``tol`` defaults to 1e-12 (the derivative by the implicit function theorem is that
     of the solution to this tolerance). save_every: return every k-th node. segment: steps per
     checkpointed segment of the derivative (default about sqrt(n_steps)). backend: as for
     :func:`livens.simulate`; where the engine compiles the loop natively, the run itself (with or
@@ -70,6 +72,8 @@ def flow(
     ``jax.grad`` runs best inside ``with livens.engine.serial_blas():`` (one BLAS thread, as every
     livens driver).
     """
+    n_steps = _steps(problem, h, n_steps, t_end)
+    _check_keywords(scheme, params)
     return run(
         problem,
         scheme,
@@ -85,6 +89,53 @@ def flow(
         on_failure=NaNFlag(),
         adjoint=Implicit(),
     ).configured(consistent=consistent, throw=throw)
+
+
+FLOW_KEYWORDS = (
+    "h",
+    "n_steps",
+    "t_end",
+    "tol",
+    "max_iter",
+    "guess",
+    "save_every",
+    "segment",
+    "backend",
+    "consistent",
+    "throw",
+)
+"""The keywords of :func:`flow` besides the scheme's own parameters."""
+
+
+def _steps(problem: Problem, h, n_steps, t_end) -> int | None:
+    """``n_steps``, or round(t_end / h) with h and t_end defaulting to the problem's; refuses both."""
+    if t_end is None:
+        return n_steps
+    if n_steps is not None:
+        raise ValueError(f"lv.flow: give n_steps or t_end, not both; got n_steps = {n_steps!r}, t_end = {t_end!r}.")
+    h = problem.h if h is None else h
+    if h is None:
+        raise ValueError("lv.flow: t_end needs h (or a problem with a default h).")
+    from .checks import check_step
+
+    check_step(h, t_end, 1e-12, 1)
+    return max(1, int(round(t_end / h)))
+
+
+def _check_keywords(scheme, params: dict) -> None:
+    """Refuse a keyword that is neither flow's nor the scheme's, naming both (and the nearest)."""
+    import difflib
+
+    from .schemes import get
+
+    sch, _ = get(scheme)
+    known = [p.name for p in sch.params]
+    for k in params:
+        if k not in known:
+            near = difflib.get_close_matches(k, list(FLOW_KEYWORDS) + known, n=1)
+            hint = f" Did you mean {near[0]!r}?" if near else ""
+            own = f"; {sch.name}'s parameters: {', '.join(known)}" if known else f"; {sch.name} takes no parameters"
+            raise ValueError(f"lv.flow: unknown keyword {k!r}.{hint} lv.flow takes {', '.join(FLOW_KEYWORDS)}{own}.")
 
 
 __all__ = ["flow", "FlowResult", "FlowFunction"]
