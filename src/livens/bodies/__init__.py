@@ -1,7 +1,7 @@
 """Multibody building blocks in director form (KBS23a §5; KBS23b §6.2-6.3; SLO09 §4.2).
 
 Bodies (:class:`PointMass`, :class:`RigidBody` in 3D, :class:`PlanarRigidBody`, the helpers
-:func:`bar` and :func:`pyramid`, the geometrically exact :class:`Beam`), material points on them
+:func:`bar`, :func:`rod` and :func:`pyramid`, the geometrically exact :class:`Beam`), material points on them
 (``body.point(X)``, ``beam.node(k)``, :func:`ground`), joints (:class:`FixedPoint`,
 :class:`Spherical`, :class:`Revolute` (planar, or 3D with a hinge axis), :class:`Clamp`, :class:`Distance`,
 :class:`OnAxis`) and forces (:class:`Gravity`, :class:`Spring`, :class:`Damper`, :class:`PointLoad`
@@ -47,6 +47,7 @@ from .rigid import (
     pyramid,
     pyramid_inertia,
     pyramid_points,
+    rod,
 )
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "RigidBody",
     "PlanarRigidBody",
     "bar",
+    "rod",
     "Point",
     "ground",
     "orthonormality",

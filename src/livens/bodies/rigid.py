@@ -402,6 +402,36 @@ def bar(
     )
 
 
+def rod(
+    name: str,
+    length: float,
+    mass: float,
+    radius: float,
+    center: ArrayLike,
+    directors: ArrayLike,
+    velocity: ArrayLike = (0.0, 0.0, 0.0),
+    angular_velocity: ArrayLike = (0.0, 0.0, 0.0),
+) -> RigidBody:
+    """A solid circular rod in 3D, the counterpart of :func:`bar`: d1 (the first row of ``directors``)
+    along its axis, J = (m r^2 / 2, m (l^2 / 12 + r^2 / 4), m (l^2 / 12 + r^2 / 4)) about d1, d2, d3,
+    drawn between its ends X = (-l/2, 0, 0) and (l/2, 0, 0)."""
+    length, mass, radius = float(length), float(mass), float(radius)
+    if not (length > 0 and radius >= 0):
+        raise ValueError(f"{name}: length must be positive and radius non-negative; got {length!r}, {radius!r}.")
+    Jt = mass * (length**2 / 12.0 + radius**2 / 4.0)
+    half = 0.5 * length
+    return RigidBody(
+        name,
+        mass=mass,
+        inertia=(0.5 * mass * radius**2, Jt, Jt),
+        position=center,
+        directors=directors,
+        velocity=velocity,
+        angular_velocity=angular_velocity,
+        shape=((-half, 0.0, 0.0), (half, 0.0, 0.0)),
+    )
+
+
 def pyramid_inertia(mass: float, base_edge: float, height: float) -> tuple[float, float, float]:
     """Principal moments of inertia (J_1, J_2, J_3) about the centroid of a solid right pyramid with a
     square base of edge a and height H (axis d3): J_1 = J_2 = m (a^2/20 + 3 H^2/80), J_3 = m a^2/10.

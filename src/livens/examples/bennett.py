@@ -103,17 +103,7 @@ def _rod(
 ) -> "lb.RigidBody":
     """Link i as a solid rod along x_i ending at the origin of frame i (its centre at o_i - l/2 x_i)."""
     R, o = frame[:3, :3], frame[:3, 3]
-    Jt = mass * (length**2 / 12.0 + radius**2 / 4.0)
-    return lb.RigidBody(
-        name,
-        mass=mass,
-        inertia=(0.5 * mass * radius**2, Jt, Jt),
-        position=o - 0.5 * length * R[:, 0],
-        directors=tuple(R.T),
-        velocity=velocity,
-        angular_velocity=omega,
-        shape=((-0.5 * length, 0.0, 0.0), (0.5 * length, 0.0, 0.0)),
-    )
+    return lb.rod(name, length, mass, radius, o - 0.5 * length * R[:, 0], tuple(R.T), velocity, omega)
 
 
 def assembly(

@@ -84,17 +84,8 @@ def _rod(
     """A solid rod from P to Q turning about e3 at ``omega``; d1 along P -> Q, d3 = e3."""
     length = float(np.linalg.norm(Q - P))
     d1 = (Q - P) / length
-    Jt = mass * (length**2 / 12.0 + radius**2 / 4.0)
-    return lb.RigidBody(
-        name,
-        mass=mass,
-        inertia=(0.5 * mass * radius**2, Jt, Jt),
-        position=0.5 * (P + Q),
-        directors=(d1, np.cross(E3, d1), E3),
-        velocity=velocity,
-        angular_velocity=omega * E3,
-        shape=((-0.5 * length, 0.0, 0.0), (0.5 * length, 0.0, 0.0)),
-    )
+    directors = (d1, np.cross(E3, d1), E3)
+    return lb.rod(name, length, mass, radius, 0.5 * (P + Q), directors, velocity, omega * E3)
 
 
 def assembly(
