@@ -24,7 +24,8 @@ singular), masses 1, radius 0.02, theta0 = pi/3, omega0 = 2 rad/s; h = 0.01, T =
 once, at 1.0-8.9 rad/s, the coupler and rocker at up to 4.5 rad/s). The independent subset livens keeps (all of hinges A-C, the in-plane equations
 of D) has full rank over the whole turn (measured: its 35th singular value >= 0.13, that of G).
 
-Independent reference: tests/_planar_four_bar.py integrates the same linkage in its three link
+No paper has this system: it is livens' own test case of redundant equations, and its parameters are
+livens' choice. Independent reference: tests/_planar_four_bar.py integrates the same linkage in its three link
 angles with SciPy (tests/test_overconstrained_examples.py compares the crank angle).
 
 Parameter range: any lengths that close the loop at theta0 (a ValueError says which do not); the
