@@ -45,12 +45,10 @@ sin(alpha) = sqrt(3)), masses 1, radius 0.1, theta0 = pi/2, omega0 = 2 rad/s (th
 2.3 rad/s); h = 0.01, T = 2.
 
 Parameter range: 0 < alpha, beta < pi and alpha != beta (alpha = beta makes the ratio K infinite).
-At the defaults every scheme runs to T, and with ``omega0`` = 6, h = 0.01 every scheme but VI-S
-(measured, tol 1e-9: all 38 equations at the Newton tolerance where the scheme enforces g at the
-nodes; max |E - E0| / max T from 5e-13, Livens' EM, to 0.25, VI-B). VI-S (``ggl-vi``) is the fragile
-one here: its Newton iteration fails at omega0 = 6 (t = 0.54) and with the rods' radius 0.02 (E2 = E3
-= m r^2/4 = 1e-4 against E1 = 0.08) within the first second at h = 0.01 (measured; also on the open
-chain J1-J3 without J4, so not because of the redundancy). Scale h with 1 / max |omega| of the links.
+Every scheme that accepts the system runs the defaults to T (the slow test tests/test_examples_defaults.py
+checks it). VI-S (``ggl-vi``) is the fragile one here: its Newton iteration fails with ``omega0`` = 6 at
+h = 0.01 and with thin rods (radius 0.02), also on the open chain J1-J3 without J4, so not because of
+the redundancy (observed; no test repeats it). Scale h with 1 / max |omega| of the links.
 
 References: [Ben03], [Bak79], [McC90] (the bibliography; McCarthy for the Denavit-Hartenberg
 parameters of spatial linkages).
