@@ -10,7 +10,7 @@ per hinge), m = 38, of rank 35 at every configuration: the four parallel hinges 
 out-of-plane motion three times over (a planar loop closes in the plane by itself). One degree of
 freedom, where the Gruebler-Kutzbach count 6 x 3 - 5 x 4 = -2 gives none. livens finds the rank at
 set-up (:mod:`livens.redundancy`, a ``RedundantConstraintsNotice``) and drops the three equations
-that depend on the earlier ones, measured: D.revolute.z, D.revolute.axis[n1] and
+that depend on the earlier ones (tests/test_overconstrained.py checks the CLI's list): D.revolute.z, D.revolute.axis[n1] and
 D.revolute.axis[n2] (the last hinge's out-of-plane equations); ``Solution.lam`` has zeros there and
 ``Solution.constraint_residual`` reports all 38.
 
@@ -22,7 +22,7 @@ Gravity b = -``gravity`` e2, in the plane of motion. Defaults: links 1, 2, 1.5 a
 Grashof crank-rocker: s + l = 3 < p + q = 3.5, the crank turns fully and no configuration is
 singular), masses 1, radius 0.02, theta0 = pi/3, omega0 = 2 rad/s; h = 0.01, T = 2 (the crank turns
 once, at 1.0-8.9 rad/s, the coupler and rocker at up to 4.5 rad/s). The independent subset livens keeps (all of hinges A-C, the in-plane equations
-of D) has full rank over the whole turn (measured: its 35th singular value >= 0.13, that of G).
+of D) has full rank over the whole turn.
 
 No paper has this system: it is livens' own test case of redundant equations, and its parameters are
 livens' choice. Independent reference: tests/_planar_four_bar.py integrates the same linkage in its three link
@@ -31,8 +31,8 @@ angles with SciPy (tests/test_overconstrained_examples.py compares the crank ang
 Parameter range: any lengths that close the loop at theta0 (a ValueError says which do not); the
 mechanism is free of singular configurations only where the link lengths satisfy s + l < p + q
 strictly (the change-point linkage s + l = p + q folds flat, where G loses rank). At the defaults
-every scheme runs to T with the equations it enforces within tol (measured, tol 1e-9; max |E - E0| /
-max T from 8e-13, Livens' EM, to 0.023, VI-B). Scale h with 1 / max |omega| of the links.
+every scheme runs to T with the equations it enforces within 10 tol and a bounded energy error (the slow
+test tests/test_examples_defaults.py). Scale h with 1 / max |omega| of the links.
 """
 
 import numpy as np
