@@ -21,7 +21,7 @@ author = "the livens developers"
 copyright = "the livens developers"
 
 extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.autosummary", "sphinx.ext.mathjax"]
-myst_enable_extensions = ["dollarmath", "colon_fence"]
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]  # $...$, $$...$$ and \begin{align} math, by MathJax
 myst_heading_anchors = 3
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build", "images/README.md"]
