@@ -85,3 +85,102 @@ def test_a_theory_page_builds_to_mathjax_math(tmp_path):
     assert any(r"\begin{aligned}" in b and r"\text{(55a)}" in b for b in blocks)
     assert re.search(r'<span class="math notranslate nohighlight">\\\(', html)
     assert "−" not in "".join(blocks)  # LaTeX minus signs, not Unicode text
+
+
+# ------------------------------------------------------------------ docstrings
+
+
+def _documented(doc: str, name: str) -> bool:
+    """``name`` opens a ``name: text`` item of the docstring (alone, in a ``a, b:`` list, or as
+    ``name (default ...):``)."""
+    return bool(re.search(rf"(^|\. )\s*(\*\*)?(\w+, )*{re.escape(name)}(, \w+)*( \(default [^)]*\))?: \S", doc, re.M))
+
+
+def test_solution_documents_every_field():
+    import livens as lv
+
+    missing = [f.name for f in fields(lv.Solution) if not _documented(lv.Solution.__doc__, f.name)]
+    assert not missing, missing
+
+
+def test_problem_and_symmetry_document_every_field():
+    import livens as lv
+
+    for cls in (lv.Problem, lv.Symmetry):
+        missing = [f.name for f in fields(cls) if f.init and not _documented(cls.__doc__, f.name)]
+        assert not missing, (cls.__name__, missing)
+
+
+@pytest.mark.parametrize("name", ["flow", "consistent_initial_state"])
+def test_functions_document_every_parameter(name):
+    import inspect
+
+    import livens as lv
+
+    fn = getattr(lv, name)
+    missing = [p for p in inspect.signature(fn).parameters if not _documented(fn.__doc__, p)]
+    assert not missing, (name, missing)
+
+
+def test_error_classes_document_their_fields():
+    import livens as lv
+
+    err = lv.SimulationError("x", solution=None, step=3, time=0.5, residual=1e-3, reason="why")
+    for name in vars(err):
+        assert _documented(lv.SimulationError.__doc__, name), name
+    for cls in (lv.ConvergenceError, lv.BlowUpError):
+        assert "``time``" in cls.__doc__ and "``residual``" in cls.__doc__, cls.__name__
+    assert "fields" in lv.FileFormatError.__doc__
+
+
+# ------------------------------------------------------------------ license, citation, README
+
+
+def test_the_license_file_is_the_license_pyproject_names():
+    license_ = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["license"]["text"]
+    text = (ROOT / "LICENSE").read_text()
+    assert license_ == "MIT"
+    assert text.startswith("MIT License") and "Permission is hereby granted, free of charge" in text
+    assert "Copyright (c) the livens developers" in text
+    assert "released under the MIT license" in (ROOT / "README.md").read_text()
+
+
+def test_the_citation_file_is_valid_cff_citing_the_papers():
+    """CITATION.cff parses as YAML with the keys CFF 1.2.0 requires, cites the software at the
+    package's version and license, and references the papers of the schemes livens implements
+    (titles as livens.bibliography gives them)."""
+    yaml = pytest.importorskip("yaml")
+    from livens.bibliography import REFERENCES
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0"
+    for key in ("message", "title", "authors"):
+        assert cff[key], key
+    assert all("name" in a or "family-names" in a for a in cff["authors"])
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert str(cff["version"]) == project["version"]
+    assert cff["license"] == project["license"]["text"]
+    titles = {r["title"] for r in cff["references"]}
+    for key in ("KBS23a", "KBS23b", "KB23", "SLO09"):
+        assert any(title in REFERENCES[key] for title in titles), key
+    for ref in cff["references"]:
+        assert {"type", "title", "authors"} <= set(ref) and all("family-names" in a for a in ref["authors"])
+
+
+def test_the_readme_example_prints_what_the_readme_says(tmp_path, monkeypatch):
+    """The README's Python example prints the energy drift, the momentum-map drift and max |g|; the
+    sentence after it quotes that line (to two digits) and says each figure is below the default
+    Newton tolerance."""
+    import numpy as np
+
+    text = (ROOT / "README.md").read_text()
+    block = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "<README>", "exec"), {"__name__": "__doc_snippet__"})
+    pattern = r"energy drift (\S+), momentum map drift (\S+), max \|g\| (\S+)"
+    printed = [float(x) for x in re.search(pattern, out.getvalue()).groups()]
+    quoted = [float(x.rstrip("`:")) for x in re.search(r"It prints `" + pattern, text).groups()]
+    assert np.allclose(printed, quoted, rtol=0.1), (printed, quoted)
+    assert max(printed) < 1e-9 and "below the default Newton tolerance 1e-9" in text
