@@ -184,3 +184,16 @@ def test_the_readme_example_prints_what_the_readme_says(tmp_path, monkeypatch):
     quoted = [float(x.rstrip("`:")) for x in re.search(r"It prints `" + pattern, text).groups()]
     assert np.allclose(printed, quoted, rtol=0.1), (printed, quoted)
     assert max(printed) < 1e-9 and "below the default Newton tolerance 1e-9" in text
+
+
+# ------------------------------------------------------------------ API reference
+
+
+def test_every_example_module_is_in_the_api_reference():
+    """The example modules, whose docstrings give the parameters' sources, each have an automodule
+    entry with their members on the API reference's examples page."""
+    page = (DOCS / "api" / "examples.md").read_text()
+    modules = sorted(p.stem for p in (ROOT / "src" / "livens" / "examples").glob("*.py") if not p.stem.startswith("_"))
+    assert len(modules) >= 13
+    for module in modules:
+        assert re.search(rf"\.\. automodule:: livens\.examples\.{module}\n   :members:", page), module
