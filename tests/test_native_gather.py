@@ -1,5 +1,5 @@
 """The translator's gathers, scatters and pads on values known while translating: their element
-tables come from NumPy (:func:`livens.engine.native.codegen._np_gather`, ``_np_pad``), checked here against
+tables come from NumPy (:func:`livens.engine.native.folding._np_gather`, ``_np_pad``), checked here against
 ``jax.lax``'s own semantics, clamped and out-of-bounds windows and negative padding included."""
 
 import jax
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from livens.engine.native import compile_function
-from livens.engine.native.codegen import Unsupported, _np_gather, _np_pad
+from livens.engine.native.emitter import Unsupported
+from livens.engine.native.folding import _np_gather, _np_pad
 
 CLIP, FILL = jax.lax.GatherScatterMode.CLIP, jax.lax.GatherScatterMode.FILL_OR_DROP
 
@@ -100,7 +101,7 @@ def test_np_unstack_is_lax_unstack(axis):
     if unstack_p is None:
         pytest.skip("this JAX has no unstack primitive")
 
-    from livens.engine.native.codegen import _np_move
+    from livens.engine.native.folding import _np_move
 
     x = np.arange(24.0).reshape(2, 3, 4)
     got = _np_move("unstack", [x], {"axis": axis})

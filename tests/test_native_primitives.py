@@ -88,7 +88,7 @@ UNARY = {
     "logistic": lax.logistic,
     "integer_pow": lambda x: lax.integer_pow(x, -3),
 }
-"""The float primitives (:data:`livens.engine.native.codegen.UNARY`) as jax.lax spells them."""
+"""The float primitives (:data:`livens.engine.native.elementwise.UNARY`) as jax.lax spells them."""
 
 ULPS = {"cbrt": 128, "lgamma": 64, "erfc": 16, "acosh": 8, "asinh": 8, "atanh": 8, "logistic": 8, "expm1": 8}
 """Units in the last place between the C library and XLA, where their algorithms differ (XLA's

@@ -27,20 +27,10 @@ import math
 
 import numpy as np
 
-from .codegen import (
-    BINARY,
-    SCRATCH_BYTES,
-    UNARY,
-    Buf,
-    Translator,
-    Unsupported,
-    _gather_layout,
-    _is_float,
-    _strides,
-    _window_offset,
-    c_literal,
-    saturation,
-)
+from .codegen import Translator
+from .elementwise import BINARY, UNARY, saturation
+from .emitter import SCRATCH_BYTES, Buf, Unsupported, _gather_layout, _is_float, _strides, c_literal
+from .folding import _window_offset
 
 LANE_HEADER = """#include <math.h>
 #include <stdint.h>
@@ -112,7 +102,7 @@ def _narrow(expr: str, dt) -> str:
 
 
 def _div(a, b, dt):
-    """``lax.div`` as XLA computes it (:func:`livens.engine.native.codegen._div`), lane by lane."""
+    """``lax.div`` as XLA computes it (:func:`livens.engine.native.elementwise._div`), lane by lane."""
     if _is_float(dt):
         return f"({a} / {b})"
     dt = np.dtype(dt)
@@ -124,7 +114,7 @@ def _div(a, b, dt):
 
 
 def _rem(a, b, dt):
-    """``lax.rem`` as XLA computes it (:func:`livens.engine.native.codegen._rem`), lane by lane."""
+    """``lax.rem`` as XLA computes it (:func:`livens.engine.native.elementwise._rem`), lane by lane."""
     if _is_float(dt):
         return f"fmod({a}, {b})"
     if np.dtype(dt) == np.dtype(np.uint64):

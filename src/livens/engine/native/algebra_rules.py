@@ -1,0 +1,425 @@
+"""The rules of the native translator for contractions, reductions and linear algebra: ``dot_general``,
+reductions and arg-reductions, LU and QR factorizations, sorting and triangular solves (a mixin of
+:class:`livens.engine.native.codegen.Translator`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .elementwise import _maxmin
+from .emitter import MAX_ELEMS, Buf, Unsupported, _ctype, _is_float, _strides
+
+
+class AlgebraRules:
+    """Primitive rules ``p_<name>`` for contractions, reductions and factorizations."""
+
+    # --- contractions and reductions -------------------------------------------------------------
+    def p_dot_general(self, ins, outs, dimension_numbers, **_):
+        lhs, rhs = ins
+        (lc, rc), (lb, rb) = dimension_numbers
+        if _is_float(outs[0].dtype) and (
+            any(b.known or b.elems is not None for b in ins)
+            or outs[0].size * math.prod(lhs.shape[a] for a in lc) <= self.SPARSE_DOT_TERMS
+        ):
+            out = self._sparse_dot(lhs, rhs, (lc, rc), (lb, rb), outs[0])
+            if out is not None:
+                return out
+        out = self.new(outs[0].shape, outs[0].dtype)
+        lfree = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
+        rfree = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
+        (lname, loff, sl), (rname, roff, sr) = self.view(lhs), self.view(rhs)
+        idx = self.loops(out.shape)
+        nb = len(lb)
+        bi, li, ri = idx[:nb], idx[nb : nb + len(lfree)], idx[nb + len(lfree) :]
+        acc = self.fresh("acc")
+        self.line(f"{self.ct(out.dtype)} {acc} = {self.rhs('0', out.dtype)};")
+        cidx = self.loops([lhs.shape[i] for i in lc])
+        lterms = (
+            [(sl[a], v) for a, v in zip(lb, bi)]
+            + [(sl[a], v) for a, v in zip(lfree, li)]
+            + [(sl[a], v) for a, v in zip(lc, cidx)]
+        )
+        rterms = (
+            [(sr[a], v) for a, v in zip(rb, bi)]
+            + [(sr[a], v) for a, v in zip(rfree, ri)]
+            + [(sr[a], v) for a, v in zip(rc, cidx)]
+        )
+        self.line(f"{acc} += {lname}[{self.affine(lterms, loff)}] * {rname}[{self.affine(rterms, roff)}];")
+        self.end(cidx)
+        self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {acc};")
+        self.end(idx)
+        return out
+
+    SPARSE_DOT_TERMS = 32
+    """A ``dot_general`` of at most this many multiplications is written term by term, into C
+    scalars (registers, where a loop nest writes an array the compiler must track in memory); a
+    larger one where at most an eighth of its terms survive the known zeros, or at most half of
+    them and at most :attr:`SPARSE_DOT_SUMS` output elements are sums (:meth:`_sparse_dot`)."""
+    SPARSE_DOT_SUMS = 96
+
+    def _sparse_dot(self, lhs: Buf, rhs: Buf, contract, batch, aval) -> Buf | None:
+        """A ``dot_general`` with known elements in an operand, as one sum per output element of
+        only its terms without a known zero factor (a known factor 1 without the multiplication,
+        -1 as a subtraction), summed in the order of the contraction as the loop nest would.
+
+        The known operands of differentiation (``jacfwd``'s seeds, selection and identity blocks,
+        and the blocks of zeros in the matrices assembled from them) are mostly zeros: most of the
+        loop nest's multiply-adds are by zero. Dropping ``x * 0`` is the simplification of
+        :meth:`simplify`. An output element that is one operand's element is that element, one
+        without terms a known zero. Returns None for a large product with few known zeros
+        (the loop nest is then the shorter code)."""
+        (lc, rc), (lb, rb) = contract, batch
+        if int(math.prod(aval.shape)) * int(math.prod(lhs.shape[a] for a in lc)) > 1 << 21:
+            return None
+        lfree = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
+        rfree = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
+        # both operands as [batch, free, contraction]
+        lcode = np.arange(lhs.size).reshape(lhs.shape).transpose(list(lb) + lfree + list(lc))
+        rcode = np.arange(rhs.size).reshape(rhs.shape).transpose(list(rb) + rfree + list(rc))
+        nb = int(math.prod(lhs.shape[a] for a in lb))
+        nc = int(math.prod(lhs.shape[a] for a in lc))
+        if nc == 0 or nb == 0:  # an empty sum (or an empty output): known zeros
+            return Buf(None, aval.shape, aval.dtype, np.zeros(aval.shape, aval.dtype))
+        lcode, rcode = lcode.reshape(nb, -1, nc), rcode.reshape(nb, -1, nc)
+        # per output element (b, i, j) and term c: the lhs and the rhs element
+        ll, rr = np.broadcast_arrays(lcode[:, :, None, :], rcode[:, None, :, :])
+        ll, rr = ll.reshape(-1, nc), rr.reshape(-1, nc)
+        la, ra = self.atoms(lhs), self.atoms(rhs)
+
+        def zeros(at):
+            return np.array([a[0] is None and a[1] == 0 for a in at], dtype=bool)
+
+        live = ~(zeros(la)[ll] | zeros(ra)[rr])
+        nlive = np.count_nonzero(live)
+        if live.size > self.SPARSE_DOT_TERMS and (
+            live.shape[0] > MAX_ELEMS
+            or (
+                nlive > live.size // 8
+                and (nlive > live.size // 2 or np.count_nonzero(live.sum(axis=1) > 1) > self.SPARSE_DOT_SUMS)
+            )
+        ):
+            if nlive <= live.size // 4:
+                return self._table_dot(lhs, rhs, ll, rr, live, aval)
+            return None
+        dt = aval.dtype
+        result, lines = [], []
+        for k in range(ll.shape[0]):
+            terms = []
+            for c in np.nonzero(live[k])[0].tolist():
+                x, y = la[ll[k, c]], ra[rr[k, c]]
+                if x[0] is None and y[0] is None:
+                    terms.append((1, (None, x[1] * y[1])))
+                elif x[0] is None and abs(x[1]) == 1:
+                    terms.append((x[1], y))
+                elif y[0] is None and abs(y[1]) == 1:
+                    terms.append((y[1], x))
+                else:
+                    terms.append((0, f"{self.text(x, dt)} * {self.text(y, dt)}"))
+            if not terms:
+                result.append((None, 0.0))
+            elif len(terms) == 1 and terms[0][0] == 1:
+                result.append(terms[0][1])
+            else:
+                expr = ""
+                for sign, t in terms:
+                    t = t if sign == 0 else self.text(t, dt)
+                    if not expr:
+                        expr = f"-{t}" if sign == -1 else t
+                    else:
+                        expr += f" - {t}" if sign == -1 else f" + {t}"
+                lines.append((k, expr))
+                result.append(None)
+        return self.computed(aval.shape, dt, result, lines)
+
+    def _table_dot(self, lhs: Buf, rhs: Buf, ll, rr, live, aval) -> Buf:
+        """A large ``dot_general`` with mostly known-zero terms (``live`` marks the others, ``ll``
+        and ``rr`` give each term's operand elements) as a loop over tables of its live terms:
+        the work of the sparse product, in code of constant size. Summed as :meth:`_sparse_dot`."""
+        ptr = np.concatenate([[0], np.cumsum(live.sum(axis=1))]).astype(np.int32)
+        ia = ll[live].astype(np.int32)  # row by row, each row's terms in contraction order
+        ib = rr[live].astype(np.int32)
+        a, b = self.arr(lhs), self.arr(rhs)
+        an = self.static(a) if a.known else a.name
+        bn = self.static(b) if b.known else b.name
+        P, IA, IB = (self.static(Buf(None, (t.size,), np.int32, t)) for t in (ptr, ia, ib))
+        out = self.new(aval.shape, aval.dtype)
+        k, t, acc = self.fresh("k"), self.fresh("j"), self.fresh("acc")
+        self.open(f"for (int {k} = 0; {k} < {out.size}; {k}++)")
+        self.line(f"{self.ct(out.dtype)} {acc} = {self.rhs('0', out.dtype)};")
+        self.line(f"for (int {t} = {P}[{k}]; {t} < {P}[{k} + 1]; {t}++) {acc} += {an}[{IA}[{t}]] * {bn}[{IB}[{t}]];")
+        self.line(f"{out.name}[{k}] = {acc};")
+        self.close()
+        return out
+
+    def _reduce(self, ins, outs, axes, init: str, update) -> Buf:
+        src = ins[0]
+        out = self.new(outs[0].shape, outs[0].dtype)
+        kept = [a for a in range(len(src.shape)) if a not in axes]
+        st = _strides(src.shape)
+        idx = self.loops([src.shape[a] for a in kept])
+        acc = self.fresh("acc")
+        self.line(f"{self.ct(out.dtype)} {acc} = {self.rhs(init, out.dtype)};")
+        ridx = self.loops([src.shape[a] for a in axes])
+        x = self.at(
+            src, self.affine([(st[a], v) for a, v in zip(kept, idx)] + [(st[a], v) for a, v in zip(axes, ridx)])
+        )
+        self.line(update(acc, x) + ";")
+        self.end(ridx)
+        self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {acc};")
+        self.end(idx)
+        return out
+
+    def p_reduce_sum(self, ins, outs, axes, **_):
+        return self._reduce(ins, outs, axes, "0", lambda a, x: f"{a} += {x}")
+
+    def p_reduce_prod(self, ins, outs, axes, **_):
+        return self._reduce(ins, outs, axes, "1", lambda a, x: f"{a} *= {x}")
+
+    def p_reduce_max(self, ins, outs, axes, **_):
+        dt = ins[0].dtype
+        init = "(-INFINITY)" if _is_float(dt) else str(np.iinfo(dt).min) + ("LL" if dt.itemsize == 8 else "")
+        return self._reduce(ins, outs, axes, init, lambda a, x: f"{a} = {_maxmin('>')(x, a, dt)}")
+
+    def p_reduce_min(self, ins, outs, axes, **_):
+        dt = ins[0].dtype
+        init = "INFINITY" if _is_float(dt) else str(np.iinfo(dt).max) + ("LL" if dt.itemsize == 8 else "")
+        return self._reduce(ins, outs, axes, init, lambda a, x: f"{a} = {_maxmin('<')(x, a, dt)}")
+
+    def p_reduce_and(self, ins, outs, axes, **_):
+        return self._reduce(ins, outs, axes, "1", lambda a, x: f"{a} = {a} & {x}")
+
+    def p_reduce_or(self, ins, outs, axes, **_):
+        return self._reduce(ins, outs, axes, "0", lambda a, x: f"{a} = {a} | {x}")
+
+    def _arg(self, ins, outs, axes, index_dtype, better: str) -> Buf:
+        src = ins[0]
+        (axis,) = axes
+        out = self.new(outs[0].shape, index_dtype)
+        kept = [a for a in range(len(src.shape)) if a != axis]
+        st = _strides(src.shape)
+        idx = self.loops([src.shape[a] for a in kept])
+        base = self.affine([(st[a], v) for a, v in zip(kept, idx)])
+        best, at = self.fresh("b"), self.fresh("k")
+        self.line(f"{_ctype(src.dtype)} {best} = {self.at(src, base)}; int64_t {at} = 0;")
+        j = self.fresh("j")
+        self.open(f"for (int {j} = 1; {j} < {src.shape[axis]}; {j}++)")
+        x = self.at(src, f"{base} + {j}*{st[axis]}")
+        nan = f" || (isnan({x}) && !isnan({best}))" if _is_float(src.dtype) else ""
+        self.line(f"if (({x} {better} {best}){nan}) {{ {best} = {x}; {at} = {j}; }}")
+        self.close()
+        self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {at};")
+        self.end(idx)
+        return out
+
+    def p_argmax(self, ins, outs, axes, index_dtype, **_):
+        return self._arg(ins, outs, axes, index_dtype, ">")
+
+    def p_argmin(self, ins, outs, axes, index_dtype, **_):
+        return self._arg(ins, outs, axes, index_dtype, "<")
+
+    # --- linear algebra --------------------------------------------------------------------------
+    def _lu_start(self, ins, outs):
+        """The outputs of an LU (a copy of the matrices, pivots, permutation), the loop over the
+        batch opened, and (A, P, V, m, n, k): C pointers to this matrix, its permutation and its
+        pivots, the matrix shape and min(m, n). The caller writes the factorization and closes."""
+        a = ins[0]
+        *batch, m, n = a.shape
+        lu = self.new(a.shape, a.dtype)
+        piv = self.new(outs[1].shape, np.int32)
+        perm = self.new(outs[2].shape, np.int32)
+        self.copy(lu, a)
+        k = min(m, n)
+        b = self.fresh("b")
+        self.open(f"for (int {b} = 0; {b} < {int(math.prod(batch))}; {b}++)")
+        return [lu, piv, perm], (
+            f"({lu.name} + {b}*{m * n})",
+            f"({perm.name} + {b}*{m})",
+            f"({piv.name} + {b}*{k})",
+            m,
+            n,
+            k,
+        )
+
+    def p_lu(self, ins, outs, **_):
+        """LU with partial pivoting, as LAPACK's getrf: the first largest |a_ik| is the pivot."""
+        res, (A, P, V, m, n, k) = self._lu_start(ins, outs)
+        self.line(f"for (int i = 0; i < {m}; i++) {P}[i] = i;")
+        self.open(f"for (int c = 0; c < {k}; c++)")
+        self.line(f"int p = c; double best = fabs({A}[c*{n} + c]);")
+        self.line(
+            f"for (int i = c + 1; i < {m}; i++) {{ double x = fabs({A}[i*{n} + c]); if (x > best) {{ best = x; p = i; }} }}"
+        )
+        self.line(f"{V}[c] = p;")
+        self.open("if (p != c)")
+        self.line(
+            f"for (int j = 0; j < {n}; j++) {{ double t = {A}[c*{n} + j]; {A}[c*{n} + j] = {A}[p*{n} + j]; {A}[p*{n} + j] = t; }}"
+        )
+        self.line(f"int t = {P}[c]; {P}[c] = {P}[p]; {P}[p] = t;")
+        self.close()
+        self.open(f"if ({A}[c*{n} + c] != 0.0)")
+        self.line(f"double inv = 1.0 / {A}[c*{n} + c];")
+        self.open(f"for (int i = c + 1; i < {m}; i++)")
+        self.line(f"double l = {A}[i*{n} + c] * inv; {A}[i*{n} + c] = l;")
+        self.line(f"for (int j = c + 1; j < {n}; j++) {A}[i*{n} + j] -= l * {A}[c*{n} + j];")
+        self.close()
+        self.close()
+        self.close()
+        self.close()
+        return res
+
+    def p_qr(self, ins, outs, full_matrices, pivoting=False, **_):
+        """Householder QR as LAPACK's geqrf and orgqr: reflector j maps column j below the diagonal
+        to beta e_j with beta = -sign(alpha) ||x|| (alpha the diagonal element), and Q is the product
+        of the reflectors applied to the identity, the last one first."""
+        if pivoting:
+            raise Unsupported("qr with pivoting")
+        a = ins[0]
+        if np.dtype(a.dtype) != np.float64:  # the loops below compute in double
+            raise Unsupported(f"qr of {a.dtype}")
+        *batch, m, n = a.shape
+        k = min(m, n)
+        mq = m if full_matrices else k  # columns of Q, rows of R
+        q = self.new(outs[0].shape, a.dtype)
+        r = self.new(outs[1].shape, a.dtype)
+        w = self.new((m, n), a.dtype)  # the factorization in place: R above, reflectors below
+        tau = self.new((max(k, 1),), a.dtype)
+        a = self.arr(a)
+        src = self.static(a) if a.known else a.name
+        nb = int(math.prod(batch))
+        b = self.fresh("b")
+        self.open(f"for (int {b} = 0; {b} < {nb}; {b}++)")
+        W, T = w.name, tau.name
+        self.line(f"for (int i = 0; i < {m * n}; i++) {W}[i] = {src}[{b}*{m * n} + i];")
+        self.open(f"for (int j = 0; j < {k}; j++)")
+        self.line("double xnorm = 0.0;")
+        self.line(f"for (int i = j + 1; i < {m}; i++) xnorm += {W}[i*{n} + j] * {W}[i*{n} + j];")
+        self.line("xnorm = sqrt(xnorm);")
+        self.line(f"double alpha = {W}[j*{n} + j];")
+        self.open("if (xnorm == 0.0)")
+        self.line(f"{T}[j] = 0.0;")
+        self.close()
+        self.open("else")
+        self.line("double beta = -copysign(hypot(alpha, xnorm), alpha);")
+        self.line(f"{T}[j] = (beta - alpha) / beta;")
+        self.line("double scale = 1.0 / (alpha - beta);")
+        self.line(f"for (int i = j + 1; i < {m}; i++) {W}[i*{n} + j] *= scale;")
+        self.line(f"{W}[j*{n} + j] = beta;")
+        self._reflect(W, n, "j + 1", W, n, T, m)  # to the columns right of j
+        self.close()
+        self.close()
+        R = f"({r.name} + {b}*{mq * n})"
+        self.line(
+            f"for (int i = 0; i < {mq}; i++) for (int c = 0; c < {n}; c++) "
+            f"{R}[i*{n} + c] = c >= i ? {W}[i*{n} + c] : 0.0;"
+        )
+        Q = f"({q.name} + {b}*{m * mq})"
+        self.line(f"for (int i = 0; i < {m}; i++) for (int c = 0; c < {mq}; c++) {Q}[i*{mq} + c] = i == c ? 1.0 : 0.0;")
+        self.open(f"for (int j = {k} - 1; j >= 0; j--)")
+        self._reflect(Q, mq, "j", W, n, T, m)
+        self.close()
+        self.close()
+        return [q, r]
+
+    def _reflect(self, X: str, width: int, first: str, W: str, wn: int, T: str, m: int) -> None:
+        """Apply reflector j, H = I - tau_j v v^T with v = (1, W[j+1:m, j]) (W row-major of row width
+        ``wn``), to columns ``first``..``width``-1 of the row-major m x ``width`` array X:
+        X[j:, c] -= tau_j (v . X[j:, c]) v, in LAPACK's order of operations."""
+        self.open(f"for (int c = {first}; c < {width}; c++)")
+        self.line(f"double s = {X}[j*{width} + c];")
+        self.line(f"for (int i = j + 1; i < {m}; i++) s += {W}[i*{wn} + j] * {X}[i*{width} + c];")
+        self.line(f"s *= {T}[j];")
+        self.line(f"{X}[j*{width} + c] -= s;")
+        self.line(f"for (int i = j + 1; i < {m}; i++) {X}[i*{width} + c] -= s * {W}[i*{wn} + j];")
+        self.close()
+
+    def p_sort(self, ins, outs, dimension, is_stable, num_keys, **_):
+        """A stable sort along ``dimension`` by one integer key, the other operands carried along
+        (insertion sort: the arrays sorted here are a permutation's few entries)."""
+        if num_keys != 1 or not np.issubdtype(ins[0].dtype, np.integer):
+            raise Unsupported("sort other than by one integer key")
+        shape = ins[0].shape
+        n = shape[dimension]
+        res = [self.new(shape, b.dtype) for b in ins]
+        for dst, src in zip(res, ins):
+            self.copy(dst, src)
+        st = _strides(shape)
+        lanes = [d for d in range(len(shape)) if d != dimension]
+        idx = self.loops([shape[d] for d in lanes])
+        base = " + ".join([f"{i}*{st[d]}" for i, d in zip(idx, lanes)]) or "0"
+        step = st[dimension]
+        self.open(f"for (int i = 1; i < {n}; i++)")
+        self.line(" ".join(f"{_ctype(x.dtype)} t{k} = {x.name}[{base} + i*{step}];" for k, x in enumerate(res)))
+        self.line("int j = i - 1;")
+        self.open(f"while (j >= 0 && {res[0].name}[{base} + j*{step}] > t0)")
+        for x in res:
+            self.line(f"{x.name}[{base} + (j + 1)*{step}] = {x.name}[{base} + j*{step}];")
+        self.line("j--;")
+        self.close()
+        for k, x in enumerate(res):
+            self.line(f"{x.name}[{base} + (j + 1)*{step}] = t{k};")
+        self.close()
+        self.end(idx)
+        return res
+
+    def p_custom_linear_solve(self, ins, outs, const_lengths, jaxprs, **_):
+        """x = solve(b): the forward value is the ``solve`` jaxpr on its constants and b."""
+        n_mv, n_vm, n_solve = const_lengths.matvec, const_lengths.vecmat, const_lengths.solve
+        n_consts = n_mv + n_vm + n_solve + const_lengths.transpose_solve
+        consts = ins[n_mv + n_vm : n_mv + n_vm + n_solve]
+        return self.closed_with(jaxprs.solve, consts, ins[n_consts:])
+
+    def p_triangular_solve(self, ins, outs, left_side, lower, transpose_a, conjugate_a, unit_diagonal, **_):
+        """op(a) x = b (left_side) or x op(a) = b, op(a) = a or a^T; a triangular."""
+        a, bmat = ins
+        *batch, m, _ = a.shape
+        out = self.new(bmat.shape, bmat.dtype)
+        self.copy(out, bmat)
+        nb = int(math.prod(batch))
+        rows, cols = bmat.shape[-2], bmat.shape[-1]
+        # x op(a) = b  <=>  op(a)^T x^T = b^T: a left solve with the other transpose, over b's rows
+        eff_t = transpose_a if left_side else not transpose_a
+        eff_lower = lower != eff_t  # op(a) lower triangular
+        bb = self.fresh("b")
+        self.open(f"for (int {bb} = 0; {bb} < {nb}; {bb}++)")
+        a = self.arr(a)
+        A = f"({a.name if not a.known else self.static(a)} + {bb}*{m * m})"
+
+        def Aij(i, j):
+            return f"{A}[({j})*{m} + ({i})]" if eff_t else f"{A}[({i})*{m} + ({j})]"
+
+        X = f"({out.name} + {bb}*{rows * cols})"
+        # the right-hand sides: columns of b (left side) or rows of b (right side)
+        nrhs, stride_rhs, stride_elem = (cols, 1, cols) if left_side else (rows, cols, 1)
+        r = self.fresh("r")
+
+        def x(i):
+            return f"{X}[{r}*{stride_rhs} + ({i})*{stride_elem}]"
+
+        order = f"for (int i = 0; i < {m}; i++)" if eff_lower else f"for (int i = {m} - 1; i >= 0; i--)"
+        inner = "for (int j = 0; j < i; j++)" if eff_lower else f"for (int j = i + 1; j < {m}; j++)"
+        if nrhs > 1 and stride_rhs == 1:
+            # several right-hand sides side by side in memory: row i of x updated by whole rows,
+            # each element by the same operations in the same order as below (x_i -= a_ij x_j
+            # over j, then / a_ii), but reading and writing memory in order
+            self.open(order)
+            self.open(inner)
+            self.line(f"const {self.ct(bmat.dtype)} a = {Aij('i', 'j')};")
+            self.line(f"for (int {r} = 0; {r} < {nrhs}; {r}++) {x('i')} -= a * {x('j')};")
+            self.close()
+            if not unit_diagonal:
+                self.line(f"const {self.ct(bmat.dtype)} d = {Aij('i', 'i')};")
+                self.line(f"for (int {r} = 0; {r} < {nrhs}; {r}++) {x('i')} = {x('i')} / d;")
+            self.close()
+            self.close()
+            return out
+        self.open(f"for (int {r} = 0; {r} < {nrhs}; {r}++)")
+        self.open(order)
+        self.line(f"{self.ct(bmat.dtype)} s = {x('i')};")
+        self.line(f"{inner} s -= {Aij('i', 'j')} * {x('j')};")
+        self.line(f"{x('i')} = s;" if unit_diagonal else f"{x('i')} = s / {Aij('i', 'i')};")
+        self.close()
+        self.close()
+        self.close()
+        return out

@@ -1,0 +1,196 @@
+"""Constant folding for :mod:`livens.engine.native.codegen`: the data-movement and elementwise
+primitives evaluated with NumPy on values known when the code is written (index tables of
+gathers and scatters, known zeros and ones of derivatives), as ``jax.lax`` defines them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .emitter import _is_float
+
+
+def _np_move(name, vals, p):
+    """The common data-movement primitives on NumPy arrays, as ``jax.lax`` defines them (the
+    others, and any parameter not handled here: None, for the primitive itself). JAX would compile
+    an XLA program for each new shape, which is most of the time of translating otherwise."""
+    try:
+        if name in ("reshape", "squeeze", "expand_dims"):
+            if name == "reshape" and p.get("dimensions") is not None:
+                return None
+            return [vals[0].reshape(p["new_sizes"] if name == "reshape" else _squeezed(vals[0].shape, name, p))]
+        if name == "transpose":
+            return [vals[0].transpose(p["permutation"])]
+        if name == "broadcast_in_dim":
+            x, shape, dims = vals[0], tuple(p["shape"]), tuple(p["broadcast_dimensions"])
+            mid = [1] * len(shape)
+            for k, d in enumerate(dims):
+                mid[d] = x.shape[k]
+            return [np.broadcast_to(x.reshape(mid), shape)]
+        if name == "slice":
+            steps = p.get("strides") or (1,) * vals[0].ndim
+            return [vals[0][tuple(slice(a, b, c) for a, b, c in zip(p["start_indices"], p["limit_indices"], steps))]]
+        if name == "concatenate":
+            return [np.concatenate(vals, axis=p["dimension"])]
+        if name == "rev":
+            return [np.flip(vals[0], axis=tuple(p["dimensions"])) if p["dimensions"] else vals[0]]
+        if name == "split":
+            cuts = np.cumsum(p["sizes"])[:-1]
+            return np.split(vals[0], cuts, axis=p["axis"])
+        if name in ("copy", "copy_p"):
+            return [vals[0]]
+        if name == "stack":
+            return [np.stack(vals, axis=p["axis"])]
+        if name == "unstack":
+            return [np.take(vals[0], k, axis=p["axis"]) for k in range(vals[0].shape[p["axis"]])]
+        if name == "pad":
+            return [_np_pad(vals[0], vals[1], p["padding_config"])]
+        if name == "gather":
+            out = _np_gather(vals[0], np.asarray(vals[1]), p["dimension_numbers"], p["slice_sizes"], p["mode"])
+            return None if out is None else [out]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None
+
+
+def _window_offset(starts, idx, strides) -> str:
+    """C expression of the flat operand index of window element ``idx`` (C index names) of a
+    window starting at ``starts`` (C expressions), in an operand of ``strides``."""
+    return " + ".join(f"({a} + {i})*{k}" for a, i, k in zip(starts, idx, strides)) or "0"
+
+
+def _np_pad(x, value, config):
+    """``jax.lax.pad``: per axis (low, high, interior), ``interior`` copies of ``value`` between
+    neighbours, then ``low`` / ``high`` of them at the ends (negative: that many cut off)."""
+    x = np.asarray(x)
+    value = np.asarray(value, x.dtype)
+    dilated = [n + max(n - 1, 0) * k for n, (_, _, k) in zip(x.shape, config)]
+    inner = np.full(dilated, value, x.dtype)
+    inner[tuple(slice(None, None, k + 1) for _, _, k in config)] = x
+    shape = [lo + n + hi for n, (lo, hi, _) in zip(dilated, config)]
+    if any(n < 0 for n in shape):
+        raise ValueError("pad: negative size")
+    out = np.full(shape, value, x.dtype)
+    src, dst = [], []
+    for n, m, (lo, _, _) in zip(dilated, shape, config):
+        a, b = max(lo, 0), min(lo + n, m)  # where the dilated operand lands in the output
+        src.append(slice(a - lo, b - lo) if b > a else slice(0, 0))
+        dst.append(slice(a, b) if b > a else slice(0, 0))
+    out[tuple(dst)] = inner[tuple(src)]
+    return out
+
+
+def _np_gather(operand, indices, dn, slice_sizes, mode):
+    """``jax.lax.gather`` (its index vector the last axis of the indices, as JAX always has it):
+    the window of ``slice_sizes`` at each index vector's start, starts clamped into the operand
+    (modes clip and promise-in-bounds); None for batching dimensions, and for a window out of
+    bounds in fill mode."""
+    if getattr(dn, "operand_batching_dims", ()) or indices.ndim == 0:
+        return None
+    fill = "FILL" in str(mode)
+    batch_shape = indices.shape[:-1]
+    rows = indices.reshape(-1, indices.shape[-1]).tolist()
+    wshape = [n for d, n in enumerate(slice_sizes) if d not in dn.collapsed_slice_dims]
+    windows = []
+    for row in rows:
+        start = [0] * operand.ndim
+        for k, d in enumerate(dn.start_index_map):
+            start[d] = int(row[k])
+        for d in range(operand.ndim):
+            hi = operand.shape[d] - slice_sizes[d]
+            if fill and not 0 <= start[d] <= hi:
+                return None
+            start[d] = min(max(start[d], 0), hi)
+        windows.append(operand[tuple(slice(a, a + n) for a, n in zip(start, slice_sizes))].reshape(wshape))
+    w = (
+        np.stack(windows).reshape(tuple(batch_shape) + tuple(wshape))
+        if windows
+        else np.zeros(tuple(batch_shape) + tuple(wshape), operand.dtype)
+    )
+    rank = len(batch_shape) + len(wshape)
+    src = [0] * rank
+    for i, t in enumerate(a for a in range(rank) if a not in dn.offset_dims):
+        src[t] = i
+    for j, t in enumerate(dn.offset_dims):
+        src[t] = len(batch_shape) + j
+    return w.transpose(src)
+
+
+_NP_BINARY = {
+    "add": np.add,
+    "add_any": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+}
+
+
+def _np_elementwise(name, vals, p):
+    """Common elementwise primitives (and ``dot_general``) on known NumPy arrays, where NumPy's
+    result is the one ``jax.lax`` defines (IEEE arithmetic, comparisons, exact conversions; a
+    product to round-off); None for the others, which run through JAX (which compiles an XLA
+    program for each new shape)."""
+    if name in _NP_BINARY and all(np.asarray(v).dtype == np.asarray(vals[0]).dtype for v in vals):
+        return [_NP_BINARY[name](*vals)]
+    if name == "div" and _is_float(np.asarray(vals[0]).dtype):
+        return [np.divide(*vals)]
+    if name == "neg":
+        return [np.negative(vals[0])]
+    if name == "not":
+        return [np.logical_not(vals[0]) if vals[0].dtype == np.bool_ else np.invert(vals[0])]
+    if name == "convert_element_type":
+        src, dst = np.asarray(vals[0]).dtype, np.dtype(p["new_dtype"])
+        if _is_float(dst) or (not _is_float(src) and dst != np.bool_):
+            return [np.asarray(vals[0]).astype(dst)]
+        if dst == np.bool_:
+            return [np.asarray(vals[0]) != 0]
+        return None
+    if name == "select_n":
+        pred, cases = np.asarray(vals[0]), vals[1:]
+        if pred.dtype == np.bool_:
+            return [np.where(pred, cases[1], cases[0])] if len(cases) == 2 else [np.asarray(cases[0])]
+        return [np.choose(pred, np.broadcast_arrays(*cases))]
+    if (
+        name == "dot_general"
+        and all(_is_float(np.asarray(v).dtype) for v in vals)
+        and np.asarray(vals[0]).dtype == np.asarray(vals[1]).dtype
+    ):
+        # summed term by term in the contraction's order, as the loop nest of p_dot_general does
+        (lc, rc), (lb, rb) = p["dimension_numbers"]
+        lhs, rhs = np.asarray(vals[0]), np.asarray(vals[1])
+        lfree = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
+        rfree = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
+        nb = int(math.prod(lhs.shape[a] for a in lb))
+        nc = int(math.prod(lhs.shape[a] for a in lc))
+        nl = int(math.prod(lhs.shape[a] for a in lfree))
+        nr = int(math.prod(rhs.shape[a] for a in rfree))
+        lm = lhs.transpose(list(lb) + lfree + list(lc)).reshape(nb, nl, nc)  # sizes given: some may be 0
+        rm = rhs.transpose(list(rb) + rfree + list(rc)).reshape(nb, nr, nc)
+        acc = np.zeros((nb, lm.shape[1], rm.shape[1]), lhs.dtype)
+        for c in range(nc):
+            acc += lm[:, :, None, c] * rm[:, None, :, c]
+        shape = [lhs.shape[a] for a in lb] + [lhs.shape[a] for a in lfree] + [rhs.shape[a] for a in rfree]
+        return [acc.reshape(shape)]
+    if name == "iota":
+        shape, dim = tuple(p["shape"]), p["dimension"]
+        ar = np.arange(shape[dim], dtype=np.dtype(p["dtype"]))
+        return [np.broadcast_to(ar.reshape([-1 if k == dim else 1 for k in range(len(shape))]), shape)]
+    return None
+
+
+def _squeezed(shape, name, p):
+    dims = [d % (len(shape) + (len(p["dimensions"]) if name == "expand_dims" else 0)) for d in p["dimensions"]]
+    if name == "squeeze":
+        return tuple(n for k, n in enumerate(shape) if k not in dims)
+    out, it = [], iter(shape)
+    for k in range(len(shape) + len(dims)):
+        out.append(1 if k in dims else next(it))
+    return tuple(out)
