@@ -31,10 +31,11 @@ Stress resultants per element: :func:`stress_resultants`. Pictures: :mod:`livens
 (``snapshot``, ``animate``), imported on first use.
 """
 
-from .assembly import AssembledSystem, Assembly, Layout
+from .assembly import AssembledSystem, Assembly
 from .beam import Beam
 from .forces import Damper, Gravity, PointLoad, Spring, triangular_pulse
 from .joints import Clamp, Distance, FixedPoint, OnAxis, Revolute, Spherical
+from .layout import Layout
 from .resultants import stress_resultants
 from .rigid import (
     PlanarRigidBody,

@@ -24,10 +24,10 @@ import os
 
 import numpy as np
 
-from .assembly import Layout
 from .beam import Beam
 from .forces import Damper, Spring
 from .joints import Distance, OnAxis
+from .layout import Layout
 from .rigid import PointMass
 
 _FRAME_COLORS = ("tab:red", "tab:green", "tab:blue")

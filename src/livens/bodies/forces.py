@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -22,10 +21,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .joints import _check_point, _on_axis
+from .layout import _Placement
 from .rigid import Point, _check_name
-
-if TYPE_CHECKING:  # annotations only: livens.bodies.assembly imports this module
-    from .assembly import _Placement
 
 
 @dataclass(frozen=True)

@@ -19,17 +19,11 @@ b = -9.81 e3 (V = -m b.phi). The Assembly finds the rotation about e3 as the onl
 System parameter: ``gravity`` (:func:`with_gravity_parameter`).
 """
 
-import jax.numpy as jnp
 import numpy as np
 
 from .. import bodies as lb
 from ..system import Problem
 from . import register
-
-
-def director_orthonormality(d1, d2, d3):
-    """The six internal constraints of a director frame (KBS23b eq 103, KBS23a eq 61)."""
-    return lb.orthonormality([jnp.asarray(d1), jnp.asarray(d2), jnp.asarray(d3)])
 
 
 def spin_rate(mass, inertia, length, gravity, omega_p, alpha0):

@@ -168,14 +168,6 @@ class StabilityResult:
         t_leaves_E0, rescue, rescued_steps, mean_iterations."""
         return _write_rows(path, self.rows, COLUMNS)
 
-    def energy_csv(self, path: str, h: float) -> str:
-        """The (thinned) energy histories for one h: columns scheme, h, t, E."""
-        rows = []
-        for (s, hh), tr in self.traces.items():
-            if abs(hh - h) <= 1e-12 * h:
-                rows.extend({"scheme": s, "h": hh, "t": float(t), "E": float(e)} for t, e in zip(tr.t, tr.E))
-        return _write_rows(path, rows, ["scheme", "h", "t", "E"])
-
     def figure(self, stem: str, h: float, title: str = "") -> list:
         """The energy of every run with step ``h`` over time (KBS23b Figs 31-33): the whole horizon on
         the left and, where a run stopped early, the interval up to its stop on the right (a blow-up

@@ -142,10 +142,6 @@ class Trace:
         E = self.energy[key or self.energy_key]
         return float(np.max(np.abs(E - E[0])) / max(abs(float(E[0])), 1e-300))
 
-    def max_momentum_increment(self) -> dict:
-        """max_n |J^{n+1} - J^n| for each momentum map (KBS23b Figs 11, 27)."""
-        return {k: float(np.max(np.abs(np.diff(v)), initial=0.0)) for k, v in self.momentum.items()}
-
     def max_residual(self, name: str, which: Sequence[int] | None = None) -> float:
         """max |r| of a nodal or enforced residual (by name), optionally of some constraints only."""
         r = self.nodal.get(name)
