@@ -5,7 +5,7 @@ Every compiled time loop, rescue, diagnostic or vmapped helper holds XLA executa
 executable holds a few hundred memory mappings of machine code. A process that compiles a few
 hundred of them (a whole test suite, ``livens reproduce all``, a parameter sweep over many systems)
 reaches Linux's default limit of 65530 mappings per process, and XLA then crashes in its next
-compilation (seen with jax 0.10.2: a segmentation fault in ``backend_compile_and_load`` or while
+compilation (a segmentation fault in ``backend_compile_and_load`` or while
 reading the persistent compilation cache). These caches therefore keep the most recently used
 entries only; an evicted entry is compiled again on its next use (from the persistent compilation
 cache, in well under a second).

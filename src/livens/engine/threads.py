@@ -4,10 +4,9 @@ XLA's CPU programs call LAPACK and BLAS (LU factorizations, triangular solves) t
 OpenBLAS. OpenBLAS splits even a small factorization over every core and keeps its worker threads
 spinning between calls. A time loop calls it a few times per Newton iteration, on matrices of a
 few dozen rows (the blocks of a banded tangent): the split gains nothing, and whenever another
-process wants the cores, every call waits for descheduled workers. On a machine with two cores
-and four busy processes, the three-bar swing's time loop then took 88 ms per step instead of
-0.9 ms (``python -m benchmarks --only three-bar-swing`` reports its loop against its parts).
-With one BLAS thread the loop runs as fast on an idle machine and slows down only by the share
+process wants the cores, every call waits for descheduled workers, and a time loop on a busy
+machine slows down by far more than its share of the cores (``python -m benchmarks --only
+three-bar-swing`` reports the swing's loop against its parts). With one BLAS thread the loop runs as fast on an idle machine and slows down only by the share
 of the cores it gets.
 
 :func:`serial_blas` limits the BLAS libraries loaded in the process to one thread for the

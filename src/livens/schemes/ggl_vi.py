@@ -245,8 +245,8 @@ BLOCK_MIN_M = 24
 (dlambda, dgamma) by block elimination on the (55d) rows (:func:`livens.solvers.dense.block_solve`): two
 LU of m x m instead of one of 2m x 2m: faster for the double four-bar (m = 29), slower for the
 heavy top (m = 9) and the chain of 16 (m = 16), where the LAPACK calls, not their arithmetic,
-cost (``python -m benchmarks``). Not used by :class:`VISTangentMF` (in the chain of 32 it made a
-step much slower, not understood)."""
+cost (``python -m benchmarks``). Not used by :class:`VISTangentMF`, whose steps on the chain of 32
+took longer with it."""
 
 MATRIX_FREE_MIN_D = 64
 """From this many coordinates on, :func:`_tangent` gives the matrix-free :class:`VISTangentMF`

@@ -73,8 +73,8 @@ def _batched() -> bool:
 def batched_systems():
     """While a step is traced inside this context (the step loop of an ensemble, which ``vmap``
     maps over its members: :func:`livens.timestep.make_loop` with ``batched``), :func:`block_solve`
-    factorizes the whole system instead of eliminating blocks: batched, the block form was seen to
-    hang XLA's CPU runtime (jax 0.10.2, 500 double four-bars, with one BLAS thread too)."""
+    factorizes the whole system instead of eliminating blocks: batched, the block form can hang XLA's
+    CPU runtime (large ensembles of the double four-bar, with one BLAS thread too)."""
     _POLICY.batched = getattr(_POLICY, "batched", 0) + 1
     try:
         yield
