@@ -1,6 +1,8 @@
-"""The gallery: every example of livens run with a scheme that accepts it, its overview figure made by
-running it (``python docs/gallery.py``; the documentation's build runs it). Writes
-``docs/gallery/<example>.png`` and ``docs/gallery.md``."""
+"""The gallery: every example of livens run with a scheme that accepts it, with a picture of its
+motion (the mechanism, drawn by :mod:`livens.bodies.draw`, where the example is built from bodies;
+else its coordinates over time) and its overview figure, made by running it (``python
+docs/gallery.py``; the documentation's build runs it, and it prints a line per example as it goes).
+Writes ``docs/gallery/<example>_motion.png``, ``docs/gallery/<example>.png`` and ``docs/gallery.md``."""
 
 import sys
 from pathlib import Path
@@ -80,41 +82,89 @@ RUNS = {
 }
 
 
-def main() -> int:
+#: example -> options of livens.bodies.draw.snapshot for its mechanism picture (examples built with bodies)
+DRAW = {"three-bar-swing": {"view": "yz", "color_by": "stress"}}
+
+MAX_COORDINATES = 6
+"""The coordinates a motion figure shows for an example without bodies (the first ones)."""
+
+
+def motion_figure(sol, path: str, name: str) -> str:
+    """The picture of the motion under the diagnostics: for an example built with livens.bodies its
+    mechanism at six times (:func:`livens.bodies.draw.snapshot`), else its first coordinates q_i(t).
+    Writes ``path`` and returns what it shows, for the caption."""
+    from matplotlib.figure import Figure
+
+    import livens.bodies as lb
+
+    try:
+        lb.draw.layout_of(sol)
+    except ValueError:
+        pass
+    else:
+        lb.draw.snapshot(sol, path=path, **DRAW.get(name, {}))
+        return "the mechanism at six times of the run, light to dark (`livens.bodies.draw.snapshot`)"
+    d = sol.q.shape[1]
+    shown = min(d, MAX_COORDINATES)
+    fig = Figure(figsize=(6.0, 3.2))
+    ax = fig.subplots()
+    for i in range(shown):
+        ax.plot(sol.t, sol.q[:, i], lw=1.0, label=f"q[{i}]")
+    ax.set_xlabel("t")
+    ax.set_title(f"{name}: coordinates q(t)" + (f", the first {shown} of {d}" if shown < d else ""), fontsize=10)
+    ax.legend(fontsize=7, ncols=min(shown, 3), loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return "its coordinates q(t)" + (f" (the first {shown} of {d})" if shown < d else "")
+
+
+def main(names: list[str] | None = None, out: Path = HERE) -> int:
+    """Run ``names`` (default: every example), write their figures to ``out/gallery/`` and the page
+    ``out/gallery.md``, printing a line per example as it goes (the whole gallery takes minutes)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import livens as lv
     from livens.plots import overview_figure
 
-    out = HERE / "gallery"
-    out.mkdir(exist_ok=True)
+    names = lv.examples.names() if names is None else list(names)
+    (out / "gallery").mkdir(parents=True, exist_ok=True)
     lines = [
         "# Gallery",
         "",
         "Every example of `lv.examples`, run with a scheme that accepts it; the figures are "
-        "made by `python docs/gallery.py` when the documentation is built. Each panel set is the overview "
-        "of `livens run` (energy quantities, energy increments per step, momentum-map increments or Newton "
-        "iterations, constraint residuals).",
+        "made by `python docs/gallery.py` when the documentation is built. For each example, a picture "
+        "of the motion (the mechanism drawn by `livens.bodies.draw` where the example is built from "
+        "bodies, else its coordinates over time) and the overview of `livens run` (energy quantities, "
+        "energy increments per step, momentum-map increments or Newton iterations, constraint residuals).",
         "",
     ]
-    for name in lv.examples.names():
+    print(f"gallery: running {len(names)} examples (each is compiled, then run)", flush=True)
+    for k, name in enumerate(names, 1):
         scheme, options, caption = RUNS[name]
+        print(f"gallery [{k}/{len(names)}] {name}: {scheme} ...", flush=True)
         problem = lv.examples.load(name)
         sol = lv.simulate(problem, scheme, progress=False, **options)
-        overview_figure(sol, str(out / f"{name}.png"))
+        motion = motion_figure(sol, str(out / "gallery" / f"{name}_motion.png"), name)
+        overview_figure(sol, str(out / "gallery" / f"{name}.png"))
+        print(f"gallery [{k}/{len(names)}] {name}: {sol.n_steps} steps, figures written", flush=True)
         command = " ".join(
-            [f"livens run {name} --scheme {scheme}"] + [f"--{k.replace('_', '-')} {v}" for k, v in options.items()]
+            [f"livens run {name} --scheme {scheme}"] + [f"--{key.replace('_', '-')} {v}" for key, v in options.items()]
         )
         lines += [
             f"## {name}",
             "",
-            f"![{name}](gallery/{name}.png)",
-            "",
             f"{caption[0].upper() + caption[1:]}. `{command}`",
             "",
+            f"![{name}: {motion}](gallery/{name}_motion.png)",
+            "",
+            f"*Above: {motion}. Below: the overview of the run.*",
+            "",
+            f"![{name}](gallery/{name}.png)",
+            "",
         ]
-    (HERE / "gallery.md").write_text("\n".join(lines))
+    (out / "gallery.md").write_text("\n".join(lines))
+    print(f"gallery: wrote {out / 'gallery.md'}", flush=True)
     return 0
 
 

@@ -265,3 +265,34 @@ def test_the_yardstick_chart_states_h_tol_and_accuracy_without_overlapping_label
         assert a.x0 >= -1 and a.y0 >= -1 and a.x1 <= width + 1 and a.y1 <= height + 1, "a label leaves the figure"
         for b in boxes[i + 1 :]:
             assert not a.overlaps(b), f"labels overlap: {a} {b}"
+
+
+# ------------------------------------------------------------------ gallery
+
+
+def test_the_gallery_draws_each_motion_and_reports_progress(tmp_path, capsys):
+    """For an example built from bodies the gallery draws the mechanism (livens.bodies.draw), for
+    one without bodies its coordinates; each example's run is announced and its end reported."""
+    from PIL import Image
+
+    import livens as lv
+
+    gallery = _module(DOCS / "gallery.py", "_livens_gallery")
+    assert set(gallery.RUNS) == set(lv.examples.names())
+    names = ["double-four-bar", "pendulum-3d"]
+    assert gallery.main(names, tmp_path) == 0
+    printed = capsys.readouterr().out
+    for k, name in enumerate(names, 1):
+        assert re.search(rf"gallery \[{k}/2\] {name}: {gallery.RUNS[name][0]} \.\.\.\n", printed), printed
+        assert re.search(rf"gallery \[{k}/2\] {name}: \d+ steps, figures written\n", printed), printed
+    page = (tmp_path / "gallery.md").read_text()
+    assert "the mechanism at six times" in page.split("## pendulum-3d")[0]
+    assert "coordinates q(t)" in page.split("## pendulum-3d")[1]
+    for name in names:
+        for picture in (f"{name}_motion.png", f"{name}.png"):
+            assert f"(gallery/{picture})" in page
+            with Image.open(tmp_path / "gallery" / picture) as image:
+                assert min(image.size) > 200
+    drawn = Image.open(tmp_path / "gallery" / "double-four-bar_motion.png").convert("L")
+    overview = Image.open(tmp_path / "gallery" / "double-four-bar.png").convert("L")
+    assert drawn.size != overview.size or list(drawn.getdata()) != list(overview.getdata())
