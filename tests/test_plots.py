@@ -277,3 +277,38 @@ def test_overview_of_a_run_iterated_to_roundoff(tmp_path):
     sol = lv.simulate(p, "EM", t_end=0.2, tol="roundoff", progress=False)
     path = plots.overview_figure(sol, str(tmp_path / "overview.png"))
     check_png(path)
+
+
+def test_overview_labels_and_title_name_the_energies_and_the_scheme():
+    """The legend names E = p.v - L the generalized energy function (KB23 eq 12), not "livens"; the
+    title names the scheme, with its parameters where it has any, and no stray comma."""
+    p = lv.examples.load("pendulum-3d")
+    fig = _overview(lv.simulate(p, "EM", t_end=0.2, progress=False))
+    labels = [ln.get_label() for ln in fig.axes[0].get_lines()]
+    assert labels == [
+        "$T$ (kinetic energy)",
+        "$V$ (potential energy)",
+        "$H = T + V$ (total energy)",
+        "$E = p \\cdot v - L$ (generalized energy function)",
+    ]
+    assert fig._suptitle.get_text() == "pendulum-3d — ggl-em, h = 0.05"
+    assert fig.axes[1].get_title() == "increments of the generalized energy function $E$"
+    fig = _overview(lv.simulate(p, "VI-A", theta=0.25, t_end=0.2, progress=False))
+    assert fig._suptitle.get_text() == "pendulum-3d — ggl-theta-a (theta=0.25), h = 0.05"
+    assert not any("livens" in ln.get_label() for ax in fig.axes for ln in ax.get_lines())
+
+
+def test_overview_of_a_loaded_system_draws_the_energy_balance_the_summary_reports():
+    """The three-bar swing is driven by a load: its energy grows by the load's work. The energy panel
+    draws the balance E^n - E^0 - W_ext^n, whose largest value over the energy scale is the summary's
+    figure, and which is far smaller than the energy's change."""
+    sol = lv.simulate(lv.examples.load("three-bar-swing", n_elements=2), "vi-lagrange", t_end=0.02, progress=False)
+    fig = _overview(sol)
+    ax = fig.axes[1]
+    assert ax.get_title().startswith("energy balance $H^n - H^0 - W_{ext}^n$")
+    y = np.concatenate([ln.get_ydata() for ln in _lines_with_data(ax)])
+    summary = sol.summary()
+    scale = summary["energy scale max(|E0|, range of T, range of V)"]
+    assert np.max(np.abs(y)) / scale == pytest.approx(summary["max |E - E0 - W_ext| / scale (total, energy balance)"])
+    H = sol.energy()["total"]
+    assert np.max(np.abs(H - H[0])) > 1e4 * np.max(np.abs(y))  # the load's work is not drawn

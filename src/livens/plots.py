@@ -57,9 +57,11 @@ def overview_figure(sol: Solution, path: str, max_points: int = 2000) -> str:
 def overview(sol: Solution, max_points: int = 2000) -> Figure:
     """The matplotlib Figure of :func:`overview_figure`: four panels, each with data.
 
-    1. the energy quantities T, V, H (and E = p.v - L) over time;
-    2. the increments E^{n+1} - E^n of the scheme's energy function (KBS23b Fig 8), or, where the run
-       kept one node in every k (``save_every``), the error E^n - E^0;
+    1. the energy quantities T, V, H (and the generalized energy function E = p.v - L) over time;
+    2. the increments E^{n+1} - E^n of the scheme's energy function (KBS23b Fig 8); where the system
+       has an external force or dampers, the energy balance E^n - E^0 - W_ext^n + W_diss^n instead
+       (the loads' work is no error; :meth:`~livens.Solution.summary` reports its largest value);
+       where the run kept one node in every k (``save_every``), the error E^n - E^0;
     3. the increments (or the drift J^n - J^0) of the momentum maps; where the system has an external
        force or dampers, the momentum balance J^{n+1} - J^n - I^n instead, I^n their impulse over the
        step (``Solution.momentum_balance``), zero for the schemes that keep momentum maps however the
@@ -86,19 +88,25 @@ def overview(sol: Solution, max_points: int = 2000) -> Figure:
     for i, k in enumerate(("kinetic", "potential", "total", "livens")):
         if k in E:
             x, y = _envelope(t, E[k], max_points)
-            ax.plot(x, y, lw=1.6 - 0.3 * i, ls=_LINESTYLES[i % 4], label=f"${sym[k]}$ ({k})")
+            ax.plot(x, y, lw=1.6 - 0.3 * i, ls=_LINESTYLES[i % 4], label=_energy_label(k))
     ax.set_xlabel("t"), ax.set_ylabel("energy"), ax.set_title("energy quantities")
     _legend_below(ax)
 
     ax = axes[0, 1]
-    if consecutive and len(t) > 1:
+    s, words = sym[key], _ENERGY_WORDS[key]
+    balance = _energy_balance(sol, E[key]) if consecutive else None
+    if balance is not None:
+        y, x = balance[0], t
+        ax.set_ylabel(f"${s}^n - {s}^0{balance[1]}$")
+        title = f"energy balance ${s}^n - {s}^0{balance[1]}$ ({words} ${s}$ less the loads' work)"
+    elif consecutive and len(t) > 1:
         y, x = np.diff(E[key]), t[1:]
-        ax.set_ylabel(f"${sym[key]}^{{n+1}} - {sym[key]}^n$")
-        title = f"increments of the energy function ${sym[key]}$ ({key})"
+        ax.set_ylabel(f"${s}^{{n+1}} - {s}^n$")
+        title = f"increments of the {words} ${s}$"
     else:
         y, x = E[key] - E[key][0], t
-        ax.set_ylabel(f"${sym[key]}^n - {sym[key]}^0$")
-        title = f"energy error ${sym[key]}^n - {sym[key]}^0$ ({key}, one node in every {sol.save_every})"
+        ax.set_ylabel(f"${s}^n - {s}^0$")
+        title = f"energy error ${s}^n - {s}^0$ ({words}, one node in every {sol.save_every})"
     _title(ax, title, _dots(ax, x, y, max_points))
     ax.set_xlabel("t")
 
@@ -136,8 +144,37 @@ def overview(sol: Solution, max_points: int = 2000) -> Figure:
     ax = axes[1, 1]
     _constraint_panel(ax, sol, t, max_points)
     ax.set_xlabel("t")
-    fig.suptitle(f"{sol.meta.get('example')} — {sol.scheme} {sol.params or ''}, h = {sol.h:g}")
+    fig.suptitle(f"{sol.meta.get('example')} — {_scheme_words(sol)}, h = {sol.h:g}")
     return fig
+
+
+def _scheme_words(sol) -> str:
+    """The scheme and its parameters, e.g. "ggl-theta-b (theta=0.5, vartheta=0.25)" or "ggl-em"."""
+    params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in (sol.params or {}).items())
+    return f"{sol.scheme} ({params})" if params else sol.scheme
+
+
+def _energy_label(key: str) -> str:
+    """The legend entry of an energy quantity, e.g. "$E = p \\cdot v - L$ (generalized energy function)"."""
+    return f"${_ENERGY_FORMULA[key]}$ ({_ENERGY_WORDS[key]})"
+
+
+def _energy_balance(sol, En):
+    """(E^n - E^0 - W_ext^n + W_diss^n at the nodes, the terms " - W_ext + W_diss" as TeX) where the
+    system has an external force or dampers (their work is no error: :meth:`Solution.summary` reports
+    this balance), else None (also for a Solution loaded without its system)."""
+    try:
+        mech = sol.mechanics
+    except ValueError:
+        return None
+    if not (mech.has_external_force or mech.has_dissipation):
+        return None
+    balance, terms = np.asarray(En) - En[0], ""
+    if mech.has_external_force:
+        balance, terms = balance - sol.external_work(), terms + " - W_{ext}^n"
+    if mech.has_dissipation:
+        balance, terms = balance + sol.dissipated_work(), terms + " + W_{diss}^n"
+    return balance, terms
 
 
 def _momentum_balance(sol):
@@ -310,6 +347,13 @@ _STYLE = {
     "axes.formatter.limits": (-3, 4),
 }
 _ENERGY_SYMBOL = {"kinetic": "T", "potential": "V", "total": "H", "livens": "E"}
+_ENERGY_FORMULA = {"kinetic": "T", "potential": "V", "total": "H = T + V", "livens": "E = p \\cdot v - L"}
+_ENERGY_WORDS = {
+    "kinetic": "kinetic energy",
+    "potential": "potential energy",
+    "total": "total energy",
+    "livens": "generalized energy function",  # KB23 eq 12
+}
 
 
 def as_trace(x: Solution | Trace, label: str | None = None) -> Trace:
@@ -434,7 +478,7 @@ def energy_figure(
     curves = []
     for k in keys:
         if k in tr.energy:
-            ax.plot(tr.t, tr.energy[k], label=f"${_ENERGY_SYMBOL[k]}$ ({k})", **_series(len(curves)))
+            ax.plot(tr.t, tr.energy[k], label=_energy_label(k), **_series(len(curves)))
             curves.append((k, tr.t, tr.energy[k]))
     ax.set_xlabel(_tlabel(units))
     ax.set_ylabel(_ulabel("energy", units, "E"))
@@ -458,7 +502,12 @@ def energy_increments_figure(
     for tr in _traces(runs):
         k = key if (key and key in tr.energy) else tr.energy_key
         dE = tr.energy_increments(k)
-        ax.plot(tr.t[1:], dE, label=f"{tr.label} (${_ENERGY_SYMBOL[k]}$)", **_series(len(curves), "dots"))
+        ax.plot(
+            tr.t[1:],
+            dE,
+            label=f"{tr.label} (${_ENERGY_SYMBOL[k]}$, {_ENERGY_WORDS[k]})",
+            **_series(len(curves), "dots"),
+        )
         curves.append((f"{tr.label} {k}", tr.t[1:], dE))
     ax.set_xlabel(_tlabel(units))
     sym = _ENERGY_SYMBOL.get(key or "livens", "E")
