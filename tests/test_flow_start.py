@@ -7,8 +7,9 @@ parameter values (node 0 on it to round-off, the same run as lv.simulate from th
 so that the gradient in q0 has no normal part and a parameter derivative with q0 held fixed is
 that of a consistent start (EM's energy error, zero to round-off for every rod length, has zero
 derivative). With consistent=False an inconsistent start is refused or fails the run. A parameter
-value that breaks a declared symmetry is run without it (concrete values, as lv.simulate does) or
-fails the run with a message naming it (traced values).
+value that breaks a declared symmetry is run without it (concrete values, as lv.simulate does; traced
+values: tests/test_flow_optimisers.py), and a traced value that breaks one only away from the values
+at which it was checked fails the run with a message naming it.
 """
 
 import jax
@@ -149,13 +150,25 @@ def test_symmetries_are_decided_for_the_parameter_values_of_each_call():
     np.testing.assert_allclose(np.asarray(res.q), sol.q, rtol=0, atol=1e-12)
     H = 0.5 * np.sum(np.asarray(res.p) ** 2, axis=1) + 9.81 * (np.cos(0.1) * res.q[:, 2] + np.sin(0.1) * res.q[:, 0])
     assert np.max(np.abs(H - H[0])) < 1e-12
-    traced = jax.jit(lambda t: F(problem.q0, problem.v0, {"tilt": t}))
-    assert bool(traced(0.0).converged)
-    broken = traced(0.1)
+    # a tilt that acts only beyond 1 rad: J3 is exact at the values the traced call checks (about the
+    # default 0), so it is kept, and a traced value beyond 1 fails the run naming it
+    late = problem.replace(
+        system=lv.System(
+            mass_matrix=np.eye(3),
+            potential=lambda q, par: 9.81 * (q[2] + jnp.where(par["tilt"] > 1.0, par["tilt"], 0.0) * q[0]),
+            constraints=lambda q, par: jnp.array([0.5 * (q @ q - 1.0)]),
+            parameters={"tilt": 0.0},
+        )
+    )
+    G = lv.flow(late, "EM", h=0.02, n_steps=100, tol="roundoff")
+    assert G.kept_symmetries(traced=("tilt",)) == ("J3",)
+    traced = jax.jit(lambda t: G(late.q0, late.v0, {"tilt": t}))
+    assert bool(traced(0.5).converged)
+    broken = traced(1.5)
     assert not bool(broken.converged) and int(broken.failure) == SYMMETRY
     assert np.all(np.isnan(np.asarray(broken.q[1:])))
     with pytest.raises(lv.ConvergenceError, match="break the symmetry 'J3'"):
-        F.check(broken)
+        G.check(broken)
 
 
 def test_a_start_whose_normal_space_misses_the_manifold_is_still_projected():

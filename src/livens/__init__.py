@@ -12,9 +12,10 @@ from . import (
     schemes,
 )
 from .checks import consistent_initial_state
+from .driver.ingraph import TracedSymmetryNotice
 from .ensemble import EnsembleSolution, simulate_ensemble
 from .errors import BlowUpError, ConvergenceError, FileFormatError, SimulationError, SimulationInterrupted
-from .flow import FlowResult, flow
+from .flow import FlowResult, flow, raising
 from .redundancy import RedundantConstraintsNotice
 from .simulate import simulate
 from .solution import Solution, load
@@ -33,6 +34,7 @@ __all__ = [
     "load",
     "flow",
     "FlowResult",
+    "raising",
     "consistent_initial_state",
     "ConvergenceError",
     "BlowUpError",
@@ -40,6 +42,7 @@ __all__ = [
     "SimulationInterrupted",
     "FileFormatError",
     "RedundantConstraintsNotice",
+    "TracedSymmetryNotice",
     "bodies",
     "examples",
     "schemes",

@@ -9,10 +9,13 @@ Leyendecker, Ober-Blöbaum, Marsden, Ortiz 2010) differentiate.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
+
+import jax
 
 from .driver import Arrays, Implicit, InGraph, NaNFlag, run
-from .driver.ingraph import FlowFunction, FlowResult
+from .driver.ingraph import FlowFunction, FlowResult, reraise_thrown
 from .system import Problem
 
 
@@ -30,6 +33,7 @@ def flow(
     consistent: bool = True,
     throw: bool = False,
     t_end: float | None = None,
+    on_failure: str = "nan",
     **params: Any,
 ) -> FlowFunction:
     """The run of ``scheme`` on ``problem`` over ``n_steps`` steps of size ``h`` as a pure function
@@ -54,8 +58,9 @@ def flow(
     (``jax.grad``, ``jax.vjp``; ``jax.jvp``, ``jax.jacfwd``). A second derivative (a Hessian) needs
     ``backend="xla"``: the native derivatives refuse to be differentiated. The symmetries an energy-momentum scheme keeps are
     decided per call: for concrete parameter values as :func:`livens.simulate` decides them; for
-    traced values those of the System's defaults are kept, and values that break one fail the run
-    with a message naming it.
+    traced values, those exact for every value of the traced parameters (at their defaults and at
+    random values about them; :meth:`FlowFunction.kept_symmetries` names them, and a
+    :class:`~livens.driver.ingraph.TracedSymmetryNotice` names one they drop).
 
     Each step's derivative comes from the implicit function theorem at its converged Newton solution
     (one linear solve with the step's tangent, or its transpose in reverse mode), never from
@@ -67,7 +72,11 @@ def flow(
     NaN; no later step is taken. Called on concrete arrays, ``F`` raises
     :class:`~livens.ConvergenceError` naming the step, its time and residual; under a transformation
     check ``result.converged`` (per member under ``jax.vmap``) or :meth:`FlowFunction.check`, or pass
-    ``throw=True`` to raise at run time through a host callback. There is no rescue: its iterations
+    ``throw=True`` to raise at run time through a host callback (inside the user's ``jax.jit`` JAX
+    wraps it in its runtime error; :func:`raising` hands on the ``ConvergenceError`` itself).
+    ``on_failure="hold"``: a failed run's nodes after the failure hold the last node reached (finite)
+    and its derivatives are zero, so that ``jnp.where(result.converged, loss, 0.0)`` masks a failed
+    member of a batch with finite gradients for the others. There is no rescue: its iterations
     are not a differentiable map. A program that calls ``F`` inside the user's own ``jax.jit`` or
     ``jax.grad`` runs best inside ``with livens.engine.serial_blas():`` (one BLAS thread, as every
     livens driver).
@@ -88,7 +97,7 @@ def flow(
         output=Arrays(save_every),
         on_failure=NaNFlag(),
         adjoint=Implicit(),
-    ).configured(consistent=consistent, throw=throw)
+    ).configured(consistent=consistent, throw=throw, on_failure=on_failure)
 
 
 FLOW_KEYWORDS = (
@@ -103,6 +112,7 @@ FLOW_KEYWORDS = (
     "backend",
     "consistent",
     "throw",
+    "on_failure",
 )
 """The keywords of :func:`flow` besides the scheme's own parameters."""
 
@@ -138,4 +148,22 @@ def _check_keywords(scheme, params: dict) -> None:
             raise ValueError(f"lv.flow: unknown keyword {k!r}.{hint} lv.flow takes {', '.join(FLOW_KEYWORDS)}{own}.")
 
 
-__all__ = ["flow", "FlowResult", "FlowFunction"]
+def raising(fun: Callable[..., Any]) -> Callable[..., Any]:
+    """``fun`` (typically a ``jax.jit``-compiled function that calls a flow built with
+    ``throw=True``), with a failed run raised as the :class:`~livens.ConvergenceError` that the
+    flow's host callback raised (its message, ``step``, ``time``, ``residual``), where JAX would
+    raise its own runtime error that wraps it. The call waits for the results
+    (``jax.block_until_ready``), so that the error arrives inside it. Other errors pass unchanged."""
+
+    @functools.wraps(fun)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return jax.block_until_ready(fun(*args, **kwargs))
+        except jax.errors.JaxRuntimeError as e:
+            reraise_thrown(e)
+            raise
+
+    return call
+
+
+__all__ = ["flow", "raising", "FlowResult", "FlowFunction"]

@@ -17,16 +17,26 @@ The call of a :class:`FlowFunction` is one program:
 3. the failure policy :class:`~livens.driver.options.NaNFlag`: once the start or a step fails, no
    later segment takes a step, the nodes after it are NaN, ``converged`` is False and the
    derivative of every output with respect to every input is NaN (:func:`_loud`), so that a
-   gradient never looks valid where the loss is not;
-4. for a scheme that keeps symmetries (EM, EM-G), the kept symmetries checked at the nodes with the
-   call's parameter values: values that break one fail the run with a message naming it. Called on
-   concrete parameter values, the symmetries are chosen for those values, as :func:`livens.simulate`
-   does.
+   gradient never looks valid where the loss is not; with ``on_failure="hold"`` the nodes after it
+   hold the last node reached and every derivative of the run is zero (:func:`_fenced`), so that a
+   failed member of a batch can be masked with ``converged``;
+4. for a scheme that keeps symmetries (EM, EM-G, livens-em), the kept symmetries: called on concrete
+   parameter values, those exact for them, as :func:`livens.simulate` decides them; with traced
+   values, those exact for every value of the traced parameters (:meth:`FlowFunction.kept_symmetries`).
+   They are checked at the nodes with the call's values: values that break one fail the run with a
+   message naming it.
+
+With ``throw=True`` a failed run raises :class:`~livens.ConvergenceError` from a host callback;
+JAX wraps it in its runtime error, and :func:`reraise_thrown` (called by :class:`FlowFunction` where
+JAX runs the program at once, and by :func:`livens.raising`) raises it in its place.
 """
 
 from __future__ import annotations
 
+import collections
+import logging
 import math
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -34,20 +44,35 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import engine
-from ..checks import SYMMETRY_RTOL, check_initial_state, exact_symmetries
+from ..checks import SYMMETRY_RTOL, check_initial_state, constraints_midpoint_orthogonal, exact_symmetries
 from ..errors import ConvergenceError
 from ..manifold import project
 from ..mechanics import mechanics
 from ..schemes.base import State
 from ..system import parameter_values
 from ..timestep import make_loop, make_replay
+from .failure import GENERIC_ADVICE, flow_advice
 from .native_flow import NativeDerivatives, NativeForward
+
+FAILED = ("nan", "hold")
+"""The values of ``on_failure`` of :func:`livens.flow`: what a failed run returns (module docstring)."""
 
 NONE, START, SCHEME_START, STEP, SYMMETRY = 0, 1, 2, 3, 10
 """The codes of :attr:`FlowResult.failure`: nothing failed; the initial state (its projection onto
 the manifold did not converge, or with ``consistent=False`` it lies off the manifold); the scheme's
 own start (SLO09 eq 15, 17); a time step; SYMMETRY + j: the call's parameter values break the j-th
 symmetry the scheme keeps."""
+
+
+TRACED_SAMPLES = 3
+"""Random values of traced parameters at which a symmetry must be exact to be kept (besides their
+defaults): :meth:`FlowFunction.kept_symmetries`."""
+
+
+class TracedSymmetryNotice(UserWarning):
+    """A call of :func:`livens.flow` with traced parameters drops a symmetry that their default (or
+    given) values keep: it is not exact for every value of them (the message names it, why, and the
+    values where it fails)."""
 
 
 class FlowResult(NamedTuple):
@@ -100,8 +125,38 @@ def _input_sum(*trees):
     return sum(leaves, jnp.zeros((), jnp.float64))
 
 
-def failure_message(result_fields, scheme: str, h: float, n_steps: int, tol, symmetries=(), member=None) -> str:
-    """The message of a failed run from (failure, failed_step, residual of what failed)."""
+def _fenced(body):
+    """``body``, ``(q_in, v_in, sysp) -> (outs, aux)``, whose derivatives are zero for a failed run
+    (``aux["converged"]`` False) and unchanged otherwise: the "double where" at both ends of the
+    run's linearization. The tangents of the inputs are zeroed before it and those of the outputs
+    after it, so that in reverse mode the last operation on the inputs' cotangents is the
+    selection itself: NaN coefficients in the linearization of a failed step (its Newton iterate
+    is no solution) never reach them, also where they meet zero cotangents."""
+
+    @jax.custom_jvp
+    def fenced(q_in, v_in, sysp):
+        return body(q_in, v_in, sysp)
+
+    @fenced.defjvp
+    def fenced_jvp(primals, tangents):
+        outs, lin, aux = jax.linearize(body, *primals, has_aux=True)
+        ok = aux["converged"]
+
+        def gate(t):
+            return jnp.where(ok, t, jnp.zeros_like(t))
+
+        d_outs = jax.tree_util.tree_map(gate, lin(*jax.tree_util.tree_map(gate, tangents)))
+        return (outs, aux), (d_outs, jax.tree_util.tree_map(_zero_tangent, aux))
+
+    return fenced
+
+
+def failure_message(
+    result_fields, scheme: str, h: float, n_steps: int, tol, symmetries=(), member=None, advice=None
+) -> str:
+    """The message of a failed run from (failure, failed_step, residual of what failed); ``advice``:
+    the sentence that ends it for a failed step (:func:`livens.driver.failure.flow_advice`; default
+    :data:`~livens.driver.failure.GENERIC_ADVICE`, the words of :func:`livens.simulate`)."""
     failure, k, resid = result_fields
     who = f" (member {member} of the vmapped call)" if member is not None else ""
     r = f"{resid:.3e}" if np.isfinite(resid) else "NaN"
@@ -122,7 +177,8 @@ def failure_message(result_fields, scheme: str, h: float, n_steps: int, tol, sym
         name = symmetries[j] if 0 <= j < len(symmetries) else f"#{j}"
         return (
             f"lv.flow of {scheme}{who}: the parameter values of this call break the symmetry {name!r}, which the "
-            "flow keeps by construction (it was decided for the System's default values): its discrete gradient "
+            "flow keeps by construction (it is exact at the defaults of the traced parameters and at random values "
+            "about them, not at the values of this call): its discrete gradient "
             "would impose a conservation law these values do not have. Call F on concrete parameter values (the "
             "symmetries are then chosen for them), or build the flow from problem.replace(symmetries=[...]) "
             "without it. The nodes are NaN."
@@ -130,8 +186,8 @@ def failure_message(result_fields, scheme: str, h: float, n_steps: int, tol, sym
     return (
         f"Newton did not converge in step {k + 1} of {n_steps} (t = {k * h:.6g} -> {(k + 1) * h:.6g}) of {scheme} "
         f"in lv.flow{who} with h = {h:g} (tol = {tol}): residual {r}. The nodes after it are NaN and every "
-        "derivative of the run is NaN. The flow has no rescue (its iterations are not differentiable): use a "
-        "smaller h, a larger max_iter, or other initial values."
+        "derivative of the run is NaN. The flow has no rescue (its iterations are not differentiable)."
+        + (GENERIC_ADVICE if advice is None else advice)
     )
 
 
@@ -257,14 +313,48 @@ class _Run:
         return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *parts) if len(parts) > 1 else parts[0]
 
     def __call__(self, q0, v0, parameters=None) -> FlowResult:
-        flow, plan, sch = self.flow, self.flow.plan, self.flow.plan.scheme
-        n_steps, h, d, m = flow.n_steps, plan.h, self.mech.d, self.mech.m
+        flow, n_steps, d = self.flow, self.flow.n_steps, self.mech.d
         f64 = jnp.float64
         sysp = flow.system_values(parameters)
-        bound = self.mech.bind(sysp)
         q_in, v_in = jnp.asarray(q0, f64), jnp.asarray(v0, f64)
         if q_in.shape != (d,) or v_in.shape != (d,):
             raise ValueError(f"q0 and v0 must have shape ({d},); got {q_in.shape} and {v_in.shape}.")
+        if flow.hold:  # a failed run: finite nodes, zero derivatives (:func:`_fenced`)
+            outs, aux = _fenced(self.body)(q_in, v_in, sysp)
+        else:
+            outs, aux = self.body(q_in, v_in, sysp)
+            outs = _loud(outs, _input_sum(q_in, v_in, sysp), ~aux["converged"])
+        code, failed_step, residual = aux["failure"], aux["failed_step"], aux["residual"]
+        if self.throw:
+            fail_res = residual[jnp.clip(failed_step, 0, n_steps - 1)]
+            jax.debug.callback(self.raise_failure, code, failed_step, fail_res)
+        t = jnp.arange(n_steps + 1, dtype=f64) * self.flow.plan.h
+        k = flow.save_every
+        nodal = flow.plan.scheme.capabilities.velocity_kind == "nodal"
+        v = outs["v"]
+        return FlowResult(
+            t[::k],
+            outs["q"][::k],
+            outs["p"][::k],
+            v[::k] if nodal else v,
+            outs.get("lam"),
+            outs.get("gam"),
+            aux["iterations"],
+            aux["converged"],
+            failed_step,
+            residual,
+            code,
+        )
+
+    def body(self, q_in, v_in, sysp):
+        """The run from (q_in, v_in) with the System's values ``sysp``: (outs, aux), outs the
+        differentiable nodes (q, p, v, lam, gam), aux the rest (converged, failure, failed_step,
+        residual, iterations). The nodes after a failure are NaN, or with ``on_failure="hold"``
+        the last node reached (the multipliers and step velocities the last step's, zero before it)."""
+        flow, plan, sch = self.flow, self.flow.plan, self.flow.plan.scheme
+        n_steps, h, m = flow.n_steps, plan.h, self.mech.m
+        f64 = jnp.float64
+        bound = self.mech.bind(sysp)
         q0, v0, start_ok, start_res, start_its = self.start(bound, q_in, v_in)
         p0 = bound.M(q0) @ v0
         z = jnp.zeros((m,), f64)
@@ -303,42 +393,44 @@ class _Run:
         residual = jnp.where(start_failed & (steps == 0), start_res, residual)
         iterations = jnp.where(start_failed & (steps == 0), start_its.astype(iterations.dtype), iterations)
 
-        def nodes(first, rows):  # nodal array: the first node, then the node each kept step ends at
-            rows = jnp.where(step_ok.reshape((-1,) + (1,) * (rows.ndim - 1)), rows, nan)
-            return jnp.concatenate([first[None], rows], axis=0)
+        if flow.hold:  # the last kept row in place of the others: gathered, so that no NaN is touched
+            last = jax.lax.cummax(jnp.where(step_ok, steps + 1, 0))
+
+            def nodes(first, rows):
+                return jnp.concatenate([first[None], rows], axis=0)[
+                    jnp.concatenate([jnp.zeros((1,), last.dtype), last])
+                ]
+
+            def per_step(rows):
+                return jnp.concatenate([jnp.zeros_like(rows[:1]), rows], axis=0)[last]
+        else:
+
+            def nodes(first, rows):  # nodal array: the first node, then the node each kept step ends at
+                rows = jnp.where(step_ok.reshape((-1,) + (1,) * (rows.ndim - 1)), rows, nan)
+                return jnp.concatenate([first[None], rows], axis=0)
+
+            def per_step(rows):
+                return jnp.where(step_ok[:, None], rows, nan)
 
         nodal = sch.capabilities.velocity_kind == "nodal"
         outs = {
             "q": nodes(q0, recs["q"]),
             "p": nodes(p0, recs["p"]),
-            "v": nodes(v0, recs["v"]) if nodal else jnp.where(step_ok[:, None], recs["v"], nan),
+            "v": nodes(v0, recs["v"]) if nodal else per_step(recs["v"]),
         }
         rank = plan.rank  # an overconstrained system: multipliers per equation, zero on the redundant
         expand = rank.expand if rank is not None else (lambda x: x)
-        if "lam" in recs:
-            outs["lam"] = jnp.where(step_ok[:, None], expand(recs["lam"]), nan)
-        if "gam" in recs:
-            outs["gam"] = jnp.where(step_ok[:, None], expand(recs["gam"]), nan)
-        outs = _loud(outs, _input_sum(q_in, v_in, sysp), ~converged)
-        if self.throw:
-            fail_res = residual[jnp.clip(failed_step, 0, n_steps - 1)]
-            jax.debug.callback(self.raise_failure, code, failed_step, fail_res)
-        t = jnp.arange(n_steps + 1, dtype=f64) * h
-        k = flow.save_every
-        v = outs["v"]
-        return FlowResult(
-            t[::k],
-            outs["q"][::k],
-            outs["p"][::k],
-            v[::k] if nodal else v,
-            outs.get("lam"),
-            outs.get("gam"),
-            iterations,
-            converged,
-            failed_step,
-            residual,
-            code,
-        )
+        for name in ("lam", "gam"):
+            if name in recs:
+                outs[name] = per_step(expand(recs[name]))
+        aux = {
+            "converged": converged,
+            "failure": code,
+            "failed_step": failed_step,
+            "residual": residual,
+            "iterations": iterations,
+        }
+        return outs, aux
 
     def raise_failure(self, code, failed_step, residual):
         """The host side of ``throw=True``: raise :class:`~livens.ConvergenceError` for a failed run
@@ -347,12 +439,48 @@ class _Run:
         if code == NONE:
             return
         f = self.flow
-        raise ConvergenceError(
+        err = ConvergenceError(
             failure_message((code, k, r), f.scheme, f.h, f.n_steps, f.tol, self.kept),
             step=k,
             time=k * f.h,
             residual=r,
         )
+        err.thrown_by_flow = True  # JAX's log of the callback's error leaves it out (_QuietThrow)
+        _THROWN.append(err)
+        raise err
+
+
+# ------------------------------------------------------------------ throw=True
+_THROWN: collections.deque = collections.deque(maxlen=64)
+"""The errors the host callback of ``throw=True`` raised, until :func:`reraise_thrown` hands one on."""
+
+
+def reraise_thrown(err: BaseException) -> None:
+    """Raise the :class:`~livens.ConvergenceError` of a failed run of a ``throw=True`` flow that
+    ``err`` (the runtime error in which JAX wraps an exception of a host callback) carries, in its
+    place (``from None``: JAX's error adds nothing to its message); return where it carries none."""
+    text = str(err)
+    for thrown in reversed(list(_THROWN)):
+        if str(thrown) in text:
+            try:
+                _THROWN.remove(thrown)
+            except ValueError:  # handed on meanwhile by another thread
+                pass
+            raise thrown.with_traceback(None) from None
+
+
+class _QuietThrow(logging.Filter):
+    """Leaves out of JAX's log of a failed host callback the errors of ``throw=True``: they are
+    raised to the caller (wrapped by JAX, or as themselves through :func:`livens.raising`), and
+    their traceback on stderr would only repeat the message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not getattr(exc, "thrown_by_flow", False)
+
+
+for _name in ("jax._src.debugging", "jax._src.callback"):
+    logging.getLogger(_name).addFilter(_QuietThrow())
 
 
 # ------------------------------------------------------------------ the forward run and its derivative
@@ -402,10 +530,22 @@ class FlowFunction:
     call's parameter values first (derivatives are then along consistent starts); False: a start
     off the manifold is refused (concrete values) or fails the run (traced). ``throw``: under a
     transformation, a failed run raises :class:`~livens.ConvergenceError` at run time (through a
-    host callback; inside ``jax.jit`` it arrives wrapped in JAX's runtime error); concrete calls
-    always raise. :meth:`configured` gives a copy with other options."""
+    host callback; inside ``jax.jit`` it arrives wrapped in JAX's runtime error, which
+    :func:`livens.raising` turns back into it); concrete calls always raise. ``failed`` ("nan" or
+    "hold", :data:`FAILED`): what a failed run returns (module docstring). :meth:`configured` gives
+    a copy with other options."""
 
-    def __init__(self, plan, executor, output, on_failure, adjoint, consistent: bool = True, throw: bool = False):
+    def __init__(
+        self,
+        plan,
+        executor,
+        output,
+        on_failure,
+        adjoint,
+        consistent: bool = True,
+        throw: bool = False,
+        failed: str = "nan",
+    ):
         self.plan, self.executor, self.output, self.on_failure, self.adjoint = (
             plan,
             executor,
@@ -417,6 +557,10 @@ class FlowFunction:
         self.h, self.n_steps, self.tol = float(plan.h), plan.steps, plan.tol
         self.save_every = output.save_every
         self.consistent, self.throw = bool(consistent), bool(throw)
+        if failed not in FAILED:
+            raise ValueError(f"lv.flow: on_failure must be one of {', '.join(map(repr, FAILED))}; got {failed!r}.")
+        self.failed = failed
+        self.hold = failed == "hold"
         n = self.n_steps
         seg = executor.segment
         if seg is None:  # about sqrt(n) segments of about sqrt(n) steps, the fewest padded steps
@@ -428,7 +572,9 @@ class FlowFunction:
         self._mechs: dict = {}
         self._checks = None
 
-    def configured(self, consistent: bool | None = None, throw: bool | None = None) -> "FlowFunction":
+    def configured(
+        self, consistent: bool | None = None, throw: bool | None = None, on_failure: str | None = None
+    ) -> "FlowFunction":
         """This flow with other options (None: unchanged)."""
         return FlowFunction(
             self.plan,
@@ -438,6 +584,7 @@ class FlowFunction:
             self.adjoint,
             self.consistent if consistent is None else consistent,
             self.throw if throw is None else throw,
+            self.failed if on_failure is None else on_failure,
         )
 
     def forward(self, run: _Run, state, history, failed, sysp):
@@ -496,6 +643,84 @@ class FlowFunction:
             hit = self._mechs[key] = mechanics(self.problem.solved_system, self.problem.q0, kept, invariant)
         return hit
 
+    def _mech_for_traced(self, parameters: dict):
+        """The Mechanics of a call whose ``parameters`` are traced (some or all of them): the kept
+        symmetries are those exact for every value of the traced parameters (:meth:`kept_symmetries`);
+        a symmetry that the concrete values keep and the traced ones drop is named in a
+        :class:`TracedSymmetryNotice`, once per flow and set of traced names."""
+        traced = tuple(sorted(k for k, v in parameters.items() if _traced(v)))
+        concrete = {k: v for k, v in parameters.items() if not _traced(v)}
+        mech, dropped = self._symmetries_for(traced, concrete)
+        if dropped and ("notice", traced) not in self._mechs:
+            self._mechs[("notice", traced)] = True
+            kept = ", ".join(repr(s.name) for s in mech.symmetries) or "none"
+            why = "; ".join(f"{name!r}: {reason}" for name, reason in dropped.items())
+            warnings.warn(
+                f"lv.flow of {self.scheme}: with {', '.join(map(repr, traced))} traced, the flow keeps the "
+                f"symmetries exact for every value of them ({kept}) and drops {why}. The momentum maps of "
+                "the dropped ones are not conserved by construction; call F on concrete values of these "
+                "parameters to keep the symmetries those values respect.",
+                TracedSymmetryNotice,
+                stacklevel=3,
+            )
+        return mech
+
+    def _symmetries_for(self, traced: tuple, concrete: dict):
+        """(Mechanics, {name: why dropped}) for ``traced`` parameter names and ``concrete`` values of
+        others: a symmetry is kept where it is exact (:func:`livens.checks.exact_symmetries`) at the
+        concrete values with the traced ones at their defaults and at :data:`TRACED_SAMPLES` random
+        values about them (default + 0.1 (1 + |default|) N(0, 1), entrywise); the midpoint
+        orthogonality of the constraint terms likewise. Dropped: those the concrete values keep."""
+        plan, problem = self.plan, self.problem
+        if not plan.scheme.capabilities.symmetries or not problem.symmetries:
+            return plan.mech, {}
+        values = parameter_values(problem.system, concrete)
+        key = (traced, tuple((k, np.asarray(v).tobytes()) for k, v in sorted(values.items())))
+        hit = self._mechs.get(key)
+        if hit is not None:
+            return hit
+        rng = np.random.default_rng(0)
+        samples = [values]
+        for _ in range(TRACED_SAMPLES if traced else 0):
+            samples.append(
+                {
+                    k: v + 0.1 * (1.0 + np.abs(v)) * rng.standard_normal(np.shape(v)) if k in traced else v
+                    for k, v in values.items()
+                }
+            )
+        base = mechanics(problem.solved_system, problem.q0)
+        kept, dropped, invariant = list(problem.symmetries), {}, True
+        for j, vals in enumerate(samples):
+            bound = base.bind({k: jnp.asarray(v) for k, v in vals.items()})
+            here, why, _ = exact_symmetries(problem, bound)
+            for sym in kept:
+                if not any(sym is k for k in here) and j > 0 and sym.name not in dropped:
+                    at = ", ".join(f"{k} = {np.round(vals[k], 4).tolist()}" for k in traced)
+                    dropped[sym.name] = f"{why[sym.name]} at {at}"
+            kept = [sym for sym in kept if any(sym is k for k in here)]
+        for vals in samples:
+            bound = base.bind({k: jnp.asarray(v) for k, v in vals.items()})
+            invariant = invariant and constraints_midpoint_orthogonal(bound, kept, problem.q0)
+        out = (mechanics(problem.solved_system, problem.q0, tuple(kept), invariant), dropped)
+        self._mechs[key] = out
+        return out
+
+    def kept_symmetries(self, parameters: dict | None = None, traced: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """The names of the symmetries the flow keeps (an energy-momentum scheme conserves their
+        momentum maps by construction) in a call with these concrete ``parameters`` and the
+        parameters named in ``traced`` traced (inside ``jax.grad``, ``jax.jit``): with nothing
+        traced, those exact for the values of the call, as :func:`livens.simulate` decides them;
+        with traced parameters, those exact at their defaults (or given values) and at random values
+        about them, that is for every value of them. Schemes that keep no symmetry: ()."""
+        if not self.plan.scheme.capabilities.symmetries:
+            return ()
+        if traced:
+            concrete = {k: v for k, v in (parameters or {}).items() if k not in traced}
+            mech = self._symmetries_for(tuple(sorted(traced)), concrete)[0]
+        else:
+            mech = self._mech_for(parameters)
+        return tuple(s.name for s in mech.symmetries)
+
     def _refuse_inconsistent(self, q0, v0, parameters) -> None:
         """``consistent=False`` on concrete values: refuse a start off the manifold as
         :func:`livens.simulate` does (:func:`livens.checks.check_initial_state`)."""
@@ -517,19 +742,27 @@ class FlowFunction:
 
     def __call__(self, q0, v0, parameters=None) -> FlowResult:
         if _traced(q0, v0, parameters):
-            mech = self.plan.mech if _traced(parameters) else self._mech_for(parameters)
+            mech = self._mech_for_traced(parameters) if _traced(parameters) else self._mech_for(parameters)
             with engine.serial_blas():
-                return self._run(mech, self.throw)[1](q0, v0, parameters)
+                try:
+                    return self._run(mech, self.throw)[1](q0, v0, parameters)
+                except jax.errors.JaxRuntimeError as e:  # a throw run at once (jax.grad, jax.vmap, no jit)
+                    reraise_thrown(e)
+                    raise
         if not self.consistent:
             self._refuse_inconsistent(q0, v0, parameters)
         _, program = self._run(self._mech_for(parameters), False)
         with engine.serial_blas():  # runs at once where called on concrete values (livens.engine.threads)
             res = jax.block_until_ready(program(q0, v0, parameters))
+        if not bool(np.all(np.asarray(res.converged))):  # the words lv.simulate has for the failed step
+            sysp = self.system_values(parameters)
+            return self.check(res, flow_advice(self.plan, self._mech_for(parameters), sysp, res, self.save_every))
         return self.check(res)
 
-    def check(self, result: FlowResult) -> FlowResult:
+    def check(self, result: FlowResult, advice: str | None = None) -> FlowResult:
         """Raise :class:`~livens.ConvergenceError` if the start or a step of ``result`` failed (the
-        first failed member of a batched result, named with the count)."""
+        first failed member of a batched result, named with the count); ``advice``: as for
+        :func:`failure_message`."""
         conv = np.asarray(result.converged)
         if conv.all():
             return result
@@ -542,7 +775,9 @@ class FlowFunction:
         r = float(resid.reshape(conv.size, -1)[b, max(k, 0)])
         member = b if conv.ndim else None
         kept = self._fn.kept
-        msg = failure_message((int(codes.ravel()[b]), k, r), self.scheme, self.h, self.n_steps, self.tol, kept, member)
+        msg = failure_message(
+            (int(codes.ravel()[b]), k, r), self.scheme, self.h, self.n_steps, self.tol, kept, member, advice
+        )
         if conv.ndim:
             msg += f" {bad.size} of {conv.size} members failed: {bad[:10].tolist()}."
         raise ConvergenceError(msg, step=k, time=k * self.h, residual=r)
