@@ -33,19 +33,23 @@ def test_a_potential_that_returns_nan_is_named():
 
 
 def test_a_tolerance_below_the_round_off_floor_says_so():
-    """At tol = 1e-17 no step of the pendulum converges (|R| is a sum of terms of size 1 in double
-    precision); the message names the floor, which is a few ulps, and suggests tol="roundoff"."""
+    """At tol = 1e-17 with the papers' rule (accept_floor=False) no step of the pendulum converges
+    (|R| is a sum of terms of size 1 in double precision); the message names the floor, which is a
+    few ulps, and suggests tol="roundoff"."""
     problem = lv.examples.load("pendulum-3d")
     with pytest.raises(lv.ConvergenceError) as info:
-        lv.simulate(problem, "VI-S", t_end=0.1, tol=1e-17, progress=False, rescue=False)
+        lv.simulate(problem, "VI-S", t_end=0.1, tol=1e-17, progress=False, rescue=False, accept_floor=False)
     reason = info.value.reason
     assert 'use tol="roundoff"' in reason, reason
     floor = float(reason.split("stops decreasing at about ")[1].split(",")[0])
     assert 1e-17 < floor < 1e3 * np.finfo(float).eps
     # the suggested tolerance is one the failed step (the first) meets
     assert info.value.step == 0
-    sol = lv.simulate(problem, "VI-S", t_end=0.05, tol=1.01 * floor, progress=False, rescue=False)
+    sol = lv.simulate(problem, "VI-S", t_end=0.05, tol=1.01 * floor, progress=False, rescue=False, accept_floor=False)
     assert sol.n_steps == 1
+    # livens' default rule accepts that floor: it lies within FLOOR_FACTOR tol = 1e-15
+    sol = lv.simulate(problem, "VI-S", t_end=0.1, tol=1e-17, progress=False, rescue=False)
+    assert sol.n_steps == 2 and np.all(sol.newton_residual <= 1e-15)
 
 
 def test_a_failure_with_a_finite_residual_above_the_floor_keeps_the_advice():

@@ -58,8 +58,12 @@ def test_floor_stops_a_residual_stuck_above_tol():
     np.testing.assert_allclose(np.asarray(floored.x), [1.0, 2.0, 3.0], atol=1e-8)
     clean = jax.jit(lambda x: newton(_cubic, x, 1e-12, 40, floor=1e-3))(x0)
     assert bool(clean.converged) and float(clean.residual) <= 1e-12
-    with pytest.raises(ValueError, match="floor"):
-        newton(_cubic, x0, 1e-12, 40, floor=1e-3, final_iteration=True)
+    # final_iteration takes its one more step after either stop
+    final = jax.jit(lambda x: newton(noisy, x, 1e-12, 40, floor=1e-7, final_iteration=True))(x0)
+    assert bool(final.converged) and int(final.iterations) == int(floored.iterations) + 1
+    # floor_factor: the floor as a multiple of tol
+    factor = jax.jit(lambda x: newton(noisy, x, 1e-12, 40, floor_factor=1e5))(x0)
+    np.testing.assert_array_equal(np.asarray(factor.x), np.asarray(floored.x))
 
 
 def test_final_iteration_takes_one_more_step():

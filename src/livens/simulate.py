@@ -29,6 +29,7 @@ def simulate(
     final_iteration: bool = False,
     parameters: dict | None = None,
     backend: str | None = None,
+    accept_floor: bool = True,
     **params: Any,
 ) -> Solution:
     """Integrate ``problem`` with ``scheme`` from t = 0 to ``t_end`` with step ``h``; returns a
@@ -37,12 +38,16 @@ def simulate(
     problem: a :class:`~livens.Problem` (e.g. ``lv.examples.load("heavy-top")``).
     scheme: canonical name or paper alias (``lv.schemes.names()``), e.g. "VI-S", "ggl-theta-a".
     h, t_end: step size and end time; default to the problem's (the paper's) values.
-    tol, max_iter: Newton stops on ||R||_inf <= tol (the papers' rule, default 1e-9); a step that needs
+    tol, max_iter: Newton stops on ||R||_inf <= tol (default 1e-9), or, where the residual stops
+        halving at most 100 tol (:data:`livens.solvers.newton.FLOOR_FACTOR`), on that residual: it has
+        reached its round-off floor (``solution.meta["stopping"]`` states the rule); a step that needs
         more than max_iter iterations stops the run with :class:`~livens.ConvergenceError`.
         ``tol="roundoff"`` iterates until the Newton increment stops decreasing or is a few ulps of
         the state (:func:`livens.solvers.newton.newton`): no bias from stopping on one side of the root,
         the setting for long runs at the round-off limit (the rescue then stops at 1e-12).
     final_iteration: with a numeric tol, one more Newton iteration after ||R|| <= tol.
+    accept_floor: False: the papers' rule ||R||_inf <= tol alone (a step whose residual stalls at a
+        round-off floor above tol then fails), as the papers' reproductions run.
     guess: Newton's first guess: "extrapolated" (:mod:`livens.guess`: the last five steps' solutions
         extrapolated where that has the smaller residual), or KBS23b Table 2's "simple" (the unknowns of
         step n) or "advanced" (q^n + h v^n); None: the scheme's own (``scheme.solving.guess``). Same
@@ -78,6 +83,7 @@ def simulate(
         params=params,
         final_iteration=final_iteration,
         backend=backend,
+        accept_floor=accept_floor,
         executor=Single(chunk),
         output=output,
         on_failure=Raise(rescue),

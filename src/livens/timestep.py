@@ -43,8 +43,9 @@ from .solvers.newton import (
     newton_increment,
 )
 
-NEWTON_DEFAULT = ("tol", False)
-"""(stopping rule, final iteration) of :class:`livens.solvers.newton.PlainNewton`: the papers' ||R|| <= tol."""
+NEWTON_DEFAULT = ("tol", False, None)
+"""(stopping rule, final iteration, floor factor) of :class:`livens.solvers.newton.PlainNewton`: the
+papers' ||R|| <= tol (a run's own options: :func:`livens.driver.setup.newton_options`)."""
 
 
 def scheme_mode(mode: str) -> str:
@@ -82,7 +83,7 @@ def step(
     Newton with the scheme's tangent. ``mode="extrapolated"`` needs ``history`` (a
     :class:`~livens.guess.GuessHistory`; returned with the guess's bookkeeping updated, the
     solution not yet pushed: the caller does that once it knows the step is kept).
-    ``newton_opts``: (stopping rule, final iteration) of :class:`~livens.solvers.newton.PlainNewton`.
+    ``newton_opts``: (stopping rule, final iteration, floor factor) of :class:`~livens.solvers.newton.PlainNewton`.
     ``solution``: the step's converged unknowns, known from a run already made
     (:func:`make_replay`): no guess and no Newton iteration, only the solution's derivative by the
     implicit function theorem (:func:`~livens.solvers.newton.implicit`), with the scheme's
@@ -123,8 +124,8 @@ def step(
     def solve(res_fn, x_start, r_start):
         if robust:
             return DampedLeastSquares().solve(res_fn, x_start, tol, max_iter)
-        if scheme.solving.linearize_once and scheme.tangent is None and newton_opts == NEWTON_DEFAULT:
-            return LinearizedNewton(rewrite=f).solve(R, x_start, tol, max_iter, r0=r_start)
+        if scheme.solving.linearize_once and scheme.tangent is None and newton_opts[:2] == NEWTON_DEFAULT[:2]:
+            return LinearizedNewton(rewrite=f, floor_factor=newton_opts[2]).solve(R, x_start, tol, max_iter, r0=r_start)
         # the residual and the whole Newton update rewritten by ``fuse`` where the engine asks
         return PlainNewton(*newton_opts).solve(
             res_fn, x_start, tol, max_iter, f(newton_increment(R, tangent)), r0=r_start

@@ -104,7 +104,7 @@ def _prober(plan):
 
         def probe(state, t, h, max_iter, params, sys_params):
             new, _, res, _ = step(
-                mech, sch, mode, state, t, h, 0.0, max_iter, params, sys_params, newton_opts=(ROUNDOFF, False)
+                mech, sch, mode, state, t, h, 0.0, max_iter, params, sys_params, newton_opts=(ROUNDOFF, False, None)
             )
             bound, q = mech.bind(sys_params), new.q
             v = jnp.zeros_like(q)
@@ -145,6 +145,56 @@ def _lost_rank(plan, state) -> str:
         "mechanism there. Start a new run from a node of the error's .solution a few steps before it "
         "(problem.replace(q0=sol.q[k], v0=sol.v[k])): its set-up chooses the independent equations there."
     )
+
+
+GENERIC_ADVICE = " Try a smaller h, a larger max_iter or another guess."
+"""The advice of a failed Newton step where :func:`diagnosis` names no cause (every driver's)."""
+
+
+def advice(plan, state, t: float, resid: float) -> str:
+    """The sentence that ends the message of a failed Newton step: :func:`diagnosis` where it names
+    a cause, else :data:`GENERIC_ADVICE`; ``state`` None (the step's start unknown): the latter."""
+    why = diagnosis(plan, state, t, resid) if state is not None else ""
+    return why if why else GENERIC_ADVICE
+
+
+def flow_advice(plan, mech, system_values, result, save_every: int = 1) -> str:
+    """:func:`advice` for the first failed step of a concrete, unbatched run of :func:`livens.flow`
+    (``result``, a FlowResult; ``mech`` and ``system_values``: those of the call), from the state
+    the step started from, rebuilt from the result's nodes as a resumed run rebuilds it: so that the
+    flow's message says what :func:`livens.simulate`'s says of the same step. Where the nodes do not
+    determine that state (a scheme with its own start, thinned nodes, a failed start), or the run
+    did not fail in a step: :data:`GENERIC_ADVICE`."""
+    import dataclasses
+
+    from ..schemes.base import State
+
+    k = int(np.asarray(result.failed_step))
+    sch = plan.scheme
+    if k < 0 or save_every != 1 or sch.start is not None or np.ndim(result.converged):
+        return GENERIC_ADVICE
+    resid = float(np.asarray(result.residual)[k])
+    sysp = None if system_values is None else {key: jnp.asarray(val) for key, val in system_values.items()}
+    q, p = jnp.asarray(result.q[k]), jnp.asarray(result.p[k])
+    nodal = sch.capabilities.velocity_kind == "nodal"
+    if nodal or k > 0:
+        v = jnp.asarray(result.v[k] if nodal else result.v[k - 1])
+    else:  # the start's velocity, from its momentum p0 = M(q0) v0
+        v = jnp.linalg.solve(mech.bind(sysp).M(q), p)
+        if not bool(jnp.all(jnp.isfinite(v))):
+            return GENERIC_ADVICE
+    zeros = jnp.zeros(mech.m)
+
+    def last(x):  # the multipliers of step k - 1, per equation the scheme solves
+        x = np.asarray(x[k - 1])
+        return jnp.asarray(plan.rank.restrict(x) if x.shape[0] != mech.m and plan.rank is not None else x)
+
+    lam = last(result.lam) if k > 0 and mech.m else zeros
+    gam = last(result.gam) if (k > 0 and mech.m and result.gam is not None) else zeros
+    comp = (jnp.zeros_like(q), jnp.zeros_like(p)) if sch.increments else None
+    state = State(q=q, p=p, v=v, lam=lam, gam=gam, comp=comp)
+    call = dataclasses.replace(plan, mech=mech, jsys=sysp)
+    return advice(call, state, plan.t_start + k * plan.h, resid)
 
 
 def diagnosis(plan, state, t: float, resid: float) -> str:
@@ -260,8 +310,7 @@ def raise_failure(
             f"iterations (tol = {tol}, max_iter = {plan.max_iter})."
             f"{' The damped least-squares rescue failed too.' if rescue_on else ''}"
         )
-        why = diagnosis(plan, state, t_fail, resid) if state is not None else ""
-        reason += why if why else " Try a smaller h, a larger max_iter or another guess."
+        reason += advice(plan, state, t_fail, resid)
         raise ConvergenceError(
             f"{reason} {kept}", solution=solution, step=offset + step_index, time=t_fail, residual=resid, reason=reason
         )

@@ -76,6 +76,7 @@ def run(
     blowup_factor: float | None = None,
     resume: Solution | None = None,
     default_guess: str | None = None,
+    accept_floor: bool = True,
 ) -> Solution | EnsembleSolution | FlowFunction:
     """Run ``scheme`` on ``problem``: the one driver (module docstring).
 
@@ -84,7 +85,7 @@ def run(
     (with ``executor=Members()``). ``executor``, ``output``, ``on_failure``, ``adjoint``: the option
     objects of :mod:`livens.driver.options`. ``progress``, ``blowup_factor``, ``resume``: as for
     :func:`livens.simulate`; ``default_guess``: the guess where ``guess`` is None (None: the
-    scheme's own).
+    scheme's own); ``accept_floor``: as for :func:`livens.simulate`.
 
     Returns a :class:`~livens.Solution` (Single), an :class:`~livens.EnsembleSolution` (Members),
     or a :class:`~livens.flow.FlowFunction` (InGraph: the run as a pure function of its initial
@@ -104,6 +105,7 @@ def run(
             params=params,
             backend=backend,
             default_guess=default_guess,
+            accept_floor=accept_floor,
         )
         return flow_function(
             p, executor, output if isinstance(output, Arrays) else Arrays(output.save_every), on_failure, adjoint
@@ -133,6 +135,7 @@ def run(
                 t_start=t_start,
                 offset=offset if resume is None else _resume_offset(resume),
                 default_guess=default_guess,
+                accept_floor=accept_floor,
             )
             if isinstance(executor, Members):
                 return _members_run(p, members, executor, output, on_failure, progress)
@@ -332,12 +335,14 @@ def _warn_redundant(p: Plan, q, t, member: int | None = None) -> None:
 
 def _meta(p: Plan, save_every: int, on_failure) -> dict:
     from ..solvers.newton import ROUNDOFF
+    from .setup import stopping_rule
 
     meta = dict(
         h=p.h,
         t_end=float(p.t_start + p.steps * p.h),
         tol=p.tol if p.newton[0] == ROUNDOFF else float(p.tol),
         final_iteration=p.newton[1],
+        stopping=stopping_rule(p.newton),
         max_iter=p.max_iter,
         guess=p.guess,
         save_every=int(save_every),

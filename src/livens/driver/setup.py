@@ -21,7 +21,7 @@ from ..mechanics import Mechanics, mechanics
 from ..schemes import get as get_scheme
 from ..schemes import names as scheme_names
 from ..schemes.base import Scheme, State
-from ..solvers.newton import ROUNDOFF
+from ..solvers.newton import FLOOR_FACTOR, ROUNDOFF
 from ..system import Problem, parameter_values
 
 GUESSES = ("simple", "advanced", "extrapolated")
@@ -42,12 +42,29 @@ def check_guess(guess) -> None:
         )
 
 
-def newton_options(tol, final_iteration: bool = False) -> tuple:
-    """The static Newton options of a run: ("roundoff", False) for ``tol="roundoff"``, else
-    ("tol", final_iteration)."""
+def newton_options(tol, final_iteration: bool = False, accept_floor: bool = True) -> tuple:
+    """The static Newton options of a run, (stopping rule, final iteration, floor factor):
+    ("roundoff", False, None) for ``tol="roundoff"``; for a numeric tol ("tol", final_iteration,
+    :data:`~livens.solvers.newton.FLOOR_FACTOR`), livens' rule (||R||_inf <= tol, or a residual
+    that stopped halving at most FLOOR_FACTOR * tol: its round-off floor), or with
+    ``accept_floor=False`` ("tol", final_iteration, None), the papers' rule ||R||_inf <= tol."""
     if isinstance(tol, str):
-        return (ROUNDOFF, False)
-    return ("tol", bool(final_iteration))
+        return (ROUNDOFF, False, None)
+    return ("tol", bool(final_iteration), FLOOR_FACTOR if accept_floor else None)
+
+
+def stopping_rule(newton: tuple) -> str:
+    """The stopping rule of the Newton options ``newton`` (:func:`newton_options`) in words, as a
+    Solution's ``meta["stopping"]`` states it."""
+    stopping, final, factor = newton
+    if stopping == ROUNDOFF:
+        return "roundoff: until the Newton increment stops decreasing or is a few ulps of the state"
+    rule = "||R||_inf <= tol"
+    if factor is not None:
+        rule += f", or a residual that stopped halving at most {factor:g} tol (its round-off floor)"
+    else:
+        rule += " (the papers' rule)"
+    return rule + (", then one more iteration" if final else "")
 
 
 _NONE = "(none registered)"
@@ -129,7 +146,7 @@ class Plan:
     """A checked run before its first step (module docstring).
 
     scheme, params (the scheme's parameter values), mech; guess: the first guess's name;
-    newton: (stopping rule, final iteration); tol: the tolerance as given; tol_num: a number
+    newton: (stopping rule, final iteration, floor factor) (:func:`newton_options`); tol: the tolerance as given; tol_num: a number
     (``tol="roundoff"``: :data:`ROUNDOFF_TOL`); max_iter; h; steps: steps to take; t_start and
     offset (the global index of the first node: a resumed run); system: the System's parameter
     values (NumPy, or None) and jsys (the same as JAX arrays); jparams: the scheme's parameters as
@@ -210,10 +227,11 @@ def plan(
     t_start=0.0,
     offset=0,
     default_guess=None,
+    accept_floor=True,
 ) -> Plan:
     """Check a run's arguments and resolve its scheme (module docstring). The run's length is
     ``n_steps``, or (t_end - t_start) / h; ``default_guess``: the guess where ``guess`` is None
-    (None: the scheme's own)."""
+    (None: the scheme's own); ``accept_floor``: :func:`newton_options`."""
     h = problem.h if h is None else h
     if n_steps is None:
         t_end = problem.t_end if t_end is None else t_end
@@ -230,7 +248,7 @@ def plan(
         check_step(h, steps * h, tol, max_iter)
     check_guess(guess)
     engine = engine_options(backend)
-    nopts = newton_options(tol, final_iteration)
+    nopts = newton_options(tol, final_iteration, accept_floor)
     sys_values = parameter_values(problem.system, parameters)
     sch, vals, mech = resolve(problem, scheme, params or {}, sys_values)
     jsys = None if sys_values is None else {k: jnp.asarray(v) for k, v in sys_values.items()}

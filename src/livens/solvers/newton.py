@@ -2,7 +2,8 @@
 
 The tangent is the exact derivative of the residual by forward-mode AD (third derivatives of g
 included where the residual holds Hessian-vector products), unless the scheme supplies a
-structured tangent (tested against AD). Stops on ||R||_inf <= tol or at max_iter.
+structured tangent (tested against AD). Stops on ||R||_inf <= tol (livens' default rule also on a
+residual that stalled at its round-off floor within :data:`FLOOR_FACTOR` tol) or at max_iter.
 
 A tangent is either the matrix dR/dx or an object with a ``solve(rhs)`` method that applies its
 inverse (e.g. by block elimination, see :mod:`livens.schemes.ggl_vi`); both give the same Newton
@@ -60,6 +61,11 @@ ACCEPT = 1e-10
 below ACCEPT (1 + |x|_inf): earlier, Newton's increments need not decrease monotonically."""
 
 
+FLOOR_FACTOR = 100.0
+"""livens' default stopping rule (``floor_factor`` of :func:`newton`): a residual that stopped halving
+at most FLOOR_FACTOR * tol has reached its round-off floor and counts as converged."""
+
+
 def newton(
     residual: Callable,
     x0,
@@ -71,6 +77,7 @@ def newton(
     stopping: str = "tol",
     final_iteration: bool = False,
     floor=None,
+    floor_factor: float | None = None,
 ) -> NewtonResult:
     """Solve residual(x) = 0 from x0; ``tol`` and ``max_iter`` may be traced values.
 
@@ -93,7 +100,15 @@ def newton(
     ``floor`` (with ``stopping="tol"``): a residual norm that counts as converged where the
     iteration cannot do better: the iteration also stops, converged, as soon as ||R||_inf <= floor
     and an iteration did not halve ||R||_inf (it has reached the residual's round-off, which may
-    exceed ``tol``, instead of iterating to ``max_iter``).
+    exceed ``tol``, instead of iterating to ``max_iter``). ``floor_factor`` (a static number, e.g.
+    :data:`FLOOR_FACTOR`, livens' default for a time step): the floor is ``floor_factor * tol``.
+    Near a regular root Newton's iteration more than halves the residual at each iteration (it
+    converges quadratically) until the residual reaches its round-off floor, where it stops
+    decreasing: an iteration that meets ||R||_inf <= tol while each iteration halves the residual
+    takes the same iterates and stops where the papers' rule stops; the floor rule stops earlier
+    only at an iteration that did not halve a residual already at most ``floor``, where the papers'
+    rule would iterate on (and fail at ``max_iter`` if the round-off floor lies above tol). With
+    ``final_iteration=True`` the one more Newton step follows either stop.
     """
     step = linear_step if linear_step is not None else newton_increment(residual, tangent)
 
@@ -102,10 +117,10 @@ def newton(
         return _newton_roundoff(residual, step, x0, r0, max_iter)
     if stopping != "tol":
         raise ValueError(f"stopping must be 'tol' or {ROUNDOFF!r}; got {stopping!r}.")
+    if floor is None and floor_factor is not None:
+        floor = floor_factor * tol
     if floor is not None:
-        if final_iteration:
-            raise ValueError("newton: floor and final_iteration=True cannot be combined; give one of them.")
-        return _newton_floor(residual, step, x0, r0, tol, max_iter, floor)
+        return _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration)
 
     def cond(c):
         x, r, it = c
@@ -191,9 +206,9 @@ def _stalled(n, last, floor):
     return (n <= floor) & ~(n < 0.5 * last)
 
 
-def _newton_floor(residual, step, x0, r0, tol, max_iter, floor) -> NewtonResult:
+def _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration=False) -> NewtonResult:
     """Newton to ||R||_inf <= tol, or to a residual below ``floor`` that stopped halving
-    (:func:`newton` with ``floor``)."""
+    (:func:`newton` with ``floor``); ``final_iteration``: one more step after either stop."""
 
     def cond(c):
         _, r, it, last = c
@@ -210,6 +225,12 @@ def _newton_floor(residual, step, x0, r0, tol, max_iter, floor) -> NewtonResult:
     x, r, it, _ = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), inf))
     n = _norm_inf(r)
     converged = ((n <= tol) | (n <= floor)) & jnp.all(jnp.isfinite(x))
+    if final_iteration:
+        x = jnp.where(converged, x + step(x, r), x)
+        r = residual(x)
+        it = it + converged.astype(it.dtype)
+        n = _norm_inf(r)
+        converged = converged & jnp.isfinite(n) & jnp.all(jnp.isfinite(x))
     return NewtonResult(x, it, n, converged)
 
 
@@ -300,11 +321,13 @@ class PlainNewton:
     """Newton's method with an increment ``linear_step(x, r)`` (the tangent's solve applied to -r,
     :func:`newton_increment`) and one stopping rule: ``stopping`` "tol" (the papers',
     ||R||_inf <= tol; ``final_iteration``: one more update after it) or "roundoff"
-    (:data:`ROUNDOFF`), or, with ``floor``, the tolerance or a residual below ``floor`` that stopped
-    halving (:func:`newton`)."""
+    (:data:`ROUNDOFF`), or, with ``floor`` (a residual norm) or ``floor_factor`` (the floor as a
+    multiple of tol: livens' default rule, :data:`FLOOR_FACTOR`), the tolerance or a residual below
+    the floor that stopped halving (:func:`newton`)."""
 
-    def __init__(self, stopping: str = "tol", final_iteration: bool = False, floor=None):
-        self.stopping, self.final_iteration, self.floor = stopping, final_iteration, floor
+    def __init__(self, stopping: str = "tol", final_iteration: bool = False, floor_factor=None, floor=None):
+        self.stopping, self.final_iteration = stopping, final_iteration
+        self.floor_factor, self.floor = floor_factor, floor
 
     def solve(self, residual, x0, tol, max_iter, linear_step, r0=None) -> NewtonResult:
         return newton(
@@ -317,16 +340,18 @@ class PlainNewton:
             stopping=self.stopping,
             final_iteration=self.final_iteration,
             floor=self.floor,
+            floor_factor=self.floor_factor,
         )
 
 
 class LinearizedNewton:
     """Newton's method that takes the residual and its tangent at each iterate from one
     linearization (:func:`newton_linearized`), for residuals whose derivative repeats their own work;
-    the papers' stopping rule, or with ``floor`` also a residual below it that stopped halving."""
+    the papers' stopping rule, or with ``floor`` (or ``floor_factor`` times tol) also a residual below
+    it that stopped halving."""
 
-    def __init__(self, floor=None, rewrite=None):
-        self.floor, self.rewrite = floor, rewrite
+    def __init__(self, floor=None, rewrite=None, floor_factor=None):
+        self.floor, self.rewrite, self.floor_factor = floor, rewrite, floor_factor
 
     def solve(self, residual, x0, tol, max_iter, tangent=None, r0=None) -> NewtonResult:
         """``tangent(x, lin)``: dR/dx from the linearization (default: ``lin`` of the unit vectors);
@@ -334,7 +359,8 @@ class LinearizedNewton:
         increment = linearized_increment(residual, tangent)
         if self.rewrite is not None:
             increment = self.rewrite(increment)
-        return newton_linearized(increment, x0, tol, max_iter, r0=r0, floor=self.floor)
+        floor = self.floor if self.floor is not None or self.floor_factor is None else self.floor_factor * tol
+        return newton_linearized(increment, x0, tol, max_iter, r0=r0, floor=floor)
 
 
 class DampedLeastSquares:

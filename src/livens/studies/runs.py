@@ -52,7 +52,9 @@ class RunSpec:
     Newton settings: ``tol``, ``max_iter``, ``guess`` and ``rescue``. The defaults are the papers'
     Newton (KBS23b §6: tolerance 1e-9, the unknowns of step n as first guess, no damping), not those
     of :func:`livens.simulate` ("extrapolated" guess, rescue on); ``max_iter`` = 40 is livens'
-    choice (the papers print none). ``rescue=True`` retries a failed step with livens' damped
+    choice (the papers print none). Every run stops Newton by the papers' rule ||R||_inf <= tol
+    alone (``accept_floor=False`` of :func:`livens.simulate`: a residual stalled at its round-off
+    floor above tol fails the step, as it would in the papers' setting). ``rescue=True`` retries a failed step with livens' damped
     least-squares Newton; the steps so rescued are listed in :attr:`RunResult.rescued_steps`.
     """
 
@@ -107,9 +109,9 @@ class RunSpec:
         return replace(self, **changes)
 
     def newton(self) -> str:
-        """The Newton settings in words, e.g. "tol 1e-09, max_iter 40, simple guess, no rescue"."""
+        """The Newton settings in words, e.g. "tol 1e-09 (papers' rule), max_iter 40, simple guess, no rescue"."""
         return (
-            f"tol {self.tol:g}, max_iter {self.max_iter}, {self.guess} guess, "
+            f"tol {self.tol:g} (papers' rule), max_iter {self.max_iter}, {self.guess} guess, "
             f"{'rescue (damped Newton)' if self.rescue else 'no rescue'}"
         )
 
@@ -265,6 +267,7 @@ def execute(spec: RunSpec) -> RunResult:
         guess=spec.guess,
         blowup_factor=spec.blowup_factor,
         rescue=bool(spec.rescue),
+        accept_floor=False,  # the papers' stopping rule ||R||_inf <= tol (RunSpec's docstring)
         progress=False,
         **dict(spec.scheme_params),
     )

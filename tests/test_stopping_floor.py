@@ -1,0 +1,141 @@
+"""livens' default Newton stopping rule accepts a residual that stalled at its round-off floor
+within FLOOR_FACTOR tol (:func:`livens.solvers.newton.newton`, ``floor_factor``), so that the default
+settings never fail a step for round-off; the papers' rule (``accept_floor=False``) does; and a
+failed step gets the same diagnosis from :func:`livens.flow` as from :func:`livens.simulate`."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import livens as lv
+from livens.driver import Arrays, Implicit, InGraph, NaNFlag, run
+from livens.solvers.newton import FLOOR_FACTOR
+
+
+def _forced_double_pendulum():
+    """Two unit masses on unit rods hanging at rest, a horizontal force u_k on the second mass in
+    interval k of 0.1 (the optimal-control example of docs/guide/gradients.md)."""
+
+    def rods(q, par):
+        x1, x2 = q[:3], q[3:]
+        return jnp.array([0.5 * (x1 @ x1 - 1.0), 0.5 * ((x2 - x1) @ (x2 - x1) - 1.0)])
+
+    def force(q, v, t, par):
+        k = jnp.clip(jnp.floor(t / 0.1 + 1e-9).astype(jnp.int32), 0, 9)
+        return jnp.zeros(6).at[3].set(par["u"][k])
+
+    system = lv.System(
+        mass_matrix=np.eye(6),
+        potential=lambda q, par: 9.81 * (q[2] + q[5]),
+        constraints=rods,
+        external_force=force,
+        parameters={"u": np.zeros(10)},
+    )
+    return lv.Problem(system, q0=[0, 0, -1.0, 0, 0, -2.0], v0=np.zeros(6))
+
+
+def _sweep(F, problem, forces):
+    return jax.vmap(lambda u: F(problem.q0, problem.v0, {"u": jnp.full(10, u)}))(jnp.asarray(forces))
+
+
+def test_a_sweep_of_forces_with_livens_em_at_default_settings_fails_no_step():
+    """Small forces keep the first steps' increments q^{n+1} - q^n tiny, where the round-off of the
+    discrete gradient's quotient puts the residual's floor above the flow's default tol = 1e-12: with
+    the papers' rule some members fail a step, with the default rule none does, and its nodes agree
+    with those of Newton iterated to round-off and meet the constraints (computed here)."""
+    problem = _forced_double_pendulum()
+    forces = np.geomspace(1e-4, 10.0, 50)
+    forces = np.concatenate([forces, -forces])
+    F = lv.flow(problem, "livens-em", h=0.01, n_steps=20)
+    res = _sweep(F, problem, forces)
+    assert bool(np.all(np.asarray(res.converged)))
+    resid = np.asarray(res.residual)
+    accepted = resid > 1e-12  # steps the floor rule accepted
+    assert accepted.any() and np.all(resid <= FLOOR_FACTOR * 1e-12)
+
+    # the papers' rule fails those members (the same flow otherwise)
+    strict = run(
+        problem,
+        "livens-em",
+        h=0.01,
+        n_steps=20,
+        tol=1e-12,
+        executor=InGraph(None),
+        output=Arrays(1),
+        on_failure=NaNFlag(),
+        adjoint=Implicit(),
+        accept_floor=False,
+    )
+    failed = ~np.asarray(_sweep(strict, problem, forces).converged)
+    assert failed.any() and np.all(accepted[failed].any(axis=1))
+
+    # Newton iterated to round-off ends at a residual of the same size: the floor is real
+    roundoff = _sweep(lv.flow(problem, "livens-em", h=0.01, n_steps=20, tol="roundoff"), problem, forces)
+    assert np.max(np.asarray(roundoff.residual)[accepted]) > 1e-12
+    np.testing.assert_allclose(np.asarray(res.q), np.asarray(roundoff.q), rtol=0, atol=1e-10)
+    q = np.asarray(res.q)
+    x1, x2 = q[..., :3], q[..., 3:]
+    assert np.max(np.abs(np.sum(x1 * x1, -1) - 1.0)) < 1e-10
+    assert np.max(np.abs(np.sum((x2 - x1) ** 2, -1) - 1.0)) < 1e-10
+
+
+def test_the_rule_is_stated_in_the_metadata_and_the_papers_rule_is_kept_on_request():
+    problem = lv.examples.load("pendulum-3d")
+    sol = lv.simulate(problem, "VI-S", t_end=0.1, progress=False)
+    assert "stopped halving at most 100 tol" in sol.meta["stopping"]
+    papers = lv.simulate(problem, "VI-S", t_end=0.1, progress=False, accept_floor=False)
+    assert sol.meta["stopping"] != papers.meta["stopping"] and "papers' rule" in papers.meta["stopping"]
+    # where every iteration halves the residual down to tol, both rules take the same iterates
+    np.testing.assert_array_equal(sol.q, papers.q)
+    np.testing.assert_array_equal(sol.newton_iterations, papers.newton_iterations)
+    assert (
+        lv.simulate(problem, "VI-S", t_end=0.1, tol="roundoff", progress=False).meta["stopping"].startswith("roundoff")
+    )
+
+
+def test_the_papers_reproductions_run_the_papers_rule():
+    from livens.studies.runs import NEWTON, OK, RunSpec, execute
+
+    # tol = 1e-17 lies below the pendulum's round-off floor (a few ulps), within FLOOR_FACTOR of it
+    spec = RunSpec.make("pendulum-3d", "VI-S", 0.05, 0.1, tol=1e-17)
+    result = execute(spec)
+    assert result.status == NEWTON and "papers' rule" in spec.newton()
+    assert execute(spec.with_(tol=1e-15)).status == OK
+    sol = lv.simulate(lv.examples.load("pendulum-3d"), "VI-S", h=0.05, t_end=0.1, tol=1e-17, guess="simple")
+    assert sol.n_steps == 2
+
+
+def _reason(call) -> str:
+    with pytest.raises(lv.ConvergenceError) as info:
+        call()
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    "example, scheme, settings",
+    [
+        # a tolerance far below the round-off floor: even the floor rule cannot accept it
+        ("pendulum-3d", "VI-S", dict(tol=1e-19)),
+        # too few iterations: no round-off matter
+        ("heavy-top", "VI-S", dict(max_iter=1, guess="simple")),
+    ],
+)
+def test_flow_and_simulate_diagnose_a_failed_step_alike(example, scheme, settings):
+    problem = lv.examples.load(example)
+    h = problem.h
+    sim = _reason(lambda: lv.simulate(problem, scheme, h=h, t_end=3 * h, rescue=False, progress=False, **settings))
+    F = lv.flow(problem, scheme, h=h, n_steps=3, **settings)
+    flo = _reason(lambda: F(jnp.asarray(problem.q0), jnp.asarray(problem.v0)))
+    tail = sim.split(" iterations (tol = ")[1].split(")", 1)[1].split(" The one step")[0].split(" No step")[0]
+    advice = tail.split(" The steps")[0].lstrip(". ")
+    assert advice and advice in flo, (sim, flo)
+    if "tol" in settings:
+        assert 'use tol="roundoff"' in advice
+        floor = float(advice.split("stops decreasing at about ")[1].split(",")[0])
+        # the fix it suggests works
+        lv.simulate(problem, scheme, h=h, t_end=3 * h, tol=floor, rescue=False, progress=False)
+        F2 = lv.flow(problem, scheme, h=h, n_steps=3, tol="roundoff")
+        assert bool(F2(jnp.asarray(problem.q0), jnp.asarray(problem.v0)).converged)
+    else:
+        assert "Try a smaller h, a larger max_iter or another guess." in flo
