@@ -4,7 +4,8 @@
 keeping one node in every ``--save-every`` K, so that memory stays bounded; the CSV and the figure
 are made from the kept nodes at the end. A run that fails exits 3 with a one-line message (never a
 bare traceback from inside JAX), Ctrl-C exits 130 at once; both name the file that holds the steps
-computed so far (``..._partial.nc``).
+computed so far (``..._partial.nc``), and Ctrl-C prints the command that continues the run from it
+(``--resume FILE``). Python warnings are printed as one line each (``warning: ...``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 import sys
+import warnings
 
 from .config import parse_overrides
 from .engine import serial_blas
@@ -162,6 +165,12 @@ def _write_outputs(
     return files
 
 
+def _scheme_words(sol) -> str:
+    """The scheme and its parameters, e.g. "ggl-theta-b (theta=0.5, vartheta=0.25)" or "ggl-em"."""
+    params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in (sol.params or {}).items())
+    return f"{sol.scheme} ({params})" if params else sol.scheme
+
+
 def _print_summary(sol) -> None:
     summary = sol.summary()
     width = max(len(k) for k in summary)
@@ -170,10 +179,13 @@ def _print_summary(sol) -> None:
     how = f", backend {backend}" if backend else ""
     if sol.meta.get("native_fallback"):
         how += f" ({sol.meta['native_fallback']})"
-    print(f"{sol.scheme} {sol.params or ''} on {sol.meta.get('example')}, h = {sol.h:g}{kept}{how}")
+    resumed = sol.meta.get("resumed")
+    if resumed:
+        how += f", resumed at t = {resumed['t']:g} from {resumed['file']}"
+    print(f"{_scheme_words(sol)} on {sol.meta.get('example')}, h = {sol.h:g}{kept}{how}")
     for k, v in summary.items():
         if k == "steps/s" and v != v:
-            v = "n/a (every step ran in the first, compiled chunk)"
+            v = "n/a: every step ran in the first chunk, which is timed with the compilation"
         print(f"  {k:{width}s}  {v:.6g}" if isinstance(v, float) else f"  {k:{width}s}  {v}")
 
 
@@ -251,11 +263,10 @@ def _exit_on_ctrl_c_before_the_first_step(streamed):
     return undo
 
 
-def _cmd_run(args) -> int:
+def _run_settings(args):
+    """The example's name, the Problem and simulate's keywords of ``livens run`` (before --save-every
+    and --resume are applied)."""
     from . import examples
-    from .errors import SimulationError, SimulationInterrupted
-    from .mechanics import mechanics
-    from .simulate import simulate
 
     overrides = parse_overrides(args.set)
     if args.config:
@@ -296,6 +307,16 @@ def _cmd_run(args) -> int:
         if note:
             print(note, file=sys.stderr)
     run_kw["progress"] = False if args.quiet else None
+    return example, problem, run_kw
+
+
+def _cmd_run(args) -> int:
+    from .errors import SimulationError, SimulationInterrupted
+    from .mechanics import mechanics
+    from .simulate import simulate
+
+    example, problem, run_kw = _run_settings(args)
+    before = _resume_from(args.resume, example, problem, run_kw) if args.resume else None
     h = run_kw.get("h", problem.h)
     t_end = run_kw.get("t_end", problem.t_end)
     if h is not None and t_end is not None and h > 0 and t_end > 0:
@@ -303,41 +324,47 @@ def _cmd_run(args) -> int:
         given = run_kw.get("save_every")
         if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 1):
             raise ValueError(f"--save-every must be a positive integer; got {given!r}.")
-        run_kw["save_every"], note = _choose_save_every(max(1, round(t_end / h)), mech.d, mech.m, given)
-        if note:
-            print(note, file=sys.stderr)
+        if before is None:
+            run_kw["save_every"], note = _choose_save_every(max(1, round(t_end / h)), mech.d, mech.m, given)
+            if note:
+                print(note, file=sys.stderr)
         run_kw["chunk"] = _chunk_for(mech.d, mech.m)
     stem = f"{example}_{run_kw['scheme']}".replace("/", "_").replace(":", "_")
     streamed = None
     if args.out:
         os.makedirs(args.out, exist_ok=True)
+        streamed = os.path.join(args.out, f"{stem}.nc")
+        if before is not None and os.path.exists(streamed) and os.path.samefile(args.resume, streamed):
+            raise ValueError(
+                f"--resume {args.resume}: this run writes that file while it goes; give --resume a copy of it "
+                f"(e.g. {os.path.join(args.out, stem + '_partial.nc')})."
+            )
         for ext in ("nc", "csv", "png", "gif"):  # results of an earlier stopped run of the same name
             stale = os.path.join(args.out, f"{stem}_partial.{ext}")
-            if os.path.exists(stale):
+            if os.path.exists(stale) and not (before is not None and os.path.samefile(stale, args.resume)):
                 os.remove(stale)
-        streamed = os.path.join(args.out, f"{stem}.nc")
         run_kw["out"] = streamed
     undo = _exit_on_ctrl_c_before_the_first_step(streamed)
     try:
-        sol = simulate(problem, **run_kw)
+        sol = simulate(problem, resume=before, **run_kw)
     except SimulationInterrupted as exc:
-        if streamed:
-            kept = _kept_words(
-                exc.solution, run_kw.get("save_every", 1), f"{_partial(args.out, stem, streamed)} (lv.load reads it)"
-            )
-        else:
-            kept = "Nothing was saved (no --out)."
-        print(f"{exc.reason} {kept}", file=sys.stderr)
+        print(_interrupted_words(args, exc, before, run_kw, stem, streamed), file=sys.stderr)
         return 130
     except KeyboardInterrupt:
         # Ctrl-C outside the time loop (set-up, or the final rewrite of the streamed file)
-        if streamed and os.path.exists(streamed):
+        if before is not None:
+            if streamed and os.path.exists(streamed):
+                os.remove(streamed)
+            print(f"Interrupted; {args.resume} still holds the run up to t = {before.t[-1]:g}.", file=sys.stderr)
+        elif streamed and os.path.exists(streamed):
             print(f"Interrupted; the steps computed are in {_partial(args.out, stem, streamed)}.", file=sys.stderr)
         else:
             print("Interrupted; nothing was saved.", file=sys.stderr)
         return 130
     except SimulationError as exc:
         sol = exc.solution
+        if sol is not None and before is not None:
+            sol = _join(before, sol, args.resume)
         if streamed and sol is not None:
             files = _write_outputs(sol, args.out, stem + "_partial", csv=args.csv)
             if os.path.exists(streamed):
@@ -349,13 +376,139 @@ def _cmd_run(args) -> int:
         return 3
     finally:
         undo()
+    if before is not None:
+        sol = _join(before, sol, args.resume)
     _print_summary(sol)
     if args.out:
-        files = _write_outputs(sol, args.out, stem, csv=args.csv, animate=args.animate, netcdf=False)
+        files = _write_outputs(sol, args.out, stem, csv=args.csv, animate=args.animate, netcdf=before is not None)
+        consumed = os.path.join(args.out, f"{stem}_partial.nc")
+        if before is not None and os.path.exists(consumed) and os.path.samefile(args.resume, consumed):
+            os.remove(consumed)  # the complete file holds its nodes
         print("written: " + ", ".join(files))
     else:
         print("Nothing was saved: give --out DIR to write the run as netCDF, CSV and a PNG figure.")
     return 0
+
+
+def _interrupted_words(args, exc, before, run_kw: dict, stem: str, streamed) -> str:
+    """The line of a run stopped by Ctrl-C: how far it got, the file that holds its kept nodes, and
+    the command that continues it from that file."""
+    if not streamed:
+        return f"{exc.reason} Nothing was saved (no --out: with --out DIR a stopped run can be continued)."
+    target = os.path.join(args.out, f"{stem}_partial.nc")
+    if before is not None:  # the file holds the whole run: the resumed file's nodes and the new ones
+        sol = _join(before, exc.solution, args.resume)
+        sol.to_netcdf(target)
+        if os.path.exists(streamed):
+            os.remove(streamed)
+    else:
+        sol = exc.solution
+        _partial(args.out, stem, streamed)
+    kept = _kept_words(sol, run_kw.get("save_every", 1), f"{target} (lv.load reads it)")
+    return f"{exc.reason} {kept} {_how_to_continue(args, run_kw['scheme'], target)}"
+
+
+def _how_to_continue(args, scheme: str, target: str) -> str:
+    """The sentence that gives the command continuing a stopped run from ``target``: the command of
+    the run with ``--resume target``."""
+    from . import schemes
+
+    sch, _ = schemes.get(scheme)
+    if sch.start is not None:
+        return f"({sch.name} carries extra state between steps, so the run cannot be continued from the file.)"
+    argv, skip = [], False
+    for a in args.argv:
+        if skip or a == "--resume" or a.startswith("--resume="):
+            skip = a == "--resume"
+            continue
+        argv.append(a)
+    return "Continue it with: " + shlex.join(["livens", *argv, "--resume", target])
+
+
+def _resume_from(path: str, example: str, problem, run_kw: dict):
+    """The Solution in ``path`` that ``--resume`` continues, checked against the run asked for (the
+    example, its parameters, the scheme, h, t_end); --save-every is the file's unless given."""
+    import json
+
+    from . import schemes
+    from .solution import Solution, _jsonable, load
+
+    before = load(path, problem=problem)
+    if not isinstance(before, Solution):
+        raise ValueError(f"--resume {path}: the file holds an ensemble; --resume continues a single run.")
+
+    def same(a, b):
+        return json.dumps(_jsonable(a), sort_keys=True) == json.dumps(_jsonable(b), sort_keys=True)
+
+    theirs = (before.meta.get("example"), before.meta.get("problem_parameters", {}))
+    ours = (problem.name, dict(problem.parameters))
+    if not (theirs[0] == ours[0] and same(theirs[1], ours[1])):
+        raise ValueError(
+            f"--resume {path}: the file holds a run of {theirs[0]} with parameters {theirs[1]}, but this command "
+            f"runs {ours[0]} with parameters {ours[1]}; give the example and the --set options of the stopped run."
+        )
+    sch, _ = schemes.get(run_kw["scheme"])
+    if sch.name != before.scheme:
+        raise ValueError(f"--resume {path}: the file holds a {before.scheme} run; give --scheme {before.scheme}.")
+    if sch.start is not None:
+        raise ValueError(
+            f"--resume {path}: {sch.name} carries extra state between steps, so its runs cannot be continued "
+            "from a file; rerun it without --resume."
+        )
+    h = run_kw.get("h", problem.h)
+    if h is None or abs(before.h - h) > 1e-14 * max(1.0, abs(h)):
+        raise ValueError(f"--resume {path}: the file's run has h = {before.h!r}; give --h {before.h!r}.")
+    run_kw["h"] = before.h
+    t_end = run_kw.get("t_end", problem.t_end)
+    if t_end is None or t_end < before.t[-1] + 0.5 * before.h:
+        raise ValueError(
+            f"--resume {path}: the file already reaches t = {before.t[-1]:g}; give a --t-end beyond it (got {t_end!r})."
+        )
+    given = run_kw.get("save_every")
+    if given is not None and given != before.save_every:
+        raise ValueError(
+            f"--resume {path}: the file keeps one node in every {before.save_every}; give --save-every "
+            f"{before.save_every} or leave it out."
+        )
+    run_kw["save_every"] = before.save_every
+    return before
+
+
+def _join(before, after, path: str):
+    """One Solution of a run continued from a file: the nodes and steps of ``before`` (the file's)
+    followed by those of ``after`` (the continuation, which starts at ``before``'s last node);
+    ``meta["resumed"]`` records the file, the time and the steps it held."""
+    import numpy as np
+
+    from .solution import Solution
+
+    def cat(a, b, nodes: bool):
+        return None if a is None else np.concatenate([a, b[1:] if nodes else b])
+
+    span = int(round((before.t[-1] - before.t[0]) / before.h))
+    meta = dict(after.meta)
+    meta.update(
+        t_start=before.meta.get("t_start", float(before.t[0])),
+        step_offset=before.meta.get("step_offset", 0),
+        steps=span + int(after.meta.get("steps", after.n_steps * after.save_every)),
+        rescued_steps=[*before.meta.get("rescued_steps", []), *after.meta.get("rescued_steps", [])],
+        resumed={"file": os.fspath(path), "t": float(before.t[-1]), "steps": span},
+    )
+    return Solution(
+        t=cat(before.t, after.t, True),
+        q=cat(before.q, after.q, True),
+        p=cat(before.p, after.p, True),
+        v=cat(before.v, after.v, after.velocity_kind == "nodal"),
+        lam=cat(before.lam, after.lam, False),
+        gam=cat(before.gam, after.gam, False),
+        newton_iterations=cat(before.newton_iterations, after.newton_iterations, False),
+        newton_residual=cat(before.newton_residual, after.newton_residual, False),
+        velocity_kind=after.velocity_kind,
+        scheme=after.scheme,
+        params=after.params,
+        meta=meta,
+        problem=after.problem,
+    )
 
 
 #: the schemes ``livens run`` tries, in this order, when no --scheme is given: the first that accepts the
@@ -400,7 +553,12 @@ def _tolerance(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="livens", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="livens",
+        description="Simulate constrained mechanical systems with structure-preserving integrators: "
+        "`livens list` names the examples and schemes, `livens run` runs one, `livens study` and "
+        "`livens reproduce` run studies and the papers' figures.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("list", help="list examples and schemes")
     p.set_defaults(func=_cmd_list)
@@ -453,7 +611,14 @@ def build_parser() -> argparse.ArgumentParser:
         "default 1, or the smallest K that keeps a very long run within "
         f"{KEEP_BUDGET // 2**20} MiB of kept data (a note says so)",
     )
-    p.add_argument("--config", help="a run.toml file (format: README, 'Configuration files')")
+    p.add_argument("--config", help="a run.toml file (format: docs/guide/cli.md, section 'Configuration files')")
+    p.add_argument(
+        "--resume",
+        metavar="FILE",
+        help="continue the run stopped in FILE (the _partial.nc a Ctrl-C left; its message gives the "
+        "command) from its last kept node up to --t-end, writing the files of one uninterrupted run; "
+        "give the stopped run's example and options",
+    )
     p.add_argument(
         "--out",
         metavar="DIR",
@@ -485,11 +650,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(seen: set):
+    """``warnings.showwarning`` of the command line: one line "warning: ..." (or "note: ..." for
+    livens' notices), without the file and line that raised it, each text once."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        text = " ".join(str(message).split())
+        text = text.removeprefix("livens: ")
+        if text in seen:
+            return
+        seen.add(text)
+        kind = "note" if category.__name__.endswith("Notice") else "warning"
+        print(f"{kind}: {text}", file=sys.stderr if file is None else file)
+
+    return show
+
+
 def main(argv=None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    args.argv = argv  # the command as given (the Ctrl-C message repeats it with --resume)
     try:
-        with serial_blas():  # the runs, their diagnostics and studies (livens.engine.threads)
+        with serial_blas(), warnings.catch_warnings():  # the runs, their diagnostics and studies
+            warnings.showwarning = _show_warning(set())
             return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)

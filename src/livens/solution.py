@@ -472,9 +472,12 @@ class Solution:
     def summary(self) -> dict:
         """Figures for the CLI: steps, times, the energy error, momentum drift, residuals, iterations,
         and the number of steps whose plain Newton iteration failed and was rescued
-        (``lv.simulate(..., rescue=True)``). "steps/s" leaves out the first chunk of steps, which
-        is timed with the compilation (NaN where the run fit in it); the maxima are over the
-        stored nodes (one in every ``save_every``).
+        (``lv.simulate(..., rescue=True)``). "steps" counts the steps computed, "nodes kept" the
+        nodes stored (one in every ``save_every``; a file left by a stopped run counts the steps its
+        kept nodes span). The wall time includes the compile time, which includes the first chunk of
+        steps; "steps/s" is the rate of the other chunks (NaN where the run fit in the first; a run
+        continued from a file, ``meta["resumed"]``, is timed for the continuation). The maxima are
+        over the kept nodes.
 
         The energy error is relative to the energy scale max(|E0|, max T - min T, max V - min V), so
         that it means something for a system that starts at rest (E0 = 0); where the system has an
@@ -484,13 +487,15 @@ class Solution:
         lines "enforced (position)" and "enforced (velocity)" say whether the scheme enforces that
         residual by its own equations or another one (named, with its largest value)."""
         out: dict = {
-            "steps": int(self.meta.get("steps", self.n_steps)),
+            "steps": self._steps_computed(),
+            "nodes kept": len(self.t),
             "wall time [s]": float(self.meta.get("wall_time", float("nan"))),
             "compile time [s]": float(self.meta.get("compile_time", float("nan"))),
         }
         # the first chunk of steps is timed as the compilation: the rate is that of the others
         run = out["wall time [s]"] - out["compile time [s]"]
-        timed = out["steps"] - min(int(self.meta.get("chunk", out["steps"])), out["steps"])
+        ran = out["steps"] - int((self.meta.get("resumed") or {}).get("steps", 0))  # those of this session
+        timed = ran - min(int(self.meta.get("chunk", ran)), ran)
         out["steps/s"] = timed / run if (run > 0 and timed > 0) else float("nan")
         E = self.energy()
         key = "livens" if "livens" in E else "total"
@@ -751,10 +756,16 @@ class Solution:
                 os.remove(tmp)
         return path
 
+    def _steps_computed(self) -> int:
+        """The steps the run computed (``meta["steps"]``); for a file left by a stopped run, which
+        does not record them, the steps its kept nodes span."""
+        return int(self.meta.get("steps", self.n_steps * self.save_every))
+
     def __repr__(self) -> str:
         return (
-            f"Solution(scheme={self.scheme!r}, params={self.params}, steps={self.n_steps}, "
-            f"h={self.h:g}, d={self.q.shape[1]}, m={self.lam.shape[1] if self.lam.ndim == 2 else 0})"
+            f"Solution(scheme={self.scheme!r}, params={self.params}, steps={self._steps_computed()}, "
+            f"nodes={len(self.t)}, save_every={self.save_every}, h={self.h:g}, d={self.q.shape[1]}, "
+            f"m={self.lam.shape[1] if self.lam.ndim == 2 else 0})"
         )
 
 
