@@ -297,6 +297,14 @@ def consistent_initial_state(
     concrete values it returns NumPy arrays (q, v); where the normal space at q0 does not reach the
     manifold, q0 first takes minimum-norm Gauss-Newton steps (the normal space renewed at each
     iterate), and ``ValueError`` is raised only if those fail too.
+
+    system: the :class:`livens.System` whose constraints g(q) = 0 define the manifold.
+    q0, v0: the configuration and the velocity to project, vectors of shape (d,).
+    tol: the target ||g(q)||_inf of the projected configuration (a residual at round-off that stops
+        decreasing also counts as converged).
+    max_iter: the most Newton iterations of the projection (and of the Gauss-Newton steps); the
+        ``ValueError`` of a projection that does not converge names it.
+    parameters: values of the System's parameters (missing ones take the System's defaults).
     """
     from .manifold import project
     from .mechanics import mechanics

@@ -32,15 +32,29 @@ class SimulationError(_Stopped, RuntimeError):
     """A run stopped early; ``solution`` holds every step computed before, ``step``, ``time``,
     ``residual`` say where and why (``step``: the index of the step, the step from node n to n + 1
     having index n); ``reason`` is the message without the sentence on where the steps are kept
-    (a command line names its own file instead)."""
+    (a command line names its own file instead).
+
+    solution: the :class:`livens.Solution` (an :class:`livens.EnsembleSolution` for an ensemble) of
+        the steps computed before the failure; None where nothing was kept (``lv.flow``).
+    step: the index of the failing step (0-based; the step from node n to n + 1 has index n).
+    time: where the failure happened, in the run's time (for each subclass as it says).
+    residual: the figure that failed (for each subclass as it says).
+    reason: the message without the sentence on where the steps are kept.
+    """
 
 
 class ConvergenceError(SimulationError):
-    """Newton's method did not converge within max_iter iterations (or produced NaN)."""
+    """Newton's method did not converge within max_iter iterations (or produced NaN).
+
+    ``time`` is the start t^n of the failing step, ``residual`` the residual's infinity norm
+    ||R||_inf after its last iteration; the message names the tolerance, max_iter and what to try."""
 
 
 class BlowUpError(SimulationError):
-    """The energy left the band set by ``blowup_factor``."""
+    """The energy left the band set by ``blowup_factor``: |E - E0| > blowup_factor * max(|E0|, 1).
+
+    ``time`` is the end t^{n+1} of the step whose energy left the band, ``residual`` that |E - E0|;
+    ``solution`` holds the steps up to and including it."""
 
 
 class SimulationInterrupted(_Stopped, KeyboardInterrupt):
@@ -53,4 +67,5 @@ class SimulationInterrupted(_Stopped, KeyboardInterrupt):
 
 
 class FileFormatError(ValueError):
-    """A file is not a livens result file, is truncated, or has an unknown format version."""
+    """A file is not a livens result file, is truncated, or has an unknown format version. It has no
+    fields beyond its message, which names the file and what is wrong with it."""

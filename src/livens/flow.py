@@ -80,6 +80,20 @@ def flow(
     are not a differentiable map. A program that calls ``F`` inside the user's own ``jax.jit`` or
     ``jax.grad`` runs best inside ``with livens.engine.serial_blas():`` (one BLAS thread, as every
     livens driver).
+
+    problem: the :class:`livens.Problem` (its system, initial state, default h and t_end).
+    scheme: the scheme's name or alias, as for :func:`livens.simulate` (default "VI-S").
+    h: the time step (default: the problem's).
+    n_steps: the number of steps (default: round(t_end / h)).
+    tol: the Newton tolerance of every step (||R||_inf), or "roundoff".
+    max_iter: the most Newton iterations per step; a step that needs more fails the run.
+    guess: Newton's first guess ("extrapolated", "advanced", "simple"; default: the scheme's, as
+        for :func:`livens.simulate`).
+    throw: raise :class:`~livens.ConvergenceError` from inside a transformation when a step fails.
+    on_failure: "nan" (default: NaN nodes after a failure, NaN derivatives) or "hold" (the last node
+        reached, zero derivatives: for masking with ``converged``).
+    t_end: the end time where ``n_steps`` is not given (default: the problem's).
+    **params: the scheme's parameters (e.g. ``theta=0.5``), checked against those the scheme takes.
     """
     n_steps = _steps(problem, h, n_steps, t_end)
     _check_keywords(scheme, params)

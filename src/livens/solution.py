@@ -196,7 +196,34 @@ def _write_netcdf(ds: xr.Dataset, path: str) -> str:
 
 @dataclass(eq=False)
 class Solution:
-    """The result of :func:`livens.simulate`."""
+    """The result of :func:`livens.simulate` (or of :func:`livens.load`): the nodes and the per-step
+    unknowns of a run, with the diagnostics computed from them (:meth:`energy`, :meth:`momentum_maps`,
+    :meth:`constraint_residual`, :meth:`summary`) and lossless export (:meth:`to_netcdf`, :meth:`to_csv`).
+
+    With N the steps kept (every ``save_every``-th node), d the coordinates and m the constraint
+    equations, the fields are:
+
+    t: the node times, shape (N+1,).
+    q: the configurations q^n at the nodes, shape (N+1, d).
+    p: the momenta p^n at the nodes, shape (N+1, d).
+    v: the velocities, shape (N+1, d) where ``velocity_kind`` is "nodal", else (N, d): one per step.
+    lam: the multipliers lambda of the position constraints, one row per step, shape (N, m).
+    gam: the multipliers gamma of the secondary constraint (the GGL schemes, RATTLE, the GGL
+        midpoint rule), shape (N, m); None for the schemes without one.
+    newton_iterations: Newton iterations per step, shape (N,) (0 where the first guess already met the
+        tolerance).
+    newton_residual: the residual's infinity norm at the end of each step's Newton iteration, shape (N,).
+    velocity_kind: which velocity ``v`` holds: "nodal" (v^n at t^n), "interval" (v^{n+1} of the step
+        from t^n to t^{n+1}) or "leading" (v^n of that step).
+    scheme: the scheme's name, e.g. "ggl-vi".
+    params: the scheme's parameters of the run (e.g. ``theta``); empty for schemes without any.
+    meta: the run's settings and records: ``h``, ``tol``, ``max_iter``, ``guess``, ``backend``,
+        ``save_every``, ``t_start``, ``t_end``, ``steps``, ``rescued_steps``, ``example`` and
+        ``problem_parameters``, ``package_version``, ...
+    problem: the Problem that was run; None after loading a file whose system cannot be rebuilt.
+    stored: diagnostics read from a file (:func:`livens.load`), used where no problem is attached;
+        empty for a fresh run.
+    """
 
     t: np.ndarray
     q: np.ndarray

@@ -183,6 +183,11 @@ class Symmetry:
 
     For a translation, xi q is the constant generator itself; use :meth:`translation`, which
     stores the generator in ``shift`` (J = p . shift).
+
+    name: the momentum map's name, the key of :meth:`livens.Solution.momentum_maps` (e.g.
+        ``"J_rot[0,0,1]"`` from :meth:`rotation`).
+    xi: the constant matrix xi of the Lie algebra, shape (d, d); None for a translation.
+    shift: a translation's constant generator, shape (d,); None otherwise.
     """
 
     name: str
@@ -336,6 +341,25 @@ class Problem:
     the rank analysis made at set-up (None where ``check`` is False or there are no constraints);
     redundant equations are reported once (:class:`livens.RedundantConstraintsNotice`) and the schemes
     solve the independent ones (:attr:`solved_system`).
+
+    The fields:
+
+    system: the :class:`System` (mass matrix, potential, constraints, loads).
+    q0: the initial configuration, shape (d,).
+    v0: the initial velocity, shape (d,); or give p0.
+    p0: the initial momentum, shape (d,); or give v0.
+    h: the default time step of :func:`livens.simulate` (the paper's for an example); None: h must
+        be given to ``simulate``.
+    t_end: the default end time of :func:`livens.simulate`; None: t_end (or n_steps) must be given to
+        ``simulate``.
+    symmetries: the :class:`Symmetry` objects whose momentum maps the Solution reports.
+    name: the problem's name; for an example its name in :func:`livens.examples.names`, by which
+        :func:`livens.load` rebuilds the system of a file.
+    parameters: the keyword arguments the problem was built with (an example's parameters, e.g.
+        ``{"mass": 2.0}``), stored in the Solution and its files so that :func:`livens.load` rebuilds
+        the same problem; empty for a problem written by hand.
+    consistency_tol: the largest |g(q0)| and |G(q0) v0| accepted.
+    check: run the set-up checks (consistency, symmetries, the constraints' rank); False skips them.
     """
 
     system: System
