@@ -139,3 +139,16 @@ def test_flow_and_simulate_diagnose_a_failed_step_alike(example, scheme, setting
         assert bool(F2(jnp.asarray(problem.q0), jnp.asarray(problem.v0)).converged)
     else:
         assert "Try a smaller h, a larger max_iter or another guess." in flo
+
+
+def test_vi_nullspace_at_its_round_off_floor_converges_with_the_default_rule():
+    """vi-nullspace's residual (eq 16, Newton from one linearization per iterate) stalls near 1e-12
+    on the double spherical pendulum at h = 1e-3: step 406 fails with the papers' rule at tol =
+    1e-12, and passes with the default rule, at a residual within FLOOR_FACTOR tol."""
+    problem = lv.examples.load("double-spherical-pendulum")
+    kw = dict(h=1e-3, t_end=0.45, tol=1e-12, rescue=False, guess="simple", progress=False)
+    with pytest.raises(lv.ConvergenceError, match="round-off floor"):
+        lv.simulate(problem, "vi-nullspace", accept_floor=False, **kw)
+    sol = lv.simulate(problem, "vi-nullspace", **kw)
+    r = sol.newton_residual
+    assert sol.n_steps == 450 and np.any(r > 1e-12) and np.all(r <= FLOOR_FACTOR * 1e-12)
