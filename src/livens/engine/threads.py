@@ -6,8 +6,8 @@ spinning between calls. A time loop calls it a few times per Newton iteration, o
 few dozen rows (the blocks of a banded tangent): the split gains nothing, and whenever another
 process wants the cores, every call waits for descheduled workers, and a time loop on a busy
 machine slows down by far more than its share of the cores (``python -m benchmarks --only
-three-bar-swing`` reports the swing's loop against its parts). With one BLAS thread the loop runs as fast on an idle machine and slows down only by the share
-of the cores it gets.
+three-bar-swing`` reports the swing's loop against its parts). With one BLAS thread the loop
+runs as fast on an idle machine and slows down only by the share of the cores it gets.
 
 :func:`serial_blas` limits the BLAS libraries loaded in the process to one thread for the
 duration of a ``with`` block and restores them afterwards; every driver of livens runs its
