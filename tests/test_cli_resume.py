@@ -148,3 +148,15 @@ def test_ctrl_c_message_of_a_scheme_with_a_start_step_says_it_cannot_be_continue
     ctrl_c_in_chunk(None)
     assert main([*argv, "--resume", str(tmp_path / "pendulum-3d_vi-lagrange_partial.nc")]) == 2
     assert "rerun it without --resume" in capsys.readouterr().err
+
+
+def test_ctrl_c_in_the_last_chunk_says_the_run_reached_its_end(tmp_path, capsys, ctrl_c_in_chunk):
+    """1000 steps in chunks of 512: Ctrl-C in the second chunk comes after the last step; the line
+    says so instead of giving a command that --resume would refuse (nothing beyond t_end)."""
+    ctrl_c_in_chunk(2)
+    argv = ["run", "pendulum-3d", "--h", "0.001", "--t-end", "1", "--quiet", "--out", str(tmp_path)]
+    assert main(argv) == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "Interrupted after 1000 of 1000 steps" in last and "Continue it with" not in last
+    assert "The run had reached its end (t = 1)" in last
+    assert lv.load(tmp_path / f"{STEM}_partial.nc").t[-1] == pytest.approx(1.0)

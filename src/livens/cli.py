@@ -405,6 +405,8 @@ def _interrupted_words(args, exc, before, run_kw: dict, stem: str, streamed) -> 
         sol = exc.solution
         _partial(args.out, stem, streamed)
     kept = _kept_words(sol, run_kw.get("save_every", 1), f"{target} (lv.load reads it)")
+    if sol is not None and sol.t[-1] >= float(sol.meta.get("t_end", math.inf)) - 0.5 * sol.h:
+        return f"{exc.reason} {kept} The run had reached its end (t = {sol.t[-1]:g}): nothing is left to continue."
     return f"{exc.reason} {kept} {_how_to_continue(args, run_kw['scheme'], target)}"
 
 
