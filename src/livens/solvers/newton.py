@@ -146,7 +146,7 @@ def newton(
 
 def newton_linearized(increment: Callable, x0, tol, max_iter, r0=None, floor=None) -> NewtonResult:
     """Newton's method that takes the residual and the increment at each iterate from one
-    linearization: ``increment(x, it, tol, max_iter[, stalled]) -> (x_next, R(x), it_next, stop)`` (see
+    linearization: ``increment(x, it, tol, max_iter[, floor, last]) -> (x_next, R(x), it_next, stop)`` (see
     :func:`linearized_increment`). The papers' stopping rule (||R||_inf <= tol, at most
     ``max_iter`` updates) and the same iterates as :func:`newton`; ``r0``: R(x0) where the caller
     has it (a first guess that already satisfies the tolerance then costs nothing more); ``floor``:
@@ -166,8 +166,8 @@ def newton_linearized(increment: Callable, x0, tol, max_iter, r0=None, floor=Non
         x, r, it, _, last = c
         if floor is None:
             x_next, r, it_next, stop = increment(x, it, tol, max_iter)
-        else:
-            x_next, r, it_next, stop = increment(x, it, tol, max_iter, lambda n: _stalled(n, last, floor))
+        else:  # arrays only: the engine may rewrite ``increment`` from its traced program
+            x_next, r, it_next, stop = increment(x, it, tol, max_iter, jnp.asarray(floor, x0.dtype), last)
         return x_next, r, it_next, stop, _norm_inf(r)
 
     x, r, it, _, _ = lax.while_loop(lambda c: ~c[3], body, (x0, r0, jnp.int32(0), stop0, inf))
@@ -186,14 +186,17 @@ def linearized_increment(residual: Callable, tangent: Callable | None = None) ->
     one ``jax.linearize``; the tangent dR/dx and its solve only where the iteration goes on.
     ``tangent(x, lin)``: dR/dx at x from the linearization ``lin`` (a matrix or an object with
     ``solve``, as a band assembled from a few products); by default ``lin`` applied to the unit
-    vectors."""
+    vectors. The iteration's ``floor`` and ``last`` (arrays: ||R||_inf before the latest iteration)
+    add the floor's rule of :func:`newton`."""
 
     tangent = linearized_jacobian if tangent is None else tangent
 
-    def increment(x, it, tol, max_iter, stalled=lambda n: jnp.bool_(False)):
+    def increment(x, it, tol, max_iter, floor=None, last=None):
         r, lin = jax.linearize(residual, x)
         n = _norm_inf(r)
-        stop = (it >= max_iter) | (n <= tol) | ~jnp.isfinite(n) | stalled(n)
+        stop = (it >= max_iter) | (n <= tol) | ~jnp.isfinite(n)
+        if floor is not None:
+            stop = stop | _stalled(n, last, floor)
         x_next = lax.cond(stop, lambda: x, lambda: x + apply_inverse(tangent(x, lin), -r))
         return x_next, r, it + (~stop).astype(it.dtype), stop
 
