@@ -107,6 +107,8 @@ def overview(sol: Solution, max_points: int = 2000) -> Figure:
         y, x = E[key] - E[key][0], t
         ax.set_ylabel(f"${s}^n - {s}^0$")
         title = f"energy error ${s}^n - {s}^0$ ({words}, one node in every {sol.save_every})"
+        if _loads(sol) is not None:
+            title = f"change ${s}^n - {s}^0$ ({words}, the loads' work included; one node in every {sol.save_every})"
     _title(ax, title, _dots(ax, x, y, max_points))
     ax.set_xlabel("t")
 
@@ -163,11 +165,8 @@ def _energy_balance(sol, En):
     """(E^n - E^0 - W_ext^n + W_diss^n at the nodes, the terms " - W_ext + W_diss" as TeX) where the
     system has an external force or dampers (their work is no error: :meth:`Solution.summary` reports
     this balance), else None (also for a Solution loaded without its system)."""
-    try:
-        mech = sol.mechanics
-    except ValueError:
-        return None
-    if not (mech.has_external_force or mech.has_dissipation):
+    mech = _loads(sol)
+    if mech is None:
         return None
     balance, terms = np.asarray(En) - En[0], ""
     if mech.has_external_force:
@@ -175,6 +174,16 @@ def _energy_balance(sol, En):
     if mech.has_dissipation:
         balance, terms = balance + sol.dissipated_work(), terms + " + W_{diss}^n"
     return balance, terms
+
+
+def _loads(sol):
+    """The run's Mechanics where the system has an external force or dampers, else None (also for a
+    Solution loaded without its system)."""
+    try:
+        mech = sol.mechanics
+    except ValueError:
+        return None
+    return mech if (mech.has_external_force or mech.has_dissipation) else None
 
 
 def _momentum_balance(sol):
