@@ -152,3 +152,16 @@ def test_vi_nullspace_at_its_round_off_floor_converges_with_the_default_rule():
     sol = lv.simulate(problem, "vi-nullspace", **kw)
     r = sol.newton_residual
     assert sol.n_steps == 450 and np.any(r > 1e-12) and np.all(r <= FLOOR_FACTOR * 1e-12)
+
+
+def test_native_and_xla_accept_the_floor_alike():
+    """The floor rule is part of the step's JAX program, which the native engine translates: a run
+    whose steps stall at the floor (residuals above tol, which the papers' rule never accepts)
+    converges with both backends, to the same nodes."""
+    problem = _forced_double_pendulum()
+    kw = dict(h=0.01, t_end=0.2, tol=1e-12, rescue=False, progress=False, parameters={"u": np.full(10, 1e-3)})
+    runs = {b: lv.simulate(problem, "livens-em", backend=b, **kw) for b in ("native", "xla")}
+    assert runs["native"].meta["backend"] == "native" and runs["xla"].meta["backend"] == "xla"
+    for sol in runs.values():
+        assert sol.n_steps == 20 and np.any(sol.newton_residual > 1e-12)
+    np.testing.assert_allclose(runs["native"].q, runs["xla"].q, rtol=0, atol=1e-11)
