@@ -13,6 +13,8 @@ REFERENCES = {
     "(conference paper).",
     "SLO09": "B. Schmidt, S. Leyendecker, M. Ortiz: Γ-convergence of variational integrators for constrained "
     "systems. Journal of Nonlinear Science 19 (2009).",
+    "WOL17": "T. Wenger, S. Ober-Blöbaum, S. Leyendecker: Construction and analysis of higher order variational "
+    "integrators for dynamical systems with holonomic constraints. Advances in Computational Mathematics 43 (2017).",
     "Kin21": "P. L. Kinon: the GGL variational principle and its integrators, master thesis poster, Karlsruhe "
     "Institute of Technology (2021).",
     "Gon99": "O. Gonzalez: Mechanical systems subject to holonomic constraints: differential-algebraic formulations "

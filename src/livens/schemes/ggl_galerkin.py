@@ -1,0 +1,249 @@
+"""The Galerkin GGL variational integrator of order 2s (``ggl-galerkin``, option ``stages`` = s = 2, 3).
+
+A Galerkin discretization of the GGL functional (KBS23b eq 33) in the manner of the constrained Galerkin
+variational integrators of [WOL17], derived in the theory pages ("The Galerkin GGL variational
+integrator"); every equation below is new. Eliminating v and p from KBS23b eq 33 pointwise (its
+stationarity in v and p: p = M(q) v, q' = v + M(q)^-1 G(q)^T gamma) leaves the GGL Lagrangian
+
+    L_GGL(q, q', lambda, gamma) = L(q, q' - M(q)^-1 G(q)^T gamma) - lambda . g(q).
+
+On [t^n, t^n + h], q(t^n + tau h) = sum_j q_j l_j(tau) is the polynomial of degree s through the s + 1
+Gauss-Lobatto points c_0 = 0 < c_1 < ... < c_s = 1 (q_0 = q^n, q_s = q^{n+1}); the same points with
+the Lobatto weights b_i are the quadrature (order 2s). With q_i' = (1/h) sum_j l_j'(c_i) q_j and
+v_i = q_i' - M(q_i)^-1 G(q_i)^T gamma_i, the discrete Lagrangian is
+
+    L_d = h sum_i b_i [ L(q_i, v_i) - lambda_i . g(q_i) ].
+
+One step solves for q_1, ..., q_s, p^{n+1}, lambda_0, ..., lambda_s, gamma_0, ..., gamma_s:
+
+    p^n = -D_{q_0} L_d                            (discrete Legendre transform at t^n)
+    0 = D_{q_j} L_d,  j = 1, ..., s - 1           (interior stationarity)
+    p^{n+1} = D_{q_s} L_d                         (discrete Legendre transform at t^{n+1})
+    g(q_i) = 0,  i = 1, ..., s                    (stationarity in lambda_i)
+    G(q_i) v_i = 0,  i = 0, ..., s                (stationarity in gamma_i: G(q_i) M(q_i)^-1 p_i = 0, p_i = M(q_i) v_i)
+    G(q^{n+1}) M(q^{n+1})^-1 p^{n+1} = 0          (the secondary constraint at the node)
+
+The action sum fixes only lambda_s of one step plus lambda_0 of the next (both multiply g at the same
+node); the last equation splits that sum so that p^{n+1} lies on the secondary constraint, and the
+steps map {g = 0, G M^-1 p = 0} into itself. Symplectic on that manifold, momentum maps of the
+symmetries of L and g conserved, g(q) at the nodes and at the interior Lobatto points; order 2s in
+q and p. M(q) enters through linear solves with M(q_i) only, so a regular configuration-dependent M
+runs with the same equations.
+
+The unknowns are increments: dq = q^{n+1} - q^n, dp = p^{n+1} - p^n, Q1, Q2 = q_1 - q^n, q_2 - q^n
+(derivatives of the Lagrange polynomials sum to zero, so q_i' is formed from the increments); the
+layout is that of s = 3, and for s = 2 the unknowns Q2, lam2, gam2 are unused (their rows set them
+to zero).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..mechanics import Mechanics
+from . import ggl_mass, register
+from .base import About, Capabilities, Param, Scheme, State, next_node
+
+STAGES = (2, 3)
+"""The numbers of stages s the scheme runs: q of degree s on s + 1 Gauss-Lobatto points."""
+
+_S_MAX = max(STAGES)
+
+
+def lobatto(s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(c, b, D) of the s + 1 Gauss-Lobatto points on [0, 1]: the points c_i (0, the roots of
+    P_s'(2 tau - 1), 1), the quadrature weights b_i (exact for polynomials of degree 2s - 1) and
+    the differentiation matrix D_ij = l_j'(c_i) of the Lagrange polynomials l_j on these points."""
+    inner = np.polynomial.legendre.Legendre.basis(s).deriv().roots()
+    x = np.concatenate([[-1.0], np.sort(np.real(inner)), [1.0]])
+    Ps = np.polynomial.legendre.Legendre.basis(s)(x)
+    w = 2.0 / (s * (s + 1) * Ps**2)
+    c, b = (x + 1.0) / 2.0, w / 2.0
+    n = s + 1
+    # barycentric weights and the differentiation matrix of the Lagrange polynomials
+    bw = np.array([1.0 / np.prod([c[j] - c[k] for k in range(n) if k != j]) for j in range(n)])
+    D = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                D[i, j] = bw[j] / bw[i] / (c[i] - c[j])
+        D[i, i] = -np.sum(D[i])
+    return c, b, D
+
+
+def _unknowns() -> tuple:
+    """The layout for s = 3 (:data:`STAGES`): increments, interior points, s + 1 lambdas and gammas."""
+    inner = tuple((f"Q{j}", "d") for j in range(1, _S_MAX))
+    lams = tuple((f"lam{i}", "m") for i in range(_S_MAX)) + (("lam", "m"),)
+    gams = tuple((f"gam{i}", "m") for i in range(_S_MAX)) + (("gam", "m"),)
+    return (("dq", "d"), ("dp", "d")) + inner + lams + gams
+
+
+def _multipliers(u, prefix: str, s: int):
+    """(s + 1, m) array of the multipliers lambda_0..lambda_s (or gamma_0..gamma_s)."""
+    return jnp.stack([u[f"{prefix}{i}"] for i in range(s)] + [u[prefix]])
+
+
+def _point(mech, q, qdot, lam, gam):
+    """At one Lobatto point: v = q' - a with a = M(q)^-1 G(q)^T gamma, p = M(q) v, and the force
+    f = D_1 L(q, v) - G(q)^T lambda - D_1 g_v(q, p)^T gamma, the derivative of
+    L(q, q' - M(q)^-1 G(q)^T gamma) - lambda . g(q) in q at fixed q' (theory pages, new); for a
+    constant M, D_1 g_v(q, p)^T gamma = sum_k gamma_k D^2 g_k(q) v."""
+    if mech.m == 0:
+        return qdot, mech.D2L(q, qdot), mech.D1L(q, qdot)
+    if mech.constant_mass:
+        v = qdot - mech.Minv_mul(mech.GT_mul(q, gam))
+        force = -mech.dV(q) - mech.GT_mul(q, lam) - mech.hess_g_vec(q, gam, v)
+        return v, mech.D2L(q, v), force
+    a = ggl_mass.mass_solve(mech, q, mech.GT_mul(q, gam))
+    v = qdot - a
+    # D_q T(q, v) - D_1 g_v(q, M(q) v)^T gamma in one gradient (a, v held fixed)
+    kinetic = jax.grad(ggl_mass.secondary_potential(mech, gam, v, a, kinetic=v))(q)
+    return v, mech.M(q) @ v, kinetic - mech.dV(q) - mech.GT_mul(q, lam)
+
+
+def stationarity(
+    mech: Mechanics, X: jax.Array, q0: jax.Array, h: float, lams: jax.Array, gams: jax.Array, s: int
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """(D_{q_0} L_d, ..., D_{q_s} L_d) of L_d = h sum_i b_i [L(q_i, v_i) - lambda_i . g(q_i)] (module
+    docstring, new) at the points q_i = q0 + X_i (X the (s + 1, d) increments, X_0 = 0), with
+    q_i' = (1/h) sum_j D_ij X_j: D_{q_j} L_d = sum_i b_i D_ij p_i + h b_j f_j (:func:`_point`).
+    Returns them with the points, their velocities v_i and momenta p_i."""
+    _, b, D = lobatto(s)
+    Q = q0[None, :] + X
+    Qdot = jnp.asarray(D) @ X / h
+    V, P, F = jax.vmap(lambda q, qd, lam, gam: _point(mech, q, qd, lam, gam))(Q, Qdot, lams, gams)
+    bc = jnp.asarray(b)[:, None]
+    return jnp.asarray(D).T @ (bc * P) + h * bc * F, Q, V, P
+
+
+def discrete_lagrangian(
+    mech: Mechanics, X: jax.Array, q0: jax.Array, h: float, lams: jax.Array, gams: jax.Array, s: int
+) -> jax.Array:
+    """L_d = h sum_i b_i [L(q_i, v_i) - lambda_i . g(q_i)] (module docstring, new), at the points of
+    :func:`stationarity` (for tests: its gradient in X is :func:`stationarity`)."""
+    _, b, D = lobatto(s)
+    Q = q0[None, :] + X
+    Qdot = jnp.asarray(D) @ X / h
+    V = jax.vmap(lambda q, qd, lam, gam: _point(mech, q, qd, lam, gam)[0])(Q, Qdot, lams, gams)
+    lag = jax.vmap(mech.L)(Q, V)
+    cons = jnp.sum(lams * jax.vmap(mech.g)(Q), axis=1) if mech.m else jnp.zeros_like(lag)
+    return h * jnp.sum(jnp.asarray(b) * (lag - cons))
+
+
+def _residual_s(u, st: State, h, mech, s: int):
+    """The step equations of the module docstring for s stages, in the layout of :func:`_unknowns`."""
+    d = mech.d
+    cq, cp = (None, None) if st.comp is None else st.comp
+    q1 = next_node(st.q, u["dq"], cq)
+    p1 = next_node(st.p, u["dp"], cp)
+    X = jnp.stack([jnp.zeros(d, st.q.dtype)] + [u[f"Q{j}"] for j in range(1, s)] + [q1 - st.q])
+    lams, gams = _multipliers(u, "lam", s), _multipliers(u, "gam", s)
+
+    dLd, Q, V, _ = stationarity(mech, X, st.q, h, lams, gams, s)
+    # the rows of the d-vectors, then of the m-vectors; the unknowns of the s = 3 layout that s
+    # stages leave unused are set to zero, so that the residual of every s has one shape
+    d_rows = [st.p + dLd[0], *[dLd[j] for j in range(1, s)], p1 - dLd[s]]
+    d_rows += [u[f"Q{j}"] for j in range(s, _S_MAX)]
+    m_rows = [u[f"lam{i}"] for i in range(s, _S_MAX)] + [u[f"gam{i}"] for i in range(s, _S_MAX)]
+    if mech.m:
+        m_rows += [mech.g(Q[i]) for i in range(1, s + 1)]
+        m_rows += [jax.jvp(mech.g, (Q[i],), (V[i],))[1] for i in range(s + 1)]
+        m_rows.append(ggl_mass.secondary(mech, q1, p1))
+    return jnp.concatenate(d_rows + m_rows)
+
+
+def _stage_index(params):
+    """The branch of :data:`STAGES` for the parameter ``stages`` (a traced number)."""
+    return jnp.clip(jnp.round(params["stages"]).astype(jnp.int32) - STAGES[0], 0, len(STAGES) - 1)
+
+
+def _residual(u, s: State, h, t, params, mech):
+    """The step equations of the module docstring (new), for the number of stages of ``params``."""
+    branches = [lambda uu, k=k: _residual_s(uu, s, h, mech, k) for k in STAGES]
+    return lax.switch(_stage_index(params), branches, u)
+
+
+def _guess(s: State, h, t, params, mech, mode):
+    """q_j = q^n + c_j h v^n ("advanced") or q^n, p^{n+1} = p^n, the multipliers of the last step
+    (zero for the unknowns that s stages leave unused)."""
+    adv = mode == "advanced"
+    stages = _stage_index(params) + STAGES[0]
+    out = {"dq": h * s.v if adv else jnp.zeros_like(s.q), "dp": jnp.zeros_like(s.p)}
+    points = jnp.asarray(np.stack([np.pad(lobatto(k)[0], (0, _S_MAX - k)) for k in STAGES]))
+    c = points[stages - STAGES[0]]
+    for j in range(1, _S_MAX):
+        used = j < stages
+        out[f"Q{j}"] = jnp.where(used, c[j] * h * s.v, 0.0) if adv else jnp.zeros_like(s.q)
+    for i in range(_S_MAX):
+        used = i < stages
+        out[f"lam{i}"] = jnp.where(used, s.lam, 0.0)
+        out[f"gam{i}"] = jnp.where(used, s.gam, 0.0)
+    out["lam"], out["gam"] = s.lam, s.gam
+    return out
+
+
+def _update(u, s: State, h, t, params, mech):
+    """q^{n+1}, p^{n+1} (as the time loop stores them), v = M(q^{n+1})^-1 p^{n+1}, lambda_s and gamma_s."""
+    cq, cp = (None, None) if s.comp is None else s.comp
+    q1 = next_node(s.q, u["dq"], cq)
+    p1 = next_node(s.p, u["dp"], cp)
+    v = mech.Minv_mul(p1) if mech.constant_mass else ggl_mass.mass_solve(mech, q1, p1)
+    new = State(q=q1, p=p1, v=v, lam=u["lam"], gam=u["gam"], extra=s.extra, comp=s.comp)
+    return new, {"v": v, "lam": u["lam"], "gam": u["gam"]}
+
+
+def _enforced(sol):
+    """g(q^{n+1}) and G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}: both constraints at the nodes."""
+    mech = sol.mechanics
+    gv = sol._vmap(lambda q, p: ggl_mass.secondary(mech, q, p), sol.q[1:], sol.p[1:])
+    return {
+        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
+        "velocity G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}": gv,
+    }
+
+
+class GalerkinScheme(Scheme):
+    """The :class:`~livens.schemes.base.Scheme` of ``ggl-galerkin``, whose parameter ``stages`` is a whole
+    number (one of :data:`STAGES`)."""
+
+    def resolve_params(self, given: dict, alias_params: dict | None = None) -> dict:
+        """The checks of :meth:`Scheme.resolve_params`, and ``stages`` one of :data:`STAGES`."""
+        vals = super().resolve_params(given, alias_params)
+        if vals["stages"] not in STAGES:
+            choices = " or ".join(f"stages={k}" for k in STAGES)
+            raise ValueError(
+                f"{self.name}: stages = {vals['stages']!r} is not a number of stages it runs; give {choices} "
+                "(q of degree s on s + 1 Gauss-Lobatto points, order 2s)."
+            )
+        return vals
+
+
+GGL_GALERKIN = register(
+    GalerkinScheme(
+        name="ggl-galerkin",
+        unknowns=_unknowns(),
+        residual=_residual,
+        guess=_guess,
+        update=_update,
+        params=(Param("stages", 2.0, 2.0, 3.0),),
+        capabilities=Capabilities(
+            velocity_kind="nodal",
+            gamma=True,
+            mass_inverse=False,
+            configuration_mass=True,
+            external_force=False,
+            applies_to=ggl_mass.refusal("ggl-galerkin"),
+        ),
+        about=About(
+            paper="WOL17 (Galerkin variational integrators with constraints) applied to the GGL functional KBS23b eq 33",
+            description="Galerkin GGL variational integrator of order 2s on Gauss-Lobatto points (stages s = 2, 3)",
+            enforced=_enforced,
+            keeps="symplectic, momentum maps, g(q) and G M^-1 p at the nodes; order 2s (4 for stages = 2)",
+            order=4,
+        ),
+    ),
+)
