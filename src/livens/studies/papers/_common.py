@@ -1,5 +1,7 @@
-"""Building blocks shared by the papers' reproduction modules: run specs, figure sets, and the
-checks that turn a run into a verdict (thresholds in :mod:`livens.studies.report`).
+"""Building blocks shared by the papers' reproduction modules: run specs, the checks that turn a run
+into a verdict (thresholds in :mod:`livens.studies.report`), and the tables a section's figures and
+claims are written as (:class:`Figure` entries drawn by :func:`draw_figures`, :class:`Said` entries
+judged by :func:`judge_claims`).
 
 Every check is wrapped by :func:`checked`: an exception while evaluating it gives the verdict
 "error" with the message, and where the run failed with the papers' Newton and its re-run with
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
@@ -580,11 +584,108 @@ def _order_claim(where, text, conv, s, quantity, claimed) -> Claim:
     return judged(where, text, order_ok(o, claimed), meas)
 
 
+# ------------------------------------------------------------------------------ tables
+@dataclass(frozen=True)
+class Figure:
+    """One figure of a paper's section as data: ``draw`` (a ``plots.*_figure`` function) called as
+    ``draw(runs, ctx.stem(stem), *args, title=..., **kw)``. ``of``: the names of the section's runs
+    it shows (None: every run with a trace), in that order; it is drawn where at least one of them has
+    a trace. ``one``: it shows the first of them alone (its name replaces ``{run}`` in ``stem`` and
+    ``title``). ``settings``: the section's settings line follows the title on a line of its own.
+    Arguments given as :class:`OfTrace` are computed from what it shows (with ``one``: the trace)."""
+
+    stem: str
+    draw: Callable
+    title: str
+    args: tuple = ()
+    kw: dict = field(default_factory=dict)
+    of: tuple | None = None
+    one: bool = False
+    settings: bool = True
+
+
+def draw_figures(ctx, traces: dict, figures, settings: str = "") -> None:
+    """Draw the :class:`Figure` entries ``figures`` in their order from ``traces`` (run name ->
+    Trace, the runs that have one) into ``ctx``; ``settings``: the line the entries' titles end with."""
+    for f in figures:
+        names = [s for s in (traces if f.of is None else f.of) if s in traces]
+        if not names:
+            continue
+        runs = traces[names[0]] if f.one else [traces[s] for s in names]
+        title = f.title + ("\n" + settings if f.settings else "")
+        stem = f.stem
+        if f.one:
+            stem, title = stem.replace("{run}", names[0]), title.replace("{run}", names[0])
+        args = [a.of(runs) if isinstance(a, OfTrace) else a for a in f.args]
+        kw = {k: v.of(runs) if isinstance(v, OfTrace) else v for k, v in f.kw.items()}
+        ctx.add(f.draw(runs, ctx.stem(stem), *args, title=title, **kw))
+
+
+@dataclass(frozen=True)
+class OfTrace:
+    """An argument of a :class:`Said` or :class:`Figure` entry computed from the trace of the entry's run
+    when it is judged or drawn, e.g. ``OfTrace(nonlinear)``: the indices of its nonlinear constraints."""
+
+    of: Callable
+
+
+@dataclass(frozen=True)
+class Said:
+    """One claim of a paper's section as data: ``text`` at ``where``, judged by
+    ``check(where, text, ctx, spec, *args, **kw)`` on the section's run named ``run`` (arguments
+    given as :class:`OfTrace` are computed from that run's trace). ``t_claim``: the claim is about
+    [0, t_claim] (:func:`within_horizon`, ``universal`` as there); None: about the run as planned."""
+
+    where: str
+    text: str
+    check: Callable
+    run: Any = None
+    args: tuple = ()
+    kw: dict = field(default_factory=dict)
+    t_claim: float | None = None
+    universal: bool = True
+
+
+def linear(tr) -> list:
+    """Indices of the linear constraints of a trace (their Jacobian is constant)."""
+    return list(tr.linear_constraints)
+
+
+def judge_claims(ctx, specs: dict, said, example: str | None = None) -> list:
+    """The claims of the :class:`Said` entries ``said`` in their order, each judged on its run
+    ``specs[entry.run]``; an entry whose run is not among ``specs`` is "not reproduced" with what
+    livens lacks for it (the scheme named ``run``, the ``example``)."""
+    out = []
+    for s in said:
+        if s.run not in specs:
+            why = requirements(schemes=[s.run], examples=[example] if example else []) or "run not planned"
+            out.append(missing(s.where, s.text, why))
+            continue
+        spec = specs[s.run]
+
+        def value(a, spec=spec):
+            return a.of(ctx.trace(spec)) if isinstance(a, OfTrace) else a
+
+        args = [value(a) for a in s.args]
+        kw = {k: value(v) for k, v in s.kw.items()}
+        claim = s.check(s.where, s.text, ctx, spec, *args, **kw)
+        if s.t_claim is not None:
+            claim = within_horizon(claim, ctx, spec, s.t_claim, universal=s.universal)
+        out.append(claim)
+    return out
+
+
 def _sym(k):
     return {"livens": "E", "total": "H", "kinetic": "T", "potential": "V"}.get(k, k)
 
 
 __all__ = [
+    "Figure",
+    "draw_figures",
+    "Said",
+    "OfTrace",
+    "judge_claims",
+    "linear",
     "NEWTON_NOTE",
     "THRESHOLDS",
     "traced",
