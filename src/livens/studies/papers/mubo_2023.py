@@ -8,6 +8,8 @@ two viscous dampers (KBS23a eq 57, 77-80; Figs 22-23). Units as in the paper (SI
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..convergence import ConvergenceStudy, Quantity
@@ -20,16 +22,22 @@ from ._common import (
     THRESHOLDS,
     TOL,
     Claim,
+    Figure,
+    OfTrace,
+    Said,
     around,
     broken,
     checked,
     constraint_met,
+    draw_figures,
     drift,
     drift_words,
     energy_not_conserved,
     fluctuation_parts,
     horizon,
+    judge_claims,
     judged,
+    linear,
     missing,
     momentum_conserved,
     nonlinear,
@@ -44,7 +52,6 @@ from ._common import (
     sensitivity,
     status_claim,
     traced,
-    within_horizon,
 )
 
 PHI3 = 0.0375
@@ -211,6 +218,65 @@ def _near_singular(where, text, ctx, spec, nl) -> Claim:
     )
 
 
+def _phi3(tr):
+    """φ3, the vertical coordinate of the centre of mass."""
+    return tr.q[:, 2]
+
+
+def _hamiltonian(tr):
+    """The Hamiltonian H over the run."""
+    return tr.energy["total"]
+
+
+def _h0(tr) -> float:
+    """The Hamiltonian at t = 0."""
+    return float(tr.energy["total"][0])
+
+
+#: KBS23a Figs 3-8 and 10, drawn from the VI-S run
+TOP_FIGURES = (
+    Figure("fig03_top_energy", plots.energy_figure, "energy quantities (KBS23a Fig. 3)", kw={"units": SI}, one=True),
+    Figure("fig04_top_angular_momentum", plots.momentum_figure, "angular momentum $L_3$ (KBS23a Fig. 4)",
+           kw={"units": SI}, one=True),
+    Figure("fig05_top_H_increments", plots.energy_increments_figure, "Hamiltonian difference (KBS23a Fig. 5)",
+           kw={"key": "total", "units": SI}, one=True),
+    Figure("fig06_top_L3_increments", plots.momentum_figure, "angular momentum difference (KBS23a Fig. 6)",
+           kw={"increments": True, "units": SI}, one=True),
+    Figure("fig07_top_position_constraints", plots.constraints_figure,
+           "constraints on configuration level (KBS23a Fig. 7)", ("position",), {"units": SI, "enforced": False},
+           one=True),
+    Figure("fig08_top_velocity_constraints", plots.constraints_figure, "constraints on velocity level (KBS23a Fig. 8)",
+           ("velocity",), {"units": SI}, one=True),
+    Figure("fig10_top_phi3", plots.coordinate_figure, "vertical coordinate of the centre of mass (KBS23a Fig. 10)",
+           ("q", 2), {"ylabel": r"$\varphi_3$ [m]", "reference": PHI3, "units": SI}, one=True),
+)  # fmt: skip
+
+TOP_W = "§5.1"
+#: the claims of KBS23a §5.1 judged on the VI-S run at h = 0.002, and the order of Fig. 9 (the last)
+TOP_CLAIMS = (
+    Said(f"{TOP_W}, Fig. 10",
+         "the results of the symplectic scheme oscillate around the analytic solution φ3 = 0.0375 m",
+         _around, "VI-S", (_phi3, PHI3), {"unit": "m"}),
+    Said(f"{TOP_W}, Fig. 5", "the total energy is not conserved identically by this scheme", energy_not_conserved,
+         "VI-S", kw={"key": "total"}),
+    Said(f"{TOP_W}, Figs. 3, 5", "H(t) oscillates around its true value and the energy error remains stable", _around,
+         "VI-S", (_hamiltonian, OfTrace(_h0)), {"stable": True, "unit": "J"}),
+    Said(f"{TOP_W}, Figs. 4, 6",
+         "the conservation of L3 is correctly captured: differences from one point in time to another are close to "
+         "computer precision",
+         momentum_conserved, "VI-S"),
+    Said(f"{TOP_W}, Fig. 7", "by design, the constraints on configuration level are identically fulfilled",
+         constraint_met, "VI-S", ("position",), {"construction": "KBS23a eq 41d"}),
+    Said(f"{TOP_W}, Fig. 8",
+         "the secondary constraints are merely enforced in an intermediate configuration (41e): they hold there",
+         constraint_met, "VI-S", ("velocity",), {"kind": "enforced", "construction": "KBS23a eq 41e"}),
+    Said(f"{TOP_W}, Fig. 8", "... and not at the nodes (nonlinear constraints)", constraint_met, "VI-S",
+         ("velocity",), {"which": OfTrace(nonlinear), "met": False}),
+)  # fmt: skip
+#: KBS23a Fig. 9
+TOP_ORDER = ("Fig. 9", "the present method is first-order accurate")
+
+
 def _top(quick: bool) -> list:
     """KBS23a §5.1: the gyroscopic top with VI-S (h = 0.002 s), Figs 3-10, order eq 69 (Fig 9)."""
     ex = "heavy-top"
@@ -226,118 +292,21 @@ def _top(quick: bool) -> list:
         [Quantity("phi3", "q", (2,), exact=PHI3, label=r"relative error $e$ in $\varphi_3$ (eq 69)")],
         tol=TOL,
     )
-    W = "§5.1"
 
     def make(ctx) -> list:
         """Figs 3-10 of KBS23a and the claims of §5.1."""
-        texts = [
-            ("Fig. 10", "the results of the symplectic scheme oscillate around the analytic solution φ3 = 0.0375 m"),
-            ("Fig. 5", "the total energy is not conserved identically by this scheme"),
-            ("Figs. 3, 5", "H(t) oscillates around its true value and the energy error remains stable"),
-            (
-                "Figs. 4, 6",
-                "the conservation of L3 is correctly captured: differences from one point in time to "
-                "another are close to computer precision",
-            ),
-            ("Fig. 7", "by design, the constraints on configuration level are identically fulfilled"),
-            (
-                "Fig. 8",
-                "the secondary constraints are merely enforced in an intermediate configuration (41e): they hold there",
-            ),
-            ("Fig. 8", "... and not at the nodes (nonlinear constraints)"),
-            ("Fig. 9", "the present method is first-order accurate"),
-        ]
         if not ok:
             why = requirements(["VI-S"], [ex])
-            return [missing(f"{W}, {w}", t, why) for w, t in texts]
+            return [missing(s.where, s.text, why) for s in TOP_CLAIMS] + [
+                missing(f"{TOP_W}, {TOP_ORDER[0]}", TOP_ORDER[1], why)
+            ]
         tr = ctx.trace(spec)
-        c = []
         bad = run_problem(ctx, spec)
-        if tr is not None:
-            ctx.add(
-                plots.energy_figure(
-                    tr,
-                    ctx.stem("fig03_top_energy"),
-                    units=SI,
-                    title="energy quantities (KBS23a Fig. 3)" + "\n" + run_words(spec),
-                )
-            )
-            ctx.add(
-                plots.momentum_figure(
-                    tr,
-                    ctx.stem("fig04_top_angular_momentum"),
-                    units=SI,
-                    title="angular momentum $L_3$ (KBS23a Fig. 4)" + "\n" + run_words(spec),
-                )
-            )
-            ctx.add(
-                plots.energy_increments_figure(
-                    tr,
-                    ctx.stem("fig05_top_H_increments"),
-                    key="total",
-                    units=SI,
-                    title="Hamiltonian difference (KBS23a Fig. 5)" + "\n" + run_words(spec),
-                )
-            )
-            ctx.add(
-                plots.momentum_figure(
-                    tr,
-                    ctx.stem("fig06_top_L3_increments"),
-                    increments=True,
-                    units=SI,
-                    title="angular momentum difference (KBS23a Fig. 6)" + "\n" + run_words(spec),
-                )
-            )
-            ctx.add(
-                plots.constraints_figure(
-                    tr,
-                    ctx.stem("fig07_top_position_constraints"),
-                    "position",
-                    units=SI,
-                    enforced=False,
-                    title="constraints on configuration level (KBS23a Fig. 7)" + "\n" + run_words(spec),
-                )
-            )
-            ctx.add(
-                plots.constraints_figure(
-                    tr,
-                    ctx.stem("fig08_top_velocity_constraints"),
-                    "velocity",
-                    units=SI,
-                    title="constraints on velocity level (KBS23a Fig. 8)" + "\n" + run_words(spec),
-                )
-            )
-            ctx.add(
-                plots.coordinate_figure(
-                    tr,
-                    ctx.stem("fig10_top_phi3"),
-                    "q",
-                    2,
-                    ylabel=r"$\varphi_3$ [m]",
-                    reference=PHI3,
-                    units=SI,
-                    title="vertical coordinate of the centre of mass (KBS23a Fig. 10)" + "\n" + run_words(spec),
-                )
-            )
+        draw_figures(ctx, {"VI-S": tr} if tr is not None else {}, TOP_FIGURES, run_words(spec))
         if bad:
-            c.extend(broken(f"{W}, {w}", t, bad) for w, t in texts[:7])
+            c = [broken(s.where, s.text, bad) for s in TOP_CLAIMS]
         else:
-            c.append(_around(f"{W}, Fig. 10", texts[0][1], ctx, spec, lambda tr: tr.q[:, 2], PHI3, unit="m"))
-            c.append(energy_not_conserved(f"{W}, Fig. 5", texts[1][1], ctx, spec, key="total"))
-            H0 = float(tr.energy["total"][0])
-            c.append(
-                _around(
-                    f"{W}, Figs. 3, 5", texts[2][1], ctx, spec, lambda t_: t_.energy["total"], H0, stable=True, unit="J"
-                )
-            )
-            c.append(momentum_conserved(f"{W}, Figs. 4, 6", texts[3][1], ctx, spec))
-            c.append(constraint_met(f"{W}, Fig. 7", texts[4][1], ctx, spec, "position", construction="KBS23a eq 41d"))
-            c.append(
-                constraint_met(
-                    f"{W}, Fig. 8", texts[5][1], ctx, spec, "velocity", kind="enforced", construction="KBS23a eq 41e"
-                )
-            )
-            c.append(constraint_met(f"{W}, Fig. 8", texts[6][1], ctx, spec, "velocity", which=nonlinear(tr), met=False))
+            c = judge_claims(ctx, {"VI-S": spec}, TOP_CLAIMS)
         res = conv.reduce(ctx.results)
         ctx.add(res.to_csv(ctx.stem("fig09_top_errors.csv")))
         ctx.add(
@@ -347,8 +316,8 @@ def _top(quick: bool) -> list:
                 title=f"h-convergence (KBS23a Fig. 9)\nVI-S, Newton tol {TOL:g}, against the analytic φ3 = {PHI3:g}",
             )
         )
-        c.extend(order_claims(f"{W}, Fig. 9", lambda s, o: texts[7][1], res, ["VI-S"], "phi3", {"VI-S": 1}))
-        return c
+        order = order_claims(f"{TOP_W}, {TOP_ORDER[0]}", lambda s, o: TOP_ORDER[1], res, ["VI-S"], "phi3", {"VI-S": 1})
+        return c + order
 
     runs = ([spec] + conv.runs()) if ok else []
     return [Item("5.1", "Gyroscopic top (§5.1, Figs. 3-10)", runs, make)]
@@ -359,6 +328,167 @@ def _angular_momentum_2d(q, p) -> np.ndarray:
     q = np.asarray(q).reshape(len(q), -1, 2)
     p = np.asarray(p).reshape(len(p), -1, 2)
     return np.sum(q[..., 0] * p[..., 1] - q[..., 1] * p[..., 0], axis=1)
+
+
+def _x4(tr):
+    """The 1-coordinate of P4, phi^(4) - l/2 d1^(4) (KBS23a eq 74b), or None where the coordinates are not named."""
+    names = list(tr.coordinate_names or ())
+    if "B4.phi.x" not in names:
+        return None
+    return tr.q[:, names.index("B4.phi.x")] - 0.5 * tr.q[:, names.index("B4.d1.x")]
+
+
+def _x4_figure(tr, stem: str, title: str = "") -> list:
+    """KBS23a Fig. 12: x4 over time (nothing where the coordinates are not named)."""
+    x4 = _x4(tr)
+    if x4 is None:
+        return []
+    return plots.curves_figure([("VI-S", tr.t, x4)], stem, "time $t$ [s]", "$x_4$ [m]", title, yname="x4")
+
+
+def _v4_figure(tr, stem: str, title: str = "") -> list:
+    """KBS23a Fig. 13: the difference quotient (x4^{n+1} - x4^n)/h at the midpoints of the steps."""
+    x4 = _x4(tr)
+    if x4 is None:
+        return []
+    tm = 0.5 * (tr.t[1:] + tr.t[:-1])
+    return plots.curves_figure(
+        [("VI-S", tm, np.diff(x4) / tr.h)], stem, "time $t$ [s]", "$v_4$ [m/s]", title, yname="v4"
+    )
+
+
+def _l_figure(tr, stem: str, title: str = "") -> list:
+    """KBS23a Fig. 15: the angular momentum (eq 75) over time."""
+    L = _angular_momentum_2d(tr.q, tr.p)
+    return plots.curves_figure([("VI-S", tr.t, L)], stem, "time $t$ [s]", "$L$ [kg m²/s]", title, yname="L")
+
+
+def _l_increments_figure(tr, stem: str, title: str = "") -> list:
+    """KBS23a Fig. 17: the per-step change of the angular momentum (eq 75)."""
+    L = _angular_momentum_2d(tr.q, tr.p)
+    return plots.curves_figure(
+        [("VI-S", tr.t[1:], np.diff(L))],
+        stem,
+        "time $t$ [s]",
+        "$L^{n+1} - L^n$ [kg m²/s]",
+        title,
+        style=".",
+        yname="L_increment",
+    )
+
+
+def _bar1(tr) -> list:
+    """The indices of the internal constraints of bar 1 (the first three where they are not named)."""
+    return [i for i, n in enumerate(tr.constraint_names or ()) if n.startswith("B1.")] or [0, 1, 2]
+
+
+def _p1_figure(tr, stem: str, level: str, title: str = "", **kw) -> list:
+    """KBS23a Figs 20-21: the external constraints in P1 (nothing where none is named so)."""
+    p1 = [i for i, n in enumerate(tr.constraint_names or ()) if n.startswith("P1.")]
+    if not p1:
+        return []
+    return plots.constraints_figure(tr, stem, level, which=p1, title=title, **kw)
+
+
+def _dissipation_figure(dtr, stem: str, title: str = "") -> list:
+    """KBS23a Fig. 23: the energy lost per step against the work the dampers dissipate in it."""
+    dH = np.diff(dtr.energy["total"])
+    dW = np.diff(dtr.work) if dtr.work is not None else np.zeros_like(dH)
+    return plots.curves_figure(
+        [("-(H^{n+1} - H^n)", dtr.t[1:], -dH), ("W^{n+1} - W^n (dissipated)", dtr.t[1:], dW)],
+        stem,
+        "time $t$ [s]",
+        "energy per step [J]",
+        title,
+        style=".",
+        yname="energy_per_step",
+    )
+
+
+#: KBS23a Figs 12-21, drawn from the undamped VI-S run
+FOUR_BAR_FIGURES = (
+    Figure("fig12_fourbar_x4", _x4_figure, "1-coordinate of P4 (KBS23a Fig. 12)", one=True),
+    Figure("fig13_fourbar_v4", _v4_figure, "1-velocity of P4, (x4^{n+1} - x4^n)/h (KBS23a Fig. 13)", one=True),
+    Figure("fig14_fourbar_energy", plots.energy_figure, "energy quantities (KBS23a Fig. 14)", kw={"units": SI},
+           one=True),
+    Figure("fig15_fourbar_angular_momentum", _l_figure, "angular momentum, eq 75 (KBS23a Fig. 15)", one=True),
+    Figure("fig16_fourbar_H_increments", plots.energy_increments_figure, "Hamiltonian difference (KBS23a Fig. 16)",
+           kw={"key": "total", "units": SI}, one=True),
+    Figure("fig17_fourbar_L_increments", _l_increments_figure, "angular momentum difference (KBS23a Fig. 17)",
+           one=True),
+    Figure("fig18_fourbar_B1_position", plots.constraints_figure,
+           "internal constraints of bar 1, configuration level (KBS23a Fig. 18)", ("position",),
+           {"which": OfTrace(_bar1), "enforced": False, "units": SI}, one=True),
+    Figure("fig19_fourbar_B1_velocity", plots.constraints_figure,
+           "internal constraints of bar 1, velocity level (KBS23a Fig. 19)", ("velocity",),
+           {"which": OfTrace(_bar1), "units": SI}, one=True),
+    Figure("fig20_fourbar_P1_position", _p1_figure, "external constraints in P1, configuration level (KBS23a Fig. 20)",
+           ("position",), {"enforced": False, "units": SI}, one=True),
+    Figure("fig21_fourbar_P1_velocity", _p1_figure, "external constraints in P1, velocity level (KBS23a Fig. 21)",
+           ("velocity",), {"units": SI}, one=True),
+)  # fmt: skip
+#: KBS23a Figs 22-23, drawn from the damped run (its re-run with rescue where the paper's Newton failed)
+DAMPED_FIGURES = (
+    Figure("fig22_fourbar_damped_energy", plots.energy_figure, "KBS23a Fig. 22: energy with dissipation",
+           kw={"units": SI}, one=True),
+    Figure("fig23_fourbar_dissipated_increments", _dissipation_figure,
+           "KBS23a Fig. 23: dissipated energy per step", one=True),
+)  # fmt: skip
+
+
+def _varies(where, text, ctx, spec) -> Claim:
+    """KBS23a Figs 15, 17: "due to gravity the angular momentum varies over time": max |L - L0| at least
+    VARIES of max |L| (eq 75)."""
+    tr = ctx.trace(spec)
+    L = _angular_momentum_2d(tr.q, tr.p)
+    var, top = float(np.max(np.abs(L - L[0]))), float(np.max(np.abs(L)))
+    return judged(
+        where,
+        text,
+        var >= VARIES * top,
+        f"max |L - L0| = {var:.3e} kg m²/s = {var / top:.2f} of max |L| = {top:.3e} (varies: >= "
+        f"{VARIES:g} of max |L|; " + sensitivity("the fraction", VARIES_TRIED, lambda f: var >= f * top) + ")",
+    )
+
+
+FOUR_BAR_W = "§5.2"
+#: the claim that the undamped run goes through (judged first, whatever its outcome)
+RUNS_THROUGH = Said(
+    FOUR_BAR_W,
+    "with the present variational integrator there were no numerical problems throughout the simulation (through "
+    "the singular configurations)",
+    _runs_through, "VI-S", (T_FOUR_BAR,),
+)  # fmt: skip
+#: the claims of KBS23a Figs 14-21 on the undamped run (``half``: its twin at h/2)
+FOUR_BAR_CLAIMS = (
+    Said(f"{FOUR_BAR_W}, Figs. 14, 16",
+         "typical oscillations of symplectic schemes in the total energy: increments in the Hamiltonian are of the "
+         "order of 1e-3 and remain stable",
+         _symplectic_oscillations, "VI-S", ("half", T_FOUR_BAR)),
+    Said(f"{FOUR_BAR_W}, Figs. 15, 17", "due to gravity the angular momentum varies over time", _varies, "VI-S",
+         t_claim=T_FOUR_BAR, universal=False),
+    Said(f"{FOUR_BAR_W}, Figs. 18, 20",
+         "the constraints on position level are identically fulfilled in each time step", constraint_met, "VI-S",
+         ("position",), {"construction": "KBS23a eq 41d"}, t_claim=T_FOUR_BAR),
+    Said(f"{FOUR_BAR_W}, Fig. 19",
+         "the internal constraints on velocity level exhibit slight deviations at the end points", constraint_met,
+         "VI-S", ("velocity",), {"which": OfTrace(nonlinear), "met": False}, t_claim=T_FOUR_BAR, universal=False),
+    Said(f"{FOUR_BAR_W}, Fig. 19", "... which are more pronounced in regions close to the singular configurations",
+         _near_singular, "VI-S", (OfTrace(nonlinear),), t_claim=T_FOUR_BAR),
+    Said(f"{FOUR_BAR_W}, Fig. 21",
+         "the linear external constraints are exactly fulfilled on velocity level at the end points as well",
+         constraint_met, "VI-S", ("velocity",),
+         {"which": OfTrace(linear),
+          "construction": "KBS23a eq 41e, whose Jacobian is constant for the linear constraints"}, t_claim=T_FOUR_BAR),
+)  # fmt: skip
+#: the claims of KBS23a Figs 22-23 on the damped run
+DAMPED_CLAIMS = (
+    Said(f"{FOUR_BAR_W}, Fig. 22", "with the two dampers the total energy H decays over time", _energy_decays,
+         "damped", t_claim=T_FOUR_BAR),
+    Said(f"{FOUR_BAR_W}, Fig. 23",
+         "the amount of total energy lost in each time step is due to the dissipated power of the damping elements",
+         _dissipation_balance, "damped", t_claim=T_FOUR_BAR),
+)  # fmt: skip
 
 
 def _four_bar(quick: bool) -> list:
@@ -374,248 +504,30 @@ def _four_bar(quick: bool) -> list:
     half = spec.with_(h=5e-4, tol=1e-9) if ok else None
     # the damped claims are not about round-off: the paper's Newton tolerance 1e-9
     dspec = traced(ex, "VI-S", 1e-3, T, tol=1e-9, example_params={"dampers": True}) if ok else None
-    W = "§5.2"
+    specs = {"VI-S": spec, "damped": dspec}
+    undamped = [replace(s, args=tuple(half if a == "half" else a for a in s.args)) for s in FOUR_BAR_CLAIMS]
 
     def make(ctx) -> list:
         """Figs 12-23 of KBS23a and the claims of §5.2."""
-        texts = [
-            (
-                "text",
-                "with the present variational integrator there were no numerical problems throughout the "
-                "simulation (through the singular configurations)",
-            ),
-            (
-                "Figs. 14, 16",
-                "typical oscillations of symplectic schemes in the total energy: increments in the "
-                "Hamiltonian are of the order of 1e-3 and remain stable",
-            ),
-            ("Figs. 15, 17", "due to gravity the angular momentum varies over time"),
-            ("Figs. 18, 20", "the constraints on position level are identically fulfilled in each time step"),
-            ("Fig. 19", "the internal constraints on velocity level exhibit slight deviations at the end points"),
-            ("Fig. 19", "... which are more pronounced in regions close to the singular configurations"),
-            (
-                "Fig. 21",
-                "the linear external constraints are exactly fulfilled on velocity level at the end points as well",
-            ),
-            ("Fig. 22", "with the two dampers the total energy H decays over time"),
-            (
-                "Fig. 23",
-                "the amount of total energy lost in each time step is due to the dissipated power of the "
-                "damping elements",
-            ),
-        ]
         if not ok:
             why = requirements(["VI-S"], [ex])
-            return [missing(f"{W}, {w}", t, why) for w, t in texts]
-        c = [_runs_through(f"{W}", texts[0][1], ctx, spec, T_FOUR_BAR)]
+            first = missing(f"{FOUR_BAR_W}, text", RUNS_THROUGH.text, why)
+            return [first] + [missing(s.where, s.text, why) for s in FOUR_BAR_CLAIMS + DAMPED_CLAIMS]
+        c = judge_claims(ctx, specs, (RUNS_THROUGH,))
         tr = ctx.trace(spec)
         bad = run_problem(ctx, spec)
-        if tr is not None:
-            names = list(tr.coordinate_names or ())
-            i_phi, i_d1 = (names.index("B4.phi.x"), names.index("B4.d1.x")) if "B4.phi.x" in names else (None, None)
-            if i_phi is not None:
-                x4 = tr.q[:, i_phi] - 0.5 * tr.q[:, i_d1]  # P4 = phi^(4) - l/2 d1^(4) (eq 74b)
-                ctx.add(
-                    plots.curves_figure(
-                        [("VI-S", tr.t, x4)],
-                        ctx.stem("fig12_fourbar_x4"),
-                        "time $t$ [s]",
-                        "$x_4$ [m]",
-                        "1-coordinate of P4 (KBS23a Fig. 12)" + "\n" + run_words(spec),
-                        yname="x4",
-                    )
-                )
-                tm = 0.5 * (tr.t[1:] + tr.t[:-1])
-                ctx.add(
-                    plots.curves_figure(
-                        [("VI-S", tm, np.diff(x4) / tr.h)],
-                        ctx.stem("fig13_fourbar_v4"),
-                        "time $t$ [s]",
-                        "$v_4$ [m/s]",
-                        "1-velocity of P4, (x4^{n+1} - x4^n)/h (KBS23a Fig. 13)" + "\n" + run_words(spec),
-                        yname="v4",
-                    )
-                )
-            ctx.add(
-                plots.energy_figure(
-                    tr,
-                    ctx.stem("fig14_fourbar_energy"),
-                    units=SI,
-                    title="energy quantities (KBS23a Fig. 14)" + "\n" + run_words(spec),
-                )
-            )
-            L = _angular_momentum_2d(tr.q, tr.p)
-            ctx.add(
-                plots.curves_figure(
-                    [("VI-S", tr.t, L)],
-                    ctx.stem("fig15_fourbar_angular_momentum"),
-                    "time $t$ [s]",
-                    "$L$ [kg m²/s]",
-                    "angular momentum, eq 75 (KBS23a Fig. 15)" + "\n" + run_words(spec),
-                    yname="L",
-                )
-            )
-            ctx.add(
-                plots.energy_increments_figure(
-                    tr,
-                    ctx.stem("fig16_fourbar_H_increments"),
-                    key="total",
-                    units=SI,
-                    title="Hamiltonian difference (KBS23a Fig. 16)" + "\n" + run_words(spec),
-                )
-            )
-            ctx.add(
-                plots.curves_figure(
-                    [("VI-S", tr.t[1:], np.diff(L))],
-                    ctx.stem("fig17_fourbar_L_increments"),
-                    "time $t$ [s]",
-                    "$L^{n+1} - L^n$ [kg m²/s]",
-                    "angular momentum difference (KBS23a Fig. 17)" + "\n" + run_words(spec),
-                    style=".",
-                    yname="L_increment",
-                )
-            )
-            cn = list(tr.constraint_names or ())
-            b1 = [i for i, n in enumerate(cn) if n.startswith("B1.")] or [0, 1, 2]
-            p1 = [i for i, n in enumerate(cn) if n.startswith("P1.")]
-            ctx.add(
-                plots.constraints_figure(
-                    tr,
-                    ctx.stem("fig18_fourbar_B1_position"),
-                    "position",
-                    which=b1,
-                    enforced=False,
-                    units=SI,
-                    title="internal constraints of bar 1, configuration level (KBS23a Fig. 18)"
-                    + "\n"
-                    + run_words(spec),
-                )
-            )
-            ctx.add(
-                plots.constraints_figure(
-                    tr,
-                    ctx.stem("fig19_fourbar_B1_velocity"),
-                    "velocity",
-                    which=b1,
-                    units=SI,
-                    title="internal constraints of bar 1, velocity level (KBS23a Fig. 19)" + "\n" + run_words(spec),
-                )
-            )
-            if p1:
-                ctx.add(
-                    plots.constraints_figure(
-                        tr,
-                        ctx.stem("fig20_fourbar_P1_position"),
-                        "position",
-                        which=p1,
-                        enforced=False,
-                        units=SI,
-                        title="external constraints in P1, configuration level (KBS23a Fig. 20)"
-                        + "\n"
-                        + run_words(spec),
-                    )
-                )
-                ctx.add(
-                    plots.constraints_figure(
-                        tr,
-                        ctx.stem("fig21_fourbar_P1_velocity"),
-                        "velocity",
-                        which=p1,
-                        units=SI,
-                        title="external constraints in P1, velocity level (KBS23a Fig. 21)" + "\n" + run_words(spec),
-                    )
-                )
+        draw_figures(ctx, {"VI-S": tr} if tr is not None else {}, FOUR_BAR_FIGURES, run_words(spec))
         if bad:
-            c.extend(broken(f"{W}, {w}", t, bad) for w, t in texts[1:7])
+            c.extend(broken(s.where, s.text, bad) for s in FOUR_BAR_CLAIMS)
         else:
-            c.append(_symplectic_oscillations(f"{W}, Figs. 14, 16", texts[1][1], ctx, spec, half, T_FOUR_BAR))
-            L = _angular_momentum_2d(tr.q, tr.p)
-            var, top = float(np.max(np.abs(L - L[0]))), float(np.max(np.abs(L)))
-            c.append(
-                within_horizon(
-                    judged(
-                        f"{W}, Figs. 15, 17",
-                        texts[2][1],
-                        var >= VARIES * top,
-                        f"max |L - L0| = {var:.3e} kg m²/s = {var / top:.2f} of max |L| = {top:.3e} (varies: >= "
-                        f"{VARIES:g} of max |L|; "
-                        + sensitivity("the fraction", VARIES_TRIED, lambda f: var >= f * top)
-                        + ")",
-                    ),
-                    ctx,
-                    spec,
-                    T_FOUR_BAR,
-                    universal=False,
-                )
-            )
-            c.append(
-                within_horizon(
-                    constraint_met(
-                        f"{W}, Figs. 18, 20", texts[3][1], ctx, spec, "position", construction="KBS23a eq 41d"
-                    ),
-                    ctx,
-                    spec,
-                    T_FOUR_BAR,
-                )
-            )
-            nl = nonlinear(tr)
-            c.append(
-                within_horizon(
-                    constraint_met(f"{W}, Fig. 19", texts[4][1], ctx, spec, "velocity", which=nl, met=False),
-                    ctx,
-                    spec,
-                    T_FOUR_BAR,
-                    universal=False,
-                )
-            )
-            c.append(within_horizon(_near_singular(f"{W}, Fig. 19", texts[5][1], ctx, spec, nl), ctx, spec, T_FOUR_BAR))
-            lin = list(tr.linear_constraints)
-            c.append(
-                within_horizon(
-                    constraint_met(
-                        f"{W}, Fig. 21",
-                        texts[6][1],
-                        ctx,
-                        spec,
-                        "velocity",
-                        which=lin,
-                        construction="KBS23a eq 41e, whose Jacobian is constant for the linear constraints",
-                    ),
-                    ctx,
-                    spec,
-                    T_FOUR_BAR,
-                )
-            )
+            c += judge_claims(ctx, specs, undamped)
         # --- with dampers
         dtr, twin_words = ctx.trace(dspec), run_words(dspec)
         twin = ctx.rescued(dspec)
         if twin is not None and twin.trace is not None:  # the paper's Newton failed: draw the rescued run
             dtr, twin_words = twin.trace, run_words(twin.spec, twin)
-        if dtr is not None:
-            ctx.add(
-                plots.energy_figure(
-                    dtr,
-                    ctx.stem("fig22_fourbar_damped_energy"),
-                    units=SI,
-                    title=f"KBS23a Fig. 22: energy with dissipation\n{twin_words}",
-                )
-            )
-            dH = np.diff(dtr.energy["total"])
-            dW = np.diff(dtr.work) if dtr.work is not None else np.zeros_like(dH)
-            ctx.add(
-                plots.curves_figure(
-                    [("-(H^{n+1} - H^n)", dtr.t[1:], -dH), ("W^{n+1} - W^n (dissipated)", dtr.t[1:], dW)],
-                    ctx.stem("fig23_fourbar_dissipated_increments"),
-                    "time $t$ [s]",
-                    "energy per step [J]",
-                    f"KBS23a Fig. 23: dissipated energy per step\n{twin_words}",
-                    style=".",
-                    yname="energy_per_step",
-                )
-            )
-        c.append(within_horizon(_energy_decays(f"{W}, Fig. 22", texts[7][1], ctx, dspec), ctx, dspec, T_FOUR_BAR))
-        c.append(within_horizon(_dissipation_balance(f"{W}, Fig. 23", texts[8][1], ctx, dspec), ctx, dspec, T_FOUR_BAR))
-        return c
+        draw_figures(ctx, {"damped": dtr} if dtr is not None else {}, DAMPED_FIGURES, twin_words)
+        return c + judge_claims(ctx, specs, DAMPED_CLAIMS)
 
     return [
         Item(
