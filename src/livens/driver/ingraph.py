@@ -714,11 +714,12 @@ class FlowFunction:
         about them, that is for every value of them. Schemes that keep no symmetry: ()."""
         if not self.plan.scheme.capabilities.symmetries:
             return ()
-        if traced:
-            concrete = {k: v for k, v in (parameters or {}).items() if k not in traced}
-            mech = self._symmetries_for(tuple(sorted(traced)), concrete)[0]
-        else:
-            mech = self._mech_for(parameters)
+        with jax.ensure_compile_time_eval():  # also where called while a program is traced
+            if traced:
+                concrete = {k: v for k, v in (parameters or {}).items() if k not in traced}
+                mech = self._symmetries_for(tuple(sorted(traced)), concrete)[0]
+            else:
+                mech = self._mech_for(parameters)
         return tuple(s.name for s in mech.symmetries)
 
     def _refuse_inconsistent(self, q0, v0, parameters) -> None:
@@ -742,7 +743,8 @@ class FlowFunction:
 
     def __call__(self, q0, v0, parameters=None) -> FlowResult:
         if _traced(q0, v0, parameters):
-            mech = self._mech_for_traced(parameters) if _traced(parameters) else self._mech_for(parameters)
+            with jax.ensure_compile_time_eval():  # the symmetry checks run on values, not staged
+                mech = self._mech_for_traced(parameters) if _traced(parameters) else self._mech_for(parameters)
             with engine.serial_blas():
                 try:
                     return self._run(mech, self.throw)[1](q0, v0, parameters)
