@@ -98,16 +98,21 @@ def test_orders_four_and_six_on_the_3d_pendulum():
 
 def test_orders_with_a_configuration_dependent_mass_matrix():
     """The spherical pendulum in spherical coordinates, M(q) = diag(1, r^2, r^2 sin^2 theta), T = 0.5:
-    orders 4 and 6 in q against the minimal-coordinate solution (the same equations as for constant M)."""
+    orders 4 and 6 in q and p against the minimal-coordinate solution (the same equations as for
+    constant M)."""
     T = 0.5
-    q_ref, _ = pendulum_reference(T)
+    q_ref, v_ref = pendulum_reference(T)
+    p_ref = np.array([1.0, q_ref[0] ** 2, (q_ref[0] * np.sin(q_ref[1])) ** 2]) * v_ref  # M(q) v, m = 1
     problem = spherical_pendulum()
-    for s, hs in ((2, [0.05, 0.025, 0.0125]), (3, [0.05, 0.025, 0.0125])):
-        errors = []
+    hs = [0.05, 0.025, 0.0125]
+    for s in (2, 3):
+        eq, ep = [], []
         for h in hs:
             sol = lv.simulate(problem, SCHEME, h=h, t_end=T, tol=1e-13, progress=False, stages=s)
-            errors.append(np.max(np.abs(sol.q[-1] - q_ref)))
-        assert abs(_slope(hs, errors) - 2 * s) <= 0.2, (s, errors)
+            eq.append(np.max(np.abs(sol.q[-1] - q_ref)))
+            ep.append(np.max(np.abs(sol.p[-1] - p_ref)))
+        assert abs(_slope(hs, eq) - 2 * s) <= 0.2, (s, eq)
+        assert abs(_slope(hs, ep) - 2 * s) <= 0.2, (s, ep)
 
 
 def _perturbed_pendulum_state():

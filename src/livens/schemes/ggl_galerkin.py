@@ -242,7 +242,7 @@ GGL_GALERKIN = register(
             paper="WOL17 (Galerkin variational integrators with constraints) applied to the GGL functional KBS23b eq 33",
             description="Galerkin GGL variational integrator of order 2s on Gauss-Lobatto points (stages s = 2, 3)",
             enforced=_enforced,
-            keeps="symplectic, momentum maps, g(q) and G M^-1 p at the nodes; order 2s (4 for stages = 2)",
+            keeps="symplectic, momentum maps, g(q) and G M^-1 p at the nodes; order 2s (4 for stages = 2, 6 for stages = 3)",
             order=4,
         ),
     ),
