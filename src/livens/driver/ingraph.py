@@ -350,7 +350,8 @@ class _Run:
         """The run from (q_in, v_in) with the System's values ``sysp``: (outs, aux), outs the
         differentiable nodes (q, p, v, lam, gam), aux the rest (converged, failure, failed_step,
         residual, iterations). The nodes after a failure are NaN, or with ``on_failure="hold"``
-        the last node reached (the multipliers and step velocities the last step's, zero before it)."""
+        the last node reached (the multipliers and step velocities the last step's, zero before it;
+        zero in place of a value that is not finite)."""
         flow, plan, sch = self.flow, self.flow.plan, self.flow.plan.scheme
         n_steps, h, m = flow.n_steps, plan.h, self.mech.m
         f64 = jnp.float64
@@ -423,6 +424,8 @@ class _Run:
         for name in ("lam", "gam"):
             if name in recs:
                 outs[name] = per_step(expand(recs[name]))
+        if flow.hold:  # a start that is NaN itself (a NaN input) holds zeros
+            outs = {k: jnp.where(converged | jnp.isfinite(a), a, 0.0) for k, a in outs.items()}
         aux = {
             "converged": converged,
             "failure": code,
