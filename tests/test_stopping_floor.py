@@ -35,6 +35,21 @@ def _forced_double_pendulum():
     return lv.Problem(system, q0=[0, 0, -1.0, 0, 0, -2.0], v0=np.zeros(6))
 
 
+def test_a_residual_below_the_floor_that_still_halves_at_max_iter_is_not_converged():
+    """The floor counts only where the residual stopped halving: an iteration cut short by max_iter
+    while Newton still converges quadratically has not reached round-off, whatever the floor."""
+    from livens.solvers.newton import newton
+
+    def cubic(x):
+        return jnp.array([x[0] ** 3 - 1.0, x[0] * x[1] - 2.0, jnp.sin(x[2] - 3.0) + x[2] - 3.0])
+
+    x0 = jnp.array([1.03, 2.01, 3.04])
+    cut = newton(cubic, x0, 1e-14, 3, floor_factor=1e6)  # floor 1e-8
+    assert 1e-14 < float(cut.residual) < 1e-8 and not bool(cut.converged)
+    done = newton(cubic, x0, 1e-14, 40, floor_factor=1e6)
+    assert bool(done.converged) and float(done.residual) <= 1e-14
+
+
 def _sweep(F, problem, forces):
     return jax.vmap(lambda u: F(problem.q0, problem.v0, {"u": jnp.full(10, u)}))(jnp.asarray(forces))
 

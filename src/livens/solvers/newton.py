@@ -100,7 +100,8 @@ def newton(
     ``floor`` (with ``stopping="tol"``): a residual norm that counts as converged where the
     iteration cannot do better: the iteration also stops, converged, as soon as ||R||_inf <= floor
     and an iteration did not halve ||R||_inf (it has reached the residual's round-off, which may
-    exceed ``tol``, instead of iterating to ``max_iter``). ``floor_factor`` (a static number, e.g.
+    exceed ``tol``, instead of iterating to ``max_iter``); a residual below the floor that still
+    halves when ``max_iter`` ends the iteration is not converged. ``floor_factor`` (a static number, e.g.
     :data:`FLOOR_FACTOR`, livens' default for a time step): the floor is ``floor_factor * tol``.
     Near a regular root Newton's iteration more than halves the residual at each iteration (it
     converges quadratically) until the residual reaches its round-off floor, where it stops
@@ -150,7 +151,8 @@ def newton_linearized(increment: Callable, x0, tol, max_iter, r0=None, floor=Non
     :func:`linearized_increment`). The papers' stopping rule (||R||_inf <= tol, at most
     ``max_iter`` updates) and the same iterates as :func:`newton`; ``r0``: R(x0) where the caller
     has it (a first guess that already satisfies the tolerance then costs nothing more); ``floor``:
-    as for :func:`newton`, also stop, converged, once ||R||_inf <= floor did not halve.
+    as for :func:`newton`, also stop, converged, once ||R||_inf <= floor did not halve (and only
+    then: a residual below the floor that still halves at ``max_iter`` is not converged).
 
     For residuals whose derivative repeats work of the residual itself (an inner Newton solve, as
     the projection of the null space method, whose implicit derivative needs its solution), where
@@ -162,17 +164,18 @@ def newton_linearized(increment: Callable, x0, tol, max_iter, r0=None, floor=Non
         n0 = _norm_inf(r0)
         stop0 = (max_iter <= 0) | (n0 <= tol) | ~jnp.isfinite(n0)
 
-    def body(c):
-        x, r, it, _, last = c
+    def body(c):  # ``last``: ||R|| at the iterate before x; ``before``: its value in the previous pass
+        x, r, it, _, last, _ = c
         if floor is None:
             x_next, r, it_next, stop = increment(x, it, tol, max_iter)
         else:  # arrays only: the engine may rewrite ``increment`` from its traced program
             x_next, r, it_next, stop = increment(x, it, tol, max_iter, jnp.asarray(floor, x0.dtype), last)
-        return x_next, r, it_next, stop, _norm_inf(r)
+        return x_next, r, it_next, stop, _norm_inf(r), last
 
-    x, r, it, _, _ = lax.while_loop(lambda c: ~c[3], body, (x0, r0, jnp.int32(0), stop0, inf))
+    x, r, it, _, _, before = lax.while_loop(lambda c: ~c[3], body, (x0, r0, jnp.int32(0), stop0, inf, inf))
     n = _norm_inf(r)
-    converged = ((n <= tol) | (jnp.bool_(False) if floor is None else n <= floor)) & jnp.all(jnp.isfinite(x))
+    stalled = jnp.bool_(False) if floor is None else _stalled(n, before, floor)
+    converged = ((n <= tol) | stalled) & jnp.all(jnp.isfinite(x))
     return NewtonResult(x, it, n, converged)
 
 
@@ -225,9 +228,10 @@ def _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration=
         return x, residual(x), it + 1, last
 
     inf = jnp.asarray(jnp.inf, x0.dtype)
-    x, r, it, _ = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), inf))
+    x, r, it, last = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), inf))
     n = _norm_inf(r)
-    converged = ((n <= tol) | (n <= floor)) & jnp.all(jnp.isfinite(x))
+    # a residual below the floor counts only where it stopped halving: not at max_iter while it halves
+    converged = ((n <= tol) | _stalled(n, last, floor)) & jnp.all(jnp.isfinite(x))
     if final_iteration:
         x = jnp.where(converged, x + step(x, r), x)
         r = residual(x)
