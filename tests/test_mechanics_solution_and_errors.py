@@ -296,8 +296,12 @@ def test_scheme_registry_and_aliases():
     assert "ggl-vi" in lv.schemes.names()
     sch, params = lv.schemes.get("VI-S")
     assert sch.name == "ggl-vi" and params == {}
-    with pytest.raises(ValueError, match="unknown parameter 'theta'"):
+    with pytest.raises(ValueError, match="lv.simulate: unknown keyword 'theta'.*ggl-vi takes no parameters"):
         lv.simulate(lv.examples.load("pendulum-3d"), "VI-S", theta=0.5)
+    with pytest.raises(ValueError, match="lv.simulate: unknown keyword 'steps'. lv.simulate takes h, t_end, tol"):
+        lv.simulate(lv.examples.load("pendulum-3d"), "VI-S", steps=20)
+    with pytest.raises(ValueError, match="lv.simulate_ensemble: unknown keyword 'max_iters'. Did you mean 'max_iter'"):
+        lv.simulate_ensemble(lv.examples.load("pendulum-3d"), "VI-S", q0s=[[0.0, 0.0, -1.0]], max_iters=3)
 
 
 def test_user_defined_system_in_a_few_lines():

@@ -6,7 +6,7 @@ Each check raises ``ValueError`` (or ``TypeError``) with the offending value and
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import jax
@@ -276,6 +276,33 @@ def check_step(h: float, t_end: float, tol: float | str, max_iter: int) -> None:
         raise ValueError(f"The Newton tolerance tol must be a positive number (e.g. 1e-9) or 'roundoff'; got {tol!r}.")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer (e.g. 40); got {max_iter!r}.")
+
+
+def check_keywords(fn: Callable, scheme: str, params: Mapping[str, object]) -> None:
+    """Refuse a keyword given to the run function ``fn`` (``lv.simulate``, ``lv.simulate_ensemble``,
+    ``lv.flow``) that is neither one of its own nor a parameter of ``scheme``: the message names
+    both lists and the nearest name, so that a typo (``max_iters``) or a keyword of another run
+    function (``steps``) is answered with what the function takes."""
+    import difflib
+    import inspect
+
+    from .schemes import get
+
+    sch, _ = get(scheme)
+    known = [p.name for p in sch.params]
+    own = [
+        name
+        for name, p in inspect.signature(fn).parameters.items()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD and name not in ("problem", "scheme")
+    ]
+    for k in params:
+        if k not in known:
+            near = difflib.get_close_matches(k, own + known, n=1)
+            hint = f" Did you mean {near[0]!r}?" if near else ""
+            theirs = f"{sch.name}'s parameters: {', '.join(known)}" if known else f"{sch.name} takes no parameters"
+            raise ValueError(
+                f"lv.{fn.__name__}: unknown keyword {k!r}.{hint} lv.{fn.__name__} takes {', '.join(own)}; {theirs}."
+            )
 
 
 def consistent_initial_state(

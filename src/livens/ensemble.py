@@ -24,6 +24,7 @@ from typing import Any
 
 from jax.typing import ArrayLike
 
+from .checks import check_keywords
 from .driver import Members, Memory, PerMember, Stream, run
 from .solution import EnsembleSolution
 from .system import Problem
@@ -66,6 +67,7 @@ def simulate_ensemble(
     round-off); ``ens.meta["backend"]`` says what ran it (and ``meta["lanes"]`` the members per lane
     kernel, 0 where none).
     """
+    check_keywords(simulate_ensemble, scheme, params)
     output = Stream(save_every=save_every, path=out) if out is not None else Memory(save_every)
     return run(
         problem,

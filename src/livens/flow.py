@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import jax
 
+from .checks import check_keywords
 from .driver import Arrays, Implicit, InGraph, NaNFlag, run
 from .driver.ingraph import FlowFunction, FlowResult, reraise_thrown
 from .system import Problem
@@ -96,7 +97,7 @@ def flow(
     **params: the scheme's parameters (e.g. ``theta=0.5``), checked against those the scheme takes.
     """
     n_steps = _steps(problem, h, n_steps, t_end)
-    _check_keywords(scheme, params)
+    check_keywords(flow, scheme, params)
     return run(
         problem,
         scheme,
@@ -114,23 +115,6 @@ def flow(
     ).configured(consistent=consistent, throw=throw, on_failure=on_failure)
 
 
-FLOW_KEYWORDS = (
-    "h",
-    "n_steps",
-    "t_end",
-    "tol",
-    "max_iter",
-    "guess",
-    "save_every",
-    "segment",
-    "backend",
-    "consistent",
-    "throw",
-    "on_failure",
-)
-"""The keywords of :func:`flow` besides the scheme's own parameters."""
-
-
 def _steps(problem: Problem, h, n_steps, t_end) -> int | None:
     """``n_steps``, or round(t_end / h) with h and t_end defaulting to the problem's; refuses both."""
     if t_end is None:
@@ -144,22 +128,6 @@ def _steps(problem: Problem, h, n_steps, t_end) -> int | None:
 
     check_step(h, t_end, 1e-12, 1)
     return max(1, int(round(t_end / h)))
-
-
-def _check_keywords(scheme, params: dict) -> None:
-    """Refuse a keyword that is neither flow's nor the scheme's, naming both (and the nearest)."""
-    import difflib
-
-    from .schemes import get
-
-    sch, _ = get(scheme)
-    known = [p.name for p in sch.params]
-    for k in params:
-        if k not in known:
-            near = difflib.get_close_matches(k, list(FLOW_KEYWORDS) + known, n=1)
-            hint = f" Did you mean {near[0]!r}?" if near else ""
-            own = f"; {sch.name}'s parameters: {', '.join(known)}" if known else f"; {sch.name} takes no parameters"
-            raise ValueError(f"lv.flow: unknown keyword {k!r}.{hint} lv.flow takes {', '.join(FLOW_KEYWORDS)}{own}.")
 
 
 def raising(fun: Callable[..., Any]) -> Callable[..., Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .checks import check_keywords
 from .driver import DEFAULT_CHUNK, Memory, Raise, Single, Stream, run
 from .solution import Solution
 from .system import Problem
@@ -70,6 +71,7 @@ def simulate(
     A failed run raises :class:`~livens.ConvergenceError`, :class:`~livens.BlowUpError` or
     :class:`~livens.SimulationInterrupted`, each with ``.solution`` holding every kept step.
     """
+    check_keywords(simulate, scheme, params)
     output = Stream(save_every=save_every, path=out) if out is not None else Memory(save_every)
     return run(
         problem,
