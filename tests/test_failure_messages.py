@@ -121,3 +121,51 @@ def test_every_scheme_a_mass_refusal_names_runs_the_system(example):
     for scheme in named:
         sol = lv.simulate(problem, scheme, t_end=problem.h, progress=False)
         assert sol.n_steps == 1, scheme
+
+
+def _interrupt_in_chunk(monkeypatch, k: int) -> None:
+    """Send SIGINT (Ctrl-C) to this process while a single run computes its k-th chunk."""
+    import os
+    import signal
+
+    from livens.driver import executors
+
+    calls = {"n": 0}
+    advance = executors.Single.advance
+
+    def advance_then_interrupt(self, n, n_stop):
+        calls["n"] += 1
+        if calls["n"] == k:
+            os.kill(os.getpid(), signal.SIGINT)
+        return advance(self, n, n_stop)
+
+    monkeypatch.setattr(executors.Single, "advance", advance_then_interrupt)
+
+
+def test_an_interrupted_run_says_how_to_continue_it_and_the_continuation_meets_an_uninterrupted_run(monkeypatch):
+    p = lv.examples.load("pendulum-3d")
+    settings = dict(h=0.01, t_end=2.0, tol=1e-12, chunk=20, progress=False)
+    _interrupt_in_chunk(monkeypatch, 3)
+    with pytest.raises(lv.SimulationInterrupted) as caught:
+        lv.simulate(p, "VI-S", **settings)
+    monkeypatch.undo()
+    err = caught.value
+    assert "resume=err.solution" in str(err)
+    assert 0 < len(err.solution.t) - 1 < 200
+    continued = lv.simulate(p, "VI-S", **settings, resume=err.solution)  # the nodes from the last kept one on
+    whole = lv.simulate(p, "VI-S", **settings)
+    n0 = len(err.solution.t) - 1
+    assert continued.t[-1] == pytest.approx(2.0) and continued.q.shape == whole.q[n0:].shape
+    np.testing.assert_allclose(continued.q, whole.q[n0:], rtol=0, atol=1e-11)
+
+
+def test_an_interrupted_run_of_a_scheme_with_a_start_step_says_it_cannot_be_continued(monkeypatch):
+    p = lv.examples.load("pendulum-3d")
+    settings = dict(h=0.01, t_end=2.0, chunk=20, progress=False)
+    _interrupt_in_chunk(monkeypatch, 3)
+    with pytest.raises(lv.SimulationInterrupted) as caught:
+        lv.simulate(p, "vi-lagrange", **settings)
+    monkeypatch.undo()
+    assert "cannot be continued" in str(caught.value) and "resume=" not in str(caught.value)
+    with pytest.raises(ValueError, match="cannot be resumed"):
+        lv.simulate(p, "vi-lagrange", **settings, resume=caught.value.solution)

@@ -275,6 +275,19 @@ def kept_sentence(n_done: int, save_every: int, out, where: str) -> str:
     return f"{what} in the error's .solution" + (f" and in {os.fspath(out)!r}." if out is not None else ".")
 
 
+def _continue_sentence(plan, n_done: int) -> str:
+    """How to continue an interrupted run: ``resume=`` with the error's Solution (a scheme with a start
+    step carries state between steps that a Solution does not hold, and cannot be continued)."""
+    if n_done == 0:
+        return ""
+    if plan.scheme.start is not None:
+        return f" A {plan.scheme.name} run cannot be continued (its steps carry state a Solution does not hold)."
+    return (
+        " Continue it with the same call and resume=err.solution (or resume=lv.load(file) of the file it wrote), "
+        "e.g. lv.simulate(problem, scheme, h=..., t_end=..., resume=err.solution)."
+    )
+
+
 def raise_failure(
     plan,
     kind: str,
@@ -330,5 +343,10 @@ def raise_failure(
         )
     reason = f"Interrupted after {n_done} of {plan.steps} steps (t = {t_fail:.6g})."
     raise SimulationInterrupted(
-        f"{reason} {kept}", solution=solution, step=offset + n_done, time=t_fail, residual=resid, reason=reason
+        f"{reason} {kept}{_continue_sentence(plan, n_done)}",
+        solution=solution,
+        step=offset + n_done,
+        time=t_fail,
+        residual=resid,
+        reason=reason,
     )
