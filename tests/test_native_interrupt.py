@@ -58,3 +58,53 @@ def test_kernels_not_asked_to_be_interruptible_ignore_the_flag():
     finally:
         native.resume()
     assert int(n) == 1000
+
+
+def test_a_sigint_the_watcher_hears_late_does_not_stop_later_native_runs(monkeypatch):
+    """Ctrl-C reaches the SIGINT watcher thread through a socket; under load the thread can read it
+    after the run has ended and let native kernels run again. Its interrupt() must not come after
+    that: the flag would stay up, and every later native run would stop before its first step."""
+    import os
+    import signal
+
+    from livens.driver import host
+    from livens.engine.native import build
+
+    real = host.native.interrupt
+
+    def late_in_the_watcher():
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.3)  # the watcher thread descheduled
+        real()
+
+    monkeypatch.setattr(host.native, "interrupt", late_in_the_watcher)
+    state = host.sigint_flag()
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # Python's handler runs in the main thread
+        assert state["flag"]
+    finally:
+        state["restore"]()
+    time.sleep(0.5)
+    assert build._STOP[0] == 0
+
+
+def test_a_native_flow_with_the_stop_flag_up_stops_with_an_error_instead_of_spinning():
+    """A native flow whose kernel stops before its first step (the stop flag of Ctrl-C is up) raises
+    instead of calling the kernel again and again without progress."""
+    import jax.numpy as jnp
+
+    import livens as lv
+    from livens.engine.native import build
+
+    p = lv.examples.load("pendulum-3d")
+    F = lv.flow(p, "VI-S", h=0.01, n_steps=5)
+    q0, v0 = jnp.asarray(p.q0), jnp.asarray(p.v0)
+    assert np.all(np.isfinite(np.asarray(F(q0, v0).q)))
+    build.interrupt()
+    try:
+        with pytest.raises(Exception, match="interrupted"):
+            F(q0, v0)
+    finally:
+        build.resume()
+    assert np.all(np.isfinite(np.asarray(F(q0, v0).q)))

@@ -86,11 +86,16 @@ def _wakeup_watcher():
                 if signal.SIGINT in data:
                     native.interrupt()
 
-    threading.Thread(target=watch, name="livens-sigint", daemon=True).start()
+    watcher = threading.Thread(target=watch, name="livens-sigint", daemon=True)
+    watcher.start()
 
     def remove():
         signal.set_wakeup_fd(-1)
         writer.close()
+        # the watcher reads what is left (a SIGINT it has not yet seen calls interrupt()) and ends at
+        # the closed writer: only then may the caller let native kernels run again, or a late
+        # interrupt() would stop every later native run before its first step
+        watcher.join(timeout=5.0)
 
     return remove
 

@@ -136,6 +136,8 @@ class NativeForward:
             out = self.kernel(state, history, np.float64(0.0), np.int64(n), np.int64(n_steps), *consts[1:5], sysp)
             state, history, n_new, f, r = out
             n_new, bad = int(np.asarray(n_new)), bool(np.asarray(f))
+            if n_new == n and not bad:  # stopped before its first step: the stop flag is up (Ctrl-C)
+                raise KeyboardInterrupt("livens: the native run of lv.flow was interrupted (Ctrl-C)")
             r = np.asarray(r)
             took = min(r.shape[0], n_steps - n)
             rows[n : n + took] = r[:took]
