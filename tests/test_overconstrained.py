@@ -172,12 +172,17 @@ def test_node_multiplier_schemes_refuse_a_singular_start_and_the_advice_works(sc
     assert np.abs(sol.constraint_residual("position")).max() <= 1e-11
 
 
-def test_vi_nullspace_near_dead_centres_names_the_roundoff_floor_and_that_fix_works():
+def test_vi_nullspace_near_dead_centres_stops_at_the_roundoff_floor_and_the_papers_rule_names_it():
     """Near the double four-bar's first dead centre (G loses rank) vi-nullspace's residual stalls at its
-    round-off floor above tol = 1e-12; the message names the floor and tol="roundoff", which passes."""
+    round-off floor above tol = 1e-12. The default rule accepts that floor (within 100 tol) and runs
+    through with g at round-off; the papers' rule fails there, its message names the floor and
+    tol="roundoff", which passes."""
     problem = lv.examples.load("double-four-bar", t_end=0.8)
+    sol = lv.simulate(problem, "vi-nullspace", tol=1e-12, progress=False)
+    assert sol.n_steps == 800 and np.abs(sol.constraint_residual("position")).max() <= 1e-12
+    assert 1e-12 < np.max(sol.newton_residual) <= 100 * 1e-12  # a floor above tol was accepted
     with pytest.raises(lv.ConvergenceError, match=r"round-off floor.*tol=\"roundoff\"") as err:
-        lv.simulate(problem, "vi-nullspace", tol=1e-12, progress=False)
+        lv.simulate(problem, "vi-nullspace", tol=1e-12, progress=False, accept_floor=False)
     assert err.value.solution.n_steps > 100  # the steps before it are kept
     sol = lv.simulate(problem, "vi-nullspace", tol="roundoff", progress=False)
     assert sol.n_steps == 800 and np.abs(sol.constraint_residual("position")).max() <= 1e-12
