@@ -2,7 +2,7 @@
 summary of ``livens run``:
 
 - the kinetic energy on the constraint manifold (vi-lagrange on the three-bar swing, SLO09 §4.2) equals
-  the dense saddle-point solve of :func:`livens.solution.manifold_kinetic_energy` node by node, whatever
+  the dense saddle-point solve of :func:`livens.kinetic.manifold_kinetic_energy` node by node, whatever
   the chunk of nodes, and the chunk keeps the memory bounded;
 - the work of an external force is checked against the analytic work of a sinusoidal force on a free
   particle (second order in h);
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import livens as lv
-from livens import solution as sm
+from livens import kinetic as sm
 
 
 @pytest.fixture(scope="module")

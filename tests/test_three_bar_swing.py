@@ -15,8 +15,8 @@ import scipy.linalg as sl
 import livens as lv
 from livens import bodies as lb
 from livens.examples.three_bar_swing import INERTIA, STIFFNESS
+from livens.kinetic import manifold_velocity
 from livens.mechanics import mechanics
-from livens.solution import manifold_velocity
 
 # Newton tolerances: eq 14 holds M (q2 - 2 q1 + q0)/h with beam nodes of 540-2700 kg, whose round-off is
 # 1e-11 at h = 5e-3 (measured); Livens' scheme (KB23 eq 28) holds momenta and velocities, round-off 1e-13

@@ -16,9 +16,10 @@ from .driver.ingraph import TracedSymmetryNotice
 from .ensemble import EnsembleSolution, simulate_ensemble
 from .errors import BlowUpError, ConvergenceError, FileFormatError, SimulationError, SimulationInterrupted
 from .flow import FlowResult, flow, raising
+from .loading import load
 from .redundancy import RedundantConstraintsNotice
 from .simulate import simulate
-from .solution import Solution, load
+from .solution import Solution
 from .system import Problem, Symmetry, System
 
 __version__ = "0.1.0"

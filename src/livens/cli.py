@@ -433,14 +433,16 @@ def _resume_from(path: str, example: str, problem, run_kw: dict):
     import json
 
     from . import schemes
-    from .solution import Solution, _jsonable, load
+    from .loading import load
+    from .result_files import jsonable
+    from .solution import Solution
 
     before = load(path, problem=problem)
     if not isinstance(before, Solution):
         raise ValueError(f"--resume {path}: the file holds an ensemble; --resume continues a single run.")
 
     def same(a, b):
-        return json.dumps(_jsonable(a), sort_keys=True) == json.dumps(_jsonable(b), sort_keys=True)
+        return json.dumps(jsonable(a), sort_keys=True) == json.dumps(jsonable(b), sort_keys=True)
 
     theirs = (before.meta.get("example"), before.meta.get("problem_parameters", {}))
     ours = (problem.name, dict(problem.parameters))

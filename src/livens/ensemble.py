@@ -26,7 +26,7 @@ from jax.typing import ArrayLike
 
 from .checks import check_keywords
 from .driver import Members, Memory, PerMember, Stream, run
-from .solution import EnsembleSolution
+from .ensemble_solution import EnsembleSolution
 from .system import Problem
 
 

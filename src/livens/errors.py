@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # annotations only: livens.solution imports this module
-    from .solution import EnsembleSolution, Solution
+if TYPE_CHECKING:  # annotations only: the errors need no code of the results
+    from .ensemble_solution import EnsembleSolution
+    from .solution import Solution
 
 
 class _Stopped:

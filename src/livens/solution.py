@@ -12,186 +12,16 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import _jaxconfig  # noqa: F401
 from .engine import CompiledCache
-from .errors import FileFormatError
-from .system import Problem
+from .kinetic import manifold_kinetic_energies, vmapped
+from .result_files import FORMAT_VERSION, csv_name, jsonable, livens_version, thinned_nodes, write_netcdf
 
 if TYPE_CHECKING:  # xarray is an optional dependency (the io extra), imported where it is used
     import xarray as xr
-
-FORMAT_VERSION = 1
-_VMAPS = CompiledCache(64)
-
-
-def _vmapped(fn):
-    hit = _VMAPS.get(fn)
-    if hit is None:
-        hit = jax.jit(jax.vmap(fn))
-        _VMAPS[fn] = hit
-    return hit
-
-
-def manifold_velocity(mech, q, p):
-    """The velocity w tangent to g = 0 whose momentum M w agrees with p in the tangent directions:
-    [M G^T; G 0] [w; mu] = [p; 0]. Regular wherever M is positive definite on ker G(q), also for a
-    singular M (the director beams of SLO09 §4.2); w = M^-1 p where M is regular and G M^-1 p = 0."""
-    M, G = mech.M(q), mech.G(q)
-    d, m = mech.d, mech.m
-    A = jnp.block([[M, G.T], [G, jnp.zeros((m, m), q.dtype)]])
-    return jnp.linalg.solve(A, jnp.concatenate([p, jnp.zeros((m,), q.dtype)]))[:d]
-
-
-def manifold_kinetic_energy(mech, q, p):
-    """T(q, p) = 1/2 w.M(q)w for the velocity w = :func:`manifold_velocity` (q, p)."""
-    w = manifold_velocity(mech, q, p)
-    return 0.5 * w @ (mech.M(q) @ w)
-
-
-ENERGY_CHUNK_BYTES = 32 * 2**20
-"""Bytes of constraint Jacobians evaluated at once by :func:`manifold_kinetic_energies` (bounded
-memory whatever the number of nodes)."""
-
-_JACOBIANS = CompiledCache(16)
-
-
-def _column_colours(rows: np.ndarray, cols: np.ndarray, d: int) -> np.ndarray:
-    """A colour per column of an m x d pattern (rows, cols) such that columns of one colour share no
-    row (greedy, Curtis, Powell, Reid 1974): one Jacobian-vector product per colour gives them all."""
-    by_col: list = [[] for _ in range(d)]
-    by_row: dict = {}
-    for r, c in zip(rows.tolist(), cols.tolist()):
-        by_col[c].append(r)
-        by_row.setdefault(r, []).append(c)
-    colour = np.full(d, -1, dtype=np.int64)
-    for c in range(d):
-        taken = {colour[o] for r in by_col[c] for o in by_row[r] if colour[o] >= 0}
-        k = 0
-        while k in taken:
-            k += 1
-        colour[c] = k
-    return colour
-
-
-def _constraint_jacobians(mech, q0):
-    """(values, rows, cols, width): ``values(Q)`` the entries (rows, cols) of the constraint Jacobians
-    G(q) at the rows of Q (N, d), as an (N, nnz) array. The pattern is the union of G's nonzeros at q0
-    and at two random points near it; one Jacobian-vector product per colour of its columns gives every
-    entry (``width`` colours), checked against the dense reverse-mode Jacobian at q0 and at a third
-    random point; where the check fails, the dense Jacobian per node (every entry, ``width`` = d).
-    Compiled once per system and chunk size (cached per system)."""
-    hit = _JACOBIANS.get(mech)
-    if hit is not None:
-        return hit
-    d, m = mech.d, mech.m
-    dense = jax.jit(jax.vmap(jax.jacrev(mech.g)))
-    rng = np.random.default_rng(0)
-    q0 = np.asarray(q0, float)
-    points = np.stack([q0] + [q0 + rng.standard_normal(d) for _ in range(3)])
-    G = np.asarray(dense(jnp.asarray(points)))
-    rows, cols = np.nonzero(np.any(G[:3] != 0, axis=0) | ~np.all(np.isfinite(G[:3]), axis=0))
-    colour = _column_colours(rows, cols, d)
-    ncol = int(colour.max()) + 1 if d else 0
-    seeds = np.zeros((d, ncol))
-    seeds[np.arange(d), colour] = 1.0
-
-    def compressed(Q, E):
-        def one(q):
-            return jax.vmap(lambda e: jax.jvp(mech.g, (q,), (e,))[1], in_axes=1, out_axes=1)(E)
-
-        return jax.vmap(one)(Q)
-
-    comp = jax.jit(compressed)
-    E = jnp.asarray(seeds)
-    got = np.asarray(comp(jnp.asarray(points[[0, 3]]), E))[:, rows, colour[cols]]
-    want = G[[0, 3]]
-    scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
-    off = want.copy()
-    off[:, rows, cols] = 0.0
-    exact = bool(np.max(np.abs(got - want[:, rows, cols]), initial=0.0) <= 1e-12 * scale and not np.any(off))
-    if exact and ncol < d:
-
-        def values(Q):
-            return np.asarray(comp(jnp.asarray(Q), E))[:, rows, colour[cols]]
-
-        out = (values, rows, cols, ncol)
-    else:
-        rows, cols = (x.ravel() for x in np.indices((m, d)))
-
-        def values(Q):
-            return np.asarray(dense(jnp.asarray(Q))).reshape(len(Q), -1)
-
-        out = (values, rows, cols, d)
-    _JACOBIANS[mech] = out
-    return out
-
-
-def manifold_kinetic_energies(mech, q, p) -> np.ndarray:
-    """T^n = 1/2 w^n.M(q^n) w^n at every node for the velocity w^n on the constraint manifold whose
-    momentum has the tangential part of p^n (:func:`manifold_velocity`), in bounded memory and time:
-    the entries of the constraint Jacobians in chunks of nodes (:func:`_constraint_jacobians`, at most
-    :data:`ENERGY_CHUNK_BYTES` at once), each saddle-point system [M G^T; G 0] [w; mu] = [p; 0]
-    solved as a sparse matrix of a fixed pattern (a beam's constraints couple a node to its
-    neighbours only). The same numbers as :func:`manifold_kinetic_energy` node by node, to round-off."""
-    import scipy.sparse as sp
-    import scipy.sparse.linalg as spl
-
-    q, p = np.asarray(q, float), np.asarray(p, float)
-    n, d, m = q.shape[0], mech.d, mech.m
-    out = np.empty(n)
-    if n == 0:
-        return out
-    if m:
-        values, rows, cols, width = _constraint_jacobians(mech, q[0])
-    else:
-        values, rows, cols, width = None, np.zeros(0, np.int64), np.zeros(0, np.int64), 1
-    # the pattern of K = [M G^T; G 0]: M's entries (all of them where M depends on q), G's and G^T's
-    if mech.constant_mass:
-        M0 = np.asarray(mech.M_const, float)
-        mr, mc = np.nonzero(M0)
-        M_of = None
-    else:
-        mr, mc = (x.ravel() for x in np.indices((d, d)))
-        M_of = jax.jit(jax.vmap(mech.M))
-    I = np.concatenate([mr, d + rows, cols])
-    J = np.concatenate([mc, cols, d + rows])
-    K = sp.csc_matrix((np.arange(1, I.size + 1, dtype=float), (I, J)), shape=(d + m, d + m))
-    order = K.data.astype(np.int64) - 1  # K.data[k] = coo_data[order[k]]
-    per_node = 8 * (max(m, 1) * width + rows.size + (d * d if M_of is not None else 0)) + 1
-    chunk = int(max(1, min(n, ENERGY_CHUNK_BYTES // per_node)))
-    zeros = np.zeros(m)
-    for a in range(0, n, chunk):
-        Q = q[a : a + chunk]
-        k = Q.shape[0]
-        pad = np.concatenate([Q, np.repeat(Q[-1:], chunk - k, axis=0)]) if k < chunk else Q  # one shape
-        Gv = values(pad)[:k] if m else np.zeros((k, 0))
-        Mv = np.asarray(M_of(jnp.asarray(pad)))[:k].reshape(k, -1) if M_of is not None else None
-        for i in range(k):
-            mv = M0[mr, mc] if Mv is None else Mv[i]
-            K.data = np.concatenate([mv, Gv[i], Gv[i]])[order]
-            w = spl.spsolve(K, np.concatenate([p[a + i], zeros]))[:d]
-            Mw = np.bincount(mr, weights=mv * w[mc], minlength=d)
-            out[a + i] = 0.5 * float(w @ Mw)
-    return out
-
-
-def _write_netcdf(ds: xr.Dataset, path: str) -> str:
-    """Write ``ds`` to the netCDF4 file ``path`` atomically (a temporary file beside it, then a
-    rename), so that a reader never sees half a file; returns the path."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
 
 
 @dataclass(eq=False)
@@ -268,7 +98,7 @@ class Solution:
         meta = dict(meta)
         if problem is not None:
             meta.update(example=problem.name, problem_parameters=dict(problem.parameters))
-        meta.update(package_version=_version())
+        meta.update(package_version=livens_version())
         return cls(
             t=t,
             q=q,
@@ -321,7 +151,7 @@ class Solution:
         return mech
 
     def _vmap(self, fn, *arrays):
-        return np.asarray(_vmapped(fn)(*[jnp.asarray(a) for a in arrays]))
+        return np.asarray(vmapped(fn)(*[jnp.asarray(a) for a in arrays]))
 
     def _stored(self, key):
         if self.problem is None and key in self.stored:
@@ -668,7 +498,7 @@ class Solution:
             "scheme": self.scheme,
             "velocity_kind": self.velocity_kind,
             "params": json.dumps(self.params),
-            "meta": json.dumps(_jsonable(meta)),
+            "meta": json.dumps(jsonable(meta)),
             "d": d,
             "m": m,
         }
@@ -705,7 +535,7 @@ class Solution:
         """Write the Solution to a netCDF4 file (atomically: temporary file, then rename)."""
         path = os.fspath(path)
         ds = self.to_dataset()
-        return _write_netcdf(ds, path)
+        return write_netcdf(ds, path)
 
     def to_csv(self, path: str | os.PathLike, rows: int | None = None, columns: str = "all") -> str:
         """Write nodal data as CSV with named columns (pgfplots, spreadsheets); returns the path.
@@ -752,15 +582,15 @@ class Solution:
             arr = np.asarray(arr)
             arr = steps(arr) if dims[0] == "step" else arr[sel]
             if arr.ndim == 1:
-                cols[_csv_name(k)] = arr
+                cols[csv_name(k)] = arr
             elif summary:
                 if arr.shape[1]:
                     name = k.split(":", 1)[-1]
                     prefix = "max_abs_" + ("enforced_" if k.startswith("enforced:") else "")
-                    cols[prefix + _csv_name(name)] = np.max(np.abs(arr), axis=1)
+                    cols[prefix + csv_name(name)] = np.max(np.abs(arr), axis=1)
             else:
                 for j in range(arr.shape[1]):
-                    cols[f"{_csv_name(k)}_{j + 1}"] = arr[:, j]
+                    cols[f"{csv_name(k)}_{j + 1}"] = arr[:, j]
         if not summary:
             for j in range(self.lam.shape[1] if self.lam.ndim == 2 else 0):
                 cols[f"lambda{j + 1}"] = steps(self.lam[:, j])
@@ -811,317 +641,3 @@ def _applied_force(mech):
 
         _APPLIED[mech] = fn
     return fn
-
-
-def thinned_nodes(n_nodes: int, rows: int | None) -> np.ndarray:
-    """Indices of at most ``rows`` of ``n_nodes`` nodes: 0, k, 2k, ... and the last (every node
-    for ``rows=None`` or where they fit)."""
-    if rows is None or n_nodes <= rows:
-        return np.arange(n_nodes)
-    k = -(-(n_nodes - 1) // (rows - 1))  # ceil: 0, k, ..., and the last node fit in ``rows``
-    sel = np.arange(0, n_nodes, k)
-    if sel[-1] != n_nodes - 1:
-        sel = np.append(sel[: rows - 1], n_nodes - 1)
-    return sel
-
-
-def _csv_name(key: str) -> str:
-    import re
-
-    return re.sub(r"[^A-Za-z0-9_]+", "_", key).strip("_")
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (np.floating, np.integer)):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return x
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("livens")
-    except Exception:  # pragma: no cover
-        return "0+unknown"
-
-
-@dataclass(eq=False)
-class EnsembleSolution:
-    """The result of :func:`simulate_ensemble`: member-first arrays on a common time grid.
-
-    t (K+1,): the kept nodes' times; q, p (B, K+1, d); v (B, K+1, d) for nodal velocities, else
-    (B, K, d); lam, gam (B, K, m) (gam None for schemes without it); newton_iterations,
-    newton_residual (B, K): the kept nodes and the steps that end there (every ``save_every``-th).
-    ``steps[b]``: the steps member b took (its run-local node); a member whose Newton iteration
-    failed keeps its converged steps and NaN after them; ``failed[b]`` says so (its failed step
-    keeps its iterations and residual). ``ens[b]`` is member b as a :class:`~livens.Solution`.
-    """
-
-    t: np.ndarray
-    q: np.ndarray
-    p: np.ndarray
-    v: np.ndarray
-    lam: np.ndarray
-    gam: np.ndarray | None
-    newton_iterations: np.ndarray
-    newton_residual: np.ndarray
-    steps: np.ndarray
-    failed: np.ndarray
-    velocity_kind: str
-    scheme: str
-    params: dict
-    meta: dict
-    problem: Any = None
-    _scheme_obj: Any = field(default=None, repr=False)
-    _mech: Any = field(default=None, repr=False)
-
-    @classmethod
-    def from_kept(cls, kept, n, failed, scheme, params, meta, problem, mech) -> "EnsembleSolution":
-        """The ensemble from the driver's :class:`~livens.driver.records.KeptNodes`."""
-        meta = dict(meta, index=(kept.nodes - 1).tolist())
-        return cls(
-            t=kept.t,
-            q=kept.q,
-            p=kept.p,
-            v=kept.v,
-            lam=kept.lam,
-            gam=kept.gam,
-            newton_iterations=kept.iterations,
-            newton_residual=kept.residual,
-            steps=np.asarray(n, np.int64),
-            failed=np.asarray(failed, bool),
-            velocity_kind=scheme.capabilities.velocity_kind,
-            scheme=scheme.name,
-            params=dict(params),
-            meta=meta,
-            problem=problem,
-            _scheme_obj=scheme,
-            _mech=mech,
-        )
-
-    def __len__(self) -> int:
-        return int(self.q.shape[0])
-
-    @property
-    def h(self) -> float:
-        return float(self.meta["h"])
-
-    @property
-    def save_every(self) -> int:
-        return int(self.meta.get("save_every", 1))
-
-    def _index(self) -> np.ndarray:
-        """The global index of each kept step (the step ending at each kept node after node 0)."""
-        index = self.meta.get("index")
-        return np.asarray(index, np.int64) if index is not None else np.arange(self.t.size - 1)
-
-    def __getitem__(self, b: int):
-        """Member b as the :class:`~livens.Solution` of its single run (its converged steps)."""
-        B = len(self)
-        if not isinstance(b, (int, np.integer)) or not -B <= b < B:
-            raise IndexError(f"member index {b!r} out of range for an ensemble of {B}")
-        b = int(b) % B
-        n = int(self.steps[b])
-        index = self._index()
-        c = int(np.searchsorted(index, n - 1, side="right"))  # kept steps up to the member's last
-        problem = self.problem.replace(q0=self.q[b, 0], v0=self.meta["v0s"][b]) if self.problem is not None else None
-        rec = {
-            "q": self.q[b, 1 : c + 1],
-            "p": self.p[b, 1 : c + 1],
-            "lam": self.lam[b, :c],
-            "iterations": self.newton_iterations[b, :c],
-            "residual": self.newton_residual[b, :c],
-            "t": self.t[1 : c + 1],
-            "index": index[:c],
-        }
-        rec["v"] = self.v[b, 1 : c + 1] if self.velocity_kind == "nodal" else self.v[b, :c]
-        if self.gam is not None:
-            rec["gam"] = self.gam[b, :c]
-        meta = {k: v for k, v in self.meta.items() if k not in ("v0s", "members", "index", "rescued_steps", "lanes")}
-        meta.update(
-            steps=n,
-            ensemble_member=b,
-            t_end=float(self.t[0] + n * self.h),
-            rescued_steps=list(self.meta.get("rescued_steps", {}).get(b, [])),
-        )
-        start = {"t": float(self.t[0]), "q": self.q[b, 0], "p": self.p[b, 0], "v": self.meta["v0s"][b]}
-        return Solution.from_records(problem, self._scheme_obj, self.params, self._mech, [rec], meta, start)
-
-    def solutions(self) -> list:
-        """Every member as a :class:`~livens.Solution`."""
-        return [self[b] for b in range(len(self))]
-
-    def to_netcdf(self, path: str | os.PathLike) -> str:
-        """Write the ensemble to a netCDF4 file (atomically), with a ``member`` dimension;
-        ``lv.load`` reads it back as an EnsembleSolution."""
-        import xarray as xr
-
-        path = os.fspath(path)
-        vdim = "time" if self.velocity_kind == "nodal" else "step"
-        data = {
-            "q": (("member", "time", "coord"), self.q),
-            "p": (("member", "time", "coord"), self.p),
-            "v": (("member", vdim, "coord"), self.v),
-            "lam": (("member", "step", "constraint"), self.lam),
-            "newton_iterations": (("member", "step"), self.newton_iterations),
-            "newton_residual": (("member", "step"), self.newton_residual),
-            "steps": (("member",), self.steps),
-            "failed": (("member",), self.failed.astype(np.int8)),
-            "v0s": (("member", "coord"), np.asarray(self.meta["v0s"])),
-        }
-        if self.gam is not None:
-            data["gam"] = (("member", "step", "constraint"), self.gam)
-        meta = {k: v for k, v in self.meta.items() if k not in ("v0s", "index")}
-        ds = xr.Dataset(data, coords={"time": self.t, "step": self._index()})
-        ds.attrs.update(
-            {
-                "livens_format": FORMAT_VERSION,
-                "scheme": self.scheme,
-                "velocity_kind": self.velocity_kind,
-                "params": json.dumps(self.params),
-                "meta": json.dumps(_jsonable(meta)),
-                "d": int(self.q.shape[2]),
-                "m": int(self.lam.shape[2]),
-                "members": len(self),
-                "complete": 1,
-            }
-        )
-        return _write_netcdf(ds, path)
-
-    @classmethod
-    def from_dataset(cls, ds, problem=None) -> "EnsembleSolution":
-        """The ensemble of a file written by :meth:`to_netcdf` or streamed by a running ensemble
-        (its rows so far; members not yet written are NaN). The scheme and system are reattached
-        where the file names a known example (or from ``problem``)."""
-        from .mechanics import mechanics
-        from .schemes import get as get_scheme
-
-        meta = json.loads(ds.attrs["meta"])
-        B = int(ds.attrs["members"])
-        meta["v0s"] = np.asarray(ds["v0s"].values) if "v0s" in ds else np.asarray(meta.get("v0s", np.nan))
-        meta["index"] = np.asarray(ds["step"].values).tolist()
-        steps = np.asarray(ds["steps"].values) if "steps" in ds else np.full(B, ds.sizes["step"])
-        failed = np.asarray(ds["failed"].values).astype(bool) if "failed" in ds else np.zeros(B, bool)
-        scheme = get_scheme(str(ds.attrs["scheme"]))[0]
-        mech = mechanics(problem.system, problem.q0) if problem is not None else None
-        return cls(
-            t=np.asarray(ds["time"].values),
-            q=np.asarray(ds["q"].values),
-            p=np.asarray(ds["p"].values),
-            v=np.asarray(ds["v"].values),
-            lam=np.asarray(ds["lam"].values),
-            gam=np.asarray(ds["gam"].values) if "gam" in ds else None,
-            newton_iterations=np.asarray(ds["newton_iterations"].values),
-            newton_residual=np.asarray(ds["newton_residual"].values),
-            steps=steps,
-            failed=failed,
-            velocity_kind=str(ds.attrs["velocity_kind"]),
-            scheme=scheme.name,
-            params=json.loads(ds.attrs["params"]),
-            meta=meta,
-            problem=problem,
-            _scheme_obj=scheme,
-            _mech=mech,
-        )
-
-
-def load(path: str | os.PathLike, problem: Problem | None = None) -> Solution | EnsembleSolution:
-    """Read a Solution written by :meth:`Solution.to_netcdf` (or streamed by a running
-    :func:`livens.simulate`), or an :class:`~livens.EnsembleSolution` (a file with a ``member``
-    dimension, from ``simulate_ensemble(..., out=...)``).
-
-    The system is reattached from the example named in the file (with its recorded parameters),
-    or from ``problem`` for a user-defined system; without it the stored diagnostics are used.
-    Loading never executes code from the file.
-    """
-    import xarray as xr
-
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"No such result file: {path!r}.")
-    try:
-        with xr.open_dataset(path, engine="h5netcdf") as ds:
-            ds = ds.load()
-    except Exception as exc:
-        raise FileFormatError(
-            f"{path!r} is not a readable livens result file (truncated, corrupted or not netCDF4/HDF5): "
-            f"{type(exc).__name__}: {exc}"
-        ) from None
-    version = ds.attrs.get("livens_format")
-    if version is None:
-        raise FileFormatError(f"{path!r} is a netCDF file but not a livens result file (no 'livens_format' attribute).")
-    if int(version) > FORMAT_VERSION:
-        raise FileFormatError(
-            f"{path!r} has livens file format {int(version)}, newer than this livens reads ({FORMAT_VERSION}); "
-            "upgrade livens."
-        )
-    if "members" in ds.attrs:
-        if problem is None:
-            problem = _example_problem(json.loads(ds.attrs.get("meta", "{}")))
-        try:
-            return EnsembleSolution.from_dataset(ds, problem)
-        except (KeyError, ValueError) as exc:
-            raise FileFormatError(
-                f"{path!r} is missing livens data ({exc}); the file is incomplete or foreign."
-            ) from None
-    try:
-        meta = json.loads(ds.attrs["meta"])
-        if "guess_history" in ds:
-            gh = ds["guess_history"]
-            meta["guess_history"] = {
-                **{
-                    k: gh.attrs[k].item() if hasattr(gh.attrs[k], "item") else gh.attrs[k]
-                    for k in ("step", "k", "advanced", "since")
-                    if k in gh.attrs
-                },
-                "x": np.asarray(gh.values),
-            }
-        params = json.loads(ds.attrs["params"])
-        stored = {
-            k: np.asarray(ds[k].values)
-            for k in ds.data_vars
-            if k.startswith(("energy_", "J:", "residual_", "enforced:", "dissipated_work"))
-        }
-        sol = Solution(
-            t=np.asarray(ds["time"].values),
-            q=np.asarray(ds["q"].values),
-            p=np.asarray(ds["p"].values),
-            v=np.asarray(ds["v"].values),
-            lam=np.asarray(ds["lam"].values),
-            gam=np.asarray(ds["gam"].values) if "gam" in ds else None,
-            newton_iterations=np.asarray(ds["newton_iterations"].values),
-            newton_residual=np.asarray(ds["newton_residual"].values),
-            velocity_kind=str(ds.attrs["velocity_kind"]),
-            scheme=str(ds.attrs["scheme"]),
-            params=params,
-            meta=meta,
-            problem=None,
-            stored=stored,
-        )
-    except (KeyError, ValueError) as exc:
-        raise FileFormatError(f"{path!r} is missing livens data ({exc}); the file is incomplete or foreign.") from None
-    if problem is None:
-        problem = _example_problem(meta)
-    sol.problem = problem
-    return sol
-
-
-def _example_problem(meta: dict):
-    """The Problem of the example a file's metadata names (with its recorded parameters), or None."""
-    if not meta.get("example"):
-        return None
-    from . import examples
-
-    if meta["example"] not in examples.names():
-        return None
-    try:
-        return examples.load(meta["example"], **meta.get("problem_parameters", {}))
-    except Exception:  # noqa: BLE001 - the stored diagnostics are used instead
-        return None

@@ -24,7 +24,7 @@ import weakref
 
 import numpy as np
 
-from .solution import FORMAT_VERSION, _jsonable
+from .result_files import FORMAT_VERSION, jsonable
 
 
 class _Pending:
@@ -139,7 +139,7 @@ class NetCDFStream:
                 **({"members": members} if members is not None else {}),
             }
             for k, v in attrs.items():
-                full[k] = json.dumps(_jsonable(v)) if isinstance(v, dict) else v
+                full[k] = json.dumps(jsonable(v)) if isinstance(v, dict) else v
             f.attrs.update(full)
         os.replace(tmp, self.path)
         self._pending = _Pending(self.path, self.nodal_v, has_gamma, os.stat(self.path).st_ino, members)

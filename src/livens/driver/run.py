@@ -45,7 +45,8 @@ vector; ensembles of at least twice as many members run in lane kernels where po
 
 
 if TYPE_CHECKING:
-    from ..solution import EnsembleSolution, Solution
+    from ..ensemble_solution import EnsembleSolution
+    from ..solution import Solution
     from ..system import Problem
     from .ingraph import FlowFunction
 
@@ -446,7 +447,7 @@ def _members_executor(p: Plan, executor: Members, layout, state, history, B: int
 
 
 def _members_run(p: Plan, members, executor: Members, output, on_failure, progress):
-    from ..solution import EnsembleSolution
+    from ..ensemble_solution import EnsembleSolution
 
     sch, mech, problem = p.scheme, p.mech, p.problem
     q0s, v0s = members if members is not None else (None, None)

@@ -65,7 +65,7 @@ Known limits of the model and its schemes:
   schemes enforce g(q^{n+1}) = 0 only): max_n |G(q^n) v^n| = 2.6e-2 for livens-em on the 2-element
   swing to t = 0.4 (h = 5e-3, Newton tolerance 1e-12), the massless d3 components taking a parasitic
   velocity (the nodal velocity that vi-lagrange and vi-nullspace give, from the momentum by
-  :func:`livens.solution.manifold_velocity`, is tangent by its definition);
+  :func:`livens.kinetic.manifold_velocity`, is tangent by its definition);
 - the transverse response is not known to be mesh-converged at 40 elements: an audit found the runs
   with 20 and 40 elements parting during the compression, from about t = 0.2 (no test repeats a
   40-element run); refine the mesh before reading transverse displacements off one run.

@@ -166,12 +166,12 @@ def _swing_view(tr, problem):
 
 def _nodal_velocity(problem, finals):
     """The nodal velocities on the constraint manifold from the final (q, p) of runs (the velocity whose
-    momentum has p's tangential part, :func:`livens.solution.manifold_velocity`): second order like p."""
+    momentum has p's tangential part, :func:`livens.kinetic.manifold_velocity`): second order like p."""
     import jax
     import jax.numpy as jnp
 
+    from ....kinetic import manifold_velocity
     from ....mechanics import mechanics
-    from ....solution import manifold_velocity
 
     mech = mechanics(problem.system, problem.q0)
     fn = jax.jit(lambda q, p: manifold_velocity(mech, q, p))

@@ -1,0 +1,195 @@
+"""EnsembleSolution: the member-first arrays of :func:`livens.simulate_ensemble`, each member a view
+as a :class:`~livens.Solution`, and their netCDF file."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import _jaxconfig  # noqa: F401
+from .result_files import FORMAT_VERSION, jsonable, write_netcdf
+from .solution import Solution
+
+
+@dataclass(eq=False)
+class EnsembleSolution:
+    """The result of :func:`simulate_ensemble`: member-first arrays on a common time grid.
+
+    t (K+1,): the kept nodes' times; q, p (B, K+1, d); v (B, K+1, d) for nodal velocities, else
+    (B, K, d); lam, gam (B, K, m) (gam None for schemes without it); newton_iterations,
+    newton_residual (B, K): the kept nodes and the steps that end there (every ``save_every``-th).
+    ``steps[b]``: the steps member b took (its run-local node); a member whose Newton iteration
+    failed keeps its converged steps and NaN after them; ``failed[b]`` says so (its failed step
+    keeps its iterations and residual). ``ens[b]`` is member b as a :class:`~livens.Solution`.
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    p: np.ndarray
+    v: np.ndarray
+    lam: np.ndarray
+    gam: np.ndarray | None
+    newton_iterations: np.ndarray
+    newton_residual: np.ndarray
+    steps: np.ndarray
+    failed: np.ndarray
+    velocity_kind: str
+    scheme: str
+    params: dict
+    meta: dict
+    problem: Any = None
+    _scheme_obj: Any = field(default=None, repr=False)
+    _mech: Any = field(default=None, repr=False)
+
+    @classmethod
+    def from_kept(cls, kept, n, failed, scheme, params, meta, problem, mech) -> "EnsembleSolution":
+        """The ensemble from the driver's :class:`~livens.driver.records.KeptNodes`."""
+        meta = dict(meta, index=(kept.nodes - 1).tolist())
+        return cls(
+            t=kept.t,
+            q=kept.q,
+            p=kept.p,
+            v=kept.v,
+            lam=kept.lam,
+            gam=kept.gam,
+            newton_iterations=kept.iterations,
+            newton_residual=kept.residual,
+            steps=np.asarray(n, np.int64),
+            failed=np.asarray(failed, bool),
+            velocity_kind=scheme.capabilities.velocity_kind,
+            scheme=scheme.name,
+            params=dict(params),
+            meta=meta,
+            problem=problem,
+            _scheme_obj=scheme,
+            _mech=mech,
+        )
+
+    def __len__(self) -> int:
+        return int(self.q.shape[0])
+
+    @property
+    def h(self) -> float:
+        return float(self.meta["h"])
+
+    @property
+    def save_every(self) -> int:
+        return int(self.meta.get("save_every", 1))
+
+    def _index(self) -> np.ndarray:
+        """The global index of each kept step (the step ending at each kept node after node 0)."""
+        index = self.meta.get("index")
+        return np.asarray(index, np.int64) if index is not None else np.arange(self.t.size - 1)
+
+    def __getitem__(self, b: int):
+        """Member b as the :class:`~livens.Solution` of its single run (its converged steps)."""
+        B = len(self)
+        if not isinstance(b, (int, np.integer)) or not -B <= b < B:
+            raise IndexError(f"member index {b!r} out of range for an ensemble of {B}")
+        b = int(b) % B
+        n = int(self.steps[b])
+        index = self._index()
+        c = int(np.searchsorted(index, n - 1, side="right"))  # kept steps up to the member's last
+        problem = self.problem.replace(q0=self.q[b, 0], v0=self.meta["v0s"][b]) if self.problem is not None else None
+        rec = {
+            "q": self.q[b, 1 : c + 1],
+            "p": self.p[b, 1 : c + 1],
+            "lam": self.lam[b, :c],
+            "iterations": self.newton_iterations[b, :c],
+            "residual": self.newton_residual[b, :c],
+            "t": self.t[1 : c + 1],
+            "index": index[:c],
+        }
+        rec["v"] = self.v[b, 1 : c + 1] if self.velocity_kind == "nodal" else self.v[b, :c]
+        if self.gam is not None:
+            rec["gam"] = self.gam[b, :c]
+        meta = {k: v for k, v in self.meta.items() if k not in ("v0s", "members", "index", "rescued_steps", "lanes")}
+        meta.update(
+            steps=n,
+            ensemble_member=b,
+            t_end=float(self.t[0] + n * self.h),
+            rescued_steps=list(self.meta.get("rescued_steps", {}).get(b, [])),
+        )
+        start = {"t": float(self.t[0]), "q": self.q[b, 0], "p": self.p[b, 0], "v": self.meta["v0s"][b]}
+        return Solution.from_records(problem, self._scheme_obj, self.params, self._mech, [rec], meta, start)
+
+    def solutions(self) -> list:
+        """Every member as a :class:`~livens.Solution`."""
+        return [self[b] for b in range(len(self))]
+
+    def to_netcdf(self, path: str | os.PathLike) -> str:
+        """Write the ensemble to a netCDF4 file (atomically), with a ``member`` dimension;
+        ``lv.load`` reads it back as an EnsembleSolution."""
+        import xarray as xr
+
+        path = os.fspath(path)
+        vdim = "time" if self.velocity_kind == "nodal" else "step"
+        data = {
+            "q": (("member", "time", "coord"), self.q),
+            "p": (("member", "time", "coord"), self.p),
+            "v": (("member", vdim, "coord"), self.v),
+            "lam": (("member", "step", "constraint"), self.lam),
+            "newton_iterations": (("member", "step"), self.newton_iterations),
+            "newton_residual": (("member", "step"), self.newton_residual),
+            "steps": (("member",), self.steps),
+            "failed": (("member",), self.failed.astype(np.int8)),
+            "v0s": (("member", "coord"), np.asarray(self.meta["v0s"])),
+        }
+        if self.gam is not None:
+            data["gam"] = (("member", "step", "constraint"), self.gam)
+        meta = {k: v for k, v in self.meta.items() if k not in ("v0s", "index")}
+        ds = xr.Dataset(data, coords={"time": self.t, "step": self._index()})
+        ds.attrs.update(
+            {
+                "livens_format": FORMAT_VERSION,
+                "scheme": self.scheme,
+                "velocity_kind": self.velocity_kind,
+                "params": json.dumps(self.params),
+                "meta": json.dumps(jsonable(meta)),
+                "d": int(self.q.shape[2]),
+                "m": int(self.lam.shape[2]),
+                "members": len(self),
+                "complete": 1,
+            }
+        )
+        return write_netcdf(ds, path)
+
+    @classmethod
+    def from_dataset(cls, ds, problem=None) -> "EnsembleSolution":
+        """The ensemble of a file written by :meth:`to_netcdf` or streamed by a running ensemble
+        (its rows so far; members not yet written are NaN). The scheme and system are reattached
+        where the file names a known example (or from ``problem``)."""
+        from .mechanics import mechanics
+        from .schemes import get as get_scheme
+
+        meta = json.loads(ds.attrs["meta"])
+        B = int(ds.attrs["members"])
+        meta["v0s"] = np.asarray(ds["v0s"].values) if "v0s" in ds else np.asarray(meta.get("v0s", np.nan))
+        meta["index"] = np.asarray(ds["step"].values).tolist()
+        steps = np.asarray(ds["steps"].values) if "steps" in ds else np.full(B, ds.sizes["step"])
+        failed = np.asarray(ds["failed"].values).astype(bool) if "failed" in ds else np.zeros(B, bool)
+        scheme = get_scheme(str(ds.attrs["scheme"]))[0]
+        mech = mechanics(problem.system, problem.q0) if problem is not None else None
+        return cls(
+            t=np.asarray(ds["time"].values),
+            q=np.asarray(ds["q"].values),
+            p=np.asarray(ds["p"].values),
+            v=np.asarray(ds["v"].values),
+            lam=np.asarray(ds["lam"].values),
+            gam=np.asarray(ds["gam"].values) if "gam" in ds else None,
+            newton_iterations=np.asarray(ds["newton_iterations"].values),
+            newton_residual=np.asarray(ds["newton_residual"].values),
+            steps=steps,
+            failed=failed,
+            velocity_kind=str(ds.attrs["velocity_kind"]),
+            scheme=scheme.name,
+            params=json.loads(ds.attrs["params"]),
+            meta=meta,
+            problem=problem,
+            _scheme_obj=scheme,
+            _mech=mech,
+        )

@@ -1,0 +1,74 @@
+"""The result files' common parts: the format version, atomic netCDF writes, JSON-safe metadata, CSV
+column names and the choice of thinned rows (:class:`~livens.Solution`, :class:`~livens.EnsembleSolution`
+and the netCDF stream of a running simulation write through them)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import _jaxconfig  # noqa: F401
+
+if TYPE_CHECKING:  # xarray is an optional dependency (the io extra), imported where it is used
+    import xarray as xr
+
+FORMAT_VERSION = 1
+
+
+def write_netcdf(ds: xr.Dataset, path: str) -> str:
+    """Write ``ds`` to the netCDF4 file ``path`` atomically (a temporary file beside it, then a
+    rename), so that a reader never sees half a file; returns the path."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def thinned_nodes(n_nodes: int, rows: int | None) -> np.ndarray:
+    """Indices of at most ``rows`` of ``n_nodes`` nodes: 0, k, 2k, ... and the last (every node
+    for ``rows=None`` or where they fit)."""
+    if rows is None or n_nodes <= rows:
+        return np.arange(n_nodes)
+    k = -(-(n_nodes - 1) // (rows - 1))  # ceil: 0, k, ..., and the last node fit in ``rows``
+    sel = np.arange(0, n_nodes, k)
+    if sel[-1] != n_nodes - 1:
+        sel = np.append(sel[: rows - 1], n_nodes - 1)
+    return sel
+
+
+def csv_name(key: str) -> str:
+    """A diagnostic's key as a CSV column name: runs of other characters than letters, digits and _ as one _."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_]+", "_", key).strip("_")
+
+
+def jsonable(x: Any) -> Any:
+    """``x`` with NumPy scalars and arrays as Python numbers and lists, and dict keys as strings (for JSON)."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return x
+
+
+def livens_version() -> str:
+    """The installed livens version (recorded in result files)."""
+    try:
+        from importlib.metadata import version
+
+        return version("livens")
+    except Exception:  # pragma: no cover
+        return "0+unknown"
