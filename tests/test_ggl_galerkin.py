@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _configuration_mass import pendulum_reference, spherical_pendulum
-from scipy.integrate import solve_ivp
+from _index1_reference import index1_reference
 
 import livens as lv
 from livens.diagnostics import defect_of, one_step_jacobian
@@ -189,37 +189,13 @@ def test_external_forces_refused():
 
 
 # ------------------------------------------------------------------ the heavy top (slow: its compilation)
-def _heavy_top_reference(problem, t_end):
-    """(q, p) at t_end of the index-1 equations M a = -dV - G^T lambda, G a + D^2 g[v, v] = 0 (DOP853,
-    rtol = atol = 1e-13)."""
-    mech = mechanics(problem.system, problem.q0)
-    M = np.asarray(mech.M_const)
-    Minv = np.linalg.inv(M)
-    d = mech.d
-
-    @jax.jit
-    def accel(q, v):
-        G = jax.jacfwd(mech.g)(q)
-        curv = jax.jvp(lambda x: jax.jvp(mech.g, (x,), (v,))[1], (q,), (v,))[1]
-        f = -jax.grad(mech.V)(q)
-        lam = jnp.linalg.solve(G @ Minv @ G.T, G @ Minv @ f + curv)
-        return Minv @ (f - G.T @ lam)
-
-    def rhs(t, y):
-        return np.concatenate([y[d:], np.asarray(accel(jnp.asarray(y[:d]), jnp.asarray(y[d:])))])
-
-    y0 = np.concatenate([problem.q0, problem.v0])
-    sol = solve_ivp(rhs, (0.0, t_end), y0, method="DOP853", rtol=1e-13, atol=1e-13)
-    return sol.y[:d, -1], M @ sol.y[d:, -1]
-
-
 @pytest.mark.slow
 def test_orders_four_and_six_on_the_heavy_top():
     """The heavy top (12 coordinates, 9 constraints), T = 0.1, Newton to round-off: slopes 4 and 6
     within 0.2 in q and p."""
     problem = lv.examples.load("heavy-top")
     T = 0.1
-    q_ref, p_ref = _heavy_top_reference(problem, T)
+    q_ref, p_ref = index1_reference(problem, T)
     hs = [0.0025, 0.00125, 0.000625]
     for s in (2, 3):
         eq, ep = [], []

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _index1_reference import index1_reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -221,40 +222,12 @@ def test_users_two_particle_system_keeps_J3_and_energy(scheme):
     assert sol.meta["kept_symmetries"] == ["J3"]
 
 
-def _reference(problem, t_end):
-    """(q(t_end), p(t_end)) of the index-1 equations of motion M a = -dV - G^T lambda with
-    lambda from G a + D^2 g[v, v] = 0, by SciPy's DOP853 at rtol = atol = 1e-13 (no livens scheme)."""
-    from scipy.integrate import solve_ivp
-
-    mech = mechanics(problem.system, problem.q0)
-    M = np.asarray(mech.M_const)
-    Minv = np.linalg.inv(M)
-    d = mech.d
-
-    @jax.jit
-    def accel(q, v):
-        G = jax.jacfwd(mech.g)(q)
-        curv = jax.jvp(lambda x: jax.jvp(mech.g, (x,), (v,))[1], (q,), (v,))[1]
-        f = -jax.grad(mech.V)(q)
-        lam = jnp.linalg.solve(G @ Minv @ G.T, G @ Minv @ f + curv)
-        return Minv @ (f - G.T @ lam)
-
-    def rhs(t, y):
-        q, v = y[:d], y[d:]
-        return np.concatenate([v, np.asarray(accel(jnp.asarray(q), jnp.asarray(v)))])
-
-    y0 = np.concatenate([problem.q0, problem.v0])
-    sol = solve_ivp(rhs, (0.0, t_end), y0, method="DOP853", rtol=1e-13, atol=1e-13)
-    q, v = sol.y[:d, -1], sol.y[d:, -1]
-    return q, M @ v
-
-
 @pytest.mark.parametrize("scheme", ["EM", "livens-em"])
 def test_order_two_kept_on_the_users_system(scheme):
     """The error at T = 0.5 against the SciPy reference falls like h^2 (fitted slope 2 +- 0.1)."""
     problem = user_system()
     T = 0.5
-    q_ref, p_ref = _reference(problem, T)
+    q_ref, p_ref = index1_reference(problem, T)
     hs = np.array([0.05, 0.025, 0.0125])
     errs = []
     for h in hs:
