@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import _jaxconfig  # noqa: F401
-from .result_files import FORMAT_VERSION, jsonable, write_netcdf
+from .result_files import FORMAT_VERSION, jsonable, node_arrays, write_netcdf
 from .solution import Solution
 
 
@@ -175,14 +175,7 @@ class EnsembleSolution:
         scheme = get_scheme(str(ds.attrs["scheme"]))[0]
         mech = mechanics(problem.system, problem.q0) if problem is not None else None
         return cls(
-            t=np.asarray(ds["time"].values),
-            q=np.asarray(ds["q"].values),
-            p=np.asarray(ds["p"].values),
-            v=np.asarray(ds["v"].values),
-            lam=np.asarray(ds["lam"].values),
-            gam=np.asarray(ds["gam"].values) if "gam" in ds else None,
-            newton_iterations=np.asarray(ds["newton_iterations"].values),
-            newton_residual=np.asarray(ds["newton_residual"].values),
+            **node_arrays(ds),
             steps=steps,
             failed=failed,
             velocity_kind=str(ds.attrs["velocity_kind"]),

@@ -12,7 +12,7 @@ import numpy as np
 from . import _jaxconfig  # noqa: F401
 from .ensemble_solution import EnsembleSolution
 from .errors import FileFormatError
-from .result_files import FORMAT_VERSION
+from .result_files import FORMAT_VERSION, node_arrays
 from .solution import Solution
 from .system import Problem
 
@@ -75,14 +75,7 @@ def load(path: str | os.PathLike, problem: Problem | None = None) -> Solution | 
             if k.startswith(("energy_", "J:", "residual_", "enforced:", "dissipated_work"))
         }
         sol = Solution(
-            t=np.asarray(ds["time"].values),
-            q=np.asarray(ds["q"].values),
-            p=np.asarray(ds["p"].values),
-            v=np.asarray(ds["v"].values),
-            lam=np.asarray(ds["lam"].values),
-            gam=np.asarray(ds["gam"].values) if "gam" in ds else None,
-            newton_iterations=np.asarray(ds["newton_iterations"].values),
-            newton_residual=np.asarray(ds["newton_residual"].values),
+            **node_arrays(ds),
             velocity_kind=str(ds.attrs["velocity_kind"]),
             scheme=str(ds.attrs["scheme"]),
             params=params,

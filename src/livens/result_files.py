@@ -72,3 +72,14 @@ def livens_version() -> str:
         return version("livens")
     except Exception:  # pragma: no cover
         return "0+unknown"
+
+
+def node_arrays(ds: Any) -> dict[str, np.ndarray | None]:
+    """The arrays of a result file that a Solution and an EnsembleSolution share: t, q, p, v, lam,
+    gam (None where the scheme has none), newton_iterations and newton_residual."""
+    return {
+        "t": np.asarray(ds["time"].values),
+        **{k: np.asarray(ds[k].values) for k in ("q", "p", "v", "lam")},
+        "gam": np.asarray(ds["gam"].values) if "gam" in ds else None,
+        **{k: np.asarray(ds[k].values) for k in ("newton_iterations", "newton_residual")},
+    }
