@@ -137,11 +137,7 @@ def newton(
     n = _norm_inf(r)
     converged = (n <= tol) & jnp.all(jnp.isfinite(x))
     if final_iteration:
-        x = jnp.where(converged, x + step(x, r), x)
-        r = residual(x)
-        it = it + converged.astype(it.dtype)
-        n = _norm_inf(r)
-        converged = converged & jnp.isfinite(n) & jnp.all(jnp.isfinite(x))
+        return _final_iteration(residual, step, x, r, it, converged)
     return NewtonResult(x, it, n, converged)
 
 
@@ -233,12 +229,18 @@ def _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration=
     # a residual below the floor counts only where it stopped halving: not at max_iter while it halves
     converged = ((n <= tol) | _stalled(n, last, floor)) & jnp.all(jnp.isfinite(x))
     if final_iteration:
-        x = jnp.where(converged, x + step(x, r), x)
-        r = residual(x)
-        it = it + converged.astype(it.dtype)
-        n = _norm_inf(r)
-        converged = converged & jnp.isfinite(n) & jnp.all(jnp.isfinite(x))
+        return _final_iteration(residual, step, x, r, it, converged)
     return NewtonResult(x, it, n, converged)
+
+
+def _final_iteration(residual, step, x, r, it, converged) -> NewtonResult:
+    """One more Newton update after a converged iteration (``final_iteration=True`` of :func:`newton`):
+    its error is of the order of tol^2."""
+    x = jnp.where(converged, x + step(x, r), x)
+    r = residual(x)
+    it = it + converged.astype(it.dtype)
+    n = _norm_inf(r)
+    return NewtonResult(x, it, n, converged & jnp.isfinite(n) & jnp.all(jnp.isfinite(x)))
 
 
 def _newton_roundoff(residual, step, x0, r0, max_iter) -> NewtonResult:
