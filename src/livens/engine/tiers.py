@@ -20,6 +20,13 @@ compiles, as
 :func:`livens.engine.native.wait` does for the C compiler's. A process that ends while one still runs waits
 for it at exit (XLA's compiler cannot be stopped, and the interpreter's shutdown under it would abort
 the process).
+
+A background compile does not read JAX's persistent compilation cache (:mod:`livens.engine.xla`): loading
+a cached CPU executable in a second thread while the first runs or compiles crashed a test process
+(a segmentation fault inside the executable's deserialization). It compiles and writes the cache as
+before, so a later process finds the optimized executable there when its main thread asks for it.
+Where the installed JAX has no ``compilation_cache.get_executable_and_time`` to guard, a large program
+is compiled once, at the default level, in the calling thread.
 """
 
 from __future__ import annotations
@@ -39,6 +46,33 @@ LARGE = 1500
 first; below, XLA's default level costs little more than level 0."""
 
 _PENDING: set = set()
+_BACKGROUND = threading.local()
+_CACHE_READ: list = []
+"""JAX's reader of the persistent cache, once :func:`_guard_cache_reads` has wrapped it."""
+
+
+def _guard_cache_reads() -> bool:
+    """Wrap JAX's reader of the persistent compilation cache (once per process) so that a thread
+    running :func:`background` misses the cache (module docstring); False where JAX has no such
+    reader."""
+    if _CACHE_READ:
+        return True
+    try:
+        from jax._src import compilation_cache
+    except ImportError:  # pragma: no cover - a JAX without the module
+        return False
+    read = getattr(compilation_cache, "get_executable_and_time", None)
+    if read is None:  # pragma: no cover - a JAX that reads its cache elsewhere
+        return False
+    _CACHE_READ.append(read)
+
+    def guarded(*args, **kwargs):
+        if getattr(_BACKGROUND, "active", False):
+            return None, None
+        return _CACHE_READ[0](*args, **kwargs)
+
+    compilation_cache.get_executable_and_time = guarded
+    return True
 
 
 class _Program:
@@ -46,7 +80,7 @@ class _Program:
 
     def __init__(self, lowered, large: bool):
         self.optimized: Future | None = None
-        if not large:
+        if not large or not _guard_cache_reads():
             self.executable = lowered.compile(xla.compiler_options())
             self.level = "default"
             return
@@ -111,6 +145,7 @@ def background(fn: Callable[[], Any], name: str = "livens-compile") -> Future:
     future: Future = Future()
 
     def work():
+        _BACKGROUND.active = True
         try:
             future.set_result(fn())
         except BaseException as exc:  # noqa: BLE001 - kept on the future, raised where it is awaited
