@@ -1,0 +1,228 @@
+"""The Lobatto IIIA-IIIB SPARK GGL integrator of order 2s - 2 (``ggl-spark``, option ``stages`` = s = 2, 3).
+
+A specialized partitioned additive Runge-Kutta (SPARK) method in the manner of [Jay07] for the GGL
+equations (KBS23b eq 33), written in Hamiltonian form with the augmented Hamiltonian
+
+    K(q, p, lambda, gamma) = H(q, p) + lambda . g(q) + gamma . g_v(q, p),   g_v(q, p) = G(q) M(q)^-1 p,
+
+whose flow is q' = M^-1 (p + G^T gamma), p' = -D_q H - G^T lambda - D_1 g_v^T gamma (the GGL
+equations, the stationarity of KBS23b eq 33). The partition of [Jay07]: the q-terms (the velocity M^-1 p and the gamma
+term M^-1 G^T gamma) are integrated with the s-stage Lobatto IIIA coefficients a_ij, the p-terms (the
+force and both constraint forces) with the Lobatto IIIB coefficients ahat_ij = b_j (1 - a_ji / b_i), a
+symplectic pair; every additive term carries the multipliers of its own stage. One step solves for
+the stage momenta P_1..P_s, the interior stage Q_2 (s = 3), q^{n+1}, p^{n+1} and the stage multipliers
+Lambda_1..Lambda_s, Gamma_1..Gamma_s (new, in this GGL form):
+
+    Q_i = q^n + h sum_j a_ij U_j,              i = 2, ..., s  (Q_1 = q^n, Q_s = q^{n+1})
+    P_i = p^n + h sum_j ahat_ij F_j,           i = 1, ..., s
+    p^{n+1} = p^n + h sum_j b_j F_j
+    g(Q_i) = 0,                                i = 2, ..., s
+    g_v(Q_i, P_i) = 0,                         i = 1, ..., s
+    g_v(q^{n+1}, p^{n+1}) = 0
+
+with U_j = M(Q_j)^-1 (P_j + G(Q_j)^T Gamma_j) = D_p K and
+F_j = -D_q H(Q_j, P_j) - G(Q_j)^T Lambda_j - D_1 g_v(Q_j, P_j)^T Gamma_j = -D_q K at stage j. Both
+constraints hold at every stage and at the nodes. Lambda_s enters p^{n+1} only (the last column of
+IIIB is zero): the last equation fixes it, as RATTLE fixes its second multiplier ([And83]). Symplectic
+on the manifold {g = 0, g_v = 0} (the symplecticity defect of the pair is h sum_j b_j (dLambda_j ^
+dg(Q_j) + dGamma_j ^ dg_v(Q_j, P_j)), zero where the constraints hold at every stage), momentum maps of
+symmetries of H and g kept, order 2s - 2 in q and p ([Jay07]: 2 for s = 2, 4 for s = 3).
+
+M(q) enters through linear solves with M(Q_j) only, so a regular configuration-dependent M runs with
+the same equations. The unknowns are increments: dq = q^{n+1} - q^n, dp = p^{n+1} - p^n,
+P1..P3 = P_i - p^n, Q2 = Q_2 - q^n; the layout is that of s = 3, and for s = 2 the unknowns P3, Q2,
+lam3 and gam3 are unused (their rows set them to zero).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..mechanics import Mechanics
+from . import ggl_mass, register
+from .base import About, Capabilities, Param, Scheme, State, next_node
+from .ggl_galerkin import lobatto
+
+STAGES = (2, 3)
+"""The numbers of stages s the scheme runs: the s Gauss-Lobatto points of Lobatto IIIA-IIIB."""
+
+_S_MAX = max(STAGES)
+
+
+def lobatto_iiia_iiib(s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(c, b, A, Ahat) of the s-stage Lobatto IIIA-IIIB pair: the Gauss-Lobatto points c and weights b,
+    the IIIA coefficients A (collocation: sum_j a_ij c_j^(k-1) = c_i^k / k, k = 1..s) and the IIIB
+    coefficients ahat_ij = b_j (1 - a_ji / b_i), so that b_i ahat_ij + b_j a_ji = b_i b_j (symplectic)."""
+    c, b, _ = lobatto(s - 1)
+    V = np.vander(c, s, increasing=True).T  # V[k, j] = c_j^k
+    rhs = np.stack([c ** (k + 1) / (k + 1) for k in range(s)])  # rhs[k, i] = c_i^(k+1) / (k+1)
+    A = np.linalg.solve(V, rhs).T
+    Ahat = b[None, :] * (1.0 - A.T / b[:, None])
+    return c, b, A, Ahat
+
+
+def _unknowns() -> tuple:
+    """The layout for s = 3 (:data:`STAGES`): increments, stage momenta, the interior stage, s
+    multipliers of each kind."""
+    stages = tuple((f"P{i}", "d") for i in range(1, _S_MAX + 1))
+    inner = tuple((f"Q{i}", "d") for i in range(2, _S_MAX))
+    lams = tuple((f"lam{i}", "m") for i in range(1, _S_MAX + 1))
+    gams = tuple((f"gam{k}", "m") for k in range(1, _S_MAX))
+    return (("dq", "d"), ("dp", "d")) + stages + inner + lams + gams
+
+
+def stage_terms(
+    mech: Mechanics, q: jax.Array, p: jax.Array, lam: jax.Array, gam: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """(U, F) = (D_p K, -D_q K) of K = H + lambda . g + gamma . g_v at one stage (module docstring):
+    U = M(q)^-1 (p + G(q)^T gamma), F = D_q T(q, v) - DV(q) - G(q)^T lambda - D_1 g_v(q, p)^T gamma with
+    v = M(q)^-1 p; for a constant M, D_1 g_v(q, p)^T gamma = sum_k gamma_k D^2 g_k(q) v."""
+    if mech.m == 0:
+        v = mech.Minv_mul(p) if mech.constant_mass else ggl_mass.mass_solve(mech, q, p)
+        return v, mech.D1L(q, v)
+    if mech.constant_mass:
+        v = mech.Minv_mul(p)
+        a = mech.Minv_mul(mech.GT_mul(q, gam))
+        force = -mech.dV(q) - mech.GT_mul(q, lam) - mech.hess_g_vec(q, gam, v)
+        return v + a, force
+    a, v = ggl_mass.solve_at(mech, q, gam, p)
+    # D_q T(q, v) - D_1 g_v(q, M(q) v)^T gamma in one gradient (a, v held fixed)
+    kinetic = jax.grad(ggl_mass.secondary_potential(mech, gam, v, a, kinetic=v))(q)
+    return v + a, kinetic - mech.dV(q) - mech.GT_mul(q, lam)
+
+
+def _residual_s(u, st: State, h, mech, s: int):
+    """The step equations of the module docstring for s stages, in the layout of :func:`_unknowns`."""
+    _, b, A, Ahat = (jnp.asarray(x) for x in lobatto_iiia_iiib(s))
+    cq, cp = (None, None) if st.comp is None else st.comp
+    q1 = next_node(st.q, u["dq"], cq)
+    p1 = next_node(st.p, u["dp"], cp)
+    X = jnp.stack([jnp.zeros_like(st.q)] + [u[f"Q{i}"] for i in range(2, s)] + [q1 - st.q])
+    Y = jnp.stack([u[f"P{i}"] for i in range(1, s + 1)])
+    lams = jnp.stack([u[f"lam{i}"] for i in range(1, s + 1)])
+    # the stage gammas from the s - 1 unknowns of the weighted velocity constraints: b_j Gamma_j =
+    # sum_k a_{k+1, j} Gamma~_k, so that their symplecticity defect vanishes (module docstring)
+    gams = (A[1:].T @ jnp.stack([u[f"gam{k}"] for k in range(1, s)])) / b[:, None]
+    Q, P = st.q[None, :] + X, st.p[None, :] + Y
+    U, F = jax.vmap(lambda q, p, lam, gam: stage_terms(mech, q, p, lam, gam))(Q, P, lams, gams)
+
+    qrows = X[1:] - h * (A @ U)[1:]
+    prows = Y - h * (Ahat @ F)
+    d_rows = [*qrows, *prows, (p1 - st.p) - h * (b @ F)]
+    # the unknowns of the s = 3 layout that s stages leave unused are set to zero, so that the
+    # residual of every s has one shape
+    d_rows += [u[f"P{i}"] for i in range(s + 1, _S_MAX + 1)] + [u[f"Q{i}"] for i in range(s, _S_MAX)]
+    m_rows = [u[f"lam{i}"] for i in range(s + 1, _S_MAX + 1)] + [u[f"gam{k}"] for k in range(s, _S_MAX)]
+    if mech.m:
+        m_rows += [mech.g(Q[i]) for i in range(1, s)]
+        gv = jnp.stack([ggl_mass.secondary(mech, Q[i], P[i]) for i in range(s)])
+        m_rows += list(A[1:] @ gv)
+        m_rows.append(ggl_mass.secondary(mech, q1, p1))
+    return jnp.concatenate(d_rows + m_rows)
+
+
+def _stage_index(params):
+    """The branch of :data:`STAGES` for the parameter ``stages`` (a traced number)."""
+    return jnp.clip(jnp.round(params["stages"]).astype(jnp.int32) - STAGES[0], 0, len(STAGES) - 1)
+
+
+def _residual(u, s: State, h, t, params, mech):
+    """The step equations of the module docstring (new), for the number of stages of ``params``."""
+    branches = [lambda uu, k=k: _residual_s(uu, s, h, mech, k) for k in STAGES]
+    return lax.switch(_stage_index(params), branches, u)
+
+
+def _guess(s: State, h, t, params, mech, mode):
+    """q^{n+1} = q^n + h v^n and Q_2 = q^n + c_2 h v^n ("advanced") or q^n, the stage momenta p^n, the
+    multipliers of the last step (zero for the unknowns that s stages leave unused)."""
+    adv = mode == "advanced"
+    stages = _stage_index(params) + STAGES[0]
+    out = {"dq": h * s.v if adv else jnp.zeros_like(s.q), "dp": jnp.zeros_like(s.p)}
+    points = jnp.asarray(np.stack([np.pad(lobatto(k - 1)[0], (0, _S_MAX - k)) for k in STAGES]))
+    c = points[stages - STAGES[0]]
+    for i in range(1, _S_MAX + 1):
+        out[f"P{i}"] = jnp.zeros_like(s.p)
+        used = i <= stages
+        out[f"lam{i}"] = jnp.where(used, s.lam, 0.0)
+    for k in range(1, _S_MAX):
+        # constant stage gammas equal to gamma^n: Gamma~_{s-1} = gamma^n, the others zero
+        out[f"gam{k}"] = jnp.where(k == stages - 1, s.gam, 0.0)
+    for i in range(2, _S_MAX):
+        used = i < stages
+        out[f"Q{i}"] = jnp.where(used, c[i - 1] * h * s.v, 0.0) if adv else jnp.zeros_like(s.q)
+    return out
+
+
+def _last(u, prefix: str, shift: int, params):
+    """The unknown ``prefix`` + (s - shift) for the stages s of ``params``: Lambda_s (shift 0) or
+    Gamma~_{s-1} (shift 1; the b-weighted mean sum_j b_j Gamma_j of the stage gammas)."""
+    branches = [lambda uu, k=k: uu[f"{prefix}{k - shift}"] for k in STAGES]
+    return lax.switch(_stage_index(params), branches, u)
+
+
+def _update(u, s: State, h, t, params, mech):
+    """q^{n+1}, p^{n+1} (as the time loop stores them), v = M(q^{n+1})^-1 p^{n+1}, Lambda_s and the mean
+    gamma Gamma~_{s-1}."""
+    cq, cp = (None, None) if s.comp is None else s.comp
+    q1 = next_node(s.q, u["dq"], cq)
+    p1 = next_node(s.p, u["dp"], cp)
+    v = mech.Minv_mul(p1) if mech.constant_mass else ggl_mass.mass_solve(mech, q1, p1)
+    lam, gam = _last(u, "lam", 0, params), _last(u, "gam", 1, params)
+    new = State(q=q1, p=p1, v=v, lam=lam, gam=gam, extra=s.extra, comp=s.comp)
+    return new, {"v": v, "lam": lam, "gam": gam}
+
+
+def _enforced(sol):
+    """g(q^{n+1}) and G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}: both constraints at the nodes."""
+    mech = sol.mechanics
+    gv = sol._vmap(lambda q, p: ggl_mass.secondary(mech, q, p), sol.q[1:], sol.p[1:])
+    return {
+        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
+        "velocity G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}": gv,
+    }
+
+
+class SparkScheme(Scheme):
+    """The :class:`~livens.schemes.base.Scheme` of ``ggl-spark``, whose parameter ``stages`` is a whole
+    number (one of :data:`STAGES`)."""
+
+    def resolve_params(self, given: dict, alias_params: dict | None = None) -> dict:
+        """The checks of :meth:`Scheme.resolve_params`, and ``stages`` one of :data:`STAGES`."""
+        vals = super().resolve_params(given, alias_params)
+        if vals["stages"] not in STAGES:
+            choices = " or ".join(f"stages={k}" for k in STAGES)
+            raise ValueError(
+                f"{self.name}: stages = {vals['stages']!r} is not a number of stages it runs; give {choices} "
+                "(the s-stage Lobatto IIIA-IIIB pair, order 2s - 2)."
+            )
+        return vals
+
+
+GGL_SPARK = register(
+    SparkScheme(
+        name="ggl-spark",
+        unknowns=_unknowns(),
+        residual=_residual,
+        guess=_guess,
+        update=_update,
+        params=(Param("stages", 3.0, 2.0, 3.0),),
+        capabilities=Capabilities(
+            velocity_kind="nodal",
+            gamma=True,
+            mass_inverse=False,
+            configuration_mass=True,
+            external_force=False,
+            applies_to=ggl_mass.refusal("ggl-spark"),
+        ),
+        about=About(
+            paper="Jay07 (SPARK methods of Lobatto IIIA-IIIB type for overdetermined DAEs) on the GGL equations KBS23b eq 33",
+            description="Lobatto IIIA-IIIB SPARK GGL integrator of order 2s - 2 (stages s = 2, 3)",
+            enforced=_enforced,
+            keeps="symplectic, momentum maps, g(q) and G M^-1 p at the nodes; order 2s - 2 (2 for stages = 2, 4 for stages = 3)",
+            order=4,
+        ),
+    ),
+)
