@@ -22,6 +22,8 @@ REFERENCES = {
     "And83": 'H. C. Andersen: Rattle: a "velocity" version of the Shake algorithm for molecular dynamics '
     "calculations. Journal of Computational Physics 52 (1983).",
     "HLW06": "E. Hairer, C. Lubich, G. Wanner: Geometric Numerical Integration, 2nd ed. Springer (2006).",
+    "Jay07": "L. O. Jay: Specialized partitioned additive Runge-Kutta methods for systems of overdetermined DAEs "
+    "with holonomic constraints. SIAM Journal on Numerical Analysis 45 (2007).",
     "HW96": "E. Hairer, G. Wanner: Solving Ordinary Differential Equations II: Stiff and Differential-Algebraic "
     "Problems, 2nd ed. Springer (1996).",
     "MM08": "F. Mazzia, C. Magherini: Test Set for Initial Value Problem Solvers, release 2.4. Department of "
