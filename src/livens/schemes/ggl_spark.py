@@ -1,37 +1,45 @@
 """The Lobatto IIIA-IIIB SPARK GGL integrator of order 2s - 2 (``ggl-spark``, option ``stages`` = s = 2, 3).
 
 A specialized partitioned additive Runge-Kutta (SPARK) method in the manner of [Jay07] for the GGL
-equations (KBS23b eq 33), written in Hamiltonian form with the augmented Hamiltonian
+equations, the stationarity conditions of KBS23b eq 33, written in Hamiltonian form with the
+augmented Hamiltonian
 
     K(q, p, lambda, gamma) = H(q, p) + lambda . g(q) + gamma . g_v(q, p),   g_v(q, p) = G(q) M(q)^-1 p,
 
-whose flow is q' = M^-1 (p + G^T gamma), p' = -D_q H - G^T lambda - D_1 g_v^T gamma (the GGL
-equations, the stationarity of KBS23b eq 33). The partition of [Jay07]: the q-terms (the velocity M^-1 p and the gamma
-term M^-1 G^T gamma) are integrated with the s-stage Lobatto IIIA coefficients a_ij, the p-terms (the
-force and both constraint forces) with the Lobatto IIIB coefficients ahat_ij = b_j (1 - a_ji / b_i), a
-symplectic pair; every additive term carries the multipliers of its own stage. One step solves for
-the stage momenta P_1..P_s, the interior stage Q_2 (s = 3), q^{n+1}, p^{n+1} and the stage multipliers
-Lambda_1..Lambda_s, Gamma_1..Gamma_s (new, in this GGL form):
+whose flow is q' = M^-1 (p + G^T gamma), p' = -D_q H - G^T lambda - D_1 g_v^T gamma. As in [Jay07]
+the q-terms (the velocity M^-1 p and the gamma term M^-1 G^T gamma) are integrated with the s-stage
+Lobatto IIIA coefficients a_ij, the p-terms (the force and both constraint forces) with the Lobatto
+IIIB coefficients ahat_ij = b_j (1 - a_ji / b_i), a symplectic pair, every additive term with the
+multipliers of its own stage; the position constraint holds at the stages, the velocity constraint
+in s - 1 weighted sums of its stage values (the rows i = 2..s of IIIA, the weights of
+int_0^{c_i} g_v dt), and both at the node. The equations (new, in this GGL form):
 
-    Q_i = q^n + h sum_j a_ij U_j,              i = 2, ..., s  (Q_1 = q^n, Q_s = q^{n+1})
-    P_i = p^n + h sum_j ahat_ij F_j,           i = 1, ..., s
+    Q_i = q^n + h sum_j a_ij U_j,                 i = 2, ..., s  (Q_1 = q^n, Q_s = q^{n+1})
+    P_i = p^n + h sum_j ahat_ij F_j,              i = 1, ..., s
     p^{n+1} = p^n + h sum_j b_j F_j
-    g(Q_i) = 0,                                i = 2, ..., s
-    g_v(Q_i, P_i) = 0,                         i = 1, ..., s
+    g(Q_i) = 0,                                   i = 2, ..., s
+    sum_j a_ij g_v(Q_j, P_j) = 0,                 i = 2, ..., s
     g_v(q^{n+1}, p^{n+1}) = 0
+    b_j Gamma_j = sum_{k=1}^{s-1} a_{k+1, j} Gamma~_k
 
-with U_j = M(Q_j)^-1 (P_j + G(Q_j)^T Gamma_j) = D_p K and
-F_j = -D_q H(Q_j, P_j) - G(Q_j)^T Lambda_j - D_1 g_v(Q_j, P_j)^T Gamma_j = -D_q K at stage j. Both
-constraints hold at every stage and at the nodes. Lambda_s enters p^{n+1} only (the last column of
-IIIB is zero): the last equation fixes it, as RATTLE fixes its second multiplier ([And83]). Symplectic
-on the manifold {g = 0, g_v = 0} (the symplecticity defect of the pair is h sum_j b_j (dLambda_j ^
-dg(Q_j) + dGamma_j ^ dg_v(Q_j, P_j)), zero where the constraints hold at every stage), momentum maps of
-symmetries of H and g kept, order 2s - 2 in q and p ([Jay07]: 2 for s = 2, 4 for s = 3).
+with U_j = M(Q_j)^-1 (P_j + G(Q_j)^T Gamma_j) = D_p K and F_j = -D_q H(Q_j, P_j) - G(Q_j)^T Lambda_j
+- D_1 g_v(Q_j, P_j)^T Gamma_j = -D_q K at stage j. The unknowns: the stage momenta P_1..P_s, the
+interior stage Q_2 (s = 3), q^{n+1}, p^{n+1}, Lambda_1..Lambda_s and Gamma~_1..Gamma~_{s-1}. Lambda_s
+enters p^{n+1} only (the last column of IIIB is zero) and the secondary constraint at the node fixes
+it, as RATTLE fixes its second multiplier ([And83]). The IIIB stage momenta cannot meet g_v at every
+stage (for s = 2, P_1 = P_2 would have to meet it at q^n and at q^{n+1}); hence the weighted sums,
+with as many gamma unknowns, tied to the stage gammas by the last line.
 
-M(q) enters through linear solves with M(Q_j) only, so a regular configuration-dependent M runs with
-the same equations. The unknowns are increments: dq = q^{n+1} - q^n, dp = p^{n+1} - p^n,
-P1..P3 = P_i - p^n, Q2 = Q_2 - q^n; the layout is that of s = 3, and for s = 2 the unknowns P3, Q2,
-lam3 and gam3 are unused (their rows set them to zero).
+Symplectic on {g = 0, g_v = 0}: for a symplectic pair the defect of the step is
+h sum_j b_j (dLambda_j ^ dg(Q_j) + dGamma_j ^ dg_v(Q_j, P_j)); the first sum vanishes with g at the
+stages, the second is sum_k dGamma~_k ^ d(sum_j a_{k+1, j} g_v(Q_j, P_j)) = 0 by the last line. Momentum
+maps of the symmetries of H and g are kept; order 2s - 2 in q and p ([Jay07]: 2 for s = 2, 4 for
+s = 3). M(q) enters through linear solves with M(Q_j) only, so a regular configuration-dependent M runs
+with the same equations.
+
+The unknowns are increments: dq = q^{n+1} - q^n, dp = p^{n+1} - p^n, P1..P3 = P_i - p^n,
+Q2 = Q_2 - q^n; the layout is that of s = 3, and for s = 2 the unknowns P3, Q2, lam3 and gam2 are
+unused (their rows set them to zero).
 """
 
 from __future__ import annotations

@@ -1,0 +1,180 @@
+"""The Lobatto IIIA-IIIB SPARK GGL integrator ``ggl-spark`` (docs/theory/ggl-spark.md): its Lobatto
+IIIA-IIIB tables, the orders 2s - 2 = 2 and 4 against SciPy's DOP853 on minimal coordinates (the 3D
+pendulum in Cartesian coordinates; the spherical pendulum in spherical coordinates, a
+configuration-dependent M(q), slow), symplecticity on the constraint manifold, the momentum map J3 and
+both constraints at the nodes."""
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _configuration_mass import pendulum_reference, spherical_pendulum
+
+import livens as lv
+from livens.diagnostics import defect_of, one_step_jacobian
+from livens.mechanics import mechanics
+from livens.schemes.base import State
+from livens.schemes.ggl_spark import lobatto_iiia_iiib
+
+SCHEME = "ggl-spark"
+PENDULUM = lv.examples.load("pendulum-3d")
+ROUND_OFF = 1e-12
+
+
+def _slope(hs, errors):
+    return np.polyfit(np.log(hs), np.log(errors), 1)[0]
+
+
+def test_lobatto_iiia_iiib_tables():
+    """The 2- and 3-stage Lobatto IIIA and IIIB tables (HLW06 II.1.4), and the symplecticity condition
+    b_i ahat_ij + b_j a_ji = b_i b_j of the pair."""
+    c, b, A, Ahat = lobatto_iiia_iiib(2)
+    np.testing.assert_allclose(A, [[0, 0], [1 / 2, 1 / 2]], atol=1e-15)
+    np.testing.assert_allclose(Ahat, [[1 / 2, 0], [1 / 2, 0]], atol=1e-15)
+    c, b, A, Ahat = lobatto_iiia_iiib(3)
+    np.testing.assert_allclose(c, [0, 1 / 2, 1], atol=1e-15)
+    np.testing.assert_allclose(A, [[0, 0, 0], [5 / 24, 1 / 3, -1 / 24], [1 / 6, 2 / 3, 1 / 6]], atol=1e-15)
+    np.testing.assert_allclose(Ahat, [[1 / 6, -1 / 6, 0], [1 / 6, 1 / 3, 0], [1 / 6, 5 / 6, 0]], atol=1e-15)
+    for s in (2, 3):
+        c, b, A, Ahat = lobatto_iiia_iiib(s)
+        np.testing.assert_allclose(b[:, None] * Ahat + (b[:, None] * A).T, np.outer(b, b), atol=1e-15)
+
+
+def _pendulum_reference(t_end):
+    """(q, p) of the 3D pendulum at t_end from its minimal coordinates (theta, phi) by DOP853."""
+    (_, th, ph), (_, dth, dph) = pendulum_reference(t_end)
+    q = np.array([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)])
+    v = np.array(
+        [
+            np.cos(th) * np.cos(ph) * dth - np.sin(th) * np.sin(ph) * dph,
+            np.cos(th) * np.sin(ph) * dth + np.sin(th) * np.cos(ph) * dph,
+            -np.sin(th) * dth,
+        ]
+    )
+    return q, v  # m = 1: p = v
+
+
+# the step sizes sit in the asymptotic range of each order (errors 1e-2 ... 1e-7 at T = 0.5)
+PENDULUM_STEPS = {2: [0.05, 0.025, 0.0125], 3: [0.1, 0.05, 0.025]}
+
+
+def test_orders_two_and_four_on_the_3d_pendulum():
+    """Cartesian 3D pendulum (KBS23b §6.1), T = 0.5: the errors of q and p fall like h^2 (s = 2) and
+    h^4 (s = 3), fitted slopes within 0.2, against the minimal-coordinate solution; g at the nodes."""
+    T = 0.5
+    q_ref, p_ref = _pendulum_reference(T)
+    for s, hs in PENDULUM_STEPS.items():
+        eq, ep = [], []
+        for h in hs:
+            sol = lv.simulate(PENDULUM, SCHEME, h=h, t_end=T, tol=1e-13, progress=False, stages=s)
+            eq.append(np.max(np.abs(sol.q[-1] - q_ref)))
+            ep.append(np.max(np.abs(sol.p[-1] - p_ref)))
+            assert np.max(np.abs(sol.constraint_residual("position"))) <= 1e-13
+        assert abs(_slope(hs, eq) - (2 * s - 2)) <= 0.2, (s, eq)
+        assert abs(_slope(hs, ep) - (2 * s - 2)) <= 0.2, (s, ep)
+
+
+@pytest.mark.slow
+def test_orders_with_a_configuration_dependent_mass_matrix():
+    """The spherical pendulum in spherical coordinates, M(q) = diag(1, r^2, r^2 sin^2 theta), T = 0.5:
+    orders 2 and 4 in q and p against the minimal-coordinate solution (the same equations as for
+    constant M)."""
+    T = 0.5
+    q_ref, v_ref = pendulum_reference(T)
+    p_ref = np.array([1.0, q_ref[0] ** 2, (q_ref[0] * np.sin(q_ref[1])) ** 2]) * v_ref  # M(q) v, m = 1
+    problem = spherical_pendulum()
+    hs = [0.05, 0.025, 0.0125]
+    for s in (2, 3):
+        eq, ep = [], []
+        for h in hs:
+            sol = lv.simulate(problem, SCHEME, h=h, t_end=T, tol=1e-13, progress=False, stages=s)
+            eq.append(np.max(np.abs(sol.q[-1] - q_ref)))
+            ep.append(np.max(np.abs(sol.p[-1] - p_ref)))
+        assert abs(_slope(hs, eq) - (2 * s - 2)) <= 0.2, (s, eq)
+        assert abs(_slope(hs, ep) - (2 * s - 2)) <= 0.2, (s, ep)
+
+
+def _perturbed_pendulum_state():
+    """A consistent state of the 3D pendulum away from the start (tilted, with a vertical speed)."""
+    mech = mechanics(PENDULUM.system, PENDULUM.q0)
+    q, v = lv.consistent_initial_state(PENDULUM.system, np.array([0.6, 0.3, -0.7]), np.array([0.4, 1.1, 0.5]))
+    return State(
+        q=jnp.asarray(q),
+        p=mech.M(jnp.asarray(q)) @ jnp.asarray(v),
+        v=jnp.asarray(v),
+        lam=jnp.zeros(1),
+        gam=jnp.zeros(1),
+    )
+
+
+@pytest.mark.parametrize("s", [2, 3])
+def test_symplectic_on_the_constraint_manifold(s):
+    """The one-step Jacobian (implicit function theorem through the Newton solution) preserves the
+    symplectic form on the tangent space of {g = 0, G M^-1 p = 0}, at round-off, from the start and from
+    another state; not on the whole phase space (Lambda_s fixed by the secondary constraint at the node)."""
+    mech = mechanics(PENDULUM.system, PENDULUM.q0)
+    for state in (None, _perturbed_pendulum_state()):
+        Psi, z, _, rn = one_step_jacobian(PENDULUM, SCHEME, 0.05, state=state, stages=s)
+        assert rn <= 1e-12
+        assert defect_of(Psi, z, mech, "constraint", relative=True) <= ROUND_OFF
+        assert defect_of(Psi, z, mech, "full", relative=True) > 1e-3
+
+
+@pytest.mark.slow
+def test_symplectic_with_a_configuration_dependent_mass_matrix():
+    problem = spherical_pendulum()
+    mech = mechanics(problem.system, problem.q0)
+    Psi, z, _, rn = one_step_jacobian(problem, SCHEME, 0.05, stages=3)
+    assert rn <= 1e-12
+    assert defect_of(Psi, z, mech, "constraint", relative=True) <= ROUND_OFF
+
+
+@pytest.mark.parametrize("s", [2, 3])
+def test_momentum_map_and_constraints_at_the_nodes(s):
+    """The paper's pendulum run (h = 0.05, T = 10, tol 1e-12): J3 = (q x p).e3 kept to 1e-11, g(q^n) and
+    G(q^n) M^-1 p^n at the Newton tolerance."""
+    sol = lv.simulate(PENDULUM, SCHEME, tol=1e-12, progress=False, stages=s)
+    J3 = np.asarray(sol.momentum_maps()["J3"])
+    assert np.max(np.abs(J3 - J3[0])) <= 1e-11
+    assert abs(J3[0]) > 0.5  # the pendulum does turn about e3
+    for name, residual in sol.enforced_residuals().items():
+        assert np.max(np.abs(residual)) <= 1e-11, name
+    assert "velocity G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}" in sol.enforced_residuals()
+
+
+def test_a_method_of_its_own():
+    """Not the Galerkin integrator of the same order under another name: ggl-spark (s = 3) and
+    ggl-galerkin (stages = 2, also order 4 on three Lobatto points) differ at O(h^5) in one step."""
+    runs = [
+        lv.simulate(PENDULUM, name, h=0.05, t_end=0.05, tol=1e-13, progress=False, stages=k)
+        for name, k in ((SCHEME, 3), ("ggl-galerkin", 2))
+    ]
+    diff = np.max(np.abs(runs[0].q[-1] - runs[1].q[-1]))
+    assert 1e-12 < diff < 1e-5, diff
+
+
+def test_stages_refused_outside_two_and_three():
+    """stages must be 2 or 3; the message names the values that run, and they do."""
+    with pytest.raises(ValueError, match=r"stages=2 or stages=3"):
+        lv.simulate(PENDULUM, SCHEME, h=0.05, t_end=0.1, progress=False, stages=2.5)
+    with pytest.raises(ValueError, match=r"outside its range \[2, 3\]"):
+        lv.simulate(PENDULUM, SCHEME, h=0.05, t_end=0.1, progress=False, stages=4)
+
+
+def test_reported_order_and_properties():
+    """lv.schemes and ``livens list`` report it with its order and what it keeps."""
+    sch, _ = lv.schemes.get(SCHEME)
+    assert SCHEME in lv.schemes.names()
+    assert sch.about.order == 4 and "order 2s - 2" in sch.about.keeps and "symplectic" in sch.about.keeps
+    assert [(p.name, p.default) for p in sch.params] == [("stages", 3.0)]
+    assert sch.capabilities.configuration_mass and not sch.capabilities.external_force
+
+
+def test_external_forces_refused():
+    """Damping and external forces are not in its equations: the driver refuses them and names the
+    schemes that apply them."""
+    system = dataclasses.replace(PENDULUM.system, external_force=lambda q, v, t, par: jnp.zeros(3), name="forced")
+    forced = PENDULUM.replace(system=system, symmetries=())
+    with pytest.raises(ValueError, match="no external force term"):
+        lv.simulate(forced, SCHEME, h=0.05, t_end=0.1, progress=False)
