@@ -376,7 +376,7 @@ COEF = st.lists(st.floats(-1.0, 1.0), min_size=60, max_size=60)
 
 def _run_random(kind, coef, seed):
     problem, par = _random_system(kind, np.asarray(coef), seed)
-    from livens.checks import exact_symmetries
+    from livens.problem import exact_symmetries
 
     mech = mechanics(problem.system, problem.q0).bind(par)
     # only nonlinear equivariant rows need the orthogonality imposed (checks.constraints_midpoint_orthogonal)
@@ -476,7 +476,8 @@ def test_heavy_top_joint_rows_are_affine_and_need_no_imposed_orthogonality():
     """The heavy top's tip joint (x = L d3, vector rows) is equivariant, not invariant, under the
     rotation about e3, but affine: its midpoint derivatives meet KBS23b eq 85 at the solution
     (checks.constraints_midpoint_orthogonal), so EM uses them uncorrected -- and J3 is still kept."""
-    from livens.checks import affine_rows, constraints_invariant, exact_symmetries
+    from livens.checks import affine_rows, constraints_invariant
+    from livens.problem import exact_symmetries
 
     problem = lv.examples.load("heavy-top")
     mech = mechanics(problem.system, problem.q0)

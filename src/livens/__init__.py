@@ -17,10 +17,11 @@ from .ensemble import EnsembleSolution, simulate_ensemble
 from .errors import BlowUpError, ConvergenceError, FileFormatError, SimulationError, SimulationInterrupted
 from .flow import FlowResult, flow, raising
 from .loading import load
+from .problem import Problem
 from .redundancy import RedundantConstraintsNotice
 from .simulate import simulate
 from .solution import Solution
-from .system import Problem, Symmetry, System
+from .system import Symmetry, System
 
 __version__ = "0.1.0"
 

@@ -18,10 +18,10 @@ from . import _jaxconfig  # noqa: F401
 from .engine import CompiledCache, xla_jit
 from .redundancy import ConstraintRank, analyse, notify
 
-if TYPE_CHECKING:  # annotations only: livens.system imports this module (a runtime import would be a circle);
-    # Mechanics is imported where it is used, so that this module's namespace (no __all__) holds only checks
+if TYPE_CHECKING:  # annotations only: Mechanics is imported where it is used, so that this module's
+    # namespace (no __all__) holds only checks
     from .mechanics import Mechanics
-    from .system import Problem, Symmetry, System
+    from .system import Symmetry, System
 
 
 def _as_vector(name: str, x, d: int | None = None) -> np.ndarray:
@@ -129,18 +129,29 @@ def _coordinate_label(system, i: int) -> str:
     return f"{names[i]} (#{i})" if names is not None and i < len(names) else f"q[{i}]"
 
 
-def validate_problem(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Check a Problem's data; return (q0, v0, p0) as float arrays."""
+def validate_problem(
+    system: System,
+    q0: ArrayLike,
+    v0: ArrayLike | None,
+    p0: ArrayLike | None,
+    times: Mapping[str, float | None],
+    check: bool = True,
+    consistency_tol: float = 1e-10,
+    name: str = "problem",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, ConstraintRank | None]:
+    """Check the data of a :class:`livens.Problem` (its system, initial state, default times ``{"h": ..,
+    "t_end": ..}``); return (q0, v0, p0) as float arrays and the constraints' rank analysis (None where
+    ``check`` is False or there are no constraints)."""
     from .mechanics import mechanics
 
-    system = problem.system
-    q0 = _as_vector("q0", problem.q0)
+    given_v0, given_p0 = v0, p0
+    q0 = _as_vector("q0", q0)
     d = q0.shape[0]
     if system.constant_mass:
         dm = system.mass_matrix.shape[0]
         if dm != d:
             raise ValueError(f"q0 has {d} entries but the mass matrix is {dm} x {dm}.")
-    if problem.v0 is None and problem.p0 is None:
+    if given_v0 is None and given_p0 is None:
         raise ValueError("Give the initial velocity v0 or the initial momentum p0.")
     # eagerly, as before: p0 = M(q0) v0 is the run's initial momentum
     M = (
@@ -163,20 +174,19 @@ def validate_problem(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarr
             f"The mass matrix is not positive semi-definite at q0: smallest eigenvalue {w.min():.6g}. "
             "Check the masses and inertias."
         )
-    if problem.v0 is not None:
-        v0 = _as_vector("v0", problem.v0, d)
-        p0 = M @ v0 if problem.p0 is None else _as_vector("p0", problem.p0, d)
+    if given_v0 is not None:
+        v0 = _as_vector("v0", given_v0, d)
+        p0 = M @ v0 if given_p0 is None else _as_vector("p0", given_p0, d)
     else:
-        p0 = _as_vector("p0", problem.p0, d)
+        p0 = _as_vector("p0", given_p0, d)
         if w.min() <= 1e-12 * max(1.0, abs(w).max()):
             raise ValueError("The mass matrix is singular, so v0 cannot be computed from p0; give v0 instead.")
         v0 = np.linalg.solve(M, p0)
-    for name in ("h", "t_end"):
-        val = getattr(problem, name)
+    for field, val in times.items():
         if val is not None and not (isinstance(val, (int, float, np.floating)) and math.isfinite(val) and val > 0):
-            raise ValueError(f"Problem.{name} must be a positive finite number; got {val!r}.")
-    if not problem.check:
-        return q0, v0, p0
+            raise ValueError(f"Problem.{field} must be a positive finite number; got {val!r}.")
+    if not check:
+        return q0, v0, p0, None
     _evaluate("potential", system.bound("potential"), q0, shape=(), floating=True)
     _traceable("potential", system.bound("potential"), q0)
     # the schemes differentiate V and g by JAX AD inside a compiled step: trace and check them here
@@ -212,11 +222,11 @@ def validate_problem(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarr
                 + ": the constraint is not differentiable there (e.g. a norm or square root at zero); "
                 "write it in a form that is."
             )
-        check_initial_state(system, q0, v0, g0, G0, problem.consistency_tol)
+        check_initial_state(system, q0, v0, g0, G0, consistency_tol)
         rank = constraint_rank(system, q0, v0, G0)
-        object.__setattr__(problem, "constraint_rank", rank)
-        notify(rank, problem.name)
-    return q0, v0, p0
+        notify(rank, name)
+        return q0, v0, p0, rank
+    return q0, v0, p0, None
 
 
 def check_initial_state(
@@ -624,30 +634,3 @@ def constraints_midpoint_orthogonal(
         ):
             return False
     return True
-
-
-_EXACT: dict = {}
-
-
-def exact_symmetries(problem: Problem, mech: Mechanics) -> tuple[tuple[Symmetry, ...], dict[str, str], bool]:
-    """The problem's symmetries that are exact symmetries of its system (:func:`symmetry_defect`),
-    for the others the reason, and whether the midpoint derivatives of the constraint terms meet
-    the orthogonality conditions of the kept ones by themselves (g invariant, or its rows invariant
-    or affine: :func:`constraints_midpoint_orthogonal`): ``(kept, {name: why}, invariant)``. Cached
-    per problem and System parameter values (those ``mech`` is bound to)."""
-    from .mechanics import _values_key
-
-    key = (id(problem), None if mech.params is None else _values_key(mech.params))
-    hit = _EXACT.get(key)
-    if hit is not None and hit[0] is problem:
-        return hit[1]
-    kept, dropped = [], {}
-    for sym in problem.symmetries:
-        why = symmetry_defect(mech, sym, problem.q0)
-        if why is None:
-            kept.append(sym)
-        else:
-            dropped[sym.name] = why
-    out = (tuple(kept), dropped, constraints_midpoint_orthogonal(mech, kept, problem.q0))
-    _EXACT[key] = (problem, out)
-    return out

@@ -103,7 +103,7 @@ class RunConfig:
             )
         _check_parameters(fn, self.parameters, f"{self.path}: [parameters] of system = {self.system!r}")
         problem = fn(**self.parameters)
-        from .system import Problem
+        from .problem import Problem
 
         if not isinstance(problem, Problem):
             raise ConfigError(

@@ -43,8 +43,8 @@ from numpy.typing import ArrayLike
 from . import _jaxconfig  # noqa: F401
 from .engine import CompiledCache
 from .mechanics import Mechanics
+from .problem import Problem
 from .schemes.base import Scheme, State
-from .system import Problem
 
 _JACOBIANS = CompiledCache(16)
 

@@ -27,7 +27,7 @@ from jax.typing import ArrayLike
 from .checks import check_keywords
 from .driver import Members, Memory, PerMember, Stream, run
 from .ensemble_solution import EnsembleSolution
-from .system import Problem
+from .problem import Problem
 
 
 def simulate_ensemble(

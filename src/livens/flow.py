@@ -17,7 +17,7 @@ import jax
 from .checks import check_keywords
 from .driver import Arrays, Implicit, InGraph, NaNFlag, run
 from .driver.ingraph import FlowFunction, FlowResult, reraise_thrown
-from .system import Problem
+from .problem import Problem
 
 
 def flow(

@@ -12,9 +12,9 @@ import numpy as np
 from . import _jaxconfig  # noqa: F401
 from .ensemble_solution import EnsembleSolution
 from .errors import FileFormatError
+from .problem import Problem
 from .result_files import FORMAT_VERSION, node_arrays
 from .solution import Solution
-from .system import Problem
 
 
 def load(path: str | os.PathLike, problem: Problem | None = None) -> Solution | EnsembleSolution:

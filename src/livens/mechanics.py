@@ -63,7 +63,7 @@ class Mechanics:
         possibly traced: a run's or a gradient's values); itself for a System without parameters."""
         if self.system.parameters is None or params is None:
             return self
-        key = _values_key(params)
+        key = values_key(params)
         if key is None:  # traced values (inside a compiled run or a gradient)
             return dataclasses.replace(self, params=params)
         # concrete values: the same object for the same values, so that everything compiled per
@@ -328,7 +328,7 @@ _CACHE: dict[tuple, Mechanics] = {}
 _BOUND = CompiledCache(64)
 
 
-def _values_key(params) -> tuple | None:
+def values_key(params: dict) -> tuple | None:
     """A hashable key of concrete parameter values (names, dtypes, shapes, bytes); None where any
     value is traced."""
     out = []
@@ -348,7 +348,7 @@ def mechanics(system: System, q0=None, symmetries=(), invariant_constraints: boo
     when that is constant. A mass matrix given as a function of q that does not depend on q
     (:func:`constant_mass_value`) is treated as the constant array it returns, so that schemes
     needing M^-1 accept it where it is regular. ``symmetries``: exact symmetries of the system
-    (checked by :func:`livens.checks.exact_symmetries`) that the energy-momentum schemes' discrete
+    (checked by :func:`livens.problem.exact_symmetries`) that the energy-momentum schemes' discrete
     gradients respect (KBS23b eq 85); ``invariant_constraints``: the midpoint derivatives of g meet the
     orthogonality conditions by themselves, g being invariant under them or each of its rows
     invariant or affine (:func:`livens.checks.constraints_midpoint_orthogonal`; else only the

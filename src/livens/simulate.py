@@ -8,8 +8,8 @@ from typing import Any
 
 from .checks import check_keywords
 from .driver import DEFAULT_CHUNK, Memory, Raise, Single, Stream, run
+from .problem import Problem
 from .solution import Solution
-from .system import Problem
 
 
 def simulate(

@@ -1,11 +1,11 @@
-"""What a user writes: a constrained mechanical system, a problem, and its symmetries.
+"""What a user writes: a constrained mechanical system and its symmetries.
 
 A :class:`System` is the Lagrangian L(q, v) = 1/2 v.M(q)v - V(q) with holonomic constraints
 g(q) = 0 (KBS23b eq 3, 24), optionally a Rayleigh dissipation matrix C(q) (KBS23a eq 53-54) and an
 external force F(q, v, t). Every argument is a function of ``jax.numpy`` arrays; derivatives are
 never written by hand (see :mod:`livens.mechanics`).
 
-A :class:`Problem` adds the initial state, the paper's defaults (h, t_end) and the symmetries of
+A :class:`~livens.problem.Problem` (:mod:`livens.problem`) adds the initial state, the paper's defaults (h, t_end) and the symmetries of
 the conservative part of the system; a :class:`Symmetry` is a constant Lie-algebra matrix xi (or a
 translation) whose momentum map J = p . xi q (KBS23b eq 45) is monitored.
 
@@ -16,14 +16,14 @@ momentum map obeys the discrete balance J^{n+1} - J^n = I^n, with I^n the impuls
 forces and dampers over the step along the generator (:meth:`Symmetry.moment`;
 ``Solution.momentum_balance``). Where the external forces and dampers respect it too, I^n = 0: it
 is a symmetry of the whole system and J is conserved. A load that acts for a while breaks the
-second and not the first, so a :class:`Problem` lists the symmetries of the conservative part.
+second and not the first, so a :class:`~livens.problem.Problem` lists the symmetries of the conservative part.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -320,101 +320,3 @@ class Symmetry:
     def matrix(cls, xi, name: str = "J_xi"):
         """Any constant matrix xi of the Lie algebra."""
         return cls(name, xi=np.asarray(xi, dtype=float))
-
-
-@dataclass(frozen=True, eq=False)
-class Problem:
-    """A system with its initial state, the paper's defaults and the monitored symmetries.
-
-    ``symmetries``: symmetries of the conservative part of the system -- each leaves V, the
-    constraint manifold and M invariant (checked with AD at set-up, :func:`livens.checks.symmetry_defect`)
-    -- whether or not the external force and the dampers respect them. The Solution reports their
-    momentum maps J = p . xi q (KBS23b eq 45) and the impulse of the external forces and dampers
-    along them (``momentum_maps``, ``external_impulse``, ``momentum_balance``); the energy-momentum
-    schemes keep the balance J^{n+1} - J^n = impulse exactly (J constant where the loads vanish).
-
-    Give ``v0`` or ``p0`` (``p0 = M v0`` is computed; ``v0 = M^-1 p0`` needs a regular M).
-    The initial state must lie on the constraint manifold: |g(q0)| and |G(q0) v0| at most
-    ``consistency_tol`` (1e-10); use :func:`livens.consistent_initial_state` to project it.
-
-    Dependent constraint equations are accepted (:mod:`livens.redundancy`): ``constraint_rank`` holds
-    the rank analysis made at set-up (None where ``check`` is False or there are no constraints);
-    redundant equations are reported once (:class:`livens.RedundantConstraintsNotice`) and the schemes
-    solve the independent ones (:attr:`solved_system`).
-
-    The fields:
-
-    system: the :class:`System` (mass matrix, potential, constraints, loads).
-    q0: the initial configuration, shape (d,).
-    v0: the initial velocity, shape (d,); or give p0.
-    p0: the initial momentum, shape (d,); or give v0.
-    h: the default time step of :func:`livens.simulate` (the paper's for an example); None: h must
-        be given to ``simulate``.
-    t_end: the default end time of :func:`livens.simulate`; None: t_end (or n_steps) must be given to
-        ``simulate``.
-    symmetries: the :class:`Symmetry` objects whose momentum maps the Solution reports.
-    name: the problem's name; for an example its name in :func:`livens.examples.names`, by which
-        :func:`livens.load` rebuilds the system of a file.
-    parameters: the keyword arguments the problem was built with (an example's parameters, e.g.
-        ``{"mass": 2.0}``), stored in the Solution and its files so that :func:`livens.load` rebuilds
-        the same problem; empty for a problem written by hand.
-    consistency_tol: the largest |g(q0)| and |G(q0) v0| accepted.
-    check: run the set-up checks (consistency, symmetries, the constraints' rank); False skips them.
-    """
-
-    system: System
-    q0: Any
-    v0: Any = None
-    p0: Any = None
-    h: float | None = None
-    t_end: float | None = None
-    symmetries: tuple = ()
-    name: str = "problem"
-    parameters: dict = field(default_factory=dict)
-    consistency_tol: float = 1e-10
-    check: bool = True
-    constraint_rank: Any = field(default=None, init=False, repr=False, compare=False)
-
-    def __post_init__(self):
-        from .checks import validate_problem
-
-        object.__setattr__(self, "symmetries", tuple(self.symmetries))
-        q0, v0, p0 = validate_problem(self)
-        object.__setattr__(self, "q0", q0)
-        object.__setattr__(self, "v0", v0)
-        object.__setattr__(self, "p0", p0)
-
-    @property
-    def d(self) -> int:
-        return int(self.q0.shape[0])
-
-    @functools.cached_property
-    def solved_system(self) -> System:
-        """The System the schemes solve: :attr:`system` itself, or, where some of its constraint
-        equations are redundant (``constraint_rank``, a :class:`livens.redundancy.ConstraintRank` made at
-        set-up), the same system with an independent subset of them (:func:`livens.redundancy.independent`)."""
-        if self.constraint_rank is None:
-            return self.system
-        from .redundancy import independent
-
-        return independent(self.system, self.constraint_rank)
-
-    def replace(self, **changes: Any) -> Problem:
-        """A copy with some fields changed (e.g. ``h``, ``t_end``, ``q0``)."""
-        kw = dict(
-            system=self.system,
-            q0=self.q0,
-            v0=self.v0,
-            p0=None,
-            h=self.h,
-            t_end=self.t_end,
-            symmetries=self.symmetries,
-            name=self.name,
-            parameters=dict(self.parameters),
-            consistency_tol=self.consistency_tol,
-            check=self.check,
-        )
-        if "p0" in changes and "v0" not in changes:
-            kw["v0"] = None
-        kw.update(changes)
-        return Problem(**kw)

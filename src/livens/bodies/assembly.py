@@ -24,7 +24,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import _jaxconfig  # noqa: F401
-from ..system import Problem, Symmetry, System
+from ..problem import Problem
+from ..system import Symmetry, System
 from .beam import Beam
 from .forces import FORCE_TYPES, Damper, Gravity, PointLoad, Spring
 from .joints import JOINT_TYPES, Clamp, FixedPoint, OnAxis, Revolute, Spherical

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..system import Problem
+from ..problem import Problem
 from .beam import Beam
 from .draw import layout_of
 

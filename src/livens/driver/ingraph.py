@@ -44,10 +44,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import engine
-from ..checks import SYMMETRY_RTOL, check_initial_state, constraints_midpoint_orthogonal, exact_symmetries
+from ..checks import SYMMETRY_RTOL, check_initial_state, constraints_midpoint_orthogonal
 from ..errors import ConvergenceError
 from ..manifold import project
 from ..mechanics import mechanics
+from ..problem import exact_symmetries
 from ..schemes.base import State
 from ..system import parameter_values
 from ..timestep import make_loop, make_replay
@@ -631,7 +632,7 @@ class FlowFunction:
 
     def _mech_for(self, parameters):
         """The Mechanics whose kept symmetries are those of these concrete parameter values
-        (:func:`livens.checks.exact_symmetries`, as :func:`livens.simulate` decides them)."""
+        (:func:`livens.problem.exact_symmetries`, as :func:`livens.simulate` decides them)."""
         plan = self.plan
         if parameters is None or not plan.scheme.capabilities.symmetries or not self.problem.symmetries:
             return plan.mech
@@ -670,7 +671,7 @@ class FlowFunction:
 
     def _symmetries_for(self, traced: tuple, concrete: dict):
         """(Mechanics, {name: why dropped}) for ``traced`` parameter names and ``concrete`` values of
-        others: a symmetry is kept where it is exact (:func:`livens.checks.exact_symmetries`) at the
+        others: a symmetry is kept where it is exact (:func:`livens.problem.exact_symmetries`) at the
         concrete values with the traced ones at their defaults and at :data:`TRACED_SAMPLES` random
         values about them (default + 0.1 (1 + |default|) N(0, 1), entrywise); the midpoint
         orthogonality of the constraint terms likewise. Dropped: those the concrete values keep."""

@@ -46,8 +46,8 @@ vector; ensembles of at least twice as many members run in lane kernels where po
 
 if TYPE_CHECKING:
     from ..ensemble_solution import EnsembleSolution
+    from ..problem import Problem
     from ..solution import Solution
-    from ..system import Problem
     from .ingraph import FlowFunction
 
 _SINGLE, _MEMORY, _RAISE = Single(), Memory(), Raise()

@@ -18,11 +18,12 @@ from ..checks import check_step, constraint_label
 from ..engine import EngineOptions, engine_options
 from ..guess import GuessHistory
 from ..mechanics import Mechanics, mechanics
+from ..problem import Problem
 from ..schemes import get as get_scheme
 from ..schemes import names as scheme_names
 from ..schemes.base import Scheme, State
 from ..solvers.newton import FLOOR_FACTOR, ROUNDOFF
-from ..system import Problem, parameter_values
+from ..system import parameter_values
 
 GUESSES = ("simple", "advanced", "extrapolated")
 """The first guesses of Newton's method: KBS23b Table 2's "simple" (the unknowns of step n) and
@@ -126,14 +127,14 @@ def check_capabilities(scheme: Scheme, problem: Problem, mech: Mechanics) -> Non
 def resolve(problem: Problem, scheme, params: dict, system_values: dict | None = None):
     """(Scheme, parameter values, Mechanics) for a name or alias, checked against the problem.
     ``system_values``: the run's System parameter values (None: the System's defaults); the
-    declared symmetries are checked for exactness with them (:func:`livens.checks.exact_symmetries`)."""
+    declared symmetries are checked for exactness with them (:func:`livens.problem.exact_symmetries`)."""
     sch, alias_params = get_scheme(scheme)
     vals = sch.resolve_params(params, alias_params)
     system = problem.solved_system  # the independent equations of an overconstrained system
     mech = mechanics(system, problem.q0)
     check_capabilities(sch, problem, mech)
     if sch.capabilities.symmetries and problem.symmetries:
-        from ..checks import exact_symmetries
+        from ..problem import exact_symmetries
 
         checked = mech if system_values is None else mech.bind({k: jnp.asarray(v) for k, v in system_values.items()})
         kept, _, invariant = exact_symmetries(problem, checked)

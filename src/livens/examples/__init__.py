@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for the annotation only: the loader imports the example modules lazily
-    from ..system import Problem
+    from ..problem import Problem
 
 _EXAMPLES: dict[str, Callable] = {}
 _LOADED = False

@@ -25,7 +25,8 @@ reference by SciPy).
 
 import jax.numpy as jnp
 
-from ..system import Problem, System
+from ..problem import Problem
+from ..system import System
 from . import register
 
 # HW96 §VII.7 (SI units)

@@ -57,7 +57,7 @@ parameters of spatial linkages).
 import numpy as np
 
 from .. import bodies as lb
-from ..system import Problem
+from ..problem import Problem
 from . import register
 
 

@@ -19,7 +19,8 @@ that example's step rule (measured there) gives the same h = 0.01 at N = 2.
 import jax.numpy as jnp
 import numpy as np
 
-from ..system import Problem, Symmetry, System
+from ..problem import Problem
+from ..system import Symmetry, System
 from . import register
 
 

@@ -38,7 +38,7 @@ test tests/test_examples_defaults.py). Scale h with 1 / max |omega| of the links
 import numpy as np
 
 from .. import bodies as lb
-from ..system import Problem
+from ..problem import Problem
 from . import register
 
 E3 = np.array([0.0, 0.0, 1.0])

@@ -26,7 +26,8 @@ sqrt(mass / k24). KBS23b §6.3 reports VI-A's energy blow-up at h = 0.25 (Fig. 3
 import jax.numpy as jnp
 import numpy as np
 
-from ..system import Problem, Symmetry, System
+from ..problem import Problem
+from ..system import Symmetry, System
 from . import register
 
 

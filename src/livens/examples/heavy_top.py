@@ -22,7 +22,7 @@ System parameter: ``gravity`` (:func:`with_gravity_parameter`).
 import numpy as np
 
 from .. import bodies as lb
-from ..system import Problem
+from ..problem import Problem
 from . import register
 
 

@@ -13,7 +13,8 @@ Parameter range: h and T are the paper's and every scheme runs them at the paper
 import jax.numpy as jnp
 import numpy as np
 
-from ..system import Problem, Symmetry, System
+from ..problem import Problem
+from ..system import Symmetry, System
 from . import register
 
 

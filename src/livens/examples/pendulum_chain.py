@@ -45,7 +45,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ..system import Problem, Symmetry, System
+from ..problem import Problem
+from ..system import Symmetry, System
 from . import register
 
 

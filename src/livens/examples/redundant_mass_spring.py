@@ -17,7 +17,8 @@ steps at h = 0.1); scale h with sqrt(m2 / k2) for other data.
 import jax.numpy as jnp
 import numpy as np
 
-from ..system import Problem, System
+from ..problem import Problem
+from ..system import System
 from . import register
 
 

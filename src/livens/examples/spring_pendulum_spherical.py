@@ -15,7 +15,8 @@ sqrt(mass / EA) for other data. Keep theta away from 0 and pi, where M is singul
 import jax.numpy as jnp
 import numpy as np
 
-from ..system import Problem, Symmetry, System
+from ..problem import Problem
+from ..system import Symmetry, System
 from . import register
 
 

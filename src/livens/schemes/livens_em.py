@@ -39,7 +39,7 @@ balance.
 
 Momentum maps (KB23 §5: the scheme "aims at the preservation of momentum maps"). For each symmetry
 of the conservative part of the system (``mech.symmetries``: the Problem's symmetries that leave V,
-g and M invariant, :func:`livens.checks.exact_symmetries`) the discrete gradients of ``livens-em``
+g and M invariant, :func:`livens.problem.exact_symmetries`) the discrete gradients of ``livens-em``
 are made orthogonal to its generators at the midpoint (KBS23b eq 85), so that the momentum map
 J = p . xi q (KBS23b eq 45) obeys the discrete balance
 
