@@ -132,7 +132,7 @@ def test_the_refusals_are_the_documented_ones():
     and the GGL family (VI-S, the theta schemes, EM), derived for M(q) with g_v = G(q) M(q)^-1 p
     (KBS23b Remark 3; livens.schemes.ggl_mass)."""
     never_inverse = {"livens-em", "livens-midpoint", "vi-lagrange", "vi-nullspace"}
-    ggl = {"ggl-vi", "ggl-theta-a", "ggl-theta-b", "ggl-em"}
+    ggl = {"ggl-vi", "ggl-theta-a", "ggl-theta-b", "ggl-em", "ggl-galerkin", "ggl-spark"}
     for name, expected in (
         ("redundant-mass-spring", never_inverse),
         ("spring-pendulum-spherical", never_inverse | ggl),
