@@ -205,7 +205,6 @@ GGL_EM4 = register(
             symmetries=True,
             mass_inverse=True,
             configuration_mass=False,
-            applies_to=ggl_mass.refusal("ggl-em4"),
         ),
         about=About(
             paper="BS02 (continuous Galerkin time finite elements) applied to the GGL equations KBS23b eq 37, "
