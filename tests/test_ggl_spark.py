@@ -27,7 +27,7 @@ def _slope(hs, errors):
 
 
 def test_lobatto_iiia_iiib_tables():
-    """The 2- and 3-stage Lobatto IIIA and IIIB tables (HLW06 II.1.4), and the symplecticity condition
+    """The 2- and 3-stage Lobatto IIIA and IIIB tables (HLW06 §II.2.2), and the symplecticity condition
     b_i ahat_ij + b_j a_ji = b_i b_j of the pair."""
     c, b, A, Ahat = lobatto_iiia_iiib(2)
     np.testing.assert_allclose(A, [[0, 0], [1 / 2, 1 / 2]], atol=1e-15)
