@@ -131,6 +131,18 @@ def test_the_physics_code_does_not_import_the_engine():
     assert {m: t for m, t in offenders.items() if t} == {}
 
 
+def test_only_the_engine_imports_its_submodules():
+    """The rest of livens reaches the engine through its public API (``livens.engine``), never through
+    one of its modules (native kernels, tiers, XLA options), annotations included."""
+    graph = _import_graph(annotations=True)
+    offenders = {
+        m: sorted(t for t in targets if t.startswith("livens.engine."))
+        for m, targets in graph.items()
+        if not m.startswith("livens.engine")
+    }
+    assert {m: t for m, t in offenders.items() if t} == {}
+
+
 def test_a_scheme_is_at_most_a_dozen_fields():
     fields = [f.name for f in dataclasses.fields(Scheme)]
     assert len(fields) <= 12, fields

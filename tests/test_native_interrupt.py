@@ -70,14 +70,14 @@ def test_a_sigint_the_watcher_hears_late_does_not_stop_later_native_runs(monkeyp
     from livens.driver import host
     from livens.engine.native import build
 
-    real = host.native.interrupt
+    real = host.engine.interrupt_native
 
     def late_in_the_watcher():
         if threading.current_thread() is not threading.main_thread():
             time.sleep(0.3)  # the watcher thread descheduled
         real()
 
-    monkeypatch.setattr(host.native, "interrupt", late_in_the_watcher)
+    monkeypatch.setattr(host.engine, "interrupt_native", late_in_the_watcher)
     state = host.sigint_flag()
     try:
         os.kill(os.getpid(), signal.SIGINT)

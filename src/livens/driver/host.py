@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..engine import native
+from .. import engine
 from . import failure
 
 
@@ -57,7 +57,7 @@ def _wakeup_watcher():
     """A thread that hears SIGINT while the main thread is inside a native kernel, where Python's own
     handler cannot run until the kernel returns: the C-level handler writes the signal's number to a
     socket (:func:`signal.set_wakeup_fd`), and the thread tells native kernels to stop after the step
-    under way (:func:`livens.engine.native.interrupt`). Returns the function that removes it, or None
+    under way (:func:`livens.engine.interrupt_native`). Returns the function that removes it, or None
     where another wakeup descriptor is installed (an asyncio loop, say), which it leaves alone."""
     import socket
 
@@ -84,7 +84,7 @@ def _wakeup_watcher():
                 if not data:  # the writer closed: the run is over
                     return
                 if signal.SIGINT in data:
-                    native.interrupt()
+                    engine.interrupt_native()
 
     watcher = threading.Thread(target=watch, name="livens-sigint", daemon=True)
     watcher.start()
@@ -104,7 +104,7 @@ def sigint_flag() -> dict:
     """Turn SIGINT into a flag checked between chunks, so Ctrl-C never lands inside a file write.
 
     Only in the main thread; elsewhere the default behaviour stays. Native kernels are told to stop
-    after the step under way (:func:`livens.engine.native.interrupt`): those in other threads (an
+    after the step under way (:func:`livens.engine.interrupt_native`): those in other threads (an
     ensemble's lanes) by the handler, the one the main thread runs by :func:`_wakeup_watcher`, so
     Ctrl-C is answered within a step, not a chunk. ``restore()`` puts the previous handler back and
     lets native kernels run whole chunks again."""
@@ -116,7 +116,7 @@ def sigint_flag() -> dict:
 
         def handler(signum, frame):
             state["flag"] = True
-            native.interrupt()
+            engine.interrupt_native()
 
         signal.signal(signal.SIGINT, handler)
         remove = _wakeup_watcher()
@@ -125,7 +125,7 @@ def sigint_flag() -> dict:
             if remove is not None:
                 remove()
             signal.signal(signal.SIGINT, previous)
-            native.resume()
+            engine.resume_native()
 
         state["restore"] = restore
     except (ValueError, OSError):  # pragma: no cover

@@ -45,10 +45,8 @@ def _zeros(spec):
 
 
 def _runs_natively(run) -> bool:
-    from ..engine.native.runner import runs_natively
-
     plan, mech = run.flow.plan, run.mech
-    return runs_natively(plan.engine, engine.loop_size(plan.unknowns, mech.d, mech.m))
+    return engine.runs_natively(plan.engine, engine.loop_size(plan.unknowns, mech.d, mech.m))
 
 
 def _kernels(run, parts) -> list:
@@ -57,8 +55,7 @@ def _kernels(run, parts) -> list:
     compiler runs in processes of its own). The engine's notice of why one is not native is given
     again naming ``what`` runs with XLA instead. Warnings are caught here, in the calling thread
     (``warnings.catch_warnings`` is not thread-safe), for the compiling threads too."""
-    from ..engine.native.runner import NativeFallback
-
+    NativeFallback = engine.NativeFallback
     plan, mech = run.flow.plan, run.mech
 
     def make(build, args):
@@ -79,8 +76,9 @@ def _kernels(run, parts) -> list:
     xla = " and ".join(what for (_, _, what), k in zip(parts, kernels) if k is None) or "a part of it"
     for w in caught:
         if issubclass(w.category, NativeFallback):
-            reason = str(w.message).split("not native code: ", 1)[-1]
-            warnings.warn(f"livens.flow: {xla} runs with XLA, not native code: {reason}", NativeFallback, stacklevel=4)
+            reason = getattr(w.message, "reason", str(w.message))
+            notice = NativeFallback(f"livens.flow: {xla} runs with XLA, not native code: {reason}", reason)
+            warnings.warn(notice, stacklevel=4)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return kernels

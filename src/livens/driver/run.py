@@ -183,7 +183,6 @@ def _check_start(p: Plan, info, member: int | None = None) -> None:
 
 
 def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_factor, resume):
-    from ..engine.native.runner import runs_natively
     from ..solution import Solution
 
     sch, mech, problem = p.scheme, p.mech, p.problem
@@ -195,7 +194,7 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
     finish_start = None
     if sch.start is not None and resume is None:
         args = (state, np.float64(p.h), p.jparams, p.jsys)
-        native = runs_natively(p.engine, engine.loop_size(p.unknowns, mech.d, mech.m))
+        native = engine.runs_natively(p.engine, engine.loop_size(p.unknowns, mech.d, mech.m))
         shapes, finish_start = engine.start_program(
             (sch.name, mech, jnp.shape(state.q)), _start_fn(p), args, p.engine, native
         )

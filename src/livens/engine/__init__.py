@@ -18,12 +18,20 @@ compiled functions. What it does, each in a module of its own:
   livens compiles its first program, ``LIVENS_COMPILATION_CACHE=0`` turns it off);
 - :mod:`~livens.engine.threads`: one BLAS thread while a run's programs execute.
 
+:func:`runs_natively` says whether a loop of a given size runs as native code, :class:`NativeFallback`
+is the notice (with its ``reason``) where one meant to does not, :func:`interrupt_native` and
+:func:`resume_native` raise and lower the native kernels' stop flag (Ctrl-C). The rest of livens
+imports only what this module names.
+
 :func:`wait` waits for every compile running in the background (native ``-O2`` libraries, XLA's
 optimized tier), as a benchmark does before it measures.
 """
 
 from .._lru import CompiledCache
 from .loops import batched_loop, member_loop, program, single_loop, start_program, step_options
+from .native import interrupt as interrupt_native
+from .native import resume as resume_native
+from .native.runner import NativeFallback, runs_natively
 from .options import BACKENDS, EngineOptions, engine_options, loop_size
 from .threads import serial_blas
 from .tiers import background
@@ -42,6 +50,10 @@ def wait(timeout: float | None = None) -> None:
 
 __all__ = [
     "BACKENDS",
+    "NativeFallback",
+    "interrupt_native",
+    "resume_native",
+    "runs_natively",
     "CompiledCache",
     "EngineOptions",
     "ImmediateProgram",

@@ -42,7 +42,12 @@ class NativeUnavailable(ValueError):
 
 class NativeFallback(UserWarning):
     """The one-line notice that a loop meant to run natively runs with XLA, and why (given once
-    per reason and process; ``warnings.simplefilter("ignore", NativeFallback)`` silences it)."""
+    per reason and process; ``warnings.simplefilter("ignore", NativeFallback)`` silences it).
+    ``reason``: the why alone, for a caller that words the notice for its own run."""
+
+    def __init__(self, message: str, reason: str | None = None):
+        super().__init__(message)
+        self.reason = message if reason is None else reason
 
 
 _NOTIFIED: set = set()
@@ -51,7 +56,8 @@ _NOTIFIED: set = set()
 def _notify(reason: str) -> None:
     if reason not in _NOTIFIED:
         _NOTIFIED.add(reason)
-        warnings.warn(f"livens: this run uses XLA, not native code: {reason}", NativeFallback, stacklevel=5)
+        notice = NativeFallback(f"livens: this run uses XLA, not native code: {reason}", reason)
+        warnings.warn(notice, stacklevel=5)
 
 
 def _signature(args):
