@@ -160,3 +160,25 @@ def test_the_run_functions_are_thin_presets_of_the_one_driver():
         calls = [n.func for n in ast.walk(tree) if isinstance(n, ast.Call)]
         assert any(getattr(f, "id", getattr(f, "attr", None)) == "run" for f in calls), fn.__name__
         assert sum(isinstance(n, ast.Return) for n in ast.walk(tree)) == 1, fn.__name__
+
+
+def _sizes():
+    """(path, lines) of every source file and (path:function, lines) of every function in livens."""
+    files, functions = {}, {}
+    for path in _modules().values():
+        text = open(path).read()
+        rel = os.path.relpath(path, ROOT)
+        files[rel] = text.count("\n")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions[f"{rel}:{node.name}"] = node.end_lineno - node.lineno + 1
+    return files, functions
+
+
+def test_files_and_functions_stay_small():
+    """No source file over 800 lines, no function over 120 (docstrings included): a reader finds one
+    thing per module and sees a function whole."""
+    files, functions = _sizes()
+    assert len(files) > 50 and len(functions) > 500
+    assert {f: n for f, n in files.items() if n > 800} == {}
+    assert {f: n for f, n in functions.items() if n > 120} == {}

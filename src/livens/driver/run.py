@@ -187,18 +187,7 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
 
     sch, mech, problem = p.scheme, p.mech, p.problem
     save_every = output.save_every
-    if resume is None:
-        state = initial_state(problem, mech, sch)
-    else:
-        state = _resume_state(resume, p)
-    finish_start = None
-    if sch.start is not None and resume is None:
-        args = (state, np.float64(p.h), p.jparams, p.jsys)
-        native = engine.runs_natively(p.engine, engine.loop_size(p.unknowns, mech.d, mech.m))
-        shapes, finish_start = engine.start_program(
-            (sch.name, mech, jnp.shape(state.q)), _start_fn(p), args, p.engine, native
-        )
-        state = shapes[0]  # the state's shapes now; its values once the time loop is compiled
+    state, finish_start = _single_state(p, resume)
     layout = record_layout(sch, mech, p.guess, state, p.h, p.params)
     runner = _single_loop(p, layout, executor.chunk)
     empty = history = p.empty_history(state)
@@ -223,22 +212,8 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
     }
     meta = _meta(p, save_every, on_failure)
     meta["chunk"] = executor.chunk
-    stream = None
-    if isinstance(output, Stream):
-        from ..stream import NetCDFStream
-
-        stream = NetCDFStream(
-            output.path,
-            mech.d,
-            p.m_all,
-            sch.capabilities.gamma,
-            sch.capabilities.velocity_kind,
-            {
-                "scheme": sch.name,
-                "params": p.params,
-                "meta": {**meta, "example": problem.name, "problem_parameters": dict(problem.parameters)},
-            },
-        )
+    stream = _open_stream(p, output, meta)
+    if stream is not None:
         stream.append(
             [p.t_start],
             start_node["q"][None],
@@ -246,18 +221,7 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
             start_node["v"][None],
             {"index": np.zeros(0, np.int64)},
         )
-    kept = KeptNodes(
-        1,
-        p.steps,
-        p.offset,
-        save_every,
-        p.t_start,
-        p.h,
-        start_node,
-        sch.capabilities.velocity_kind == "nodal",
-        sch.capabilities.gamma,
-        p.rank,
-    )
+    kept = _kept_nodes(p, 1, p.offset, save_every, p.t_start, start_node)
     ex = SingleExecutor(runner, state, history, p.t_start, consts, executor.chunk)
     energy0 = None
     if blowup_factor is not None:
@@ -318,6 +282,57 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
             p, "interrupt", n_done, float("nan"), 0, n_done, sol, path, on_failure.rescue, save_every=save_every
         )
     return sol
+
+
+def _single_state(p: Plan, resume):
+    """The single run's initial State (at the last node of ``resume``, a Solution, where given) and,
+    for a scheme with a start step, the function that finishes it: the State's shapes come first and
+    its values once the start program has run (the time loop is compiled meanwhile)."""
+    sch, mech = p.scheme, p.mech
+    state = initial_state(p.problem, mech, sch) if resume is None else _resume_state(resume, p)
+    if sch.start is None or resume is not None:
+        return state, None
+    args = (state, np.float64(p.h), p.jparams, p.jsys)
+    native = engine.runs_natively(p.engine, engine.loop_size(p.unknowns, mech.d, mech.m))
+    shapes, finish_start = engine.start_program(
+        (sch.name, mech, jnp.shape(state.q)), _start_fn(p), args, p.engine, native
+    )
+    return shapes[0], finish_start
+
+
+def _kept_nodes(p: Plan, members: int, offset: int, save_every: int, t_start: float, start_node: dict) -> KeptNodes:
+    """The host's record of the kept nodes of ``members`` runs from ``start_node``."""
+    caps = p.scheme.capabilities
+    return KeptNodes(
+        members,
+        p.steps,
+        offset,
+        save_every,
+        t_start,
+        p.h,
+        start_node,
+        caps.velocity_kind == "nodal",
+        caps.gamma,
+        p.rank,
+    )
+
+
+def _open_stream(p: Plan, output, meta: dict, members: int | None = None):
+    """The netCDF file the kept nodes stream to where ``output`` is a :class:`Stream` (else None),
+    its attributes the run's ``meta`` with the problem's name and parameters."""
+    if not isinstance(output, Stream):
+        return None
+    from ..stream import NetCDFStream
+
+    sch, problem = p.scheme, p.problem
+    attrs = {
+        "scheme": sch.name,
+        "params": p.params,
+        "meta": {**meta, "example": problem.name, "problem_parameters": dict(problem.parameters)},
+    }
+    extra = {} if members is None else {"members": members}
+    caps = sch.capabilities
+    return NetCDFStream(output.path, p.mech.d, p.m_all, caps.gamma, caps.velocity_kind, attrs, **extra)
 
 
 def _warn_redundant(p: Plan, q, t, member: int | None = None) -> None:
@@ -465,37 +480,11 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
     history = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), empty)
     ex, chunk = _members_executor(p, executor, layout, state, history, B)
     start_node = {"t": 0.0, "q": q0, "p": p0, "v": v0, "m": p.m_all}
-    kept = KeptNodes(
-        B,
-        p.steps,
-        0,
-        output.save_every,
-        0.0,
-        p.h,
-        start_node,
-        sch.capabilities.velocity_kind == "nodal",
-        sch.capabilities.gamma,
-        p.rank,
-    )
+    kept = _kept_nodes(p, B, 0, output.save_every, 0.0, start_node)
     meta = _meta(p, output.save_every, on_failure)
     meta.update(members=B, v0s=v0, chunk=chunk, example=problem.name, problem_parameters=dict(problem.parameters))
-    stream = None
-    if isinstance(output, Stream):
-        from ..stream import NetCDFStream
-
-        stream = NetCDFStream(
-            output.path,
-            mech.d,
-            p.m_all,
-            sch.capabilities.gamma,
-            sch.capabilities.velocity_kind,
-            {
-                "scheme": sch.name,
-                "params": p.params,
-                "meta": {**meta, "v0s": v0, "example": problem.name, "problem_parameters": dict(problem.parameters)},
-            },
-            members=B,
-        )
+    stream = _open_stream(p, output, meta, members=B)
+    if stream is not None:
         stream.append_rows(kept, 0, 0, start=True)
     bar = progress_bar(B * p.steps, progress, unit="member-step")
     try:
