@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from .convergence import ConvergenceResult, ConvergenceStudy, Quantity, fit_order
 from .effort import EffortResult, EffortStudy
 from .executors import DaskExecutor, Executor, LocalExecutor, make_executor, run_specs
+from .reference import index1_reference
 from .runs import RunResult, RunSpec, execute, parse_scheme
 from .stability import StabilityResult, StabilityStudy
 from .trace import Trace
@@ -66,4 +67,5 @@ __all__ = [
     "EffortResult",
     "VelocityBoundStudy",
     "VelocityBoundResult",
+    "index1_reference",
 ]
