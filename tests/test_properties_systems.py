@@ -41,6 +41,7 @@ ENERGY_RTOL = 1e-10
 #   Figs 26-27), rattle and symplectic-euler (discrete Noether, HLW VII.1), vi-lagrange and vi-nullspace
 #   (SLO09, variational with the equivariant midpoint discrete Lagrangian), livens-em (KB23 eq 28 with its
 #   discrete gradients made orthogonal to the generators at the midpoint, as KBS23b eq 85 does for EM).
+#   ggl-em4 (cG(2) with its Galerkin force corrected for the energy and momentum balances, docs/theory/ggl-em4.md).
 # Excluded, because they do not promise it:
 #   ggl-midpoint: the classical GGL stabilization; its gamma term G(q_mid)^T gamma in the position update
 #     breaks the momentum balance (KBS23b §2.4 after eq 32: "the contrast case");
@@ -51,6 +52,7 @@ MOMENTUM = {
     "ggl-theta-a",
     "ggl-theta-b",
     "ggl-em",
+    "ggl-em4",
     "gonzalez-em",
     "livens-em",
     "rattle",
@@ -60,7 +62,7 @@ MOMENTUM = {
 }
 # Energy-consistent schemes and the energy each conserves: H (KBS23b eq 84-91, Gonzalez 1999) and the
 # generalized energy E(q, v, p) of KB23 eq 31 (= H for a constant M, where p^n = M v^n by KB23 eq 28c).
-ENERGY = {"ggl-em": ("total",), "gonzalez-em": ("total",), "livens-em": ("livens", "total")}
+ENERGY = {"ggl-em": ("total",), "ggl-em4": ("total",), "gonzalez-em": ("total",), "livens-em": ("livens", "total")}
 
 # no shrinking in the default run: a failing example is reported as drawn (with its reproduce blob), in
 # seconds rather than minutes; the slow variants shrink

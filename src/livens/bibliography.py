@@ -32,6 +32,8 @@ REFERENCES = {
     "the Lagrange top. Communications in Mathematical Physics 204 (1999).",
     "BS02": "P. Betsch, P. Steinmann: Frame-indifferent beam finite elements based upon the geometrically exact "
     "beam theory. International Journal for Numerical Methods in Engineering 54 (2002).",
+    "BS02b": "P. Betsch, P. Steinmann: Conservation properties of a time FE method. Part III: Mechanical systems "
+    "with holonomic constraints. International Journal for Numerical Methods in Engineering 53 (2002).",
     "Ben03": "G. T. Bennett: A new mechanism. Engineering 76 (1903) 777-778.",
     "Bak79": "J. E. Baker: The Bennett, Goldberg and Myard linkages - in perspective. Mechanism and Machine Theory "
     "14 (1979) 239-253.",

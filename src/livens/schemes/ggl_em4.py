@@ -1,6 +1,6 @@
 """The GGL energy-momentum scheme of order 4 (``ggl-em4``): a continuous Galerkin time finite element.
 
-A continuous-Galerkin (mcG(2)) time finite element in the manner of [BS02] applied to the GGL
+A continuous-Galerkin (mcG(2)) time finite element in the manner of [BS02b] applied to the GGL
 equations of motion (KBS23b eq 37, constant M), with an energy-momentum correction of the force
 in the spirit of the discrete gradients of KBS23b eq 85-86; derived in the theory pages ("The GGL
 energy-momentum scheme of order 4"), every equation below is new.
@@ -207,7 +207,7 @@ GGL_EM4 = register(
             configuration_mass=False,
         ),
         about=About(
-            paper="BS02 (continuous Galerkin time finite elements) applied to the GGL equations KBS23b eq 37, "
+            paper="BS02b (continuous Galerkin time finite elements) applied to the GGL equations KBS23b eq 37, "
             "with the energy-momentum conditions of KBS23b eq 85-86",
             description="GGL energy-momentum scheme of order 4 (continuous Galerkin, degree 2)",
             enforced=enforced_both_nodal,
