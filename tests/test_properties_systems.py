@@ -77,6 +77,12 @@ SLOW_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[
 
 
 SINGLE_SYSTEM = {"bs99"}  # schemes made for one system (bs99: the heavy top), refused by every other
+COSTLY = {"ggl-spark"}  # its compilation for each system takes ~30 s: its random states run with -m slow
+
+
+def default_run(schemes):
+    """The schemes of a default-suite test, those of :data:`COSTLY` marked slow."""
+    return [pytest.param(s, marks=pytest.mark.slow) if s in COSTLY else s for s in schemes]
 
 
 def runnable(problem):
@@ -214,14 +220,14 @@ def _chain_case(scheme, state, h, data):
     check_promises(CHAIN.replace(q0=q0, v0=v0), scheme, h, **scheme_params(data, scheme))
 
 
-@pytest.mark.parametrize("scheme", runnable(FOUR))
+@pytest.mark.parametrize("scheme", default_run(runnable(FOUR)))
 @SETTINGS
 @given(state=four_particle_states(), h=st.floats(0.002, 0.01), data=st.data())
 def test_four_particle_promises_for_random_states(scheme, state, h, data):
     _four_particle_case(scheme, state, h, data)
 
 
-@pytest.mark.parametrize("scheme", runnable(CHAIN))
+@pytest.mark.parametrize("scheme", default_run(runnable(CHAIN)))
 @SETTINGS
 @given(state=chain_states(CHAIN_LENGTHS), h=CHAIN_STEPS, data=st.data())
 def test_chain_promises_for_random_states(scheme, state, h, data):
