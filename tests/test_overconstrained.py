@@ -18,6 +18,12 @@ from livens.redundancy import RedundantConstraintsNotice, independent_rows, rank
 SCHEMES = [s for s in lv.schemes.names() if s != "bs99"]  # bs99: the heavy top only
 ENERGY = ("ggl-em", "gonzalez-em", "livens-em")
 SYMPLECTIC = ("ggl-vi", "ggl-theta-b", "rattle", "symplectic-euler")
+COSTLY = {"ggl-spark"}  # ~25 s of compilation per system, ~1 min for the parallelogram: run with -m slow
+
+
+def default_run(schemes):
+    """The schemes of a default-suite test, those of :data:`COSTLY` marked slow."""
+    return [pytest.param(s, marks=pytest.mark.slow) if s in COSTLY else s for s in schemes]
 
 
 def pendulum(redundant: bool) -> lv.Problem:
@@ -64,7 +70,7 @@ def test_independent_rows_drop_the_later_of_dependent_rows():
     assert independent_rows(G, 3) == (0, 1, 4)
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", default_run(SCHEMES))
 def test_every_scheme_runs_redundant_equations_with_its_structure(scheme):
     """The doubled length constraint: every scheme runs; both equations hold at the nodes where the
     scheme enforces g there; the trajectory is the one of the pendulum written without the dependent
@@ -136,14 +142,7 @@ def coupler_direction(problem, sol):
     return sol.q[:, off + 2 : off + 4]
 
 
-@pytest.mark.parametrize(
-    "scheme",
-    [
-        pytest.param(s, marks=pytest.mark.slow) if s == "ggl-spark" else s  # its 150 steps take ~1 min: slow
-        for s in SCHEMES
-        if s not in ("vi-lagrange", "vi-nullspace")
-    ],
-)
+@pytest.mark.parametrize("scheme", default_run([s for s in SCHEMES if s not in ("vi-lagrange", "vi-nullspace")]))
 def test_parallelogram_started_flattened_stays_on_its_branch(scheme):
     """The parallelogram started in its flattened position (rank 16 of 17 there) with the
     parallelogram's velocity: the coupler stays parallel to the ground (the antiparallelogram branch
