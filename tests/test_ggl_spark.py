@@ -146,7 +146,8 @@ def test_momentum_map_and_constraints_at_the_nodes(s):
 
 def test_a_method_of_its_own():
     """Not the Galerkin integrator of the same order under another name: ggl-spark (s = 3) and
-    ggl-galerkin (stages = 2, also order 4 on three Lobatto points) differ at O(h^5) in one step."""
+    ggl-galerkin (stages = 2, also order 4 on three Lobatto points) differ after one step (by 2e-7 in q
+    at h = 0.05, falling like h^6), far above the Newton tolerance."""
     runs = [
         lv.simulate(PENDULUM, name, h=0.05, t_end=0.05, tol=1e-13, progress=False, stages=k)
         for name, k in ((SCHEME, 3), ("ggl-galerkin", 2))
