@@ -73,8 +73,8 @@ def lobatto_iiia_iiib(s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 
 
 def _unknowns() -> tuple:
-    """The layout for s = 3 (:data:`STAGES`): increments, stage momenta, the interior stage, s
-    multipliers of each kind."""
+    """The layout for s = 3 (:data:`STAGES`): increments, stage momenta, the interior stage, the s stage
+    lambdas and the s - 1 gammas of the weighted velocity constraints."""
     stages = tuple((f"P{i}", "d") for i in range(1, _S_MAX + 1))
     inner = tuple((f"Q{i}", "d") for i in range(2, _S_MAX))
     lams = tuple((f"lam{i}", "m") for i in range(1, _S_MAX + 1))
