@@ -30,10 +30,12 @@ from jax import lax
 
 from .. import engine
 from ..timestep import make_loop, make_replay
+from .options import DEFAULT_CHUNK
 from .records import record_layout
 
-CHUNK = 512
-"""Steps per call of the native kernels of a run of :func:`livens.flow` (forward and reverse)."""
+CHUNK = DEFAULT_CHUNK
+"""Steps per call of the native kernels of a run of :func:`livens.flow` (forward and reverse): the
+driver's default chunk."""
 
 
 def _spec(tree):

@@ -39,9 +39,9 @@ from .records import KeptNodes, record_layout
 from .setup import Plan, initial_state, member_states
 from .setup import plan as make_plan
 
-LANES = 8
-"""Members per lane kernel (:mod:`livens.engine.native.member_lanes`): eight doubles are one AVX-512
-vector; ensembles of at least twice as many members run in lane kernels where possible."""
+LANES = engine.EngineOptions.lanes
+"""Members per lane kernel by default (:attr:`livens.engine.EngineOptions.lanes`, where the engine's
+thresholds live)."""
 
 
 if TYPE_CHECKING:
@@ -432,7 +432,8 @@ def _members_executor(p: Plan, executor: Members, layout, state, history, B: int
     one = jax.tree_util.tree_map(lambda a: a[0], (state, history))
     args = (*one, np.float64(0.0), np.int64(0), *consts)
     fallback = None
-    for lanes in (LANES, 0) if B >= 2 * LANES else (0,):
+    lanes_of = p.engine.lanes
+    for lanes in (lanes_of, 0) if B >= 2 * lanes_of else (0,):
         key = (p.mech, p.scheme, p.guess, native_chunk, layout, p.newton, p.engine, lanes)
         runner = _MEMBER_KERNELS.get(key)
         if runner is None:

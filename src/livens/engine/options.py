@@ -40,6 +40,9 @@ class EngineOptions:
         this many Newton unknowns (:mod:`livens.engine.small_products`).
     small_product_limit: the largest product (entries of its product tensor) rewritten; 0: none
         (``LIVENS_FUSE_DOTS=0``, or an integer to choose it).
+    lanes: members per lane kernel of an ensemble (:mod:`livens.engine.native.member_lanes`): eight
+        doubles are one AVX-512 vector; ensembles of at least twice as many members run in lane
+        kernels where possible.
     """
 
     backend: str = "auto"
@@ -47,6 +50,7 @@ class EngineOptions:
     tier_equations: int = 1500
     small_product_unknowns: int = 256
     small_product_limit: int = 2048
+    lanes: int = 8
 
     @property
     def plain(self) -> bool:
