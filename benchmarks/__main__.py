@@ -9,10 +9,13 @@ Usage::
     python -m benchmarks --only three-bar-swing   # the swing's section alone (SLO09 §4.2, 10 and 40 elements)
     python -m benchmarks --yardsticks        # livens beside the compiled VI-S and Exudyn only
     python -m benchmarks --only redundancy   # the four-bar with and without its dependent equations
+    python -m benchmarks --only work-precision   # error against CPU time, heavy top and double four-bar
 
 Sections: the (example, scheme) pairs, the yardsticks, an ensemble, the pendulum chain, the cost
 of lv.flow's derivatives (:mod:`benchmarks.gradients`), the cost of redundant constraint equations
-(:mod:`benchmarks.redundancy`), the three-bar swing, the targets and the comparison with the baseline.
+(:mod:`benchmarks.redundancy`), work against precision of the higher-order schemes on the heavy top
+(:mod:`benchmarks.work_precision`; the double four-bar too with ``--only work-precision``), the
+three-bar swing, the targets and the comparison with the baseline.
 
 Every figure is measured after compilation (compile times are reported separately) as the best of
 a few repeats (the yardsticks and the chain: the median of three), in wall-clock time, with the
@@ -58,6 +61,12 @@ TARGETS = [
     ("grad_over_forward_max", "lv.flow: a gradient / its forward run, per step (max)", "<=", 3.0),
     ("flow_over_simulate_max", "lv.flow's forward run / lv.simulate, per step (max)", "<=", 1.5),
     ("redundancy_ratio_max", "four-bar-3d: 38 equations (3 redundant) / the 35 independent ones, per step", "<=", 1.5),
+    (
+        "work_precision:heavy-top",
+        "heavy-top at error 1e-8: fastest order >= 4 / fastest order-2 scheme, CPU time",
+        "<=",
+        1 / 3,
+    ),
 ]
 TARGET_PAIRS = [
     ("pendulum-3d", "ggl-vi"),
@@ -485,6 +494,9 @@ def _flatten(results: dict) -> dict:
     red = results.get("redundancy", {})
     if "ratio_max" in red:
         flat["redundancy_ratio_max"] = (red["ratio_max"], False)
+    for example, r in results.get("work_precision", {}).items():
+        if r.get("ratio") is not None:
+            flat[f"work_precision:{example}"] = (r["ratio"], False)
     tb = results.get("three_bar", {})
     if "ratio" in tb:
         flat["three_bar_ratio"] = (tb["ratio"], False)
@@ -816,6 +828,17 @@ def main(argv=None) -> int:
         )
         results["redundancy"] = redundancy.measure(lv, steps)
         redundancy.print_rows(results["redundancy"])
+
+    if not args.yardsticks and not args.quick and (args.only is None or args.only in "work-precision"):
+        from benchmarks import work_precision
+
+        names = ("heavy-top", "double-four-bar") if args.only else ("heavy-top",)
+        print(
+            f"\n== work against precision: CPU time at error {work_precision.TARGET:g} (vs SciPy DOP853), "
+            f"h halved from 8 h_example, tol {work_precision.TOL:g} (load average {_load_average()})"
+        )
+        results["work_precision"] = work_precision.measure(lv, names)
+        work_precision.print_verdicts(results["work_precision"])
 
     if not args.yardsticks and SWING in examples and (args.only is None or args.only in SWING):
         print(
