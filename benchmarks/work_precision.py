@@ -8,10 +8,10 @@ run would exceed :data:`MAX_STEPS`. The error is max_k |q_k(T) - q_k^ref(T)| aga
 on the index-1 equations (:func:`livens.studies.index1_reference`, rtol 1e-13), which no livens scheme
 computes. The CPU time is the wall-clock time of ``lv.simulate`` with its default settings but the
 Newton tolerance :data:`TOL` (the examples' own, up to 1e-9, would put a floor above the target
-error), compiled beforehand (with the optimized tier of a large XLA loop), the best of :data:`REPEATS`. The time at the error :data:`TARGET` is read
-off the log-log line between the two runs that bracket it; "not reached" where no run does. The
-verdict compares the fastest scheme of order 4 or more with the fastest of order 2, side by side in
-one process.
+error), compiled beforehand (with the optimized tier of a large XLA loop), the best of
+:data:`REPEATS`. The time at the error :data:`TARGET` is read off the log-log line between the two
+runs that bracket it; "not reached" where no run does. The verdict compares the fastest scheme of
+order 4 or more with the fastest of order 2, side by side in one process.
 """
 
 from __future__ import annotations
