@@ -66,6 +66,21 @@ def pendulum_reference(t_end, rtol=1e-13):
     return np.array([LENGTH, th, ph]), np.array([0.0, dth, dph])
 
 
+def cartesian_pendulum_reference(t_end):
+    """(q, p) of the 3D pendulum in Cartesian coordinates (the example pendulum-3d: unit mass and length)
+    at t_end, from the minimal-coordinate solution of :func:`pendulum_reference`."""
+    (_, th, ph), (_, dth, dph) = pendulum_reference(t_end)
+    q = np.array([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)])
+    v = np.array(
+        [
+            np.cos(th) * np.cos(ph) * dth - np.sin(th) * np.sin(ph) * dph,
+            np.cos(th) * np.sin(ph) * dth + np.sin(th) * np.cos(ph) * dph,
+            -np.sin(th) * dth,
+        ]
+    )
+    return q, v  # unit mass: p = v
+
+
 # ------------------------------------------------------------------ Andrews' squeezing mechanism
 # MM08 "andrews" (the data of HW96 §VII.7), SI units
 m1, m2, m3, m4, m5, m6, m7 = 0.04325, 0.00365, 0.02373, 0.00706, 0.07050, 0.00706, 0.05498

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _configuration_mass import pendulum_reference, spherical_pendulum
+from _configuration_mass import cartesian_pendulum_reference, spherical_pendulum
 from _index1_reference import index1_reference
 
 import livens as lv
@@ -80,20 +80,6 @@ def test_the_corrected_force_meets_the_energy_and_momentum_balances(seed):
     assert abs(np.sum(a * F0) - target_e) > 1e-9 or np.max(np.abs(np.einsum("id,idr->r", F0, Z) - target_j)) > 1e-9
 
 
-def _pendulum_reference(t_end):
-    """(q, p) of the 3D pendulum (m = 1, length 1) at t_end from its minimal coordinates by DOP853."""
-    (_, th, ph), (_, dth, dph) = pendulum_reference(t_end)
-    q = np.array([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)])
-    v = np.array(
-        [
-            np.cos(th) * np.cos(ph) * dth - np.sin(th) * np.sin(ph) * dph,
-            np.cos(th) * np.sin(ph) * dth + np.sin(th) * np.cos(ph) * dph,
-            -np.sin(th) * dth,
-        ]
-    )
-    return q, v
-
-
 def _order(problem, q_ref, p_ref, hs, T):
     eq, ep = [], []
     for h in hs:
@@ -108,7 +94,7 @@ def test_order_four_on_the_3d_pendulum():
     """Cartesian 3D pendulum (KBS23b §6.1), T = 0.5: the errors of q and p fall like h^4 (fitted slopes
     within 0.2) against the minimal-coordinate solution; g at the nodes."""
     T = 0.5
-    q_ref, p_ref = _pendulum_reference(T)
+    q_ref, p_ref = cartesian_pendulum_reference(T)
     sq, sp, eq, ep = _order(PENDULUM, q_ref, p_ref, [0.05, 0.025, 0.0125], T)
     assert abs(sq - 4) <= 0.2 and abs(sp - 4) <= 0.2, (sq, sp, eq, ep)
 

@@ -9,7 +9,7 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _configuration_mass import pendulum_reference, spherical_pendulum
+from _configuration_mass import cartesian_pendulum_reference, pendulum_reference, spherical_pendulum
 from _index1_reference import index1_reference
 
 import livens as lv
@@ -42,20 +42,6 @@ def test_lobatto_iiia_iiib_tables():
         np.testing.assert_allclose(b[:, None] * Ahat + (b[:, None] * A).T, np.outer(b, b), atol=1e-15)
 
 
-def _pendulum_reference(t_end):
-    """(q, p) of the 3D pendulum at t_end from its minimal coordinates (theta, phi) by DOP853."""
-    (_, th, ph), (_, dth, dph) = pendulum_reference(t_end)
-    q = np.array([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)])
-    v = np.array(
-        [
-            np.cos(th) * np.cos(ph) * dth - np.sin(th) * np.sin(ph) * dph,
-            np.cos(th) * np.sin(ph) * dth + np.sin(th) * np.cos(ph) * dph,
-            -np.sin(th) * dth,
-        ]
-    )
-    return q, v  # m = 1: p = v
-
-
 # the step sizes sit in the asymptotic range of each order (errors 1e-2 ... 1e-7 at T = 0.5)
 PENDULUM_STEPS = {2: [0.05, 0.025, 0.0125], 3: [0.1, 0.05, 0.025]}
 
@@ -64,7 +50,7 @@ def test_orders_two_and_four_on_the_3d_pendulum():
     """Cartesian 3D pendulum (KBS23b §6.1), T = 0.5: the errors of q and p fall like h^2 (s = 2) and
     h^4 (s = 3), fitted slopes within 0.2, against the minimal-coordinate solution; g at the nodes."""
     T = 0.5
-    q_ref, p_ref = _pendulum_reference(T)
+    q_ref, p_ref = cartesian_pendulum_reference(T)
     for s, hs in PENDULUM_STEPS.items():
         eq, ep = [], []
         for h in hs:

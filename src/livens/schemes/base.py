@@ -53,7 +53,8 @@ def next_node(x, dx, c=None):
 
 @dataclass(frozen=True)
 class Param:
-    """A scheme parameter with default and admissible range (closed/open ends)."""
+    """A scheme parameter with default and admissible range (closed/open ends); ``whole``: only the
+    whole numbers of the range (a number of stages)."""
 
     name: str
     default: float
@@ -61,6 +62,7 @@ class Param:
     high: float
     low_open: bool = False
     high_open: bool = False
+    whole: bool = False
 
     def check(self, value: float, scheme: str) -> float:
         try:
@@ -73,6 +75,9 @@ class Param:
             lb = "(" if self.low_open else "["
             rb = ")" if self.high_open else "]"
             raise ValueError(f"{scheme}: {self.name} = {x!r} is outside its range {lb}{self.low:g}, {self.high:g}{rb}.")
+        if self.whole and x != round(x):
+            choices = " or ".join(f"{self.name}={k}" for k in range(int(self.low), int(self.high) + 1))
+            raise ValueError(f"{scheme}: {self.name} = {x!r} is not a whole number; give {choices}.")
         return x
 
 

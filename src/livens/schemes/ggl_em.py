@@ -494,15 +494,9 @@ def _enforced(sol):
     """The constraints EM is built to meet: g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1} (84d, e); for a
     configuration-dependent M, G(q^{n+1}) M(q^{n+1})^-1 p^{n+1} (the nodal v^{n+1} is not
     M(q^{n+1})^-1 p^{n+1} there)."""
-    mech = sol.mechanics
-    if mech.constant_mass:
+    if sol.mechanics.constant_mass:
         return enforced_both_nodal(sol)
-    return {
-        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
-        "velocity G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}": sol._vmap(
-            lambda q, p: ggl_mass.secondary(mech, q, p), sol.q[1:], sol.p[1:]
-        ),
-    }
+    return ggl_mass.nodal_constraints(sol)
 
 
 GGL_EM = register(

@@ -196,40 +196,14 @@ def _update(u, s: State, h, t, params, mech):
     return new, {"v": v, "lam": u["lam"], "gam": u["gam"]}
 
 
-def _enforced(sol):
-    """g(q^{n+1}) and G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}: both constraints at the nodes."""
-    mech = sol.mechanics
-    gv = sol._vmap(lambda q, p: ggl_mass.secondary(mech, q, p), sol.q[1:], sol.p[1:])
-    return {
-        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
-        "velocity G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}": gv,
-    }
-
-
-class GalerkinScheme(Scheme):
-    """The :class:`~livens.schemes.base.Scheme` of ``ggl-galerkin``, whose parameter ``stages`` is a whole
-    number (one of :data:`STAGES`)."""
-
-    def resolve_params(self, given: dict, alias_params: dict | None = None) -> dict:
-        """The checks of :meth:`Scheme.resolve_params`, and ``stages`` one of :data:`STAGES`."""
-        vals = super().resolve_params(given, alias_params)
-        if vals["stages"] not in STAGES:
-            choices = " or ".join(f"stages={k}" for k in STAGES)
-            raise ValueError(
-                f"{self.name}: stages = {vals['stages']!r} is not a number of stages it runs; give {choices} "
-                "(q of degree s on s + 1 Gauss-Lobatto points, order 2s)."
-            )
-        return vals
-
-
 GGL_GALERKIN = register(
-    GalerkinScheme(
+    Scheme(
         name="ggl-galerkin",
         unknowns=_unknowns(),
         residual=_residual,
         guess=_guess,
         update=_update,
-        params=(Param("stages", 2.0, 2.0, 3.0),),
+        params=(Param("stages", 2.0, 2.0, 3.0, whole=True),),
         capabilities=Capabilities(
             velocity_kind="nodal",
             gamma=True,
@@ -241,7 +215,7 @@ GGL_GALERKIN = register(
         about=About(
             paper="WOL17 (Galerkin variational integrators with constraints) applied to the GGL functional KBS23b eq 33",
             description="Galerkin GGL variational integrator of order 2s on Gauss-Lobatto points (stages s = 2, 3)",
-            enforced=_enforced,
+            enforced=ggl_mass.nodal_constraints,
             keeps="symplectic, momentum maps, g(q) and G M^-1 p at the nodes; order 2s (4 for stages = 2, 6 for stages = 3)",
             order=4,
         ),

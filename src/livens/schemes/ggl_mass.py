@@ -36,6 +36,17 @@ def secondary(mech, q, p):
     return jax.jvp(mech.g, (q,), (mass_solve(mech, q, p),))[1]
 
 
+def nodal_constraints(sol) -> dict:
+    """What a GGL scheme enforces at the nodes of a Solution (its ``About.enforced``): g(q^{n+1}) and
+    G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}."""
+    mech = sol.mechanics
+    gv = sol._vmap(lambda q, p: secondary(mech, q, p), sol.q[1:], sol.p[1:])
+    return {
+        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
+        "velocity G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}": gv,
+    }
+
+
 def solve_at(mech, q, gam, *columns):
     """(a, x_1, ..., x_k) = M(q)^-1 [G(q)^T gamma, c_1, ..., c_k]: one linear solve with M(q) for
     a = D_2 g_v(q, p)^T gamma, the direction of the gamma term in the position update (KBS23b eq 55a,
