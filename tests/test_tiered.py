@@ -95,28 +95,35 @@ def test_a_failed_optimized_compile_keeps_the_quick_executable(monkeypatch):
     _all_close(out, jax.jit(fn)(x, k), rtol=1e-13)
 
 
-def test_a_background_compile_does_not_read_the_persistent_cache(monkeypatch):
-    """Loading a cached executable in the background thread while the main thread runs crashed a
-    test process: the optimized compile misses the cache, the main thread still reads it."""
-    assert _tiered._guard_cache_reads()
-    readers = []
-    real_read = _tiered._CACHE_READ[0]
+def test_a_background_compile_does_not_touch_the_persistent_cache(monkeypatch):
+    """Loading a cached executable, and writing one to the cache, in the background thread while the
+    main thread compiled crashed test processes: the optimized compile neither reads nor writes the
+    cache; the main thread still does both."""
+    assert _tiered._guard_cache()
+    readers, writers = [], []
+    real_read, real_write = _tiered._CACHE_READ[0], _tiered._CACHE_WRITE[0]
 
-    def spy(*args, **kwargs):
+    def spy_read(*args, **kwargs):
         readers.append(threading.current_thread().name)
         return real_read(*args, **kwargs)
 
-    monkeypatch.setattr(_tiered, "_CACHE_READ", [spy])
+    def spy_write(*args, **kwargs):
+        writers.append(threading.current_thread().name)
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(_tiered, "_CACHE_READ", [spy_read])
+    monkeypatch.setattr(_tiered, "_CACHE_WRITE", [spy_write])
     fn = _program(150)
     x, k = jnp.linspace(0.2, 0.9, 5), jnp.float64(1.25)
-    for _ in range(2):  # the second program: the same text, so its optimized tier is in the cache
+    for _ in range(2):  # the second program: the same text, so its quick tier is in the cache
         tj = _tiered.TieredJit(fn, large=100)
         tj(x, k)
         _tiered.wait()
         assert tj.level(x, k) == "default"
     if jax.config.jax_compilation_cache_dir is None:
         pytest.skip("the persistent compilation cache is off in this process")
-    assert readers and set(readers) == {threading.main_thread().name}
+    main = {threading.main_thread().name}
+    assert readers and set(readers) == main and set(writers) <= main
 
 
 def test_background_keeps_the_exception_for_its_caller():

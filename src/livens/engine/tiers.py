@@ -21,12 +21,14 @@ compiles, as
 for it at exit (XLA's compiler cannot be stopped, and the interpreter's shutdown under it would abort
 the process).
 
-A background compile does not read JAX's persistent compilation cache (:mod:`livens.engine.xla`): loading
-a cached CPU executable in a second thread while the first runs or compiles crashed a test process
-(a segmentation fault inside the executable's deserialization). It compiles and writes the cache as
-before, so a later process finds the optimized executable there when its main thread asks for it.
-Where the installed JAX has no ``compilation_cache.get_executable_and_time`` to guard, a large program
-is compiled once, at the default level, in the calling thread.
+A background compile neither reads nor writes JAX's persistent compilation cache
+(:mod:`livens.engine.xla`): loading a cached CPU executable, and serializing one into the cache, in a
+second thread while the first compiles crashed test processes (segmentation faults inside the
+executable's deserialization and serialization). The optimized tier is therefore compiled in every
+process that needs it (in the background); the quick tier, compiled in the calling thread, is cached.
+Where the installed JAX has no ``compilation_cache.get_executable_and_time`` and
+``put_executable_and_time`` to guard, a large program is compiled once, at the default level, in the
+calling thread.
 """
 
 from __future__ import annotations
@@ -48,13 +50,15 @@ first; below, XLA's default level costs little more than level 0."""
 _PENDING: set = set()
 _BACKGROUND = threading.local()
 _CACHE_READ: list = []
-"""JAX's reader of the persistent cache, once :func:`_guard_cache_reads` has wrapped it."""
+"""JAX's reader of the persistent cache, once :func:`_guard_cache` has wrapped it."""
+_CACHE_WRITE: list = []
+"""JAX's writer of the persistent cache, once :func:`_guard_cache` has wrapped it."""
 
 
-def _guard_cache_reads() -> bool:
-    """Wrap JAX's reader of the persistent compilation cache (once per process) so that a thread
-    running :func:`background` misses the cache (module docstring); False where JAX has no such
-    reader."""
+def _guard_cache() -> bool:
+    """Wrap JAX's reader and writer of the persistent compilation cache (once per process) so that a
+    thread running :func:`background` neither reads nor writes it (module docstring); False where JAX
+    has no such functions."""
     if _CACHE_READ:
         return True
     try:
@@ -62,16 +66,24 @@ def _guard_cache_reads() -> bool:
     except ImportError:  # pragma: no cover - a JAX without the module
         return False
     read = getattr(compilation_cache, "get_executable_and_time", None)
-    if read is None:  # pragma: no cover - a JAX that reads its cache elsewhere
+    write = getattr(compilation_cache, "put_executable_and_time", None)
+    if read is None or write is None:  # pragma: no cover - a JAX that uses its cache elsewhere
         return False
     _CACHE_READ.append(read)
+    _CACHE_WRITE.append(write)
 
-    def guarded(*args, **kwargs):
+    def guarded_read(*args, **kwargs):
         if getattr(_BACKGROUND, "active", False):
             return None, None
         return _CACHE_READ[0](*args, **kwargs)
 
-    compilation_cache.get_executable_and_time = guarded
+    def guarded_write(*args, **kwargs):
+        if getattr(_BACKGROUND, "active", False):
+            return None
+        return _CACHE_WRITE[0](*args, **kwargs)
+
+    compilation_cache.get_executable_and_time = guarded_read
+    compilation_cache.put_executable_and_time = guarded_write
     return True
 
 
@@ -80,7 +92,7 @@ class _Program:
 
     def __init__(self, lowered, large: bool):
         self.optimized: Future | None = None
-        if not large or not _guard_cache_reads():
+        if not large or not _guard_cache():
             self.executable = lowered.compile(xla.compiler_options())
             self.level = "default"
             return
