@@ -1,5 +1,5 @@
-"""Large XLA programs compiled quickly first and optimized in the background (livens.engine.tiers), and
-the compile options livens gives XLA (livens._jaxconfig)."""
+"""Large XLA programs compiled quickly first and optimized once their runs have paid for it
+(livens.engine.tiers), and the compile options livens gives XLA (livens._jaxconfig)."""
 
 import threading
 
@@ -30,28 +30,37 @@ def _all_close(a, b, rtol):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=0)
 
 
-def test_a_large_program_runs_quick_first_then_optimized(monkeypatch):
+def test_a_large_program_runs_quick_first_then_optimized_once_paid_for(monkeypatch):
     fn = _program(200)
     x, k = jnp.linspace(0.1, 1.0, 7), jnp.float64(2.0)
     reference = jax.jit(fn)(x, k)
-    # hold the optimized compile until the quick executable has run
-    gate = threading.Event()
-    real = _tiered.background
-
-    def held(work, name="livens-compile"):
-        return real(lambda: (gate.wait(60), work())[1], name)
-
-    monkeypatch.setattr(_tiered, "background", held)
+    monkeypatch.setattr(_tiered, "PAYBACK", float("inf"))  # the runs never pay for the optimization
     tj = _tiered.TieredJit(fn, large=100)  # about 600 equations
-    first = tj(x, k)
-    assert tj.level(x, k) == "quick"
+    for _ in range(3):
+        first = tj(x, k)
+        assert tj.level(x, k) == "quick"
     _all_close(first, reference, rtol=1e-13)  # level 0 forms no fused multiply-adds: round-off apart
-    gate.set()
-    _tiered.wait()
-    assert tj.level(x, k) == "default"
+    program = tj._programs[_jaxconfig.signature((x, k))]
+    assert program.compile_seconds > 0 and program.run_seconds > 0  # the rent is measured
+    monkeypatch.setattr(_tiered, "PAYBACK", 0.0)  # they have paid for it: the next call optimizes
     later = tj(x, k * 3.0)  # the same signature: no new program
-    assert tj._cache_size() == 1
+    assert tj.level(x, k) == "default" and tj._cache_size() == 1
     _all_close(later, _jaxconfig.jit(fn)(x, k * 3.0), rtol=0)  # the optimized executable is jit's program
+
+
+def test_the_optimizing_compile_waits_for_runs_worth_its_cost(monkeypatch):
+    """The rent-or-buy rule: with the runs' time below PAYBACK quick compiles, no second compile."""
+    tj = _tiered.TieredJit(_program(200), large=100)
+    x, k = jnp.linspace(0.1, 1.0, 7), jnp.float64(2.0)
+    tj(x, k)
+    program = tj._programs[_jaxconfig.signature((x, k))]
+    program.compile_seconds = 1e6  # a compile that no run here pays for
+    for _ in range(3):
+        tj(x, k)
+    assert tj.level(x, k) == "quick"
+    program.run_seconds = _tiered.PAYBACK * program.compile_seconds  # paid
+    tj(x, k)
+    assert tj.level(x, k) == "default"
 
 
 def test_a_small_program_is_compiled_once_at_the_default_level():
@@ -59,71 +68,62 @@ def test_a_small_program_is_compiled_once_at_the_default_level():
     tj = _tiered.TieredJit(fn)
     x, k = jnp.arange(4.0), jnp.float64(1.5)
     out = tj(x, k)
-    assert tj.level(x, k) == "default" and not _tiered._PENDING
+    assert tj.level(x, k) == "default"
     _all_close(out, _jaxconfig.jit(fn)(x, k), rtol=0)
 
 
 def test_prepare_compiles_from_shapes_and_signatures_are_kept_apart():
     fn = _program(3)
-    tj = _tiered.TieredJit(fn, large=1)  # every program in two tiers
-    shapes = (jax.ShapeDtypeStruct((5,), jnp.float64), jax.ShapeDtypeStruct((), jnp.float64))
-    tj.prepare(*shapes)
+    tj = _tiered.TieredJit(fn)
+    tj.prepare(jax.ShapeDtypeStruct((5,), jnp.float64), jax.ShapeDtypeStruct((), jnp.float64))
     assert tj._cache_size() == 1 and tj.level(jnp.zeros(5), jnp.float64(1.0)) is not None
-    tj(jnp.ones(5), jnp.float64(2.0))
-    assert tj._cache_size() == 1  # the prepared program ran
-    tj(jnp.ones(6), jnp.float64(2.0))
+    tj(jnp.zeros(3), jnp.float64(1.0))
     assert tj._cache_size() == 2
-    _tiered.wait()
 
 
 def test_a_failed_optimized_compile_keeps_the_quick_executable(monkeypatch):
     fn = _program(3)
     tj = _tiered.TieredJit(fn, large=1)
     x, k = jnp.arange(3.0), jnp.float64(2.0)
-
-    real = _tiered.background
-
-    def failing(work, name="livens-compile"):
-        return real(lambda: (_ for _ in ()).throw(RuntimeError("no optimizer today")), name)
-
-    monkeypatch.setattr(_tiered, "background", failing)
     tj(x, k)
-    monkeypatch.undo()
-    _tiered.wait()
+    real = _tiered._compile
+
+    def failing(lowered, level):
+        if level == "default":
+            raise RuntimeError("no optimizer today")
+        return real(lowered, level)
+
+    monkeypatch.setattr(_tiered, "_compile", failing)
+    monkeypatch.setattr(_tiered, "PAYBACK", 0.0)
     out = tj(x, k)
     assert tj.level(x, k) == "quick"
     _all_close(out, jax.jit(fn)(x, k), rtol=1e-13)
 
 
-def test_a_background_compile_does_not_touch_the_persistent_cache(monkeypatch):
-    """Loading a cached executable, and writing one to the cache, in the background thread while the
-    main thread compiled crashed test processes: the optimized compile neither reads nor writes the
-    cache; the main thread still does both."""
-    assert _tiered._guard_cache()
-    readers, writers = [], []
-    real_read, real_write = _tiered._CACHE_READ[0], _tiered._CACHE_WRITE[0]
+def test_every_xla_compile_runs_in_the_calling_thread(monkeypatch):
+    """XLA compiles in a second thread crashed test processes (segmentation faults and aborts in the
+    compiler and the persistent cache): both tiers, and an XLA start step, compile where called."""
+    threads = []
+    real = _tiered._compile
 
-    def spy_read(*args, **kwargs):
-        readers.append(threading.current_thread().name)
-        return real_read(*args, **kwargs)
+    def spy(lowered, level):
+        threads.append((threading.current_thread(), level))
+        return real(lowered, level)
 
-    def spy_write(*args, **kwargs):
-        writers.append(threading.current_thread().name)
-        return real_write(*args, **kwargs)
-
-    monkeypatch.setattr(_tiered, "_CACHE_READ", [spy_read])
-    monkeypatch.setattr(_tiered, "_CACHE_WRITE", [spy_write])
-    fn = _program(150)
+    monkeypatch.setattr(_tiered, "_compile", spy)
+    monkeypatch.setattr(_tiered, "PAYBACK", 0.0)
+    tj = _tiered.TieredJit(_program(150), large=100)
     x, k = jnp.linspace(0.2, 0.9, 5), jnp.float64(1.25)
-    for _ in range(2):  # the second program: the same text, so its quick tier is in the cache
-        tj = _tiered.TieredJit(fn, large=100)
-        tj(x, k)
-        _tiered.wait()
-        assert tj.level(x, k) == "default"
-    if jax.config.jax_compilation_cache_dir is None:
-        pytest.skip("the persistent compilation cache is off in this process")
-    main = {threading.main_thread().name}
-    assert readers and set(readers) == main and set(writers) <= main
+    tj(x, k)
+    tj(x, k)
+    assert [level for _, level in threads] == ["quick", "default"]
+    assert {thread for thread, _ in threads} == {threading.current_thread()}
+    from livens.engine import EngineOptions, start_program
+
+    before = threading.active_count()
+    shapes, finish = start_program("doubling", lambda y: 2 * y, (x,), EngineOptions(backend="xla"), native=False)
+    assert threading.active_count() == before  # no thread was started for the compile
+    _all_close(finish(), 2 * x, rtol=0)
 
 
 def test_background_keeps_the_exception_for_its_caller():
@@ -151,16 +151,27 @@ def test_compile_options_leave_what_xla_flags_sets(monkeypatch):
         _jaxconfig._supported.cache_clear()
 
 
-def test_a_beam_run_agrees_quick_and_optimized():
-    """The three-bar swing (SLO09 §4.2, 4 elements): the time loop is large, so its first chunk may run
-    on the quick executable; a run whose every chunk ran on the optimized one agrees with it to the
+def test_a_beam_run_agrees_quick_and_optimized(monkeypatch):
+    """The three-bar swing (SLO09 §4.2, 4 elements): the time loop is large. A run whose every chunk
+    ran on the quick executable agrees with one whose every chunk ran on the optimized one to the
     Newton tolerance (configurations to round-off), and both hold the constraints."""
+    levels = []
+    real = _tiered._compile
+
+    def spy(lowered, level):
+        levels.append(level)
+        return real(lowered, level)
+
+    monkeypatch.setattr(_tiered, "_compile", spy)
     problem = lv.examples.load("three-bar-swing", n_elements=4)
     h = problem.h
     kw = dict(h=h, t_end=40 * h, backend="xla", chunk=10, progress=False)
+    monkeypatch.setattr(_tiered, "PAYBACK", float("inf"))
     first = lv.simulate(problem, "vi-lagrange", **kw)
-    _tiered.wait()
+    assert "quick" in levels and "default" not in levels
+    monkeypatch.setattr(_tiered, "PAYBACK", 0.0)  # the same loop, optimized at its first call
     again = lv.simulate(problem, "vi-lagrange", **kw)
+    assert levels[-1] == "default"
     np.testing.assert_allclose(first.q, again.q, rtol=0, atol=1e-12)
     # the multipliers enter eq 14 times h: Newton's tolerance (1e-9) fixes them to about tol / h
     np.testing.assert_allclose(first.lam, again.lam, rtol=0, atol=1e-9 / h)

@@ -11,8 +11,8 @@ compiled functions. What it does, each in a module of its own:
 - :mod:`~livens.engine.native`: a jaxpr translated to one C function and compiled by the system's
   C compiler (small systems), with a kernel cache, and lane kernels for ensembles
   (:mod:`~livens.engine.native.member_lanes`);
-- :mod:`~livens.engine.tiers`: a large XLA program compiled quickly first and optimized in the
-  background;
+- :mod:`~livens.engine.tiers`: a large XLA program compiled quickly first and optimized once its
+  runs have paid for it;
 - :mod:`~livens.engine.small_products`: small matrix products rewritten as fusible sums;
 - :mod:`~livens.engine.xla`: XLA's compile options and the persistent compilation cache (set when
   livens compiles its first program, ``LIVENS_COMPILATION_CACHE=0`` turns it off);
@@ -23,8 +23,8 @@ is the notice (with its ``reason``) where one meant to does not, :func:`interrup
 :func:`resume_native` raise and lower the native kernels' stop flag (Ctrl-C). The rest of livens
 imports only what this module names.
 
-:func:`wait` waits for every compile running in the background (native ``-O2`` libraries, XLA's
-optimized tier), as a benchmark does before it measures.
+:func:`wait` waits for every compile running in the background (native ``-O2`` libraries and start
+steps), as a benchmark does before it measures.
 """
 
 from .._lru import CompiledCache
@@ -40,8 +40,8 @@ from .xla import jit as xla_jit
 
 
 def wait(timeout: float | None = None) -> None:
-    """Wait until the compiles running in the background (native ``-O2`` libraries, XLA's
-    optimized tier, start programs) have ended."""
+    """Wait until the compiles running in the background (native ``-O2`` libraries, native start
+    steps) have ended."""
     from . import native, tiers
 
     native.wait(timeout)

@@ -12,7 +12,7 @@ the engine decides what runs it:
 - :func:`batched_loop`: the driver's ``vmap`` of the loop over the members, compiled by XLA;
 - :func:`program`: any other program of a run (the rescue of a failed step, a start), compiled by
   XLA with the engine's options (``once``: at level 0, for a program that runs once or a few times);
-- :func:`start_program`: a start step compiled in the background while the time loop compiles.
+- :func:`start_program`: a start step, compiled (as C in the background while the time loop compiles).
 
 :func:`step_options` says which of the engine's rewrites the step itself applies: the
 small-product rewrite of its residual and Newton update (XLA programs of small systems), and
@@ -100,9 +100,10 @@ _STARTS = CompiledCache(16)
 
 
 def start_program(key: Any, fn: Callable, args: tuple, options: EngineOptions, native: bool) -> tuple[Any, Callable]:
-    """A start step ``fn(*args)`` compiled in the background: (its outputs' shapes, ``finish()``),
-    ``finish()`` waiting for the compile and returning ``fn(*args)``. ``native``: translated to C
-    and compiled at ``-O0`` (a program that runs once), XLA where the translator cannot. ``key``
+    """A start step ``fn(*args)``, compiled: (its outputs' shapes, ``finish()``), ``finish()`` waiting
+    for the compile and returning ``fn(*args)``. ``native``: translated to C and compiled at ``-O0``
+    (a program that runs once) in the background while the time loop compiles; XLA, in the calling
+    thread, where the translator cannot. ``key``
     names ``fn`` and the arguments' shapes: a later call with the same key reuses the program."""
     hit = _STARTS.get((key, native, options))
     if hit is not None:
@@ -132,9 +133,19 @@ def start_program(key: Any, fn: Callable, args: tuple, options: EngineOptions, n
         traced = _jit(fn, options, once=True).trace(*args)
         lowered = traced.lower()
         shapes = traced.out_info
-        compiled = background(lowered.compile, "livens-start-compile")
+        compiled = _now(lowered.compile)  # XLA compiles in the calling thread (livens.engine.tiers)
     _STARTS[(key, native, options)] = (shapes, compiled)
     return shapes, lambda: _finish(compiled, fn, args, options, key, native)
+
+
+def _now(fn: Callable[[], Any]) -> Future:
+    """fn() run now, as a finished Future (its result or its exception)."""
+    future: Future = Future()
+    try:
+        future.set_result(fn())
+    except Exception as exc:  # noqa: BLE001 - kept on the future, raised where it is awaited
+        future.set_exception(exc)
+    return future
 
 
 def _finish(compiled: Future, fn, args, options, key, native):

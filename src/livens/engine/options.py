@@ -35,7 +35,7 @@ class EngineOptions:
         multipliers, number more than this runs with XLA (large systems have banded or
         matrix-free tangents that XLA runs well, and their C source would be long to compile).
     tier_equations: an XLA time loop of at least this many equations is compiled quickly first
-        (XLA's level 0) and optimized in the background (:mod:`livens.engine.tiers`).
+        (XLA's level 0) and optimized once its runs have paid for it (:mod:`livens.engine.tiers`).
     small_product_unknowns: the step's small matrix products are rewritten as fusible sums up to
         this many Newton unknowns (:mod:`livens.engine.small_products`).
     small_product_limit: the largest product (entries of its product tensor) rewritten; 0: none

@@ -1,43 +1,41 @@
-"""A large XLA program compiled twice: quickly first, optimized in the background.
+"""A large XLA program compiled quickly first, and optimized once its runs have paid for it.
 
 XLA's CPU compiler spends most of its time on LLVM's optimization of the generated code. At XLA's
 lowest backend optimization level (``xla_backend_optimization_level=0``) a large time loop (the
 beams of SLO09 §4.2, the double four-bar's energy schemes) compiles in about half the time and runs
 about half as fast. :class:`TieredJit` is ``jax.jit`` for such programs: the first call of each
-argument signature compiles the program at level 0 and runs it; a background thread compiles it
-again at XLA's default level, and every call after that compile has ended uses the optimized
-executable. A run's first chunks may therefore run on the quick executable, later ones on the
-optimized one. They do not agree to the bit: at its default level XLA contracts a product and a sum
+argument signature compiles the program at level 0 and runs it, and measures what the compile and
+each run cost. Once the runs at level 0 have taken :data:`PAYBACK` times that compile (the time a
+second, optimizing compile would take and save again, a rent-or-buy rule), the next call compiles
+the program again at XLA's default level, in the calling thread, and every call after it runs the
+optimized executable. A short run therefore never pays for the optimization; a long one pays for it
+at most about twice.
+
+The two executables do not agree to the bit: at its default level XLA contracts a product and a sum
 into a fused multiply-add, at level 0 it does not (then each operation is the IEEE one, as in
 NumPy), so the two differ by round-off, and a Newton iteration that stops near its tolerance may
 take one iteration more or fewer: the results agree to round-off and the Newton tolerance, and
-which chunks ran on which executable depends on when the background compile ended. A program of
-fewer than :data:`LARGE` equations compiles fast at the default level and is compiled once, at it.
+which chunks ran on which executable depends on the measured times. A program of fewer than
+:data:`LARGE` equations compiles fast at the default level and is compiled once, at it.
 
-This is the XLA counterpart of the native backend's ``-Og`` / ``-O2`` pair
-(:mod:`livens.engine.native.build`, whose two levels give the same bits); :func:`wait` waits for the background
-compiles, as
-:func:`livens.engine.native.wait` does for the C compiler's. A process that ends while one still runs waits
-for it at exit (XLA's compiler cannot be stopped, and the interpreter's shutdown under it would abort
-the process).
-
-A background compile neither reads nor writes JAX's persistent compilation cache
-(:mod:`livens.engine.xla`): loading a cached CPU executable, and serializing one into the cache, in a
-second thread while the first compiles crashed test processes (segmentation faults inside the
-executable's deserialization and serialization). The optimized tier is therefore compiled in every
-process that needs it (in the background); the quick tier, compiled in the calling thread, is cached.
-Where the installed JAX has no ``compilation_cache.get_executable_and_time`` and
-``put_executable_and_time`` to guard, a large program is compiled once, at the default level, in the
-calling thread.
+Every XLA compile runs in the thread that calls: XLA's CPU compiler, and its persistent
+compilation cache, compiling in a second thread beside the first crashed test processes
+(segmentation faults and aborts inside the compile and the cache's (de)serialization).
+:func:`background` runs the native backend's start compiles (the C translation and the C compiler,
+a process of its own), never an XLA compile; :func:`wait` waits for them, as
+:func:`livens.engine.native.wait` does for the native ``-O2`` libraries.
 """
 
 from __future__ import annotations
 
 import atexit
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
+
+import jax
 
 from . import xla
 from .jaxprs import size as jaxpr_size
@@ -47,67 +45,49 @@ LARGE = 1500
 """Equations of a program (its sub-programs included) from which :class:`TieredJit` compiles it quickly
 first; below, XLA's default level costs little more than level 0."""
 
+PAYBACK = 4.0
+"""The optimizing compile starts once the runs at level 0 have taken this many times the quick
+compile: it takes about twice the quick compile, and saves about half of each run after it."""
+
 _PENDING: set = set()
-_BACKGROUND = threading.local()
-_CACHE_READ: list = []
-"""JAX's reader of the persistent cache, once :func:`_guard_cache` has wrapped it."""
-_CACHE_WRITE: list = []
-"""JAX's writer of the persistent cache, once :func:`_guard_cache` has wrapped it."""
 
 
-def _guard_cache() -> bool:
-    """Wrap JAX's reader and writer of the persistent compilation cache (once per process) so that a
-    thread running :func:`background` neither reads nor writes it (module docstring); False where JAX
-    has no such functions."""
-    if _CACHE_READ:
-        return True
-    try:
-        from jax._src import compilation_cache
-    except ImportError:  # pragma: no cover - a JAX without the module
-        return False
-    read = getattr(compilation_cache, "get_executable_and_time", None)
-    write = getattr(compilation_cache, "put_executable_and_time", None)
-    if read is None or write is None:  # pragma: no cover - a JAX that uses its cache elsewhere
-        return False
-    _CACHE_READ.append(read)
-    _CACHE_WRITE.append(write)
-
-    def guarded_read(*args, **kwargs):
-        if getattr(_BACKGROUND, "active", False):
-            return None, None
-        return _CACHE_READ[0](*args, **kwargs)
-
-    def guarded_write(*args, **kwargs):
-        if getattr(_BACKGROUND, "active", False):
-            return None
-        return _CACHE_WRITE[0](*args, **kwargs)
-
-    compilation_cache.get_executable_and_time = guarded_read
-    compilation_cache.put_executable_and_time = guarded_write
-    return True
+def _compile(lowered, level: str):
+    """The lowered program compiled by XLA at ``level`` ("quick": level 0, "default")."""
+    return lowered.compile(xla.compiler_options(once=level == "quick"))
 
 
 class _Program:
-    """The executables of one argument signature: the one in use, and the optimized one to come."""
+    """The executable of one argument signature in use, and what its runs at level 0 have cost."""
 
     def __init__(self, lowered, large: bool):
-        self.optimized: Future | None = None
-        if not large or not _guard_cache():
-            self.executable = lowered.compile(xla.compiler_options())
-            self.level = "default"
-            return
-        self.executable = lowered.compile(xla.compiler_options(once=True))
-        self.level = "quick"
-        self.optimized = background(lambda: lowered.compile(xla.compiler_options()), "livens-xla-optimize")
+        self.lowered = lowered
+        self.level = "quick" if large else "default"
+        start = time.perf_counter()
+        self.executable = _compile(lowered, self.level)
+        self.compile_seconds = time.perf_counter() - start
+        self.run_seconds = 0.0
 
     def current(self):
-        """The optimized executable once its compile has ended (successfully), else the quick one."""
-        future = self.optimized
-        if future is not None and future.done():
-            self.optimized = None
-            if future.exception() is None:
-                self.executable, self.level = future.result(), "default"
+        """The executable the next call runs: the optimized one once the quick runs have paid for
+        its compile (module docstring); a failed optimizing compile leaves the quick one in use."""
+        if self.level == "quick" and self.run_seconds >= PAYBACK * self.compile_seconds:
+            try:
+                self.executable = _compile(self.lowered, "default")
+            except Exception:  # noqa: BLE001 - the quick executable computes the same to round-off
+                self.run_seconds = -float("inf")  # never tried again
+            else:
+                self.level, self.lowered = "default", None
         return self.executable
+
+    def __call__(self, *args):
+        executable = self.current()
+        if self.level != "quick":
+            return executable(*args)
+        start = time.perf_counter()
+        out = jax.block_until_ready(executable(*args))
+        self.run_seconds += time.perf_counter() - start
+        return out
 
 
 class TieredJit:
@@ -136,15 +116,12 @@ class TieredJit:
         self._program(args)
 
     def level(self, *args) -> str | None:
-        """ "quick" or "default": the executable the next call with these arguments runs (None if not compiled)."""
+        """ "quick" or "default": the executable in use for these arguments (None if not compiled)."""
         program = self._programs.get(signature(args))
-        if program is None:
-            return None
-        program.current()
-        return program.level
+        return None if program is None else program.level
 
     def __call__(self, *args):
-        return self._program(args).current()(*args)
+        return self._program(args)(*args)
 
     def _cache_size(self) -> int:
         """The argument signatures compiled, like ``jax.jit``'s."""
@@ -152,12 +129,12 @@ class TieredJit:
 
 
 def background(fn: Callable[[], Any], name: str = "livens-compile") -> Future:
-    """fn() in a daemon thread, as a Future (XLA's compiler releases the GIL while it works; a C
-    compiler runs as a process of its own); :func:`wait` and the process's exit wait for it."""
+    """fn() in a daemon thread, as a Future; :func:`wait` and the process's exit wait for it. Never
+    for an XLA compile (module docstring): for the C translation and compiler, which runs as a
+    process of its own."""
     future: Future = Future()
 
     def work():
-        _BACKGROUND.active = True
         try:
             future.set_result(fn())
         except BaseException as exc:  # noqa: BLE001 - kept on the future, raised where it is awaited
@@ -179,6 +156,5 @@ def wait(timeout: float | None = None) -> None:
             pass
 
 
-# an XLA compile still running in a daemon thread when the interpreter shuts down aborts the process
-# ("terminate called ... FATAL: exception not rethrown")
+# a compile still running in a daemon thread when the interpreter shuts down would be cut off
 atexit.register(wait)
