@@ -141,14 +141,14 @@ def test_the_license_file_is_the_license_pyproject_names():
     text = (ROOT / "LICENSE").read_text()
     assert license_ == "MIT"
     assert text.startswith("MIT License") and "Permission is hereby granted, free of charge" in text
-    assert "Copyright (c) the livens developers" in text
+    assert "Copyright (c) 2026 the livens developers" in text
     assert "released under the MIT license" in (ROOT / "README.md").read_text()
 
 
 def test_the_citation_file_is_valid_cff_citing_the_papers():
     """CITATION.cff parses as YAML with the keys CFF 1.2.0 requires, cites the software at the
-    package's version and license, and references the papers of the schemes livens implements
-    (titles as livens.bibliography gives them)."""
+    package's version and license, and references the papers of the schemes livens implements: the
+    four papers and the works of the README's scheme table (titles as livens.bibliography gives them)."""
     yaml = pytest.importorskip("yaml")
     from livens.bibliography import REFERENCES
 
@@ -161,7 +161,7 @@ def test_the_citation_file_is_valid_cff_citing_the_papers():
     assert str(cff["version"]) == project["version"]
     assert cff["license"] == project["license"]["text"]
     titles = {r["title"] for r in cff["references"]}
-    for key in ("KBS23a", "KBS23b", "KB23", "SLO09"):
+    for key in ("KBS23a", "KBS23b", "KB23", "SLO09", "WOL17", "Jay07", "BS02b", "Gon99", "And83", "BS99", "HLW06"):
         assert any(title in REFERENCES[key] for title in titles), key
     for ref in cff["references"]:
         assert {"type", "title", "authors"} <= set(ref) and all("family-names" in a for a in ref["authors"])
