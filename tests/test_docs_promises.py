@@ -9,8 +9,6 @@ import contextlib
 import importlib.util
 import io
 import re
-import subprocess
-import sys
 import tomllib
 from dataclasses import fields
 from pathlib import Path
@@ -56,35 +54,7 @@ def test_the_theory_pages_hold_display_math():
         assert pages[name].count("$$") >= 2 and pages[name].count("$$") % 2 == 0, name
 
 
-def test_a_theory_page_builds_to_mathjax_math(tmp_path):
-    """The theory pages, built by Sphinx with the documentation's own MyST and math settings, give
-    HTML math elements that MathJax renders (and the page loads MathJax)."""
-    pytest.importorskip("sphinx")
-    pytest.importorskip("myst_parser")
-    conf = _module(DOCS / "conf.py", "_livens_docs_conf")
-    src = tmp_path / "src"
-    (src / "theory").mkdir(parents=True)
-    for page in THEORY:
-        (src / "theory" / page.name).write_text(page.read_text())
-    (src / "index.md").write_text("# Theory\n\n```{toctree}\ntheory/index\n```\n")
-    (src / "conf.py").write_text(
-        f"extensions = {[e for e in conf.extensions if e.startswith(('myst', 'sphinx.ext.mathjax'))]!r}\n"
-        f"myst_enable_extensions = {conf.myst_enable_extensions!r}\n"
-        "suppress_warnings = ['myst.header', 'myst.xref_missing', 'toc.not_included']\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(tmp_path / "html")],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    html = (tmp_path / "html" / "theory" / "ggl.html").read_text()
-    assert "mathjax" in html.lower()
-    blocks = re.findall(r'<div class="math notranslate nohighlight">\s*\\\[(.*?)\\\]', html, re.S)
-    assert len(blocks) >= 3
-    assert any(r"\begin{aligned}" in b and r"\text{(55a)}" in b for b in blocks)
-    assert re.search(r'<span class="math notranslate nohighlight">\\\(', html)
-    assert "−" not in "".join(blocks)  # LaTeX minus signs, not Unicode text
+# The built HTML's math: tests/test_documentation.py, on the one build of the site.
 
 
 # ------------------------------------------------------------------ docstrings

@@ -50,20 +50,49 @@ def test_the_readme_is_short_and_no_log():
     assert not re.search(r"\b20\d\d-\d\d-\d\d\b|\bUTC\b|load average|\b[0-9a-f]{7,40}\b commit", text)
 
 
-def test_the_documentation_builds_without_warnings(tmp_path):
-    """The Sphinx site (user guide, theory, API reference from the docstrings) builds with warnings as
-    errors; the gallery, which runs every example, is left to the documentation's own build."""
+@pytest.fixture(scope="module")
+def built_docs(tmp_path_factory):
+    """The Sphinx site built once (warnings as errors, the gallery skipped) for the tests that read
+    its HTML: (the finished process, the output folder)."""
     pytest.importorskip("sphinx")
     pytest.importorskip("myst_parser")
+    out = tmp_path_factory.mktemp("html")
     env = dict(os.environ, LIVENS_DOCS_SKIP_GALLERY="1")
     done = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(ROOT / "docs"), str(tmp_path)],
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(ROOT / "docs"), str(out)],
         capture_output=True,
         text=True,
         env=env,
     )
+    return done, out
+
+
+def test_the_documentation_builds_without_warnings(built_docs):
+    """The Sphinx site (user guide, theory, API reference from the docstrings) builds with warnings as
+    errors; the gallery, which runs every example, is left to the documentation's own build."""
+    done, out = built_docs
     assert done.returncode == 0, done.stderr[-4000:]
-    assert (tmp_path / "api" / "index.html").exists()
+    assert (out / "api" / "index.html").exists()
+
+
+def test_the_theory_pages_render_as_mathjax_math(built_docs):
+    """The built theory pages hold MathJax math, not code: every ``$$`` block of a page's Markdown is
+    a display-math element of its HTML (LaTeX with LaTeX minus signs, not Unicode text), inline
+    ``$...$`` are inline math elements, and each page loads MathJax."""
+    done, out = built_docs
+    assert done.returncode == 0, done.stderr[-4000:]
+    for page in sorted((ROOT / "docs" / "theory").glob("*.md")):
+        source = page.read_text()
+        html = (out / "theory" / f"{page.stem}.html").read_text()
+        blocks = re.findall(r'<div class="math notranslate nohighlight">\s*\\\[(.*?)\\\]', html, re.S)
+        assert len(blocks) == source.count("$$") // 2, page.name
+        assert "−" not in "".join(blocks), page.name
+        if re.search(r"(?<!\$)\$[^$\s][^$]*\$(?!\$)", source.replace("$$", "")):
+            assert re.search(r'<span class="math notranslate nohighlight">\\\(', html), page.name
+        if blocks:
+            assert re.search(r"<script[^>]+mathjax", html, re.I), page.name
+    ggl = (out / "theory" / "ggl.html").read_text()
+    assert any(r"\begin{aligned}" in b and r"\text{(55a)}" in b for b in re.findall(r"\\\[(.*?)\\\]", ggl, re.S))
 
 
 def test_the_readme_figure_shows_what_its_caption_says():
