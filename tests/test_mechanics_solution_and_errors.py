@@ -1,8 +1,6 @@
 """AD mechanics against finite differences, VI-S on the pendulum and the heavy top, the Solution and
 its files, failed runs, bad input."""
 
-import math
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -316,5 +314,5 @@ def test_user_defined_system_in_a_few_lines():
     J = list(sol.momentum_maps().values())[0]
     assert np.max(np.abs(J - J[0])) < 1e-10
     summary = sol.summary()
-    # all 50 steps ran in the first chunk, which is timed with the compilation: no rate to report
-    assert summary["steps"] == 50 and math.isnan(summary["steps/s"])
+    # the rate of the 50 steps over their own time, noted as that of a short run
+    assert summary["steps"] == 50 and summary["steps/s"] > 0 and "short run" in summary["steps/s note"]

@@ -24,6 +24,11 @@ if TYPE_CHECKING:  # xarray is an optional dependency (the io extra), imported w
     import xarray as xr
 
 
+SHORT_RUN = 0.1
+"""Seconds of stepping under which :meth:`Solution.summary` notes that its "steps/s" is that of a
+short run (the host loop's per-call overhead, a millisecond or so, weighs in it)."""
+
+
 @dataclass(eq=False)
 class Solution:
     """The result of :func:`livens.simulate` (or of :func:`livens.load`): the nodes and the per-step
@@ -122,7 +127,21 @@ class Solution:
 
     @property
     def n_steps(self) -> int:
+        """The intervals between the kept nodes, len(t) - 1: the steps computed only where
+        ``save_every`` is 1 (:attr:`steps_computed` counts those in any case)."""
         return int(self.q.shape[0] - 1)
+
+    @property
+    def steps_computed(self) -> int:
+        """The steps the run computed (``meta["steps"]``): ``save_every`` times :attr:`n_steps` for
+        a thinned run that reached its end; for a file left by a stopped run, which does not
+        record them, the steps its kept nodes span."""
+        return int(self.meta.get("steps", self.n_steps * self.save_every))
+
+    @property
+    def nodes_kept(self) -> int:
+        """The nodes stored, len(t): the initial one and every ``save_every``-th after it."""
+        return int(self.t.shape[0])
 
     @property
     def save_every(self) -> int:
@@ -331,10 +350,14 @@ class Solution:
         and the number of steps whose plain Newton iteration failed and was rescued
         (``lv.simulate(..., rescue=True)``). "steps" counts the steps computed, "nodes kept" the
         nodes stored (one in every ``save_every``; a file left by a stopped run counts the steps its
-        kept nodes span). The wall time includes the compile time, which includes the first chunk of
-        steps; "steps/s" is the rate of the other chunks (NaN where the run fit in the first; a run
-        continued from a file, ``meta["resumed"]``, is timed for the continuation). The maxima are
-        over the kept nodes.
+        kept nodes span). The times add up: "wall time" = "compile time" (set-up, the start step and
+        the compiles before the first step) + "stepping time" (the steps with their records, a compile
+        needed during them included); "steps/s" is the steps over the stepping time, and where that
+        is under :data:`SHORT_RUN` seconds a line "steps/s note" says that per-call overhead weighs
+        in it. A run continued from a file (``meta["resumed"]``) is timed for the continuation; a
+        file from a livens that did not record the stepping time gives the rate of the chunks after
+        the first (which it timed with the compiles), NaN where there were none. The maxima are over
+        the kept nodes.
 
         The energy error is relative to the energy scale max(|E0|, max T - min T, max V - min V), so
         that it means something for a system that starts at rest (E0 = 0); where the system has an
@@ -344,16 +367,12 @@ class Solution:
         lines "enforced (position)" and "enforced (velocity)" say whether the scheme enforces that
         residual by its own equations or another one (named, with its largest value)."""
         out: dict = {
-            "steps": self._steps_computed(),
+            "steps": self.steps_computed,
             "nodes kept": len(self.t),
             "wall time [s]": float(self.meta.get("wall_time", float("nan"))),
             "compile time [s]": float(self.meta.get("compile_time", float("nan"))),
         }
-        # the first chunk of steps is timed as the compilation: the rate is that of the others
-        run = out["wall time [s]"] - out["compile time [s]"]
-        ran = out["steps"] - int((self.meta.get("resumed") or {}).get("steps", 0))  # those of this session
-        timed = ran - min(int(self.meta.get("chunk", ran)), ran)
-        out["steps/s"] = timed / run if (run > 0 and timed > 0) else float("nan")
+        out.update(self._rate_lines(out["steps"]))
         E = self.energy()
         key = "livens" if "livens" in E else "total"
         En = np.asarray(E[key])
@@ -387,6 +406,24 @@ class Solution:
             out.update(self._residual_lines())
         out["mean Newton iterations"] = float(np.mean(self.newton_iterations)) if self.n_steps else 0.0
         out["steps rescued by damped Newton"] = len(self.meta.get("rescued_steps", ()))
+        return out
+
+    def _rate_lines(self, steps: int) -> dict:
+        """The stepping time, "steps/s" over it, and for a short run a note (:meth:`summary`)."""
+        ran = steps - int((self.meta.get("resumed") or {}).get("steps", 0))  # those of this session
+        stepping = self.meta.get("stepping_time")
+        if stepping is None:  # a file of an older livens: its compile time includes the first chunk
+            run = float(self.meta.get("wall_time", float("nan"))) - float(self.meta.get("compile_time", float("nan")))
+            timed = ran - min(int(self.meta.get("chunk", ran)), ran)
+            return {"steps/s": timed / run if (run > 0 and timed > 0) else float("nan")}
+        stepping = float(stepping)
+        out: dict = {"stepping time [s]": stepping}
+        out["steps/s"] = ran / stepping if (stepping > 0 and ran > 0) else 0.0
+        if 0 < ran and stepping < SHORT_RUN:
+            out["steps/s note"] = (
+                f"a short run ({ran} steps in {1e3 * stepping:.3g} ms): per-call overhead weighs in "
+                "this rate; time a longer run for the speed of the steps"
+            )
         return out
 
     def _residual_lines(self) -> dict:
@@ -613,15 +650,10 @@ class Solution:
                 os.remove(tmp)
         return path
 
-    def _steps_computed(self) -> int:
-        """The steps the run computed (``meta["steps"]``); for a file left by a stopped run, which
-        does not record them, the steps its kept nodes span."""
-        return int(self.meta.get("steps", self.n_steps * self.save_every))
-
     def __repr__(self) -> str:
         return (
-            f"Solution(scheme={self.scheme!r}, params={self.params}, steps={self._steps_computed()}, "
-            f"nodes={len(self.t)}, save_every={self.save_every}, h={self.h:g}, d={self.q.shape[1]}, "
+            f"Solution(scheme={self.scheme!r}, params={self.params}, steps_computed={self.steps_computed}, "
+            f"nodes_kept={self.nodes_kept}, save_every={self.save_every}, h={self.h:g}, d={self.q.shape[1]}, "
             f"m={self.lam.shape[1] if self.lam.ndim == 2 else 0})"
         )
 

@@ -119,6 +119,7 @@ def run(
             raise ValueError("resume continues a single run; an ensemble cannot be resumed.")
         t_start = float(resume.t[-1])
     NothingComputed.set(True)
+    began = time.perf_counter()  # the run's wall clock: set-up, compiles, steps (Solution.summary)
     try:
         with engine.serial_blas():  # XLA's LAPACK calls on one BLAS thread (livens.engine.threads)
             p = make_plan(
@@ -140,7 +141,7 @@ def run(
             )
             if isinstance(executor, Members):
                 return _members_run(p, members, executor, output, on_failure, progress)
-            return _single_run(p, executor, output, on_failure, progress, blowup_factor, resume)
+            return _single_run(p, executor, output, on_failure, progress, blowup_factor, resume, began)
     finally:
         NothingComputed.set(False)
 
@@ -182,7 +183,12 @@ def _check_start(p: Plan, info, member: int | None = None) -> None:
         )
 
 
-def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_factor, resume):
+def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_factor, resume, began: float):
+    """One member's run. Its times (``meta``; ``began``: when :func:`run` was called) add up:
+    ``wall_time`` = ``compile_time`` (set-up, the start step, the compiles of the time loop and
+    what else runs before the first step) + ``stepping_time`` (the steps, from the first to the
+    last, with their records; a compile needed during them, a rescue's or a large XLA loop's
+    optimizing one, counts there)."""
     from ..solution import Solution
 
     sch, mech, problem = p.scheme, p.mech, p.problem
@@ -192,11 +198,10 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
     runner = _single_loop(p, layout, executor.chunk)
     empty = history = p.empty_history(state)
     consts = p.consts()
-    ahead_compile = 0.0
-    if finish_start is not None:  # the time loop is compiled while the start compiles
-        t0 = time.perf_counter()
-        runner.prepare(state, history, np.float64(p.t_start), jnp.asarray(0, jnp.int64), *consts)
-        ahead_compile = time.perf_counter() - t0
+    # the time loop compiled before the first step (while the start compiles, for a scheme with
+    # one), so that the steps are timed on their own
+    runner.prepare(state, history, np.float64(p.t_start), jnp.asarray(0, jnp.int64), *consts)
+    if finish_start is not None:
         state, info = finish_start()
         _check_start(p, info)
     if resume is not None and p.guess == "extrapolated":
@@ -251,9 +256,11 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
             bar.close()
     n_done = int(out.n[0])
     state, history = ex.state, ex.history
+    ended = time.perf_counter()
     meta.update(
-        wall_time=ahead_compile + time.perf_counter() - wall0,  # with every compilation it reports
-        compile_time=ahead_compile + out.compile_time,
+        wall_time=ended - began,
+        compile_time=wall0 - began,
+        stepping_time=ended - wall0,
         steps=n_done,
         rescued_steps=out.rescued.get(0, []),
         backend=ex.backend,
