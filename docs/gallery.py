@@ -1,11 +1,13 @@
 """The gallery: every example of livens run with a scheme that accepts it, with a picture of its
 motion (the mechanism, drawn by :mod:`livens.bodies.draw`, where the example is built from bodies;
-else its coordinates over time) and its overview figure, made by running it (``python
+its particles in space where its coordinates are particle positions; else its coordinates over time) and its overview figure, made by running it (``python
 docs/gallery.py``; the documentation's build runs it, and it prints a line per example as it goes).
 Writes ``docs/gallery/<example>_motion.png``, ``docs/gallery/<example>.png`` and ``docs/gallery.md``."""
 
 import sys
 from pathlib import Path
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 
@@ -86,13 +88,83 @@ RUNS = {
 DRAW = {"three-bar-swing": {"view": "yz", "color_by": "stress"}}
 
 MAX_COORDINATES = 6
-"""The coordinates a motion figure shows for an example without bodies (the first ones)."""
+"""The coordinates a motion figure shows for an example without bodies or particles (the first ones)."""
+
+
+def _chain(q):
+    """pendulum-chain: q = (x_1, ..., x_N), hung from the origin; rods between neighbours."""
+    x = q.reshape(len(q), -1, 3)
+    points = np.concatenate([np.zeros((len(q), 1, 3)), x], axis=1)
+    return points, [(k, k + 1, "rod") for k in range(x.shape[1])]
+
+
+def _double_spherical(q):
+    """double-spherical-pendulum: u = (u1, u2) relative, x1 = u1, x2 = u1 + u2, hung from the origin."""
+    u1, u2 = q[:, :3], q[:, 3:6]
+    points = np.stack([np.zeros_like(u1), u1, u1 + u2], axis=1)
+    return points, [(0, 1, "rod"), (1, 2, "rod")]
+
+
+def _four_particle(q):
+    """four-particle: q = (q1, q2, q3, q4); bars 1-2 and 3-4, springs 1-3 and 2-4."""
+    return q.reshape(len(q), 4, 3), [(0, 1, "rod"), (2, 3, "rod"), (0, 2, "spring"), (1, 3, "spring")]
+
+
+#: example -> q (n, d) -> (points (n, k, 3), links (i, j, "rod" | "spring")): the examples whose
+#: coordinates are point positions in space, drawn as particles with their rods and springs
+PARTICLES = {
+    "pendulum-3d": _chain,
+    "pendulum-chain": _chain,
+    "double-spherical-pendulum": _double_spherical,
+    "four-particle": _four_particle,
+}
+
+
+def particle_figure(t, q, points_of, path: str, name: str) -> str:
+    """The particles of ``q`` in space: each one's path (thin) and the configuration at six times,
+    light to dark, with its rods (solid) and springs (dashed); a fixed point (the hanging point) is
+    a black square. Writes ``path``; returns what it shows."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    points, links = points_of(np.asarray(q))
+    idx = np.abs(np.asarray(t)[None, :] - np.linspace(t[0], t[-1], 6)[:, None]).argmin(axis=1)
+    fig = Figure(figsize=(6.0, 5.0))
+    ax = fig.add_subplot(projection="3d")
+    for k in range(points.shape[1]):
+        if np.ptp(points[:, k], axis=0).max() > 0:
+            ax.plot(*points[:, k].T, lw=0.5, color="0.6", alpha=0.7)
+    for shade, n in zip(np.linspace(0.3, 1.0, len(idx)), idx):
+        color = (0.12 * shade, 0.35 * shade, 0.7 * shade + 0.3 * (1 - shade))
+        color = tuple(1 - shade * (1 - c) for c in color)
+        for i, j, kind in links:
+            ax.plot(
+                *points[n, [i, j]].T, color=color, lw=1.6 if kind == "rod" else 1.0, ls="-" if kind == "rod" else "--"
+            )
+        ax.scatter(*points[n].T, color=color, s=14, depthshade=False)
+    fixed = [k for k in range(points.shape[1]) if np.ptp(points[:, k], axis=0).max() == 0]
+    if fixed:
+        ax.scatter(*points[0, fixed].T, color="k", marker="s", s=24, depthshade=False)
+    span = points.reshape(-1, 3)
+    extent = span.max(axis=0) - span.min(axis=0)
+    extent = np.maximum(extent, 0.15 * extent.max())
+    ax.set_box_aspect(extent)
+    for axis, size in zip((ax.xaxis, ax.yaxis, ax.zaxis), extent):  # fewer ticks on a short axis
+        axis.set_major_locator(MaxNLocator(nbins=max(2, round(6 * size / extent.max()))))
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.set_zlabel("z")
+    ax.set_title(f"{name}: particles at six times, light to dark", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return "the particles at six times of the run, light to dark, with their rods (solid), springs (dashed) and paths"
 
 
 def motion_figure(sol, path: str, name: str) -> str:
-    """The picture of the motion under the diagnostics: for an example built with livens.bodies its
-    mechanism at six times (:func:`livens.bodies.draw.snapshot`), else its first coordinates q_i(t).
-    Writes ``path`` and returns what it shows, for the caption."""
+    """The picture of the motion above the diagnostics: for an example built with livens.bodies its
+    mechanism at six times (:func:`livens.bodies.draw.snapshot`), for one whose coordinates are
+    particle positions (:data:`PARTICLES`) the particles at six times and their paths, else its first
+    coordinates q_i(t). Writes ``path`` and returns what it shows, for the caption."""
     from matplotlib.figure import Figure
 
     import livens.bodies as lb
@@ -104,6 +176,8 @@ def motion_figure(sol, path: str, name: str) -> str:
     else:
         lb.draw.snapshot(sol, path=path, **DRAW.get(name, {}))
         return "the mechanism at six times of the run, light to dark (`livens.bodies.draw.snapshot`)"
+    if name in PARTICLES:
+        return particle_figure(np.asarray(sol.t), np.asarray(sol.q), PARTICLES[name], path, name)
     d = sol.q.shape[1]
     shown = min(d, MAX_COORDINATES)
     fig = Figure(figsize=(6.0, 3.2))
@@ -135,8 +209,9 @@ def main(names: list[str] | None = None, out: Path = HERE) -> int:
         "Every example of `lv.examples`, run with a scheme that accepts it; the figures are "
         "made by `python docs/gallery.py` when the documentation is built. For each example, a picture "
         "of the motion (the mechanism drawn by `livens.bodies.draw` where the example is built from "
-        "bodies, else its coordinates over time) and the overview of `livens run` (energy quantities, "
-        "energy increments per step, momentum-map increments or Newton iterations, constraint residuals).",
+        "bodies, its particles in space where its coordinates are particle positions, else its "
+        "coordinates over time) and the overview of `livens run` (energy quantities, energy increments "
+        "per step, momentum-map increments or Newton iterations, constraint residuals).",
         "",
     ]
     print(f"gallery: running {len(names)} examples (each is compiled, then run)", flush=True)

@@ -242,7 +242,11 @@ def test_the_yardstick_chart_states_h_tol_and_accuracy_without_overlapping_label
 
 def test_the_gallery_draws_each_motion_and_reports_progress(tmp_path, capsys):
     """For an example built from bodies the gallery draws the mechanism (livens.bodies.draw), for
-    one without bodies its coordinates; each example's run is announced and its end reported."""
+    one whose coordinates are particle positions the particles in space, for any other its
+    coordinates; each example's run is announced and its end reported."""
+    import types
+
+    import numpy as np
     from PIL import Image
 
     import livens as lv
@@ -257,7 +261,11 @@ def test_the_gallery_draws_each_motion_and_reports_progress(tmp_path, capsys):
         assert re.search(rf"gallery \[{k}/2\] {name}: \d+ steps, figures written\n", printed), printed
     page = (tmp_path / "gallery.md").read_text()
     assert "the mechanism at six times" in page.split("## pendulum-3d")[0]
-    assert "coordinates q(t)" in page.split("## pendulum-3d")[1]
+    assert "the particles at six times" in page.split("## pendulum-3d")[1]
+    assert set(gallery.PARTICLES) <= set(lv.examples.names())
+    other = types.SimpleNamespace(problem=None, t=np.linspace(0.0, 1.0, 11), q=np.ones((11, 9)))
+    shown = gallery.motion_figure(other, str(tmp_path / "other.png"), "other")
+    assert shown == "its coordinates q(t) (the first 6 of 9)" and (tmp_path / "other.png").exists()
     for name in names:
         for picture in (f"{name}_motion.png", f"{name}.png"):
             assert f"(gallery/{picture})" in page
