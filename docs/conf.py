@@ -47,6 +47,7 @@ def _generate(app):
 
 _LITERAL = re.compile(r"(``.+?``|:\w+:`[^`]+`|`[^`]+`)")
 _ITEM = re.compile(r"^(\*\*)?[A-Za-z_]\w*(, ?[A-Za-z_]\w*)*: ")
+_ENDS = (".", ":", ";", "-")  # a line that ends so ends a sentence (or a ``----`` underline)
 
 
 def _escape(text):
@@ -60,8 +61,8 @@ def _escape(text):
 
 def house_docstring(lines):
     """livens' docstring lines as reStructuredText: an unindented line followed by indented ones is
-    one item (the continuation joined); ``name: text`` items become a bullet list; ``::`` blocks
-    pass unchanged."""
+    one item (the continuation joined); ``name: text`` items (after a blank line, an item or a line
+    that ends a sentence) become a bullet list; ``::`` blocks pass unchanged."""
     out, literal = [], False
     for line in lines:
         if literal:
@@ -76,9 +77,14 @@ def house_docstring(lines):
         out.append(_escape(line) if line.strip() else line)
         if line.rstrip().endswith("::"):
             literal = True
-    result = []
+    result, previous, previous_item = [], "", False
     for line in out:
-        item = bool(_ITEM.match(line.replace("\\", "")))
+        # an item starts a line after a blank line, an item or a finished sentence; "name: " inside a
+        # sentence wrapped there ("... every rod's length is" / "kept: ...") is text
+        item = bool(_ITEM.match(line.replace("\\", ""))) and (
+            not previous.strip() or previous_item or previous.rstrip().endswith(_ENDS)
+        )
+        previous, previous_item = line, item
         if item:
             if result and result[-1].strip() and not result[-1].startswith("- "):
                 result.append("")

@@ -103,6 +103,22 @@ def test_error_classes_document_their_fields():
     assert "fields" in lv.FileFormatError.__doc__
 
 
+def test_docstring_items_become_a_list_but_a_wrapped_sentence_stays_text():
+    """The API reference's docstring filter (docs/conf.py) makes ``name: text`` lines a bullet list
+    where they start after a blank line, an item or a finished sentence, and leaves a sentence whose
+    wrapped line begins with a word and a colon (the pendulum-chain module's "... every rod's length
+    is" / "kept: ...") as text."""
+    conf = _module(DOCS / "conf.py", "_livens_docs_conf")
+    doc = (
+        "The fields:\n\nt: the node times.\nq: the nodes.\n\nThe state is consistent (every rod's length is\n"
+        "kept: (x_k - x_{k-1}) . v = 0).\nDefaults h = 0.01.\nSymmetry: rotation about e3."
+    ).splitlines()
+    out = conf.house_docstring(doc)
+    assert "- t: the node times." in out and "- q: the nodes." in out
+    assert any(line.startswith("kept: (x_k - x") for line in out)
+    assert "- Symmetry: rotation about e3." in out and not any(line.startswith("- kept") for line in out)
+
+
 # ------------------------------------------------------------------ license, citation, README
 
 
