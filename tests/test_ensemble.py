@@ -32,8 +32,13 @@ def _pendulum_states(B, seed=0):
     return q, v
 
 
+# the higher-order schemes (several stages per step, own unknown layouts) as ensembles too; slow:
+# each compiles its step for XLA's batched loop and for the native kernel
+HIGHER_ORDER = [pytest.param(s, marks=pytest.mark.slow) for s in ("ggl-galerkin", "ggl-spark", "ggl-em4")]
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("scheme", ["VI-S", "EM"])
+@pytest.mark.parametrize("scheme", ["VI-S", "EM", *HIGHER_ORDER])
 def test_members_equal_single_runs(scheme, backend):
     problem = lv.examples.load("pendulum-3d")
     q0s, v0s = _pendulum_states(5)
