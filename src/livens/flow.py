@@ -9,6 +9,7 @@ Leyendecker, Ober-Blöbaum, Marsden, Ortiz 2010) differentiate.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, Callable
 
@@ -16,7 +17,8 @@ import jax
 
 from .checks import check_keywords
 from .driver import Arrays, Implicit, InGraph, NaNFlag, run
-from .driver.ingraph import FlowFunction, FlowResult, reraise_thrown
+from .driver.flow_failure import reraise_thrown
+from .driver.ingraph import FlowFunction, FlowResult
 from .problem import Problem
 
 
@@ -71,10 +73,12 @@ def flow(
     recomputes each segment's linearization (the rest of its memory like sqrt(n_steps)). A failed start or step makes the nodes
     after it NaN, ``converged`` False and the derivative of every output with respect to every input
     NaN; no later step is taken. Called on concrete arrays, ``F`` raises
-    :class:`~livens.ConvergenceError` naming the step, its time and residual; under a transformation
-    check ``result.converged`` (per member under ``jax.vmap``) or :meth:`FlowFunction.check`, or pass
-    ``throw=True`` to raise at run time through a host callback (inside the user's ``jax.jit`` JAX
-    wraps it in its runtime error; :func:`raising` hands on the ``ConvergenceError`` itself).
+    :class:`~livens.ConvergenceError` naming the step, its time and residual, and for a failed step
+    why, in the words of :func:`livens.simulate` (a tolerance below the round-off floor, a function
+    that is not finite); under a transformation check ``result.converged`` (per member under
+    ``jax.vmap``) or :meth:`FlowFunction.check`, or pass ``throw=True`` to raise at run time through a
+    host callback (inside the user's ``jax.jit`` JAX wraps it in its runtime error; :func:`raising`,
+    about the compiled function or as ``with lv.raising():``, hands on the ``ConvergenceError``).
     ``on_failure="hold"``: a failed run's nodes after the failure hold the last node reached (finite)
     and its derivatives are zero, so that ``jnp.where(result.converged, loss, 0.0)`` masks a failed
     member of a batch with finite gradients for the others. There is no rescue: its iterations
@@ -130,22 +134,45 @@ def _steps(problem: Problem, h, n_steps, t_end) -> int | None:
     return max(1, int(round(t_end / h)))
 
 
-def raising(fun: Callable[..., Any]) -> Callable[..., Any]:
+def raising(fun: Callable[..., Any] | None = None) -> Any:
     """``fun`` (typically a ``jax.jit``-compiled function that calls a flow built with
     ``throw=True``), with a failed run raised as the :class:`~livens.ConvergenceError` that the
     flow's host callback raised (its message, ``step``, ``time``, ``residual``), where JAX would
-    raise its own runtime error that wraps it. The call waits for the results
-    (``jax.block_until_ready``), so that the error arrives inside it. Other errors pass unchanged."""
+    raise its own runtime error (``jax.errors.JaxRuntimeError``) that wraps it. The call waits for
+    the results (``jax.block_until_ready``), so that the error arrives inside it. Other errors pass
+    unchanged. Usable as a decorator above ``@jax.jit``.
+
+    ``lv.raising()`` without ``fun`` is the same as a context manager: ``with lv.raising():`` turns
+    the runtime error of every call in the block (a compiled function of a library included) into
+    the ``ConvergenceError``; the block ends waiting for the programs' callbacks
+    (``jax.effects_barrier``).
+
+    JAX makes every exception of a host callback inside a compiled program its own runtime error,
+    and Python's ``except`` matches the class an exception was made with, so ``except
+    lv.ConvergenceError`` catches a failure inside the user's ``jax.jit`` only through this
+    function (:mod:`livens.driver.flow_failure`)."""
+    if fun is None:
+        return _raising(barrier=True)
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
-        try:
+        with _raising(barrier=False):
             return jax.block_until_ready(fun(*args, **kwargs))
-        except jax.errors.JaxRuntimeError as e:
-            reraise_thrown(e)
-            raise
 
     return call
+
+
+@contextlib.contextmanager
+def _raising(barrier: bool):
+    """The block with JAX's runtime error of a ``throw=True`` flow raised as its ConvergenceError
+    (:func:`raising`); ``barrier``: wait at its end for the callbacks of the programs it started."""
+    try:
+        yield
+        if barrier:
+            jax.effects_barrier()
+    except jax.errors.JaxRuntimeError as e:
+        reraise_thrown(e)
+        raise
 
 
 __all__ = ["flow", "raising", "FlowResult", "FlowFunction"]

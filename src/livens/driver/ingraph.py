@@ -26,15 +26,12 @@ The call of a :class:`FlowFunction` is one program:
    They are checked at the nodes with the call's values: values that break one fail the run with a
    message naming it.
 
-With ``throw=True`` a failed run raises :class:`~livens.ConvergenceError` from a host callback;
-JAX wraps it in its runtime error, and :func:`reraise_thrown` (called by :class:`FlowFunction` where
-JAX runs the program at once, and by :func:`livens.raising`) raises it in its place.
+What a failed run says and raises, ``throw=True`` included: :mod:`livens.driver.flow_failure`.
 """
 
 from __future__ import annotations
 
-import collections
-import logging
+import functools
 import math
 import warnings
 from typing import Any, NamedTuple
@@ -52,18 +49,22 @@ from ..problem import exact_symmetries
 from ..schemes.base import State
 from ..system import parameter_values
 from ..timestep import make_loop, make_replay
-from .failure import GENERIC_ADVICE, flow_advice
+from .flow_failure import (  # noqa: F401 - the failure codes, also livens.driver.ingraph's
+    NONE,
+    SCHEME_START,
+    START,
+    STEP,
+    SYMMETRY,
+    failed_rows,
+    failure_message,
+    raise_thrown,
+    reraise_thrown,
+    step_advice,
+)
 from .native_flow import NativeDerivatives, NativeForward
 
 FAILED = ("nan", "hold")
 """The values of ``on_failure`` of :func:`livens.flow`: what a failed run returns (module docstring)."""
-
-NONE, START, SCHEME_START, STEP, SYMMETRY = 0, 1, 2, 3, 10
-"""The codes of :attr:`FlowResult.failure`: nothing failed; the initial state (its projection onto
-the manifold did not converge, or with ``consistent=False`` it lies off the manifold); the scheme's
-own start (SLO09 eq 15, 17); a time step; SYMMETRY + j: the call's parameter values break the j-th
-symmetry the scheme keeps."""
-
 
 TRACED_SAMPLES = 3
 """Random values of traced parameters at which a symmetry must be exact to be kept (besides their
@@ -150,46 +151,6 @@ def _fenced(body):
         return (outs, aux), (d_outs, jax.tree_util.tree_map(_zero_tangent, aux))
 
     return fenced
-
-
-def failure_message(
-    result_fields, scheme: str, h: float, n_steps: int, tol, symmetries=(), member=None, advice=None
-) -> str:
-    """The message of a failed run from (failure, failed_step, residual of what failed); ``advice``:
-    the sentence that ends it for a failed step (:func:`livens.driver.failure.flow_advice`; default
-    :data:`~livens.driver.failure.GENERIC_ADVICE`, the words of :func:`livens.simulate`)."""
-    failure, k, resid = result_fields
-    who = f" (member {member} of the vmapped call)" if member is not None else ""
-    r = f"{resid:.3e}" if np.isfinite(resid) else "NaN"
-    if failure == START:
-        return (
-            f"lv.flow of {scheme}{who}: the initial state is not on the constraint manifold of this call's parameter "
-            f"values: max(|g(q0)|, |G(q0) v0|) = {r}, or its projection did not converge. Pass a consistent (q0, v0) "
-            "(lv.consistent_initial_state(system, q0, v0, parameters=...)), or let lv.flow project it "
-            "(consistent=True, the default), from a q0 closer to the manifold."
-        )
-    if failure == SCHEME_START:
-        return (
-            f"lv.flow of {scheme}{who}: the start step (SLO09 eq 15, 17) did not converge: residual {r} with "
-            f"h = {h:g}. Try a smaller h."
-        )
-    if failure >= SYMMETRY:
-        j = failure - SYMMETRY
-        name = symmetries[j] if 0 <= j < len(symmetries) else f"#{j}"
-        return (
-            f"lv.flow of {scheme}{who}: the parameter values of this call break the symmetry {name!r}, which the "
-            "flow keeps by construction (it is exact at the defaults of the traced parameters and at random values "
-            "about them, not at the values of this call): its discrete gradient "
-            "would impose a conservation law these values do not have. Call F on concrete parameter values (the "
-            "symmetries are then chosen for them), or build the flow from problem.replace(symmetries=[...]) "
-            "without it. The nodes are NaN."
-        )
-    return (
-        f"Newton did not converge in step {k + 1} of {n_steps} (t = {k * h:.6g} -> {(k + 1) * h:.6g}) of {scheme} "
-        f"in lv.flow{who} with h = {h:g} (tol = {tol}): residual {r}. The nodes after it are NaN and every "
-        "derivative of the run is NaN. The flow has no rescue (its iterations are not differentiable)."
-        + (GENERIC_ADVICE if advice is None else advice)
-    )
 
 
 # ------------------------------------------------------------------ the run as a program
@@ -313,7 +274,9 @@ class _Run:
             parts.append(self.replay_rest(state, xs[n_full * seg :], t0, n0, n_steps, h, plan.jparams, sysp)[1])
         return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *parts) if len(parts) > 1 else parts[0]
 
-    def __call__(self, q0, v0, parameters=None) -> FlowResult:
+    def __call__(self, q0, v0, parameters=None, rows: bool = False):
+        """The run's FlowResult; ``rows``: with what its failed step started from, ``(result,
+        rows)`` (:func:`~livens.driver.flow_failure.failed_rows`, for the diagnosis of a concrete call)."""
         flow, n_steps, d = self.flow, self.flow.n_steps, self.mech.d
         f64 = jnp.float64
         sysp = flow.system_values(parameters)
@@ -326,14 +289,15 @@ class _Run:
             outs, aux = self.body(q_in, v_in, sysp)
             outs = _loud(outs, _input_sum(q_in, v_in, sysp), ~aux["converged"])
         code, failed_step, residual = aux["failure"], aux["failed_step"], aux["residual"]
+        nodal = flow.plan.scheme.capabilities.velocity_kind == "nodal"
+        start = jax.lax.stop_gradient(failed_rows(outs, failed_step, nodal)) if self.throw or rows else None
         if self.throw:
             fail_res = residual[jnp.clip(failed_step, 0, n_steps - 1)]
-            jax.debug.callback(self.raise_failure, code, failed_step, fail_res)
+            jax.debug.callback(self.raise_failure, code, failed_step, fail_res, start, sysp)
         t = jnp.arange(n_steps + 1, dtype=f64) * self.flow.plan.h
         k = flow.save_every
-        nodal = flow.plan.scheme.capabilities.velocity_kind == "nodal"
         v = outs["v"]
-        return FlowResult(
+        result = FlowResult(
             t[::k],
             outs["q"][::k],
             outs["p"][::k],
@@ -346,6 +310,7 @@ class _Run:
             residual,
             code,
         )
+        return (result, start) if rows else result
 
     def body(self, q_in, v_in, sysp):
         """The run from (q_in, v_in) with the System's values ``sysp``: (outs, aux), outs the
@@ -436,55 +401,21 @@ class _Run:
         }
         return outs, aux
 
-    def raise_failure(self, code, failed_step, residual):
+    def raise_failure(self, code, failed_step, residual, start, sysp):
         """The host side of ``throw=True``: raise :class:`~livens.ConvergenceError` for a failed run
-        (called per member under ``vmap``)."""
+        (called per member under ``vmap``), a failed step's message with the diagnosis of
+        :func:`livens.simulate` (from ``start``, what it started from; run on the CPU, beside the
+        program that waits for this callback)."""
         code, k, r = int(code), int(failed_step), float(residual)
         if code == NONE:
             return
         f = self.flow
-        err = ConvergenceError(
-            failure_message((code, k, r), f.scheme, f.h, f.n_steps, f.tol, self.kept),
-            step=k,
-            time=k * f.h,
-            residual=r,
-        )
-        err.thrown_by_flow = True  # JAX's log of the callback's error leaves it out (_QuietThrow)
-        _THROWN.append(err)
-        raise err
-
-
-# ------------------------------------------------------------------ throw=True
-_THROWN: collections.deque = collections.deque(maxlen=64)
-"""The errors the host callback of ``throw=True`` raised, until :func:`reraise_thrown` hands one on."""
-
-
-def reraise_thrown(err: BaseException) -> None:
-    """Raise the :class:`~livens.ConvergenceError` of a failed run of a ``throw=True`` flow that
-    ``err`` (the runtime error in which JAX wraps an exception of a host callback) carries, in its
-    place (``from None``: JAX's error adds nothing to its message); return where it carries none."""
-    text = str(err)
-    for thrown in reversed(list(_THROWN)):
-        if str(thrown) in text:
-            try:
-                _THROWN.remove(thrown)
-            except ValueError:  # handed on meanwhile by another thread
-                pass
-            raise thrown.with_traceback(None) from None
-
-
-class _QuietThrow(logging.Filter):
-    """Leaves out of JAX's log of a failed host callback the errors of ``throw=True``: they are
-    raised to the caller (wrapped by JAX, or as themselves through :func:`livens.raising`), and
-    their traceback on stderr would only repeat the message."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not getattr(exc, "thrown_by_flow", False)
-
-
-for _name in ("jax._src.debugging", "jax._src.callback"):
-    logging.getLogger(_name).addFilter(_QuietThrow())
+        advice = None
+        if code == STEP:
+            with jax.default_device(jax.devices("cpu")[0]):
+                advice = step_advice(f.plan, self.mech, sysp, k, r, start)
+        message = failure_message((code, k, r), f.scheme, f.h, f.n_steps, f.tol, self.kept, None, advice, f.hold)
+        raise_thrown(message, k, k * f.h, r)
 
 
 # ------------------------------------------------------------------ the forward run and its derivative
@@ -622,7 +553,7 @@ class FlowFunction:
         hit = self._programs.get(key)
         if hit is None:
             run = _Run(self, mech, throw)
-            hit = self._programs[key] = (run, jax.jit(run))
+            hit = self._programs[key] = (run, jax.jit(run), jax.jit(functools.partial(run, rows=True)))
         return hit
 
     @property
@@ -757,18 +688,24 @@ class FlowFunction:
                     raise
         if not self.consistent:
             self._refuse_inconsistent(q0, v0, parameters)
-        _, program = self._run(self._mech_for(parameters), False)
+        mech = self._mech_for(parameters)
+        program = self._run(mech, False)[2]
         with engine.serial_blas():  # runs at once where called on concrete values (livens.engine.threads)
-            res = jax.block_until_ready(program(q0, v0, parameters))
-        if not bool(np.all(np.asarray(res.converged))):  # the words lv.simulate has for the failed step
-            sysp = self.system_values(parameters)
-            return self.check(res, flow_advice(self.plan, self._mech_for(parameters), sysp, res, self.save_every))
-        return self.check(res)
+            res, start = jax.block_until_ready(program(q0, v0, parameters))
+        advice = None
+        if int(res.failure) == STEP:  # the words lv.simulate has for the failed step
+            k = int(res.failed_step)
+            r = float(np.asarray(res.residual)[k])
+            advice = step_advice(self.plan, mech, self.system_values(parameters), k, r, start)
+        return self.check(res, advice=advice)
 
-    def check(self, result: FlowResult, advice: str | None = None) -> FlowResult:
+    def check(self, result: FlowResult, parameters: dict | None = None, *, advice: str | None = None) -> FlowResult:
         """Raise :class:`~livens.ConvergenceError` if the start or a step of ``result`` failed (the
-        first failed member of a batched result, named with the count); ``advice``: as for
-        :func:`failure_message`."""
+        first failed member of a batched result, named with the count). A failed step's message ends
+        with the diagnosis :func:`livens.simulate` gives the same step where the result's nodes are
+        not thinned (``save_every=1``) and the call's ``parameters`` are given (those of the call;
+        under ``jax.vmap`` the batched values, whose member is taken) or the System has none;
+        ``advice``: that sentence, known already (:func:`failure_message`)."""
         conv = np.asarray(result.converged)
         if conv.all():
             return result
@@ -779,14 +716,39 @@ class FlowFunction:
         b = int(bad[0])
         k = int(steps.ravel()[b])
         r = float(resid.reshape(conv.size, -1)[b, max(k, 0)])
+        code = int(codes.ravel()[b])
+        if advice is None and code == STEP:
+            advice = self._member_advice(result, np.unravel_index(b, conv.shape), k, r, parameters)
         member = b if conv.ndim else None
         kept = self._fn.kept
         msg = failure_message(
-            (int(codes.ravel()[b]), k, r), self.scheme, self.h, self.n_steps, self.tol, kept, member, advice
+            (code, k, r), self.scheme, self.h, self.n_steps, self.tol, kept, member, advice, self.hold
         )
         if conv.ndim:
             msg += f" {bad.size} of {conv.size} members failed: {bad[:10].tolist()}."
         raise ConvergenceError(msg, step=k, time=k * self.h, residual=r)
+
+    def _member_advice(self, result: FlowResult, idx: tuple, k: int, r: float, parameters) -> str | None:
+        """:func:`~livens.driver.flow_failure.step_advice` for the failed step ``k`` of the member
+        ``idx`` of ``result`` (``()``: not batched), where the nodes and the call's parameter values
+        determine what it started from (:meth:`check`); else None."""
+        defaults = self.problem.system.parameters
+        if self.save_every != 1 or (defaults and parameters is None) or result.q is None:
+            return None
+        values = {}
+        for name, value in (parameters or {}).items():
+            value, shape = np.asarray(value), np.shape(defaults.get(name)) if defaults else ()
+            if value.ndim == len(shape) + len(idx):
+                value = value[idx]
+            elif value.ndim != len(shape):
+                return None
+            values[name] = value
+        fields = ("q", "p", "v", "lam", "gam")
+        outs = {f: None if getattr(result, f) is None else np.asarray(getattr(result, f))[idx] for f in fields}
+        nodal = self.plan.scheme.capabilities.velocity_kind == "nodal"
+        start = failed_rows(outs, k, nodal)
+        values = values if defaults else None
+        return step_advice(self.plan, self._mech_for(values), self.system_values(values), k, r, start)
 
     def __repr__(self):
         return f"FlowFunction({self.scheme}, h={self.h:g}, n_steps={self.n_steps})"
