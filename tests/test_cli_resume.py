@@ -6,6 +6,9 @@ import os
 import shlex
 import shutil
 import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -160,3 +163,63 @@ def test_ctrl_c_in_the_last_chunk_says_the_run_reached_its_end(tmp_path, capsys,
     assert "Interrupted after 1000 of 1000 steps" in last and "Continue it with" not in last
     assert "The run had reached its end (t = 1)" in last
     assert lv.load(tmp_path / f"{STEM}_partial.nc").t[-1] == pytest.approx(1.0)
+
+
+def test_ctrl_c_from_outside_then_the_printed_command_reaches_the_nodes_of_one_run(tmp_path):
+    """The user's path end to end, each command in a process of its own: ``livens run`` of 1e7 steps,
+    keeping one node in every 10, stopped by a SIGINT from outside (wherever the run is: inside a
+    chunk of native code, between chunks, writing the file) once the streamed file holds steps; then
+    the command its message prints, with a nearer --t-end (the printed one is 10,000 s away); then
+    one uninterrupted run to the same t_end (in Python; the test above checks the files of one).
+
+    The nodes up to the stopped run's last kept one are the same bits as the uninterrupted run's
+    (the same steps). From there the continuation agrees to the Newton tolerance (1e-12 on the
+    residual: q, p, v to 1e-9, lambda to 1e-7), not to the bit: it starts Newton's extrapolated
+    guess afresh, since a file left by Ctrl-C holds no predictor history (and with save_every 10 its
+    last kept node lies before the last step computed, which the continuation computes again)."""
+    src = os.path.dirname(os.path.dirname(os.path.abspath(lv.__file__)))
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    livens_cli = [sys.executable, "-m", "livens.cli"]
+    out = str(tmp_path / "stopped")
+    argv = ["run", "pendulum-3d", "--h", "0.001", "--t-end", "10000", "--tol", "1e-12"]
+    argv += ["--save-every", "10", "--quiet", "--out", out]
+    streamed = os.path.join(out, f"{STEM}.nc")
+    proc = subprocess.Popen([*livens_cli, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    deadline = time.time() + 300
+    while proc.poll() is None and time.time() < deadline:  # steps beyond the start node on disk
+        time.sleep(0.2)
+        if os.path.exists(streamed) and os.path.getsize(streamed) > 200_000:
+            break
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    last = err.strip().splitlines()[-1]
+    partial = os.path.join(out, f"{STEM}_partial.nc")
+    assert last.startswith("Interrupted after ") and "Continue it with: livens run " in last, err
+    command = shlex.split(last.split("Continue it with: ")[1])
+    assert command == ["livens", *argv, "--resume", partial]
+    first = lv.load(partial)
+    n_kept = len(first.t)
+    assert n_kept > 100 and first.save_every == 10
+
+    # the printed command, to 3 s beyond the stopped run's last kept node (a whole number of kept nodes)
+    t_end = round((n_kept - 1 + 300) * 10 * 0.001, 6)
+    command[command.index("--t-end") + 1] = repr(t_end)
+    res = subprocess.run([*livens_cli, *command[1:]], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert f"resumed at t = {first.t[-1]:g} from {partial}" in res.stdout
+    done = lv.load(streamed)
+    assert not os.path.exists(partial)
+
+    whole = lv.simulate(lv.examples.load("pendulum-3d"), "VI-S", h=0.001, t_end=t_end, tol=1e-12, save_every=10)
+    assert done.t.shape == whole.t.shape == (n_kept + 300,)
+    assert done.summary()["steps"] == whole.summary()["steps"] == round(t_end / 0.001)
+    for name in ("q", "p"):  # the stopped run's nodes: the file's bits, which are the uninterrupted run's
+        np.testing.assert_array_equal(getattr(done, name)[:n_kept], getattr(first, name), err_msg=name)
+        np.testing.assert_array_equal(getattr(done, name)[:n_kept], getattr(whole, name)[:n_kept], err_msg=name)
+    np.testing.assert_array_equal(done.v[: n_kept - 1], whole.v[: n_kept - 1])  # per step (VI-S), kept ones
+    np.testing.assert_allclose(done.t, whole.t, rtol=0, atol=1e-9)
+    for name in ("q", "p", "v"):  # the continuation: to the Newton tolerance
+        np.testing.assert_allclose(getattr(done, name), getattr(whole, name), rtol=0, atol=1e-9, err_msg=name)
+    np.testing.assert_allclose(done.lam, whole.lam, rtol=0, atol=1e-7)

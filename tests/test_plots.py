@@ -232,9 +232,9 @@ def test_overview_without_symmetry_has_no_empty_panel(tmp_path):
     # once) is on top and visible, not hidden by the band of the enforced velocity residual
     ax = fig.axes[3]
     labels = [ln.get_label() for ln in ax.get_lines()]
-    assert "nodal position = enforced position g(q^{n+1})" in labels
+    assert "nodal position = enforced position $g(q^{n+1})$" in labels
     assert not any(lab.startswith("enforced position") for lab in labels)
-    pos = ax.get_lines()[labels.index("nodal position = enforced position g(q^{n+1})")]
+    pos = ax.get_lines()[labels.index("nodal position = enforced position $g(q^{n+1})$")]
     img = _render(fig)
     assert _pixels_of(fig, img, ax, pos.get_color()) > 200
     assert any(lab.startswith("Newton tolerance") for lab in labels)
@@ -298,11 +298,19 @@ def test_overview_labels_and_title_name_the_energies_and_the_scheme():
     assert not any("livens" in ln.get_label() for ax in fig.axes for ln in ax.get_lines())
 
 
-def test_overview_of_a_loaded_system_draws_the_energy_balance_the_summary_reports():
+@pytest.fixture(scope="module")
+def swing_runs():
+    """The three-bar swing (two elements per bar) by vi-lagrange over 0.02 s: every node, and one in every 2."""
+    swing = lv.examples.load("three-bar-swing", n_elements=2)
+    every = lv.simulate(swing, "vi-lagrange", t_end=0.02, progress=False)
+    return every, lv.simulate(swing, "vi-lagrange", t_end=0.02, save_every=2, progress=False)
+
+
+def test_overview_of_a_loaded_system_draws_the_energy_balance_the_summary_reports(swing_runs):
     """The three-bar swing is driven by a load: its energy grows by the load's work. The energy panel
     draws the balance E^n - E^0 - W_ext^n, whose largest value over the energy scale is the summary's
     figure, and which is far smaller than the energy's change."""
-    sol = lv.simulate(lv.examples.load("three-bar-swing", n_elements=2), "vi-lagrange", t_end=0.02, progress=False)
+    sol, thinned = swing_runs
     fig = _overview(sol)
     ax = fig.axes[1]
     assert ax.get_title().startswith("energy balance $H^n - H^0 - W_{ext}^n$")
@@ -313,7 +321,70 @@ def test_overview_of_a_loaded_system_draws_the_energy_balance_the_summary_report
     H = sol.energy()["total"]
     assert np.max(np.abs(H - H[0])) > 1e4 * np.max(np.abs(y))  # the load's work is not drawn
     # one node in every 2 kept: no balance (the work needs every step); the title says what is drawn
-    thinned = lv.simulate(sol.problem, "vi-lagrange", t_end=0.02, save_every=2, progress=False)
     title = _overview(thinned).axes[1].get_title()
     assert title.startswith("change $H^n - H^0$") and "the loads' work included" in title
     assert "includes the loads' work" in " ".join(thinned.summary())
+
+
+def _outside_the_figure(fig) -> list[str]:
+    """The titles and legend entries of the rendered figure that reach beyond its edges (the axis
+    labels are left to the layout, which may place one a few pixels over the edge)."""
+    _render(fig)
+    renderer = fig.canvas.get_renderer()
+    texts = [fig._suptitle] if fig._suptitle is not None else []
+    for ax in fig.axes:
+        texts.append(ax.title)
+        if ax.get_legend() is not None:
+            texts += ax.get_legend().get_texts()
+    edge = fig.bbox
+    out = []
+    for text in texts:
+        if not text.get_visible() or not text.get_text():
+            continue
+        bb = text.get_window_extent(renderer)
+        if bb.x0 < edge.x0 - 1 or bb.x1 > edge.x1 + 1 or bb.y0 < edge.y0 - 1 or bb.y1 > edge.y1 + 1:
+            out.append(text.get_text())
+    return out
+
+
+def test_overview_titles_stay_inside_the_figure(swing_runs):
+    """Every title, label and legend of the overview lies inside the figure: the energy panel's
+    explanation ("total energy H less the loads' work", "one node in every k") and the off-scale
+    notes are lines of their own, not clipped at the figure's right edge (the swing's balance title
+    was)."""
+    balance, thinned = swing_runs
+    fig = _overview(balance)
+    assert _outside_the_figure(fig) == []
+    assert _outside_the_figure(_overview(thinned)) == []
+    assert fig.axes[1].get_title() == (
+        "energy balance $H^n - H^0 - W_{ext}^n$\n(total energy $H$ less the loads' work)"
+    )
+    assert fig.axes[2].get_title() == "momentum balance J2\n($I^n$ the impulse of the loads over the step)"
+    p = lv.examples.load("pendulum-3d")
+    fig = _overview(lv.simulate(p, "EM", t_end=2.0, save_every=5, progress=False))
+    assert _outside_the_figure(fig) == []
+    assert fig.axes[1].get_title() == "energy error $E^n - E^0$\n(generalized energy function, one node in every 5)"
+    fig = _overview(lv.simulate(lv.examples.load("heavy-top"), "VI-S", t_end=0.4, progress=False))
+    assert "off scale (triangles)" in fig.axes[1].get_title()
+    assert _outside_the_figure(fig) == []
+
+
+def test_overview_writes_the_enforced_residuals_as_formulas():
+    """The constraint panel's legend renders "G(q_bar) M^-1 p^{n+1}" as mathtext, not as raw carets."""
+    from matplotlib.mathtext import MathTextParser
+
+    sol = lv.simulate(lv.examples.load("heavy-top"), "VI-S", t_end=0.1, progress=False)
+    labels = [ln.get_label() for ln in _overview(sol).axes[3].get_lines()]
+    assert "enforced velocity $G(\\bar{q})\\,M^{-1}\\,p^{n+1}$" in labels, labels
+    assert "nodal position = enforced position $g(q^{n+1})$" in labels, labels
+    parser = MathTextParser("agg")
+    for name in (
+        "position g(q^{n+theta})",
+        "velocity G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}",
+        "velocity G(q^{n+theta}) v^{n+1}",
+        "velocity G(q_bar) M(q_bar)^-1 p^{n+1}",
+    ):
+        words = plots._residual_words(name)
+        assert words.startswith(name.split()[0] + " $") and "^-" not in words and "_bar" not in words, words
+        parser.parse(words[words.index("$") :], 72)
+    assert plots._residual_words("velocity w [odd]") == "velocity w [odd]"  # not a formula: as it is

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -98,7 +99,7 @@ def overview(sol: Solution, max_points: int = 2000) -> Figure:
     if balance is not None:
         y, x = balance[0], t
         ax.set_ylabel(f"${s}^n - {s}^0{balance[1]}$")
-        title = f"energy balance ${s}^n - {s}^0{balance[1]}$ ({words} ${s}$ less the loads' work)"
+        title = f"energy balance ${s}^n - {s}^0{balance[1]}$\n({words} ${s}$ less the loads' work)"
     elif consecutive and len(t) > 1:
         y, x = np.diff(E[key]), t[1:]
         ax.set_ylabel(f"${s}^{{n+1}} - {s}^n$")
@@ -106,9 +107,9 @@ def overview(sol: Solution, max_points: int = 2000) -> Figure:
     else:
         y, x = E[key] - E[key][0], t
         ax.set_ylabel(f"${s}^n - {s}^0$")
-        title = f"energy error ${s}^n - {s}^0$ ({words}, one node in every {sol.save_every})"
+        title = f"energy error ${s}^n - {s}^0$\n({words}, one node in every {sol.save_every})"
         if _loads(sol) is not None:
-            title = f"change ${s}^n - {s}^0$ ({words}, the loads' work included; one node in every {sol.save_every})"
+            title = f"change ${s}^n - {s}^0$\n({words}, the loads' work included; one node in every {sol.save_every})"
     _title(ax, title, _dots(ax, x, y, max_points))
     ax.set_xlabel("t")
 
@@ -126,7 +127,7 @@ def overview(sol: Solution, max_points: int = 2000) -> Figure:
         which = "" if len(J) > 1 else f" {next(iter(J))}"
         if balance is not None:
             ax.set_ylabel("$J^{n+1} - J^n - I^n$")
-            title = f"momentum balance{which}, $I^n$ the impulse of the loads and dampers"
+            title = f"momentum balance{which}\n($I^n$ the impulse of {_load_words(sol.mechanics)} over the step)"
         elif consecutive:
             ax.set_ylabel("$J^{n+1} - J^n$")
             title = f"momentum map increments{which}"
@@ -295,9 +296,9 @@ def _constraint_panel(ax, sol, t, max_points):
             r = np.max(np.abs(np.asarray(r).reshape(len(t) - 1, -1)), axis=1, initial=0.0)
             same = [s for s in series if s[1] is t and s[2].shape[0] == r.shape[0] + 1 and np.array_equal(s[2][1:], r)]
             if same:  # e.g. g(q^{n+1}): the nodal residual itself, drawn once
-                same[0][0] += f" = enforced {name}"
+                same[0][0] += f" = enforced {_residual_words(name)}"
                 continue
-            series.append([f"enforced {name}", t[1:], r, False])
+            series.append([f"enforced {_residual_words(name)}", t[1:], r, False])
         # the noisiest first, the nodal position residual last (on top), each a different style
         series.sort(key=lambda s: s[3])
         for i, (label, x, y, top) in enumerate(series):
@@ -317,9 +318,30 @@ def _constraint_panel(ax, sol, t, max_points):
     _legend_below(ax)
 
 
+def _residual_words(name: str) -> str:
+    """The name of an enforced residual (``Solution.enforced_residuals``, e.g. "velocity G(q_bar)
+    M^-1 p^{n+1}") with its formula as mathtext: "velocity $G(\\bar{q})\\,M^{-1}\\,p^{n+1}$"."""
+    level, _, formula = name.partition(" ")
+    if not formula or not re.fullmatch(r"[A-Za-z0-9_^{}()+\- ]+", formula):
+        return name
+    tex = re.sub(r"\b([A-Za-z])_bar\b", r"\\bar{\1}", formula)
+    tex = re.sub(r"\^(-?[0-9]+)\b", r"^{\1}", tex).replace("theta", "\\theta").replace(" ", "\\,")
+    return f"{level} ${tex}$"
+
+
 def _title(ax, title: str, note: str | None):
-    """A panel title, with a note (e.g. values off scale) as a smaller second line."""
-    ax.set_title(title + (f"\n{note}" if note else ""), fontsize=10 if note else None)
+    """A panel title, with a note (e.g. values off scale) as a further line; a title of several lines
+    in a smaller font, each line wrapped where it would leave the figure."""
+    text = title + (f"\n{note}" if note else "")
+    ax.set_title(text, fontsize=10 if "\n" in text else None, wrap=True)
+
+
+def _load_words(mech) -> str:
+    """What acts on the system besides its potential, in words: "the loads", "the dampers" or both."""
+    return {
+        (True, False): "the loads",
+        (False, True): "the dampers",
+    }.get((bool(mech.has_external_force), bool(mech.has_dissipation)), "the loads and dampers")
 
 
 def _legend_columns(labels) -> int:
