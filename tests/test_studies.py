@@ -392,3 +392,27 @@ def test_reproduce_all_writes_each_paper_and_an_index(tmp_path, monkeypatch, cap
         assert (tmp_path / key / "report.md").exists() and (tmp_path / key / "claims.csv").exists()
         assert f"({key}) | 1 |" in index and f"[{key}/report.md]" in index
     assert "index:" in capsys.readouterr().out
+
+
+def test_cli_study_takes_the_roundoff_tolerance_its_failure_message_advises(tmp_path, capsys):
+    """A study whose tolerance lies below the residual's round-off floor fails its runs, and the
+    message advises tol="roundoff"; ``--tol roundoff`` then runs the study, each error that of a
+    direct lv.simulate run at tol="roundoff"."""
+    from livens.cli import main
+
+    args = ["study", "convergence", EX, "--schemes", "EM", "--h", "0.02,0.01", "--t-end", "0.2"]
+    args += ["--exact", "0.5", "--quantity", "q[0]", "--quiet"]
+    assert main([*args, "--tol", "1e-17", "--out", str(tmp_path / "below")]) == 0
+    out = capsys.readouterr().out
+    assert "round-off floor" in out and 'tol="roundoff"' in out
+    assert main([*args, "--tol", "roundoff", "--out", str(tmp_path / "roundoff")]) == 0
+    with open(tmp_path / "roundoff" / "errors.csv") as f:
+        rows = list(csv.DictReader(f))
+    problem = lv.examples.load(EX)
+    for row in rows:
+        h = float(row["h"])
+        direct = lv.simulate(problem, "EM", h=h, t_end=0.2, tol="roundoff", guess="simple", rescue=False)
+        assert float(row["error"]) == pytest.approx(abs(direct.q[-1, 0] - 0.5) / 0.5, rel=1e-12)  # relative
+    with pytest.raises(SystemExit):  # argparse's usage error
+        main([*args, "--tol", "tiny"])
+    assert "'roundoff'; got 'tiny'" in capsys.readouterr().err

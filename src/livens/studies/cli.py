@@ -82,6 +82,20 @@ def _overrides(items) -> dict:
     return _parse_overrides(items)
 
 
+def _tolerance(text: str) -> float | str:
+    """--tol: a positive number or "roundoff"."""
+    import argparse
+
+    from .runs import newton_tol
+
+    try:
+        return newton_tol(text if text.strip().lower() == "roundoff" else float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number (e.g. 1e-9) or 'roundoff'; got {text!r}"
+        ) from None
+
+
 def _common(p, schemes=True, guess=True):
     p.add_argument("example", help="example name (see `livens list`)")
     if schemes:
@@ -91,7 +105,13 @@ def _common(p, schemes=True, guess=True):
             help="comma-separated schemes, with parameters as NAME(theta=0.5,...), e.g. VI-S,VI-A,EM",
         )
     p.add_argument("--t-end", dest="t_end", type=float, required=True, help="end time of every run")
-    p.add_argument("--tol", type=float, default=None, help="Newton tolerance")
+    p.add_argument(
+        "--tol",
+        type=_tolerance,
+        default=None,
+        help="Newton tolerance (by the papers' rule ||R||_inf <= tol), or 'roundoff': iterate until the "
+        "Newton increment stops decreasing",
+    )
     p.add_argument("--max-iter", dest="max_iter", type=int, default=40, help="Newton iterations per step")
     if guess:  # effort compares guesses (--guesses)
         p.add_argument(

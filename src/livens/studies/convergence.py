@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .runs import RunResult, RunSpec, _items, scheme_label
+from .runs import RunResult, RunSpec, _items, newton_tol, scheme_label
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class ConvergenceStudy:
     t_end: float
     quantities: tuple
     reference: RunSpec | None = None
-    tol: float | tuple = 1e-12
+    tol: float | str | tuple = 1e-12
     max_iter: int = 40
     example_params: tuple = ()
     record: str = "final"
@@ -90,16 +90,17 @@ class ConvergenceStudy:
         guess="simple",
         rescue=False,
     ):
-        """``tol`` is one Newton tolerance, or a function h -> tolerance (evaluated here, stored per h);
+        """``tol`` is one Newton tolerance (or "roundoff"), or a function h -> tolerance (evaluated
+        here, stored per h);
         ``reference`` a RunSpec or a dict(scheme=, h=, params=); ``record``/``max_points`` as in
         RunSpec (so that the runs can be shared with other items); ``guess``/``rescue`` Newton's
         first guess and rescue, for every run (default: the papers' simple guess, no rescue)."""
         sch = tuple((s, ()) if isinstance(s, str) else (s[0], _items(s[1])) for s in schemes)
         hs = tuple(float(h) for h in hs)
-        tols = tuple(float(tol(h)) for h in hs) if callable(tol) else float(tol)
+        tols = tuple(newton_tol(tol(h)) for h in hs) if callable(tol) else newton_tol(tol)
         ref = reference
         if isinstance(reference, dict):
-            rtol = float(tol(reference["h"])) if callable(tol) else float(tol)
+            rtol = newton_tol(tol(reference["h"])) if callable(tol) else newton_tol(tol)
             ref = RunSpec.make(
                 example,
                 reference["scheme"],
@@ -130,7 +131,7 @@ class ConvergenceStudy:
             bool(rescue),
         )
 
-    def tol_for(self, h: float) -> float:
+    def tol_for(self, h: float) -> float | str:
         if isinstance(self.tol, tuple):
             return self.tol[self.hs.index(float(h))]
         return self.tol
@@ -174,6 +175,8 @@ class ConvergenceStudy:
                 for h in self.hs:
                     r: RunResult = results[self.spec(s, p, h)]
                     err = float("nan")
+                    if not r.ok and qty is self.quantities[0]:  # the run's own failure, once per run
+                        notes.append(f"run {label} h={h:g} {r.status}: {' '.join((r.message or '').splitlines()[:1])}")
                     if r.ok:
                         x = qty.select(r.final)
                         if qty.exact is not None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .convergence import _write_rows
-from .runs import OK, RunSpec, _items, scheme_label
+from .runs import OK, RunSpec, _items, newton_tol, scheme_label
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class EffortStudy:
     guesses: tuple = ("simple", "advanced")
     repeat: int = 3
     normalize_to: str = "VI-S"
-    tol: float = 1e-9
+    tol: float | str = 1e-9
     max_iter: int = 40
     example_params: tuple = ()
     rescue: bool = False
@@ -60,7 +60,7 @@ class EffortStudy:
             tuple(guesses),
             int(repeat),
             normalize_to,
-            float(tol),
+            newton_tol(tol),
             int(max_iter),
             _items(example_params),
             bool(rescue),

@@ -23,6 +23,8 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from .runs import tol_text
+
 #: Newton tolerance of the runs behind round-off claims (the papers use 1e-9; 1e-12 makes a
 #: conservation claim a statement about round-off rather than about the stopping tolerance).
 TOL = 1e-12
@@ -262,7 +264,7 @@ def runs_table(groups: list) -> list:
                     ", ".join(labels),
                     _nums(hs),
                     f"{t_end:g}",
-                    f"{tol:g}",
+                    tol_text(tol),
                     str(max_iter),
                     guess,
                     "yes (damped Newton after a failed step)" if rescue else "no",

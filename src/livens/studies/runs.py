@@ -64,7 +64,7 @@ class RunSpec:
     t_end: float
     scheme_params: tuple = ()
     example_params: tuple = ()
-    tol: float = 1e-9
+    tol: float | str = 1e-9
     max_iter: int = 40
     guess: str = "simple"
     blowup_factor: float | None = None
@@ -110,10 +110,26 @@ class RunSpec:
 
     def newton(self) -> str:
         """The Newton settings in words, e.g. "tol 1e-09 (papers' rule), max_iter 40, simple guess, no rescue"."""
-        return (
-            f"tol {self.tol:g} (papers' rule), max_iter {self.max_iter}, {self.guess} guess, "
-            f"{'rescue (damped Newton)' if self.rescue else 'no rescue'}"
-        )
+        rule = "" if isinstance(self.tol, str) else " (papers' rule)"
+        rescue = "rescue (damped Newton)" if self.rescue else "no rescue"
+        return f"tol {tol_text(self.tol)}{rule}, max_iter {self.max_iter}, {self.guess} guess, {rescue}"
+
+
+def newton_tol(tol: float | str) -> float | str:
+    """A study's Newton tolerance: a positive number, or "roundoff" (iterate until the Newton
+    increment stops decreasing, as ``tol="roundoff"`` of :func:`livens.simulate`)."""
+    if isinstance(tol, str):
+        if tol.strip().lower() != "roundoff":
+            raise ValueError(f'tol must be a positive number or "roundoff"; got {tol!r}.')
+        return "roundoff"
+    if not float(tol) > 0:
+        raise ValueError(f'tol must be a positive number or "roundoff"; got {tol!r}.')
+    return float(tol)
+
+
+def tol_text(tol: float | str) -> str:
+    """A Newton tolerance as the studies' tables and titles print it: "1e-09" or "roundoff"."""
+    return tol if isinstance(tol, str) else f"{tol:g}"
 
 
 def scheme_label(scheme: str, params: dict | None = None) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .convergence import _write_rows
-from .runs import OK, RunSpec, _items, scheme_label
+from .runs import OK, RunSpec, _items, newton_tol, scheme_label, tol_text
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class StabilityStudy:
     hs: tuple
     t_end: float
     blowup_factor: float = 1.0
-    tol: float = 1e-9
+    tol: float | str = 1e-9
     max_iter: int = 40
     max_points: int = 4000
     example_params: tuple = ()
@@ -58,7 +58,7 @@ class StabilityStudy:
             tuple(float(h) for h in hs),
             float(t_end),
             float(blowup_factor),
-            float(tol),
+            newton_tol(tol),
             int(max_iter),
             int(max_points),
             _items(example_params),
@@ -181,7 +181,7 @@ class StabilityResult:
             status,
             stem,
             title=(title or f"{self.study.example}: energy, h = {h:g}")
-            + f"\nNewton tol {self.study.tol:g}, max_iter {self.study.max_iter}, {self.study.guess} guess, "
+            + f"\nNewton tol {tol_text(self.study.tol)}, max_iter {self.study.max_iter}, {self.study.guess} guess, "
             + ("rescue" if self.study.rescue else "no rescue")
             + (f"; band |E - E0| <= {self.study.blowup_factor:g} max(|E0|, 1)" if self.study.blowup_factor else ""),
         )

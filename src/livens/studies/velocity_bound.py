@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .convergence import _write_rows
-from .runs import RunSpec, _items, scheme_label
+from .runs import RunSpec, _items, newton_tol, scheme_label
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class VelocityBoundStudy:
     hs: tuple
     t_end: float
     scheme_params: tuple = ()
-    tol: float = 1e-12
+    tol: float | str = 1e-12
     max_iter: int = 40
     example_params: tuple = ()
     guess: str = "simple"
@@ -48,7 +48,7 @@ class VelocityBoundStudy:
             tuple(float(h) for h in hs),
             float(t_end),
             _items(scheme_params),
-            float(tol),
+            newton_tol(tol),
             int(max_iter),
             _items(example_params),
             guess,
