@@ -579,8 +579,9 @@ def _order_claim(where, text, conv, s, quantity, claimed) -> Claim:
         f"against {conv.reference_for(quantity)}" + (f"; failed runs: {', '.join(bad)}" if bad else "")
     )
     raised = [f"h = {hh:g}" for hh, st in zip(h, status) if st in (RUN_ERROR, REFUSED)]
-    if raised or any("raised" in n for n in conv.notes):
-        return Claim(where, text, meas, ERROR, "a run of the study raised: " + "; ".join(raised + conv.notes))
+    reference = [n for n in conv.notes if n.startswith("reference run") and " raised: " in n]
+    if raised or reference:
+        return Claim(where, text, meas, ERROR, "a run of the study raised: " + "; ".join(raised + reference))
     return judged(where, text, order_ok(o, claimed), meas)
 
 
