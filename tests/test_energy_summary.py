@@ -91,7 +91,7 @@ def test_summary_of_a_system_that_starts_at_rest_reports_the_energy_balance():
     assert abs(E[0]) < 1e-300
     assert s["energy scale max(|E0|, range of T, range of V)"] == pytest.approx(np.ptp(sol.energy()["kinetic"]))
     assert s["work of the external forces W_ext(T)"] == pytest.approx(E[-1], rel=1e-9)
-    key = "max |E - E0 - W_ext| / scale (livens, energy balance)"
+    key = "max |E - E0 - W_ext| / scale (E = p.v - L, energy balance)"
     assert s[key] < 1e-10, s
 
 

@@ -317,7 +317,9 @@ def test_overview_of_a_loaded_system_draws_the_energy_balance_the_summary_report
     y = np.concatenate([ln.get_ydata() for ln in _lines_with_data(ax)])
     summary = sol.summary()
     scale = summary["energy scale max(|E0|, range of T, range of V)"]
-    assert np.max(np.abs(y)) / scale == pytest.approx(summary["max |E - E0 - W_ext| / scale (total, energy balance)"])
+    assert np.max(np.abs(y)) / scale == pytest.approx(
+        summary["max |E - E0 - W_ext| / scale (E = T + V, energy balance)"]
+    )
     H = sol.energy()["total"]
     assert np.max(np.abs(H - H[0])) > 1e4 * np.max(np.abs(y))  # the load's work is not drawn
     # one node in every 2 kept: no balance (the work needs every step); the title says what is drawn

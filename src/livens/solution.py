@@ -28,6 +28,10 @@ SHORT_RUN = 0.1
 """Seconds of stepping under which :meth:`Solution.summary` notes that its "steps/s" is that of a
 short run (the host loop's per-call overhead, a millisecond or so, weighs in it)."""
 
+_ENERGY_NAME = {"livens": "E = p.v - L", "total": "E = T + V"}
+"""The energy a summary's drift line measures: the generalized energy function (KB23 eq 12) where the
+scheme has nodal velocities, else the Hamiltonian."""
+
 
 @dataclass(eq=False)
 class Solution:
@@ -375,6 +379,7 @@ class Solution:
         out.update(self._rate_lines(out["steps"]))
         E = self.energy()
         key = "livens" if "livens" in E else "total"
+        name = _ENERGY_NAME[key]
         En = np.asarray(E[key])
         scale = max(abs(float(En[0])), *(float(np.ptp(E[k])) if len(E[k]) else 0.0 for k in ("kinetic", "potential")))
         scale = scale if scale > 0 else 1.0
@@ -391,9 +396,9 @@ class Solution:
                 D = self.dissipated_work()
                 out["dissipated work W_diss(T)"] = float(D[-1])
                 balance, terms = balance + D, terms + " + W_diss"
-            out[f"max |E - E0{terms}| / scale ({key}, energy balance)"] = float(np.max(np.abs(balance)) / scale)
+            out[f"max |E - E0{terms}| / scale ({name}, energy balance)"] = float(np.max(np.abs(balance)) / scale)
         else:
-            label = f"max |E - E0| / scale ({key})"
+            label = f"max |E - E0| / scale ({name})"
             if loads:
                 label += f" (includes the loads' work: one node in every {self.save_every} kept)"
             out[label] = float(np.max(np.abs(En - En[0])) / scale)
