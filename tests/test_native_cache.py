@@ -340,3 +340,13 @@ def test_processes_and_threads_compiling_one_kernel_take_turns(fresh):
     finally:
         cache._compile = original
     assert not errors and len(results) == 4 and len(compiles) == 1
+
+
+def test_a_compiler_that_fails_silently_is_named_with_its_exit_status(fresh, monkeypatch):
+    """A compiler that fails without a word (``CC=false``) left a message ending in "failed: "."""
+    false = build._resolve("false")
+    if false is None:
+        pytest.skip("no false(1)")
+    monkeypatch.setenv("CC", false)
+    with pytest.raises(native.CompileError, match=r"failed \(exit status 1\): it printed nothing"):
+        native.compile_function(lambda x: x * 11.0, X)

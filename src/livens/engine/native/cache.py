@@ -253,7 +253,8 @@ def _compile(cc: str, opts: tuple, source: str, lib_path: str) -> None:
                 f"the C compiler {cc!r} did not finish within {timeout:g} s (LIVENS_NATIVE_COMPILE_TIMEOUT)"
             ) from None
         if proc.returncode != 0:
-            raise CompileError(f"the C compiler {cc!r} failed: {err.strip()[:2000]}")
+            said = err.strip()[:2000] or "it printed nothing"
+            raise CompileError(f"the C compiler {cc!r} failed (exit status {proc.returncode}): {said}")
         os.chmod(tmp_lib, 0o700)
         _fsync(tmp_lib)
         digest = _digest_file(tmp_lib)
