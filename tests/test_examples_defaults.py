@@ -142,10 +142,10 @@ def test_the_refusals_are_the_documented_ones():
     """A singular M: only the schemes that never form M^-1 run it (Livens' scheme and its midpoint
     form, KB23 §6; the variational integrator with Lagrange multipliers and its null-space form,
     SLO09 eq 14-17, which hold M (q2 - 2 q1 + q0) / h). A regular configuration-dependent M(q): those
-    and the GGL family (VI-S, the theta schemes, EM), derived for M(q) with g_v = G(q) M(q)^-1 p
-    (KBS23b Remark 3; livens.schemes.ggl_mass)."""
+    and the GGL family (VI-S, the theta schemes, EM, the higher-order ggl-galerkin, ggl-spark and
+    ggl-em4), derived for M(q) with g_v = G(q) M(q)^-1 p (KBS23b Remark 3; livens.schemes.ggl_mass)."""
     never_inverse = {"livens-em", "livens-midpoint", "vi-lagrange", "vi-nullspace"}
-    ggl = {"ggl-vi", "ggl-theta-a", "ggl-theta-b", "ggl-em", "ggl-galerkin", "ggl-spark"}
+    ggl = {"ggl-vi", "ggl-theta-a", "ggl-theta-b", "ggl-em", "ggl-galerkin", "ggl-spark", "ggl-em4"}
     for name, expected in (
         ("redundant-mass-spring", never_inverse),
         ("spring-pendulum-spherical", never_inverse | ggl),

@@ -1,9 +1,9 @@
 """The GGL energy-momentum scheme of order 4 (``ggl-em4``): a continuous Galerkin time finite element.
 
 A continuous-Galerkin (mcG(2)) time finite element in the manner of [BS02b] applied to the GGL
-equations of motion (KBS23b eq 37, constant M), with an energy-momentum correction of the force
-in the spirit of the discrete gradients of KBS23b eq 85-86; derived in the theory pages ("The GGL
-energy-momentum scheme of order 4"), every equation below is new.
+equations of motion (KBS23b eq 37; a configuration-dependent M(q) by KBS23b Remark 3), with an
+energy-momentum correction of the force in the spirit of the discrete gradients of KBS23b eq 85-86;
+derived in the theory pages ("The GGL energy-momentum scheme of order 4"), every equation below is new.
 
 On [t^n, t^n + h], tau in [0, 1], q and p are polynomials of degree 2 through their values at
 tau = 0, 1/2, 1 (q(0) = q^n, q(1) = q^{n+1}, the same for p); lambda and gamma are polynomials of
@@ -13,26 +13,31 @@ on [0, 1], and every integral is a Gauss-Legendre quadrature with N = :data:`QUA
 (exact to degree 2N - 1), written <f>_i = sum_k w_k phi_i(c_k) f(c_k). With ' = d/dtau, the step solves,
 for i = 0, 1,
 
-    <q'>_i = h <M^-1 p>_i + h <M^-1 G(q)^T gamma>_i                   (position equation)
-    <p'>_i = -h F_i                                                  (momentum equation)
-    g(q^{n+1}) = 0,  <g(q)>_0 = 0                                    (lambda_0, lambda_1)
-    g_v(q^{n+1}, p^{n+1}) = 0,  <g_v(q, p)>_0 = 0,  g_v = G(q) M^-1 p  (gamma_0, gamma_1)
+    <q'>_i = h <M(q)^-1 p>_i + h <M(q)^-1 G(q)^T gamma>_i                  (position equation)
+    <p'>_i = -h F_i                                                        (momentum equation)
+    g(q^{n+1}) = 0,  <g(q)>_0 = 0                                          (lambda_0, lambda_1)
+    g_v(q^{n+1}, p^{n+1}) = 0,  <g_v(q, p)>_0 = 0,  g_v = G(q) M(q)^-1 p     (gamma_0, gamma_1)
 
-with F = F^0 + correction, F^0_i = <grad V(q) + G(q)^T lambda + D_q g_v(q, p)^T gamma>_i the Galerkin
-projection of the force of KBS23b eq 37. Writing a_i = <q'>_i, b_i = <p'>_i (q' = sum_i a_i phi_i
-exactly), Gamma_i = <M^-1 G^T gamma>_i, P_i = <p>_i, the energy H = 1/2 p.M^-1 p + V and the momentum
-map J = p . xi(q) of a symmetry xi change over the step by
+with F = F^0 + correction, F^0_i = <grad_q H(q, p) + G(q)^T lambda + D_q g_v(q, p)^T gamma>_i the
+Galerkin projection of the force of KBS23b eq 37 (grad_q H = grad V for a constant M). Writing
+a_i = <q'>_i, b_i = <p'>_i (q' = sum_i a_i phi_i exactly), Pi_i = <M^-1 p>_i,
+Gamma_i = <M^-1 G^T gamma>_i, P_i = <p>_i, the position and momentum equations give
+sum_i a_i . b_i = h sum_i b_i . (Pi_i + Gamma_i) = -h sum_i a_i . F_i, and the momentum map
+J = p . xi(q) of a symmetry xi(q) = A q + e changes by exact integrals of polynomials, so that
 
-    H^{n+1} - H^n = V^{n+1} - V^n - sum_i a_i . F_i - sum_i b_i . Gamma_i,
-    J^{n+1} - J^n = -h sum_i F_i . <xi(q)>_i + h sum_i (A^T P_i) . Gamma_i,
+    H^{n+1} = H^n        if  sum_i a_i . F_i = H^{n+1} - H^n - sum_i b_i . (Pi_i + Gamma_i),
+    J^{n+1} - J^n = -h sum_i F_i . <xi(q)>_i + h sum_i (A^T P_i) . (Pi_i + Gamma_i)
 
-(xi(q) = A q + e, A^T p = -(its cotangent generator); exact integrals of polynomials, given that
-M^-1 A is skew). The correction (the formula of :func:`livens.discrete_gradients.corrected`, on
-the 2d-vectors (F_0, F_1), :func:`_corrected`) makes both right-hand sides vanish: H and the momentum maps of the exact symmetries of
-V, g and M are conserved to the Newton tolerance, whatever the quadrature error. The uncorrected
-F^0 already meets both up to O(h^4) (the quadrature error of the energy balance and the part of
-xi(q) outside the tests), so the correction changes p by O(h^5) per step: the order of cG(2), 4 in q
-and p at the nodes, is kept. Both constraints hold at the nodes; not symplectic.
+(A^T p = -(its cotangent generator)). For a constant M the energy condition's right-hand side is
+V^{n+1} - V^n - sum_i b_i . Gamma_i (T's change is sum_i b_i . Pi_i exactly) and the Pi-term of J
+vanishes (M^-1 A is skew); the scheme evaluates these forms there. The correction (the formula of
+:func:`livens.discrete_gradients.corrected`, on the 2d-vectors (F_0, F_1), :func:`_corrected`) meets the
+energy condition and makes J's change vanish: H and the momentum maps of the exact symmetries of V, g
+and M are conserved to the Newton tolerance, whatever the quadrature error. The uncorrected F^0 already
+meets both up to O(h^4) (the quadrature error of the energy balance and the parts of xi(q), p and
+M^-1 p outside the tests), so the correction changes p by O(h^5) per step: the order of cG(2), 4 in q
+and p at the nodes, is kept. Both constraints hold at the nodes; not symplectic. An M(q) enters through
+linear solves with M(q) at the quadrature points only (a singular M is refused: g_v needs M^-1).
 
 The unknowns are increments: dq = q^{n+1} - q^n, dp = p^{n+1} - p^n, Qm = q(1/2) - q^n,
 Pm = p(1/2) - p^n, and lam0, lam (lambda_0, lambda_1), gam0, gam (gamma_0, gamma_1): 4d + 4m.
@@ -104,6 +109,43 @@ def _corrected(a0, dx, df, xm, Z, targets):
     return a1 + coupling((df - a1 @ dx) * s / (s * s + d4)) * u
 
 
+def _at_points(mech: Mechanics, Q: jax.Array, P: jax.Array, lam_k: jax.Array, gam_k: jax.Array):
+    """(w, a, f), (n, d) each, at the quadrature points (q_k, p_k, lambda_k, gamma_k): w = M^-1 p,
+    a = M^-1 G(q)^T gamma and f = grad_q H(q, p) + G(q)^T lambda + D_q g_v(q, p)^T gamma, the force of
+    KBS23b eq 37 (Remark 3 for M(q)). A constant M is applied as M^-1 (grad_q H = grad V); an M(q)
+    by one linear solve with M(q_k) for a and w (:func:`livens.schemes.ggl_mass.solve_at`), and f as
+    the gradient of V + lambda.g - 1/2 w.M(y) w + gamma.G(y) w - a.M(y) w at a, w held fixed
+    (docs/theory/ggl-mass.md: -1/2 w.DM w = grad_q 1/2 p.M^-1 p, the last two terms D_q g_v^T gamma)."""
+    if mech.constant_mass:
+        w = jax.vmap(mech.Minv_mul)(P)
+        a = jax.vmap(mech.Minv_mul)(jax.vmap(mech.GT_mul)(Q, gam_k))
+
+        def phi(q, lam, gam, w):  # V + lambda.g + gamma.G(q) w: its gradient is the force of KBS23b eq 37
+            if not mech.m:
+                return mech.V(q)
+            gq, Gw = jax.jvp(mech.g, (q,), (w,))
+            return mech.V(q) + lam @ gq + gam @ Gw
+
+        return w, a, jax.vmap(jax.grad(phi))(Q, lam_k, gam_k, w)
+
+    def point(q, p, lam, gam):
+        a, w = ggl_mass.solve_at(mech, q, gam, p)
+        kinetic = ggl_mass.secondary_potential(mech, gam, w, a, kinetic=w)
+
+        def phi(y):  # V + lambda.g - (T(y, w) - gamma.G(y) w + a.M(y) w)
+            out = mech.V(y) - kinetic(y)
+            return out + lam @ mech.g(y) if mech.m else out
+
+        return w, a, jax.grad(phi)(q)
+
+    return jax.vmap(point)(Q, P, lam_k, gam_k)
+
+
+def hamiltonian(mech: Mechanics, q: jax.Array, p: jax.Array) -> jax.Array:
+    """H(q, p) = 1/2 p.M(q)^-1 p + V(q) (KBS23b eq 7), M(q)^-1 p by a linear solve."""
+    return 0.5 * p @ ggl_mass.mass_solve(mech, q, p) + mech.V(q)
+
+
 def step_terms(
     mech: Mechanics,
     q0: jax.Array,
@@ -115,32 +157,30 @@ def step_terms(
     lams: jax.Array,
     gams: jax.Array,
     q1: jax.Array | None = None,
+    p1: jax.Array | None = None,
 ) -> dict[str, jax.Array]:
     """The projections of a step (module docstring, new) at the polynomials q, p through q0, q0 + qm,
     q0 + dq (p likewise) and the multipliers lambda, gamma through ``lams``, ``gams`` (2, m): ``a``, ``b``
     (<q'>_i, <p'>_i), ``Pi`` (<M^-1 p>_i), ``Gam`` (<M^-1 G^T gamma>_i), ``F`` (the corrected force) and
-    ``F0`` (its Galerkin projection), each (2, d); ``gmean``, ``gvmean`` (<g>_0, <g_v>_0). ``q1`` is
-    where the end point is stored (default q0 + dq); the energy balance is taken there."""
+    ``F0`` (its Galerkin projection), each (2, d); ``gmean``, ``gvmean`` (<g>_0, <g_v>_0). ``q1``, ``p1``
+    are where the end point is stored (default q0 + dq, p0 + dp); the energy balance is taken there."""
     tab = tables()
     W = jnp.asarray(tab["W"])
     lin = jnp.asarray(tab["lin"])
     q1 = q0 + dq if q1 is None else q1
+    p1 = p0 + dp if p1 is None else p1
     Q, dQ = _path(q0, qm, dq, tab)
     P, dP = _path(p0, pm, dp, tab)
     lam_k, gam_k = lin.T @ lams, lin.T @ gams
-    Wp = jax.vmap(mech.Minv_mul)(P)
-    GTg = jax.vmap(mech.GT_mul)(Q, gam_k)
-    a, b, Pi, Gam = W @ dQ, W @ dP, W @ Wp, W @ jax.vmap(mech.Minv_mul)(GTg)
-
-    def phi(q, lam, gam, w):  # V + lambda.g + gamma.G(q) w: its gradient is the force of KBS23b eq 37
-        if not mech.m:
-            return mech.V(q)
-        gq, Gw = jax.jvp(mech.g, (q,), (w,))
-        return mech.V(q) + lam @ gq + gam @ Gw
-
-    F0 = W @ jax.vmap(jax.grad(phi))(Q, lam_k, gam_k, Wp)
+    Wp, Wa, f = _at_points(mech, Q, P, lam_k, gam_k)
+    a, b, Pi, Gam, F0 = W @ dQ, W @ dP, W @ Wp, W @ Wa, W @ f
     d = mech.d
-    target_e = mech.V(q1) - mech.V(q0) - jnp.sum(b * Gam)
+    if mech.constant_mass:  # T^{n+1} - T^n = sum_i b_i . Pi_i exactly
+        target_e = mech.V(q1) - mech.V(q0) - jnp.sum(b * Gam)
+        flow = Gam  # sum_i (A^T P_i) . Pi_i = 0: A M^-1 is skew
+    else:
+        target_e = hamiltonian(mech, q1, p1) - hamiltonian(mech, q0, p0) - jnp.sum(b * (Pi + Gam))
+        flow = Pi + Gam
     xm = (W @ Q).reshape(-1)
     gens = jax.vmap(mech.generators)(Q) if mech.symmetries else None
     if gens is None:
@@ -148,8 +188,8 @@ def step_terms(
     else:
         Z = jnp.einsum("ik,kdr->idr", W, gens).reshape(2 * d, -1)
         Pbar = W @ P
-        cot = jax.vmap(mech.cotangent_generators)(Pbar)  # (2, d, r)
-        targets = -jnp.einsum("idr,id->r", cot, Gam)
+        cot = jax.vmap(mech.cotangent_generators)(Pbar)  # (2, d, r): -A^T P_i
+        targets = -jnp.einsum("idr,id->r", cot, flow)
     F = _corrected(F0.reshape(-1), a.reshape(-1), target_e, xm, Z, targets).reshape(2, d)
     if mech.m:
         gmean = W[0] @ jax.vmap(mech.g)(Q)
@@ -178,7 +218,7 @@ def _residual(u, s: State, h, t, params, mech):
     p1 = next_node(s.p, u["dp"], cp)
     lams = jnp.stack([u["lam0"], u["lam"]])
     gams = jnp.stack([u["gam0"], u["gam"]])
-    st = step_terms(mech, s.q, s.p, u["dq"], u["Qm"], u["dp"], u["Pm"], lams, gams, q1)
+    st = step_terms(mech, s.q, s.p, u["dq"], u["Qm"], u["dp"], u["Pm"], lams, gams, q1, p1)
     rows = [
         (st["a"] - h * (st["Pi"] + st["Gam"])).reshape(-1),
         (st["b"] + h * st["F"]).reshape(-1),
@@ -206,13 +246,21 @@ def _guess(s: State, h, t, params, mech, mode):
 
 
 def _update(u, s: State, h, t, params, mech):
-    """q^{n+1}, p^{n+1} (as the time loop stores them), v = M^-1 p^{n+1}, lambda(t^{n+1}), gamma(t^{n+1})."""
+    """q^{n+1}, p^{n+1} (as the time loop stores them), v = M(q^{n+1})^-1 p^{n+1}, lambda(t^{n+1}), gamma(t^{n+1})."""
     cq, cp = (None, None) if s.comp is None else s.comp
     q1 = next_node(s.q, u["dq"], cq)
     p1 = next_node(s.p, u["dp"], cp)
-    v = mech.Minv_mul(p1)
+    v = mech.Minv_mul(p1) if mech.constant_mass else ggl_mass.mass_solve(mech, q1, p1)
     new = State(q=q1, p=p1, v=v, lam=u["lam"], gam=u["gam"], extra=s.extra, comp=s.comp)
     return new, {"v": v, "lam": u["lam"], "gam": u["gam"]}
+
+
+def _enforced(sol) -> dict:
+    """g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1} at the nodes; for a configuration-dependent M,
+    G(q^{n+1}) M(q^{n+1})^-1 p^{n+1} (:func:`livens.schemes.ggl_mass.nodal_constraints`)."""
+    if sol.mechanics.constant_mass:
+        return enforced_both_nodal(sol)
+    return ggl_mass.nodal_constraints(sol)
 
 
 GGL_EM4 = register(
@@ -227,14 +275,15 @@ GGL_EM4 = register(
             velocity_kind="nodal",
             gamma=True,
             symmetries=True,
-            mass_inverse=True,
-            configuration_mass=False,
+            mass_inverse=False,
+            configuration_mass=True,
+            applies_to=ggl_mass.refusal("ggl-em4"),
         ),
         about=About(
-            paper="BS02b (continuous Galerkin time finite elements) applied to the GGL equations KBS23b eq 37, "
-            "with the energy-momentum conditions of KBS23b eq 85-86",
+            paper="BS02b (continuous Galerkin time finite elements) applied to the GGL equations KBS23b eq 37 "
+            "(M(q) by KBS23b Remark 3), with the energy-momentum conditions of KBS23b eq 85-86",
             description="GGL energy-momentum scheme of order 4 (continuous Galerkin, degree 2)",
-            enforced=enforced_both_nodal,
+            enforced=_enforced,
             keeps="energy, momentum maps, both constraints at nodes; order 4",
             order=4,
         ),
