@@ -327,6 +327,27 @@ def test_large_systems_run_with_xla_under_auto():
     assert f"more than the native limit of {MAX_UNKNOWNS}" in sol.meta["native_fallback"]
 
 
+def test_a_long_c_translation_runs_with_xla_under_auto():
+    """A loop whose C source is longer than EngineOptions.max_native_lines runs with XLA under "auto"
+    (the C compiler's time grows far faster than the function: ggl-em4 on the squeezer did not
+    compile in ten minutes), and natively where "native" is asked for."""
+    from livens.engine import single_loop
+
+    def build(**options):
+        return lambda x: jnp.sin(x) * 2.0
+
+    x = jnp.linspace(0.0, 1.0, 3)
+    short = single_loop(build, 3, 3, 0, EngineOptions(max_native_lines=10**6))
+    np.testing.assert_allclose(short(x), jnp.sin(x) * 2.0, rtol=1e-15)
+    assert short.backend == "native"
+    long = single_loop(build, 3, 3, 0, EngineOptions(max_native_lines=5))
+    np.testing.assert_allclose(long(x), jnp.sin(x) * 2.0, rtol=1e-15)
+    assert long.backend == "xla" and "lines, more than the native limit of 5" in long.reason
+    forced = single_loop(build, 3, 3, 0, EngineOptions(backend="native", max_native_lines=5))
+    forced(x)
+    assert forced.backend == "native"
+
+
 def test_runtime_scatter_and_batched_gather():
     """Indices computed at run time, and the batched forms that vmap makes of them."""
 

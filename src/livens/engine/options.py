@@ -34,6 +34,9 @@ class EngineOptions:
     max_native_unknowns: with "auto", a system whose Newton unknowns per step, or coordinates and
         multipliers, number more than this runs with XLA (large systems have banded or
         matrix-free tangents that XLA runs well, and their C source would be long to compile).
+    max_native_lines: with "auto", a loop whose C translation is longer than this many lines runs
+        with XLA: the C compiler's time grows far faster than the length of the one function it
+        compiles (a many-stage scheme on a system with M(q) at its limit).
     tier_equations: an XLA time loop of at least this many equations is compiled quickly first
         (XLA's level 0) and optimized once its runs have paid for it (:mod:`livens.engine.tiers`).
     small_product_unknowns: the step's small matrix products are rewritten as fusible sums up to
@@ -47,6 +50,7 @@ class EngineOptions:
 
     backend: str = "auto"
     max_native_unknowns: int = 64
+    max_native_lines: int = 60_000
     tier_equations: int = 1500
     small_product_unknowns: int = 256
     small_product_limit: int = 2048

@@ -2,16 +2,17 @@
 
 :class:`ChunkRunner` is called like the jitted loop of :func:`livens.timestep.make_loop`. At its first
 call for given argument shapes it translates the loop to one C function (:mod:`livens.engine.native`);
-where the loop holds something the translator does not handle, no C compiler is found or the
+where the loop holds something the translator does not handle, no C compiler is found, the
 system is larger than :attr:`~livens.engine.options.EngineOptions.max_native_unknowns` (large systems have
-banded or matrix-free tangents that
-XLA runs well, and their C source would be long to compile), it runs the jitted XLA loop instead.
+banded or matrix-free tangents that XLA runs well, and their C source would be long to compile) or
+the C translation is longer than :attr:`~livens.engine.options.EngineOptions.max_native_lines`, it
+runs the jitted XLA loop instead.
 
 The backend is the engine's switch (:mod:`livens.engine.options`): "auto" (native where possible,
 else XLA), "native" (an error where it is not possible), "xla" or "plain" (never native).
 Where "auto" meant native and XLA runs the loop (a primitive the translator does not handle, the C
 compiler failed), a one-line :class:`NativeFallback` warning says so and why, once per reason; a
-system above the size limit runs with XLA by design, without a notice.
+system above a size limit runs with XLA by design, without a notice.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class ChunkRunner:
         self.suspect = None  # a translator fault not yet reported (see _native)
 
     def _native(self, args):
-        from . import compile_function
+        from . import compile_traced, trace_function
         from .codegen import Unsupported
 
         limit = self.options.max_native_unknowns
@@ -92,7 +93,15 @@ class ChunkRunner:
             self.reason = f"{self.size[1]}, more than the native limit of {limit} (EngineOptions.max_native_unknowns)"
             return None
         try:
-            return compile_function(self.loop, *args, lanes=self.lanes, interruptible=True)
+            traced = trace_function(self.loop, *args, lanes=self.lanes, interruptible=True)
+            lines, most = traced.source.count("\n"), self.options.max_native_lines
+            if self.requested == "auto" and lines > most:
+                self.reason = (
+                    f"its C translation has {lines} lines, more than the native limit of {most} "
+                    "(EngineOptions.max_native_lines)"
+                )
+                return None
+            return compile_traced(traced)
         except Unsupported as exc:
             self.reason = str(exc)
             if self.requested == "native":
