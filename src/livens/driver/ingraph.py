@@ -31,6 +31,7 @@ What a failed run says and raises, ``throw=True`` included: :mod:`livens.driver.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import warnings
@@ -102,6 +103,16 @@ class FlowResult(NamedTuple):
 
 def _traced(*xs) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for x in xs for leaf in jax.tree_util.tree_leaves(x))
+
+
+@contextlib.contextmanager
+def _on_values():
+    """Evaluate on concrete values where a program is being traced (the symmetry checks of a call
+    with traced inputs), op by op: under JAX 0.7 a ``jax.jit`` call inside
+    ``jax.ensure_compile_time_eval`` within a trace computed wrong second derivatives of the heavy
+    top's constraints (so the constraints' affine rows, and the kept symmetries, came out wrong)."""
+    with jax.ensure_compile_time_eval(), jax.disable_jit():
+        yield
 
 
 # ------------------------------------------------------------------ failure is loud
@@ -649,7 +660,7 @@ class FlowFunction:
         about them, that is for every value of them. Schemes that keep no symmetry: ()."""
         if not self.plan.scheme.capabilities.symmetries:
             return ()
-        with jax.ensure_compile_time_eval():  # also where called while a program is traced
+        with _on_values():  # also where called while a program is traced
             if traced:
                 concrete = {k: v for k, v in (parameters or {}).items() if k not in traced}
                 mech = self._symmetries_for(tuple(sorted(traced)), concrete)[0]
@@ -678,7 +689,7 @@ class FlowFunction:
 
     def __call__(self, q0, v0, parameters=None) -> FlowResult:
         if _traced(q0, v0, parameters):
-            with jax.ensure_compile_time_eval():  # the symmetry checks run on values, not staged
+            with _on_values():  # the symmetry checks run on values, not staged
                 mech = self._mech_for_traced(parameters) if _traced(parameters) else self._mech_for(parameters)
             with engine.serial_blas():
                 try:
