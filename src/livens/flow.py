@@ -114,9 +114,9 @@ def flow(
         backend=backend,
         executor=InGraph(segment),
         output=Arrays(save_every),
-        on_failure=NaNFlag(),
+        on_failure=NaNFlag(on_failure),
         adjoint=Implicit(),
-    ).configured(consistent=consistent, throw=throw, on_failure=on_failure)
+    ).configured(consistent=consistent, throw=throw)
 
 
 def _steps(problem: Problem, h, n_steps, t_end) -> int | None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import warnings
 from typing import Any, NamedTuple
 
@@ -63,9 +62,11 @@ from .flow_failure import (  # noqa: F401 - the failure codes, also livens.drive
     step_advice,
 )
 from .native_flow import NativeDerivatives, NativeForward
+from .options import FILLS, NaNFlag
 
-FAILED = ("nan", "hold")
-"""The values of ``on_failure`` of :func:`livens.flow`: what a failed run returns (module docstring)."""
+FAILED = FILLS
+"""The values of ``on_failure`` of :func:`livens.flow`: what a failed run returns (module docstring;
+:class:`~livens.driver.options.NaNFlag`)."""
 
 TRACED_SAMPLES = 3
 """Random values of traced parameters at which a symmetry must be exact to be kept (besides their
@@ -440,14 +441,8 @@ def _forward(run: "_Run", state, history, failed, sysp):
     native = run.native(state, history, failed, sysp)
     primal = run.segments if native is None else native
 
-    @jax.custom_jvp
-    def records(state, history, failed, sysp):
-        return primal(state, history, failed, sysp)
-
-    @records.defjvp
-    def records_jvp(primals, tangents):
+    def tangent(primals, out, tangents):
         state, _, _, sysp = primals
-        out = records(*primals)
         recs, n, _, starts = out
         xs = recs["x"]
         kernels = None if starts is None else run.derivatives(state, sysp)
@@ -456,8 +451,10 @@ def _forward(run: "_Run", state, history, failed, sysp):
         else:
             d = kernels.tangent(run.replayed, state, starts, xs, n, sysp, tangents[0], tangents[3])
         d_recs = {k: d[k] if k in d else _zero_tangent(v) for k, v in recs.items()}
-        return out, (d_recs, _zero_tangent(n), _zero_tangent(out[2]), jax.tree_util.tree_map(_zero_tangent, starts))
+        return d_recs, _zero_tangent(n), _zero_tangent(out[2]), jax.tree_util.tree_map(_zero_tangent, starts)
 
+    # the adjoint decides how the records are differentiated (Implicit: the replay's implicit derivative)
+    records = run.flow.adjoint.differentiable(primal, tangent)
     recs, n, failed, _ = records(state, history, failed, sysp)
     return recs, n, failed
 
@@ -478,8 +475,8 @@ class FlowFunction:
     transformation, a failed run raises :class:`~livens.ConvergenceError` at run time (through a
     host callback; inside ``jax.jit`` it arrives wrapped in JAX's runtime error, which
     :func:`livens.raising` turns back into it); concrete calls always raise. ``failed`` ("nan" or
-    "hold", :data:`FAILED`): what a failed run returns (module docstring). :meth:`configured` gives
-    a copy with other options."""
+    "hold", :data:`FAILED`, the ``fill`` of its :class:`~livens.driver.options.NaNFlag` policy): what a
+    failed run returns (module docstring). :meth:`configured` gives a copy with other options."""
 
     def __init__(
         self,
@@ -490,7 +487,6 @@ class FlowFunction:
         adjoint,
         consistent: bool = True,
         throw: bool = False,
-        failed: str = "nan",
     ):
         self.plan, self.executor, self.output, self.on_failure, self.adjoint = (
             plan,
@@ -503,17 +499,9 @@ class FlowFunction:
         self.h, self.n_steps, self.tol = float(plan.h), plan.steps, plan.tol
         self.save_every = output.save_every
         self.consistent, self.throw = bool(consistent), bool(throw)
-        if failed not in FAILED:
-            raise ValueError(f"lv.flow: on_failure must be one of {', '.join(map(repr, FAILED))}; got {failed!r}.")
-        self.failed = failed
-        self.hold = failed == "hold"
-        n = self.n_steps
-        seg = executor.segment
-        if seg is None:  # about sqrt(n) segments of about sqrt(n) steps, the fewest padded steps
-            n_seg = -(-n // max(1, math.isqrt(n)))
-            seg = -(-n // n_seg)
-        n_seg = -(-n // seg)
-        self.segments = (seg, n_seg)
+        self.failed = on_failure.fill
+        self.hold = on_failure.hold()
+        self.segments = executor.segments(self.n_steps)
         self._programs: dict = {}
         self._mechs: dict = {}
         self._checks = None
@@ -526,11 +514,10 @@ class FlowFunction:
             self.plan,
             self.executor,
             self.output,
-            self.on_failure,
+            self.on_failure if on_failure is None else NaNFlag(on_failure),
             self.adjoint,
             self.consistent if consistent is None else consistent,
             self.throw if throw is None else throw,
-            self.failed if on_failure is None else on_failure,
         )
 
     def forward(self, run: _Run, state, history, failed, sysp):

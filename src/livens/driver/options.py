@@ -11,6 +11,10 @@
   flag); the first two retry a failed step once with the damped rescue where ``rescue`` is on;
 - adjoint: None, or :class:`Implicit` (each step's derivative by the implicit function theorem,
   replayed from the recorded solutions).
+
+Each object decides the behaviour it names through its methods (:meth:`InGraph.segments`,
+:meth:`Memory.open`, :meth:`Raise.stops_run`, :meth:`NaNFlag.hold`, :meth:`Implicit.differentiable`);
+which combinations go together is checked in one table (:mod:`livens.driver.combinations`).
 """
 
 from __future__ import annotations
@@ -71,6 +75,17 @@ class InGraph:
         if self.segment is not None:
             _positive_int("segment", self.segment)
 
+    def segments(self, n_steps: int) -> tuple[int, int]:
+        """(steps per segment, segments) of a run of ``n_steps`` steps: ``segment``, or about
+        sqrt(n_steps) segments of about sqrt(n_steps) steps, the fewest padded steps."""
+        seg = self.segment
+        if seg is None:
+            import math
+
+            n_seg = -(-n_steps // max(1, math.isqrt(n_steps)))
+            seg = -(-n_steps // n_seg)
+        return seg, -(-n_steps // seg)
+
 
 @dataclass(frozen=True)
 class Memory:
@@ -80,6 +95,14 @@ class Memory:
 
     def __post_init__(self):
         _positive_int("save_every", self.save_every)
+
+    def file(self) -> str | None:
+        """The file the nodes go to (None: memory only)."""
+        return None
+
+    def open(self, attrs: dict, d: int, m: int, gamma: bool, velocity_kind: str, members: int | None = None):
+        """The sink the host loop appends the kept nodes to while the run goes (None: memory only)."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -95,6 +118,16 @@ class Stream(Memory):
             raise ValueError("Stream needs a file path.")
         object.__setattr__(self, "path", os.fspath(self.path))
 
+    def file(self) -> str | None:
+        return self.path
+
+    def open(self, attrs: dict, d: int, m: int, gamma: bool, velocity_kind: str, members: int | None = None):
+        """The :class:`~livens.stream.NetCDFStream` at ``path`` (attributes ``attrs``)."""
+        from ..stream import NetCDFStream
+
+        extra = {} if members is None else {"members": members}
+        return NetCDFStream(self.path, d, m, gamma, velocity_kind, attrs, **extra)
+
 
 @dataclass(frozen=True)
 class Arrays(Memory):
@@ -108,17 +141,43 @@ class Raise:
 
     rescue: bool = True
 
+    def stops_run(self) -> bool:
+        """Whether a member whose step failed stops every member (one member: the run)."""
+        return True
+
+    def solver(self) -> str:
+        """The solver of the run's steps, as ``meta["solver"]`` names it."""
+        return "newton+rescue" if self.rescue else "newton"
+
 
 @dataclass(frozen=True)
 class PerMember(Raise):
     """Stop only the member whose step failed (after the rescue, where on); the others go on, and a
     warning names the failed members."""
 
+    def stops_run(self) -> bool:
+        return False
+
+
+FILLS = ("nan", "hold")
+"""The values of :attr:`NaNFlag.fill` (``on_failure`` of :func:`livens.flow`)."""
+
 
 @dataclass(frozen=True)
 class NaNFlag:
-    """In-graph: once the start or a step fails, no later step is taken, the nodes after it are NaN,
-    the result says it did not converge, and every derivative of the run is NaN."""
+    """In-graph: once the start or a step fails, no later step is taken, the result says it did not
+    converge, and every derivative of the run is NaN; the nodes after it are NaN (``fill="nan"``)
+    or hold the last node reached (``fill="hold"``)."""
+
+    fill: str = "nan"
+
+    def __post_init__(self):
+        if self.fill not in FILLS:
+            raise ValueError(f"lv.flow: on_failure must be one of {', '.join(map(repr, FILLS))}; got {self.fill!r}.")
+
+    def hold(self) -> bool:
+        """Whether the nodes after a failure hold the last node reached (else they are NaN)."""
+        return self.fill == "hold"
 
 
 @dataclass(frozen=True)
@@ -127,3 +186,20 @@ class Implicit:
     solution, replayed from the solutions the run recorded (:func:`livens.timestep.make_replay`);
     reverse mode keeps the states at the starts of segments and recomputes each segment's
     linearization (memory like sqrt(n_steps) beyond the records)."""
+
+    def differentiable(self, primal, tangent):
+        """``primal`` (never differentiated) with the derivative ``tangent(primals, out, tangents)
+        -> tangents of out`` (the replay's), as one ``jax.custom_jvp`` function; its derivative calls
+        it again, so that higher derivatives take the same rule."""
+        import jax
+
+        @jax.custom_jvp
+        def fn(*args):
+            return primal(*args)
+
+        @fn.defjvp
+        def fn_jvp(primals, tangents):
+            out = fn(*primals)
+            return out, tangent(primals, out, tangents)
+
+        return fn

@@ -19,6 +19,7 @@ from .._progress import progress_bar
 from ..schemes.base import State
 from ..timestep import make_loop
 from . import failure
+from .combinations import checked
 from .executors import Batched, NativeLanes, NativeMembers
 from .executors import Single as SingleExecutor
 from .host import NothingComputed, Recorder, run_host_loop
@@ -50,8 +51,8 @@ if TYPE_CHECKING:
     from ..solution import Solution
     from .ingraph import FlowFunction
 
-_SINGLE, _MEMORY, _RAISE = Single(), Memory(), Raise()
-"""The defaults of :func:`run` (frozen option objects)."""
+_SINGLE = Single()
+"""The default executor of :func:`run` (a frozen option object)."""
 
 
 def run(
@@ -70,8 +71,8 @@ def run(
     backend: str | None = None,
     members: tuple | None = None,
     executor: Single | Members | InGraph = _SINGLE,
-    output: Memory | Stream | Arrays = _MEMORY,
-    on_failure: Raise | PerMember | NaNFlag = _RAISE,
+    output: Memory | Stream | Arrays | None = None,
+    on_failure: Raise | PerMember | NaNFlag | None = None,
     adjoint: Implicit | None = None,
     progress: bool | None = None,
     blowup_factor: float | None = None,
@@ -84,7 +85,8 @@ def run(
     h, t_end (or n_steps), tol, max_iter, guess, parameters (the System's), params (the scheme's),
     final_iteration, backend: as for :func:`livens.simulate`. ``members``: (q0s, v0s) of an ensemble
     (with ``executor=Members()``). ``executor``, ``output``, ``on_failure``, ``adjoint``: the option
-    objects of :mod:`livens.driver.options`. ``progress``, ``blowup_factor``, ``resume``: as for
+    objects of :mod:`livens.driver.options` (None: the executor's default); a combination they do
+    not make, or a keyword the executor does not read, is refused (:mod:`livens.driver.combinations`). ``progress``, ``blowup_factor``, ``resume``: as for
     :func:`livens.simulate`; ``default_guess``: the guess where ``guess`` is None (None: the
     scheme's own); ``accept_floor``: as for :func:`livens.simulate`.
 
@@ -92,6 +94,22 @@ def run(
     or a :class:`~livens.flow.FlowFunction` (InGraph: the run as a pure function of its initial
     state and parameters).
     """
+    output, on_failure, adjoint = checked(
+        executor,
+        output,
+        on_failure,
+        adjoint,
+        dict(
+            members=members,
+            blowup_factor=blowup_factor,
+            resume=resume,
+            n_steps=n_steps,
+            t_end=t_end,
+            parameters=parameters,
+            final_iteration=final_iteration,
+            progress=progress,
+        ),
+    )
     if isinstance(executor, InGraph):
         from .ingraph import flow_function
 
@@ -108,15 +126,11 @@ def run(
             default_guess=default_guess,
             accept_floor=accept_floor,
         )
-        return flow_function(
-            p, executor, output if isinstance(output, Arrays) else Arrays(output.save_every), on_failure, adjoint
-        )
+        return flow_function(p, executor, output, on_failure, adjoint)
     if blowup_factor is not None and not (blowup_factor > 0):
         raise ValueError(f"blowup_factor must be positive; got {blowup_factor!r}.")
     t_start, offset = 0.0, 0
     if resume is not None:
-        if isinstance(executor, Members):
-            raise ValueError("resume continues a single run; an ensemble cannot be resumed.")
         t_start = float(resume.t[-1])
     NothingComputed.set(True)
     began = time.perf_counter()  # the run's wall clock: set-up, compiles, steps (Solution.summary)
@@ -265,8 +279,7 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         rescued_steps=out.rescued.get(0, []),
         backend=ex.backend,
     )
-    if ex.reason and meta["backend"] == "xla":
-        meta["native_fallback"] = ex.reason
+    _fallback(meta, ex)
     stopped = out.failed[0] or out.interrupted
     if p.guess == "extrapolated" and not stopped:
         # the predictor's history at the last node, so that a resumed run continues exactly
@@ -276,9 +289,8 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         meta["compensation"] = {"q": np.asarray(state.comp[0]).tolist(), "p": np.asarray(state.comp[1]).tolist()}
     sol = Solution.from_records(problem, sch, p.params, mech, [kept.arrays(0, n_done)], meta, start_node)
     _warn_redundant(p, sol.q, sol.t)
-    path = output.path if isinstance(output, Stream) else None
-    if path is not None and not stopped:
-        sol.to_netcdf(path)
+    path = output.file()
+    _save(output, sol, stopped)
     if out.failed[0]:
         kind, step, resid, its = out.stops[0]
         failure.raise_failure(
@@ -324,22 +336,31 @@ def _kept_nodes(p: Plan, members: int, offset: int, save_every: int, t_start: fl
     )
 
 
-def _open_stream(p: Plan, output, meta: dict, members: int | None = None):
-    """The netCDF file the kept nodes stream to where ``output`` is a :class:`Stream` (else None),
-    its attributes the run's ``meta`` with the problem's name and parameters."""
-    if not isinstance(output, Stream):
-        return None
-    from ..stream import NetCDFStream
-
+def _open_stream(p: Plan, output: Memory, meta: dict, members: int | None = None):
+    """The sink the kept nodes stream to while the run goes (:meth:`Memory.open`: a netCDF file for
+    a :class:`Stream`, else None), its attributes the run's ``meta`` with the problem's name and parameters."""
     sch, problem = p.scheme, p.problem
     attrs = {
         "scheme": sch.name,
         "params": p.params,
         "meta": {**meta, "example": problem.name, "problem_parameters": dict(problem.parameters)},
     }
-    extra = {} if members is None else {"members": members}
     caps = sch.capabilities
-    return NetCDFStream(output.path, p.mech.d, p.m_all, caps.gamma, caps.velocity_kind, attrs, **extra)
+    return output.open(attrs, p.mech.d, p.m_all, caps.gamma, caps.velocity_kind, members)
+
+
+def _fallback(meta: dict, ex) -> None:
+    """``meta`` says why the host loop's executor ``ex`` did not run natively, where XLA ran it."""
+    if ex.backend == "xla" and getattr(ex, "reason", None):
+        meta["native_fallback"] = ex.reason
+
+
+def _save(output: Memory, result, stopped: bool) -> None:
+    """The finished result written to the output's file, where it has one (a stopped run's file
+    keeps the rows streamed so far)."""
+    path = output.file()
+    if path is not None and not stopped:
+        result.to_netcdf(path)
 
 
 def _warn_redundant(p: Plan, q, t, member: int | None = None) -> None:
@@ -370,7 +391,7 @@ def _meta(p: Plan, save_every: int, on_failure) -> dict:
         save_every=int(save_every),
         t_start=p.t_start,
         step_offset=p.offset,
-        solver="newton+rescue" if getattr(on_failure, "rescue", False) else "newton",
+        solver=on_failure.solver(),
     )
     if p.system is not None:
         meta["parameters"] = {k: np.asarray(v).tolist() for k, v in p.system.items()}
@@ -506,7 +527,7 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
             policy=on_failure,
             progress_bar=bar,
             empty_history=empty,
-            stop_run_on_failure=not isinstance(on_failure, PerMember),
+            stop_run_on_failure=on_failure.stops_run(),
         )
     finally:
         ex.close()
@@ -525,14 +546,12 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
         lanes=getattr(ex, "lanes", 0),
         rescued_steps={int(b): v for b, v in out.rescued.items()},
     )
-    if ex.backend == "xla" and getattr(ex, "reason", None):
-        meta["native_fallback"] = ex.reason
+    _fallback(meta, ex)
     ens = EnsembleSolution.from_kept(kept, out.n, out.failed, sch, p.params, meta, problem, mech)
     for b in range(B) if p.rank is not None else ():
         c = int(kept.kept_count(out.n[b]))
         _warn_redundant(p, kept.q[b, : c + 1], kept.t[: c + 1], member=b)
-    if isinstance(output, Stream) and not out.interrupted:
-        ens.to_netcdf(output.path)
+    _save(output, ens, out.interrupted)
     if out.failed.any():
         bad = np.flatnonzero(out.failed)
         warnings.warn(
@@ -548,7 +567,7 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
         done = int(out.n.min())
         raise SimulationInterrupted(
             f"Interrupted after {done} of {p.steps} steps of every member; the ensemble computed so far is kept in "
-            "the error's .solution" + (f" and in {output.path!r}." if isinstance(output, Stream) else "."),
+            "the error's .solution" + (f" and in {output.file()!r}." if output.file() is not None else "."),
             solution=ens,
             step=done,
             time=done * p.h,
