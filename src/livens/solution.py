@@ -208,10 +208,20 @@ class Solution:
         keys = [k for k in ("kinetic", "potential", "total", "livens") if f"energy_{k}" in self.stored]
         if self.problem is None and keys:
             return {k: self.stored[f"energy_{k}"] for k in keys}
-        key = (id(self.q), id(self.p), id(self.v), self.q.shape, self.meta.get("parameters") is not None)
-        hit = self.__dict__.get("_energy")
-        if hit is not None and hit[0] == key:  # summary, files and figures of one run ask for it in turn
-            return {k: v.copy() for k, v in hit[1].items()}
+        return self._kept("energy", self._energy)
+
+    def _kept(self, name: str, compute):
+        """``compute()``, computed once per Solution and kept (a copy of its arrays each time): the
+        summary, the files and the figure of one run ask for the same diagnostics in turn. The key
+        is the identity of the arrays, the problem and the parameters: new ones are seen."""
+        key = (self.q, self.p, self.v, self.problem, self.meta.get("parameters"))
+        kept = self.__dict__.setdefault("_diagnostics", {})
+        hit = kept.get(name)
+        if hit is None or any(a is not b for a, b in zip(hit[0], key)):
+            hit = kept[name] = (key, compute())
+        return _copy(hit[1])
+
+    def _energy(self) -> dict[str, np.ndarray]:
         mech = self.mechanics
         V = self._vmap(mech.V, self.q)
         if self._nodal_v:
@@ -223,7 +233,6 @@ class Solution:
         out = {"kinetic": T, "potential": V, "total": T + V}
         if self._nodal_v:
             out["livens"] = self._vmap(mech.E, self.q, self.v, self.p)
-        self.__dict__["_energy"] = (key, {k: v.copy() for k, v in out.items()})
         return out
 
     def energy_increments(self, kind: str = "total") -> np.ndarray:
@@ -291,19 +300,21 @@ class Solution:
         hit = self._stored(f"residual_{level}")
         if hit is not None:
             return hit
+        return self._kept(f"residual_{level}", lambda: self._constraint_residual(level))
+
+    def _constraint_residual(self, level: str) -> np.ndarray:
         mech = self.mechanics
         if mech.m == 0:
             return np.zeros((self.q.shape[0], 0))
         if level == "position":
             return self._vmap(mech.g, self.q)
-        G = self._vmap(mech.G, self.q)
         if mech.Minv_const is not None:
             w = self.p @ np.asarray(mech.Minv()).T
         elif self._nodal_v:
             w = self.v
         else:
             raise ValueError("The velocity-level residual needs M^-1 or nodal velocities; this run has neither.")
-        return np.einsum("nij,nj->ni", G, w)
+        return np.einsum("nij,nj->ni", self._vmap(mech.G, self.q), w)
 
     def enforced_residuals(self) -> dict[str, np.ndarray]:
         """Residuals of the constraints the scheme is built to satisfy, per step, named after
@@ -311,9 +322,12 @@ class Solution:
         system, those of the independent equations it solves (``problem.constraint_rank.kept``)."""
         if self.problem is None:
             return {k[len("enforced:") :]: v for k, v in self.stored.items() if k.startswith("enforced:")}
+        self._consecutive("enforced_residuals()")
+        return self._kept("enforced", self._enforced_residuals)
+
+    def _enforced_residuals(self) -> dict:
         from .schemes import get
 
-        self._consecutive("enforced_residuals()")
         sch, _ = get(self.scheme)
         out = sch.about.enforced(self)
         rank = getattr(self.problem, "constraint_rank", None)
@@ -550,6 +564,9 @@ class Solution:
         return ds
 
     def _diagnostics_for_file(self) -> dict:
+        return self._kept("file", self._file_diagnostics)
+
+    def _file_diagnostics(self) -> dict:
         out: dict = {}
         try:
             for k, arr in self.energy().items():
@@ -661,6 +678,15 @@ class Solution:
             f"nodes_kept={self.nodes_kept}, save_every={self.save_every}, h={self.h:g}, d={self.q.shape[1]}, "
             f"m={self.lam.shape[1] if self.lam.ndim == 2 else 0})"
         )
+
+
+def _copy(x):
+    """A copy of the arrays in ``x`` (an array, or a dict or tuple of them), the rest as it is."""
+    if isinstance(x, dict):
+        return {k: _copy(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_copy(v) for v in x)
+    return x.copy() if isinstance(x, np.ndarray) else x
 
 
 _APPLIED = CompiledCache(16)
