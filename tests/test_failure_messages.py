@@ -47,7 +47,7 @@ def test_a_tolerance_below_the_round_off_floor_says_so():
     assert info.value.step == 0
     sol = lv.simulate(problem, "VI-S", t_end=0.05, tol=1.01 * floor, progress=False, rescue=False, accept_floor=False)
     assert sol.n_steps == 1
-    # livens' default rule accepts that floor: it lies within FLOOR_FACTOR tol = 1e-15
+    # livens' default rule accepts that floor: it lies within FLOOR_FACTOR tol (1 + s), s the size of the terms
     sol = lv.simulate(problem, "VI-S", t_end=0.1, tol=1e-17, progress=False, rescue=False)
     assert sol.n_steps == 2 and np.all(sol.newton_residual <= 1e-15)
 

@@ -63,13 +63,13 @@ def test_a_later_step_gets_simulates_diagnosis_wherever_the_flow_reports_it():
 
 
 def test_a_tolerance_below_the_round_off_floor_is_named_as_simulate_names_it():
-    """The issue's case: Newton stalls at its round-off floor above tol (1e-19 on the pendulum)."""
+    """The issue's case: Newton stalls at its round-off floor above tol (1e-23 on the pendulum: below the floor rule's reach too)."""
     problem = lv.examples.load("pendulum-3d")
     h = problem.h
     q0, v0 = jnp.asarray(problem.q0), jnp.asarray(problem.v0)
-    sim = _advice(lambda: lv.simulate(problem, "VI-S", h=h, t_end=3 * h, tol=1e-19, rescue=False, progress=False))
+    sim = _advice(lambda: lv.simulate(problem, "VI-S", h=h, t_end=3 * h, tol=1e-23, rescue=False, progress=False))
     assert 'use tol="roundoff"' in sim
-    F = lv.flow(problem, "VI-S", h=h, n_steps=3, tol=1e-19, throw=True)
+    F = lv.flow(problem, "VI-S", h=h, n_steps=3, tol=1e-23, throw=True)
     loss = jax.jit(lambda v: F(q0, v).q[-1, 0])
     caught = None
     try:  # a library's compiled call inside the block
@@ -82,7 +82,7 @@ def test_a_tolerance_below_the_round_off_floor_is_named_as_simulate_names_it():
         jax.block_until_ready(loss(v0))
     assert sim in str(raw.value)
 
-    G = lv.flow(problem, "VI-S", h=h, n_steps=3, tol=1e-19)
+    G = lv.flow(problem, "VI-S", h=h, n_steps=3, tol=1e-23)
     lengths = jnp.array([1.0, 1.0])
     batch = jax.vmap(lambda L: G(q0, v0, {"length": L}))(lengths)
     with pytest.raises(lv.ConvergenceError) as info:

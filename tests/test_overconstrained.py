@@ -180,7 +180,7 @@ def test_node_multiplier_schemes_refuse_a_singular_start_and_the_advice_works(sc
 
 def test_vi_nullspace_near_dead_centres_stops_at_the_roundoff_floor_and_the_papers_rule_names_it():
     """Near the double four-bar's first dead centre (G loses rank) vi-nullspace's residual stalls at its
-    round-off floor above tol = 1e-12. The default rule accepts that floor (within 100 tol) and runs
+    round-off floor above tol = 1e-12. The default rule accepts that floor (within 1e4 tol times the size of the step's terms) and runs
     through with g at round-off; the papers' rule fails there, its message names the floor and
     tol="roundoff", which passes."""
     problem = lv.examples.load("double-four-bar", t_end=0.8)

@@ -40,8 +40,9 @@ def simulate(
     scheme: canonical name or paper alias (``lv.schemes.names()``), e.g. "VI-S", "ggl-theta-a".
     h, t_end: step size and end time; default to the problem's (the paper's) values.
     tol, max_iter: Newton stops on ||R||_inf <= tol (default 1e-9), or, where the residual stops
-        halving at most 100 tol (:data:`livens.solvers.newton.FLOOR_FACTOR`), on that residual: it has
-        reached its round-off floor (``solution.meta["stopping"]`` states the rule); a step that needs
+        halving at most 1e4 tol (1 + s), s the size of the step's terms
+        (:data:`livens.solvers.newton.FLOOR_FACTOR`, :func:`livens.solvers.newton.relative_floor`), on
+        that residual: it has reached its round-off floor (``solution.meta["stopping"]`` states the rule); a step that needs
         more than max_iter iterations stops the run with :class:`~livens.ConvergenceError`.
         ``tol="roundoff"`` iterates until the Newton increment stops decreasing or is a few ulps of
         the state (:func:`livens.solvers.newton.newton`): no bias from stopping on one side of the root,

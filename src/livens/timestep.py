@@ -83,7 +83,8 @@ def step(
     Newton with the scheme's tangent. ``mode="extrapolated"`` needs ``history`` (a
     :class:`~livens.guess.GuessHistory`; returned with the guess's bookkeeping updated, the
     solution not yet pushed: the caller does that once it knows the step is kept).
-    ``newton_opts``: (stopping rule, final iteration, floor factor) of :class:`~livens.solvers.newton.PlainNewton`.
+    ``newton_opts``: (stopping rule, final iteration, floor factor) of :class:`~livens.solvers.newton.PlainNewton`
+    (a floor factor: a floor relative to the size of the step's terms, :func:`~livens.solvers.newton.relative_floor`).
     ``solution``: the step's converged unknowns, known from a run already made
     (:func:`make_replay`): no guess and no Newton iteration, only the solution's derivative by the
     implicit function theorem (:func:`~livens.solvers.newton.implicit`), with the scheme's

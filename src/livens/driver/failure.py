@@ -79,6 +79,11 @@ def rescue(plan, state, t: float, its_failed: int):
 
 _PROBES = engine.CompiledCache(16)
 
+FLOOR_SPREAD = 100.0
+"""A failed step's residual within FLOOR_SPREAD of the round-off floor that the probe of
+:func:`diagnosis` reaches (or of tol) ended at that floor: the values of a residual at its floor
+scatter over a decade or so from iterate to iterate."""
+
 # the user's functions a failed step is probed with, in the words of a message
 _FUNCTIONS = (
     ("potential V(q)", lambda mech, q, v, t: mech.V(q)),
@@ -212,10 +217,14 @@ def diagnosis(plan, state, t: float, resid: float) -> str:
         return jax.device_get(probe(state, *args))
 
     try:
-        floor, stopped, q_finite, _ = run(max(plan.max_iter, 50))
+        probe_floor, stopped, q_finite, _ = run(max(plan.max_iter, 50))
         if np.isfinite(resid) and q_finite:
-            floor = max(float(floor), float(resid))
-            if bool(stopped) and np.isfinite(floor) and plan.tol_num < floor <= 1e3 * plan.tol_num:
+            floor = max(float(probe_floor), float(resid))
+            # the failed iteration ended at the floor (within FLOOR_SPREAD of the probe's, or of tol),
+            # however far below it tol lies (livens' rule accepts floors up to FLOOR_FACTOR tol times
+            # the size of the step's terms, so that a floor it fails at lies decades above tol)
+            near = float(resid) <= FLOOR_SPREAD * max(float(probe_floor), plan.tol_num)
+            if bool(stopped) and np.isfinite(floor) and plan.tol_num < floor and near:
                 return (
                     f" The residual stops decreasing at about {floor:.1e}, its round-off floor in this step, "
                     f'above tol: use tol="roundoff" or tol >= {floor:.1e}.'

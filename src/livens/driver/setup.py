@@ -22,7 +22,7 @@ from ..problem import Problem
 from ..schemes import get as get_scheme
 from ..schemes import names as scheme_names
 from ..schemes.base import Scheme, State
-from ..solvers.newton import FLOOR_FACTOR, ROUNDOFF
+from ..solvers.newton import FLOOR_FACTOR, FLOOR_STEP, ROUNDOFF
 from ..system import parameter_values
 
 GUESSES = ("simple", "advanced", "extrapolated")
@@ -47,8 +47,10 @@ def newton_options(tol, final_iteration: bool = False, accept_floor: bool = True
     """The static Newton options of a run, (stopping rule, final iteration, floor factor):
     ("roundoff", False, None) for ``tol="roundoff"``; for a numeric tol ("tol", final_iteration,
     :data:`~livens.solvers.newton.FLOOR_FACTOR`), livens' rule (||R||_inf <= tol, or a residual
-    that stopped halving at most FLOOR_FACTOR * tol: its round-off floor), or with
-    ``accept_floor=False`` ("tol", final_iteration, None), the papers' rule ||R||_inf <= tol."""
+    that stopped halving at most FLOOR_FACTOR tol (1 + s) after an increment below FLOOR_STEP
+    (1 + min(||x0||_inf, ||x||_inf)), s the size of the step's terms at its first guess x0: its round-off floor,
+    :func:`~livens.solvers.newton.relative_floor`), or with ``accept_floor=False`` ("tol",
+    final_iteration, None), the papers' rule ||R||_inf <= tol."""
     if isinstance(tol, str):
         return (ROUNDOFF, False, None)
     return ("tol", bool(final_iteration), FLOOR_FACTOR if accept_floor else None)
@@ -62,7 +64,12 @@ def stopping_rule(newton: tuple) -> str:
         return "roundoff: until the Newton increment stops decreasing or is a few ulps of the state"
     rule = "||R||_inf <= tol"
     if factor is not None:
-        rule += f", or a residual that stopped halving at most {factor:g} tol (its round-off floor)"
+        rule += (
+            f", or a residual that stopped halving at most {factor:g} tol (1 + s) after a Newton increment "
+            f"below {FLOOR_STEP:g} (1 + min(||x0||_inf, ||x||_inf)), s = max(||R(x0)||_inf, ||J(x0) x0||_inf) (its "
+            "round-off floor, relative to the size s of the step's terms: x0 the first guess of its unknowns, x "
+            "the iterate, J = dR/dx)"
+        )
     else:
         rule += " (the papers' rule)"
     return rule + (", then one more iteration" if final else "")

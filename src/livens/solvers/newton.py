@@ -3,7 +3,8 @@
 The tangent is the exact derivative of the residual by forward-mode AD (third derivatives of g
 included where the residual holds Hessian-vector products), unless the scheme supplies a
 structured tangent (tested against AD). Stops on ||R||_inf <= tol (livens' default rule also on a
-residual that stalled at its round-off floor within :data:`FLOOR_FACTOR` tol) or at max_iter.
+residual that stalled at its round-off floor: within :data:`FLOOR_FACTOR` tol times the scale of the
+step's terms, :func:`relative_floor`) or at max_iter.
 
 A tangent is either the matrix dR/dx or an object with a ``solve(rhs)`` method that applies its
 inverse (e.g. by block elimination, see :mod:`livens.schemes.ggl_vi`); both give the same Newton
@@ -61,9 +62,77 @@ ACCEPT = 1e-10
 below ACCEPT (1 + |x|_inf): earlier, Newton's increments need not decrease monotonically."""
 
 
-FLOOR_FACTOR = 100.0
+FLOOR_FACTOR = 1e4
 """livens' default stopping rule (``floor_factor`` of :func:`newton`): a residual that stopped halving
-at most FLOOR_FACTOR * tol has reached its round-off floor and counts as converged."""
+at most FLOOR_FACTOR tol (1 + s), s the size of the step's terms (:func:`relative_floor`), after an
+increment below the guard :data:`FLOOR_STEP`, has reached its round-off floor and counts as converged.
+In sweeps of livens-em on a forced double pendulum (h from 1e-4 to 1, masses from 1 kg to 10 t) its
+floor reached 190 tol (1 + s) at the flow's tol = 1e-12 (its discrete gradient divides round-off by
+increments of about 1e-6 |q|); a stall that is not round-off lay at 6e5 tol (1 + s) and above (and
+moved the unknowns by far more than the guard)."""
+
+FLOOR_STEP = 1e-3
+"""The default rule's guard (:func:`relative_floor`): the floor counts only after a Newton increment
+below FLOOR_STEP (1 + min(||x0||_inf, ||x||_inf)), x0 the first guess and x the iterate it reached.
+At a round-off floor the increments are round-off of the unknowns (at most about 2e-6 of their size
+in sweeps of livens-em on a forced double pendulum, h from 1e-4 to 1, masses from 1 kg to 10 t); an
+iteration that does not halve the residual far from the root moves them by 2e-2 of their size and
+more, and so does one whose unknowns run away (x) or come back from a first guess that had run away
+(x0: the multipliers after a step where the constraints lost rank)."""
+
+
+def linear_terms(residual: Callable, x0):
+    """||J(x0) x0||_inf, J = dR/dx: the size of the residual's terms that are linear in the unknowns
+    (M v, h G^T lambda, ...) at the first guess x0, one forward-mode derivative. Where the constraints
+    lose rank the multipliers may be huge while G^T lambda is not: the product, not x0, is the scale."""
+    return _norm_inf(jax.jvp(residual, (x0,), (x0,))[1])
+
+
+def relative_floor(dx_norm, tol, factor, scale, x_scale):
+    """The residual norm below which livens' default rule takes a stalled iteration as converged,
+    after an increment of norm ``dx_norm``: ``factor`` tol (1 + ``scale``), a tolerance relative to the
+    size s = ``scale`` of the step's terms, max(||R(x0)||_inf, ||J(x0) x0||_inf) (:func:`linear_terms`),
+    or -inf (no floor) where the increment was not below :data:`FLOOR_STEP` (1 + ``x_scale``),
+    ``x_scale`` = min(||x0||_inf, ||x||_inf) at the iterate x it reached. The size of the terms is the
+    step's start's, never the iterates': unknowns that run away must not raise the floor; a first guess
+    that ran away (huge multipliers after a step where the constraints lost rank) raises it, and the
+    increments that bring it back are not below the guard.
+
+    The residual of a time step sums terms of the size of its momenta, forces and constraint forces;
+    its round-off floor is a multiple of eps times them, and more where the residual divides by a
+    small difference (livens-em's discrete gradient at increments of about 1e-6 |q| reaches about
+    1e-10 of its terms: KB23 eq 26 made smooth in :mod:`livens.discrete_gradients`). A floor absolute
+    in tol (a fixed multiple of it) fails such steps for heavy bodies, a large h or large forces: a
+    forced double pendulum of 100 kg masses at the flow's tol = 1e-12 stalls at 2e-9.
+    R(x0) stands for the forces where the first guess holds none (the multipliers of the first
+    step, zero)."""
+    guarded = dx_norm <= FLOOR_STEP * (1.0 + x_scale)
+    bound = factor * tol * (1.0 + scale)
+    return jnp.where(guarded, bound, jnp.asarray(-jnp.inf, jnp.result_type(bound)))
+
+
+class _Relative(NamedTuple):
+    """livens' default floor (:func:`relative_floor`): the tolerance, the factor, and ||J(x0) x0||_inf
+    (:func:`linear_terms`); R(x0) and x0 complete the scales where the iteration has them."""
+
+    tol: object
+    factor: float
+    linear: object
+
+
+def _floor_at(floor, x0, r0):
+    """(||dx||, x) -> the floor at the iterate x that an increment of that norm reached, for an
+    iteration from x0 with R(x0) = r0: :func:`relative_floor` for a :class:`_Relative` floor, else the
+    number ``floor`` itself (an absolute floor), or -inf (none)."""
+    if isinstance(floor, _Relative):
+        scale, x0_norm = jnp.maximum(_norm_inf(r0), floor.linear), _norm_inf(x0)
+
+        def at(dxn, x):
+            return relative_floor(dxn, floor.tol, floor.factor, scale, jnp.minimum(x0_norm, _norm_inf(x)))
+
+        return at
+    value = jnp.asarray(-jnp.inf if floor is None else floor, x0.dtype)
+    return lambda dxn, x: value
 
 
 def newton(
@@ -102,7 +171,10 @@ def newton(
     and an iteration did not halve ||R||_inf (it has reached the residual's round-off, which may
     exceed ``tol``, instead of iterating to ``max_iter``); a residual below the floor that still
     halves when ``max_iter`` ends the iteration is not converged. ``floor_factor`` (a static number, e.g.
-    :data:`FLOOR_FACTOR`, livens' default for a time step): the floor is ``floor_factor * tol``.
+    :data:`FLOOR_FACTOR`, livens' default for a time step) in place of ``floor``: a floor relative to
+    the size s of the step's terms, ``floor_factor * tol * (1 + s)`` with s = max(||R(x0)||_inf,
+    ||J(x0) x0||_inf), that counts only after an increment below :data:`FLOOR_STEP` (1 + min(||x0||_inf,
+    ||x||_inf)) (:func:`relative_floor`).
     Near a regular root Newton's iteration more than halves the residual at each iteration (it
     converges quadratically) until the residual reaches its round-off floor, where it stops
     decreasing: an iteration that meets ||R||_inf <= tol while each iteration halves the residual
@@ -119,7 +191,7 @@ def newton(
     if stopping != "tol":
         raise ValueError(f"stopping must be 'tol' or {ROUNDOFF!r}; got {stopping!r}.")
     if floor is None and floor_factor is not None:
-        floor = floor_factor * tol
+        floor = _Relative(tol, floor_factor, linear_terms(residual, x0))
     if floor is not None:
         return _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration)
 
@@ -141,36 +213,50 @@ def newton(
     return NewtonResult(x, it, n, converged)
 
 
-def newton_linearized(increment: Callable, x0, tol, max_iter, r0=None, floor=None) -> NewtonResult:
+def newton_linearized(
+    increment: Callable, x0, tol, max_iter, r0=None, floor=None, floor_factor=None, linear=0.0
+) -> NewtonResult:
     """Newton's method that takes the residual and the increment at each iterate from one
     linearization: ``increment(x, it, tol, max_iter[, floor, last]) -> (x_next, R(x), it_next, stop)`` (see
     :func:`linearized_increment`). The papers' stopping rule (||R||_inf <= tol, at most
     ``max_iter`` updates) and the same iterates as :func:`newton`; ``r0``: R(x0) where the caller
     has it (a first guess that already satisfies the tolerance then costs nothing more); ``floor``:
     as for :func:`newton`, also stop, converged, once ||R||_inf <= floor did not halve (and only
-    then: a residual below the floor that still halves at ``max_iter`` is not converged).
+    then: a residual below the floor that still halves at ``max_iter`` is not converged);
+    ``floor_factor``: livens' default floor relative to the size of the step's terms, as for
+    :func:`newton`, with ``linear`` = ||J(x0) x0||_inf (:func:`linear_terms`, the caller's: this
+    function has no residual of its own).
 
     For residuals whose derivative repeats work of the residual itself (an inner Newton solve, as
     the projection of the null space method, whose implicit derivative needs its solution), where
     :func:`newton` evaluates the residual at x_{k+1} and then linearizes it there again."""
     inf = jnp.asarray(jnp.inf, x0.dtype)
+    if floor is None and floor_factor is not None:
+        floor = _Relative(tol, floor_factor, linear)
     if r0 is None:
         r0, stop0 = jnp.zeros_like(x0), jnp.bool_(False)
     else:
         n0 = _norm_inf(r0)
         stop0 = (max_iter <= 0) | (n0 <= tol) | ~jnp.isfinite(n0)
 
-    def body(c):  # ``last``: ||R|| at the iterate before x; ``before``: its value in the previous pass
-        x, r, it, _, last, _ = c
+    # ``last``: ||R|| at the iterate before x; ``before``: its value in the previous pass; ``dxn``: the
+    # norm of the increment that reached x; ``r_first``: R(x0) (from the first pass where the caller has
+    # none); ``fl``: the floor at the iterate the latest pass judged
+    def body(c):
+        x, r, it, _, last, _, dxn, r_first, _ = c
+        fl = _floor_at(floor, x0, r_first)(dxn, x)
         if floor is None:
             x_next, r, it_next, stop = increment(x, it, tol, max_iter)
         else:  # arrays only: the engine may rewrite ``increment`` from its traced program
-            x_next, r, it_next, stop = increment(x, it, tol, max_iter, jnp.asarray(floor, x0.dtype), last)
-        return x_next, r, it_next, stop, _norm_inf(r), last
+            x_next, r, it_next, stop = increment(x, it, tol, max_iter, fl, last)
+        r_first = jnp.where(it == 0, r, r_first)
+        dxn = jnp.where(stop, dxn, _norm_inf(x_next - x))
+        return x_next, r, it_next, stop, _norm_inf(r), last, dxn, r_first, fl
 
-    x, r, it, _, _, before = lax.while_loop(lambda c: ~c[3], body, (x0, r0, jnp.int32(0), stop0, inf, inf))
+    start = (x0, r0, jnp.int32(0), stop0, inf, inf, inf, r0, _floor_at(floor, x0, r0)(inf, x0))
+    x, r, it, _, _, before, _, _, fl = lax.while_loop(lambda c: ~c[3], body, start)
     n = _norm_inf(r)
-    stalled = jnp.bool_(False) if floor is None else _stalled(n, before, floor)
+    stalled = jnp.bool_(False) if floor is None else _stalled(n, before, fl)
     converged = ((n <= tol) | stalled) & jnp.all(jnp.isfinite(x))
     return NewtonResult(x, it, n, converged)
 
@@ -210,24 +296,28 @@ def _stalled(n, last, floor):
 
 def _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration=False) -> NewtonResult:
     """Newton to ||R||_inf <= tol, or to a residual below ``floor`` that stopped halving
-    (:func:`newton` with ``floor``); ``final_iteration``: one more step after either stop."""
+    (:func:`newton` with ``floor``: a number, or a :class:`_Relative` floor, relative to the scale
+    of the step's terms and guarded by the increment); ``final_iteration``: one more step after
+    either stop."""
+    floor_at = _floor_at(floor, x0, r0)
 
     def cond(c):
-        _, r, it, last = c
+        _, r, it, last, fl = c
         n = _norm_inf(r)
-        return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n) & ~_stalled(n, last, floor)
+        return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n) & ~_stalled(n, last, fl)
 
     def body(c):
-        x, r, it, _ = c
+        x, r, it, _, _ = c
         last = _norm_inf(r)
-        x = x + step(x, r)
-        return x, residual(x), it + 1, last
+        dx = step(x, r)
+        x = x + dx
+        return x, residual(x), it + 1, last, floor_at(_norm_inf(dx), x)
 
     inf = jnp.asarray(jnp.inf, x0.dtype)
-    x, r, it, last = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), inf))
+    x, r, it, last, fl = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), inf, floor_at(inf, x0)))
     n = _norm_inf(r)
     # a residual below the floor counts only where it stopped halving: not at max_iter while it halves
-    converged = ((n <= tol) | _stalled(n, last, floor)) & jnp.all(jnp.isfinite(x))
+    converged = ((n <= tol) | _stalled(n, last, fl)) & jnp.all(jnp.isfinite(x))
     if final_iteration:
         return _final_iteration(residual, step, x, r, it, converged)
     return NewtonResult(x, it, n, converged)
@@ -331,8 +421,9 @@ class PlainNewton:
     :func:`newton_increment`) and one stopping rule: ``stopping`` "tol" (the papers',
     ||R||_inf <= tol; ``final_iteration``: one more update after it) or "roundoff"
     (:data:`ROUNDOFF`), or, with ``floor`` (a residual norm) or ``floor_factor`` (the floor as a
-    multiple of tol: livens' default rule, :data:`FLOOR_FACTOR`), the tolerance or a residual below
-    the floor that stopped halving (:func:`newton`)."""
+    multiple of tol relative to the scale of the step's terms: livens' default rule,
+    :data:`FLOOR_FACTOR`, :func:`relative_floor`), the tolerance or a residual below the floor that
+    stopped halving (:func:`newton`)."""
 
     def __init__(self, stopping: str = "tol", final_iteration: bool = False, floor_factor=None, floor=None):
         self.stopping, self.final_iteration = stopping, final_iteration
@@ -356,8 +447,8 @@ class PlainNewton:
 class LinearizedNewton:
     """Newton's method that takes the residual and its tangent at each iterate from one
     linearization (:func:`newton_linearized`), for residuals whose derivative repeats their own work;
-    the papers' stopping rule, or with ``floor`` (or ``floor_factor`` times tol) also a residual below
-    it that stopped halving."""
+    the papers' stopping rule, or with ``floor`` (or ``floor_factor``: livens' default floor relative
+    to the scale of the step's terms, :func:`relative_floor`) also a residual below it that stopped halving."""
 
     def __init__(self, floor=None, rewrite=None, floor_factor=None):
         self.floor, self.rewrite, self.floor_factor = floor, rewrite, floor_factor
@@ -368,8 +459,10 @@ class LinearizedNewton:
         increment = linearized_increment(residual, tangent)
         if self.rewrite is not None:
             increment = self.rewrite(increment)
-        floor = self.floor if self.floor is not None or self.floor_factor is None else self.floor_factor * tol
-        return newton_linearized(increment, x0, tol, max_iter, r0=r0, floor=floor)
+        if self.floor is None and self.floor_factor is not None:
+            linear = linear_terms(residual, x0)
+            return newton_linearized(increment, x0, tol, max_iter, r0=r0, floor_factor=self.floor_factor, linear=linear)
+        return newton_linearized(increment, x0, tol, max_iter, r0=r0, floor=self.floor)
 
 
 class DampedLeastSquares:
