@@ -64,6 +64,8 @@ CSV_ROWS = 2000
 """Rows of the default (``--csv summary``) CSV: evenly spaced kept nodes, enough for a smooth curve."""
 PLOT_POINTS = 2000
 """Points per curve in the overview figure (envelopes of longer series, see livens.plots.overview)."""
+ANIMATION_FRAMES = 200
+"""Frames of the GIF of ``livens run --animate`` at most (nodes evenly spread over the run)."""
 
 
 def _row_bytes(d: int, m: int) -> int:
@@ -141,27 +143,77 @@ def _size(nbytes: float) -> str:
     return ""  # pragma: no cover
 
 
+PROGRESS_AFTER = 1.0
+"""Seconds after which ``livens run --out`` says which file it is writing (a figure, an animation, a
+large table), so that a pause at the end of a run is explained."""
+
+
+class _Saying:
+    """``with _Saying(path, quiet):`` prints "writing PATH ..." to stderr where the block takes
+    longer than :data:`PROGRESS_AFTER` (a timer thread that only prints), and "  done (T s)" after it."""
+
+    def __init__(self, path: str, quiet: bool, what: str = ""):
+        import threading
+
+        self.text, self.quiet, self.said = f"writing {path}{what} ...", quiet, threading.Event()
+        self.timer = None
+
+    def _say(self):
+        print(self.text, file=sys.stderr, flush=True)
+        self.said.set()
+
+    def __enter__(self):
+        import threading
+        import time
+
+        self.began = time.perf_counter()
+        if not self.quiet:
+            self.timer = threading.Timer(PROGRESS_AFTER, self._say)
+            self.timer.daemon = True
+            self.timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        import time
+
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer.join()
+        if self.said.is_set() and exc[0] is None:
+            print(f"  done ({time.perf_counter() - self.began:.1f} s)", file=sys.stderr, flush=True)
+        return False
+
+
 def _write_outputs(
-    sol, out: str, stem: str, csv: str = "summary", animate: bool = False, netcdf: bool = True
+    sol, out: str, stem: str, csv: str = "summary", animate: bool = False, netcdf: bool = True, quiet: bool = True
 ) -> list[str]:
     """The run's files in ``out``: ``stem.nc`` (unless already streamed there), ``stem.csv`` (``csv``:
-    "summary", "full" or "none") and the overview figure ``stem.png``, all made from the kept nodes."""
+    "summary", "full" or "none") and the overview figure ``stem.png``, all made from the kept nodes;
+    unless ``quiet``, a line names each file whose writing takes more than :data:`PROGRESS_AFTER`."""
     from .plots import overview_figure
 
     os.makedirs(out, exist_ok=True)
     files = []
+    path = os.path.join(out, f"{stem}.nc")
     if netcdf:
-        files.append(sol.to_netcdf(os.path.join(out, f"{stem}.nc")))
+        with _Saying(path, quiet):
+            files.append(sol.to_netcdf(path))
     else:
-        files.append(os.path.join(out, f"{stem}.nc"))
+        files.append(path)
     if csv != "none":
         rows, columns = (CSV_ROWS, "summary") if csv == "summary" else (None, "all")
-        files.append(sol.to_csv(os.path.join(out, f"{stem}.csv"), rows=rows, columns=columns))
-    files.append(overview_figure(sol, os.path.join(out, f"{stem}.png"), max_points=PLOT_POINTS))
+        path = os.path.join(out, f"{stem}.csv")
+        with _Saying(path, quiet):
+            files.append(sol.to_csv(path, rows=rows, columns=columns))
+    path = os.path.join(out, f"{stem}.png")
+    with _Saying(path, quiet, " (overview figure)"):
+        files.append(overview_figure(sol, path, max_points=PLOT_POINTS))
     if animate:
         from .bodies.draw import animate as animate_run
 
-        files.append(animate_run(sol, os.path.join(out, f"{stem}.gif")))
+        path = os.path.join(out, f"{stem}.gif")
+        with _Saying(path, quiet, f" (animation, up to {ANIMATION_FRAMES} frames)"):
+            files.append(animate_run(sol, path, max_frames=ANIMATION_FRAMES))
     return files
 
 
@@ -310,11 +362,35 @@ def _run_settings(args):
     return example, problem, run_kw
 
 
+def _import_writers() -> None:
+    """Import what writing the files takes (xarray, h5netcdf, matplotlib with Agg) in a thread, while
+    the run is set up, compiled and stepped: those imports take seconds, and the main thread is
+    mostly waiting for XLA meanwhile. The thread only imports (no JAX computation, no compile); a
+    module the main thread needs first is imported by whichever thread comes first (Python's import
+    locks), and a missing optional package is reported where it is used."""
+    import threading
+
+    def run():
+        try:
+            import h5netcdf  # noqa: F401
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot  # noqa: F401
+            import xarray  # noqa: F401
+        except Exception:  # pragma: no cover - reported by the code that needs it
+            pass
+
+    threading.Thread(target=run, daemon=True, name="livens-imports").start()
+
+
 def _cmd_run(args) -> int:
     from .errors import SimulationError, SimulationInterrupted
     from .mechanics import mechanics
     from .simulate import simulate
 
+    if args.out:
+        _import_writers()
     example, problem, run_kw = _run_settings(args)
     before = _resume_from(args.resume, example, problem, run_kw) if args.resume else None
     h = run_kw.get("h", problem.h)
@@ -366,7 +442,7 @@ def _cmd_run(args) -> int:
         if sol is not None and before is not None:
             sol = _join(before, sol, args.resume)
         if streamed and sol is not None:
-            files = _write_outputs(sol, args.out, stem + "_partial", csv=args.csv)
+            files = _write_outputs(sol, args.out, stem + "_partial", csv=args.csv, quiet=args.quiet)
             if os.path.exists(streamed):
                 os.remove(streamed)
             kept = _kept_words(sol, run_kw.get("save_every", 1), ", ".join(files))
@@ -380,7 +456,9 @@ def _cmd_run(args) -> int:
         sol = _join(before, sol, args.resume)
     _print_summary(sol)
     if args.out:
-        files = _write_outputs(sol, args.out, stem, csv=args.csv, animate=args.animate, netcdf=before is not None)
+        files = _write_outputs(
+            sol, args.out, stem, csv=args.csv, animate=args.animate, netcdf=before is not None, quiet=args.quiet
+        )
         consumed = os.path.join(args.out, f"{stem}_partial.nc")
         if before is not None and os.path.exists(consumed) and os.path.samefile(args.resume, consumed):
             os.remove(consumed)  # the complete file holds its nodes
@@ -642,7 +720,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--animate", action="store_true", help="also write an animated GIF (mechanisms)")
     p.add_argument(
-        "--quiet", action="store_true", help="no progress bar (otherwise shown on a terminal once a run has taken 2 s)"
+        "--quiet",
+        action="store_true",
+        help="no progress bar (otherwise shown on a terminal once a run has taken 2 s) and no line naming "
+        f"a file that takes more than {PROGRESS_AFTER:g} s to write",
     )
     p.set_defaults(func=_cmd_run)
     try:

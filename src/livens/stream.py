@@ -3,7 +3,8 @@
 The file has unlimited ``time`` and ``step`` dimensions (and, for an ensemble, a ``member``
 dimension before them: every member's rows are appended together). The time loop hands every chunk of kept
 nodes and steps to :meth:`NetCDFStream.append`; the rows are written at most every
-``flush_interval`` seconds (and at :meth:`~NetCDFStream.flush` / :meth:`~NetCDFStream.close`),
+``flush_interval`` seconds, or less often where a write takes more than ``write_share`` of the
+time between two (and at :meth:`~NetCDFStream.flush` / :meth:`~NetCDFStream.close`),
 each time by opening the file, appending and closing it again, so that the file on disk is a
 complete, loadable netCDF file at every moment (``lv.load`` reads it while the run goes: HDF5
 file locking is off) and holds the steps of all but the last second or so. Opening the file is
@@ -40,6 +41,7 @@ class _Pending:
         self.n_step = 0
         self.nbytes = 0
         self.last_write = time.monotonic()
+        self.write_seconds = 0.0  # how long the last write took
 
     def add(self, t, q, p, v_nodes, steps: dict):
         if len(t):
@@ -65,9 +67,16 @@ class _Pending:
         """Append the rows held to the file (nothing where the file was replaced meanwhile)."""
         nodes, steps = self.nodes, self.steps
         self.nodes, self.steps, self.nbytes = [], [], 0
-        self.last_write = time.monotonic()
+        began = self.last_write = time.monotonic()
         if not (nodes or steps):
             return
+        try:
+            self._append(nodes, steps)
+        finally:
+            self.last_write = time.monotonic()
+            self.write_seconds = self.last_write - began
+
+    def _append(self, nodes: list, steps: list):
         try:
             if os.stat(self.path).st_ino != self.inode:
                 return  # the finished run's complete file replaced the streamed one
@@ -96,7 +105,10 @@ class NetCDFStream:
     """Append-only writer of a run's nodal and per-step arrays (see the module's text)."""
 
     flush_interval = 1.0
-    """Seconds between two writes to the file."""
+    """Seconds between two writes to the file, at least."""
+    write_share = 0.05
+    """The largest share of the run's time that the writes take: where one write takes longer than
+    ``write_share * flush_interval`` (a slow disk, a large system), the next comes that much later."""
     max_pending_bytes = 64 * 2**20
     """Rows held beyond this many bytes are written at once."""
 
@@ -161,7 +173,8 @@ class NetCDFStream:
         written to the file at once when ``flush_interval`` has passed since the last write."""
         pending = self._pending
         pending.add(t, q, p, v_nodes, steps)
-        if time.monotonic() - pending.last_write >= self.flush_interval or pending.nbytes >= self.max_pending_bytes:
+        interval = max(self.flush_interval, pending.write_seconds / self.write_share)
+        if time.monotonic() - pending.last_write >= interval or pending.nbytes >= self.max_pending_bytes:
             pending.write()
 
     def append_rows(self, kept, lo: int, hi: int, start: bool = False):
