@@ -46,7 +46,6 @@ from ..errors import ConvergenceError
 from ..manifold import project
 from ..mechanics import mechanics
 from ..problem import exact_symmetries
-from ..schemes.base import State
 from ..system import parameter_values
 from ..timestep import make_loop, make_replay
 from .flow_failure import (  # noqa: F401 - the failure codes, also livens.driver.ingraph's
@@ -63,6 +62,7 @@ from .flow_failure import (  # noqa: F401 - the failure codes, also livens.drive
 )
 from .native_flow import NativeDerivatives, NativeForward
 from .options import FILLS, NaNFlag
+from .setup import start_state
 
 FAILED = FILLS
 """The values of ``on_failure`` of :func:`livens.flow`: what a failed run returns (module docstring;
@@ -331,14 +331,12 @@ class _Run:
         the last node reached (the multipliers and step velocities the last step's, zero before it;
         zero in place of a value that is not finite)."""
         flow, plan, sch = self.flow, self.flow.plan, self.flow.plan.scheme
-        n_steps, h, m = flow.n_steps, plan.h, self.mech.m
+        n_steps, h = flow.n_steps, plan.h
         f64 = jnp.float64
         bound = self.mech.bind(sysp)
         q0, v0, start_ok, start_res, start_its = self.start(bound, q_in, v_in)
         p0 = bound.M(q0) @ v0
-        z = jnp.zeros((m,), f64)
-        comp = (jnp.zeros_like(q0), jnp.zeros_like(p0)) if sch.increments else None
-        state = State(q=q0, p=p0, v=v0, lam=z, gam=z, comp=comp)
+        state = start_state(self.mech, sch, q0, p0, v0)
         scheme_ok = jnp.bool_(True)
         if sch.start is not None:
             state, (scheme_ok, s_res, s_its) = sch.start(state, jnp.asarray(h, f64), plan.jparams, bound)

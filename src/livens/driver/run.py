@@ -37,7 +37,7 @@ from .options import (
     Stream,
 )
 from .records import KeptNodes, record_layout
-from .setup import Plan, initial_state, member_states
+from .setup import Plan, initial_state, member_states, start_state
 from .setup import plan as make_plan
 
 LANES = engine.EngineOptions.lanes
@@ -249,25 +249,7 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         blowup_factor = None if energy0 is None else blowup_factor
     bar = progress_bar(p.steps, progress)
     wall0 = time.perf_counter()
-    try:
-        out = run_host_loop(
-            p,
-            ex,
-            layout,
-            Recorder(kept, stream),
-            np.zeros(1, np.int64),
-            np.array([p.steps]),
-            policy=on_failure,
-            blowup_factor=blowup_factor,
-            energy0=energy0,
-            progress_bar=bar,
-            empty_history=empty,
-        )
-    finally:
-        if stream is not None:
-            stream.close()  # the rows it still holds: the file has every kept step
-        if bar is not None:
-            bar.close()
+    out = _host_loop(p, ex, layout, kept, stream, bar, empty, on_failure, blowup_factor=blowup_factor, energy0=energy0)
     n_done = int(out.n[0])
     state, history = ex.state, ex.history
     ended = time.perf_counter()
@@ -301,6 +283,34 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
             p, "interrupt", n_done, float("nan"), 0, n_done, sol, path, on_failure.rescue, save_every=save_every
         )
     return sol
+
+
+def _host_loop(p: Plan, ex, layout, kept: KeptNodes, stream, bar, empty, on_failure: Raise, **blowup):
+    """Every member of ``ex`` from node 0 to ``p.steps`` through the host loop (:func:`run_host_loop`),
+    kept in ``kept`` and streamed to ``stream`` (where not None), a failed step handled by the
+    policy ``on_failure``; then the executor, the stream (the rows it still holds: the file has every
+    kept step) and the progress bar closed, also on an error or Ctrl-C. ``blowup``: a single run's
+    blowup_factor and energy0."""
+    try:
+        return run_host_loop(
+            p,
+            ex,
+            layout,
+            Recorder(kept, stream),
+            np.zeros(ex.members, np.int64),
+            np.full(ex.members, p.steps),
+            policy=on_failure,
+            progress_bar=bar,
+            empty_history=empty,
+            stop_run_on_failure=on_failure.stops_run(),
+            **blowup,
+        )
+    finally:
+        ex.close()
+        if stream is not None:
+            stream.close()
+        if bar is not None:
+            bar.close()
 
 
 def _single_state(p: Plan, resume):
@@ -495,11 +505,8 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
     sch, mech, problem = p.scheme, p.mech, p.problem
     q0s, v0s = members if members is not None else (None, None)
     q0, v0, p0 = member_states(p, q0s, v0s)
-    B, m = q0.shape[0], mech.m
-    z = jnp.zeros((B, m))
-    state = State(q=jnp.asarray(q0), p=jnp.asarray(p0), v=jnp.asarray(v0), lam=z, gam=z)
-    if sch.increments:  # the carries of the compensated summation, zero at the start
-        state = state._replace(comp=(jnp.zeros_like(state.q), jnp.zeros_like(state.p)))
+    B = q0.shape[0]
+    state = start_state(mech, sch, jnp.asarray(q0), jnp.asarray(p0), jnp.asarray(v0))
     wall0 = time.perf_counter()
     if sch.start is not None:
         state = _member_start(p, state)
@@ -516,25 +523,7 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
     if stream is not None:
         stream.append_rows(kept, 0, 0, start=True)
     bar = progress_bar(B * p.steps, progress, unit="member-step")
-    try:
-        out = run_host_loop(
-            p,
-            ex,
-            layout,
-            Recorder(kept, stream),
-            np.zeros(B, np.int64),
-            np.full(B, p.steps),
-            policy=on_failure,
-            progress_bar=bar,
-            empty_history=empty,
-            stop_run_on_failure=on_failure.stops_run(),
-        )
-    finally:
-        ex.close()
-        if stream is not None:
-            stream.close()
-        if bar is not None:
-            bar.close()
+    out = _host_loop(p, ex, layout, kept, stream, bar, empty, on_failure)
     if out.interrupted:  # what was computed: the rows up to the member that got furthest
         kept.truncate(int(out.n.max()))
     kept.fill_after(out.n, out.failed)

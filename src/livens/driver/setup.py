@@ -283,12 +283,17 @@ def plan(
 
 
 def initial_state(problem: Problem, mech: Mechanics, scheme: Scheme | None = None) -> State:
-    """The state at t = 0 of the problem's own initial values (before the scheme's own ``start``):
-    multipliers zero, and zero carries of the compensated summation for a scheme in increment form."""
-    z = jnp.zeros((mech.m,))
-    q, p = jnp.asarray(problem.q0), jnp.asarray(problem.p0)
+    """The state at t = 0 of the problem's own initial values (:func:`start_state`)."""
+    return start_state(mech, scheme, jnp.asarray(problem.q0), jnp.asarray(problem.p0), jnp.asarray(problem.v0))
+
+
+def start_state(mech: Mechanics, scheme: Scheme | None, q, p, v) -> State:
+    """The State of the initial values q, p, v (JAX arrays: one member's, or members first), before
+    the scheme's own ``start``: multipliers zero, and zero carries of the compensated summation for
+    a scheme in increment form; every run's start is made here."""
+    z = jnp.zeros(jnp.shape(q)[:-1] + (mech.m,))
     comp = (jnp.zeros_like(q), jnp.zeros_like(p)) if (scheme is not None and scheme.increments) else None
-    return State(q=q, p=p, v=jnp.asarray(problem.v0), lam=z, gam=z, comp=comp)
+    return State(q=q, p=p, v=v, lam=z, gam=z, comp=comp)
 
 
 _MEMBER_FUNCTIONS = LRU(32)
