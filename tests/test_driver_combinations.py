@@ -178,3 +178,16 @@ def test_implicit_gives_the_tangent_it_is_given():
     assert float(f(x)[0]) == pytest.approx(1.7**3)
     assert float(jax.grad(lambda x: f(x)[0])(x)) == pytest.approx(3 * 1.7**2)
     assert float(jax.jacfwd(lambda x: f(x)[0])(x)) == pytest.approx(3 * 1.7**2)
+
+
+def test_failed_members_warning_points_at_the_caller(problem):
+    """An ensemble whose member fails warns (livens.driver.failure) from the line that called
+    lv.simulate_ensemble, naming the member and its step."""
+    q0s, v0s = _members(problem)
+    # member 1 starts near the top and falls: too fast for h = 0.05 and 6 Newton iterations
+    q0s[1] = [np.sin(0.3), 0.0, np.cos(0.3)]
+    v0s[1] = [0.0, 9.0, 0.0]
+    with pytest.warns(RuntimeWarning, match=r"1 of 2 ensemble members \(first: member 1 in step") as caught:
+        ens = lv.simulate_ensemble(problem, "VI-S", q0s, v0s, h=0.05, t_end=1.0, tol=1e-10, max_iter=6)
+    assert ens.failed.tolist() == [False, True]
+    assert [w.filename for w in caught if "ensemble members" in str(w.message)] == [__file__]

@@ -11,6 +11,7 @@ Newton step is first retried once with the damped least-squares method
 from __future__ import annotations
 
 import os
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -294,6 +295,32 @@ def _continue_sentence(plan, n_done: int) -> str:
     return (
         " Continue it with the same call and resume=err.solution (or resume=lv.load(file) of the file it wrote), "
         "e.g. lv.simulate(problem, scheme, h=..., t_end=..., resume=err.solution)."
+    )
+
+
+def warn_failed_members(n: np.ndarray, failed: np.ndarray) -> None:
+    """Warn that the members ``failed`` of an ensemble stopped (at their steps ``n``) and kept their
+    converged steps."""
+    bad = np.flatnonzero(failed)
+    warnings.warn(
+        f"Newton did not converge for {bad.size} of {len(failed)} ensemble members (first: member {bad[0]} in step "
+        f"{int(n[bad[0]])}); they keep their converged steps (ens.steps, ens.failed). Try a smaller h, "
+        "a larger max_iter, or guess='advanced'.",
+        RuntimeWarning,
+        stacklevel=5,
+    )
+
+
+def raise_ensemble_interrupt(plan, done: int, ensemble, out) -> None:
+    """Raise the :class:`~livens.SimulationInterrupted` of an ensemble that every member ran ``done``
+    steps of, with the ensemble computed so far (and the file ``out`` it streamed to, where not None)."""
+    raise SimulationInterrupted(
+        f"Interrupted after {done} of {plan.steps} steps of every member; the ensemble computed so far is kept in "
+        "the error's .solution" + (f" and in {out!r}." if out is not None else "."),
+        solution=ensemble,
+        step=done,
+        time=done * plan.h,
+        reason=f"Interrupted after {done} of {plan.steps} steps.",
     )
 
 

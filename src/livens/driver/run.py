@@ -542,26 +542,9 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
         _warn_redundant(p, kept.q[b, : c + 1], kept.t[: c + 1], member=b)
     _save(output, ens, out.interrupted)
     if out.failed.any():
-        bad = np.flatnonzero(out.failed)
-        warnings.warn(
-            f"Newton did not converge for {bad.size} of {B} ensemble members (first: member {bad[0]} in step "
-            f"{int(out.n[bad[0]])}); they keep their converged steps (ens.steps, ens.failed). Try a smaller h, "
-            "a larger max_iter, or guess='advanced'.",
-            RuntimeWarning,
-            stacklevel=4,
-        )
+        failure.warn_failed_members(out.n, out.failed)
     if out.interrupted:
-        from ..errors import SimulationInterrupted
-
-        done = int(out.n.min())
-        raise SimulationInterrupted(
-            f"Interrupted after {done} of {p.steps} steps of every member; the ensemble computed so far is kept in "
-            "the error's .solution" + (f" and in {output.file()!r}." if output.file() is not None else "."),
-            solution=ens,
-            step=done,
-            time=done * p.h,
-            reason=f"Interrupted after {done} of {p.steps} steps.",
-        )
+        failure.raise_ensemble_interrupt(p, int(out.n.min()), ens, output.file())
     return ens
 
 
