@@ -16,6 +16,7 @@ work (the null space method's projection): R and dR/dx from one linearization pe
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import jax
@@ -112,12 +113,14 @@ def relative_floor(dx_norm, tol, factor, scale, x_scale):
 
 
 class _Relative(NamedTuple):
-    """livens' default floor (:func:`relative_floor`): the tolerance, the factor, and ||J(x0) x0||_inf
-    (:func:`linear_terms`); R(x0) and x0 complete the scales where the iteration has them."""
+    """livens' default floor (:func:`relative_floor`): the tolerance, the factor, and a function that
+    gives ||J(x0) x0||_inf (:func:`linear_terms`), evaluated only where an iteration stalled below
+    tol's reach (the floor is then needed; a step that meets tol never pays for it); R(x0) and x0
+    complete the scales where the iteration has them."""
 
     tol: object
     factor: float
-    linear: object
+    linear: Callable
 
 
 def _floor_at(floor, x0, r0):
@@ -125,10 +128,10 @@ def _floor_at(floor, x0, r0):
     iteration from x0 with R(x0) = r0: :func:`relative_floor` for a :class:`_Relative` floor, else the
     number ``floor`` itself (an absolute floor), or -inf (none)."""
     if isinstance(floor, _Relative):
-        scale, x0_norm = jnp.maximum(_norm_inf(r0), floor.linear), _norm_inf(x0)
 
         def at(dxn, x):
-            return relative_floor(dxn, floor.tol, floor.factor, scale, jnp.minimum(x0_norm, _norm_inf(x)))
+            scale = jnp.maximum(_norm_inf(r0), floor.linear())
+            return relative_floor(dxn, floor.tol, floor.factor, scale, jnp.minimum(_norm_inf(x0), _norm_inf(x)))
 
         return at
     value = jnp.asarray(-jnp.inf if floor is None else floor, x0.dtype)
@@ -191,7 +194,7 @@ def newton(
     if stopping != "tol":
         raise ValueError(f"stopping must be 'tol' or {ROUNDOFF!r}; got {stopping!r}.")
     if floor is None and floor_factor is not None:
-        floor = _Relative(tol, floor_factor, linear_terms(residual, x0))
+        floor = _Relative(tol, floor_factor, lambda: linear_terms(residual, x0))
     if floor is not None:
         return _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration)
 
@@ -214,7 +217,7 @@ def newton(
 
 
 def newton_linearized(
-    increment: Callable, x0, tol, max_iter, r0=None, floor=None, floor_factor=None, linear=0.0
+    increment: Callable, x0, tol, max_iter, r0=None, floor=None, floor_factor=None, linear: Callable | None = None
 ) -> NewtonResult:
     """Newton's method that takes the residual and the increment at each iterate from one
     linearization: ``increment(x, it, tol, max_iter[, floor, last]) -> (x_next, R(x), it_next, stop)`` (see
@@ -224,39 +227,42 @@ def newton_linearized(
     as for :func:`newton`, also stop, converged, once ||R||_inf <= floor did not halve (and only
     then: a residual below the floor that still halves at ``max_iter`` is not converged);
     ``floor_factor``: livens' default floor relative to the size of the step's terms, as for
-    :func:`newton`, with ``linear`` = ||J(x0) x0||_inf (:func:`linear_terms`, the caller's: this
-    function has no residual of its own).
+    :func:`newton`, with ``linear()`` = ||J(x0) x0||_inf (:func:`linear_terms`, the caller's: this
+    function has no residual of its own; called only where an iteration stalls above tol).
 
     For residuals whose derivative repeats work of the residual itself (an inner Newton solve, as
     the projection of the null space method, whose implicit derivative needs its solution), where
     :func:`newton` evaluates the residual at x_{k+1} and then linearizes it there again."""
     inf = jnp.asarray(jnp.inf, x0.dtype)
     if floor is None and floor_factor is not None:
-        floor = _Relative(tol, floor_factor, linear)
+        floor = _Relative(tol, floor_factor, (lambda: jnp.zeros((), x0.dtype)) if linear is None else linear)
     if r0 is None:
         r0, stop0 = jnp.zeros_like(x0), jnp.bool_(False)
     else:
         n0 = _norm_inf(r0)
         stop0 = (max_iter <= 0) | (n0 <= tol) | ~jnp.isfinite(n0)
 
-    # ``last``: ||R|| at the iterate before x; ``before``: its value in the previous pass; ``dxn``: the
-    # norm of the increment that reached x; ``r_first``: R(x0) (from the first pass where the caller has
-    # none); ``fl``: the floor at the iterate the latest pass judged
+    # ``last``: ||R|| at the iterate before x; ``dxn``: the norm of the increment that reached x;
+    # ``r_first``: R(x0) (from the first pass where the caller has none); ``stalled``: the latest pass
+    # stopped at the floor. The increment judges tol and max_iter; the floor is judged here, after it
+    # (its scale is a derivative, taken only where the residual stopped halving above tol: such a
+    # pass also computes an increment that is not taken)
     def body(c):
-        x, r, it, _, last, _, dxn, r_first, _ = c
-        fl = _floor_at(floor, x0, r_first)(dxn, x)
+        x, r, it, _, last, dxn, r_first, _ = c
         if floor is None:
             x_next, r, it_next, stop = increment(x, it, tol, max_iter)
+            stalled = jnp.bool_(False)
         else:  # arrays only: the engine may rewrite ``increment`` from its traced program
-            x_next, r, it_next, stop = increment(x, it, tol, max_iter, fl, last)
-        r_first = jnp.where(it == 0, r, r_first)
+            x_next, r, it_next, stop = increment(x, it, tol, max_iter, -inf, last)
+            r_first = jnp.where(it == 0, r, r_first)
+            stalled = _stall(_floor_at(floor, x0, r_first), _norm_inf(r), last, tol, dxn, x)
+            x_next, it_next, stop = jnp.where(stalled, x, x_next), jnp.where(stalled, it, it_next), stop | stalled
         dxn = jnp.where(stop, dxn, _norm_inf(x_next - x))
-        return x_next, r, it_next, stop, _norm_inf(r), last, dxn, r_first, fl
+        return x_next, r, it_next, stop, _norm_inf(r), dxn, r_first, stalled
 
-    start = (x0, r0, jnp.int32(0), stop0, inf, inf, inf, r0, _floor_at(floor, x0, r0)(inf, x0))
-    x, r, it, _, _, before, _, _, fl = lax.while_loop(lambda c: ~c[3], body, start)
+    start = (x0, r0, jnp.int32(0), stop0, inf, inf, r0, jnp.bool_(False))
+    x, r, it, _, _, _, _, stalled = lax.while_loop(lambda c: ~c[3], body, start)
     n = _norm_inf(r)
-    stalled = jnp.bool_(False) if floor is None else _stalled(n, before, fl)
     converged = ((n <= tol) | stalled) & jnp.all(jnp.isfinite(x))
     return NewtonResult(x, it, n, converged)
 
@@ -294,6 +300,14 @@ def _stalled(n, last, floor):
     return (n <= floor) & ~(n < 0.5 * last)
 
 
+def _stall(floor_at, n, last, tol, dxn, x):
+    """:func:`_stalled` at the iterate x (reached by an increment of norm ``dxn``) with the floor
+    ``floor_at(dxn, x)`` (:func:`_floor_at`), evaluated only where ||R||_inf = n lies above tol and did
+    not halve: the relative floor's scale costs a derivative that a converging step never pays."""
+    candidate = (n > tol) & ~(n < 0.5 * last) & jnp.isfinite(n)
+    return lax.cond(candidate, lambda: n <= floor_at(dxn, x), lambda: jnp.bool_(False))
+
+
 def _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration=False) -> NewtonResult:
     """Newton to ||R||_inf <= tol, or to a residual below ``floor`` that stopped halving
     (:func:`newton` with ``floor``: a number, or a :class:`_Relative` floor, relative to the scale
@@ -302,22 +316,22 @@ def _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration=
     floor_at = _floor_at(floor, x0, r0)
 
     def cond(c):
-        _, r, it, last, fl = c
+        _, r, it, stalled = c
         n = _norm_inf(r)
-        return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n) & ~_stalled(n, last, fl)
+        return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n) & ~stalled
 
     def body(c):
-        x, r, it, _, _ = c
+        x, r, it, _ = c
         last = _norm_inf(r)
         dx = step(x, r)
         x = x + dx
-        return x, residual(x), it + 1, last, floor_at(_norm_inf(dx), x)
+        r = residual(x)
+        return x, r, it + 1, _stall(floor_at, _norm_inf(r), last, tol, _norm_inf(dx), x)
 
-    inf = jnp.asarray(jnp.inf, x0.dtype)
-    x, r, it, last, fl = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), inf, floor_at(inf, x0)))
+    x, r, it, stalled = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), jnp.bool_(False)))
     n = _norm_inf(r)
     # a residual below the floor counts only where it stopped halving: not at max_iter while it halves
-    converged = ((n <= tol) | _stalled(n, last, fl)) & jnp.all(jnp.isfinite(x))
+    converged = ((n <= tol) | stalled) & jnp.all(jnp.isfinite(x))
     if final_iteration:
         return _final_iteration(residual, step, x, r, it, converged)
     return NewtonResult(x, it, n, converged)
@@ -460,7 +474,7 @@ class LinearizedNewton:
         if self.rewrite is not None:
             increment = self.rewrite(increment)
         if self.floor is None and self.floor_factor is not None:
-            linear = linear_terms(residual, x0)
+            linear = functools.partial(linear_terms, residual, x0)
             return newton_linearized(increment, x0, tol, max_iter, r0=r0, floor_factor=self.floor_factor, linear=linear)
         return newton_linearized(increment, x0, tol, max_iter, r0=r0, floor=self.floor)
 
