@@ -231,16 +231,8 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
     }
     meta = _meta(p, save_every, on_failure)
     meta["chunk"] = executor.chunk
-    stream = _open_stream(p, output, meta)
-    if stream is not None:
-        stream.append(
-            [p.t_start],
-            start_node["q"][None],
-            start_node["p"][None],
-            start_node["v"][None],
-            {"index": np.zeros(0, np.int64)},
-        )
     kept = _kept_nodes(p, 1, p.offset, save_every, p.t_start, start_node)
+    stream = _open_stream(p, output, meta, kept)
     ex = SingleExecutor(runner, state, history, p.t_start, consts, executor.chunk)
     energy0 = None
     if blowup_factor is not None:
@@ -346,9 +338,10 @@ def _kept_nodes(p: Plan, members: int, offset: int, save_every: int, t_start: fl
     )
 
 
-def _open_stream(p: Plan, output: Memory, meta: dict, members: int | None = None):
+def _open_stream(p: Plan, output: Memory, meta: dict, kept: KeptNodes, members: int | None = None):
     """The sink the kept nodes stream to while the run goes (:meth:`Memory.open`: a netCDF file for
-    a :class:`Stream`, else None), its attributes the run's ``meta`` with the problem's name and parameters."""
+    a :class:`Stream`, else None), its attributes the run's ``meta`` with the problem's name and
+    parameters, the start node of ``kept`` in it."""
     sch, problem = p.scheme, p.problem
     attrs = {
         "scheme": sch.name,
@@ -356,7 +349,10 @@ def _open_stream(p: Plan, output: Memory, meta: dict, members: int | None = None
         "meta": {**meta, "example": problem.name, "problem_parameters": dict(problem.parameters)},
     }
     caps = sch.capabilities
-    return output.open(attrs, p.mech.d, p.m_all, caps.gamma, caps.velocity_kind, members)
+    stream = output.open(attrs, p.mech.d, p.m_all, caps.gamma, caps.velocity_kind, members)
+    if stream is not None:
+        stream.append_rows(kept, 0, 0, start=True)
+    return stream
 
 
 def _fallback(meta: dict, ex) -> None:
@@ -519,9 +515,7 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
     kept = _kept_nodes(p, B, 0, output.save_every, 0.0, start_node)
     meta = _meta(p, output.save_every, on_failure)
     meta.update(members=B, v0s=v0, chunk=chunk, example=problem.name, problem_parameters=dict(problem.parameters))
-    stream = _open_stream(p, output, meta, members=B)
-    if stream is not None:
-        stream.append_rows(kept, 0, 0, start=True)
+    stream = _open_stream(p, output, meta, kept, members=B)
     bar = progress_bar(B * p.steps, progress, unit="member-step")
     out = _host_loop(p, ex, layout, kept, stream, bar, empty, on_failure)
     if out.interrupted:  # what was computed: the rows up to the member that got furthest
