@@ -55,9 +55,11 @@ def _stopped(argv, capsys):
 @pytest.mark.parametrize("save_every", [1, 5])
 def test_resume_from_the_cli_reaches_the_nodes_of_an_uninterrupted_run(tmp_path, capsys, ctrl_c_in_chunk, save_every):
     """Ctrl-C in the third chunk (512 steps each), Ctrl-C again in the continuation's second chunk, then
-    the printed command: the files are those of one run, node for node, to the Newton tolerance (the
-    continuation starts without the predictor's history). With save_every 5 the stopped run's last
-    kept node lies before its last step, which the continuation computes again."""
+    the printed command: the files are those of one run, node for node. With save_every 1 the stopped
+    run's last node is its last step, and the file holds the predictor's history and the compensated
+    sums' carries there: the continuation takes the uninterrupted run's steps, to the bit. With
+    save_every 5 the last kept node lies before the last step, which the continuation computes again
+    without that history: to the Newton tolerance."""
     keep = ["--save-every", str(save_every)]
     assert main([*RUN, *keep, "--out", str(tmp_path / "whole")]) == 0
     whole = lv.load(tmp_path / "whole" / f"{STEM}.nc")
@@ -88,6 +90,9 @@ def test_resume_from_the_cli_reaches_the_nodes_of_an_uninterrupted_run(tmp_path,
     for name in ("q", "p", "v"):
         np.testing.assert_allclose(getattr(done, name), getattr(whole, name), rtol=0, atol=1e-9, err_msg=name)
     np.testing.assert_allclose(done.lam, whole.lam, rtol=0, atol=1e-7)
+    if save_every == 1:  # resumed where it stopped, with the history of the stopped run: the same bits
+        for name in ("q", "p", "lam"):
+            np.testing.assert_array_equal(getattr(done, name), getattr(whole, name), err_msg=name)
     assert done.summary()["steps"] == whole.summary()["steps"] == 3000
     assert done.summary()["nodes kept"] == 3000 // save_every + 1
     assert os.path.exists(os.path.join(out, f"{STEM}.csv")) and os.path.exists(os.path.join(out, f"{STEM}.png"))

@@ -203,3 +203,24 @@ class NetCDFStream:
     def close(self):
         """Write every row held; the stream is not used afterwards."""
         self._finalizer()
+
+    def continue_from(self, guess_history: dict | None, compensation: dict | None) -> None:
+        """Store in the closed file of a stopped run what continues it exactly from its last node:
+        the predictor's history (:meth:`livens.guess.GuessHistory.to_meta`, the variable
+        ``guess_history`` as :meth:`livens.Solution.to_netcdf` writes it) and the carries of the
+        compensated summation (``compensation`` in the ``meta`` attribute); ``None``: not stored."""
+        import h5netcdf
+
+        if guess_history is None and compensation is None:
+            return
+        with h5netcdf.File(self.path, "a") as f:
+            if compensation is not None:
+                meta = json.loads(f.attrs.get("meta", "{}"))
+                meta["compensation"] = jsonable(compensation)
+                f.attrs["meta"] = json.dumps(meta)
+            if guess_history is not None:
+                X = np.asarray(guess_history["x"], dtype=float)
+                f.dimensions.update({"history": X.shape[0], "unknown": X.shape[1]})
+                var = f.create_variable("guess_history", ("history", "unknown"), float, data=X)
+                for k in ("step", "k", "advanced", "since"):
+                    var.attrs[k] = guess_history[k]

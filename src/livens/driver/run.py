@@ -255,12 +255,15 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
     )
     _fallback(meta, ex)
     stopped = out.failed[0] or out.interrupted
-    if p.guess == "extrapolated" and not stopped:
-        # the predictor's history at the last node, so that a resumed run continues exactly
+    # a run that ended, or that Ctrl-C stopped at a kept node (its last step kept), continues exactly
+    # from its last node: the predictor's history and the compensated sums' carries there
+    exact = not out.failed[0] and (not out.interrupted or (p.offset + n_done) % save_every == 0)
+    if p.guess == "extrapolated" and exact:
         meta["guess_history"] = history.to_meta(p.offset + n_done)
-    if state.comp is not None and not stopped:
-        # the carries of the compensated summation at the last node, so that a resumed run continues exactly
+    if state.comp is not None and exact:
         meta["compensation"] = {"q": np.asarray(state.comp[0]).tolist(), "p": np.asarray(state.comp[1]).tolist()}
+    if out.interrupted and stream is not None:  # the stopped run's file holds them too
+        stream.continue_from(meta.get("guess_history"), meta.get("compensation"))
     sol = Solution.from_records(problem, sch, p.params, mech, [kept.arrays(0, n_done)], meta, start_node)
     _warn_redundant(p, sol.q, sol.t)
     path = output.file()
@@ -427,8 +430,10 @@ def _resume_state(sol, p: Plan) -> State:
     q, pp = jnp.asarray(sol.q[-1]), jnp.asarray(sol.p[-1])
     comp = None
     if sch.increments:
-        # the carries of the compensated summation where the finished run stored them (bit for bit),
-        # else (a partial file) zero: the continuation then agrees to round-off
+        # the carries of the compensated summation where the run stored them (bit for bit: a finished
+        # run, or one stopped by Ctrl-C at a kept node),
+        # else (a file whose last kept node lies before the last step) zero: the continuation then agrees
+        # to round-off
         stored = sol.meta.get("compensation")
         if stored is not None:
             comp = (jnp.asarray(stored["q"], q.dtype), jnp.asarray(stored["p"], pp.dtype))
