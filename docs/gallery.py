@@ -81,6 +81,12 @@ RUNS = {
         "a parallelogram linkage started in its flattened (singular) position with EM: it stays on the "
         "parallelogram branch through the flattened positions",
     ),
+    "chain-3d": (
+        "EM",
+        {"tol": 1e-12},
+        "a chain of six 3D rigid rods on spherical joints falling and turning about the vertical (livens' own "
+        "test system, 324 Newton unknowns per step) with EM: energy and the momentum map about e3 kept",
+    ),
 }
 
 
