@@ -473,6 +473,29 @@ def test_large_system_compiles_natively_on_request():
     assert np.max(np.abs(runs["native"].q - runs["xla"].q)) <= 1e-12
 
 
+def test_arrays_beyond_the_stack_limit_live_in_scratch_memory(monkeypatch):
+    """A kernel whose many mid-sized arrays (each below SCRATCH_BYTES) would hold more than
+    MAX_LOCAL_ELEMENTS on the C stack in all is translated, the arrays past the limit in scratch
+    memory (chain-3d's EM step, 324 unknowns, was refused with "arrays too large for one C
+    function"): results equal XLA's; a limit of zero puts every array there, same results."""
+    from livens.engine.native import emitter
+
+    monkeypatch.setattr(emitter, "MAX_LOCAL_ELEMENTS", 2_000)
+    a = jnp.asarray(RNG.standard_normal((30, 30)) / 30)
+
+    def f(x):
+        ys = [x]
+        for k in range(8):  # 30 x 30 products, 900 elements each: 8100 in all
+            ys.append(jnp.tanh(ys[-1] @ a + 0.1 * k))
+        return sum(ys)
+
+    x = jnp.asarray(RNG.standard_normal((30, 30)))
+    k = _same(f, x)
+    assert k.source.count("(lv_scratch + ") >= 6
+    monkeypatch.setattr(emitter, "MAX_LOCAL_ELEMENTS", 0)
+    assert _same(f, x).source.count("(lv_scratch + ") > k.source.count("(lv_scratch + ")
+
+
 def test_a_translator_fault_falls_back_to_xla_with_a_warning(monkeypatch):
     """ "auto" must not lose a run to a fault of the translator: XLA runs it, a warning and
     meta["native_fallback"] say why; "native" refuses with the fault named."""

@@ -28,7 +28,9 @@ CTYPES = {
 }
 
 MAX_LOCAL_ELEMENTS = 400_000
-"""Programs whose arrays on the stack hold more elements than this in all are not translated."""
+"""The most elements the arrays on the C stack hold in all: further arrays of the kernel's own
+function live in the scratch memory (as large ones do), and a called function that would pass it
+is not translated."""
 SCRATCH_BYTES = 1 << 16
 """Arrays of the kernel's function of this many bytes or more live in the scratch memory that
 the caller passes (:func:`translate`), not on the C stack."""
@@ -186,12 +188,13 @@ class Emitter:
 
     def new(self, shape, dtype) -> Buf:
         """A new local array: on the stack, or where it is large (:data:`SCRATCH_BYTES`, the
-        records of a chunk) in the kernel's scratch memory, which the caller gives it (a stack of
-        a thread may be 1 MiB or less)."""
+        records of a chunk) or the stack is full (:data:`MAX_LOCAL_ELEMENTS`, the many mid-sized
+        matrices of a system with a few hundred unknowns) in the kernel's scratch memory, which
+        the caller gives it (a stack of a thread may be 1 MiB or less)."""
         b = Buf(self.fresh(), shape, dtype)
         nbytes = max(b.size, 1) * self.itemsize(b.dtype)
         ct = self.ct(b.dtype)
-        if self._main and nbytes >= SCRATCH_BYTES:
+        if self._main and (nbytes >= SCRATCH_BYTES or self.elements + b.size > MAX_LOCAL_ELEMENTS):
             self.line(f"{ct} *{b.name} = ({ct} *) (lv_scratch + {self.scratch});")
             self.scratch += -(-nbytes // 64) * 64  # each array aligned to 64 bytes
             return b
