@@ -9,6 +9,7 @@ Usage::
     python -m benchmarks --only three-bar-swing   # the swing's section alone (SLO09 §4.2, 10 and 40 elements)
     python -m benchmarks --yardsticks        # livens beside the compiled VI-S and Exudyn only
     python -m benchmarks --only redundancy   # the four-bar with and without its dependent equations
+    python -m benchmarks --only chain-3d     # 3D rods on spherical joints: native vs xla beyond the size limit
     python -m benchmarks --only work-precision   # error against CPU time, heavy top and double four-bar
 
 Sections: the (example, scheme) pairs, the yardsticks, an ensemble, the pendulum chain, the cost
@@ -40,6 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import chain_3d
+
 HERE = Path(__file__).resolve().parent
 BASELINE = HERE / "baseline.json"
 CHUNK = 512
@@ -61,6 +64,7 @@ TARGETS = [
     ("grad_over_forward_max", "lv.flow: a gradient / its forward run, per step (max)", "<=", 3.0),
     ("flow_over_simulate_max", "lv.flow's forward run / lv.simulate, per step (max)", "<=", 1.5),
     ("redundancy_ratio_max", "four-bar-3d: 38 equations (3 redundant) / the 35 independent ones, per step", "<=", 1.5),
+    ("chain3d_default_over_xla", "chain-3d, 6 rods, EM: the default backend / backend='xla', steps/s", ">=", 3.0),
     (
         "work_precision:heavy-top",
         "heavy-top at error 1e-8: fastest order >= 4 / fastest order-2 scheme, CPU time",
@@ -497,6 +501,7 @@ def _flatten(results: dict) -> dict:
     for example, r in results.get("work_precision", {}).items():
         if r.get("ratio") is not None:
             flat[f"work_precision:{example}"] = (r["ratio"], False)
+    flat.update(chain_3d.flatten(results))
     tb = results.get("three_bar", {})
     if "ratio" in tb:
         flat["three_bar_ratio"] = (tb["ratio"], False)
@@ -685,7 +690,7 @@ def main(argv=None) -> int:
     examples, schemes = lv.examples.names(), lv.schemes.names()
     # the swing has its own section (two sizes, a profile); its compile time and step cost would
     # dominate the table of pairs
-    pairs = TARGET_PAIRS if args.quick else [(e, s) for e in examples for s in schemes if e != SWING]
+    pairs = TARGET_PAIRS if args.quick else [(e, s) for e in examples for s in schemes if e not in (SWING, "chain-3d")]
     pairs = [(e, s) for e, s in pairs if e in examples and s in schemes]
     if args.yardsticks:
         pairs = []
@@ -828,6 +833,9 @@ def main(argv=None) -> int:
         )
         results["redundancy"] = redundancy.measure(lv, steps)
         redundancy.print_rows(results["redundancy"])
+
+    if not args.yardsticks and (args.only is None or args.only in "chain-3d"):
+        chain_3d.section(lv, args.quick, results)
 
     if not args.yardsticks and not args.quick and (args.only is None or args.only in "work-precision"):
         from benchmarks import work_precision
