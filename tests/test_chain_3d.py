@@ -7,6 +7,7 @@
 - One rod is a heavy symmetric top with its pivot at the rod's end (a Lagrange top): its axis u(t)
   from EM agrees with SciPy's integration of the top's Euler equations in vector form, and the
   error falls as h^2 (EM's order 2).
+- Slow: the six rods' EM step (324 Newton unknowns) runs natively on request, as with XLA.
 """
 
 import numpy as np
@@ -96,3 +97,19 @@ def test_bad_parameters_are_named():
         lv.examples.load("chain-3d", n_bodies=0)
     with pytest.raises(ValueError, match="radius must be positive"):
         lv.examples.load("chain-3d", radius=0.0)
+
+
+@pytest.mark.slow
+def test_six_rods_run_natively_on_request_as_with_xla():
+    """backend="native" past the native size limit (324 unknowns; the translator keeps the arrays
+    past the C stack's limit in scratch memory): the same Newton iterations and states to
+    round-off as XLA."""
+    from livens.engine import native
+
+    if native.compiler() is None:
+        pytest.skip("no C compiler")
+    problem = lv.examples.load("chain-3d", t_end=0.1)
+    runs = {b: lv.simulate(problem, "EM", tol=TOL, progress=False, backend=b) for b in ("native", "xla")}
+    assert runs["native"].meta["backend"] == "native" and runs["xla"].meta["backend"] == "xla"
+    np.testing.assert_array_equal(runs["native"].newton_iterations, runs["xla"].newton_iterations)
+    assert np.abs(runs["native"].q - runs["xla"].q).max() <= 1e-12
