@@ -362,35 +362,11 @@ def _run_settings(args):
     return example, problem, run_kw
 
 
-def _import_writers() -> None:
-    """Import what writing the files takes (xarray, h5netcdf, matplotlib with Agg) in a thread, while
-    the run is set up, compiled and stepped: those imports take seconds, and the main thread is
-    mostly waiting for XLA meanwhile. The thread only imports (no JAX computation, no compile); a
-    module the main thread needs first is imported by whichever thread comes first (Python's import
-    locks), and a missing optional package is reported where it is used."""
-    import threading
-
-    def run():
-        try:
-            import h5netcdf  # noqa: F401
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot  # noqa: F401
-            import xarray  # noqa: F401
-        except Exception:  # pragma: no cover - reported by the code that needs it
-            pass
-
-    threading.Thread(target=run, daemon=True, name="livens-imports").start()
-
-
 def _cmd_run(args) -> int:
     from .errors import SimulationError, SimulationInterrupted
     from .mechanics import mechanics
     from .simulate import simulate
 
-    if args.out:
-        _import_writers()
     example, problem, run_kw = _run_settings(args)
     before = _resume_from(args.resume, example, problem, run_kw) if args.resume else None
     h = run_kw.get("h", problem.h)
