@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import _jaxconfig  # noqa: F401
-from .result_files import FORMAT_VERSION, jsonable, node_arrays, write_netcdf
+from .result_files import FORMAT_VERSION, jsonable, node_arrays, write_netcdf_arrays
 from .solution import Solution
 
 
@@ -124,9 +124,10 @@ class EnsembleSolution:
     def to_netcdf(self, path: str | os.PathLike) -> str:
         """Write the ensemble to a netCDF4 file (atomically), with a ``member`` dimension;
         ``lv.load`` reads it back as an EnsembleSolution."""
-        import xarray as xr
+        return write_netcdf_arrays(os.fspath(path), *self._file_contents())
 
-        path = os.fspath(path)
+    def _file_contents(self) -> tuple[dict, dict, dict]:
+        """The variables, the dimension coordinates and the attributes of the ensemble's file."""
         vdim = "time" if self.velocity_kind == "nodal" else "step"
         data = {
             "q": (("member", "time", "coord"), self.q),
@@ -142,21 +143,18 @@ class EnsembleSolution:
         if self.gam is not None:
             data["gam"] = (("member", "step", "constraint"), self.gam)
         meta = {k: v for k, v in self.meta.items() if k not in ("v0s", "index")}
-        ds = xr.Dataset(data, coords={"time": self.t, "step": self._index()})
-        ds.attrs.update(
-            {
-                "livens_format": FORMAT_VERSION,
-                "scheme": self.scheme,
-                "velocity_kind": self.velocity_kind,
-                "params": json.dumps(self.params),
-                "meta": json.dumps(jsonable(meta)),
-                "d": int(self.q.shape[2]),
-                "m": int(self.lam.shape[2]),
-                "members": len(self),
-                "complete": 1,
-            }
-        )
-        return write_netcdf(ds, path)
+        attrs = {
+            "livens_format": FORMAT_VERSION,
+            "scheme": self.scheme,
+            "velocity_kind": self.velocity_kind,
+            "params": json.dumps(self.params),
+            "meta": json.dumps(jsonable(meta)),
+            "d": int(self.q.shape[2]),
+            "m": int(self.lam.shape[2]),
+            "members": len(self),
+            "complete": 1,
+        }
+        return data, {"time": np.asarray(self.t), "step": np.asarray(self._index())}, attrs
 
     @classmethod
     def from_dataset(cls, ds, problem=None) -> "EnsembleSolution":

@@ -17,14 +17,67 @@ if TYPE_CHECKING:  # xarray is an optional dependency (the io extra), imported w
 FORMAT_VERSION = 1
 
 
+Variables = dict[str, tuple]
+"""A result file's variables: name -> (dims, array) or (dims, array, attrs), in file order."""
+
+
 def write_netcdf(ds: xr.Dataset, path: str) -> str:
-    """Write ``ds`` to the netCDF4 file ``path`` atomically (a temporary file beside it, then a
-    rename), so that a reader never sees half a file; returns the path."""
+    """Write the xarray Dataset ``ds`` to the netCDF4 file ``path`` atomically (a temporary file
+    beside it, then a rename), so that a reader never sees half a file; returns the path."""
+    return _atomic(path, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True))
+
+
+def write_netcdf_arrays(path: str, variables: Variables, coords: dict[str, np.ndarray], attrs: dict) -> str:
+    """Write ``variables``, the dimension coordinates ``coords`` (name -> 1-d array) and the global
+    ``attrs`` to the netCDF4 file ``path`` atomically, with h5netcdf alone: the file that
+    :func:`write_netcdf` writes for ``dataset(variables, coords, attrs)`` as xarray encodes it (a
+    NaN ``_FillValue`` on floating-point variables, none on integers), without importing xarray.
+    Arrays of other kinds (bool, strings, objects) go through xarray's encoding instead."""
+    arrays = [np.asarray(v[1]) for v in variables.values()] + [np.asarray(c) for c in coords.values()]
+    if any(a.dtype.kind not in "fiu" for a in arrays):
+        return write_netcdf(dataset(variables, coords, attrs), path)
+    return _atomic(path, lambda tmp: _write_h5netcdf(tmp, variables, coords, attrs))
+
+
+def dataset(variables: Variables, coords: dict[str, np.ndarray], attrs: dict) -> xr.Dataset:
+    """The xarray Dataset of :func:`write_netcdf_arrays`' arguments."""
+    import xarray as xr
+
+    ds = xr.Dataset(dict(variables), coords=coords)
+    ds.attrs.update(attrs)
+    return ds
+
+
+def _write_h5netcdf(tmp: str, variables: Variables, coords: dict[str, np.ndarray], attrs: dict) -> None:
+    import h5netcdf
+
+    sizes: dict[str, int] = {}
+    for dims, arr, *_ in variables.values():
+        sizes.update(zip(dims, np.shape(arr)))
+    sizes.update({name: len(c) for name, c in coords.items()})
+    with h5netcdf.File(tmp, "w", invalid_netcdf=True) as f:
+        f.attrs.update(attrs)
+        f.dimensions = sizes
+        entries = [(name, *v) for name, v in variables.items()] + [(name, (name,), c) for name, c in coords.items()]
+        for name, dims, arr, *extra in entries:
+            arr = np.asarray(arr)
+            if arr.dtype.kind == "f":  # xarray's default encoding of floating-point data
+                var = f.create_variable(name, tuple(dims), arr.dtype, fillvalue=arr.dtype.type(np.nan))
+            else:
+                var = f.create_variable(name, tuple(dims), arr.dtype)
+            if arr.size:
+                var[...] = arr
+            for k, v in (extra[0] if extra else {}).items():
+                var.attrs[k] = v
+
+
+def _atomic(path: str, write) -> str:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it to ``path``."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True)
+        write(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -18,7 +18,15 @@ import numpy as np
 from . import _jaxconfig  # noqa: F401
 from .engine import CompiledCache
 from .kinetic import manifold_kinetic_energies, vmapped
-from .result_files import FORMAT_VERSION, csv_name, jsonable, livens_version, thinned_nodes, write_netcdf
+from .result_files import (
+    FORMAT_VERSION,
+    csv_name,
+    dataset,
+    jsonable,
+    livens_version,
+    thinned_nodes,
+    write_netcdf_arrays,
+)
 
 if TYPE_CHECKING:  # xarray is an optional dependency (the io extra), imported where it is used
     import xarray as xr
@@ -519,8 +527,10 @@ class Solution:
     # ------------------------------------------------------------------ export
     def to_dataset(self) -> xr.Dataset:
         """An xarray Dataset with every array, the diagnostics and the metadata."""
-        import xarray as xr
+        return dataset(*self._file_contents())
 
+    def _file_contents(self) -> tuple[dict, dict, dict]:
+        """The variables, the dimension coordinates and the attributes of the Solution's file."""
         d = self.q.shape[1]
         m = self.lam.shape[1] if self.lam.ndim == 2 else 0
         vdim = "time" if self._nodal_v else "step"
@@ -545,7 +555,6 @@ class Solution:
                 np.asarray(hist["x"], dtype=float),
                 {k: hist[k] for k in ("step", "k", "advanced", "since") if k in hist},
             )
-        ds = xr.Dataset(data, coords={"time": self.t, "step": self._step_index()})
         names = None
         if self.problem is not None:
             names = self.problem.system.constraint_names
@@ -560,8 +569,7 @@ class Solution:
         }
         if names:
             attrs["constraint_names"] = json.dumps(list(names))
-        ds.attrs.update(attrs)
-        return ds
+        return data, {"time": np.asarray(self.t), "step": self._step_index()}, attrs
 
     def _diagnostics_for_file(self) -> dict:
         return self._kept("file", self._file_diagnostics)
@@ -592,9 +600,7 @@ class Solution:
 
     def to_netcdf(self, path: str | os.PathLike) -> str:
         """Write the Solution to a netCDF4 file (atomically: temporary file, then rename)."""
-        path = os.fspath(path)
-        ds = self.to_dataset()
-        return write_netcdf(ds, path)
+        return write_netcdf_arrays(os.fspath(path), *self._file_contents())
 
     def to_csv(self, path: str | os.PathLike, rows: int | None = None, columns: str = "all") -> str:
         """Write nodal data as CSV with named columns (pgfplots, spreadsheets); returns the path.
