@@ -162,12 +162,16 @@ def test_the_run_functions_are_thin_presets_of_the_one_driver():
         assert sum(isinstance(n, ast.Return) for n in ast.walk(tree)) == 1, fn.__name__
 
 
-def _sizes():
-    """(path, lines) of every source file and (path:function, lines) of every function in livens."""
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+def _sizes_of(paths, base):
+    """(path, lines) of each file of ``paths`` and (path:function, lines) of each function in them,
+    paths relative to ``base``."""
     files, functions = {}, {}
-    for path in _modules().values():
+    for path in paths:
         text = open(path).read()
-        rel = os.path.relpath(path, ROOT)
+        rel = os.path.relpath(path, base)
         files[rel] = text.count("\n")
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -175,10 +179,38 @@ def _sizes():
     return files, functions
 
 
+def _sizes():
+    """(path, lines) of every source file and (path:function, lines) of every function in livens."""
+    return _sizes_of(_modules().values(), ROOT)
+
+
+def _over_limits(files, functions):
+    """The files over 800 lines and the functions over 120 (docstrings included)."""
+    return {f: n for f, n in files.items() if n > 800}, {f: n for f, n in functions.items() if n > 120}
+
+
 def test_files_and_functions_stay_small():
     """No source file over 800 lines, no function over 120 (docstrings included): a reader finds one
     thing per module and sees a function whole."""
     files, functions = _sizes()
     assert len(files) > 50 and len(functions) > 500
-    assert {f: n for f, n in files.items() if n > 800} == {}
-    assert {f: n for f, n in functions.items() if n > 120} == {}
+    assert _over_limits(files, functions) == ({}, {})
+
+
+def test_the_benchmarks_stay_small_too():
+    """The same limits for ``benchmarks/*.py`` (``python -m benchmarks`` and its sections)."""
+    paths = [os.path.join(BENCHMARKS, f) for f in sorted(os.listdir(BENCHMARKS)) if f.endswith(".py")]
+    files, functions = _sizes_of(paths, BENCHMARKS)
+    assert {"__main__.py", "yardsticks.py"} <= set(files) and len(functions) > 50
+    assert _over_limits(files, functions) == ({}, {})
+
+
+def test_the_size_check_finds_a_long_file_and_a_long_function(tmp_path):
+    """The checks above can fail: a file of 801 lines, and a function of 121 in it, are reported."""
+    body = "".join(f"    x{i} = {i}\n" for i in range(120))
+    path = tmp_path / "long.py"
+    path.write_text("def f():\n" + body + "\n" * (801 - 122) + "y = 1\n")
+    files, functions = _sizes_of([str(path)], str(tmp_path))
+    assert files == {"long.py": 801} and functions == {"long.py:f": 121}
+    assert _over_limits(files, functions) == ({"long.py": 801}, {"long.py:f": 121})
+    assert _over_limits({"a.py": 800}, {"a.py:g": 120}) == ({}, {})
