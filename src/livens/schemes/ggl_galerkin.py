@@ -45,6 +45,7 @@ from jax import lax
 
 from ..mechanics import Mechanics
 from . import ggl_mass, register
+from . import stage_tangents as st_
 from .base import About, Capabilities, Param, Scheme, State, next_node
 
 STAGES = (2, 3)
@@ -167,6 +168,66 @@ def _residual(u, s: State, h, t, params, mech):
     return lax.switch(_stage_index(params), branches, u)
 
 
+def _point_terms(mech, q, qdot, lam, gam):
+    """What the step equations take from one Lobatto point (:func:`_point`): p, f, g(q), G(q) v."""
+    v, p, f = _point(mech, q, qdot, lam, gam)
+    if not mech.m:
+        return jnp.concatenate([p, f])
+    return jnp.concatenate([p, f, mech.g(q), jax.jvp(mech.g, (q,), (v,))[1]])
+
+
+def _tangent_s(u, st: State, h, mech, s: int):
+    """dR/dx of :func:`_residual_s` assembled from the Jacobians of :func:`_point_terms` at the s + 1
+    points (:mod:`livens.schemes.stage_tangents`): with dQ_i/dX_k = delta_ik and
+    dQ_i'/dX_k = D_ik / h, the rows D_{q_j} L_d = sum_i b_i D_ij p_i + h b_j f_j are the
+    coefficients (b_i D_ij, h b_j delta_ij) applied to the point Jacobians; g(q_i) and G(q_i) v_i are
+    the point Jacobians themselves."""
+    d, m = mech.d, mech.m
+    _, b, D = lobatto(s)
+    cq, cp = (None, None) if st.comp is None else st.comp
+    q1 = next_node(st.q, u["dq"], cq)
+    p1 = next_node(st.p, u["dp"], cp)
+    X = jnp.stack([jnp.zeros(d, st.q.dtype)] + [u[f"Q{j}"] for j in range(1, s)] + [q1 - st.q])
+    lams, gams = _multipliers(u, "lam", s), _multipliers(u, "gam", s)
+    Q, Qdot = st.q[None, :] + X, jnp.asarray(D) @ X / h
+    Jq, Jqd, Jl, Jg = st_.point_jacobians(lambda *a: _point_terms(mech, *a), Q, Qdot, lams, gams)
+    TX = (st_.diagonal(Jq) + jnp.asarray(D / h)[:, :, None, None] * Jqd[:, None])[:, 1:]  # X_0 = 0
+    Cp, bh = D.T * b[None, :], jnp.asarray(h * b)[:, None, None, None]
+    sign = np.r_[np.ones(s), -1.0][:, None, None, None]  # p^n + D_0 L_d, ..., p^{n+1} - D_s L_d
+
+    def rows(T):
+        parts = [st_.blocks(sign * (st_.mix(Cp, T[:, :, :d]) + bh * T[:, :, d : 2 * d]))]
+        if m:
+            parts += [st_.blocks(T[1:, :, 2 * d : 2 * d + m]), st_.blocks(T[:, :, 2 * d + m :])]
+        return jnp.concatenate(parts, axis=0)
+
+    J = jnp.concatenate([rows(TX), rows(st_.diagonal(Jl)), rows(st_.diagonal(Jg))], axis=1)
+    lay = st_.Layout(GGL_GALERKIN.sizes(d, m))
+    names = [f"Q{j}" for j in range(1, s)] + ["dq"]
+    names += [f"lam{i}" for i in range(s)] + ["lam"] + [f"gam{i}" for i in range(s)] + ["gam"]
+    free = _S_MAX - s  # the unknowns of the s = 3 layout that s stages leave unused
+    m_start = _S_MAX * d + d + 2 * free * m
+    row_idx = np.r_[np.arange((s + 1) * d), np.arange(m_start, m_start + (2 * s + 1) * m)]
+    unused = [f"Q{j}" for j in range(s, _S_MAX)] + [f"lam{i}" for i in range(s, _S_MAX)]
+    unused += [f"gam{i}" for i in range(s, _S_MAX)]
+    pad_cols = lay.indices(unused)
+    pad_rows = np.r_[np.arange((s + 1) * d, (_S_MAX + 1) * d), np.arange((_S_MAX + 1) * d, m_start)]
+    out = st_.place(lay.n, row_idx, lay.indices(names), J, (pad_rows, pad_cols))
+    dp = lay.indices(["dp"])
+    out = out.at[np.arange(s * d, (s + 1) * d), dp].add(1.0)  # p^{n+1} in row s
+    if m:
+        Sq, Sp = jax.jacfwd(lambda q, p: ggl_mass.secondary(mech, q, p), argnums=(0, 1))(q1, p1)
+        sec = np.arange(lay.n - m, lay.n)
+        out = out.at[np.ix_(sec, lay.indices(["dq"]))].set(Sq).at[np.ix_(sec, dp)].set(Sp)
+    return out
+
+
+def _tangent(u, s: State, h, t, params, mech):
+    """The structured tangent of the step (:func:`_tangent_s`), for the number of stages of ``params``."""
+    branches = [lambda uu, k=k: _tangent_s(uu, s, h, mech, k) for k in STAGES]
+    return lax.switch(_stage_index(params), branches, u)
+
+
 def _guess(s: State, h, t, params, mech, mode):
     """q_j = q^n + c_j h v^n ("advanced") or q^n, p^{n+1} = p^n, the multipliers of the last step
     (zero for the unknowns that s stages leave unused)."""
@@ -201,6 +262,7 @@ GGL_GALERKIN = register(
         name="ggl-galerkin",
         unknowns=_unknowns(),
         residual=_residual,
+        tangent=_tangent,
         guess=_guess,
         update=_update,
         params=(Param("stages", 2.0, 2.0, 3.0, whole=True),),

@@ -51,6 +51,7 @@ from jax import lax
 
 from ..mechanics import Mechanics
 from . import ggl_mass, register
+from . import stage_tangents as st_
 from .base import About, Capabilities, Param, Scheme, State, next_node
 from .ggl_galerkin import lobatto
 
@@ -132,6 +133,72 @@ def _residual_s(u, st: State, h, mech, s: int):
     return jnp.concatenate(d_rows + m_rows)
 
 
+def _stage_outputs(mech, q, p, lam, gam):
+    """What the step equations take from one stage (:func:`stage_terms`): U, F, g(q), g_v(q, p)."""
+    U, F = stage_terms(mech, q, p, lam, gam)
+    if not mech.m:
+        return jnp.concatenate([U, F])
+    return jnp.concatenate([U, F, mech.g(q), ggl_mass.secondary(mech, q, p)])
+
+
+def _tangent_s(u, st: State, h, mech, s: int):
+    """dR/dx of :func:`_residual_s` assembled from the Jacobians of :func:`_stage_outputs` at the s
+    stages (:mod:`livens.schemes.stage_tangents`): the stage j takes Q_j, P_j, Lambda_j of its own
+    unknowns and Gamma_j = sum_k a_{k+1, j} Gamma~_k / b_j; the rows apply the IIIA, IIIB and b
+    coefficients to the stage Jacobians."""
+    d, m = mech.d, mech.m
+    _, b, A, Ahat = lobatto_iiia_iiib(s)
+    cq, cp = (None, None) if st.comp is None else st.comp
+    q1 = next_node(st.q, u["dq"], cq)
+    p1 = next_node(st.p, u["dp"], cp)
+    X = jnp.stack([jnp.zeros_like(st.q)] + [u[f"Q{i}"] for i in range(2, s)] + [q1 - st.q])
+    Y = jnp.stack([u[f"P{i}"] for i in range(1, s + 1)])
+    lams = jnp.stack([u[f"lam{i}"] for i in range(1, s + 1)])
+    Cg = A[1:].T / b[:, None]  # Gamma_j = sum_k Cg_jk Gamma~_k
+    gams = jnp.asarray(Cg) @ jnp.stack([u[f"gam{k}"] for k in range(1, s)])
+    Jq, Jp, Jl, Jg = st_.point_jacobians(lambda *a: _stage_outputs(mech, *a), st.q + X, st.p + Y, lams, gams)
+    TG = jnp.asarray(Cg)[:, :, None, None] * Jg[:, None]
+    groups = [st_.diagonal(Jq)[:, 1:], st_.diagonal(Jp), st_.diagonal(Jl), TG]  # Q_1 = q^n
+    own = [np.eye(s - 1), None, None, None], [None, np.eye(s), None, None]  # X_i and Y_i in their rows
+
+    def rows(T, q_own, p_own):
+        qr = -h * st_.mix(A[1:], T[:, :, :d])
+        pr = -h * st_.mix(Ahat, T[:, :, d : 2 * d])
+        if q_own is not None:
+            qr = qr + jnp.asarray(q_own)[:, :, None, None] * jnp.eye(d)
+        if p_own is not None:
+            pr = pr + jnp.asarray(p_own)[:, :, None, None] * jnp.eye(d)
+        parts = [st_.blocks(qr), st_.blocks(pr), st_.blocks(-h * st_.mix(b[None, :], T[:, :, d : 2 * d]))]
+        if m:
+            parts += [st_.blocks(T[1:, :, 2 * d : 2 * d + m]), st_.blocks(st_.mix(A[1:], T[:, :, 2 * d + m :]))]
+        return jnp.concatenate(parts, axis=0)
+
+    J = jnp.concatenate([rows(T, qo, po) for T, qo, po in zip(groups, *own)], axis=1)
+    lay = st_.Layout(GGL_SPARK.sizes(d, m))
+    names = [f"Q{i}" for i in range(2, s)] + ["dq"] + [f"P{i}" for i in range(1, s + 1)]
+    names += [f"lam{i}" for i in range(1, s + 1)] + [f"gam{k}" for k in range(1, s)]
+    free = _S_MAX - s  # the unknowns of the s = 3 layout that s stages leave unused
+    d_rows, m_start = 2 * _S_MAX * d, 2 * _S_MAX * d + 2 * free * m
+    row_idx = np.r_[np.arange(2 * s * d), np.arange(m_start, m_start + (2 * s - 2) * m)]
+    unused = [f"P{i}" for i in range(s + 1, _S_MAX + 1)] + [f"Q{i}" for i in range(s, _S_MAX)]
+    unused += [f"lam{i}" for i in range(s + 1, _S_MAX + 1)] + [f"gam{k}" for k in range(s, _S_MAX)]
+    pad_rows = np.r_[np.arange(2 * s * d, d_rows), np.arange(d_rows, m_start)]
+    out = st_.place(lay.n, row_idx, lay.indices(names), J, (pad_rows, lay.indices(unused)))
+    dp = lay.indices(["dp"])
+    out = out.at[np.arange((2 * s - 1) * d, 2 * s * d), dp].add(1.0)  # p^{n+1} - p^n - h b.F
+    if m:
+        Sq, Sp = jax.jacfwd(lambda q, p: ggl_mass.secondary(mech, q, p), argnums=(0, 1))(q1, p1)
+        sec = np.arange(lay.n - m, lay.n)
+        out = out.at[np.ix_(sec, lay.indices(["dq"]))].set(Sq).at[np.ix_(sec, dp)].set(Sp)
+    return out
+
+
+def _tangent(u, s: State, h, t, params, mech):
+    """The structured tangent of the step (:func:`_tangent_s`), for the number of stages of ``params``."""
+    branches = [lambda uu, k=k: _tangent_s(uu, s, h, mech, k) for k in STAGES]
+    return lax.switch(_stage_index(params), branches, u)
+
+
 def _stage_index(params):
     """The branch of :data:`STAGES` for the parameter ``stages`` (a traced number)."""
     return jnp.clip(jnp.round(params["stages"]).astype(jnp.int32) - STAGES[0], 0, len(STAGES) - 1)
@@ -188,6 +255,7 @@ GGL_SPARK = register(
         name="ggl-spark",
         unknowns=_unknowns(),
         residual=_residual,
+        tangent=_tangent,
         guess=_guess,
         update=_update,
         params=(Param("stages", 3.0, 2.0, 3.0, whole=True),),

@@ -1,0 +1,81 @@
+"""Newton tangents of stage systems assembled from per-point Jacobians.
+
+The step equations of the higher-order GGL schemes (``ggl-galerkin``, ``ggl-spark``) evaluate the
+system at a few points of the step (Lobatto points, stages) and couple these evaluations linearly,
+through the coefficients of the method (the Lobatto weights and differentiation matrix, the
+IIIA-IIIB tables). Their Jacobian is therefore
+
+    dR/dx = sum over points of (coefficients) x (the Jacobian of the point's terms in the point's
+            own arguments) x (the linear map from the unknowns to those arguments),
+
+and the point Jacobians cost one forward-mode pass per argument of one point, batched over the points
+(:func:`point_jacobians`), instead of one pass of the whole residual per unknown. The helpers here
+hold what the schemes share: the batched point Jacobians, the coefficient assembly of block tensors
+(:func:`mix`, :func:`diagonal`) and the placement of the assembled blocks in a scheme's layout of
+unknowns (:class:`Layout`). Every tangent built with them is tested against ``jax.jacfwd`` of the
+residual (tests/test_stage_tangents.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def point_jacobians(fun: Callable, *args: jax.Array) -> tuple[jax.Array, ...]:
+    """The Jacobians of ``fun(*a) -> vector`` in each of its arguments, at every point: ``args`` carry
+    the points along their leading axis (k, n_a); returns one (k, n_out, n_a) array per argument. One
+    ``jacfwd`` per argument, the others held constant (their tangents are symbolic zeros), batched
+    over the points by ``vmap``."""
+
+    def one(*a):
+        return tuple(jax.jacfwd(fun, argnums=i)(*a) for i in range(len(a)))
+
+    return jax.vmap(one)(*args)
+
+
+def diagonal(J: jax.Array) -> jax.Array:
+    """(k, k, n_out, n_a) block tensor of point Jacobians J (k, n_out, n_a) whose argument is the
+    point's own unknown: block (i, j) = delta_ij J_i."""
+    k = J.shape[0]
+    return jnp.eye(k, dtype=J.dtype)[:, :, None, None] * J[:, None]
+
+
+def mix(C: jax.Array | np.ndarray, T: jax.Array) -> jax.Array:
+    """The block tensor of the rows sum_i C_ri y_i from that of the point terms y_i: T (k, c, a, b),
+    C (r, k); returns (r, c, a, b)."""
+    return jnp.einsum("ri,icab->rcab", jnp.asarray(C, T.dtype), T)
+
+
+def blocks(T: jax.Array) -> jax.Array:
+    """The matrix (r a, c b) of the block tensor T (r, c, a, b): block (i, j) is T[i, j]."""
+    r, c, a, b = T.shape
+    return jnp.transpose(T, (0, 2, 1, 3)).reshape(r * a, c * b)
+
+
+class Layout:
+    """The positions of named unknowns (and of the residual's rows) in a scheme's packed vector:
+    ``sizes`` ((name, n), ...) in the scheme's order."""
+
+    def __init__(self, sizes: Sequence[tuple[str, int]]):
+        self.offset, self.size, i = {}, {}, 0
+        for name, n in sizes:
+            self.offset[name], self.size[name] = i, int(n)
+            i += int(n)
+        self.n = i
+
+    def indices(self, names: Sequence[str]) -> np.ndarray:
+        """The packed positions of the named unknowns, one after the other."""
+        parts = [np.arange(self.offset[k], self.offset[k] + self.size[k]) for k in names]
+        return np.concatenate(parts) if parts else np.zeros((0,), int)
+
+
+def place(n: int, rows: np.ndarray, cols: np.ndarray, J: jax.Array, ones: tuple[np.ndarray, np.ndarray]) -> jax.Array:
+    """The (n, n) matrix with J at the rows ``rows`` and columns ``cols`` and ones at the positions
+    ``ones`` (row and column indices: the rows that set the unused unknowns of a layout to zero,
+    whose residual is the unknown itself)."""
+    out = jnp.zeros((n, n), J.dtype).at[np.ix_(rows, cols)].set(J)
+    return out.at[ones].set(1.0) if ones[0].size else out
