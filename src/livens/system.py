@@ -134,19 +134,30 @@ class System:
         return lambda *args: fn(*args, values)
 
 
-def parameter_values(system, given: dict | None) -> dict | None:
-    """The System's parameters with ``given`` values in place of the defaults (float64 arrays of
-    the defaults' shapes, so that compiled runs are reused); None for a System without parameters.
-    Unknown names and wrong shapes are refused with the names and shapes the System has."""
+def parameter_values(system, given: dict | None, traced: bool = False) -> dict | None:
+    """The System's parameters with ``given`` values in place of the defaults; None for a System
+    without parameters. Unknown names and wrong shapes are refused with the names and shapes the
+    System has. The one merge of a run's parameters with a System's defaults, for
+    :func:`livens.simulate` and :func:`livens.flow` alike.
+
+    Without ``traced``: float64 NumPy arrays of the defaults' shapes (so that compiled runs are
+    reused), refused where not finite. With ``traced`` (a call of :func:`livens.flow`, whose values
+    may be JAX tracers under ``jax.jit`` or ``jax.grad``): float64 JAX arrays, defaults included,
+    the given ones checked for names and shapes only (a tracer has no value to check)."""
     if system.parameters is None:
         if given:
             raise ValueError(
                 f"This System has no parameters; got values for {', '.join(map(repr, given))}. "
-                "Declare them with System(parameters={...})."
+                "Declare them with System(parameters={...}), or call without parameters."
             )
         return None
-    out = dict(system.parameters)
-    for k, v in check_parameters(given or {}, "parameters").items():
+    if traced:
+        out = {k: jnp.asarray(v, jnp.float64) for k, v in system.parameters.items()}
+        checked = _as_jax(given or {}, "parameters")
+    else:
+        out = dict(system.parameters)
+        checked = check_parameters(given or {}, "parameters")
+    for k, v in checked.items():
         if k not in out:
             import difflib
 
@@ -156,6 +167,21 @@ def parameter_values(system, given: dict | None) -> dict | None:
         if v.shape != out[k].shape:
             raise ValueError(f"Parameter {k!r} must have shape {out[k].shape} (that of its default); got {v.shape}.")
         out[k] = v
+    return out
+
+
+def _as_jax(values, what: str) -> dict:
+    """A dict of parameter values as float64 JAX arrays (tracers allowed); refuses anything else with the key."""
+    if not isinstance(values, dict):
+        raise ValueError(f"{what} must be a dict name -> value; got {type(values).__name__}.")
+    out = {}
+    for k, v in values.items():
+        if not isinstance(k, str):
+            raise ValueError(f"{what}: parameter names must be strings; got {k!r}.")
+        try:
+            out[k] = jnp.asarray(v, jnp.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}: parameter {k!r} must be a number or a real array; got {v!r:.80}.") from None
     return out
 
 

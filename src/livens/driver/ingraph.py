@@ -291,7 +291,7 @@ class _Run:
         rows)`` (:func:`~livens.driver.flow_failure.failed_rows`, for the diagnosis of a concrete call)."""
         flow, n_steps, d = self.flow, self.flow.n_steps, self.mech.d
         f64 = jnp.float64
-        sysp = flow.system_values(parameters)
+        sysp = parameter_values(flow.problem.system, parameters, traced=True)
         q_in, v_in = jnp.asarray(q0, f64), jnp.asarray(v0, f64)
         if q_in.shape != (d,) or v_in.shape != (d,):
             raise ValueError(f"q0 and v0 must have shape ({d},); got {q_in.shape} and {v_in.shape}.")
@@ -522,27 +522,6 @@ class FlowFunction:
         """The records of every step (:func:`_forward`)."""
         return _forward(run, state, history, failed, sysp)
 
-    def system_values(self, parameters):
-        """The System's parameter values of a call: the defaults with ``parameters`` in place (JAX arrays)."""
-        defaults = self.problem.system.parameters
-        if parameters is not None and defaults is None:
-            raise ValueError("This System has no parameters; call F(q0, v0) without parameters.")
-        if defaults is None:
-            return None
-        if parameters is not None and not isinstance(parameters, dict):
-            raise ValueError(f"parameters must be a dict name -> value; got {type(parameters).__name__}.")
-        sysp = {k: jnp.asarray(v, jnp.float64) for k, v in defaults.items()}
-        for k, v in (parameters or {}).items():
-            if k not in sysp:
-                raise ValueError(f"Unknown parameter {k!r}; the System's parameters: {', '.join(sysp)}.")
-            v = jnp.asarray(v, jnp.float64)
-            if v.shape != sysp[k].shape:
-                raise ValueError(
-                    f"Parameter {k!r} must have shape {sysp[k].shape} (that of its default); got {v.shape}."
-                )
-            sysp[k] = v
-        return sysp
-
     # the programs
     def _run(self, mech, throw: bool) -> _Run:
         key = (tuple(s.key() for s in mech.symmetries), mech.invariant_constraints, throw)
@@ -661,7 +640,7 @@ class FlowFunction:
             return
         if self._checks is None:
             self._checks = jax.jit(lambda q, v, sysp: (mech.bind(sysp).g(q), mech.bind(sysp).G(q)))
-        sysp = self.system_values(parameters)
+        sysp = parameter_values(self.problem.system, parameters, traced=True)
         g0, G0 = (np.asarray(a) for a in self._checks(jnp.asarray(q0, jnp.float64), jnp.asarray(v0, jnp.float64), sysp))
         check_initial_state(
             self.problem.solved_system,
@@ -692,7 +671,9 @@ class FlowFunction:
         if int(res.failure) == STEP:  # the words lv.simulate has for the failed step
             k = int(res.failed_step)
             r = float(np.asarray(res.residual)[k])
-            advice = step_advice(self.plan, mech, self.system_values(parameters), k, r, start)
+            advice = step_advice(
+                self.plan, mech, parameter_values(self.problem.system, parameters, traced=True), k, r, start
+            )
         return self.check(res, advice=advice)
 
     def check(self, result: FlowResult, parameters: dict | None = None, *, advice: str | None = None) -> FlowResult:
@@ -744,7 +725,9 @@ class FlowFunction:
         nodal = self.plan.scheme.capabilities.velocity_kind == "nodal"
         start = failed_rows(outs, k, nodal)
         values = values if defaults else None
-        return step_advice(self.plan, self._mech_for(values), self.system_values(values), k, r, start)
+        return step_advice(
+            self.plan, self._mech_for(values), parameter_values(self.problem.system, values, traced=True), k, r, start
+        )
 
     def __repr__(self):
         return f"FlowFunction({self.scheme}, h={self.h:g}, n_steps={self.n_steps})"
