@@ -19,6 +19,7 @@ from .flow import FlowResult, flow, raising
 from .loading import load
 from .problem import Problem
 from .redundancy import RedundantConstraintsNotice
+from .run_status import Status
 from .simulate import simulate
 from .solution import Solution
 from .system import Symmetry, System
@@ -33,6 +34,7 @@ __all__ = [
     "simulate_ensemble",
     "EnsembleSolution",
     "Solution",
+    "Status",
     "load",
     "flow",
     "FlowResult",

@@ -12,11 +12,12 @@ import numpy as np
 
 from . import _jaxconfig  # noqa: F401
 from .result_files import FORMAT_VERSION, jsonable, node_arrays, write_netcdf_arrays
+from .run_status import RunRecordNames, Status
 from .solution import Solution
 
 
 @dataclass(eq=False)
-class EnsembleSolution:
+class EnsembleSolution(RunRecordNames):
     """The result of :func:`simulate_ensemble`: member-first arrays on a common time grid.
 
     t (K+1,): the kept nodes' times; q, p (B, K+1, d); v (B, K+1, d) for nodal velocities, else
@@ -25,6 +26,8 @@ class EnsembleSolution:
     ``steps[b]``: the steps member b took (its run-local node); a member whose Newton iteration
     failed keeps its converged steps and NaN after them; ``failed[b]`` says so (its failed step
     keeps its iterations and residual). ``ens[b]`` is member b as a :class:`~livens.Solution`.
+    ``iterations``, ``residual``, ``failed_step``, ``converged`` and ``status`` (per member) answer
+    under the names every result of livens shares (:mod:`livens.run_status`).
     """
 
     t: np.ndarray
@@ -85,6 +88,16 @@ class EnsembleSolution:
         index = self.meta.get("index")
         return np.asarray(index, np.int64) if index is not None else np.arange(self.t.size - 1)
 
+    @property
+    def failed_step(self) -> np.ndarray:
+        """Per member: the index of its failed step (the steps it kept), -1 where none failed."""
+        return np.where(self.failed, self.steps, -1)
+
+    @property
+    def status(self) -> np.ndarray:
+        """Per member: the code of its :class:`~livens.Status` (SUCCESS or STEP_FAILED)."""
+        return np.where(self.failed, int(Status.STEP_FAILED), int(Status.SUCCESS))
+
     def __getitem__(self, b: int):
         """Member b as the :class:`~livens.Solution` of its single run (its converged steps)."""
         B = len(self)
@@ -114,6 +127,8 @@ class EnsembleSolution:
             t_end=float(self.t[0] + n * self.h),
             rescued_steps=list(self.meta.get("rescued_steps", {}).get(b, [])),
         )
+        if self.failed[b]:
+            meta.update(status=Status.STEP_FAILED.name, failed_step=n)
         start = {"t": float(self.t[0]), "q": self.q[b, 0], "p": self.p[b, 0], "v": self.meta["v0s"][b]}
         return Solution.from_records(problem, self._scheme_obj, self.params, self._mech, [rec], meta, start)
 

@@ -27,6 +27,7 @@ from .result_files import (
     thinned_nodes,
     write_netcdf_arrays,
 )
+from .run_status import RunRecordNames, Status
 
 if TYPE_CHECKING:  # xarray is an optional dependency (the io extra), imported where it is used
     import xarray as xr
@@ -42,7 +43,7 @@ scheme has nodal velocities, else the Hamiltonian."""
 
 
 @dataclass(eq=False)
-class Solution:
+class Solution(RunRecordNames):
     """The result of :func:`livens.simulate` (or of :func:`livens.load`): the nodes and the per-step
     unknowns of a run, with the diagnostics computed from them (:meth:`energy`, :meth:`momentum_maps`,
     :meth:`constraint_residual`, :meth:`summary`) and lossless export (:meth:`to_netcdf`, :meth:`to_csv`).
@@ -60,6 +61,8 @@ class Solution:
     newton_iterations: Newton iterations per step, shape (N,) (0 where the first guess already met the
         tolerance).
     newton_residual: the residual's infinity norm at the end of each step's Newton iteration, shape (N,).
+        ``iterations``, ``residual``, ``failed_step``, ``converged`` and ``status`` answer under the
+        names every result of livens shares (:mod:`livens.run_status`).
     velocity_kind: which velocity ``v`` holds: "nodal" (v^n at t^n), "interval" (v^{n+1} of the step
         from t^n to t^{n+1}) or "leading" (v^n of that step).
     scheme: the scheme's name, e.g. "ggl-vi".
@@ -133,6 +136,17 @@ class Solution:
         )
 
     # ------------------------------------------------------------------ basic properties
+    @property
+    def failed_step(self) -> int:
+        """The index of the step whose Newton iteration failed (the steps kept before it), -1 where
+        none did: a Solution carried by :class:`~livens.ConvergenceError` answers the error's step."""
+        return int(self.meta.get("failed_step", -1))
+
+    @property
+    def status(self) -> Status:
+        """How the run ended (:class:`~livens.Status`): SUCCESS for a run that returned."""
+        return Status[self.meta["status"]] if "status" in self.meta else Status.SUCCESS
+
     @property
     def h(self) -> float:
         return float(self.meta["h"])

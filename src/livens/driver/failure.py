@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import engine
 from ..errors import BlowUpError, ConvergenceError, SimulationInterrupted
+from ..run_status import Status
 from ..timestep import step
 
 RESCUE_ITER_FACTOR = 5
@@ -304,8 +305,8 @@ def warn_failed_members(n: np.ndarray, failed: np.ndarray) -> None:
     bad = np.flatnonzero(failed)
     warnings.warn(
         f"Newton did not converge for {bad.size} of {len(failed)} ensemble members (first: member {bad[0]} in step "
-        f"{int(n[bad[0]])}); they keep their converged steps (ens.steps, ens.failed). Try a smaller h, "
-        "a larger max_iter, or guess='advanced'.",
+        f"{int(n[bad[0]]) + 1}, counted from 1); they keep their converged steps (ens.failed_step, ens.status). "
+        "Try a smaller h, a larger max_iter, or guess='advanced'.",
         RuntimeWarning,
         stacklevel=5,
     )
@@ -343,6 +344,9 @@ def raise_failure(
     the failed step started from; with it a Newton failure says why, where :func:`diagnosis` can tell."""
     h, offset = plan.h, plan.offset
     t_fail = plan.t_start + step_index * h
+    if solution is not None:  # the kept steps say how the run ended (livens.run_status)
+        status = {"convergence": Status.STEP_FAILED, "blowup": Status.BLOWUP}.get(kind, Status.INTERRUPTED)
+        solution.meta.update(status=status.name, failed_step=offset + step_index if kind == "convergence" else -1)
     total = offset + plan.steps  # steps of the whole run; messages count steps from 1
     name = plan.scheme.name
     kept = kept_sentence(

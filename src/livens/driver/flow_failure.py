@@ -26,9 +26,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ConvergenceError
+from ..run_status import Status
 from .failure import GENERIC_ADVICE, flow_advice
 
-NONE, START, SCHEME_START, STEP, SYMMETRY = 0, 1, 2, 3, 10
+NONE, START, SCHEME_START, STEP, SYMMETRY = (
+    int(s)
+    for s in (
+        Status.SUCCESS,
+        Status.START_FAILED,
+        Status.SCHEME_START_FAILED,
+        Status.STEP_FAILED,
+        Status.SYMMETRY_BROKEN,
+    )
+)
 """The codes of :attr:`~livens.driver.ingraph.FlowResult.failure`: nothing failed; the initial state
 (its projection onto the manifold did not converge, or with ``consistent=False`` it lies off the
 manifold); the scheme's own start (SLO09 eq 15, 17); a time step; SYMMETRY + j: the call's parameter

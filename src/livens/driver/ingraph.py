@@ -101,6 +101,12 @@ class FlowResult(NamedTuple):
     residual: Any = None
     failure: Any = None
 
+    @property
+    def status(self) -> Any:
+        """The codes of :class:`~livens.Status` (the ``failure`` field), under the name every result of
+        livens shares (:mod:`livens.run_status`)."""
+        return self.failure
+
 
 def _traced(*xs) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for x in xs for leaf in jax.tree_util.tree_leaves(x))
