@@ -177,7 +177,7 @@ def test_a_start_whose_normal_space_misses_the_manifold_is_still_projected():
     manifold (the fixed-normal Newton iteration, checked here, does not converge); on concrete
     values consistent_initial_state then takes Gauss-Newton steps with the normal space renewed,
     and the result is on the manifold (g and G v computed here)."""
-    from livens.checks import _projection
+    from livens.consistent_start import _projection
     from livens.mechanics import mechanics
 
     def g(q):

@@ -38,8 +38,8 @@ import pytest
 
 import livens as lv
 from livens import bodies as lb
-from livens.checks import symmetry_defect
 from livens.mechanics import mechanics
+from livens.symmetries import symmetry_defect
 
 T_LOAD = 5.0  # the pulses of the beam end at 5 s
 FORCE = np.array([20.0, 0.0, 0.0])

@@ -391,7 +391,7 @@ def test_external_force_is_applied_or_refused(scheme):
 
 # --------------------------------------------------------------------------- malformed model functions
 # A spherical pendulum written by a user; each test breaks one of its functions. The documented error for
-# a malformed model function is ValueError (checks.py), raised when the Problem is made, before any
+# a malformed model function is ValueError (validation.py), raised when the Problem is made, before any
 # compilation, with a message that names the function and the offending value.
 Q0, V0 = np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0])
 _nonfinite = st.sampled_from([float("nan"), float("inf"), -float("inf")])

@@ -30,7 +30,9 @@ PUBLIC_MODULES = [
     "livens.examples",
     "livens.schemes",
     "livens.studies",
-    "livens.checks",
+    "livens.validation",
+    "livens.consistent_start",
+    "livens.symmetries",
     "livens.diagnostics",
     "livens.plots",
 ]

@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 
 import livens as lv
 from livens import discrete_gradients as dg
-from livens.checks import symmetry_defect
 from livens.mechanics import mechanics
+from livens.symmetries import symmetry_defect
 
 E3 = np.array([0.0, 0.0, 1.0])
 FAST = settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
@@ -379,7 +379,7 @@ def _run_random(kind, coef, seed):
     from livens.problem import exact_symmetries
 
     mech = mechanics(problem.system, problem.q0).bind(par)
-    # only nonlinear equivariant rows need the orthogonality imposed (checks.constraints_midpoint_orthogonal)
+    # only nonlinear equivariant rows need the orthogonality imposed (symmetries.constraints_midpoint_orthogonal)
     assert exact_symmetries(problem, mech)[2] == (kind != "equivariant")
     for scheme in ("EM", "EM-G", "livens-em"):
         sol = _check_run(problem, scheme, 0.01, 60, parameters=par)
@@ -475,9 +475,9 @@ def test_a_declared_symmetry_that_is_not_one_is_reported_and_not_imposed():
 def test_heavy_top_joint_rows_are_affine_and_need_no_imposed_orthogonality():
     """The heavy top's tip joint (x = L d3, vector rows) is equivariant, not invariant, under the
     rotation about e3, but affine: its midpoint derivatives meet KBS23b eq 85 at the solution
-    (checks.constraints_midpoint_orthogonal), so EM uses them uncorrected -- and J3 is still kept."""
-    from livens.checks import affine_rows, constraints_invariant
+    (symmetries.constraints_midpoint_orthogonal), so EM uses them uncorrected -- and J3 is still kept."""
     from livens.problem import exact_symmetries
+    from livens.symmetries import affine_rows, constraints_invariant
 
     problem = lv.examples.load("heavy-top")
     mech = mechanics(problem.system, problem.q0)

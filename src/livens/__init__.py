@@ -11,7 +11,7 @@ from . import (
     examples,
     schemes,
 )
-from .checks import consistent_initial_state
+from .consistent_start import consistent_initial_state
 from .driver.ingraph import TracedSymmetryNotice
 from .ensemble import EnsembleSolution, simulate_ensemble
 from .errors import BlowUpError, ConvergenceError, FileFormatError, SimulationError, SimulationInterrupted

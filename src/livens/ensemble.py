@@ -24,10 +24,10 @@ from typing import Any
 
 from jax.typing import ArrayLike
 
-from .checks import check_keywords
 from .driver import Members, Memory, PerMember, Stream, run
 from .ensemble_solution import EnsembleSolution
 from .problem import Problem
+from .validation import check_keywords
 
 
 def simulate_ensemble(

@@ -15,11 +15,11 @@ from typing import Any, Callable
 
 import jax
 
-from .checks import check_keywords
 from .driver import Arrays, Implicit, InGraph, NaNFlag, run
 from .driver.flow_failure import reraise_thrown
 from .driver.ingraph import FlowFunction, FlowResult
 from .problem import Problem
+from .validation import check_keywords
 
 
 def flow(
@@ -128,7 +128,7 @@ def _steps(problem: Problem, h, n_steps, t_end) -> int | None:
     h = problem.h if h is None else h
     if h is None:
         raise ValueError("lv.flow: t_end needs h (or a problem with a default h).")
-    from .checks import check_step
+    from .validation import check_step
 
     check_step(h, t_end, 1e-12, 1)
     return max(1, int(round(t_end / h)))

@@ -19,7 +19,7 @@ import numpy as np
 from . import _jaxconfig  # noqa: F401
 from ._lru import LRU as CompiledCache
 
-if TYPE_CHECKING:  # annotations only: system.py validates through checks.py, which uses mechanics
+if TYPE_CHECKING:  # annotations only: system.py validates through validation.py, which uses mechanics
     from .system import System
 
 
@@ -53,7 +53,7 @@ class Mechanics:
     Minv_const: np.ndarray | None
     symmetries: tuple = ()  # the Problem's symmetries that are exact symmetries of V, g and M
     # g's midpoint derivatives meet the orthogonality conditions of them by themselves: g invariant
-    # (not only the manifold g = 0), or its rows invariant or affine (checks.constraints_midpoint_orthogonal)
+    # (not only the manifold g = 0), or its rows invariant or affine (symmetries.constraints_midpoint_orthogonal)
     invariant_constraints: bool = True
     params: Any = None  # values of System.parameters the functions are evaluated with (None: the defaults)
 
@@ -351,7 +351,7 @@ def mechanics(system: System, q0=None, symmetries=(), invariant_constraints: boo
     (checked by :func:`livens.problem.exact_symmetries`) that the energy-momentum schemes' discrete
     gradients respect (KBS23b eq 85); ``invariant_constraints``: the midpoint derivatives of g meet the
     orthogonality conditions by themselves, g being invariant under them or each of its rows
-    invariant or affine (:func:`livens.checks.constraints_midpoint_orthogonal`; else only the
+    invariant or affine (:func:`livens.symmetries.constraints_midpoint_orthogonal`; else only the
     manifold g = 0 is invariant, e.g. g nonlinear and equivariant, and the schemes impose the
     orthogonality explicitly).
     """

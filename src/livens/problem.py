@@ -1,6 +1,6 @@
 """A problem: a :class:`~livens.system.System` with its initial state, the paper's defaults (h, t_end)
 and the symmetries whose momentum maps are monitored, checked when it is made
-(:func:`livens.checks.validate_problem`).
+(:func:`livens.validation.validate_problem`).
 
 A module of its own beside :mod:`livens.system` (the user's model, which imports no checks), so that
 the checks can name the model's types without an import circle.
@@ -12,10 +12,11 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from .checks import constraints_midpoint_orthogonal, symmetry_defect, validate_problem
 from .mechanics import Mechanics, values_key
 from .redundancy import independent
+from .symmetries import constraints_midpoint_orthogonal, symmetry_defect
 from .system import Symmetry, System
+from .validation import validate_problem
 
 
 @dataclass(frozen=True, eq=False)
@@ -23,7 +24,7 @@ class Problem:
     """A system with its initial state, the paper's defaults and the monitored symmetries.
 
     ``symmetries``: symmetries of the conservative part of the system -- each leaves V, the
-    constraint manifold and M invariant (checked with AD at set-up, :func:`livens.checks.symmetry_defect`)
+    constraint manifold and M invariant (checked with AD at set-up, :func:`livens.symmetries.symmetry_defect`)
     -- whether or not the external force and the dampers respect them. The Solution reports their
     momentum maps J = p . xi q (KBS23b eq 45) and the impulse of the external forces and dampers
     along them (``momentum_maps``, ``external_impulse``, ``momentum_balance``); the energy-momentum

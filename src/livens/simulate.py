@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .checks import check_keywords
 from .driver import DEFAULT_CHUNK, Memory, Raise, Single, Stream, run
 from .problem import Problem
 from .solution import Solution
+from .validation import check_keywords
 
 
 def simulate(

@@ -41,13 +41,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import engine
-from ..checks import SYMMETRY_RTOL, check_initial_state, constraints_midpoint_orthogonal
 from ..errors import ConvergenceError
 from ..manifold import project
 from ..mechanics import mechanics
 from ..problem import exact_symmetries
+from ..symmetries import SYMMETRY_RTOL, constraints_midpoint_orthogonal
 from ..system import parameter_values
 from ..timestep import make_loop, make_replay
+from ..validation import check_initial_state
 from .flow_failure import (  # noqa: F401 - the failure codes, also livens.driver.ingraph's
     NONE,
     SCHEME_START,
@@ -217,8 +218,8 @@ class _Run:
     def broken_symmetry(self, bound, q):
         """The index of the first kept symmetry that the call's values break at the nodes q (a
         sample of at most eight, node 0 included; NaN nodes ignored), or -1: dV(q) . xi q and
-        G(q) xi q relative to the sizes involved, at :data:`livens.checks.SYMMETRY_RTOL` (the
-        criterion of :func:`livens.checks.symmetry_defect`)."""
+        G(q) xi q relative to the sizes involved, at :data:`livens.symmetries.SYMMETRY_RTOL` (the
+        criterion of :func:`livens.symmetries.symmetry_defect`)."""
         r = len(self.kept)
         idx = np.unique(np.linspace(0, q.shape[0] - 1, min(8, q.shape[0])).round().astype(int))
         qs = jax.lax.stop_gradient(q[idx])
@@ -640,7 +641,7 @@ class FlowFunction:
 
     def _refuse_inconsistent(self, q0, v0, parameters) -> None:
         """``consistent=False`` on concrete values: refuse a start off the manifold as
-        :func:`livens.simulate` does (:func:`livens.checks.check_initial_state`)."""
+        :func:`livens.simulate` does (:func:`livens.validation.check_initial_state`)."""
         mech = self.plan.mech
         if mech.m == 0:
             return

@@ -14,7 +14,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._lru import LRU
-from ..checks import check_step, constraint_label
 from ..engine import EngineOptions, engine_options
 from ..guess import GuessHistory
 from ..mechanics import Mechanics, mechanics
@@ -24,6 +23,7 @@ from ..schemes import names as scheme_names
 from ..schemes.base import Scheme, State
 from ..solvers.newton import FLOOR_FACTOR, FLOOR_STEP, ROUNDOFF
 from ..system import parameter_values
+from ..validation import check_step, constraint_label
 
 GUESSES = ("simple", "advanced", "extrapolated")
 """The first guesses of Newton's method: KBS23b Table 2's "simple" (the unknowns of step n) and

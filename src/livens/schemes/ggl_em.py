@@ -21,7 +21,7 @@ Discrete derivatives (:mod:`livens.discrete_gradients`):
   :func:`livens.discrete_gradients.corrected` gradients: the midpoint derivative plus a correction
   along the part of q^{n+1} - q^n outside the symmetry directions, which meets the directionality
   conditions (KBS23b eq 86) and, for every symmetry of the Problem that is an exact symmetry of V, g
-  and M (checked at set-up: :func:`livens.checks.symmetry_defect`), the orthogonality conditions
+  and M (checked at set-up: :func:`livens.symmetries.symmetry_defect`), the orthogonality conditions
   (KBS23b eq 85) -- whether or not the potential is written in invariants. Where the System declares
   ``invariants``, D^G V is Greenspan's gradient instead (KBS23b eq 126). For V, g at most quadratic
   (the papers' examples) all of these are the midpoint derivatives (KBS23b eq 99).
