@@ -19,9 +19,16 @@ from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
 
 import livens as lv
 from livens.driver.setup import resolve
+from livens.engine import options as _options
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_vi
 from livens.solvers import banded as _banded
+
+
+def _sizes(monkeypatch, **changes):
+    """Replace thresholds of the size policy in force (:class:`livens.engine.SizePolicy`) for one test."""
+    monkeypatch.setattr(_options, "SIZES", dataclasses.replace(_options.SIZES, **changes))
+
 
 VI_S = get_scheme("VI-S")[0]
 
@@ -160,7 +167,7 @@ def _point(problem, h, seed):
     "name, make", [("chain", _chain), ("damped chain", _damped_chain), ("forced chain", _forced_chain)]
 )
 def test_banded_tangent_inverts_the_ad_jacobian_of_the_vi_s_residual(name, make, monkeypatch):
-    monkeypatch.setattr(ggl_vi, "BANDED_MIN_D", 0)  # the form large chains get, here on N = 8
+    _sizes(monkeypatch, vis_banded_coordinates=0)  # the form large chains get, here on N = 8
     problem = make()
     h, t = 0.05, 0.3
     sch, vals, mech, st, x = _point(problem, h, seed=len(name))
@@ -190,7 +197,7 @@ def test_banded_tangent_inverts_the_ad_jacobian_of_the_vi_s_residual(name, make,
 
 
 def test_a_coupling_of_every_body_gives_no_band_and_the_dense_tangent(monkeypatch):
-    monkeypatch.setattr(ggl_vi, "BANDED_MIN_D", 0)
+    _sizes(monkeypatch, vis_banded_coordinates=0)
     problem = _coupled_chain()
     h, t = 0.05, 0.3
     sch, vals, mech, st, x = _point(problem, h, seed=4)
@@ -224,7 +231,7 @@ def test_band_structure_is_found_once_per_system(monkeypatch):
 def test_banded_and_dense_runs_take_the_same_newton_iterates(monkeypatch):
     h, steps = 0.01, 50
     dense = lv.simulate(_chain(), VI_S, h=h, t_end=steps * h, tol=1e-12, progress=False)
-    monkeypatch.setattr(ggl_vi, "BANDED_MIN_D", 0)
+    _sizes(monkeypatch, vis_banded_coordinates=0)
     calls = []
     original = ggl_vi.VISTangentBanded.solve
     monkeypatch.setattr(ggl_vi.VISTangentBanded, "solve", lambda self, b: calls.append(1) or original(self, b))

@@ -26,10 +26,17 @@ import livens as lv
 from livens.driver.records import record_layout
 from livens.driver.run import _single_loop
 from livens.driver.setup import initial_state, plan, resolve
+from livens.engine import options as _options
 from livens.engine import small_products as _fusion
 from livens.schemes import get as get_scheme
 from livens.schemes import ggl_vi
 from livens.solvers import dense as _linalg
+
+
+def _sizes(monkeypatch, **changes):
+    """Replace thresholds of the size policy in force (:class:`livens.engine.SizePolicy`) for one test."""
+    monkeypatch.setattr(_options, "SIZES", dataclasses.replace(_options.SIZES, **changes))
+
 
 VI_S = get_scheme("VI-S")[0]
 
@@ -61,8 +68,10 @@ def _point(problem, h, seed):
 def test_vis_structured_tangent_equals_ad_tangent(name, form, monkeypatch):
     if "block" in form:  # the 2m x 2m system by block elimination (large m), here on small ones
         monkeypatch.setattr(ggl_vi, "BLOCK_MIN_M", 1)
-    if not form.startswith("dense"):  # the form large systems get (d >= MATRIX_FREE_MIN_D), here on small ones
-        monkeypatch.setattr(ggl_vi, "MATRIX_FREE_MIN_D", 0)
+    if not form.startswith(
+        "dense"
+    ):  # the form large systems get (d >= vis_matrix_free_coordinates), here on small ones
+        _sizes(monkeypatch, vis_matrix_free_coordinates=0)
     if form.endswith("fallback"):  # S^-1 by LU where the fixed-point iteration does not converge
         monkeypatch.setattr(ggl_vi.VISTangentMF, "NEUMANN_MAX", 0)
     problem = SYSTEMS[name]()
@@ -85,7 +94,7 @@ def test_vis_structured_tangent_equals_ad_tangent(name, form, monkeypatch):
 )
 def test_structured_and_ad_tangent_take_the_same_newton_iterates(example, steps, matrix_free, monkeypatch):
     if matrix_free:
-        monkeypatch.setattr(ggl_vi, "MATRIX_FREE_MIN_D", 0)
+        _sizes(monkeypatch, vis_matrix_free_coordinates=0)
     problem = lv.examples.load(example)  # a new System: not the compiled runner of another test
     h = problem.h
     ad = dataclasses.replace(VI_S, tangent=None)
@@ -110,9 +119,9 @@ def test_structured_and_ad_tangent_take_the_same_newton_iterates(example, steps,
 )
 def test_jacobian_by_blocks_equals_the_ad_jacobian(example, scheme):
     """The AD tangent of schemes without a structured one, built block by block from
-    BLOCK_JACOBIAN_MIN unknowns on (at once below: four-particle midpoint, 26 unknowns), is
+    block_jacobian_unknowns (SizePolicy) unknowns on (at once below: four-particle midpoint, 26 unknowns), is
     jax.jacfwd of the packed residual, away from the solution."""
-    from livens.solvers.tangent import BLOCK_JACOBIAN_MIN, ad_jacobian
+    from livens.solvers.tangent import ad_jacobian
 
     problem = lv.examples.load(example)
     sch, vals, mech = resolve(problem, get_scheme(scheme)[0], {})
@@ -123,7 +132,7 @@ def test_jacobian_by_blocks_equals_the_ad_jacobian(example, scheme):
     rng = np.random.default_rng(11)
     x = sch.pack(sch.guess(st, problem.h, 0.0, vals, mech, "advanced"), d, m)
     x = x + 0.05 * rng.standard_normal(x.shape[0]) * (1.0 + jnp.abs(x))
-    assert (x.shape[0] >= BLOCK_JACOBIAN_MIN) == (example != "four-particle")
+    assert (x.shape[0] >= _options.SIZES.block_jacobian_unknowns) == (example != "four-particle")
 
     def Ru(u):
         return sch.residual(u, st, problem.h, 0.1, vals, mech)

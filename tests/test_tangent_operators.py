@@ -13,6 +13,8 @@ with the low-rank couplings of discrete gradients, changes nothing but the cost.
   same trajectory to round-off.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,11 +23,18 @@ from _tangents import assert_tangent_equals_ad, tangent_type
 
 import livens as lv
 from livens.driver.setup import initial_state, resolve
+from livens.engine import options as _options
 from livens.schemes import get as get_scheme
 from livens.schemes import vi_lagrange
-from livens.solvers import LowRankUpdate, tangent, tangent_operator
+from livens.solvers import LowRankUpdate, tangent_operator
 from livens.solvers import banded as _banded
 from livens.solvers.couplings import split
+
+
+def _sizes(monkeypatch, **changes):
+    """Replace thresholds of the size policy in force (:class:`livens.engine.SizePolicy`) for one test."""
+    monkeypatch.setattr(_options, "SIZES", dataclasses.replace(_options.SIZES, **changes))
+
 
 VI_L = get_scheme("vi-lagrange")[0]
 
@@ -63,7 +72,7 @@ def _operator(sch, st, h, t, vals, mech):
 
 
 def test_banded_matrix_of_eq_14_is_the_ad_jacobian_and_solves_as_the_dense_lu(monkeypatch):
-    monkeypatch.setattr(tangent, "BANDED_MIN_UNKNOWNS", 0)
+    _sizes(monkeypatch, banded_unknowns=0)
     problem = _swing()
     h, t = problem.h, 0.05  # inside the pulse: the external force is on
     sch, vals, mech, st, x = _point(problem, seed=1)
@@ -82,7 +91,7 @@ def test_banded_matrix_of_eq_14_is_the_ad_jacobian_and_solves_as_the_dense_lu(mo
 
 
 def test_banded_matrix_of_the_start_eq_15_is_the_ad_jacobian(monkeypatch):
-    monkeypatch.setattr(tangent, "BANDED_MIN_UNKNOWNS", 0)
+    _sizes(monkeypatch, banded_unknowns=0)
     problem = _swing()
     _, _, mech, st, x = _point(problem, seed=2)
     d = mech.d
@@ -108,7 +117,7 @@ def test_livens_schemes_on_the_swing_band_plus_low_rank_is_the_ad_jacobian(schem
     h, t = problem.h, 0.1
     sch, vals, mech, st, x = _point(problem, seed=3, scheme=scheme)
     d, m = mech.d, mech.m
-    assert x.shape[0] >= tangent.BANDED_MIN_UNKNOWNS
+    assert x.shape[0] >= _options.SIZES.banded_unknowns
 
     def R(x):
         return sch.residual(sch.unpack(x, d, m), st, h, t, vals, mech)
@@ -126,7 +135,7 @@ def test_the_band_does_not_widen_with_the_elements(monkeypatch):
     the half bandwidth stays that of a few nodes (12 coordinates and 6 constraints each) for 4 and 8
     elements, the number of blocks grows with the elements, and the colours (Jacobian-vector
     products per matrix) stay as few."""
-    monkeypatch.setattr(tangent, "BANDED_MIN_UNKNOWNS", 0)
+    _sizes(monkeypatch, banded_unknowns=0)
 
     def structure(n):
         problem = _swing(n)
@@ -149,9 +158,9 @@ def test_banded_and_dense_runs_take_the_same_newton_iterates(monkeypatch, scheme
     iteration apart): the dense run, then the banded one on a new System (nothing compiled for
     the first is reused)."""
     h = 2e-3
-    monkeypatch.setattr(tangent, "BANDED_MIN_UNKNOWNS", 10**9)
+    _sizes(monkeypatch, banded_unknowns=10**9)
     dense = lv.simulate(_swing(), scheme, h=h, t_end=steps * h, tol=tol, rescue=False, progress=False)
-    monkeypatch.setattr(tangent, "BANDED_MIN_UNKNOWNS", 0)
+    _sizes(monkeypatch, banded_unknowns=0)
     calls = []
     original = _banded.BandedTangent.solve
     monkeypatch.setattr(_banded.BandedTangent, "solve", lambda self, b: calls.append(1) or original(self, b))

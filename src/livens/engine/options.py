@@ -16,6 +16,10 @@ and the environment. The one switch is the backend:
 It is given per run (``simulate(..., backend=...)``, ``simulate_ensemble``, ``flow``) or for the
 process by the environment variable ``LIVENS_BACKEND``. Every backend computes the same equations
 with the same Newton iteration; results agree to round-off.
+
+Beside it, :class:`SizePolicy` holds the sizes at which the solvers change how a Newton step's
+linear system is formed and solved (unrolled, dense, block by block, banded, matrix-free), for
+every backend alike; :func:`size_policy` is the one place they are read from.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ class EngineOptions:
     lanes: members per lane kernel of an ensemble (:mod:`livens.engine.native.member_lanes`): eight
         doubles are one AVX-512 vector; ensembles of at least twice as many members run in lane
         kernels where possible.
+
+    The solvers' size thresholds (the form of a Newton tangent) are :class:`SizePolicy`'s.
     """
 
     backend: str = "auto"
@@ -59,6 +65,49 @@ class EngineOptions:
     @property
     def plain(self) -> bool:
         return self.backend == "plain"
+
+
+@dataclass(frozen=True)
+class SizePolicy:
+    """The sizes at which the Newton step's linear algebra changes form, read by
+    :mod:`livens.solvers` and by VI-S's choice of tangent (:mod:`livens.schemes.ggl_vi`) through
+    :func:`size_policy`. Each form is an exact solve of the same equations: the thresholds change
+    the cost of a step, and its results only by round-off. Each was found by timing the forms
+    side by side (``python -m benchmarks``).
+
+    unroll_unknowns: a dense system of at most this many unknowns is solved by unrolled Gaussian
+        elimination with partial pivoting (:func:`livens.solvers.dense.small_solve`), a larger one
+        by one LU factorization: below it a LAPACK call costs more to launch than its arithmetic.
+    block_jacobian_unknowns: from this many unknowns on, the AD tangent
+        (:func:`livens.solvers.ad_jacobian`) is built one block of named unknowns at a time; below
+        it the extra, smaller kernels cost more than they save.
+    banded_unknowns: from this many Newton unknowns on, a scheme's AD tangent is factorized over
+        its band where the system's couplings make one (:func:`livens.solvers.banded_tangent`);
+        below it the dense matrix and LU cost less (vi-lagrange on the pendulum chain: faster banded
+        from 96 unknowns on; the three-bar swing from 4 elements, 142 unknowns, on).
+    vis_banded_coordinates: from this many coordinates on, VI-S uses its banded tangent
+        (``VISTangentBanded``) where its reduced system is a narrow band; below it the band LU's
+        many small factorizations cost more than the dense form's few large ones (the pendulum
+        chain, about equal at 18 bodies, d = 54).
+    vis_matrix_free_coordinates: from this many coordinates on, VI-S uses its matrix-free tangent
+        (``VISTangentMF``) where the banded one does not apply (no narrow band).
+    """
+
+    unroll_unknowns: int = 4
+    block_jacobian_unknowns: int = 48
+    banded_unknowns: int = 96
+    vis_banded_coordinates: int = 54
+    vis_matrix_free_coordinates: int = 64
+
+
+SIZES = SizePolicy()
+"""The sizes in force (:func:`size_policy`); a test that needs a large system's form on a small one
+replaces it (``dataclasses.replace(SIZES, banded_unknowns=0)``)."""
+
+
+def size_policy() -> SizePolicy:
+    """The :class:`SizePolicy` in force (:data:`SIZES`), read when a step is traced."""
+    return SIZES
 
 
 def _small_product_limit(default: int) -> int:

@@ -26,10 +26,10 @@ residual is the one above, operation for operation.
 
 Newton's tangent dR/dx is structured (:func:`_tangent`), each form tested against the AD Jacobian:
 :class:`VISTangent` (dense blocks, block elimination) for small systems; from
-:data:`BANDED_MIN_D` coordinates on :class:`VISTangentBanded` where the reduced Newton system is a
-narrow band in some order of the unknowns (chains: found once per system by
+``vis_banded_coordinates`` (:class:`livens.solvers.SizePolicy`) on :class:`VISTangentBanded` where the
+reduced Newton system is a narrow band in some order of the unknowns (chains: found once per system by
 :func:`band_structure`), factorized by LU over the band at a cost per iteration linear in d;
-otherwise, from :data:`MATRIX_FREE_MIN_D` on, the matrix-free :class:`VISTangentMF`.
+otherwise, from ``vis_matrix_free_coordinates`` on, the matrix-free :class:`VISTangentMF`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import numpy as np
 from jax import lax
 
 from ..solvers import banded as _banded
+from ..solvers import size_policy
 from ..solvers.dense import block_solve, solver
 from ..solvers.tangent import ad_jacobian
 from . import ggl_mass, register
@@ -248,10 +249,6 @@ heavy top (m = 9) and the chain of 16 (m = 16), where the LAPACK calls, not thei
 cost (``python -m benchmarks``). Not used by :class:`VISTangentMF`, whose steps on the chain of 32
 took longer with it."""
 
-MATRIX_FREE_MIN_D = 64
-"""From this many coordinates on, :func:`_tangent` gives the matrix-free :class:`VISTangentMF`
-where the banded :class:`VISTangentBanded` does not apply (no narrow band)."""
-
 
 def _columns(f):
     """A linear map of vectors applied to the columns of a matrix."""
@@ -440,14 +437,6 @@ class VISTangentBanded:
         return jnp.concatenate([dq1, Mop(y), dv, dl, dg])
 
 
-BANDED_MIN_D = 54
-"""From this many coordinates on, :func:`_tangent` gives :class:`VISTangentBanded` where the
-reduced system of that form is a narrow band (:func:`band_structure`), else :class:`VISTangentMF`
-(from :data:`MATRIX_FREE_MIN_D` on) or :class:`VISTangent`. Below it the band LU's sequence of
-small factorizations cost more than the dense form's few large ones on the pendulum chain
-(both timed side by side for N = 8 to 20 bodies; about equal at N = 18, d = 54)."""
-
-
 def band_structure(mech, keeps_dv: bool):
     """The :class:`livens.solvers.banded.BandStructure` of :class:`VISTangentBanded`'s reduced system for
     this system, or None where its band is not narrow (cached per system: found once, at the
@@ -458,9 +447,7 @@ def band_structure(mech, keeps_dv: bool):
     parameters, with the damping and external force's velocity derivative by AD at each point
     (``keeps_dv``); the band assembled from it is checked against the matrix at one more point
     (:func:`livens.solvers.banded.checked`), and given up (None) where they differ."""
-    key = ("VI-S reduced", mech.system, mech.symmetries, keeps_dv)
-    if key in _banded._STRUCTURES:
-        return _banded._STRUCTURES[key]
+    key = ("VI-S reduced", mech.system, mech.symmetries, keeps_dv)  # found once: find_structure's cache
     d, m = mech.d, mech.m
     n = (2 * d if keeps_dv else d) + 2 * m
 
@@ -500,9 +487,9 @@ def _velocity_matrix(mech, q0, v0, t, h):
 
 
 def _tangent(u, s: State, h, t, params, mech):
-    """The structured tangent of VI-S: :class:`VISTangentBanded` from :data:`BANDED_MIN_D`
-    coordinates on where its reduced system is a narrow band, else :class:`VISTangentMF` from
-    :data:`MATRIX_FREE_MIN_D` coordinates on, else (or where m = 0) :class:`VISTangent`; their
+    """The structured tangent of VI-S, chosen by size (:class:`livens.solvers.SizePolicy`):
+    :class:`VISTangentBanded` from ``vis_banded_coordinates`` on where its reduced system is a
+    narrow band, else :class:`VISTangentMF` from ``vis_matrix_free_coordinates`` on, else (or where m = 0) :class:`VISTangent`; their
     blocks by AD of g, C and F. A configuration-dependent M: the AD Jacobian of
     :func:`_residual_mass` (:func:`livens.solvers.tangent.ad_jacobian`)."""
     if not mech.constant_mass:
@@ -513,11 +500,12 @@ def _tangent(u, s: State, h, t, params, mech):
     qbar = q0 + h * v0
     w = mech.Minv_mul(p1)
     A = _velocity_matrix(mech, q0, v0, t, h)
-    if mech.m and mech.d >= BANDED_MIN_D:
+    sizes = size_policy()
+    if mech.m and mech.d >= sizes.vis_banded_coordinates:
         structure = band_structure(mech, A is not None)
         if structure is not None:
             return VISTangentBanded(structure, mech, h, A, q0, q1, qbar, w, gam)
-    if mech.d >= MATRIX_FREE_MIN_D and mech.m:
+    if mech.d >= sizes.vis_matrix_free_coordinates and mech.m:
         return VISTangentMF(mech, h, A, q0, q1, qbar, w, gam)
 
     def second_order(q):

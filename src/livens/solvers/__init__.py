@@ -8,19 +8,24 @@
   least-squares rescue), each with one stopping rule, and the implicit derivative of a solution;
 - :mod:`livens.solvers.banded`, :mod:`livens.solvers.dense`: the band LU of chains and beams, and
   small dense solves (unrolled elimination, block elimination).
+
+The sizes at which these forms change are one policy object, :class:`livens.engine.SizePolicy`
+(:func:`size_policy`, also read by the schemes' own choices of tangent).
 """
 
+from ..engine import SizePolicy, size_policy
 from .couplings import coupling
 from .dense import batched_systems
-from .tangent import BANDED_MIN_UNKNOWNS, Dense, LowRankUpdate, ad_jacobian, banded_tangent, tangent_operator
+from .tangent import Dense, LowRankUpdate, ad_jacobian, banded_tangent, tangent_operator
 
 __all__ = [
-    "BANDED_MIN_UNKNOWNS",
     "Dense",
     "LowRankUpdate",
+    "SizePolicy",
     "ad_jacobian",
     "banded_tangent",
     "batched_systems",
     "coupling",
+    "size_policy",
     "tangent_operator",
 ]

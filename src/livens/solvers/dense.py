@@ -2,7 +2,7 @@
 
 On a CPU, a Newton step of a small system costs what its operations cost to launch, not their
 arithmetic: a LAPACK call has a fixed cost even for a 2 x 2 matrix. ``solver(A)`` therefore solves
-systems up to :data:`UNROLL` unknowns by unrolled Gaussian elimination with partial pivoting (a
+systems up to :attr:`livens.engine.SizePolicy.unroll_unknowns` unknowns by unrolled Gaussian elimination with partial pivoting (a
 handful of fused elementwise operations) and larger ones with one LU factorization
 (``lax.linalg.lu``) reused for every right-hand side. Both are exact solves (no approximation):
 they change results only at round-off level.
@@ -18,11 +18,12 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jax import lax
 
-UNROLL = 4
+from ..engine import size_policy
 
 
 def small_solve(A, B):
-    """Solve A X = B for an n x n matrix A with n <= :data:`UNROLL`, unrolled (partial pivoting)."""
+    """Solve A X = B for an n x n matrix A with few unknowns (:attr:`livens.engine.SizePolicy.unroll_unknowns`),
+    unrolled (partial pivoting)."""
     n = A.shape[0]
     vec = B.ndim == 1
     if vec:
@@ -51,7 +52,7 @@ def solver(A) -> Callable:
     n = A.shape[0]
     if n == 0:
         return lambda B: B
-    if n <= UNROLL:
+    if n <= size_policy().unroll_unknowns:
         return lambda B: small_solve(A, B)
     lu, _, perm = lax.linalg.lu(A)
 

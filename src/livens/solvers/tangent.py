@@ -5,7 +5,7 @@ decides, for every scheme and system alike, how that inverse is applied:
 
 1. the scheme's own structured tangent, where it has one (``Scheme.tangent``: a matrix, or an
    object with ``solve``, e.g. VI-S's block elimination);
-2. from :data:`BANDED_MIN_UNKNOWNS` unknowns on, the band form of the AD tangent where the
+2. from :attr:`livens.engine.SizePolicy.banded_unknowns` unknowns on, the band form of the AD tangent where the
    system's couplings make one (chains, beams): :mod:`livens.solvers.banded` finds the pattern once per
    scheme and system, orders it by reverse Cuthill-McKee and factorizes it over its band. Values
    that couple every unknown (the quotients of Gonzalez's discrete gradients, marked with
@@ -23,19 +23,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ..engine import size_policy
 from . import banded as _banded
 from .couplings import split
 from .dense import solver as _dense_solver
-
-BANDED_MIN_UNKNOWNS = 96
-"""From this many Newton unknowns on, a tangent is factorized over its band where it has one.
-Below it the dense AD matrix and LU cost less: measured side by side, band against dense, with
-vi-lagrange on the pendulum chain (faster banded from 96 unknowns on) and on the three-bar swing
-(from 4 elements, 142 unknowns, on)."""
-
-
-BLOCK_JACOBIAN_MIN = 48
-"""Unknowns from which :func:`ad_jacobian` differentiates block by block."""
 
 
 def ad_jacobian(residual_of_u, x, unpack):
@@ -43,14 +34,14 @@ def ad_jacobian(residual_of_u, x, unpack):
     unknowns ``unpack(x)``: the tangent of Newton's method for every scheme without a structured
     one.
 
-    From :data:`BLOCK_JACOBIAN_MIN` unknowns on it is built as one ``jacfwd`` per named block of
+    From :attr:`livens.engine.SizePolicy.block_jacobian_unknowns` unknowns on it is built as one ``jacfwd`` per named block of
     unknowns, the other blocks held constant: their tangents are then symbolic zeros, so the work
     that depends on them alone is not repeated for every direction. The matrix is the same as
     ``jax.jacfwd`` of the packed residual (the tests compare them). It makes the steps of larger
     systems faster (``python -m benchmarks``: VI-B and midpoint on the double four-bar, the heavy
     top); below ~48 unknowns the extra, smaller kernels cost more than they save, so there the
     whole vector is differentiated at once. The price is compile time."""
-    if x.shape[0] < BLOCK_JACOBIAN_MIN:
+    if x.shape[0] < size_policy().block_jacobian_unknowns:
         return jax.jacfwd(lambda x: residual_of_u(unpack(x)))(x)
     u = unpack(x)
     cols = [jax.jacfwd(lambda y, k=k: residual_of_u({**u, k: y}))(u[k]) for k in u if u[k].shape[0]]
@@ -98,9 +89,9 @@ def banded_tangent(key, residual, x, args, mech, jvp=None, min_n: int | None = N
     None where x has fewer than ``min_n`` entries or no narrow band was found. ``key`` names the
     residual function (one key, one function); ``jvp``: the linearization of R at x where the
     caller has it (used only for a residual that marks no couplings); ``min_n`` defaults to
-    :data:`BANDED_MIN_UNKNOWNS`."""
+    :attr:`livens.engine.SizePolicy.banded_unknowns`."""
     n = int(x.shape[0])
-    min_n = BANDED_MIN_UNKNOWNS if min_n is None else min_n
+    min_n = size_policy().banded_unknowns if min_n is None else min_n
     if n < min_n:
         return None
     frozen, values = split(lambda z: residual(z, args, mech))
