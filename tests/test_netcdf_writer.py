@@ -140,14 +140,22 @@ def test_arrays_of_every_kind_the_files_hold(tmp_path):
         assert ds.attrs["a"] == 1
 
 
-def test_writing_the_file_does_not_import_xarray(tmp_path):
+def test_writing_the_files_does_not_import_xarray(tmp_path):
+    """``Solution.to_netcdf`` and the whole ``livens run --out`` path (stream, final file, CSV,
+    figure) run without importing xarray."""
+    out = tmp_path / "out"
     code = (
-        "import sys, livens as lv\n"
+        "import contextlib, io, sys, livens as lv\n"
+        "from livens.cli import main\n"
         "sol = lv.simulate(lv.examples.load('pendulum-3d'), 'VI-S', t_end=0.1, progress=False)\n"
-        "before = 'xarray' in sys.modules\n"
         f"sol.to_netcdf({str(tmp_path / 's.nc')!r})\n"
-        "print(before, 'xarray' in sys.modules)\n"
+        "after_to_netcdf = 'xarray' in sys.modules\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['run', 'pendulum-3d', '--t-end', '0.1', '--quiet', '--out', {str(out)!r}]) == 0\n"
+        "print(after_to_netcdf, 'xarray' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.stdout.split() == ["False", "False"], out.stdout + out.stderr
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert run.stdout.split() == ["False", "False"], run.stdout + run.stderr
     assert lv.load(tmp_path / "s.nc").n_steps == 2
+    assert sorted(p.name for p in out.iterdir()) == ["pendulum-3d_VI-S." + e for e in ("csv", "nc", "png")]
+    np.testing.assert_array_equal(lv.load(out / "pendulum-3d_VI-S.nc").q, lv.load(tmp_path / "s.nc").q)
