@@ -24,6 +24,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+STRUCTURED_MIN_UNKNOWNS = 48
+"""From this many Newton unknowns on, ``ggl-galerkin`` and ``ggl-spark`` assemble their structured
+tangent; below it the dense AD Jacobian (:func:`livens.solvers.tangent.ad_jacobian`) costs less per
+step (measured with both schemes, s = 2 and 3, on the 3D pendulum, Andrews' squeezer and the heavy
+top)."""
+
+
+def use_structured(u: dict) -> bool:
+    """Whether a step with the named unknowns ``u`` takes the structured tangent
+    (:data:`STRUCTURED_MIN_UNKNOWNS`)."""
+    return sum(int(v.shape[0]) for v in u.values()) >= STRUCTURED_MIN_UNKNOWNS
+
 
 def point_jacobians(fun: Callable, *args: jax.Array) -> tuple[jax.Array, ...]:
     """The Jacobians of ``fun(*a) -> vector`` in each of its arguments, at every point: ``args`` carry
