@@ -119,8 +119,8 @@ def test_structured_and_ad_tangent_take_the_same_newton_iterates(example, steps,
 )
 def test_jacobian_by_blocks_equals_the_ad_jacobian(example, scheme):
     """The AD tangent of schemes without a structured one, built block by block from
-    block_jacobian_unknowns (SizePolicy) unknowns on (at once below: four-particle midpoint, 26 unknowns), is
-    jax.jacfwd of the packed residual, away from the solution."""
+    block_jacobian_unknowns (SizePolicy) unknowns on (at once below: four-particle midpoint, 26
+    unknowns), is jax.jacfwd of the packed residual, away from the solution."""
     from livens.solvers.tangent import ad_jacobian
 
     problem = lv.examples.load(example)

@@ -489,8 +489,8 @@ def _velocity_matrix(mech, q0, v0, t, h):
 def _tangent(u, s: State, h, t, params, mech):
     """The structured tangent of VI-S, chosen by size (:class:`livens.solvers.SizePolicy`):
     :class:`VISTangentBanded` from ``vis_banded_coordinates`` on where its reduced system is a
-    narrow band, else :class:`VISTangentMF` from ``vis_matrix_free_coordinates`` on, else (or where m = 0) :class:`VISTangent`; their
-    blocks by AD of g, C and F. A configuration-dependent M: the AD Jacobian of
+    narrow band, else :class:`VISTangentMF` from ``vis_matrix_free_coordinates`` on, else (or where
+    m = 0) :class:`VISTangent`; their blocks by AD of g, C and F. A configuration-dependent M: the AD Jacobian of
     :func:`_residual_mass` (:func:`livens.solvers.tangent.ad_jacobian`)."""
     if not mech.constant_mass:
         return _ad_tangent(_residual_mass, u, s, h, t, params, mech)
