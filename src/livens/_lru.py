@@ -14,8 +14,9 @@ Bounded caches are not enough on their own: JAX's own caches keep the executable
 ``jax.jit`` function still alive, and a long process (the test suite) still reached the limit. So
 before a cache takes a new entry, :func:`relieve_mapping_pressure` counts the process's mappings
 (on Linux, at most once a second): past :data:`PRESSURE` of the limit it empties every cache of this
-module and, outside any trace, JAX's caches (``jax.clear_caches``), so that the executables nobody
-else holds are freed. Programs compile again on their next use, from the persistent cache.
+module but for the entry each used last (the programs of the run in progress) and, outside any
+trace, JAX's caches (``jax.clear_caches``), so that the executables nobody else holds are freed.
+Programs compile again on their next use, from the persistent cache.
 """
 
 from __future__ import annotations
@@ -65,10 +66,10 @@ def _outside_traces() -> bool:
 
 
 def relieve_mapping_pressure(force: bool = False) -> bool:
-    """Empty every :class:`LRU` (and, outside any trace, JAX's caches) when the process's memory
-    mappings exceed :data:`PRESSURE` of the system's limit (module docstring); with ``force``, count
-    now and empty them whatever the count. Returns whether the caches were emptied. Only the main
-    thread acts: a worker thread's call returns False."""
+    """Empty every :class:`LRU` but for its most recently used entry (and, outside any trace, JAX's
+    caches) when the process's memory mappings exceed :data:`PRESSURE` of the system's limit (module
+    docstring); with ``force``, empty them whatever the count. Returns whether the caches were
+    emptied. Only the main thread acts: a worker thread's call returns False."""
     if threading.current_thread() is not threading.main_thread():
         return False
     if not force:
@@ -83,8 +84,11 @@ def relieve_mapping_pressure(force: bool = False) -> bool:
     _CACHES[:] = alive
     for ref in alive:
         cache = ref()
-        if cache is not None:
+        if cache:  # keep the entry used last: the program of the run in progress, or of the one before
+            key = next(reversed(cache))
+            value = OrderedDict.__getitem__(cache, key)
             OrderedDict.clear(cache)
+            OrderedDict.__setitem__(cache, key, value)
     if _outside_traces():
         import jax
 
