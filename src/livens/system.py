@@ -151,12 +151,8 @@ def parameter_values(system, given: dict | None, traced: bool = False) -> dict |
                 "Declare them with System(parameters={...}), or call without parameters."
             )
         return None
-    if traced:
-        out = {k: jnp.asarray(v, jnp.float64) for k, v in system.parameters.items()}
-        checked = _as_jax(given or {}, "parameters")
-    else:
-        out = dict(system.parameters)
-        checked = check_parameters(given or {}, "parameters")
+    out = {k: jnp.asarray(v, jnp.float64) for k, v in system.parameters.items()} if traced else dict(system.parameters)
+    checked = check_parameters(given or {}, "parameters", traced=traced)
     for k, v in checked.items():
         if k not in out:
             import difflib
@@ -170,8 +166,9 @@ def parameter_values(system, given: dict | None, traced: bool = False) -> dict |
     return out
 
 
-def _as_jax(values, what: str) -> dict:
-    """A dict of parameter values as float64 JAX arrays (tracers allowed); refuses anything else with the key."""
+def check_parameters(values, what: str, traced: bool = False) -> dict:
+    """A dict of parameter values as float64 arrays; refuses anything else with the key. ``traced``:
+    as JAX arrays, tracers allowed (whose finiteness cannot be checked)."""
     if not isinstance(values, dict):
         raise ValueError(f"{what} must be a dict name -> value; got {type(values).__name__}.")
     out = {}
@@ -179,25 +176,10 @@ def _as_jax(values, what: str) -> dict:
         if not isinstance(k, str):
             raise ValueError(f"{what}: parameter names must be strings; got {k!r}.")
         try:
-            out[k] = jnp.asarray(v, jnp.float64)
+            a = jnp.asarray(v, jnp.float64) if traced else np.asarray(v, dtype=float)
         except (TypeError, ValueError):
             raise ValueError(f"{what}: parameter {k!r} must be a number or a real array; got {v!r:.80}.") from None
-    return out
-
-
-def check_parameters(values, what: str) -> dict:
-    """A dict of parameter values as float64 arrays; refuses anything else with the key."""
-    if not isinstance(values, dict):
-        raise ValueError(f"{what} must be a dict name -> value; got {type(values).__name__}.")
-    out = {}
-    for k, v in values.items():
-        if not isinstance(k, str):
-            raise ValueError(f"{what}: parameter names must be strings; got {k!r}.")
-        try:
-            a = np.asarray(v, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"{what}: parameter {k!r} must be a number or a real array; got {v!r:.80}.") from None
-        if not np.all(np.isfinite(a)):
+        if not traced and not np.all(np.isfinite(a)):
             raise ValueError(f"{what}: parameter {k!r} is not finite: {v!r:.80}.")
         out[k] = a
     return out
