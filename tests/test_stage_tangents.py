@@ -3,8 +3,8 @@
 coefficients, they are the AD Jacobian of the step residual, and they change Newton's iterates only
 by round-off.
 
-- ``stage_tangent`` (the assembly, which the schemes take from
-  ``stage_tangents.STRUCTURED_MIN_UNKNOWNS`` unknowns on, the dense AD Jacobian below), at states and
+- ``stage_tangent`` (the assembly; ``ggl-galerkin`` takes it from
+  ``stage_tangents.STRUCTURED_MIN_UNKNOWNS`` unknowns on, ``ggl-spark`` keeps the dense AD tangent), at states and
   unknowns away from any solution (a tangent must hold everywhere), for s = 2 and 3, on
   the 3D pendulum (constant M, m = 1), Andrews' squeezer (a configuration-dependent M(q), m = 6) and
   the heavy top (constant M, m = 9): the assembled matrix equals ``jax.jacfwd`` of the residual to
@@ -23,6 +23,7 @@ from _tangents import perturbed_point
 
 import livens as lv
 from livens.driver.setup import initial_state, resolve
+from livens.schemes import get as get_scheme
 from livens.schemes import ggl_galerkin, ggl_spark, stage_tangents
 from livens.timestep import step
 
@@ -75,12 +76,13 @@ def test_structured_tangent_is_the_ad_jacobian_heavy_top(scheme):
 
 
 def _steps(problem, scheme, n):
-    """n steps with Newton from the advanced guess for s = 2 and 3, with the scheme's structured
-    tangent and with the AD tangent (the same scheme with ``tangent=None``): their nodes and Newton
+    """n steps with Newton from the advanced guess for s = 2 and 3, with the structured tangent
+    (``stage_tangent``, whatever the size) and with the AD tangent (the same scheme with ``tangent=None``): their nodes and Newton
     iterations."""
     sch, vals, mech = resolve(problem, scheme, {})
     out = {}
-    for variant in (sch, dataclasses.replace(sch, tangent=None)):
+    structured = dataclasses.replace(sch, tangent=MODULES[scheme].stage_tangent)
+    for variant in (structured, dataclasses.replace(sch, tangent=None)):
 
         @jax.jit
         def one(state, t, vals, variant=variant):
@@ -98,9 +100,7 @@ def _steps(problem, scheme, n):
     return out
 
 
-def _assert_same_run(problem, scheme, monkeypatch):
-    # the structured tangent also where the scheme would take the dense one (small systems)
-    monkeypatch.setattr(stage_tangents, "STRUCTURED_MIN_UNKNOWNS", 0)
+def _assert_same_run(problem, scheme):
     for s, ((q, its), (q_ad, its_ad)) in _steps(problem, scheme, 8).items():
         assert its == its_ad, f"s = {s}"
         assert np.max(np.abs(q - q_ad)) <= 1e-12 * (1.0 + np.max(np.abs(q_ad))), f"s = {s}"
@@ -108,14 +108,23 @@ def _assert_same_run(problem, scheme, monkeypatch):
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_run_with_structured_tangent_matches_dense(scheme, monkeypatch):
+def test_run_with_structured_tangent_matches_dense(scheme):
     """Newton with the structured tangent takes the AD tangent's iterations on the 3D pendulum: same
     counts, nodes to round-off (s = 2, 3)."""
-    _assert_same_run(lv.examples.load("pendulum-3d"), scheme, monkeypatch)
+    _assert_same_run(lv.examples.load("pendulum-3d"), scheme)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_run_with_structured_tangent_matches_dense_mass(scheme, monkeypatch):
+def test_run_with_structured_tangent_matches_dense_mass(scheme):
     """The same on Andrews' squeezer (a configuration-dependent M(q))."""
-    _assert_same_run(lv.examples.load("andrews-squeezer"), scheme, monkeypatch)
+    _assert_same_run(lv.examples.load("andrews-squeezer"), scheme)
+
+
+def test_which_schemes_take_the_structured_tangent():
+    """ggl-galerkin takes the assembly from STRUCTURED_MIN_UNKNOWNS unknowns on (the heavy top: 120),
+    the dense AD Jacobian below (the 3D pendulum: 20); ggl-spark keeps the dense AD tangent."""
+    assert get_scheme("ggl-spark")[0].tangent is None
+    assert get_scheme("ggl-galerkin")[0].tangent is not None
+    assert stage_tangents.use_structured({"x": jnp.zeros(120)})
+    assert not stage_tangents.use_structured({"x": jnp.zeros(20)})

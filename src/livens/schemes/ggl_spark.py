@@ -40,10 +40,11 @@ with the same equations.
 The unknowns are increments: dq = q^{n+1} - q^n, dp = p^{n+1} - p^n, P1..P3 = P_i - p^n,
 Q2 = Q_2 - q^n; the layout is that of s = 3, and for s = 2 the unknowns P3, Q2, lam3 and gam2 are
 unused (their rows set them to zero).
-Newton's tangent is structured (:func:`stage_tangent`): the Jacobians of the terms at each point, in that
+A structured Newton tangent is assembled by :func:`stage_tangent`: the Jacobians of the terms at each point, in that
 point's own arguments, batched over the points, assembled with the method's coefficients
 (:mod:`livens.schemes.stage_tangents`); it equals the AD Jacobian of the residual (the tests compare
-them). Small systems take the dense AD Jacobian instead (:func:`_tangent`).
+them). The scheme keeps the dense AD tangent of :mod:`livens.solvers.tangent`, which cost no more per
+step on the systems measured (up to the heavy top, 117 unknowns).
 """
 
 from __future__ import annotations
@@ -58,7 +59,6 @@ from . import ggl_mass, register
 from . import stage_tangents as st_
 from .base import About, Capabilities, Param, Scheme, State, next_node
 from .ggl_galerkin import lobatto
-from .ggl_vi import _ad_tangent
 
 STAGES = (2, 3)
 """The numbers of stages s the scheme runs: the s Gauss-Lobatto points of Lobatto IIIA-IIIB."""
@@ -204,14 +204,6 @@ def stage_tangent(u: dict, s: State, h: float, t: float, params: dict, mech: Mec
     return lax.switch(_stage_index(params), branches, u)
 
 
-def _tangent(u, s: State, h, t, params, mech):
-    """:func:`stage_tangent` from :data:`livens.schemes.stage_tangents.STRUCTURED_MIN_UNKNOWNS` unknowns
-    on, below it the dense AD Jacobian of :func:`_residual`."""
-    if st_.use_structured(u):
-        return stage_tangent(u, s, h, t, params, mech)
-    return _ad_tangent(_residual, u, s, h, t, params, mech)
-
-
 def _stage_index(params):
     """The branch of :data:`STAGES` for the parameter ``stages`` (a traced number)."""
     return jnp.clip(jnp.round(params["stages"]).astype(jnp.int32) - STAGES[0], 0, len(STAGES) - 1)
@@ -268,7 +260,6 @@ GGL_SPARK = register(
         name="ggl-spark",
         unknowns=_unknowns(),
         residual=_residual,
-        tangent=_tangent,
         guess=_guess,
         update=_update,
         params=(Param("stages", 3.0, 2.0, 3.0, whole=True),),
