@@ -4,7 +4,7 @@ coefficients, they are the AD Jacobian of the step residual, and they change New
 by round-off.
 
 - ``stage_tangent`` (the assembly; ``ggl-galerkin`` takes it from
-  ``stage_tangents.STRUCTURED_MIN_UNKNOWNS`` unknowns on, ``ggl-spark`` keeps the dense AD tangent), at states and
+  ``size_policy().stage_unknowns`` unknowns on, ``ggl-spark`` keeps the dense AD tangent), at states and
   unknowns away from any solution (a tangent must hold everywhere), for s = 2 and 3, on
   the 3D pendulum (constant M, m = 1), Andrews' squeezer (a configuration-dependent M(q), m = 6) and
   the heavy top (constant M, m = 9): the assembled matrix equals ``jax.jacfwd`` of the residual to
@@ -122,7 +122,7 @@ def test_run_with_structured_tangent_matches_dense_mass(scheme):
 
 
 def test_which_schemes_take_the_structured_tangent():
-    """ggl-galerkin takes the assembly from STRUCTURED_MIN_UNKNOWNS unknowns on (the heavy top: 120),
+    """ggl-galerkin takes the assembly from size_policy().stage_unknowns on (the heavy top: 120),
     the dense AD Jacobian below (the 3D pendulum: 20); ggl-spark keeps the dense AD tangent."""
     assert get_scheme("ggl-spark")[0].tangent is None
     assert get_scheme("ggl-galerkin")[0].tangent is not None

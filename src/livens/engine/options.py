@@ -91,6 +91,10 @@ class SizePolicy:
         chain, about equal at 18 bodies, d = 54).
     vis_matrix_free_coordinates: from this many coordinates on, VI-S uses its matrix-free tangent
         (``VISTangentMF``) where the banded one does not apply (no narrow band).
+    stage_unknowns: from this many Newton unknowns on, ``ggl-galerkin`` assembles its tangent from
+        per-point Jacobians (:mod:`livens.schemes.stage_tangents`); below it the dense AD Jacobian
+        costs as much or less (s = 2 and 3 on the 3D pendulum, 20 unknowns, Andrews' squeezer, 76, and
+        the heavy top, 120). ``ggl-spark`` keeps the dense AD tangent at every size measured.
     """
 
     unroll_unknowns: int = 4
@@ -98,6 +102,7 @@ class SizePolicy:
     banded_unknowns: int = 96
     vis_banded_coordinates: int = 54
     vis_matrix_free_coordinates: int = 64
+    stage_unknowns: int = 48
 
 
 SIZES = SizePolicy()

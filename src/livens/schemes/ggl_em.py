@@ -82,7 +82,8 @@ from .. import discrete_gradients as dg
 from ..solvers.dense import solver
 from . import ggl_mass, register
 from .base import About, Capabilities, Scheme, State, default_update, enforced_both_nodal, next_node
-from .ggl_vi import _ad_tangent, _mass_operators
+from .ggl_vi import _mass_operators
+from .stage_tangents import ad_tangent
 
 
 def _gv_derivative(mech, q0, p0, dq, dp):
@@ -460,7 +461,7 @@ def _tangent(u, s: State, h, t, params, mech):
     all of them costs more on small systems). A configuration-dependent M: the AD Jacobian of
     :func:`_residual_mass`."""
     if not mech.constant_mass:
-        return _ad_tangent(_residual_mass, u, s, h, t, params, mech)
+        return ad_tangent(_residual_mass, u, s, h, t, params, mech)
     dq, dp, lam, gam = u["dq"], u["dp"], u["lam"], u["gam"]
     q0, p0 = s.q, s.p
     cq = None if s.comp is None else s.comp[0]

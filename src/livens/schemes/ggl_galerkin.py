@@ -51,7 +51,6 @@ from ..mechanics import Mechanics
 from . import ggl_mass, register
 from . import stage_tangents as st_
 from .base import About, Capabilities, Param, Scheme, State, next_node
-from .ggl_vi import _ad_tangent
 
 STAGES = (2, 3)
 """The numbers of stages s the scheme runs: q of degree s on s + 1 Gauss-Lobatto points."""
@@ -221,24 +220,18 @@ def _tangent_s(u, st: State, h, mech, s: int):
     dp = lay.indices(["dp"])
     out = out.at[np.arange(s * d, (s + 1) * d), dp].add(1.0)  # p^{n+1} in row s
     if m:
-        Sq, Sp = jax.jacfwd(lambda q, p: ggl_mass.secondary(mech, q, p), argnums=(0, 1))(q1, p1)
-        sec = np.arange(lay.n - m, lay.n)
-        out = out.at[np.ix_(sec, lay.indices(["dq"]))].set(Sq).at[np.ix_(sec, dp)].set(Sp)
+        out = st_.secondary_rows(out, lambda q, p: ggl_mass.secondary(mech, q, p), q1, p1, lay.indices(["dq"]), dp)
     return out
 
 
 def stage_tangent(u: dict, s: State, h: float, t: float, params: dict, mech: Mechanics) -> jax.Array:
     """The structured tangent of the step (:func:`_tangent_s`), for the number of stages of ``params``."""
-    branches = [lambda uu, k=k: _tangent_s(uu, s, h, mech, k) for k in STAGES]
-    return lax.switch(_stage_index(params), branches, u)
+    return st_.by_stages(_tangent_s, STAGES, _stage_index(params), u, s, h, mech)
 
 
-def _tangent(u, s: State, h, t, params, mech):
-    """:func:`stage_tangent` from :data:`livens.schemes.stage_tangents.STRUCTURED_MIN_UNKNOWNS` unknowns
-    on, below it the dense AD Jacobian of :func:`_residual`."""
-    if st_.use_structured(u):
-        return stage_tangent(u, s, h, t, params, mech)
-    return _ad_tangent(_residual, u, s, h, t, params, mech)
+_tangent = st_.sized(stage_tangent, _residual)
+"""The scheme's tangent: :func:`stage_tangent` from ``size_policy().stage_unknowns`` unknowns on,
+below it the dense AD Jacobian of :func:`_residual`."""
 
 
 def _guess(s: State, h, t, params, mech, mode):

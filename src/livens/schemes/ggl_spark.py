@@ -108,15 +108,23 @@ def stage_terms(
     return v + a, kinetic - mech.dV(q) - mech.GT_mul(q, lam)
 
 
-def _residual_s(u, st: State, h, mech, s: int):
-    """The step equations of the module docstring for s stages, in the layout of :func:`_unknowns`."""
-    _, b, A, Ahat = (jnp.asarray(x) for x in lobatto_iiia_iiib(s))
+def _stage_values(u, st: State, s: int):
+    """The end node (q^{n+1}, p^{n+1}), the stage increments X (s, d) of q from q^n (X_1 = 0,
+    X_s = q^{n+1} - q^n), the stage momenta Y (s, d) and the stage multipliers lambda (s, m) from the
+    unknowns of :func:`_unknowns`."""
     cq, cp = (None, None) if st.comp is None else st.comp
     q1 = next_node(st.q, u["dq"], cq)
     p1 = next_node(st.p, u["dp"], cp)
     X = jnp.stack([jnp.zeros_like(st.q)] + [u[f"Q{i}"] for i in range(2, s)] + [q1 - st.q])
     Y = jnp.stack([u[f"P{i}"] for i in range(1, s + 1)])
     lams = jnp.stack([u[f"lam{i}"] for i in range(1, s + 1)])
+    return q1, p1, X, Y, lams
+
+
+def _residual_s(u, st: State, h, mech, s: int):
+    """The step equations of the module docstring for s stages, in the layout of :func:`_unknowns`."""
+    _, b, A, Ahat = (jnp.asarray(x) for x in lobatto_iiia_iiib(s))
+    q1, p1, X, Y, lams = _stage_values(u, st, s)
     # the stage gammas from the s - 1 unknowns of the weighted velocity constraints: b_j Gamma_j =
     # sum_k a_{k+1, j} Gamma~_k, so that their symplecticity defect vanishes (module docstring)
     gams = (A[1:].T @ jnp.stack([u[f"gam{k}"] for k in range(1, s)])) / b[:, None]
@@ -153,12 +161,7 @@ def _tangent_s(u, st: State, h, mech, s: int):
     coefficients to the stage Jacobians."""
     d, m = mech.d, mech.m
     _, b, A, Ahat = lobatto_iiia_iiib(s)
-    cq, cp = (None, None) if st.comp is None else st.comp
-    q1 = next_node(st.q, u["dq"], cq)
-    p1 = next_node(st.p, u["dp"], cp)
-    X = jnp.stack([jnp.zeros_like(st.q)] + [u[f"Q{i}"] for i in range(2, s)] + [q1 - st.q])
-    Y = jnp.stack([u[f"P{i}"] for i in range(1, s + 1)])
-    lams = jnp.stack([u[f"lam{i}"] for i in range(1, s + 1)])
+    q1, p1, X, Y, lams = _stage_values(u, st, s)
     Cg = A[1:].T / b[:, None]  # Gamma_j = sum_k Cg_jk Gamma~_k
     gams = jnp.asarray(Cg) @ jnp.stack([u[f"gam{k}"] for k in range(1, s)])
     Jq, Jp, Jl, Jg = st_.point_jacobians(lambda *a: _stage_outputs(mech, *a), st.q + X, st.p + Y, lams, gams)
@@ -192,16 +195,13 @@ def _tangent_s(u, st: State, h, mech, s: int):
     dp = lay.indices(["dp"])
     out = out.at[np.arange((2 * s - 1) * d, 2 * s * d), dp].add(1.0)  # p^{n+1} - p^n - h b.F
     if m:
-        Sq, Sp = jax.jacfwd(lambda q, p: ggl_mass.secondary(mech, q, p), argnums=(0, 1))(q1, p1)
-        sec = np.arange(lay.n - m, lay.n)
-        out = out.at[np.ix_(sec, lay.indices(["dq"]))].set(Sq).at[np.ix_(sec, dp)].set(Sp)
+        out = st_.secondary_rows(out, lambda q, p: ggl_mass.secondary(mech, q, p), q1, p1, lay.indices(["dq"]), dp)
     return out
 
 
 def stage_tangent(u: dict, s: State, h: float, t: float, params: dict, mech: Mechanics) -> jax.Array:
     """The structured tangent of the step (:func:`_tangent_s`), for the number of stages of ``params``."""
-    branches = [lambda uu, k=k: _tangent_s(uu, s, h, mech, k) for k in STAGES]
-    return lax.switch(_stage_index(params), branches, u)
+    return st_.by_stages(_tangent_s, STAGES, _stage_index(params), u, s, h, mech)
 
 
 def _stage_index(params):

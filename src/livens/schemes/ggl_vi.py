@@ -42,9 +42,9 @@ from jax import lax
 from ..solvers import banded as _banded
 from ..solvers import size_policy
 from ..solvers.dense import block_solve, solver
-from ..solvers.tangent import ad_jacobian
 from . import ggl_mass, register
 from .base import About, Capabilities, Scheme, State, next_node
+from .stage_tangents import ad_tangent
 
 
 def _nodes(u, s: State):
@@ -493,7 +493,7 @@ def _tangent(u, s: State, h, t, params, mech):
     m = 0) :class:`VISTangent`; their blocks by AD of g, C and F. A configuration-dependent M: the AD Jacobian of
     :func:`_residual_mass` (:func:`livens.solvers.tangent.ad_jacobian`)."""
     if not mech.constant_mass:
-        return _ad_tangent(_residual_mass, u, s, h, t, params, mech)
+        return ad_tangent(_residual_mass, u, s, h, t, params, mech)
     v0, gam = u["v0"], u["gam"]
     q0 = s.q
     q1, p1 = _nodes(u, s)
@@ -516,23 +516,6 @@ def _tangent(u, s: State, h, t, params, mech):
 
     K, Hg, Tq = jax.jacfwd(second_order)(qbar)
     return VISTangent(mech, h, A, mech.G(q0), mech.G(q1), mech.G(qbar), K, Hg, Tq)
-
-
-def _ad_tangent(residual, u, s: State, h, t, params, mech):
-    """dR/dx of ``residual`` at the named unknowns ``u`` by forward-mode AD (the unknowns packed in
-    the order of ``u``)."""
-    names = list(u)
-    sizes = [int(u[n].shape[0]) for n in names]
-    x = jnp.concatenate([u[n] for n in names])
-
-    def unpack(z):
-        out, i = {}, 0
-        for n, k in zip(names, sizes):
-            out[n] = z[i : i + k]
-            i += k
-        return out
-
-    return ad_jacobian(lambda v: residual(v, s, h, t, params, mech), x, unpack)
 
 
 VI_S = register(

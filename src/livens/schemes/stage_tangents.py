@@ -12,7 +12,8 @@ and the point Jacobians cost one forward-mode pass per argument of one point, ba
 (:func:`point_jacobians`), instead of one pass of the whole residual per unknown. The helpers here
 hold what the schemes share: the batched point Jacobians, the coefficient assembly of block tensors
 (:func:`mix`, :func:`diagonal`) and the placement of the assembled blocks in a scheme's layout of
-unknowns (:class:`Layout`). Every tangent built with them is tested against ``jax.jacfwd`` of the
+unknowns (:class:`Layout`), and the dense AD tangent of a residual in named unknowns
+(:func:`ad_tangent`) that the schemes use below the size where assembly pays. Every tangent built with them is tested against ``jax.jacfwd`` of the
 residual (tests/test_stage_tangents.py).
 """
 
@@ -24,17 +25,58 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-STRUCTURED_MIN_UNKNOWNS = 48
-"""From this many Newton unknowns on, ``ggl-galerkin`` assembles its structured tangent; below it the
-dense AD Jacobian (:func:`livens.solvers.tangent.ad_jacobian`) costs as much or less per step
-(measured with s = 2 and 3 on the 3D pendulum, 20 unknowns, Andrews' squeezer, 76, and the heavy
-top, 120). ``ggl-spark`` keeps the dense AD tangent at every size measured."""
+from ..solvers import ad_jacobian, size_policy
+
+
+def ad_tangent(residual: Callable, u: dict, s, h, t, params, mech) -> jax.Array:
+    """dR/dx of ``residual`` at the named unknowns ``u`` by forward-mode AD (the unknowns packed in
+    the order of ``u``)."""
+    names = list(u)
+    sizes = [int(u[n].shape[0]) for n in names]
+    x = jnp.concatenate([u[n] for n in names])
+
+    def unpack(z):
+        out, i = {}, 0
+        for n, k in zip(names, sizes):
+            out[n] = z[i : i + k]
+            i += k
+        return out
+
+    return ad_jacobian(lambda v: residual(v, s, h, t, params, mech), x, unpack)
 
 
 def use_structured(u: dict) -> bool:
-    """Whether a step with the named unknowns ``u`` takes the structured tangent
-    (:data:`STRUCTURED_MIN_UNKNOWNS`)."""
-    return sum(int(v.shape[0]) for v in u.values()) >= STRUCTURED_MIN_UNKNOWNS
+    """Whether a step with the named unknowns ``u`` takes the structured tangent (from
+    ``size_policy().stage_unknowns`` unknowns on, :class:`livens.engine.SizePolicy`)."""
+    return sum(int(v.shape[0]) for v in u.values()) >= size_policy().stage_unknowns
+
+
+def sized(structured: Callable, residual: Callable) -> Callable:
+    """The scheme's tangent ``(u, s, h, t, params, mech)``: ``structured`` where :func:`use_structured`,
+    else :func:`ad_tangent` of ``residual``, the dense AD Jacobian."""
+
+    def tangent(u, s, h, t, params, mech):
+        if use_structured(u):
+            return structured(u, s, h, t, params, mech)
+        return ad_tangent(residual, u, s, h, t, params, mech)
+
+    return tangent
+
+
+def by_stages(tangent_s: Callable, stages: Sequence[int], index, u: dict, st, h, mech) -> jax.Array:
+    """``tangent_s(u, st, h, mech, k)`` for the number of stages ``stages[index]`` (``index`` may be
+    traced: a ``lax.switch`` over the stage counts)."""
+    branches = [lambda uu, k=k: tangent_s(uu, st, h, mech, k) for k in stages]
+    return jax.lax.switch(index, branches, u)
+
+
+def secondary_rows(out: jax.Array, secondary: Callable, q1: jax.Array, p1: jax.Array, dq, dp) -> jax.Array:
+    """``out`` with its last m rows, the secondary constraint ``secondary(q1, p1)`` at the end node,
+    set to its Jacobian in the columns ``dq`` of q^{n+1} and ``dp`` of p^{n+1}."""
+    Sq, Sp = jax.jacfwd(secondary, argnums=(0, 1))(q1, p1)
+    m = Sq.shape[0]
+    sec = np.arange(out.shape[0] - m, out.shape[0])
+    return out.at[np.ix_(sec, dq)].set(Sq).at[np.ix_(sec, dp)].set(Sp)
 
 
 def point_jacobians(fun: Callable, *args: jax.Array) -> tuple[jax.Array, ...]:
