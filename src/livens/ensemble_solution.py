@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import _jaxconfig  # noqa: F401
-from .result_files import FORMAT_VERSION, jsonable, node_arrays, write_netcdf_arrays
+from .result_files import node_arrays, result_attrs, write_netcdf_arrays
 from .run_status import RunRecordNames, Status
 from .solution import Solution
 
@@ -158,17 +158,8 @@ class EnsembleSolution(RunRecordNames):
         if self.gam is not None:
             data["gam"] = (("member", "step", "constraint"), self.gam)
         meta = {k: v for k, v in self.meta.items() if k not in ("v0s", "index")}
-        attrs = {
-            "livens_format": FORMAT_VERSION,
-            "scheme": self.scheme,
-            "velocity_kind": self.velocity_kind,
-            "params": json.dumps(self.params),
-            "meta": json.dumps(jsonable(meta)),
-            "d": int(self.q.shape[2]),
-            "m": int(self.lam.shape[2]),
-            "members": len(self),
-            "complete": 1,
-        }
+        d, m = self.q.shape[2], self.lam.shape[2]
+        attrs = result_attrs(self.scheme, self.velocity_kind, self.params, meta, d, m, members=len(self), complete=1)
         return data, {"time": np.asarray(self.t), "step": np.asarray(self._index())}, attrs
 
     @classmethod

@@ -117,6 +117,24 @@ def jsonable(x: Any) -> Any:
     return x
 
 
+def result_attrs(scheme: str, velocity_kind: str, params: dict, meta: dict, d: int, m: int, **more: Any) -> dict:
+    """The global attributes of a result file (a run's or an ensemble's): format, scheme, velocity
+    kind, parameters and metadata as JSON, the sizes, and ``more``."""
+    import json
+
+    attrs = {
+        "livens_format": FORMAT_VERSION,
+        "scheme": scheme,
+        "velocity_kind": velocity_kind,
+        "params": json.dumps(params),
+        "meta": json.dumps(jsonable(meta)),
+        "d": int(d),
+        "m": int(m),
+    }
+    attrs.update(more)
+    return attrs
+
+
 def livens_version() -> str:
     """The installed livens version (recorded in result files)."""
     try:

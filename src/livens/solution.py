@@ -19,11 +19,10 @@ from . import _jaxconfig  # noqa: F401
 from .engine import CompiledCache
 from .kinetic import manifold_kinetic_energies, vmapped
 from .result_files import (
-    FORMAT_VERSION,
     csv_name,
     dataset,
-    jsonable,
     livens_version,
+    result_attrs,
     thinned_nodes,
     write_netcdf_arrays,
 )
@@ -572,15 +571,7 @@ class Solution(RunRecordNames):
         names = None
         if self.problem is not None:
             names = self.problem.system.constraint_names
-        attrs = {
-            "livens_format": FORMAT_VERSION,
-            "scheme": self.scheme,
-            "velocity_kind": self.velocity_kind,
-            "params": json.dumps(self.params),
-            "meta": json.dumps(jsonable(meta)),
-            "d": d,
-            "m": m,
-        }
+        attrs = result_attrs(self.scheme, self.velocity_kind, self.params, meta, d, m)
         if names:
             attrs["constraint_names"] = json.dumps(list(names))
         return data, {"time": np.asarray(self.t), "step": self._step_index()}, attrs
