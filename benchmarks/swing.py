@@ -22,20 +22,16 @@ SWING_SHORT = {(40, "vi-nullspace"): 100}
 the null space method with 40 elements takes minutes for the whole run."""
 
 
-def _swing_profile(lv, problem, repeats: int = 20) -> dict:
-    """Where a vi-lagrange step of the swing spends its time: one evaluation of the residual (SLO09 eq 14),
-    one Newton matrix as the time loop forms it together with its solve (``newton_matrix_solve_ms``;
-    the form in ``newton_matrix``: "banded" or "dense"), the state update, and for comparison the
-    dense AD matrix (block by block) and its dense LU solve, each jit-compiled alone and timed as
-    the best of ``repeats`` calls (ms)."""
-    import jax
+def vi_lagrange_step_inputs(problem):
+    """(scheme, mechanics, state, h, unknowns) of one vi-lagrange step of ``problem`` near its start:
+    q^n = q0, q^{n+1} perturbed by 1e-4, the unknowns (dq2, lambda) of SLO09 eq 14 in increments. Used
+    by the swing's profile and by the test of its cost on a busy machine."""
     import jax.numpy as jnp
     import numpy as np
 
     from livens.mechanics import mechanics
     from livens.schemes import get
     from livens.schemes.base import State
-    from livens.solvers import ad_jacobian, tangent_operator
 
     mech = mechanics(problem.system, problem.q0)
     d, m = mech.d, mech.m
@@ -50,10 +46,24 @@ def _swing_profile(lv, problem, repeats: int = 20) -> dict:
         gam=jnp.zeros(m),
         extra={"q_next": q1, "c_next": jnp.zeros(d), "dq": q1 - q0},
     )
-    h = problem.h
+    return sch, mech, s, problem.h, jnp.concatenate([q1 - q0, jnp.zeros(m)])
+
+
+def _swing_profile(lv, problem, repeats: int = 20) -> dict:
+    """Where a vi-lagrange step of the swing spends its time: one evaluation of the residual (SLO09 eq 14),
+    one Newton matrix as the time loop forms it together with its solve (``newton_matrix_solve_ms``;
+    the form in ``newton_matrix``: "banded" or "dense"), the state update, and for comparison the
+    dense AD matrix (block by block) and its dense LU solve, each jit-compiled alone and timed as
+    the best of ``repeats`` calls (ms)."""
+    import jax
+    import jax.numpy as jnp
+
+    from livens.solvers import ad_jacobian, tangent_operator
+
+    sch, mech, s, h, x = vi_lagrange_step_inputs(problem)
+    d, m = mech.d, mech.m
     # the state is an argument, as in the time loop (closed over, XLA would fold it into constants)
     res = lambda u, s: sch.residual(u, s, h, 0.0, {}, mech)  # noqa: E731
-    x = jnp.concatenate([q1 - q0, jnp.zeros(m)])  # the unknowns (dq2, lambda), SLO09 eq 14 in increments
     R = jax.jit(lambda x, s: res(sch.unpack(x, d, m), s))
     J = jax.jit(lambda x, s: ad_jacobian(lambda u: res(u, s), x, lambda z: sch.unpack(z, d, m)))
     U = jax.jit(lambda x, s: sch.update(sch.unpack(x, d, m), s, h, 0.0, {}, mech))

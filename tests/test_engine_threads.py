@@ -21,6 +21,10 @@ import livens as lv
 from livens.engine import serial_blas
 from livens.engine.threads import blas_threads, current_blas_threads
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from benchmarks.swing import vi_lagrange_step_inputs  # noqa: E402  (the step the benchmark profiles)
+
 
 def test_serial_blas_limits_and_restores(monkeypatch):
     before = current_blas_threads()
@@ -75,25 +79,8 @@ def test_every_driver_runs_on_one_blas_thread(driver):
 def _swing_parts_ms(problem, repeats=20):
     """The parts of one vi-lagrange step of the swing, each compiled alone, best of ``repeats``
     (ms): the residual (SLO09 eq 14), its Newton matrix with its solve, the update."""
-    from livens.mechanics import mechanics
-    from livens.schemes import get
-    from livens.schemes.base import State
-
-    mech = mechanics(problem.system, problem.q0)
+    sch, mech, s, h, x = vi_lagrange_step_inputs(problem)
     d, m = mech.d, mech.m
-    sch, _ = get("vi-lagrange")
-    q0 = jnp.asarray(problem.q0)
-    q1 = q0 + 1e-4 * jnp.asarray(np.random.default_rng(0).standard_normal(d))
-    s = State(
-        q=q0,
-        p=jnp.zeros(d),
-        v=jnp.zeros(d),
-        lam=jnp.zeros(m),
-        gam=jnp.zeros(m),
-        extra={"q_next": q1, "c_next": jnp.zeros(d), "dq": q1 - q0},
-    )
-    h = problem.h
-    x = jnp.concatenate([q1 - q0, jnp.zeros(m)])
     R = jax.jit(lambda x, s: sch.residual(sch.unpack(x, d, m), s, h, 0.0, {}, mech))
 
     def newton_step(x, r, s):
