@@ -106,7 +106,11 @@ def test_a_fault_in_a_scheme_is_not_blamed_on_the_native_translator(monkeypatch)
     assert not [w for w in caught if "bug in livens" in str(w.message)], [str(w.message) for w in caught]
 
 
-@pytest.mark.parametrize("example", ["redundant-mass-spring", "spring-pendulum-spherical"])
+@pytest.mark.parametrize(
+    "example",
+    # the spherical spring pendulum runs every scheme of the GGL family, higher orders included: slow
+    ["redundant-mass-spring", pytest.param("spring-pendulum-spherical", marks=pytest.mark.slow)],
+)
 def test_every_scheme_a_mass_refusal_names_runs_the_system(example):
     """A scheme that needs M^-1 refuses a singular (or configuration-dependent) M and names the schemes
     that accept it: each of them runs a step of the system (the GGL family, which solves with M(q),
