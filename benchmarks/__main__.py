@@ -11,6 +11,8 @@ Usage::
     python -m benchmarks --only redundancy   # the four-bar with and without its dependent equations
     python -m benchmarks --only chain-3d     # 3D rods on spherical joints: native vs xla beyond the size limit
     python -m benchmarks --only work-precision   # error against CPU time, heavy top and double four-bar
+    python -m benchmarks --only out-cost     # livens run three-bar-swing with --out DIR / without (whole processes)
+    python -m benchmarks --only stage-tangent    # ggl-galerkin's structured stage tangent / the dense AD one
 
 Sections: the (example, scheme) pairs, the yardsticks, an ensemble, the pendulum chain, the cost
 of lv.flow's derivatives (:mod:`benchmarks.gradients`), the cost of redundant constraint equations
@@ -40,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import chain_3d, sections, swing
+from benchmarks import chain_3d, out_cost, sections, stage_tangent, swing
 from benchmarks.measure import HERE, _load_average
 from benchmarks.swing import SWING
 from benchmarks.targets import BASELINE, TARGET_PAIRS, _compile_context, _flatten, compare
@@ -53,7 +55,11 @@ def _arguments(argv):
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the targets only, shorter runs")
     ap.add_argument("--update-baseline", action="store_true", help=f"write {BASELINE.name} from this run")
-    ap.add_argument("--only", default=None, help="only pairs whose example or scheme contains this text")
+    ap.add_argument(
+        "--only",
+        default=None,
+        help="only pairs whose example or scheme contains this text, or one section: " + ", ".join(sections.NAMED),
+    )
     ap.add_argument(
         "--warm-cache", action="store_true", help="use the user's compilation cache (compile times not cold)"
     )
@@ -142,6 +148,10 @@ def main(argv=None) -> int:
         sections.work_precision(lv, args.only, results)
     if not args.yardsticks and SWING in examples and (args.only is None or args.only in SWING):
         swing.section(lv, args.quick, results)
+    if sections.named(args, "out-cost") and SWING in examples:
+        out_cost.section(lv, args.quick, results)
+    if sections.named(args, "stage-tangent") and (not args.quick or args.only):
+        stage_tangent.section(lv, args.quick, results)
 
     results["machine"]["load_average_end"] = _load_average()
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else None

@@ -18,6 +18,17 @@ from benchmarks.measure import (
 )
 from benchmarks.targets import TARGET_PAIRS
 
+NAMED = ("redundancy", "chain-3d", "work-precision", "three-bar-swing", "out-cost", "stage-tangent")
+"""The sections ``--only`` names (beside the pairs, whose example or scheme it matches)."""
+
+
+def named(args, name: str) -> bool:
+    """Whether a run with ``args`` (``--only``, ``--yardsticks``) runs the section ``name``: every
+    section without ``--only`` (unless ``--yardsticks``), else the one whose name contains its text."""
+    if name not in NAMED:
+        raise ValueError(f"name must be one of {', '.join(NAMED)}; got {name!r}.")
+    return not args.yardsticks and (args.only is None or args.only in name)
+
 
 def _chain_only(lv, results, json_path) -> int:
     """``--chain``: the pendulum chain section alone (N = 16, 32, 64, 128)."""

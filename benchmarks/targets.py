@@ -4,7 +4,7 @@ verdicts, the compile target's context, and the raw figures beside the baseline'
 
 from __future__ import annotations
 
-from benchmarks import chain_3d
+from benchmarks import chain_3d, out_cost, stage_tangent
 from benchmarks.measure import HERE, _load_average
 from benchmarks.swing import SWING, SWING_PAPER_SCHEMES
 
@@ -33,6 +33,8 @@ TARGETS = [
         "<=",
         1 / 3,
     ),
+    ("out_cost_cpu_ratio", "livens run three-bar-swing (vi-lagrange): --out DIR / without, CPU time", "<=", 1.25),
+    ("out_cost_wall_ratio", "livens run three-bar-swing (vi-lagrange): --out DIR / without, wall time", "<=", 1.25),
 ]
 TARGET_PAIRS = [
     ("pendulum-3d", "ggl-vi"),
@@ -102,6 +104,8 @@ def _flatten(results: dict) -> dict:
         if r.get("ratio") is not None:
             flat[f"work_precision:{example}"] = (r["ratio"], False)
     flat.update(chain_3d.flatten(results))
+    flat.update(out_cost.flatten(results))
+    flat.update(stage_tangent.flatten(results))
     tb = results.get("three_bar", {})
     if "ratio" in tb:
         flat["three_bar_ratio"] = (tb["ratio"], False)
@@ -155,7 +159,15 @@ def _compile_context(results: dict) -> list[str]:
 
 
 def _why_not_measured(results: dict, key: str) -> str:
-    """For a yardstick target: the reason its reference did not run (e.g. its package is missing)."""
+    """For a yardstick target: the reason its reference did not run (e.g. its package is missing);
+    for --out's cost: the run it is judged on (the CLI's default), or why it failed."""
+    out = results.get("out_cost", {})
+    if key.startswith("out_cost_") and out:
+        return (
+            f": {out['failed'][:60]}"
+            if "failed" in out
+            else f": judged on the CLI's default run, not --t-end {out['t_end']:g}"
+        )
     if not key.startswith("yard:"):
         return ""
     _, example, ref = key.split(":")
@@ -167,16 +179,23 @@ def _why_not_measured(results: dict, key: str) -> str:
     return f": {missing}" if missing else ""
 
 
+def verdict(got: float | None, op: str, value: float) -> str:
+    """A target's verdict: "MET", "not met", or "not measured" where ``got`` is None."""
+    if op not in (">=", "<="):
+        raise ValueError(f"op must be '>=' or '<='; got {op!r}.")
+    if got is None:
+        return "not measured"
+    return "MET" if (got >= value if op == ">=" else got <= value) else "not met"
+
+
 def compare(results: dict, baseline: dict | None) -> None:
     flat = _flatten(results)
     print(f"\n== targets (load average now {_load_average()})")
     for key, what, op, value in TARGETS:
         got = flat.get(key, (None, True))[0]
+        status = verdict(got, op, value)
         if got is None:
-            status = "not measured" + _why_not_measured(results, key)
-        else:
-            ok = got >= value if op == ">=" else got <= value
-            status = "MET" if ok else "not met"
+            status += _why_not_measured(results, key)
         print(f"  {what:<62} {op} {value:<6g} measured {got if got is not None else '-':<8} {status}")
         other = flat.get(key + "-advanced")
         if other is not None:

@@ -38,7 +38,8 @@ def main() -> int:
         "# Benchmarks",
         "",
         "`python -m benchmarks` measures steps per second per example and scheme, compile times, ensembles, "
-        "the pendulum chain's scaling, the three-bar swing, the cost of `lv.flow`'s derivatives, and livens "
+        "the pendulum chain's scaling, the three-bar swing, the cost of `lv.flow`'s derivatives, what `--out` "
+        "costs a CLI run, ggl-galerkin's structured stage tangent against the dense one, and livens "
         "beside a compiled VI-S (Numba) and Exudyn; `--update-baseline` writes `benchmarks/baseline.json`, "
         "from which this page is made.",
         "",
@@ -120,9 +121,49 @@ def main() -> int:
                 f"{r['grad_us']} | {r['jvp_us']} | {r['grad_over_forward']} | {r['first_forward_s']} | "
                 f"{r['first_grad_s']} |"
             )
+    lines += _out_cost_and_stage_tangent(data)
     lines += _plots(data)
     (HERE / "benchmarks.md").write_text("\n".join(lines) + "\n")
     return 0
+
+
+OUT_COST_TEXT = (
+    "`python -m benchmarks --only out-cost` runs `livens run three-bar-swing --scheme vi-lagrange` with "
+    "`--out DIR` and without it, each as a whole process, in alternating pairs, and reports the CPU time "
+    "(`getrusage` of the finished child) and the wall time of each; the target is the median of the "
+    "pairs' ratios, with over without, for the command's default run."
+)
+
+STAGE_TANGENT_TEXT = (
+    "`python -m benchmarks --only stage-tangent` runs ggl-galerkin (s = 2 and 3) on the heavy top and "
+    "Andrews' squeezer with the XLA backend, once with its Newton tangent assembled from the per-point "
+    "Jacobians and once with the dense AD Jacobian (`SizePolicy.stage_unknowns` replaced while each is "
+    "traced), and reports the steps/s of each with XLA's optimized executable in use, the median of "
+    "three runs in turns."
+)
+
+
+def _out_cost_and_stage_tangent(data: dict) -> list[str]:
+    """The two sections' explanations, and their figures where the baseline has them."""
+    lines = ["", "## What `--out` costs a run", "", OUT_COST_TEXT]
+    out = data.get("out_cost", {})
+    if "cpu_ratio" in out:
+        lines.append(
+            f"\nWith `--out` / without, median of {len(out['pairs'])} pairs: CPU time {out['cpu_ratio']}x, "
+            f"wall time {out['wall_ratio']}x."
+        )
+    lines += ["", "## ggl-galerkin: the structured stage tangent against the dense one", "", STAGE_TANGENT_TEXT]
+    rows = {k: r for k, r in data.get("stage_tangent", {}).items() if "structured_over_dense" in r}
+    if rows:
+        lines += ["", "| example | s | steps | structured steps/s | dense steps/s | structured / dense |"]
+        lines.append("|---|---|---|---|---|---|")
+        for key, r in rows.items():
+            example, s = key.split("|s=")
+            lines.append(
+                f"| {example} | {s} | {r['steps']:,} | {r['structured_steps_per_s']:,.1f} | "
+                f"{r['dense_steps_per_s']:,.1f} | {r['structured_over_dense']} |"
+            )
+    return lines
 
 
 def _plots(data: dict) -> list[str]:
