@@ -1,7 +1,8 @@
 """The size thresholds live in one policy object (:class:`livens.engine.SizePolicy`), read by the
 solvers and by VI-S's choice of tangent: the tangent class each system gets is the one it got
 before the thresholds were gathered (pendulum-3d, the three-bar swing of 10 elements, the double
-four-bar, a chain of 32 bodies), and replacing the policy changes the choice (it is read)."""
+four-bar, a chain of 32 bodies), and replacing the policy changes the choice (it is read). The
+chunk sizes of runs come from it too."""
 
 import dataclasses
 
@@ -63,3 +64,24 @@ def test_the_policy_holds_the_thresholds_it_replaced():
         vis_banded_coordinates=54,
         vis_matrix_free_coordinates=64,
     )
+
+
+def test_the_chunk_sizes_come_from_the_policy(monkeypatch):
+    """simulate's default chunk, lv.flow's native chunk and an ensemble's chunks are the policy's
+    (512; about 65536 member-steps per call of the batched XLA loop, a power of two from 8 to 512),
+    and an ensemble reads the policy in force."""
+    from livens.driver import DEFAULT_CHUNK, Members, Single
+    from livens.driver.native_flow import CHUNK
+
+    sizes = lv.engine.SizePolicy()
+    assert DEFAULT_CHUNK == CHUNK == Single().chunk == sizes.chunk == 512
+    assert [Members().chunks(b) for b in (1, 128, 129, 1000, 10**6)] == [
+        (512, 512),
+        (512, 512),
+        (512, 256),
+        (512, 64),
+        (512, 8),
+    ]
+    assert Members(chunk=20).chunks(1000) == (20, 20)
+    monkeypatch.setattr(options, "SIZES", dataclasses.replace(sizes, chunk=64, batched_member_steps=1024))
+    assert [Members().chunks(b) for b in (1, 8, 100)] == [(64, 64), (64, 64), (64, 8)]

@@ -7,6 +7,9 @@ node reached, whether a step failed, and one row of records per step (:mod:`live
 - :class:`Single`: one member through the engine's compiled loop (a native kernel or XLA); the next
   chunk is dispatched from the device while the records of the last one are copied, on the guess
   that no step fails (XLA runs asynchronously);
+- :class:`SingleNative`: one member through a native kernel known beforehand (the forward run of
+  :func:`livens.flow`), a chunk per call, nothing dispatched ahead (a native kernel runs in the
+  calling thread), keeping the state at each chunk's start where asked;
 - :class:`Batched`: the loop ``vmap``-ped over the members, one XLA call per chunk for all of them;
 - :class:`NativeMembers`: each member through the single run's native kernel, the members spread
   over one thread per CPU core (a kernel releases the GIL);
@@ -133,6 +136,31 @@ class Single:
 
     def close(self):
         self.pending = None
+
+
+class SingleNative(Single):
+    """One member through the native kernel ``kernel`` of the chunk loop (module docstring).
+    ``starts``: a tree of arrays (chunks, ...) like the state, or None; the state at the start of
+    chunk c (node c * chunk) is written to row c before the chunk runs (the replayed derivatives of
+    :func:`livens.flow` start there)."""
+
+    backend = "native"
+    reason = None
+
+    def __init__(self, kernel, state, history, t_start, consts, chunk: int, starts=None):
+        super().__init__(None, state, history, t_start, consts, chunk)
+        self.kernel, self.starts = kernel, starts
+
+    def advance(self, n: np.ndarray, n_stop: np.ndarray):
+        n0 = int(n[0])
+        if self.starts is not None:
+            if n0 % self.chunk:  # a chunk ended early (not failed, not interrupted) and the run went on
+                raise AssertionError(f"native run: a chunk ended at node {n0} (not a multiple of {self.chunk})")
+            for dst, src in zip(jax.tree_util.tree_leaves(self.starts), jax.tree_util.tree_leaves(self.state)):
+                dst[n0 // self.chunk] = src
+        args = (self.t_start, np.int64(n0), np.int64(n_stop[0]), *self.consts[1:])
+        self.state, self.history, n_new, failed, rows = self.kernel(self.state, self.history, *args)
+        return np.array([int(n_new)]), np.array([bool(failed)]), np.asarray(rows)[None]
 
 
 class Batched(_Members):

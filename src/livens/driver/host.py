@@ -7,6 +7,11 @@ and a netCDF file where streamed), handles a failed step by the failure policy (
 then stopping the member or the run), checks the energy for a blow-up where asked, updates the
 progress bar and answers Ctrl-C. What it returns (:class:`Outcome`) says how far each member got
 and why a member stopped early; the driver builds the result and raises the run's error.
+
+It runs :func:`livens.simulate`, :func:`livens.simulate_ensemble` and the native forward run of
+:func:`livens.flow` (:mod:`livens.driver.native_flow`). What a run keeps is its recorder's:
+:class:`Recorder` (the kept nodes, and a netCDF stream) for the first two, :class:`EveryStep`
+(every step's record, its converged unknowns included) for the flow.
 """
 
 from __future__ import annotations
@@ -147,6 +152,11 @@ class Recorder:
         lo, hi = self.kept.append(members, a, e, rec)
         self.counts[members] = np.maximum(self.counts[members], hi)
 
+    def note_failed_step(self, b: int, e: int, row: dict) -> None:
+        """Member b's step e failed; ``row``: its record (its iterations and residual are kept
+        where it is a kept step)."""
+        self.kept.note_failed_step(b, e, int(row["iterations"]), float(row["residual"]))
+
     def flush(self, done: np.ndarray, final: bool = False) -> None:
         """Stream the rows every member still running has (``done``: members that stopped)."""
         if self.stream is None:
@@ -156,6 +166,31 @@ class Recorder:
         if upto > self.written:
             self.stream.append_rows(self.kept, self.written, upto)
             self.written = upto
+
+
+class EveryStep:
+    """The recorder of one member that keeps every step's record, fields as the layout's, in arrays
+    of the run's ``n_steps`` steps (:attr:`records`): the steps taken, and a failed step's record;
+    the rows of steps not taken are zero with "ok" set (the skipped rows of the chunk loop). The
+    native forward run of :func:`livens.flow` keeps its records here (its derivatives replay the
+    steps from the recorded unknowns "x")."""
+
+    def __init__(self, layout, n_steps: int):
+        rows = np.zeros((n_steps, layout.width))
+        rows[:, layout.column("ok")] = 1.0
+        self.records = {k: np.array(v) for k, v in layout.unpack(rows).items()}
+
+    def record(self, members, a: int, e: int, rec: dict) -> None:
+        for k, v in rec.items():
+            self.records[k][a:e] = v[0, : e - a]
+
+    def note_failed_step(self, b: int, e: int, row: dict) -> None:
+        for k, v in row.items():
+            if e < self.records[k].shape[0]:
+                self.records[k][e] = v
+
+    def flush(self, done: np.ndarray, final: bool = False) -> None:
+        pass
 
 
 def _first_failed(ok_rows: np.ndarray) -> int:
@@ -179,7 +214,12 @@ def run_host_loop(
 ) -> Outcome:
     """Advance every member to its ``n_stop`` (module docstring). ``policy``: the failure policy
     (its ``rescue``); ``stop_run_on_failure``: a member that stops early stops the run (one member:
-    :func:`livens.simulate`); ``energy0`` (B,): the energies the blow-up check compares with."""
+    :func:`livens.simulate`); ``energy0`` (B,): the energies the blow-up check compares with.
+
+    ``recorder``: where the steps go (:class:`Recorder`, :class:`EveryStep`): ``record(members, a,
+    e, rec)``, ``note_failed_step(b, e, row)``, ``flush(done, final)``. A call of the executor that
+    takes no step and fails none (a native kernel whose stop flag is up: Ctrl-C, here or in
+    another thread) ends the run as interrupted."""
     B = n.shape[0]
     out = Outcome(n=n.copy(), failed=np.zeros(B, bool))
     n = out.n
@@ -199,6 +239,8 @@ def run_host_loop(
             if out.compile_time == 0.0:
                 out.compile_time = time.perf_counter() - t0
             moved = n_new - n_before
+            if not failed_now.any() and not moved.any():  # a native kernel's stop flag is up (Ctrl-C)
+                raise KeyboardInterrupt
             # the rows of the steps taken (a failed step's too), not the rest of the chunk
             rec = layout.unpack(rows[:, : max(1, int(moved.max()) + int(failed_now.any()))])
             stopped_here = False
@@ -234,8 +276,7 @@ def run_host_loop(
                             e += 1
                         else:
                             stop_info = ("convergence", e, resid, its)
-                            # the failed step's iterations and residual, where it is a kept step
-                            recorder.kept.note_failed_step(b, e, its, resid)
+                            recorder.note_failed_step(b, e, {k: v[b, j] for k, v in rec.items()})
                     # the steps before a failed Newton step are checked too: an energy that left the band
                     # before the failure is a blow-up, whatever the chunk size
                     if blowup_factor is not None and e > a and (stop_info is None or stop_info[0] == "convergence"):

@@ -3,12 +3,20 @@ program through host callbacks.
 
 - :class:`NativeForward`: the records of a run from the engine's native kernel of the chunk loop
   (the one :func:`livens.simulate` runs), with each step's converged unknowns ("x") and the state
-  at the start of every chunk of :data:`CHUNK` steps.
+  at the start of every chunk of :data:`CHUNK` steps. It is a run like any other: the host loop of
+  every run (:func:`livens.driver.host.run_host_loop`) drives the kernel, so that a failed step,
+  Ctrl-C and a kernel's stop flag are handled as in :func:`livens.simulate`.
 - :class:`NativeDerivatives`: the run's derivative from those records, chunk by chunk: the replay
   of a chunk's steps from their solutions (:func:`livens.timestep.make_replay`) and its
   Jacobian-vector product (forward mode, the first chunk first) or vector-Jacobian product
   (reverse mode, the last chunk first), each translated to one native kernel. They agree with
   XLA's derivatives of the same replay to round-off (tests/test_flow_native_derivatives.py).
+  Both directions are one chunk iterator (:meth:`NativeDerivatives._replay_pass`), not the host
+  loop: a replay is no run. It solves no equation, so no step can fail and there is nothing for
+  a failure policy, a rescue or a blow-up check to do; it keeps no nodes, streams nothing and shows
+  no progress; and the reverse pass goes from the last chunk to the first, carrying a cotangent,
+  where the host loop advances members forward to their stop. Ctrl-C between its chunks is
+  Python's KeyboardInterrupt.
 
 JAX transposes a linear map that it cannot see into (a host callback) only through a primitive
 with a transpose rule of its own: the tangent map T: (d state_0, d parameters) -> d records is
@@ -30,12 +38,15 @@ from jax import lax
 
 from .. import engine
 from ..timestep import make_loop, make_replay
+from . import host
+from .executors import SingleNative
 from .options import DEFAULT_CHUNK
 from .records import record_layout
 
 CHUNK = DEFAULT_CHUNK
-"""Steps per call of the native kernels of a run of :func:`livens.flow` (forward and reverse): the
-driver's default chunk."""
+"""Steps per call of the native kernels of a run of :func:`livens.flow` (forward, and the replays
+of both derivatives, which start where the forward run's chunks start): the driver's default chunk
+(:attr:`livens.engine.SizePolicy.chunk`)."""
 
 
 def _spec(tree):
@@ -121,32 +132,30 @@ class NativeForward:
         return cls(run, kernel, layout, shapes)
 
     def host(self, state, history, failed, sysp):
-        """The run on the host: chunks of the native kernel until the last step or a failure."""
-        plan, n_steps = self.run.flow.plan, self.run.flow.n_steps
-        layout, width = self.layout, self.layout.width
-        rows = np.zeros((n_steps, width))
-        rows[:, layout.column("ok")] = 1.0  # steps not taken: the skipped rows of the loop
+        """The run on the host: the host loop of every run (:func:`livens.driver.host.run_host_loop`)
+        over the native kernel (:class:`~livens.driver.executors.SingleNative`, keeping the chunks'
+        starting states) until the last step or a failed one (the policy
+        :class:`~livens.driver.options.NaNFlag`: no rescue, the run stops), every step's record in
+        an :class:`~livens.driver.host.EveryStep`. A start that failed (``failed``) takes no step."""
+        flow = self.run.flow
+        plan, n_steps = flow.plan, flow.n_steps
         recs_shape, n_shape, failed_shape, starts_shape = self.shapes
         starts = _zeros(starts_shape)
-        n, bad = 0, bool(failed)
         consts = plan.consts()
-        while n < n_steps and not bad:
-            for dst, src in zip(jax.tree_util.tree_leaves(starts), jax.tree_util.tree_leaves(state)):
-                dst[n // CHUNK] = src
-            out = self.kernel(state, history, np.float64(0.0), np.int64(n), np.int64(n_steps), *consts[1:5], sysp)
-            state, history, n_new, f, r = out
-            n_new, bad = int(np.asarray(n_new)), bool(np.asarray(f))
-            if n_new == n and not bad:  # stopped before its first step: the stop flag is up (Ctrl-C)
-                raise KeyboardInterrupt("livens: the native run of lv.flow was interrupted (Ctrl-C)")
-            r = np.asarray(r)
-            took = min(r.shape[0], n_steps - n)
-            rows[n : n + took] = r[:took]
-            if n_new % CHUNK and n_new < n_steps and not bad:
-                raise AssertionError(f"native forward: a chunk ended at node {n_new} (not a multiple of {CHUNK})")
-            n = n_new
-        recs = layout.unpack(rows)
-        recs = {k: np.asarray(recs[k], dtype=recs_shape[k].dtype) for k in recs_shape}
-        return recs, np.asarray(n, n_shape.dtype), np.asarray(bad, failed_shape.dtype), starts
+        ex = SingleNative(self.kernel, state, history, 0.0, (*consts[:5], sysp), CHUNK, starts=starts)
+        recorder = host.EveryStep(self.layout, n_steps)
+        stop = np.array([0 if bool(failed) else n_steps], np.int64)
+        try:
+            out = host.run_host_loop(
+                plan, ex, self.layout, recorder, np.zeros(1, np.int64), stop, policy=flow.on_failure
+            )
+        finally:
+            ex.close()
+        if out.interrupted:
+            raise KeyboardInterrupt("livens: the native run of lv.flow was interrupted (Ctrl-C)")
+        recs = {k: np.asarray(recorder.records[k], dtype=recs_shape[k].dtype) for k in recs_shape}
+        bad = bool(failed) or bool(out.failed[0])
+        return recs, np.asarray(out.n[0], n_shape.dtype), np.asarray(bad, failed_shape.dtype), starts
 
     def __call__(self, state, history, failed, sysp):
         return jax.pure_callback(self.host, self.shapes, state, history, failed, sysp, vmap_method="sequential")
@@ -242,33 +251,37 @@ class NativeDerivatives:
         a = np.asarray(a)[lo:hi]
         return np.pad(a, [(0, CHUNK - a.shape[0])] + [(0, 0)] * (a.ndim - 1))
 
-    def _chunk_args(self, starts, xs, n, sysp, c, lo, hi) -> tuple:
-        """The replay's arguments for chunk c (steps lo:hi), those both kernels take first: its
-        starting state, its solutions, t_start, n0, n_stop, h, the scheme's and the System's
-        parameters."""
-        plan = self.run.flow.plan
-        return (
-            self._start(starts, c),
-            self._rows(xs, lo, hi),
-            np.float64(0.0),
-            np.int64(lo),
-            np.int64(n),
-            np.float64(plan.h),
-            plan.jparams,
-            sysp,
-        )
+    def _replay_pass(self, kernel, starts, xs, n, sysp, carry, given, take, reverse: bool):
+        """One pass of a replay kernel over the chunks of a run that reached node ``n`` (module
+        docstring), the last chunk first where ``reverse``: for chunk c (steps lo:hi) ``kernel(start
+        of c, its solutions, t_start, n0, n_stop, h, the scheme's and the System's parameters,
+        carry, given(lo, hi)) -> (carry, out)``, then ``take(out, lo, hi)``; returns the last carry."""
+        plan, n = self.run.flow.plan, int(n)
+        chunks = list(self._chunks(n))
+        for c, lo, hi in reversed(chunks) if reverse else chunks:
+            head = (self._start(starts, c), self._rows(xs, lo, hi), np.float64(0.0), np.int64(lo), np.int64(n))
+            carry, out = kernel(*head, np.float64(plan.h), plan.jparams, sysp, carry, given(lo, hi))
+            take(out, lo, hi)
+        return carry
 
     def host_adjoint(self, starts, xs, n, ct_recs, sysp):
         """(cotangent of the initial state, of the System's parameters) for the records' cotangents
-        ``ct_recs``: the chunks' vector-Jacobian products, the last chunk first."""
-        ct_state, ct_sys = _zeros(self.state_spec), _zeros(self.sys_spec)
-        for c, lo, hi in reversed(list(self._chunks(int(n)))):
-            ct = jax.tree_util.tree_map(lambda a: self._rows(a, lo, hi), ct_recs)
-            ct_state, ct_p = self.adjoint(*self._chunk_args(starts, xs, n, sysp, c, lo, hi), ct_state, ct)
-            ct_sys = jax.tree_util.tree_map(np.add, ct_sys, ct_p)
+        ``ct_recs``: the chunks' vector-Jacobian products, the last chunk first, each from the
+        state's cotangent where the later one ended; the parameters' cotangents summed."""
+        ct_sys = [_zeros(self.sys_spec)]
+
+        def add(ct_p, lo, hi):
+            ct_sys[0] = jax.tree_util.tree_map(np.add, ct_sys[0], ct_p)
+
+        def chunk_cotangents(lo, hi):
+            return jax.tree_util.tree_map(lambda a: self._rows(a, lo, hi), ct_recs)
+
+        ct_state = self._replay_pass(
+            self.adjoint, starts, xs, n, sysp, _zeros(self.state_spec), chunk_cotangents, add, reverse=True
+        )
         cast = lambda x, s: np.asarray(x, s.dtype)  # noqa: E731
         return jax.tree_util.tree_map(cast, ct_state, self.state_spec), jax.tree_util.tree_map(
-            cast, ct_sys, self.sys_spec
+            cast, ct_sys[0], self.sys_spec
         )
 
     def host_tangent(self, starts, xs, n, sysp, d_state, d_sys):
@@ -276,10 +289,12 @@ class NativeDerivatives:
         first chunk first, each starting from the tangent where the last one ended."""
         n_steps = self.run.flow.n_steps
         out = {k: np.zeros((n_steps, *a.shape[1:]), a.dtype) for k, a in self.rec_spec.items()}
-        for c, lo, hi in self._chunks(int(n)):
-            d_state, d_recs = self.tangent_kernel(*self._chunk_args(starts, xs, n, sysp, c, lo, hi), d_state, d_sys)
+
+        def put(d_recs, lo, hi):
             for k in out:
                 out[k][lo:hi] = np.asarray(d_recs[k])[: hi - lo]
+
+        self._replay_pass(self.tangent_kernel, starts, xs, n, sysp, d_state, lambda lo, hi: d_sys, put, reverse=False)
         return out
 
     def tangent(self, replayed, state, starts, xs, n, sysp, d_state, d_sys):

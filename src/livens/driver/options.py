@@ -22,8 +22,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-DEFAULT_CHUNK = 512
-"""Steps per compiled chunk of a run (fixed, so that h and t_end never recompile)."""
+from .. import engine
+
+DEFAULT_CHUNK = engine.SizePolicy.chunk
+"""Steps per compiled chunk of a run (fixed, so that h and t_end never recompile): the default of
+:class:`Single` and of :func:`livens.simulate`'s ``chunk``, defined once as
+:attr:`livens.engine.SizePolicy.chunk`."""
 
 
 def _positive_int(name: str, value) -> int:
@@ -44,9 +48,11 @@ class Single:
 
 @dataclass(frozen=True)
 class Members:
-    """An ensemble's members. ``chunk``: steps per call; None: 512 for native kernels (one member's
-    steps per call), and for XLA's one call for all members about 65536 member-steps (512 for up
-    to 128 members, 64 for 1000), so that the records of one call stay small."""
+    """An ensemble's members. ``chunk``: steps per call; None: the sizes in force
+    (:func:`livens.engine.size_policy`): its ``chunk`` (512) for native kernels (one member's steps
+    per call), and for XLA's one call for all members about 65536 member-steps
+    (:meth:`livens.engine.SizePolicy.batched_chunk`: 512 for up to 128 members, 64 for 1000), so
+    that the records of one call stay small."""
 
     chunk: int | None = None
 
@@ -58,9 +64,8 @@ class Members:
         """(native chunk, XLA chunk) for ``members`` members."""
         if self.chunk is not None:
             return self.chunk, self.chunk
-        import math
-
-        return DEFAULT_CHUNK, int(min(DEFAULT_CHUNK, max(8, 2 ** int(math.log2(max(1, 65536 // members))))))
+        sizes = engine.size_policy()
+        return sizes.chunk, sizes.batched_chunk(members)
 
 
 @dataclass(frozen=True)
@@ -170,6 +175,7 @@ class NaNFlag:
     or hold the last node reached (``fill="hold"``)."""
 
     fill: str = "nan"
+    rescue = False  # a failed step is not retried: it fails the run (the host loop reads this)
 
     def __post_init__(self):
         if self.fill not in FILLS:
@@ -178,6 +184,10 @@ class NaNFlag:
     def hold(self) -> bool:
         """Whether the nodes after a failure hold the last node reached (else they are NaN)."""
         return self.fill == "hold"
+
+    def stops_run(self) -> bool:
+        """Whether a failed step stops the run (the host loop of a native forward run): it does."""
+        return True
 
 
 @dataclass(frozen=True)

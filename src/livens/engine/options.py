@@ -19,11 +19,13 @@ with the same Newton iteration; results agree to round-off.
 
 Beside it, :class:`SizePolicy` holds the sizes at which the solvers change how a Newton step's
 linear system is formed and solved (unrolled, dense, block by block, banded, matrix-free), for
-every backend alike; :func:`size_policy` is the one place they are read from.
+every backend alike, and the steps per compiled chunk of a run; :func:`size_policy` is the one
+place they are read from.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -95,6 +97,19 @@ class SizePolicy:
         per-point Jacobians (:mod:`livens.schemes.stage_tangents`); below it the dense AD Jacobian
         costs as much or less (s = 2 and 3 on the 3D pendulum, 20 unknowns, Andrews' squeezer, 76, and
         the heavy top, 120). ``ggl-spark`` keeps the dense AD tangent at every size measured.
+
+    The chunks of a run: how many steps one call of its compiled loop takes, where the host loop
+    (:mod:`livens.driver.host`) takes over between calls to keep the nodes, stream them, show
+    progress and answer Ctrl-C. They change where a run pauses, not the steps it takes.
+
+    chunk: steps per call of a run's compiled loop: :func:`livens.simulate`'s default ``chunk``
+        (``livens.driver.DEFAULT_CHUNK``), every native kernel of an ensemble, and the native forward
+        run and replayed derivatives of :func:`livens.flow`. Fixed, so that h and t_end never
+        recompile.
+    batched_member_steps: an ensemble that runs as one ``vmap``-ped XLA call for all its members
+        takes about this many member-steps per call (:meth:`batched_chunk`), so that the records of
+        one call stay small.
+    batched_min_chunk: the fewest steps per call of that batched loop, however many members.
     """
 
     unroll_unknowns: int = 4
@@ -103,6 +118,16 @@ class SizePolicy:
     vis_banded_coordinates: int = 54
     vis_matrix_free_coordinates: int = 64
     stage_unknowns: int = 48
+    chunk: int = 512
+    batched_member_steps: int = 65536
+    batched_min_chunk: int = 8
+
+    def batched_chunk(self, members: int) -> int:
+        """Steps per call of the ``vmap``-ped XLA loop of ``members`` members: the largest power
+        of two at most :attr:`batched_member_steps` / members, between :attr:`batched_min_chunk` and
+        :attr:`chunk` (512 for up to 128 members, 64 for 1000)."""
+        per_member = max(1, self.batched_member_steps // max(1, members))
+        return int(min(self.chunk, max(self.batched_min_chunk, 2 ** int(math.log2(per_member)))))
 
 
 SIZES = SizePolicy()
