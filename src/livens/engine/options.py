@@ -100,12 +100,12 @@ class SizePolicy:
 
     The chunks of a run: how many steps one call of its compiled loop takes, where the host loop
     (:mod:`livens.driver.host`) takes over between calls to keep the nodes, stream them, show
-    progress and answer Ctrl-C. They change where a run pauses, not the steps it takes.
+    progress and answer Ctrl-C. They change where a run pauses, not the equations its steps solve.
 
-    chunk: steps per call of a run's compiled loop: :func:`livens.simulate`'s default ``chunk``
-        (``livens.driver.DEFAULT_CHUNK``), every native kernel of an ensemble, and the native forward
-        run and replayed derivatives of :func:`livens.flow`. Fixed, so that h and t_end never
-        recompile.
+    chunk: steps per call of a run's compiled loop. Its default here is :func:`livens.simulate`'s
+        default ``chunk`` and the chunk of :func:`livens.flow`'s native forward run and replayed
+        derivatives (``livens.driver.DEFAULT_CHUNK``, read once at import); an ensemble's native
+        kernels take the value in force. Fixed per run, so that h and t_end never recompile.
     batched_member_steps: an ensemble that runs as one ``vmap``-ped XLA call for all its members
         takes about this many member-steps per call (:meth:`batched_chunk`), so that the records of
         one call stay small.
