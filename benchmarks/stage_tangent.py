@@ -7,9 +7,11 @@ the heavy top (120 unknowns) and Andrews' squeezer (76 unknowns) for s = 2 and 3
 ``backend="xla"``: the policy is replaced while a variant's steps are traced (:func:`forced`:
 ``stage_unknowns`` = 0 for the structured tangent, larger than any system for the dense one), each
 variant on a problem object of its own (a run's compiled loop is cached per system, so each
-variant keeps the tangent it was traced with), warm (XLA's optimized executable in use, compiled
-during two untimed runs, :func:`benchmarks.chain_3d._optimized_xla_at_once`), then timed in turns,
-median of ``repeats``: steps/s of the stepping alone (``meta["stepping_time"]``).
+variant keeps the tangent it was traced with; s is a runtime argument of that loop, so one compile
+per variant serves s = 2 and 3, and the compile times of s = 3 are the set-up's), warm (XLA's
+optimized executable in use, compiled during two untimed runs,
+:func:`benchmarks.chain_3d._optimized_xla_at_once`), then timed in turns, median of ``repeats``:
+steps/s of the stepping alone (``meta["stepping_time"]``).
 
 ``python -m benchmarks.stage_tangent [--steps-scale 0.5] [--repeats 3]`` runs it alone.
 """
@@ -61,11 +63,11 @@ def summarize(steps: int, stepping: dict) -> dict:
     return row
 
 
-def measure_one(lv, example: str, stages: int, steps: int, repeats: int = 3) -> dict:
-    """Steps/s of ``ggl-galerkin`` with ``stages`` on ``example`` with each tangent (module docstring)."""
+def measure_one(lv, problems: dict, stages: int, steps: int, repeats: int = 3) -> dict:
+    """Steps/s of ``ggl-galerkin`` with ``stages`` with each tangent (module docstring); ``problems``:
+    {variant: the example loaded for it}."""
     from benchmarks.chain_3d import _optimized_xla_at_once
 
-    problems = {v: lv.examples.load(example) for v in VARIANTS}  # a compiled loop of its own each
     h = problems["structured"].h
     kw = dict(h=h, stages=stages, backend="xla", progress=False)
     first, its = {}, {}
@@ -95,10 +97,11 @@ def measure(lv, quick: bool = False, repeats: int = 3, scale: float = 1.0) -> di
     out = {}
     for example, steps, quick_steps in SYSTEMS:
         n = max(10, int((quick_steps if quick else steps) * scale))
+        problems = {v: lv.examples.load(example) for v in VARIANTS}  # a compiled loop of its own each
         for s in STAGES:
             key = f"{example}|s={s}"
             try:
-                out[key] = measure_one(lv, example, s, n, repeats)
+                out[key] = measure_one(lv, problems, s, n, repeats)
             except Exception as exc:  # noqa: BLE001 - reported in the table, the other rows go on
                 out[key] = {"failed": f"{type(exc).__name__}: {str(exc)[:160]}"}
             print_row(key, out[key])
