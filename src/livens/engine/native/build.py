@@ -26,12 +26,15 @@ CPU (``-march=native``: AVX2 or AVX-512 vectors where it has them), and the libr
 what that means here (:data:`ARCH_FLAGS`).
 
 Large sources (more than :data:`LARGE_SOURCE` characters, where GCC at ``-O2`` may take several
-seconds) whose optimized library is not yet cached are compiled twice at once: at ``-Og``
-(:data:`QUICK_FLAGS`), which compiles in a fraction of the time, and at ``-O2``. The kernel runs
-the ``-Og`` library from the first call and switches to the ``-O2`` one when its compile ends
-(:func:`wait` waits for that). Both levels follow IEEE arithmetic (no fast-math, no contraction),
-so the switch changes no bit of the results. A process that exits first stops the ``-O2``
-compile; the next one compiles it again.
+seconds) whose optimized library is not yet cached are compiled twice at once: at ``-O0``
+(:data:`QUICK_FLAGS`) and at ``-O2``. The kernel runs the ``-O0`` library from the first call and
+switches to the ``-O2`` one when its compile ends (:func:`wait` waits for that). ``-O0`` compiles
+the large body of a time loop in a fraction of ``-Og``'s time (``-Og`` still allocates registers
+over the whole function, most of its compile); the kernel runs more slowly on it until the
+``-O2`` library is in use.
+Every level follows IEEE arithmetic (no fast-math, no contraction; x86-64 computes at ``-O0`` in
+the same SSE registers, never in x87's wider ones), so the switch changes no bit of the results.
+A process that exits first stops the ``-O2`` compile; the next one compiles it again.
 """
 
 from __future__ import annotations
@@ -69,9 +72,11 @@ ARCH_FLAGS = ("-march=native",)
 vectors and instructions; with ``-ffp-contract=off`` no fused multiply-add, so the same bits).
 What it means is part of the library's name: a cache shared by machines with different CPUs
 never loads a library built for another."""
-QUICK_FLAGS = ("-Og", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
-"""The quick compile of a large source: the same arithmetic as :data:`FLAGS`, less optimization."""
-ONCE_FLAGS = ("-O0", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
+QUICK_FLAGS = ("-O0", "-std=gnu99", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-w")
+"""The quick compile of a large source: the same arithmetic as :data:`FLAGS`, no optimization."""
+QUICK_LEVEL = QUICK_FLAGS[0]
+"""The optimization level of :data:`QUICK_FLAGS` (:attr:`Kernel.level` until ``-O2`` is in use)."""
+ONCE_FLAGS = QUICK_FLAGS
 """The compile of a program that runs once (``build(once=True)``): the same arithmetic, no optimization."""
 LARGE_SOURCE = 150_000
 """Sources of more characters than this are compiled at both levels at once (module docstring)."""
@@ -221,7 +226,7 @@ def build(source: str, name: str = "livens_kernel", quick: bool = False, cpp: bo
     """The ctypes function ``name`` of the compiled ``source`` (from the cache where it is there).
 
     With ``quick=True``, a large source whose ``-O2`` library is not cached is compiled at both
-    levels at once (module docstring); the result is then ``(fn, future)``: the ``-Og`` function,
+    levels at once (module docstring); the result is then ``(fn, future)``: the ``-O0`` function,
     and a :class:`concurrent.futures.Future` of the ``-O2`` one (None where ``fn`` is already it).
     ``cpp``: the source is C++ (a lane kernel), compiled with GCC only. ``once=True``: a program
     run once, compiled at :data:`ONCE_FLAGS` only."""
@@ -239,7 +244,7 @@ def build(source: str, name: str = "livens_kernel", quick: bool = False, cpp: bo
         def optimized():
             try:
                 future.set_result(_load(cc, opts, source, name))
-            except BaseException as exc:  # the -Og library stays; the error is kept on the future
+            except BaseException as exc:  # the -O0 library stays; the error is kept on the future
                 future.set_exception(exc)
             finally:
                 _PENDING.discard(future)
@@ -273,7 +278,7 @@ def wait(timeout: float | None = None) -> None:
     for future in list(_PENDING):
         try:
             future.result(timeout)
-        except Exception:  # a failed -O2 compile leaves the -Og library in use
+        except Exception:  # a failed -O2 compile leaves the -O0 library in use
             pass
         while future in _PENDING:  # its callbacks (the kernels' switch) run before it leaves
             time.sleep(0.001)
@@ -305,8 +310,8 @@ class Kernel:
         self.in_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in closed_jaxpr.jaxpr.invars]
         self.out_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in closed_jaxpr.jaxpr.outvars]
         self.compile_s, self.source = compile_s, source
-        self.level = "-O2" if optimized is None else "-Og"
-        """The optimization of the library in use: "-Og" until the background "-O2" compile ends."""
+        self.level = "-O2" if optimized is None else QUICK_LEVEL
+        """The optimization of the library in use: "-O0" until the background "-O2" compile ends."""
         if optimized is not None:
             optimized.add_done_callback(self._switch)
 
