@@ -17,8 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _jaxconfig  # noqa: F401
-from .engine import CompiledCache
-from .validation import constraint_label
+from .validation import constraint_label, point_values
 
 if TYPE_CHECKING:  # annotations only: Mechanics is imported where it is used, so that this module's
     # namespace (no __all__) holds only the symmetry checks
@@ -31,38 +30,22 @@ if TYPE_CHECKING:  # annotations only: Mechanics is imported where it is used, s
 SYMMETRY_RTOL = 1e-8
 
 
-_CHECK_FNS = CompiledCache(16)
-
-
-def _compiled(mech):
-    """(g, G, dV) of ``mech`` compiled once per Mechanics: the symmetry checks evaluate them at a
-    dozen points for every Problem (a new initial state is a new Problem), which op by op costs
-    about a second."""
-    hit = _CHECK_FNS.get(id(mech))
-    if hit is not None and hit[0] is mech:
-        return hit[1]
-    fns = (jax.jit(mech.g), jax.jit(mech.G), jax.jit(jax.grad(mech.V)))
-    _CHECK_FNS[id(mech)] = (mech, fns)
-    return fns
-
-
 def _manifold_points(mech, q0, rng, n: int):
     """q0 and up to ``n`` points near it on g(q) = 0 (random perturbations projected by
     Gauss-Newton), for the symmetry checks."""
     pts = [q0]
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(q0.shape[0]))
-    g_fn, G_fn, _ = _compiled(mech) if mech.m else (None, None, None)
+    values = point_values(mech)  # compiled once per Mechanics, shared with the Problem's checks
     for _ in range(n):
         q = q0 + scale * rng.standard_normal(q0.shape[0])
         if mech.m:
             for _ in range(30):
-                gq = np.asarray(g_fn(jnp.asarray(q)))
+                _, _, gq, G = (np.asarray(x) for x in values(q))
                 if not np.all(np.isfinite(gq)):
                     break
                 if np.max(np.abs(gq)) <= 1e-13:
                     pts.append(q)
                     break
-                G = np.asarray(G_fn(jnp.asarray(q)))
                 try:
                     q = q - G.T @ np.linalg.solve(G @ G.T, gq)
                 except np.linalg.LinAlgError:
@@ -99,20 +82,21 @@ def symmetry_defect(mech: Mechanics, sym: Symmetry, q0: ArrayLike, seed: int = 0
     on = _manifold_points(mech, np.asarray(q0, float), rng, 3)
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
     off = [q + 0.05 * scale * rng.standard_normal(len(q0)) for q in on]
-    _, G_fn, dV = _compiled(mech)
+    values = point_values(mech)
     if not mech.constant_mass:
         why = _mass_defect(mech, sym, on + off)
         if why is not None:
             return why
+    jacobians = []  # G at the points on the manifold
     for q in on + off:
-        z = np.asarray(sym.generator(jnp.asarray(q)), float)
-        grad = np.asarray(dV(jnp.asarray(q)))
+        z = np.asarray(sym.generator(q), float)  # NumPy: no XLA program for the generator's product
+        _, grad, _, G = (np.asarray(x) for x in values(q))
+        jacobians.append(G)
         if abs(grad @ z) > SYMMETRY_RTOL * (np.linalg.norm(grad) * np.linalg.norm(z) + 1e-300):
             return f"the potential is not invariant (dV . xi q = {grad @ z:.3e} at q = {np.round(q, 4).tolist()})"
     if mech.m:
-        for q in on:
-            z = np.asarray(sym.generator(jnp.asarray(q)), float)
-            G = np.asarray(G_fn(jnp.asarray(q)))
+        for q, G in zip(on, jacobians):
+            z = np.asarray(sym.generator(q), float)
             Gz = G @ z
             lim = SYMMETRY_RTOL * (np.linalg.norm(G, axis=1) * np.linalg.norm(z) + 1e-300)
             bad = np.flatnonzero(np.abs(Gz) > lim)
@@ -158,11 +142,11 @@ def invariant_rows(mech: Mechanics, symmetries: Sequence[Symmetry], q0: ArrayLik
     rng = np.random.default_rng(seed)
     q0 = np.asarray(q0, float)
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
-    G_fn = _compiled(mech)[1]
+    values = point_values(mech)
     for q in [q0] + [q0 + scale * rng.standard_normal(len(q0)) for _ in range(3)]:
-        G = np.asarray(G_fn(jnp.asarray(q)))
+        G = np.asarray(values(q)[3])
         for sym in symmetries:
-            z = np.asarray(sym.generator(jnp.asarray(q)), float)
+            z = np.asarray(sym.generator(q), float)
             lim = SYMMETRY_RTOL * (np.linalg.norm(G, axis=1) * np.linalg.norm(z) + 1e-300)
             inv &= np.abs(G @ z) <= lim
     return inv
@@ -213,7 +197,7 @@ def constraints_midpoint_orthogonal(
     affine = affine_rows(mech)
     if np.any(~invariant & ~affine):
         return False
-    A = np.asarray(_compiled(mech)[1](jnp.asarray(q0, float)))[affine]
+    A = np.asarray(point_values(mech)(np.asarray(q0, float))[3])[affine]
     for sym in symmetries:
         if sym.xi is None:
             Axi = A @ np.asarray(sym.shift, float)[:, None]  # must vanish: no component to map into

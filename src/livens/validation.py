@@ -20,11 +20,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _jaxconfig  # noqa: F401
-from .engine import xla_jit
+from .engine import CompiledCache, xla_jit
 from .redundancy import ConstraintRank, analyse, notify
 
 if TYPE_CHECKING:  # annotations only: Mechanics is imported where it is used, so that this module's
     # namespace (no __all__) holds only checks
+    from .mechanics import Mechanics
     from .system import System
 
 
@@ -75,11 +76,19 @@ def _jax_hint(exc) -> str:
 
 
 def _evaluate(
-    name: str, fn, *args, shape=None, floating: bool = False, finite: bool = True, compiled: bool = True
+    name: str,
+    fn,
+    *args,
+    shape=None,
+    floating: bool = False,
+    finite: bool = True,
+    compiled: bool = True,
+    value=None,
 ) -> np.ndarray:
     """Evaluate a user function at the initial state and refuse what no scheme can use.
 
     ``floating``: the value must have a floating-point dtype (JAX differentiates only those).
+    ``value``: the function's value, computed already (:func:`point_values`): only checked.
 
     With ``compiled`` (the default) the function is evaluated as one compiled program (XLA's level
     0), as the schemes will trace it, instead of operation by operation (each operation a small XLA program of
@@ -87,9 +96,10 @@ def _evaluate(
     for the three-bar swing's checks); where that fails, it is evaluated eagerly, so that the
     user's own error is reported (and :func:`_traceable` reports one that only tracing meets).
     """
-    args = [jnp.asarray(a) for a in args]
-    out = arr = None
-    if compiled:
+    out = arr = None if value is None else np.asarray(value)
+    if value is None:
+        args = [jnp.asarray(a) for a in args]
+    if value is None and compiled:
         try:
             out = xla_jit(fn, once=True)(*args)
             arr = np.asarray(out)
@@ -120,10 +130,47 @@ def _evaluate(
     return arr
 
 
+_POINT_FNS = CompiledCache(16)
+
+
+def point_values(mech: Mechanics) -> Callable:
+    """q -> (V(q), dV(q), g(q), G(q)) of ``mech`` (g and G empty without constraints; dV and G by
+    JAX AD) as one program compiled at XLA's level 0, once per Mechanics: the checks of a Problem
+    (:func:`validate_problem`, at q0) and of its symmetries (:mod:`livens.symmetries`, near q0)
+    evaluate these four, and one program serves both, where a program for each would compile
+    four (and the symmetry checks three more at a run's set-up)."""
+    hit = _POINT_FNS.get(id(mech))
+    if hit is not None and hit[0] is mech:
+        return hit[1]
+    fn = xla_jit(lambda q: (mech.V(q), jax.grad(mech.V)(q), mech.g(q), mech.G(q)), once=True)
+    _POINT_FNS[id(mech)] = (mech, fn)
+    return fn
+
+
+def _point_values_at(system: System, q0: np.ndarray) -> tuple | None:
+    """(V, dV, g, G) at q0 by :func:`point_values`, where the user's potential is a floating-point
+    scalar and the constraints a floating-point vector (traced, not evaluated); else, or where the
+    program fails, None: the checks then evaluate each function on its own and name what failed."""
+    from .mechanics import mechanics
+
+    def floating(x, ndim: int) -> bool:
+        return x.ndim == ndim and np.issubdtype(x.dtype, np.floating)
+
+    try:
+        q = np.asarray(q0, dtype=float)  # NumPy: jnp.asarray would compile a program to stage it
+        if not floating(jax.eval_shape(system.bound("potential"), q), 0):
+            return None
+        if system.constraints is not None and not floating(jax.eval_shape(system.bound("constraints"), q), 1):
+            return None
+        return tuple(np.asarray(x) for x in point_values(mechanics(system, q0))(q))
+    except Exception:  # noqa: BLE001 - the checks below evaluate each function and say what failed
+        return None
+
+
 def _traceable(name: str, fn, *args) -> None:
     """Trace ``fn`` abstractly, as the compiled time step will (no arithmetic is done)."""
     try:
-        jax.eval_shape(fn, *[jnp.asarray(a) for a in args])
+        jax.eval_shape(fn, *args)  # NumPy arguments: no XLA program to stage them
     except Exception as exc:
         raise ValueError(f"{name} cannot be traced by JAX: {type(exc).__name__}: {exc}{_jax_hint(exc)}") from exc
 
@@ -191,10 +238,12 @@ def validate_problem(
             raise ValueError(f"Problem.{field} must be a positive finite number; got {val!r}.")
     if not check:
         return q0, v0, p0, None
-    _evaluate("potential", system.bound("potential"), q0, shape=(), floating=True)
+    V0, dV0, g0, G0 = _point_values_at(system, q0) or (None,) * 4
+    _evaluate("potential", system.bound("potential"), q0, shape=(), floating=True, value=V0)
     _traceable("potential", system.bound("potential"), q0)
     # the schemes differentiate V and g by JAX AD inside a compiled step: trace and check them here
-    dV0 = _evaluate("the gradient of potential (JAX AD)", jax.grad(system.bound("potential")), q0, finite=False)
+    grad = jax.grad(system.bound("potential"))
+    dV0 = _evaluate("the gradient of potential (JAX AD)", grad, q0, finite=False, value=dV0)
     if not np.all(np.isfinite(dV0)):
         bad = np.flatnonzero(~np.isfinite(dV0)).tolist()
         raise ValueError(
@@ -211,13 +260,15 @@ def validate_problem(
         _evaluate("external_force", system.bound("external_force"), q0, v0, 0.0, shape=(d,))
         _traceable("external_force", system.bound("external_force"), q0, v0, 0.0)
     if system.constraints is not None:
-        g0 = _evaluate("constraints", system.bound("constraints"), q0, floating=True)
+        g0 = _evaluate("constraints", system.bound("constraints"), q0, floating=True, value=g0)
         if g0.ndim != 1:
             hint = " (a 0-d scalar; return jnp.array([g]) for one constraint)" if g0.ndim == 0 else ""
             raise ValueError(f"constraints must return a vector of shape (m,); got shape {g0.shape}{hint}.")
         _traceable("constraints", system.bound("constraints"), q0)
         mech = mechanics(system, q0)
-        G0 = _evaluate("the Jacobian of constraints (JAX AD)", mech.G, q0, shape=(g0.shape[0], d), finite=False)
+        G0 = _evaluate(
+            "the Jacobian of constraints (JAX AD)", mech.G, q0, shape=(g0.shape[0], d), finite=False, value=G0
+        )
         bad = [k for k in range(G0.shape[0]) if not np.all(np.isfinite(G0[k]))]
         if bad:
             raise ValueError(
