@@ -46,6 +46,8 @@ def _np_move(name, vals, p):
             return [np.take(vals[0], k, axis=p["axis"]) for k in range(vals[0].shape[p["axis"]])]
         if name == "pad":
             return [_np_pad(vals[0], vals[1], p["padding_config"])]
+        if name == "select_n":  # a choice among the cases' elements: a move of them
+            return _np_elementwise(name, vals, p)
         if name == "gather":
             out = _np_gather(vals[0], np.asarray(vals[1]), p["dimension_numbers"], p["slice_sizes"], p["mode"])
             return None if out is None else [out]
@@ -133,6 +135,16 @@ _NP_BINARY = {
 }
 
 
+_NP_REDUCE = {
+    "reduce_sum": np.sum,
+    "reduce_max": np.max,
+    "reduce_min": np.min,
+    "reduce_and": np.all,
+    "reduce_or": np.any,
+}
+"""Reductions folded by NumPy where the operand is integer or boolean (no round-off, so any order)."""
+
+
 def _np_elementwise(name, vals, p):
     """Common elementwise primitives (and ``dot_general``) on known NumPy arrays, where NumPy's
     result is the one ``jax.lax`` defines (IEEE arithmetic, comparisons, exact conversions; a
@@ -153,6 +165,8 @@ def _np_elementwise(name, vals, p):
         if dst == np.bool_:
             return [np.asarray(vals[0]) != 0]
         return None
+    if name in _NP_REDUCE and not _is_float(np.asarray(vals[0]).dtype):  # exact: integers, booleans
+        return [_NP_REDUCE[name](np.asarray(vals[0]), axis=tuple(p["axes"])).astype(np.asarray(vals[0]).dtype)]
     if name == "select_n":
         pred, cases = np.asarray(vals[0]), vals[1:]
         if pred.dtype == np.bool_:
