@@ -80,7 +80,7 @@ import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
 from ..solvers.dense import solver
-from . import ggl_mass, register
+from . import ggl_mass, mq_tangent, register
 from .base import About, Capabilities, Scheme, State, default_update, enforced_both_nodal, next_node
 from .ggl_vi import _mass_operators
 from .stage_tangents import ad_tangent
@@ -458,9 +458,12 @@ class EMTangent:
 def _tangent(u, s: State, h, t, params, mech):
     """The structured tangent of EM (:class:`EMTangent`); every block by AD of g, V (and the
     invariants) through :func:`_force`, each derivative taken on its own (one batched jacfwd over
-    all of them costs more on small systems). A configuration-dependent M: the AD Jacobian of
-    :func:`_residual_mass`."""
+    all of them costs more on small systems). A configuration-dependent M: the structured
+    :class:`livens.schemes.mq_tangent.EMMassTangent` where it applies
+    (:func:`livens.schemes.mq_tangent.em_applies`), else the AD Jacobian of :func:`_residual_mass`."""
     if not mech.constant_mass:
+        if mq_tangent.em_applies(mech):
+            return mq_tangent.em_mass_tangent(u, s, h, mech)
         return ad_tangent(_residual_mass, u, s, h, t, params, mech)
     dq, dp, lam, gam = u["dq"], u["dp"], u["lam"], u["gam"]
     q0, p0 = s.q, s.p
