@@ -69,7 +69,9 @@ Remark 3) no longer bilinear. :func:`_residual_mass` takes
 Then E(q, v, p) = p.v - L(q, v) (KB23 eq 31) is conserved by the proof of KBS23b eq 87-89 and the
 momentum maps by that of eq 90-91. p^n = M(q^n) v^n no longer holds exactly (KB23 Prop. 5.5), so
 the nodal velocity is the unknown v^{n+1} (not M^-1 p^{n+1}) and T + V is not exactly conserved.
-The Newton tangent is the AD Jacobian. With a constant M the residual is the one above, operation
+The Newton tangent is structured (:class:`livens.schemes.mq_tangent.EMMassTangent`, tested against
+``jax.jacfwd`` of the residual) where the force is one Gonzalez gradient (no symmetries or invariants
+declared), else the AD Jacobian. With a constant M the residual is the one above, operation
 for operation. A singular M is refused (g_v needs M^-1).
 """
 
