@@ -466,7 +466,7 @@ def _tangent(u, s: State, h, t, params, mech):
     if not mech.constant_mass:
         if mq_tangent.em_applies(mech):
             return mq_tangent.em_mass_tangent(u, s, h, mech)
-        return ad_tangent(_residual_mass, u, s, h, t, params, mech)
+        return ad_tangent(_residual_mass, u, s, h, t, params, mech, by_block=True)
     dq, dp, lam, gam = u["dq"], u["dp"], u["lam"], u["gam"]
     q0, p0 = s.q, s.p
     cq = None if s.comp is None else s.comp[0]

@@ -491,9 +491,9 @@ def _tangent(u, s: State, h, t, params, mech):
     :class:`VISTangentBanded` from ``vis_banded_coordinates`` on where its reduced system is a
     narrow band, else :class:`VISTangentMF` from ``vis_matrix_free_coordinates`` on, else (or where
     m = 0) :class:`VISTangent`; their blocks by AD of g, C and F. A configuration-dependent M: the AD Jacobian of
-    :func:`_residual_mass` (:func:`livens.solvers.tangent.ad_jacobian`)."""
+    :func:`_residual_mass`, one named unknown at a time (:func:`livens.schemes.stage_tangents.ad_tangent`)."""
     if not mech.constant_mass:
-        return ad_tangent(_residual_mass, u, s, h, t, params, mech)
+        return ad_tangent(_residual_mass, u, s, h, t, params, mech, by_block=True)
     v0, gam = u["v0"], u["gam"]
     q0 = s.q
     q1, p1 = _nodes(u, s)

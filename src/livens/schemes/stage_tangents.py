@@ -28,10 +28,21 @@ import numpy as np
 from ..solvers import ad_jacobian, size_policy
 
 
-def ad_tangent(residual: Callable, u: dict, s, h, t, params, mech) -> jax.Array:
+def ad_tangent(residual: Callable, u: dict, s, h, t, params, mech, by_block: bool = False) -> jax.Array:
     """dR/dx of ``residual`` at the named unknowns ``u`` by forward-mode AD (the unknowns packed in
-    the order of ``u``)."""
+    the order of ``u``). ``by_block``: one ``jacfwd`` per named unknown, the others held constant
+    (their tangents are symbolic zeros), at every size (else from
+    :attr:`livens.engine.SizePolicy.block_jacobian_unknowns` on, :func:`livens.solvers.ad_jacobian`):
+    the GGL schemes' residuals with a configuration-dependent M(q), where the directions of the
+    momenta and multipliers would otherwise be pushed through every evaluation and solve of M(q)."""
     names = list(u)
+    if by_block:
+        cols = [
+            jax.jacfwd(lambda y, k=k: residual({**u, k: y}, s, h, t, params, mech))(u[k])
+            for k in names
+            if u[k].shape[0]
+        ]
+        return jnp.concatenate(cols, axis=1)
     sizes = [int(u[n].shape[0]) for n in names]
     x = jnp.concatenate([u[n] for n in names])
 
