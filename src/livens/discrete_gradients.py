@@ -169,7 +169,7 @@ def greenspan(pi: Callable, potentials: Callable, q0, q1):
 SYMMETRY_EPS = 1e-7
 
 
-def _gram_solve(Z, B):
+def gram_solve(Z: jax.Array, B: jax.Array) -> jax.Array:
     """(Z^T Z)^-1 B for the r generators in the columns of Z and B of shape (r, k), with one step
     of iterative refinement.
 
@@ -229,9 +229,9 @@ def corrected(a0, dx, df, xm, Z=None, targets=None):
     """
     if Z is not None and Z.shape[1]:
         if targets is None:
-            u = dx - Z @ coupling(_gram_solve(Z, (Z.T @ dx)[:, None])[:, 0])
+            u = dx - Z @ coupling(gram_solve(Z, (Z.T @ dx)[:, None])[:, 0])
         else:
-            Y = coupling(_gram_solve(Z, jnp.stack([targets - Z.T @ a0, Z.T @ dx], axis=1)))
+            Y = coupling(gram_solve(Z, jnp.stack([targets - Z.T @ a0, Z.T @ dx], axis=1)))
             a0 = a0 + Z @ Y[:, 0]
             u = dx - Z @ Y[:, 1]
     else:
@@ -295,4 +295,5 @@ __all__ = [
     "symmetric_partitioned",
     "DELTA",
     "SYMMETRY_EPS",
+    "gram_solve",
 ]

@@ -69,7 +69,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
-from . import register
+from . import livens_em_tangent, register
 from .base import About, Capabilities, Scheme, State
 
 
@@ -177,6 +177,11 @@ def _update(momentum):
     return update
 
 
+def _em_external(v1, s: State, h, t, mech):
+    """F(q^{n+1/2}, v^{n+1/2}, t + h/2) as a function of v^{n+1} (for the structured tangent)."""
+    return _external(mech, s.q, _position(s, v1, h), s.v, v1, t, h)
+
+
 def _guess(s: State, h, t, params, mech, mode):
     """The velocity and multipliers of step n ("simple" and "advanced" alike: with v^{n+1} = v^n,
     q^{n+1} = q^n + h v^n, the advanced guess of KBS23b Table 2)."""
@@ -190,6 +195,7 @@ LIVENS_EM = register(
         residual=_residual(_em_forces),
         guess=_guess,
         update=_update(_em_momentum),
+        tangent=livens_em_tangent.tangent(_residual(_em_forces), _em_external),
         capabilities=Capabilities(
             velocity_kind="nodal",
             mass_inverse=False,
