@@ -22,6 +22,7 @@ This module provides
   the function is written in invariants; the energy-momentum schemes use it;
 - :func:`symmetric_partitioned`: the partitioned discrete gradient of L(q, v) corrected the same
   way for a symmetry lifted to the velocities (livens-em with a configuration-dependent M).
+- :func:`gram_solve`: the solve with the generators' Gram matrix that :func:`corrected` uses.
 
 The quotients that couple every coordinate (c above, and the projections onto the symmetry
 generators of :func:`corrected`) are marked with :func:`livens.solvers.couplings.coupling`, so

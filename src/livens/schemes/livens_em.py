@@ -32,7 +32,9 @@ q^{n+1} = q^n + h/2 (v^n + v^{n+1}), p^{n+1} = 2 D2 L - p^n. Both schemes theref
 d + m unknowns (v^{n+1}, lambda), with q^{n+1} and p^{n+1} computed from them: the same solution as
 Newton on all four equations in (q, p, v, lambda), to the Newton tolerance, from a system of a third of
 the size. For beams and chains its tangent is a band (plus, for livens-em, a matrix of low rank from
-the quotients of the discrete gradients: :mod:`livens.solvers.tangent`).
+the quotients of the discrete gradients: :mod:`livens.solvers.tangent`); below that size, livens-em's
+tangent for a constant M is assembled from its terms, the derivative of the corrected discrete
+gradient taken once (:mod:`livens.schemes.livens_em_tangent`).
 
 An external force F(q, v, t) enters both as h F(q^{n+1/2}, v^{n+1/2}, t + h/2) in the momentum
 balance.

@@ -10,7 +10,7 @@ with q^{n+1} = q^n + h/2 (v^n + v^{n+1}) and a the discrete gradient of phi = V 
 (KB23 eq 26) without symmetries, the corrected one of
 :func:`livens.discrete_gradients.corrected` with them (orthogonal to the generators
 Z = [xi_k q^{n+1/2}], KBS23b eq 85). With dx = q^{n+1} - q^n, q_m = q^{n+1/2}, a_0 = D phi(q_m) and
-P = I - Z (Z^T Z)^-1 Z^T,
+P = I - Z K Z^T (K the Gram solve's (Z^T Z)^-1, below),
 
     a = a_0' + kappa num u,   u = P dx,   num = phi(q^{n+1}) - phi(q^n) - a_0'.dx,
     kappa = s / (s^2 + d_4),  s = u.u,  d_4 = (delta^2 (1 + q_m.q_m))^2 + (eps^2 dx.dx)^2,
@@ -18,17 +18,19 @@ P = I - Z (Z^T Z)^-1 Z^T,
 a_0' = a_0 where the constraints are invariant (or without symmetries: then u = dx and eps = 0),
 else a_0' = P a_0 (the targets Z^T a = 0 of an equivariant g). The derivative of ``jax.jacfwd``
 through these formulas differentiates the Gram solve of P (an unrolled Cholesky factorization
-with a refinement step) once per unknown, which is most of the tangent's cost; here its derivative
-is taken once, by the implicit function theorem: for a vector w held fixed,
+of the shifted Gram matrix Gs = Z^T Z + tau I, tau = 1e-14 tr(Z^T Z)/r, with one refinement step)
+once per unknown, which is most of the tangent's cost. That solve applies the matrix
+K = Gs^-1 + tau Gs^-2 (exactly, refinement included); here K and its derivative
 
-    D_q [P(q) w] e = -P A_w e - Z (Z^T Z)^-1 B_{Pw} e,   A_w = D_q[Z(q) (Z^T Z)^-1 Z^T w],
-                                                       B_v = D_q[Z(q)^T v]
+    dK = -Gs^-1 dGs Gs^-1 - tau (Gs^-1 dGs Gs^-2 + Gs^-2 dGs Gs^-1) + dtau Gs^-2,
+    dGs = dZ^T Z + Z^T dZ + dtau I,
 
-(A and B by AD of the generators, the Gram solves for all columns at once), so that
+are formed once (:func:`_gram_inverse`; dZ from AD of the generators), exact also where the
+generators are nearly dependent and the shift matters. For w with the derivative D w,
 
-    D u = (I - A_1/2) - Z (Z^T Z)^-1 [Z^T (I - A_1/2) + B_u/2],
-    D a_0' = X_0 - Z (Z^T Z)^-1 [Z^T X_0 + B_{a_0'}/2],  X_0 = (H + A_0)/2   (H = D^2 phi(q_m)),
+    D [w - Z K Z^T w] = D w - dZ (K Z^T w) - Z (dK Z^T w + K (dZ^T w + Z^T D w))     (:func:`_project`)
 
+gives D u (w = dx, D w = I) and D a_0' (w = a_0, D w = H/2, H = D^2 phi(q_m)),
 and with D num = D phi(q^{n+1}) - a_0' - D a_0'^T dx, D kappa from s and d_4,
 
     D a = D a_0' + kappa num D u + u (num D kappa + kappa D num)^T           (d/dq^{n+1}),
