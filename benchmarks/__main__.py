@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks                     # everything (about 15 minutes on 2 cores)
+    python -m benchmarks                     # everything (more than 15 minutes on 2 cores)
     python -m benchmarks --quick             # the targets only (a few minutes)
     python -m benchmarks --update-baseline   # write benchmarks/baseline.json from this run
     python -m benchmarks --only heavy-top    # pairs whose example or scheme matches
