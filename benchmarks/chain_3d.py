@@ -36,7 +36,7 @@ def _unknowns(lv, problem, scheme: str) -> int:
 
 
 def _first_native_call(lv, problem, scheme: str) -> dict:
-    """The first native call (tracing, translation, -Og compile) and the time until -O2 is in use;
+    """The first native call (tracing, translation, -O0 compile) and the time until -O2 is in use;
     the translation's source is taken from the translator as it is made."""
     from livens import engine
     from livens.engine import native

@@ -75,7 +75,7 @@ def measure_pair(lv, example: str, scheme: str, seconds: float, repeats: int) ->
         "first_call_s": round(first_call, 3),
         "backend": first.meta.get("backend", "xla"),
     }
-    # a large native kernel starts at -Og while -O2 compiles in the background, a large XLA program
+    # a large native kernel starts at -O0 while -O2 compiles in the background, a large XLA program
     # at XLA's level 0 likewise: steps/s are measured with the optimized one, and the time until it
     # is in use is kept beside the compile time
     t0 = time.perf_counter()
@@ -123,7 +123,7 @@ def measure_ensemble(lv, members: int, steps: int, repeats: int) -> dict:
     _wait_optimized()  # the lane kernel's source is large: measured with its -O2 library, as the single run
     ens, wall = _best(lambda: lv.simulate_ensemble(problem, "VI-S", q0s, v0s, h=h, t_end=steps * h), repeats)
     lv.simulate(problem, "VI-S", h=h, t_end=h, progress=False)
-    _wait_optimized()  # the single run too: not its -Og library
+    _wait_optimized()  # the single run too: not its -O0 library
     single_steps = max(steps, 2000)
     single, wall_1 = _best(lambda: lv.simulate(problem, "VI-S", h=h, t_end=single_steps * h, progress=False), repeats)
     ens_rate = members * steps / wall

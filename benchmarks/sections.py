@@ -70,7 +70,7 @@ def pairs(lv, pairs, seconds: float, repeats: int, results: dict) -> None:
         comp = f"{r['compile_s']:>9.2f}" if "compile_s" in r else f"{'-':>9}"
         print(
             f"  {e:<26} {s:<18} {comp} {rate} {its} {r.get('backend', '-'):>8}"
-            + (f"  (-Og first; -O2 in use after {r['optimized_s']:.2f} s)" if "optimized_s" in r else "")
+            + (f"  (-O0 first; -O2 in use after {r['optimized_s']:.2f} s)" if "optimized_s" in r else "")
             + (f"  {r['failed'][:60]}" if "failed" in r else ""),
             flush=True,
         )
