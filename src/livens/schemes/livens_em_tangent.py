@@ -10,27 +10,25 @@ with q^{n+1} = q^n + h/2 (v^n + v^{n+1}) and a the discrete gradient of phi = V 
 (KB23 eq 26) without symmetries, the corrected one of
 :func:`livens.discrete_gradients.corrected` with them (orthogonal to the generators
 Z = [xi_k q^{n+1/2}], KBS23b eq 85). With dx = q^{n+1} - q^n, q_m = q^{n+1/2}, a_0 = D phi(q_m) and
-P = I - Z K Z^T (K the Gram solve's (Z^T Z)^-1, below),
+P = I - Z (Z^T Z)^-1 Z^T,
 
     a = a_0' + kappa num u,   u = P dx,   num = phi(q^{n+1}) - phi(q^n) - a_0'.dx,
     kappa = s / (s^2 + d_4),  s = u.u,  d_4 = (delta^2 (1 + q_m.q_m))^2 + (eps^2 dx.dx)^2,
 
 a_0' = a_0 where the constraints are invariant (or without symmetries: then u = dx and eps = 0),
 else a_0' = P a_0 (the targets Z^T a = 0 of an equivariant g). The derivative of ``jax.jacfwd``
-through these formulas differentiates the Gram solve of P (an unrolled Cholesky factorization
-of the shifted Gram matrix Gs = Z^T Z + tau I, tau = 1e-14 tr(Z^T Z)/r, with one refinement step)
-once per unknown, which is most of the tangent's cost. That solve applies the matrix
-K = Gs^-1 + tau Gs^-2 (exactly, refinement included); here K and its derivative
+through these formulas differentiates the Gram solve of P (an unrolled Cholesky factorization)
+once per unknown, which is most of the tangent's cost; here its derivative is taken once, by the
+implicit function theorem: for a vector w held fixed,
 
-    dK = -Gs^-1 dGs Gs^-1 - tau (Gs^-1 dGs Gs^-2 + Gs^-2 dGs Gs^-1) + dtau Gs^-2,
-    dGs = dZ^T Z + Z^T dZ + dtau I,
+    D_q [P(q) w] e = -P A_w e - Z (Z^T Z)^-1 B_{Pw} e,   A_w = D_q[Z(q) (Z^T Z)^-1 Z^T w],
+                                                       B_v = D_q[Z(q)^T v]
 
-are formed once (:func:`_gram_inverse`; dZ from AD of the generators), exact also where the
-generators are nearly dependent and the shift matters. For w with the derivative D w,
+(A and B by AD of the generators; (Z^T Z)^-1 formed once), so that
 
-    D [w - Z K Z^T w] = D w - dZ (K Z^T w) - Z (dK Z^T w + K (dZ^T w + Z^T D w))     (:func:`_project`)
+    D u = (I - A_1/2) - Z (Z^T Z)^-1 [Z^T (I - A_1/2) + B_u/2],
+    D a_0' = X_0 - Z (Z^T Z)^-1 [Z^T X_0 + B_{a_0'}/2],  X_0 = (H + A_0)/2   (H = D^2 phi(q_m)),
 
-gives D u (w = dx, D w = I) and D a_0' (w = a_0, D w = H/2, H = D^2 phi(q_m)),
 and with D num = D phi(q^{n+1}) - a_0' - D a_0'^T dx, D kappa from s and d_4,
 
     D a = D a_0' + kappa num D u + u (num D kappa + kappa D num)^T           (d/dq^{n+1}),
@@ -41,7 +39,9 @@ the rank-one terms those of the quotient. The tangent is then
     dR/dx = [[M + h^2/2 D a - h dF/dv^{n+1},  h d a/d lambda],
              [h/2 G(q^{n+1}),                  0            ]],
 
-solved by one LU factorization (M may be singular). Every value is the exact derivative of the
+solved by one LU factorization (M may be singular). Where the generators are nearly dependent
+(:func:`well_conditioned`), the Gram solve's shift is no longer negligible and the tangent is the dense
+AD Jacobian (a ``lax.cond``). Every value is the exact derivative of the
 residual: the tests compare it with ``jax.jacfwd``. A configuration-dependent M keeps the default
 tangent (:func:`livens.solvers.tangent_operator`'s band or dense AD form), and so does a system
 large enough for the band form (:attr:`livens.engine.SizePolicy.banded_unknowns`) where it finds one.
@@ -65,46 +65,56 @@ def _constraints(mech) -> Callable:
     return lambda q: jnp.zeros((0,), q.dtype)
 
 
-def _gram_inverse(Z, DZ):
-    """(K, dK): the matrix K = Gs^-1 + tau Gs^-2 that :func:`livens.discrete_gradients.gram_solve`
-    applies (the shifted Gram matrix Gs = Z^T Z + tau I and its one refinement step against
-    Z^T Z), and its derivative (r, r, d) along the generators' derivative DZ (d, r, d). Exact also
-    where the generators are nearly dependent and the shift tau = 1e-14 tr(Z^T Z)/r matters."""
-    r = Z.shape[1]
-    gram = Z.T @ Z
-    tau = 1e-14 * jnp.trace(gram) / r + 1e-200
-    eye = jnp.eye(r, dtype=Z.dtype)
-    Gsi = jnp.linalg.inv(gram + tau * eye)
-    dG = jnp.einsum("ire,is->rse", DZ, Z)
-    dG = dG + jnp.transpose(dG, (1, 0, 2))
-    dtau = (1e-14 / r) * jnp.einsum("rre->e", dG)
-    T1 = jnp.einsum("ab,bce,cd->ade", Gsi, dG + eye[:, :, None] * dtau, Gsi)
-    Gsi2 = Gsi @ Gsi
-    dK = -T1 - tau * (jnp.einsum("abe,bc->ace", T1, Gsi) + jnp.einsum("ab,bce->ace", Gsi, T1))
-    return Gsi + tau * Gsi2, dK + Gsi2[:, :, None] * dtau[None, None, :]
-
-
-def _project(Z, DZ, K, dK, w, Dw):
-    """(w - Z K Z^T w, its derivative) for w with the derivative Dw (d, d) in q^{n+1}: the part of w
-    outside the generators' span that :func:`livens.discrete_gradients.corrected` forms."""
-    c = Z.T @ w
-    y = K @ c
-    inner = jnp.einsum("ire,i->re", DZ, w) + Z.T @ Dw
-    D = Dw - jnp.einsum("ire,r->ie", DZ, y) - Z @ (jnp.einsum("rse,s->re", dK, c) + K @ inner)
-    return w - Z @ y, D
-
-
 def _projected(mech, qm, Z, dx, a0, equivariant: bool, H, Gm):
-    """(u, D u, a_0', D a_0', d a_0'/d lambda) of the module docstring (derivatives in q^{n+1}),
-    with the Gram solves of :func:`livens.discrete_gradients.corrected` as products with the matrix
-    K of :func:`_gram_inverse`."""
-    DZ = 0.5 * jax.jacfwd(mech.generators)(qm)  # d Z(q^{n+1/2}) / d q^{n+1}
-    K, dK = _gram_inverse(Z, DZ)
-    u, Du = _project(Z, DZ, K, dK, dx, jnp.eye(dx.shape[0], dtype=dx.dtype))
-    if not equivariant:
-        return u, Du, a0, 0.5 * H, Gm.T
-    a0, Da0 = _project(Z, DZ, K, dK, a0, 0.5 * H)  # targets Z^T a = 0: a_0' = a_0 - Z K Z^T a_0
-    return u, Du, a0, Da0, Gm.T - Z @ (K @ (Z.T @ Gm.T))
+    """(u, D u, a_0', D a_0', d a_0'/d lambda) of the module docstring (derivatives in q^{n+1}).
+    Every Gram solve is a product with (Z^T Z)^-1, formed once
+    (:func:`livens.discrete_gradients.gram_solve` of the identity) and refined once per product."""
+    d = dx.shape[0]
+    eye = jnp.eye(d, dtype=dx.dtype)
+    gram = Z.T @ Z
+    Gi = dg.gram_solve(Z, jnp.eye(Z.shape[1], dtype=Z.dtype))
+
+    def solve(B):
+        X = Gi @ B
+        return X + Gi @ (B - gram @ X)
+
+    if equivariant:  # targets Z^T a = 0: a_0' = P a_0
+        Y = solve(jnp.stack([-(Z.T @ a0), Z.T @ dx], axis=1))
+        a0 = a0 + Z @ Y[:, 0]
+        u = dx - Z @ Y[:, 1]
+        ys, ws = jnp.stack([Y[:, 1], Y[:, 0]], axis=1), jnp.stack([u, a0], axis=1)
+    else:
+        ys = solve((Z.T @ dx)[:, None])
+        u = dx - Z @ ys[:, 0]
+        ws = u[:, None]
+    A, B = jax.jacfwd(lambda q: (mech.generators(q) @ ys, mech.generators(q).T @ ws))(qm)
+    X1 = eye - 0.5 * A[:, 0, :]
+    rhs = [Z.T @ X1 + 0.5 * B[:, 0, :]]
+    if equivariant:
+        X0 = 0.5 * (H + A[:, 1, :])
+        rhs += [Z.T @ X0 + 0.5 * B[:, 1, :], Z.T @ Gm.T]
+    S = solve(jnp.concatenate(rhs, axis=1))
+    Du = X1 - Z @ S[:, :d]
+    if equivariant:
+        return u, Du, a0, X0 - Z @ S[:, d : 2 * d], Gm.T - Z @ S[:, 2 * d :]
+    return u, Du, a0, 0.5 * H, Gm.T
+
+
+def well_conditioned(mech, qm) -> jax.Array:
+    """Whether the generators at q_m are independent enough for the formulas of the module docstring:
+    tr(Z^T Z) max diag((Z^T Z)^-1) below :data:`GRAM_CONDITION`. Where they are nearly dependent (three
+    rotations of collinear points, rotations and translations of a rigid rod), the shift that
+    :func:`livens.discrete_gradients.gram_solve` adds to Z^T Z is no longer negligible, and the
+    tangent is the dense AD Jacobian instead."""
+    Z = mech.generators(qm)
+    Gi = dg.gram_solve(Z, jnp.eye(Z.shape[1], dtype=Z.dtype))
+    return jnp.trace(Z.T @ Z) * jnp.max(jnp.diagonal(Gi)) < GRAM_CONDITION
+
+
+#: The condition estimate of the generators' Gram matrix above which the tangent is the dense AD
+#: Jacobian (:func:`well_conditioned`): the Gram solve's shift (1e-14 of its trace) then changes its
+#: inverse by more than 1e-6.
+GRAM_CONDITION = 1e8
 
 
 def gradient_jacobians(mech, q0, q1, lam):
@@ -173,10 +183,20 @@ def tangent(residual: Callable, external: Callable) -> Callable:
             band = banded_tangent(("scheme", "livens-em"), full, x, (s, h, t, params), mech)
             if band is not None:
                 return band
-        if mech.constant_mass:
-            return Dense(structured(u, s, h, t, params, mech, lambda v1: external(v1, s, h, t, mech)))
         d = mech.d
-        J = ad_jacobian(lambda v: residual(v, s, h, t, params, mech), x, lambda z: {"v1": z[:d], "lam": z[d:]})
-        return Dense(J)
+
+        def dense(x):
+            return ad_jacobian(lambda v: residual(v, s, h, t, params, mech), x, lambda z: {"v1": z[:d], "lam": z[d:]})
+
+        if not mech.constant_mass:
+            return Dense(dense(x))
+
+        def assembled(x):
+            return structured(u, s, h, t, params, mech, lambda v1: external(v1, s, h, t, mech))
+
+        if len(mech.symmetries) < 2:
+            return Dense(assembled(x))
+        qm = s.q + 0.25 * h * (s.v + u["v1"])
+        return Dense(jax.lax.cond(well_conditioned(mech, qm), assembled, dense, x))
 
     return tangent_
