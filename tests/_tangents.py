@@ -21,6 +21,20 @@ def assert_tangent_equals_ad(R, T, x, n):
     assert np.max(np.abs(J_ad @ dx - b)) <= 1e-12 * scale * np.max(np.abs(dx))
 
 
+def residual_and_tangent(sch, st, h, t, vals, mech):
+    """The scheme's residual R(x) and tangent T(x) at the step from ``st`` (x packed as the scheme packs
+    its unknowns)."""
+    d, m = mech.d, mech.m
+
+    def R(x):
+        return sch.residual(sch.unpack(x, d, m), st, h, t, vals, mech)
+
+    def T(x):
+        return sch.tangent(sch.unpack(x, d, m), st, h, t, vals, mech)
+
+    return R, T
+
+
 def tangent_type(T, x):
     """The type of the tangent object T(x), from a trace: building a tangent op by op (outside jit)
     takes seconds for the larger ones."""

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _configuration_mass import spherical_pendulum
-from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
+from _tangents import assert_tangent_equals_ad, perturbed_point, residual_and_tangent, tangent_type
 
 import livens as lv
 from livens.schemes import get as get_scheme
@@ -77,12 +77,7 @@ def test_structured_tangent_equals_ad_tangent(name):
     sch, vals, mech, st, x, h = _point(name, seed=len(name))
     d, m = mech.d, mech.m
 
-    def R(x):
-        return sch.residual(sch.unpack(x, d, m), st, h, 0.3, vals, mech)
-
-    def T(x):
-        return sch.tangent(sch.unpack(x, d, m), st, h, 0.3, vals, mech)
-
+    R, T = residual_and_tangent(sch, st, h, 0.3, vals, mech)
     assert tangent_type(T, x) is mq_tangent.EMMassTangent
     assert_tangent_equals_ad(R, T, x, 3 * d + 2 * m)
     J_ad = np.asarray(jax.jit(jax.jacfwd(R))(x))
