@@ -202,6 +202,7 @@ def test_ctrl_c_stops_an_ensemble_within_a_second_with_what_it_computed():
     assert sent and stopped - sent[0] < 1.0
     ens = err.value.solution
     assert isinstance(ens, lv.EnsembleSolution) and ens.meta["backend"] == "native"
-    assert 0 < ens.steps.min() < 200.0 / problem.h
-    done = int(ens.steps.min())
-    assert np.all(np.isfinite(ens.q[:, : done + 1]))
+    # on a busy machine the members' later lane groups may not have started within the second
+    assert 0 < ens.steps.max() < 200.0 / problem.h
+    for b, done in enumerate(ens.steps):
+        assert np.all(np.isfinite(ens.q[b, : int(done) + 1])), b
