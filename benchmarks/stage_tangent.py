@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import statistics
 import sys
 
@@ -40,16 +39,10 @@ def forced(lv, variant: str):
     """``ggl-galerkin``'s tangent forced to ``variant`` ("structured" or "dense") while the block runs:
     the :class:`livens.engine.SizePolicy` in force (``livens.engine.size_policy()``) replaced by one
     with ``stage_unknowns`` = 0 or :data:`DENSE`, and restored after."""
-    from livens.engine import options
-
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}.")
-    before = lv.engine.size_policy()
-    options.SIZES = dataclasses.replace(before, stage_unknowns=0 if variant == "structured" else DENSE)
-    try:
+    with lv.engine.sizes_replaced(stage_unknowns=0 if variant == "structured" else DENSE):
         yield
-    finally:
-        options.SIZES = before
 
 
 def summarize(steps: int, stepping: dict) -> dict:

@@ -85,3 +85,21 @@ def test_the_chunk_sizes_come_from_the_policy(monkeypatch):
     assert Members(chunk=20).chunks(1000) == (20, 20)
     monkeypatch.setattr(options, "SIZES", dataclasses.replace(sizes, chunk=64, batched_member_steps=1024))
     assert [Members().chunks(b) for b in (1, 8, 100)] == [(64, 64), (64, 64), (64, 8)]
+
+
+def test_sizes_replaced_changes_the_policy_in_its_block_only():
+    """``lv.engine.sizes_replaced`` replaces the named fields while its block runs and restores the policy
+    after it, also where the block raises; an unknown field is named with the fields there are."""
+    before = lv.engine.size_policy()
+    with lv.engine.sizes_replaced(stage_unknowns=0, chunk=64) as inside:
+        assert lv.engine.size_policy() is inside
+        assert (inside.stage_unknowns, inside.chunk) == (0, 64)
+        assert inside.banded_unknowns == before.banded_unknowns
+    assert lv.engine.size_policy() is before
+    with pytest.raises(RuntimeError), lv.engine.sizes_replaced(chunk=8):
+        raise RuntimeError
+    assert lv.engine.size_policy() is before
+    with pytest.raises(ValueError, match="no field stage_unknown; its fields are .*stage_unknowns"):
+        with lv.engine.sizes_replaced(stage_unknown=0):
+            pass
+    assert lv.engine.size_policy() is before

@@ -6,8 +6,8 @@ compiled functions. What it does, each in a module of its own:
 
 - :mod:`~livens.engine.options`: :class:`EngineOptions`, every choice and size threshold, and the
   one switch, the backend ("auto", "native", "xla", "plain": ``backend=`` or ``LIVENS_BACKEND``);
-  :class:`SizePolicy` (:func:`size_policy`), the sizes at which the solvers change the form of a
-  Newton tangent;
+  :class:`SizePolicy` (:func:`size_policy`; :func:`sizes_replaced` for a ``with`` block), the sizes at
+  which the solvers change the form of a Newton tangent;
 - :mod:`~livens.engine.loops`: the compiled chunk loops of one member and of ensembles, the
   rescue and start programs;
 - :mod:`~livens.engine.native`: a jaxpr translated to one C function and compiled by the system's
@@ -34,7 +34,7 @@ from .loops import batched_loop, member_loop, program, single_loop, start_progra
 from .native import interrupt as interrupt_native
 from .native import resume as resume_native
 from .native.runner import NativeFallback, runs_natively
-from .options import BACKENDS, EngineOptions, SizePolicy, engine_options, loop_size, size_policy
+from .options import BACKENDS, EngineOptions, SizePolicy, engine_options, loop_size, size_policy, sizes_replaced
 from .threads import serial_blas
 from .tiers import background
 from .xla import ImmediateProgram, compilation_cache_dir
@@ -70,6 +70,7 @@ __all__ = [
     "serial_blas",
     "single_loop",
     "size_policy",
+    "sizes_replaced",
     "start_program",
     "step_options",
     "wait",

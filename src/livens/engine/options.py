@@ -25,8 +25,11 @@ place they are read from.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 BACKENDS = ("auto", "native", "xla", "plain")
@@ -138,6 +141,26 @@ replaces it (``dataclasses.replace(SIZES, banded_unknowns=0)``)."""
 def size_policy() -> SizePolicy:
     """The :class:`SizePolicy` in force (:data:`SIZES`), read when a step is traced."""
     return SIZES
+
+
+@contextlib.contextmanager
+def sizes_replaced(**changes: int) -> Iterator[SizePolicy]:
+    """Within the ``with`` block, the :class:`SizePolicy` in force with the fields ``changes`` replaced
+    (e.g. ``stage_unknowns=0``: every ggl-galerkin step takes its assembled stage tangent); the policy
+    before is restored after the block, also where it raises. The policy is read when a step is
+    traced: a time loop compiled before the block (cached per system) keeps the forms it was traced
+    with, so use a new :class:`~livens.Problem` (a new System) to see the change."""
+    global SIZES
+    known = {f.name for f in dataclasses.fields(SizePolicy)}
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise ValueError(f"SizePolicy has no field {', '.join(unknown)}; its fields are {', '.join(sorted(known))}.")
+    before = SIZES
+    SIZES = dataclasses.replace(before, **changes)
+    try:
+        yield SIZES
+    finally:
+        SIZES = before
 
 
 def _small_product_limit(default: int) -> int:
