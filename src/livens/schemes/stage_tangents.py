@@ -36,13 +36,6 @@ def ad_tangent(residual: Callable, u: dict, s, h, t, params, mech, by_block: boo
     the GGL schemes' residuals with a configuration-dependent M(q), where the directions of the
     momenta and multipliers would otherwise be pushed through every evaluation and solve of M(q)."""
     names = list(u)
-    if by_block:
-        cols = [
-            jax.jacfwd(lambda y, k=k: residual({**u, k: y}, s, h, t, params, mech))(u[k])
-            for k in names
-            if u[k].shape[0]
-        ]
-        return jnp.concatenate(cols, axis=1)
     sizes = [int(u[n].shape[0]) for n in names]
     x = jnp.concatenate([u[n] for n in names])
 
@@ -53,7 +46,7 @@ def ad_tangent(residual: Callable, u: dict, s, h, t, params, mech, by_block: boo
             i += k
         return out
 
-    return ad_jacobian(lambda v: residual(v, s, h, t, params, mech), x, unpack)
+    return ad_jacobian(lambda v: residual(v, s, h, t, params, mech), x, unpack, by_block)
 
 
 def use_structured(u: dict) -> bool:

@@ -29,7 +29,7 @@ from .couplings import split
 from .dense import solver as _dense_solver
 
 
-def ad_jacobian(residual_of_u, x, unpack):
+def ad_jacobian(residual_of_u, x, unpack, by_block: bool = False):
     """dR/dx at the packed unknowns x by forward-mode AD, ``residual_of_u`` taking the named
     unknowns ``unpack(x)``: the tangent of Newton's method for every scheme without a structured
     one.
@@ -40,8 +40,10 @@ def ad_jacobian(residual_of_u, x, unpack):
     ``jax.jacfwd`` of the packed residual (the tests compare them). It makes the steps of larger
     systems faster (``python -m benchmarks``: VI-B and midpoint on the double four-bar, the heavy
     top); below ~48 unknowns the extra, smaller kernels cost more than they save, so there the
-    whole vector is differentiated at once. The price is compile time."""
-    if x.shape[0] < size_policy().block_jacobian_unknowns:
+    whole vector is differentiated at once. The price is compile time. ``by_block``: the block form
+    at every size (a residual whose every direction passes through costly evaluations, such as the
+    solves with a configuration-dependent M(q))."""
+    if not by_block and x.shape[0] < size_policy().block_jacobian_unknowns:
         return jax.jacfwd(lambda x: residual_of_u(unpack(x)))(x)
     u = unpack(x)
     cols = [jax.jacfwd(lambda y, k=k: residual_of_u({**u, k: y}))(u[k]) for k in u if u[k].shape[0]]
