@@ -1,5 +1,6 @@
-"""EnsembleSolution: the member-first arrays of :func:`livens.simulate_ensemble`, each member a view
-as a :class:`~livens.Solution`, and their netCDF file."""
+"""EnsembleSolution: the member-first arrays of :func:`livens.simulate_ensemble` (those of its
+:class:`~livens.run_record.RunRecord`), each member a view as a :class:`~livens.Solution`, and their
+netCDF file."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from . import _jaxconfig  # noqa: F401
 from .result_files import node_arrays, result_attrs, write_netcdf_arrays
+from .run_record import RunRecord
 from .run_status import RunRecordNames, Status
 from .solution import Solution
 
@@ -25,9 +27,11 @@ class EnsembleSolution(RunRecordNames):
     newton_residual (B, K): the kept nodes and the steps that end there (every ``save_every``-th).
     ``steps[b]``: the steps member b took (its run-local node); a member whose Newton iteration
     failed keeps its converged steps and NaN after them; ``failed[b]`` says so (its failed step
-    keeps its iterations and residual). ``ens[b]`` is member b as a :class:`~livens.Solution`.
-    ``iterations``, ``residual``, ``failed_step``, ``converged`` and ``status`` (per member) answer
-    under the names every result of livens shares (:mod:`livens.run_status`).
+    keeps its iterations and residual). ``ens[b]`` is member b as a :class:`~livens.Solution`
+    whose arrays are slices of the ensemble's (no copy). ``iterations``, ``residual``,
+    ``failed_step``, ``converged`` and ``status`` (per member) answer under the names every result
+    of livens shares (:mod:`livens.run_status`); :attr:`record` is the ensemble as the
+    :class:`~livens.run_record.RunRecord` its arrays belong to.
     """
 
     t: np.ndarray
@@ -47,22 +51,24 @@ class EnsembleSolution(RunRecordNames):
     problem: Any = None
     _scheme_obj: Any = field(default=None, repr=False)
     _mech: Any = field(default=None, repr=False)
+    _record: Any = field(default=None, repr=False)
 
     @classmethod
-    def from_kept(cls, kept, n, failed, scheme, params, meta, problem, mech) -> "EnsembleSolution":
-        """The ensemble from the driver's :class:`~livens.driver.records.KeptNodes`."""
-        meta = dict(meta, index=(kept.nodes - 1).tolist())
+    def from_record(cls, record: RunRecord, scheme, params, meta, problem, mech) -> "EnsembleSolution":
+        """The ensemble of the run's :class:`~livens.run_record.RunRecord` (its arrays, no copy);
+        ``scheme``: the Scheme object, ``mech``: the run's Mechanics."""
+        meta = dict(meta, index=np.asarray(record.index).tolist())
         return cls(
-            t=kept.t,
-            q=kept.q,
-            p=kept.p,
-            v=kept.v,
-            lam=kept.lam,
-            gam=kept.gam,
-            newton_iterations=kept.iterations,
-            newton_residual=kept.residual,
-            steps=np.asarray(n, np.int64),
-            failed=np.asarray(failed, bool),
+            t=record.t,
+            q=record.q,
+            p=record.p,
+            v=record.v,
+            lam=record.lam,
+            gam=record.gam,
+            newton_iterations=record.iterations,
+            newton_residual=record.residual,
+            steps=record.steps,
+            failed=np.isin(record.status, (int(Status.STEP_FAILED), int(Status.BLOWUP))),
             velocity_kind=scheme.capabilities.velocity_kind,
             scheme=scheme.name,
             params=dict(params),
@@ -70,7 +76,31 @@ class EnsembleSolution(RunRecordNames):
             problem=problem,
             _scheme_obj=scheme,
             _mech=mech,
+            _record=record,
         )
+
+    @property
+    def record(self) -> RunRecord:
+        """The :class:`~livens.run_record.RunRecord` whose arrays the ensemble's are: the run's, or
+        for an ensemble read from a file one made of its arrays (a file records which members
+        failed, so its status codes are STEP_FAILED or SUCCESS)."""
+        if self._record is None:
+            self._record = RunRecord(
+                t=self.t,
+                q=self.q,
+                p=self.p,
+                v=self.v,
+                lam=self.lam,
+                gam=self.gam,
+                iterations=self.newton_iterations,
+                residual=self.newton_residual,
+                steps=np.asarray(self.steps, np.int64),
+                status=np.where(self.failed, int(Status.STEP_FAILED), int(Status.SUCCESS)).astype(np.int32),
+                failed_step=np.where(self.failed, self.steps, -1).astype(np.int64),
+                index=self._index(),
+                nodal_v=self.velocity_kind == "nodal",
+            )
+        return self._record
 
     def __len__(self) -> int:
         return int(self.q.shape[0])
@@ -91,12 +121,13 @@ class EnsembleSolution(RunRecordNames):
     @property
     def failed_step(self) -> np.ndarray:
         """Per member: the index of its failed step (the steps it kept), -1 where none failed."""
-        return np.where(self.failed, self.steps, -1)
+        return self.record.failed_step
 
     @property
     def status(self) -> np.ndarray:
-        """Per member: the code of its :class:`~livens.Status` (SUCCESS or STEP_FAILED)."""
-        return np.where(self.failed, int(Status.STEP_FAILED), int(Status.SUCCESS))
+        """Per member: the code of its :class:`~livens.Status`: SUCCESS, STEP_FAILED, or
+        INTERRUPTED for a member that Ctrl-C stopped before its last step (:attr:`record`)."""
+        return self.record.status
 
     def __getitem__(self, b: int):
         """Member b as the :class:`~livens.Solution` of its single run (its converged steps)."""
@@ -105,21 +136,7 @@ class EnsembleSolution(RunRecordNames):
             raise IndexError(f"member index {b!r} out of range for an ensemble of {B}")
         b = int(b) % B
         n = int(self.steps[b])
-        index = self._index()
-        c = int(np.searchsorted(index, n - 1, side="right"))  # kept steps up to the member's last
         problem = self.problem.replace(q0=self.q[b, 0], v0=self.meta["v0s"][b]) if self.problem is not None else None
-        rec = {
-            "q": self.q[b, 1 : c + 1],
-            "p": self.p[b, 1 : c + 1],
-            "lam": self.lam[b, :c],
-            "iterations": self.newton_iterations[b, :c],
-            "residual": self.newton_residual[b, :c],
-            "t": self.t[1 : c + 1],
-            "index": index[:c],
-        }
-        rec["v"] = self.v[b, 1 : c + 1] if self.velocity_kind == "nodal" else self.v[b, :c]
-        if self.gam is not None:
-            rec["gam"] = self.gam[b, :c]
         meta = {k: v for k, v in self.meta.items() if k not in ("v0s", "members", "index", "rescued_steps", "lanes")}
         meta.update(
             steps=n,
@@ -127,10 +144,7 @@ class EnsembleSolution(RunRecordNames):
             t_end=float(self.t[0] + n * self.h),
             rescued_steps=list(self.meta.get("rescued_steps", {}).get(b, [])),
         )
-        if self.failed[b]:
-            meta.update(status=Status.STEP_FAILED.name, failed_step=n)
-        start = {"t": float(self.t[0]), "q": self.q[b, 0], "p": self.p[b, 0], "v": self.meta["v0s"][b]}
-        return Solution.from_records(problem, self._scheme_obj, self.params, self._mech, [rec], meta, start)
+        return Solution.from_record(self.record, b, problem, self._scheme_obj, self.params, meta)
 
     def solutions(self) -> list:
         """Every member as a :class:`~livens.Solution`."""

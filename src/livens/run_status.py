@@ -12,6 +12,10 @@
 
 A run of :func:`livens.simulate` that fails raises; the Solution its error carries (``err.solution``,
 the steps before the failure) answers ``failed_step`` and ``status`` as the other results do.
+
+The arrays behind these names are those of one :class:`~livens.run_record.RunRecord` per run: a
+Solution is member 0 of its run's, ``ens[b]`` member b of the ensemble's, and
+:meth:`~livens.run_record.RunRecord.of_flow` makes the record of a flow result.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from .result_files import (
     thinned_nodes,
     write_netcdf_arrays,
 )
+from .run_record import RunRecord
 from .run_status import RunRecordNames, Status
 
 if TYPE_CHECKING:  # xarray is an optional dependency (the io extra), imported where it is used
@@ -72,6 +73,10 @@ class Solution(RunRecordNames):
     problem: the Problem that was run; None after loading a file whose system cannot be rebuilt.
     stored: diagnostics read from a file (:func:`livens.load`), used where no problem is attached;
         empty for a fresh run.
+
+    A run's Solution is member 0 of its :class:`~livens.run_record.RunRecord` (:meth:`from_record`:
+    the arrays are slices of the record's), an ensemble member's is member b of the ensemble's;
+    :attr:`record` gives the Solution back as a record of one member.
     """
 
     t: np.ndarray
@@ -91,47 +96,53 @@ class Solution(RunRecordNames):
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_records(cls, problem, scheme, params, mech, records: list[dict], meta: dict, start: dict) -> "Solution":
-        """Assemble the Solution from the time loop's per-chunk records and the start node (``mech``
-        may be None: the sizes are then read from the records)."""
-        if mech is not None:
-            d, m = mech.d, mech.m
-        else:
-            d = int(np.asarray(start["q"]).shape[-1])
-            m = int(next((np.asarray(r["lam"]).shape[-1] for r in records if "lam" in r), 0))
-
-        def cat(key, shape):
-            parts = [r[key] for r in records if key in r and len(r[key])]
-            if len(parts) == 1:
-                return np.asarray(parts[0])
-            return np.concatenate(parts) if parts else np.zeros((0,) + shape)
-
-        qn, pn = cat("q", (d,)), cat("p", (d,))
-        vn = cat("v", (d,))
-        lam = cat("lam", (m,))
-        gam = cat("gam", (m,)) if scheme.capabilities.gamma else None
-        q = np.vstack([np.asarray(start["q"])[None, :], qn])
-        p = np.vstack([np.asarray(start["p"])[None, :], pn])
-        v = np.vstack([np.asarray(start["v"])[None, :], vn]) if scheme.capabilities.velocity_kind == "nodal" else vn
-        t = np.concatenate([[start["t"]], cat("t", ())])
+    def from_record(cls, record: RunRecord, b: int, problem, scheme, params, meta: dict) -> "Solution":
+        """Member b of the :class:`~livens.run_record.RunRecord` ``record`` as a Solution: its arrays
+        are slices of the record's (no copy) up to the member's last kept step. ``meta``: the run's
+        (the problem's name and parameters and the package version are added; how the member
+        stopped, where it did, as ``status`` and ``failed_step``); ``scheme``: the Scheme object."""
+        arrays = record.member(b)
         meta = dict(meta)
+        if arrays["status"] is not Status.SUCCESS:
+            meta.update(status=arrays["status"].name, failed_step=arrays["failed_step"])
         if problem is not None:
             meta.update(example=problem.name, problem_parameters=dict(problem.parameters))
         meta.update(package_version=livens_version())
         return cls(
-            t=t,
-            q=q,
-            p=p,
-            v=v,
-            lam=lam,
-            gam=gam,
-            newton_iterations=cat("iterations", ()).astype(np.int32),
-            newton_residual=cat("residual", ()),
+            t=arrays["t"],
+            q=arrays["q"],
+            p=arrays["p"],
+            v=arrays["v"],
+            lam=arrays["lam"],
+            gam=arrays["gam"] if scheme.capabilities.gamma else None,
+            newton_iterations=arrays["iterations"],
+            newton_residual=arrays["residual"],
             velocity_kind=scheme.capabilities.velocity_kind,
             scheme=scheme.name,
             params=dict(params),
             meta=meta,
             problem=problem,
+        )
+
+    @property
+    def record(self) -> RunRecord:
+        """The Solution as a :class:`~livens.run_record.RunRecord` of one member, whose arrays are
+        views of the Solution's (``record.member(0)`` gives them back)."""
+        return RunRecord(
+            t=self.t,
+            q=self.q[None],
+            p=self.p[None],
+            v=self.v[None],
+            lam=self.lam[None],
+            gam=None if self.gam is None else self.gam[None],
+            iterations=self.newton_iterations[None],
+            residual=self.newton_residual[None],
+            steps=np.array([self.steps_computed], np.int64),
+            status=np.array([int(self.status)], np.int32),
+            failed_step=np.array([self.failed_step], np.int64),
+            index=self._step_index(),
+            nodal_v=self._nodal_v,
+            offset=int(self.meta.get("step_offset", 0)),
         )
 
     # ------------------------------------------------------------------ basic properties

@@ -1,6 +1,11 @@
 """What a run does when a step fails: the damped rescue of the step, the blow-up check, and the
 errors that stop a run with every step computed before.
 
+Every message of a failed run is built here from its :class:`~livens.run_record.Failure` record:
+:func:`raise_failure` (:func:`livens.simulate`), :func:`warn_failed_members` and
+:func:`raise_ensemble_interrupt` (:func:`livens.simulate_ensemble`), :func:`start_error` (a
+scheme's start step), :func:`flow_message` (:func:`livens.flow`).
+
 A failure policy (:mod:`livens.driver.options`) decides what follows: stop the run and raise
 (:func:`livens.simulate`), stop only the member that failed (:func:`livens.simulate_ensemble`), or
 mark the nodes after it NaN (:func:`livens.flow`, in-graph). Where the rescue is on, a failed
@@ -19,6 +24,7 @@ import numpy as np
 
 from .. import engine
 from ..errors import BlowUpError, ConvergenceError, SimulationInterrupted
+from ..run_record import Failure
 from ..run_status import Status
 from ..timestep import step
 
@@ -299,22 +305,24 @@ def _continue_sentence(plan, n_done: int) -> str:
     )
 
 
-def warn_failed_members(n: np.ndarray, failed: np.ndarray) -> None:
-    """Warn that the members ``failed`` of an ensemble stopped (at their steps ``n``) and kept their
-    converged steps."""
-    bad = np.flatnonzero(failed)
+def warn_failed_members(failures: list, members: int) -> None:
+    """Warn that the ensemble members of ``failures`` (their :class:`~livens.run_record.Failure`
+    records, the first first) stopped at their failed steps and kept their converged steps."""
+    first = failures[0]
     warnings.warn(
-        f"Newton did not converge for {bad.size} of {len(failed)} ensemble members (first: member {bad[0]} in step "
-        f"{int(n[bad[0]]) + 1}, counted from 1); they keep their converged steps (ens.failed_step, ens.status). "
+        f"Newton did not converge for {len(failures)} of {members} ensemble members (first: member {first.member} "
+        f"in step {first.step + 1}, counted from 1); they keep their converged steps (ens.failed_step, ens.status). "
         "Try a smaller h, a larger max_iter, or guess='advanced'.",
         RuntimeWarning,
         stacklevel=5,
     )
 
 
-def raise_ensemble_interrupt(plan, done: int, ensemble, out) -> None:
-    """Raise the :class:`~livens.SimulationInterrupted` of an ensemble that every member ran ``done``
-    steps of, with the ensemble computed so far (and the file ``out`` it streamed to, where not None)."""
+def raise_ensemble_interrupt(plan, fail: Failure, ensemble, out) -> None:
+    """Raise the :class:`~livens.SimulationInterrupted` of an ensemble that every member ran
+    ``fail.step`` steps of, with the ensemble computed so far (and the file ``out`` it streamed to,
+    where not None)."""
+    done = fail.step
     raise SimulationInterrupted(
         f"Interrupted after {done} of {plan.steps} steps of every member; the ensemble computed so far is kept in "
         "the error's .solution" + (f" and in {out!r}." if out is not None else "."),
@@ -325,12 +333,22 @@ def raise_ensemble_interrupt(plan, done: int, ensemble, out) -> None:
     )
 
 
+def start_error(plan, fail: Failure, count: int | None = None) -> ValueError:
+    """The error of a scheme's start step that did not converge (SLO09 eq 15, 17): ``fail`` of
+    status SCHEME_START_FAILED; ``count``: the members whose start failed (an ensemble's), None for
+    a single run."""
+    name = plan.scheme.name
+    eq = "15" if name == "vi-lagrange" else "17" if name == "vi-nullspace" else "of the start"
+    who = f" for member {fail.member} ({count} member(s) in all)" if count is not None else ""
+    return ValueError(
+        f"{name}: the start step (SLO09 eq {eq}) did not converge{who}: residual "
+        f"{fail.residual:.3e} after {fail.iterations} Newton iterations with h = {plan.h:g}. Try a smaller h."
+    )
+
+
 def raise_failure(
     plan,
-    kind: str,
-    step_index: int,
-    resid: float,
-    its: int,
+    fail: Failure,
     n_done: int,
     solution,
     out,
@@ -339,23 +357,18 @@ def raise_failure(
     save_every: int = 1,
     state=None,
 ):
-    """Raise the error of a run stopped by ``kind`` ("convergence", "blowup", "interrupt") at its
-    run-local step ``step_index``, with the Solution of its ``n_done`` kept steps. ``state``: the state
-    the failed step started from; with it a Newton failure says why, where :func:`diagnosis` can tell."""
+    """Raise the error of a run stopped as ``fail`` says (STEP_FAILED, BLOWUP, INTERRUPTED; its
+    ``step`` run-local), with the Solution of its ``n_done`` kept steps (whose status says the
+    same). ``state``: the state the failed step started from; with it a Newton failure says why,
+    where :func:`diagnosis` can tell."""
     h, offset = plan.h, plan.offset
+    step_index, resid, its = fail.step, fail.residual, fail.iterations
     t_fail = plan.t_start + step_index * h
-    if solution is not None:  # the kept steps say how the run ended (livens.run_status)
-        status = {"convergence": Status.STEP_FAILED, "blowup": Status.BLOWUP}.get(kind, Status.INTERRUPTED)
-        solution.meta.update(status=status.name, failed_step=offset + step_index if kind == "convergence" else -1)
     total = offset + plan.steps  # steps of the whole run; messages count steps from 1
     name = plan.scheme.name
-    kept = kept_sentence(
-        n_done,
-        save_every,
-        out,
-        "before it" if kind == "convergence" else "up to and including it" if kind == "blowup" else "so far",
-    )
-    if kind == "convergence":
+    where = {Status.STEP_FAILED: "before it", Status.BLOWUP: "up to and including it"}.get(fail.status, "so far")
+    kept = kept_sentence(n_done, save_every, out, where)
+    if fail.status is Status.STEP_FAILED:
         tol = plan.tol if isinstance(plan.tol, str) else format(plan.tol, "g")
         reason = (
             f"Newton did not converge in step {offset + step_index + 1} of {total} (t = {t_fail:.6g} -> "
@@ -367,7 +380,7 @@ def raise_failure(
         raise ConvergenceError(
             f"{reason} {kept}", solution=solution, step=offset + step_index, time=t_fail, residual=resid, reason=reason
         )
-    if kind == "blowup":
+    if fail.status is Status.BLOWUP:
         reason = (
             f"Energy blow-up in step {offset + step_index} of {total} (t = {t_fail - h:.6g} -> {t_fail:.6g}) "
             f"of {name} with h = {h:g}: |E - E0| = {resid:.3e} exceeds blowup_factor = "
@@ -389,4 +402,50 @@ def raise_failure(
         time=t_fail,
         residual=resid,
         reason=reason,
+    )
+
+
+def flow_message(
+    fail: Failure, scheme: str, h: float, n_steps: int, tol, symmetries=(), advice=None, hold=False
+) -> str:
+    """The message of a failed run of :func:`livens.flow` (``fail``: START_FAILED,
+    SCHEME_START_FAILED, SYMMETRY_BROKEN, STEP_FAILED; ``member``: of a vmapped call); ``advice``:
+    the sentence that ends a failed step's (default :data:`GENERIC_ADVICE`, the words of
+    :func:`livens.simulate`); ``symmetries``: the names of those the flow keeps; ``hold``: the run's
+    ``on_failure`` is "hold" (its nodes after the failure hold the last node reached)."""
+    k, resid = fail.step, fail.residual
+    who = f" (member {fail.member} of the vmapped call)" if fail.member is not None else ""
+    r = f"{resid:.3e}" if np.isfinite(resid) else "NaN"
+    if fail.status is Status.START_FAILED:
+        return (
+            f"lv.flow of {scheme}{who}: the initial state is not on the constraint manifold of this call's parameter "
+            f"values: max(|g(q0)|, |G(q0) v0|) = {r}, or its projection did not converge. Pass a consistent (q0, v0) "
+            "(lv.consistent_initial_state(system, q0, v0, parameters=...)), or let lv.flow project it "
+            "(consistent=True, the default), from a q0 closer to the manifold."
+        )
+    if fail.status is Status.SCHEME_START_FAILED:
+        return (
+            f"lv.flow of {scheme}{who}: the start step (SLO09 eq 15, 17) did not converge: residual {r} with "
+            f"h = {h:g}. Try a smaller h."
+        )
+    if fail.status is Status.SYMMETRY_BROKEN:
+        j = fail.symmetry
+        name = symmetries[j] if 0 <= j < len(symmetries) else f"#{j}"
+        return (
+            f"lv.flow of {scheme}{who}: the parameter values of this call break the symmetry {name!r}, which the "
+            "flow keeps by construction (it is exact at the defaults of the traced parameters and at random values "
+            "about them, not at the values of this call): its discrete gradient "
+            "would impose a conservation law these values do not have. Call F on concrete parameter values (the "
+            "symmetries are then chosen for them), or build the flow from problem.replace(symmetries=[...]) "
+            "without it. " + ("The nodes hold the initial state (on_failure='hold')." if hold else "The nodes are NaN.")
+        )
+    after = (
+        "The nodes after it hold the last node reached and every derivative of the run is zero (on_failure='hold')."
+        if hold
+        else "The nodes after it are NaN and every derivative of the run is NaN."
+    )
+    return (
+        f"Newton did not converge in step {k + 1} of {n_steps} (t = {k * h:.6g} -> {(k + 1) * h:.6g}) of {scheme} "
+        f"in lv.flow{who} with h = {h:g} (tol = {tol}): residual {r}. {after} The flow has no rescue (its "
+        "iterations are not differentiable)." + (GENERIC_ADVICE if advice is None else advice)
     )

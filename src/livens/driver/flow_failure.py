@@ -1,6 +1,8 @@
 """What a failed run of :func:`livens.flow` says and raises (:mod:`livens.driver.ingraph` runs it).
 
-- :func:`failure_message`: the message of a failed start, step or symmetry; a failed step's ends
+- :func:`failure_message`: the message of a failed start, step or symmetry (built from the run's
+  :class:`~livens.run_record.Failure` record where every failure message is built,
+  :func:`livens.driver.failure.flow_message`); a failed step's ends
   with the words :func:`livens.simulate` has for the same step (:func:`step_advice`, from the state
   the step started from: :func:`failed_rows` gathers it from the run's nodes), so that both name the
   same cause (a tolerance below the residual's round-off floor, a user function that is not
@@ -26,8 +28,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ConvergenceError
+from ..run_record import Failure
 from ..run_status import Status
-from .failure import GENERIC_ADVICE, flow_advice
+from .failure import GENERIC_ADVICE, flow_advice, flow_message
 
 NONE, START, SCHEME_START, STEP, SYMMETRY = (
     int(s)
@@ -48,46 +51,13 @@ values break the j-th symmetry the scheme keeps."""
 def failure_message(
     result_fields, scheme: str, h: float, n_steps: int, tol, symmetries=(), member=None, advice=None, hold=False
 ) -> str:
-    """The message of a failed run from (failure, failed_step, residual of what failed); ``advice``:
-    the sentence that ends it for a failed step (:func:`step_advice`; default
-    :data:`~livens.driver.failure.GENERIC_ADVICE`, the words of :func:`livens.simulate`); ``hold``:
-    the run's ``on_failure`` is "hold" (its nodes after the failure hold the last node reached)."""
-    failure, k, resid = result_fields
-    who = f" (member {member} of the vmapped call)" if member is not None else ""
-    r = f"{resid:.3e}" if np.isfinite(resid) else "NaN"
-    if failure == START:
-        return (
-            f"lv.flow of {scheme}{who}: the initial state is not on the constraint manifold of this call's parameter "
-            f"values: max(|g(q0)|, |G(q0) v0|) = {r}, or its projection did not converge. Pass a consistent (q0, v0) "
-            "(lv.consistent_initial_state(system, q0, v0, parameters=...)), or let lv.flow project it "
-            "(consistent=True, the default), from a q0 closer to the manifold."
-        )
-    if failure == SCHEME_START:
-        return (
-            f"lv.flow of {scheme}{who}: the start step (SLO09 eq 15, 17) did not converge: residual {r} with "
-            f"h = {h:g}. Try a smaller h."
-        )
-    if failure >= SYMMETRY:
-        j = failure - SYMMETRY
-        name = symmetries[j] if 0 <= j < len(symmetries) else f"#{j}"
-        return (
-            f"lv.flow of {scheme}{who}: the parameter values of this call break the symmetry {name!r}, which the "
-            "flow keeps by construction (it is exact at the defaults of the traced parameters and at random values "
-            "about them, not at the values of this call): its discrete gradient "
-            "would impose a conservation law these values do not have. Call F on concrete parameter values (the "
-            "symmetries are then chosen for them), or build the flow from problem.replace(symmetries=[...]) "
-            "without it. " + ("The nodes hold the initial state (on_failure='hold')." if hold else "The nodes are NaN.")
-        )
-    after = (
-        "The nodes after it hold the last node reached and every derivative of the run is zero (on_failure='hold')."
-        if hold
-        else "The nodes after it are NaN and every derivative of the run is NaN."
-    )
-    return (
-        f"Newton did not converge in step {k + 1} of {n_steps} (t = {k * h:.6g} -> {(k + 1) * h:.6g}) of {scheme} "
-        f"in lv.flow{who} with h = {h:g} (tol = {tol}): residual {r}. {after} The flow has no rescue (its "
-        "iterations are not differentiable)." + (GENERIC_ADVICE if advice is None else advice)
-    )
+    """The message of a failed run from (failure code, failed_step, residual of what failed): that of
+    its :class:`~livens.run_record.Failure` record (:func:`livens.driver.failure.flow_message`);
+    ``advice``: the sentence that ends it for a failed step (:func:`step_advice`); ``hold``: the
+    run's ``on_failure`` is "hold"."""
+    code, k, resid = result_fields
+    fail = Failure.of_code(code, k, resid, member)
+    return flow_message(fail, scheme, h, n_steps, tol, symmetries, advice, hold)
 
 
 # ------------------------------------------------------------------ the diagnosis of a failed step

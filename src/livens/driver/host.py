@@ -10,8 +10,10 @@ and why a member stopped early; the driver builds the result and raises the run'
 
 It runs :func:`livens.simulate`, :func:`livens.simulate_ensemble` and the native forward run of
 :func:`livens.flow` (:mod:`livens.driver.native_flow`). What a run keeps is its recorder's:
-:class:`Recorder` (the kept nodes, and a netCDF stream) for the first two, :class:`EveryStep`
-(every step's record, its converged unknowns included) for the flow.
+:class:`Recorder` (the kept nodes, and a netCDF stream) for the first two, whatever the executor,
+which makes of them the run's :class:`~livens.run_record.RunRecord` (:meth:`Recorder.run_record`),
+the arrays every result is a view of; :class:`EveryStep` (every step's record, its converged
+unknowns included) for the flow, whose program makes its result of them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import engine
+from ..run_record import Failure, RunRecord
+from ..run_status import Status
 from . import failure
 
 
@@ -32,7 +36,8 @@ class Outcome:
     """How far a run's members got: n (B,) nodes reached (run-local), failed (B,); stops: member ->
     (kind, run-local step, residual, iterations) for the members that stopped early ("convergence",
     "blowup"); rescued: member -> global indices of the rescued steps; interrupted: Ctrl-C;
-    compile_time: the first chunk's wall time (its compilation included)."""
+    compile_time: the first chunk's wall time (its compilation included); n_stop (B,): the nodes
+    the members were to reach."""
 
     n: np.ndarray
     failed: np.ndarray
@@ -40,6 +45,35 @@ class Outcome:
     rescued: dict = field(default_factory=dict)
     interrupted: bool = False
     compile_time: float = 0.0
+    n_stop: np.ndarray | None = None
+
+    def failure(self, b: int) -> Failure | None:
+        """Member b's :class:`~livens.run_record.Failure`: its failed step (STEP_FAILED), the step
+        whose energy left the band (BLOWUP), or the steps it had done when Ctrl-C stopped the run
+        before its stop (INTERRUPTED, or in any case for a run of one member); None where it ended."""
+        stop = self.stops.get(b)
+        if stop is not None:
+            kind, step, resid, its = stop
+            status = Status.STEP_FAILED if kind == "convergence" else Status.BLOWUP
+            return Failure(status, int(step), float(resid), int(its), int(b))
+        unfinished = self.n_stop is None or self.n[b] < self.n_stop[b] or self.n.shape[0] == 1
+        if self.interrupted and unfinished:
+            return Failure(Status.INTERRUPTED, int(self.n[b]), member=int(b))
+        return None
+
+    def status(self, offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """(codes of :class:`~livens.Status` (B,) int32, failed_step (B,) int64) of the members: the
+        global index ``offset + step`` of a failed Newton step, -1 for the others
+        (:mod:`livens.run_status`)."""
+        B = self.n.shape[0]
+        codes, failed_step = np.zeros(B, np.int32), np.full(B, -1, np.int64)
+        for b in range(B):
+            f = self.failure(b)
+            if f is not None:
+                codes[b] = int(f.status)
+                if f.status is Status.STEP_FAILED:
+                    failed_step[b] = offset + f.step
+        return codes, failed_step
 
 
 class NothingComputed:
@@ -167,6 +201,33 @@ class Recorder:
             self.stream.append_rows(self.kept, self.written, upto)
             self.written = upto
 
+    def run_record(self, out: Outcome) -> RunRecord:
+        """The run's :class:`~livens.run_record.RunRecord` once the host loop has returned ``out``:
+        the kept arrays themselves (no copy), cut after the node the furthest member reached where
+        Ctrl-C stopped the run, NaN in each member's rows after its last node (its failed step's
+        iterations and residual kept), and how each member ended (:meth:`Outcome.status`)."""
+        kept = self.kept
+        if out.interrupted:  # what was computed: the rows up to the member that got furthest
+            kept.truncate(int(out.n.max()))
+        kept.fill_after(out.n, out.failed)
+        status, failed_step = out.status(kept.offset)
+        return RunRecord(
+            t=kept.t,
+            q=kept.q,
+            p=kept.p,
+            v=kept.v,
+            lam=kept.lam,
+            gam=kept.gam,
+            iterations=kept.iterations,
+            residual=kept.residual,
+            steps=np.asarray(out.n, np.int64),
+            status=status,
+            failed_step=failed_step,
+            index=kept.nodes - 1,
+            nodal_v=kept.nodal_v,
+            offset=kept.offset,
+        )
+
 
 class EveryStep:
     """The recorder of one member that keeps every step's record, fields as the layout's, in arrays
@@ -221,7 +282,7 @@ def run_host_loop(
     takes no step and fails none (a native kernel whose stop flag is up: Ctrl-C, here or in
     another thread) ends the run as interrupted."""
     B = n.shape[0]
-    out = Outcome(n=n.copy(), failed=np.zeros(B, bool))
+    out = Outcome(n=n.copy(), failed=np.zeros(B, bool), n_stop=np.asarray(n_stop).copy())
     n = out.n
     interrupted = sigint_flag()
     t0 = time.perf_counter()

@@ -111,7 +111,7 @@ class KeptNodes:
 
     ``offset``: the global index of the run's first node (a resumed run); ``steps``: the steps the
     run takes; node ``offset + j`` is at time ``t_start + j h``. Rows a member has not reached are
-    left empty (:meth:`arrays` fills them with NaN where asked).
+    left empty (:meth:`fill_after` fills them with NaN).
     """
 
     def __init__(
@@ -203,24 +203,6 @@ class KeptNodes:
     def kept_count(self, n: np.ndarray) -> np.ndarray:
         """Kept nodes after node 0 of members that reached node ``n`` (run-local, per member)."""
         return np.searchsorted(self.nodes, self.offset + np.asarray(n), side="right")
-
-    def arrays(self, b: int, n: int) -> dict:
-        """Member b's kept nodes up to its node ``n`` (run-local): the records of
-        :meth:`livens.Solution.from_records` (one dict) and the start node."""
-        c = int(self.kept_count(n))
-        rec = {
-            "q": self.q[b, 1 : c + 1],
-            "p": self.p[b, 1 : c + 1],
-            "lam": self.lam[b, :c],
-            "iterations": self.iterations[b, :c],
-            "residual": self.residual[b, :c],
-            "t": self.t[1 : c + 1],
-            "index": self.nodes[:c] - 1,
-            "v": self.v[b, 1 : c + 1] if self.nodal_v else self.v[b, :c],
-        }
-        if self.gam is not None:
-            rec["gam"] = self.gam[b, :c]
-        return rec
 
     def fill_after(self, n: np.ndarray, failed: np.ndarray) -> None:
         """NaN (and zero iterations) in the rows after each member's node ``n[b]``; a failed

@@ -16,6 +16,8 @@ import numpy as np
 
 from .. import engine
 from .._progress import progress_bar
+from ..run_record import Failure
+from ..run_status import Status
 from ..schemes.base import State
 from ..timestep import make_loop
 from . import failure
@@ -184,17 +186,14 @@ def _start_fn(p: Plan):
 
 
 def _check_start(p: Plan, info, member: int | None = None) -> None:
-    ok, resid, its = (np.asarray(x) for x in info)
-    bad = np.flatnonzero(~np.atleast_1d(ok))
+    """Raise :func:`failure.start_error` where the scheme's start step did not converge (for a
+    member: the first of those whose start failed)."""
+    ok, resid, its = (np.atleast_1d(np.asarray(x)) for x in info)
+    bad = np.flatnonzero(~ok)
     if bad.size:
         b = int(bad[0])
-        eq = "15" if p.scheme.name == "vi-lagrange" else "17" if p.scheme.name == "vi-nullspace" else "of the start"
-        who = f" for member {b} ({bad.size} member(s) in all)" if member is not None else ""
-        raise ValueError(
-            f"{p.scheme.name}: the start step (SLO09 eq {eq}) did not converge{who}: residual "
-            f"{float(np.atleast_1d(resid)[b]):.3e} after {int(np.atleast_1d(its)[b])} Newton iterations with "
-            f"h = {p.h:g}. Try a smaller h."
-        )
+        fail = Failure(Status.SCHEME_START_FAILED, 0, float(resid[b]), int(its[b]), b if member is not None else None)
+        raise failure.start_error(p, fail, bad.size if member is not None else None)
 
 
 def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_factor, resume, began: float):
@@ -241,7 +240,8 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         blowup_factor = None if energy0 is None else blowup_factor
     bar = progress_bar(p.steps, progress)
     wall0 = time.perf_counter()
-    out = _host_loop(p, ex, layout, kept, stream, bar, empty, on_failure, blowup_factor=blowup_factor, energy0=energy0)
+    recorder = Recorder(kept, stream)
+    out = _host_loop(p, ex, layout, recorder, bar, empty, on_failure, blowup_factor=blowup_factor, energy0=energy0)
     n_done = int(out.n[0])
     state, history = ex.state, ex.history
     ended = time.perf_counter()
@@ -264,34 +264,29 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         meta["compensation"] = {"q": np.asarray(state.comp[0]).tolist(), "p": np.asarray(state.comp[1]).tolist()}
     if out.interrupted and stream is not None:  # the stopped run's file holds them too
         stream.continue_from(meta.get("guess_history"), meta.get("compensation"))
-    sol = Solution.from_records(problem, sch, p.params, mech, [kept.arrays(0, n_done)], meta, start_node)
+    sol = Solution.from_record(recorder.run_record(out), 0, problem, sch, p.params, meta)
     _warn_redundant(p, sol.q, sol.t)
     path = output.file()
     _save(output, sol, stopped)
-    if out.failed[0]:
-        kind, step, resid, its = out.stops[0]
-        failure.raise_failure(
-            p, kind, step, resid, its, n_done, sol, path, on_failure.rescue, blowup_factor, save_every, state=state
-        )
-    if out.interrupted:
-        failure.raise_failure(
-            p, "interrupt", n_done, float("nan"), 0, n_done, sol, path, on_failure.rescue, save_every=save_every
-        )
+    fail = out.failure(0)
+    if fail is not None:
+        failure.raise_failure(p, fail, n_done, sol, path, on_failure.rescue, blowup_factor, save_every, state=state)
     return sol
 
 
-def _host_loop(p: Plan, ex, layout, kept: KeptNodes, stream, bar, empty, on_failure: Raise, **blowup):
+def _host_loop(p: Plan, ex, layout, recorder: Recorder, bar, empty, on_failure: Raise, **blowup):
     """Every member of ``ex`` from node 0 to ``p.steps`` through the host loop (:func:`run_host_loop`),
-    kept in ``kept`` and streamed to ``stream`` (where not None), a failed step handled by the
-    policy ``on_failure``; then the executor, the stream (the rows it still holds: the file has every
-    kept step) and the progress bar closed, also on an error or Ctrl-C. ``blowup``: a single run's
-    blowup_factor and energy0."""
+    kept by ``recorder`` (its kept nodes, and its stream where not None), a failed step handled by
+    the policy ``on_failure``; then the executor, the stream (the rows it still holds: the file has
+    every kept step) and the progress bar closed, also on an error or Ctrl-C. ``blowup``: a single
+    run's blowup_factor and energy0."""
+    stream = recorder.stream
     try:
         return run_host_loop(
             p,
             ex,
             layout,
-            Recorder(kept, stream),
+            recorder,
             np.zeros(ex.members, np.int64),
             np.full(ex.members, p.steps),
             policy=on_failure,
@@ -522,10 +517,9 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
     meta.update(members=B, v0s=v0, chunk=chunk, example=problem.name, problem_parameters=dict(problem.parameters))
     stream = _open_stream(p, output, meta, kept, members=B)
     bar = progress_bar(B * p.steps, progress, unit="member-step")
-    out = _host_loop(p, ex, layout, kept, stream, bar, empty, on_failure)
-    if out.interrupted:  # what was computed: the rows up to the member that got furthest
-        kept.truncate(int(out.n.max()))
-    kept.fill_after(out.n, out.failed)
+    recorder = Recorder(kept, stream)
+    out = _host_loop(p, ex, layout, recorder, bar, empty, on_failure)
+    record = recorder.run_record(out)
     meta.update(
         wall_time=time.perf_counter() - wall0,
         compile_time=out.compile_time,
@@ -535,15 +529,16 @@ def _members_run(p: Plan, members, executor: Members, output, on_failure, progre
         rescued_steps={int(b): v for b, v in out.rescued.items()},
     )
     _fallback(meta, ex)
-    ens = EnsembleSolution.from_kept(kept, out.n, out.failed, sch, p.params, meta, problem, mech)
+    ens = EnsembleSolution.from_record(record, sch, p.params, meta, problem, mech)
     for b in range(B) if p.rank is not None else ():
-        c = int(kept.kept_count(out.n[b]))
-        _warn_redundant(p, kept.q[b, : c + 1], kept.t[: c + 1], member=b)
+        nodes = record.member(b)
+        _warn_redundant(p, nodes["q"], nodes["t"], member=b)
     _save(output, ens, out.interrupted)
     if out.failed.any():
-        failure.warn_failed_members(out.n, out.failed)
+        failure.warn_failed_members([out.failure(b) for b in np.flatnonzero(out.failed)], B)
     if out.interrupted:
-        failure.raise_ensemble_interrupt(p, int(out.n.min()), ens, output.file())
+        done = Failure(Status.INTERRUPTED, int(out.n.min()))
+        failure.raise_ensemble_interrupt(p, done, ens, output.file())
     return ens
 
 
