@@ -14,7 +14,9 @@ import functools
 from typing import Any, Callable
 
 import jax
+import numpy as np
 
+from ._lru import CompiledCache
 from .driver import Arrays, Implicit, InGraph, NaNFlag, run
 from .driver.flow_failure import reraise_thrown
 from .driver.ingraph import FlowFunction, FlowResult
@@ -59,7 +61,12 @@ def flow(
     :func:`livens.simulate`; where the engine compiles the loop natively, the run itself (with or
     without a derivative) is the native kernel, and so are its derivatives in both modes
     (``jax.grad``, ``jax.vjp``; ``jax.jvp``, ``jax.jacfwd``). A second derivative (a Hessian) needs
-    ``backend="xla"``: the native derivatives refuse to be differentiated. The symmetries an energy-momentum scheme keeps are
+    ``backend="xla"``: the native derivatives refuse to be differentiated. Under ``jax.vmap`` the
+    native run and its derivatives take the whole batch at once, the members together in lane
+    kernels (each member's values and derivatives those of its own run, to the bit). Two calls of
+    ``flow`` with the same arguments (the same ``problem`` object) give the same function, whose
+    compiled programs are not compiled again; flows of the same system and scheme share their
+    native kernels. The symmetries an energy-momentum scheme keeps are
     decided per call: for concrete parameter values as :func:`livens.simulate` decides them; for
     traced values, those exact for every value of the traced parameters (at their defaults and at
     random values about them; :meth:`FlowFunction.kept_symmetries` names them, and a
@@ -102,7 +109,7 @@ def flow(
     """
     n_steps = _steps(problem, h, n_steps, t_end)
     check_keywords(flow, scheme, params)
-    return run(
+    made = run(
         problem,
         scheme,
         h=h,
@@ -117,6 +124,40 @@ def flow(
         on_failure=NaNFlag(on_failure),
         adjoint=Implicit(),
     ).configured(consistent=consistent, throw=throw)
+    return _shared(made)
+
+
+_FLOWS = CompiledCache(32)
+"""The flows made so far, by their settings (:func:`_shared`)."""
+
+
+def _settings(F: FlowFunction):
+    """What decides every value and program of the flow ``F`` (its problem by identity), or None
+    where a part of it has no key (a parameter value that cannot be hashed)."""
+    p = F.plan
+    params = tuple(sorted((k, np.asarray(v).tobytes(), np.shape(v)) for k, v in p.params.items()))
+    system = None if p.system is None else tuple((k, np.asarray(v).tobytes()) for k, v in sorted(p.system.items()))
+    key = (id(p.problem), p.scheme, params, p.mech, p.guess, p.newton, p.tol, p.tol_num, p.max_iter, p.h, p.steps)
+    key += (p.t_start, p.offset, system, p.engine, F.executor, F.output, F.on_failure, F.adjoint)
+    key += (F.consistent, F.throw)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _shared(F: FlowFunction) -> FlowFunction:
+    """The flow made before with the same settings where there is one (a pure function: its
+    compiled programs and kernels are reused, not compiled again), else ``F``."""
+    key = _settings(F)
+    if key is None:
+        return F
+    hit = _FLOWS.get(key)
+    if hit is not None and hit.problem is F.problem:
+        return hit
+    _FLOWS[key] = F
+    return F
 
 
 def _steps(problem: Problem, h, n_steps, t_end) -> int | None:

@@ -18,6 +18,13 @@ program through host callbacks.
   where the host loop advances members forward to their stop. Ctrl-C between its chunks is
   Python's KeyboardInterrupt.
 
+Under ``jax.vmap`` every host callback is given the whole batch at once (``vmap_method=
+"broadcast_all"``): the members' forward runs go through one host loop (:class:`_FlowMembers`), and
+each replayed chunk runs for all members that reached it, the members together in lane kernels
+of the same functions (:class:`_MemberKernels`, :mod:`livens.engine.native.member_lanes`: each lane
+computes the single kernel's operations, so every member's values and derivatives are those of
+its own run, to the bit). A member that fails stops alone.
+
 JAX transposes a linear map that it cannot see into (a host callback) only through a primitive
 with a transpose rule of its own: the tangent map T: (d state_0, d parameters) -> d records is
 handed to JAX as ``lax.custom_linear_solve`` with the identity as its matrix, whose ``solve`` is
@@ -28,6 +35,9 @@ derivative through it is refused (:func:`first_order`) with the fix, ``backend="
 
 from __future__ import annotations
 
+import math
+import os
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -62,17 +72,39 @@ def _runs_natively(run) -> bool:
     return engine.runs_natively(plan.engine, engine.loop_size(plan.unknowns, mech.d, mech.m))
 
 
-def _kernels(run, parts) -> list:
-    """The engine's native kernels of ``parts``, a list of (build, args, what): ``build()`` compiled
-    for ``args``, or None where the engine runs none. Several are compiled side by side (the C
-    compiler runs in processes of its own). The engine's notice of why one is not native is given
-    again naming ``what`` runs with XLA instead. Warnings are caught here, in the calling thread
-    (``warnings.catch_warnings`` is not thread-safe), for the compiling threads too."""
-    NativeFallback = engine.NativeFallback
-    plan, mech = run.flow.plan, run.mech
+_RUNNERS = engine.CompiledCache(32)
+"""The engine's compiled kernels of flows' forward runs and replays, shared by every flow whose
+kernels are the same function (keyed by what decides it: :func:`_runner`), so that a second flow
+with the same settings compiles nothing."""
 
-    def make(build, args):
-        runner = engine.single_loop(build, plan.unknowns, mech.d, mech.m, plan.engine)
+
+def _runner(key, build, run, lanes: int = 0):
+    """The engine's compiled chunk loop of ``build`` for a flow's ``run`` (one member, or ``lanes``
+    members per call), cached under ``key`` (with the system, the scheme and the engine's options)
+    among :data:`_RUNNERS`; ``runner.kernel(*args)`` is the native kernel for ``args`` or None."""
+    plan, mech = run.flow.plan, run.mech
+    key = (key, mech, plan.scheme, plan.engine, lanes)
+    hit = _RUNNERS.get(key)
+    if hit is None:
+        if lanes:
+            hit = engine.member_loop(build, plan.unknowns, mech.d, mech.m, plan.engine, lanes)
+        else:
+            hit = engine.single_loop(build, plan.unknowns, mech.d, mech.m, plan.engine)
+        _RUNNERS[key] = hit
+    return hit
+
+
+def _kernels(run, parts) -> list:
+    """The engine's native kernels of ``parts``, a list of (key, build, args, what): ``build()``
+    compiled for ``args`` (shared under ``key``: :func:`_runner`), or None where the engine runs
+    none. Several are compiled side by side (the C compiler runs in processes of its own). The
+    engine's notice of why one is not native is given again naming ``what`` runs with XLA instead.
+    Warnings are caught here, in the calling thread (``warnings.catch_warnings`` is not
+    thread-safe), for the compiling threads too."""
+    NativeFallback = engine.NativeFallback
+
+    def make(key, build, args):
+        runner = _runner(key, build, run)
         try:
             return runner.kernel(*args)
         except Exception:  # noqa: BLE001 - backend="native" refused: the XLA program runs it
@@ -81,12 +113,12 @@ def _kernels(run, parts) -> list:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", NativeFallback)
         if len(parts) == 1:
-            kernels = [make(*parts[0][:2])]
+            kernels = [make(*parts[0][:3])]
         else:
             with ThreadPoolExecutor(len(parts)) as pool:
-                futures = [pool.submit(make, build, args) for build, args, _ in parts]
+                futures = [pool.submit(make, key, build, args) for key, build, args, _ in parts]
                 kernels = [f.result() for f in futures]
-    xla = " and ".join(what for (_, _, what), k in zip(parts, kernels) if k is None) or "a part of it"
+    xla = " and ".join(part[-1] for part, k in zip(parts, kernels) if k is None) or "a part of it"
     for w in caught:
         if issubclass(w.category, NativeFallback):
             reason = getattr(w.message, "reason", str(w.message))
@@ -97,13 +129,181 @@ def _kernels(run, parts) -> list:
     return kernels
 
 
+LANES_FROM = 2
+"""The fewest members of a batched call (``jax.vmap`` of a run or of its derivatives) that run
+together in a lane kernel (:class:`_MemberKernels`); fewer run member by member."""
+
+
+def _batched(fn, batch: tuple, args: tuple):
+    """``fn(*args)`` for the members of a batched host callback (``jax.pure_callback`` with
+    ``vmap_method="broadcast_all"``: every leaf of ``args`` has the batch axes ``batch`` first, ``()``
+    where not batched), the batch axes flattened into one members' axis for ``fn`` and its
+    outputs' members' axis given the batch axes again."""
+    B, k = math.prod(batch), len(batch)
+    flat = jax.tree_util.tree_map(lambda a: np.reshape(np.asarray(a), (B, *np.shape(a)[k:])), args)
+    return jax.tree_util.tree_map(lambda a: np.reshape(a, (*batch, *np.shape(a)[1:])), fn(*flat))
+
+
+def _rows_of(tree, idx):
+    """The rows ``idx`` of every leaf of a member-first tree."""
+    return jax.tree_util.tree_map(lambda a: np.asarray(a)[idx], tree)
+
+
+def _each(idx, tree):
+    """Every leaf of ``tree`` (one value for all members) repeated for the members ``idx``."""
+    return jax.tree_util.tree_map(lambda x: np.broadcast_to(np.asarray(x), (len(idx), *np.shape(x))), tree)
+
+
+def _put(tree, idx, rows) -> None:
+    """Rows ``idx`` of the member-first arrays of ``tree`` set to ``rows``."""
+    for dst, src in zip(jax.tree_util.tree_leaves(tree), jax.tree_util.tree_leaves(rows)):
+        dst[idx] = src
+
+
+class _MemberKernels:
+    """A native kernel of one member run for several members of a batched call (member-first
+    arguments): :attr:`EngineOptions.lanes <livens.engine.EngineOptions>` members at a time through
+    a lane kernel of the same function (:mod:`livens.engine.native.member_lanes`, made at the first
+    call with at least :data:`LANES_FROM` members; each lane computes the operations of the single
+    kernel, so every member's results are those of its own run to the bit); where the engine makes
+    no lane kernel of it, the single kernel member by member. ``key``, ``build`` and ``args``: the
+    key, function and arguments (one member's) the single kernel was compiled from (:func:`_runner`)."""
+
+    def __init__(self, run, single, key, build, args):
+        self.run, self.single, self.key, self.build, self.args = run, single, key, build, args
+        self._lanes = False  # not yet made
+
+    def lanes(self):
+        """The lane kernel (made at the first need), or None."""
+        if self._lanes is False:
+            self._lanes = None
+            plan = self.run.flow.plan
+            runner = None
+            if self.build is not None and plan.engine.lanes >= 2:
+                runner = _runner(self.key, self.build, self.run, plan.engine.lanes)
+            if runner is not None:
+                with warnings.catch_warnings():  # the single kernel runs the members instead: no notice
+                    warnings.simplefilter("ignore", engine.NativeFallback)
+                    try:
+                        self._lanes = runner.kernel(*self.args)
+                    except Exception:  # noqa: BLE001 - member by member through the single kernel
+                        self._lanes = None
+        return self._lanes
+
+    def __call__(self, members, args_of):
+        """(members of a group, the kernel's outputs for them, member-first) for the groups of the
+        members ``members`` (indices), the groups spread over one thread per core; ``args_of(idx)``:
+        the kernel's arguments for the members ``idx``, member-first. A lane kernel's last group is
+        filled up with copies of its last member, whose outputs are dropped."""
+        members = np.asarray(members, np.int64)
+        lanes = self.lanes() if members.size >= LANES_FROM else None
+        if lanes is None:
+            groups = [members[i : i + 1] for i in range(members.size)]
+
+            def run(bs):
+                args = jax.tree_util.tree_map(lambda a: a[0], args_of(bs))
+                return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], self.single(*args))
+        else:
+            L = lanes.lanes
+            groups = [members[i : i + L] for i in range(0, members.size, L)]
+
+            def run(bs):
+                idx = np.concatenate([bs, np.full(L - bs.size, bs[-1])])
+                return jax.tree_util.tree_map(lambda a: np.asarray(a)[: bs.size], lanes(*args_of(idx)))
+
+        return zip(groups, _spread(run, groups))
+
+
+_POOL: list = []  # the threads that run groups of members side by side (made at the first need)
+_POOL_LOCK = threading.Lock()
+
+
+def _spread(fn, items) -> list:
+    """``[fn(x) for x in items]``, the items spread over one thread per core (a native kernel
+    releases the GIL) where there are several of both."""
+    workers = min(os.cpu_count() or 1, len(items))
+    if workers < 2:
+        return [fn(x) for x in items]
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(max_workers=os.cpu_count(), thread_name_prefix="livens-flow-member"))
+    return list(_POOL[0].map(fn, items))
+
+
+class _FlowMembers:
+    """The executor of the host loop (:mod:`livens.driver.executors`) for the members of a batched
+    forward run: each chunk of every member that has not stopped through :class:`_MemberKernels`,
+    the state at each chunk's start kept in ``starts`` (member-first), as
+    :class:`~livens.driver.executors.SingleNative` keeps one member's."""
+
+    backend = "native"
+    reason = None
+
+    def __init__(self, kernels, state, history, consts, sysp, starts):
+        self.kernels, self.consts, self.starts = kernels, consts, starts
+        self.state, self.history, self.sysp = jax.tree_util.tree_map(np.array, (state, history, sysp))
+        self.members = int(np.shape(jax.tree_util.tree_leaves(state)[0])[0])
+
+    def advance(self, n: np.ndarray, n_stop: np.ndarray):
+        alive = np.flatnonzero(n < n_stop)
+        if np.any(n[alive] % CHUNK):
+            raise AssertionError(f"native run: a chunk ended at nodes {n[alive].tolist()} (not multiples of {CHUNK})")
+        _put(self.starts, (alive, n[alive] // CHUNK), _rows_of(self.state, alive))
+        h, tol, max_iter, params = self.consts
+        n_new, failed, rows = n.copy(), np.zeros(self.members, bool), None
+
+        def args_of(idx):
+            state, history = _rows_of((self.state, self.history), idx)
+            head = (state, history, _each(idx, np.float64(0.0)), n[idx].astype(np.int64), n_stop[idx].astype(np.int64))
+            return (*head, *_each(idx, (h, tol, max_iter, params)), _rows_of(self.sysp, idx))
+
+        for bs, (state, history, nb, fb, rb) in self.kernels(alive, args_of):
+            if rows is None:
+                rows = np.zeros((self.members, min(CHUNK, int(np.max(n_stop - n))), rb.shape[-1]))
+            n_new[bs], failed[bs], rows[bs] = nb, fb, rb[:, : rows.shape[1]]
+            _put((self.state, self.history), bs, (state, history))
+        return n_new, failed, rows
+
+    def member(self, b):
+        return _rows_of((self.state, self.history), b)
+
+    def discard(self):
+        pass
+
+    def close(self):
+        pass
+
+
+class _EveryStepMembers:
+    """:class:`~livens.driver.host.EveryStep` for B members: every step's record of each, in arrays
+    (B, n_steps, ...)."""
+
+    def __init__(self, layout, n_steps: int, members: int):
+        rows = np.zeros((members, n_steps, layout.width))
+        rows[..., layout.column("ok")] = 1.0
+        self.records = {k: np.array(v) for k, v in layout.unpack(rows).items()}
+
+    def record(self, members, a: int, e: int, rec: dict) -> None:
+        for k, v in rec.items():
+            self.records[k][members, a:e] = v[:, : e - a]
+
+    def note_failed_step(self, b: int, e: int, row: dict) -> None:
+        for k, v in row.items():
+            if e < self.records[k].shape[1]:
+                self.records[k][b, e] = v
+
+    def flush(self, done: np.ndarray, final: bool = False) -> None:
+        pass
+
+
 class NativeForward:
     """The records of a run from the engine's native kernel (module docstring), called like
     :meth:`livens.driver.ingraph._Run.segments`: ``(state, history, failed, sysp) -> (records,
     nodes reached, a step failed, the states at the chunks' starts)``."""
 
-    def __init__(self, run, kernel, layout, shapes):
+    def __init__(self, run, kernel, layout, shapes, made):
         self.run, self.kernel, self.layout, self.shapes = run, kernel, layout, shapes
+        self.members = _MemberKernels(run, kernel, *made)
 
     @classmethod
     def make(cls, run, state, history, failed, sysp) -> "NativeForward | None":
@@ -121,7 +321,8 @@ class NativeForward:
         consts = plan.consts()
         sys_spec = None if sysp is None else {k: np.zeros(jnp.shape(v)) for k, v in sysp.items()}
         args = (*spec, np.float64(0.0), np.int64(0), consts[0], *consts[1:5], sys_spec)
-        (kernel,) = _kernels(run, [(build, args, "the forward run")])
+        key = ("forward", plan.guess, CHUNK, layout, plan.newton)
+        (kernel,) = _kernels(run, [(key, build, args, "the forward run")])
         if kernel is None:
             return None
         n_steps = run.flow.n_steps
@@ -129,14 +330,17 @@ class NativeForward:
         recs = {k: jax.ShapeDtypeStruct((n_steps, *shape), np.dtype(dtype)) for k, shape, dtype in layout}
         starts = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct((n_chunks, *a.shape), a.dtype), spec[0])
         shapes = (recs, jax.ShapeDtypeStruct((), jnp.int64), jax.ShapeDtypeStruct((), jnp.bool_), starts)
-        return cls(run, kernel, layout, shapes)
+        return cls(run, kernel, layout, shapes, (key, build, args))
 
     def host(self, state, history, failed, sysp):
         """The run on the host: the host loop of every run (:func:`livens.driver.host.run_host_loop`)
         over the native kernel (:class:`~livens.driver.executors.SingleNative`, keeping the chunks'
         starting states) until the last step or a failed one (the policy
         :class:`~livens.driver.options.NaNFlag`: no rescue, the run stops), every step's record in
-        an :class:`~livens.driver.host.EveryStep`. A start that failed (``failed``) takes no step."""
+        an :class:`~livens.driver.host.EveryStep`. A start that failed (``failed``) takes no step.
+        Under ``jax.vmap`` every argument has the members' axes first (:meth:`host_members`)."""
+        if np.ndim(failed):
+            return _batched(self.host_members, np.shape(failed), (state, history, failed, sysp))
         flow = self.run.flow
         plan, n_steps = flow.plan, flow.n_steps
         recs_shape, n_shape, failed_shape, starts_shape = self.shapes
@@ -158,7 +362,37 @@ class NativeForward:
         return recs, np.asarray(out.n[0], n_shape.dtype), np.asarray(bad, failed_shape.dtype), starts
 
     def __call__(self, state, history, failed, sysp):
-        return jax.pure_callback(self.host, self.shapes, state, history, failed, sysp, vmap_method="sequential")
+        return jax.pure_callback(self.host, self.shapes, state, history, failed, sysp, vmap_method="broadcast_all")
+
+    def host_members(self, state, history, failed, sysp):
+        """:meth:`host` for B members (every argument member-first): one host loop over all of them
+        (:class:`_FlowMembers`: the members together in lane kernels), a member that fails stopping
+        alone; each member's records are those of its own run (to the bit)."""
+        flow = self.run.flow
+        plan, n_steps = flow.plan, flow.n_steps
+        recs_shape, n_shape, failed_shape, starts_shape = self.shapes
+        failed = np.asarray(failed, bool)
+        B = failed.shape[0]
+        starts = jax.tree_util.tree_map(lambda s: np.zeros((B, *s.shape), s.dtype), starts_shape)
+        consts = plan.consts()
+        ex = _FlowMembers(self.members, state, history, consts[1:5], sysp, starts)
+        recorder = _EveryStepMembers(self.layout, n_steps, B)
+        stop = np.where(failed, 0, n_steps).astype(np.int64)
+        out = host.run_host_loop(
+            plan,
+            ex,
+            self.layout,
+            recorder,
+            np.zeros(B, np.int64),
+            stop,
+            policy=flow.on_failure,
+            stop_run_on_failure=False,
+        )
+        if out.interrupted:
+            raise KeyboardInterrupt("livens: the native run of lv.flow was interrupted (Ctrl-C)")
+        recs = {k: np.asarray(recorder.records[k], dtype=recs_shape[k].dtype) for k in recs_shape}
+        bad = failed | out.failed
+        return recs, np.asarray(out.n, n_shape.dtype), np.asarray(bad, failed_shape.dtype), starts
 
 
 @jax.custom_jvp
@@ -183,9 +417,11 @@ class NativeDerivatives:
     refused it): forward mode then runs the XLA replay; without the adjoint the run's derivatives
     are XLA's throughout (:func:`make` returns None)."""
 
-    def __init__(self, run, adjoint, tangent, state_spec, sys_spec, rec_spec):
+    def __init__(self, run, adjoint, tangent, state_spec, sys_spec, rec_spec, builds=(None, None)):
         self.run, self.adjoint, self.tangent_kernel = run, adjoint, tangent
         self.state_spec, self.sys_spec, self.rec_spec = state_spec, sys_spec, rec_spec
+        self.adjoint_members = _MemberKernels(run, adjoint, *builds[0]) if builds[0] else None
+        self.tangent_members = _MemberKernels(run, tangent, *builds[1]) if builds[1] and tangent else None
 
     @classmethod
     def make(cls, run, state, sysp) -> "NativeDerivatives | None":
@@ -220,16 +456,19 @@ class NativeDerivatives:
         out = jax.eval_shape(lambda s, p: replay(s, xs, *scalars, p), state_spec, sys_spec)
         rec_spec = out[1]
         head = (_zeros(state_spec), xs, *scalars, _zeros(sys_spec))
+        adjoint_args = (*head, _zeros(out[0]), _zeros(rec_spec))
+        tangent_args = (*head, _zeros(state_spec), _zeros(sys_spec))
         adjoint, tangent = _kernels(
             run,
             [
-                (build_adjoint, (*head, _zeros(out[0]), _zeros(rec_spec)), "the reverse pass (jax.grad)"),
-                (build_tangent, (*head, _zeros(state_spec), _zeros(sys_spec)), "forward mode (jax.jvp)"),
+                (("adjoint", CHUNK), build_adjoint, adjoint_args, "the reverse pass (jax.grad)"),
+                (("tangent", CHUNK), build_tangent, tangent_args, "forward mode (jax.jvp)"),
             ],
         )
         if adjoint is None:
             return None
-        return cls(run, adjoint, tangent, state_spec, sys_spec, rec_spec)
+        builds = ((("adjoint", CHUNK), build_adjoint, adjoint_args), (("tangent", CHUNK), build_tangent, tangent_args))
+        return cls(run, adjoint, tangent, state_spec, sys_spec, rec_spec, builds)
 
     def _chunks(self, n):
         """(chunk index, first step, end step) of the chunks of a run that reached node n."""
@@ -241,60 +480,78 @@ class NativeDerivatives:
             yield c, lo, min(lo + CHUNK, n_steps)
 
     @staticmethod
-    def _start(starts, c):
-        leaves, tree = jax.tree_util.tree_flatten(starts)
-        return jax.tree_util.tree_unflatten(tree, [np.asarray(a)[c] for a in leaves])
-
-    @staticmethod
     def _rows(a, lo, hi):
-        """Rows lo:hi of a, padded with zeros to CHUNK (steps past n_stop are skipped)."""
-        a = np.asarray(a)[lo:hi]
-        return np.pad(a, [(0, CHUNK - a.shape[0])] + [(0, 0)] * (a.ndim - 1))
+        """Steps lo:hi of member-first rows a (members, steps, ...), padded with zeros to CHUNK
+        (steps past n_stop are skipped)."""
+        a = np.asarray(a)[:, lo:hi]
+        return np.pad(a, [(0, 0), (0, CHUNK - a.shape[1])] + [(0, 0)] * (a.ndim - 2))
 
-    def _replay_pass(self, kernel, starts, xs, n, sysp, carry, given, take, reverse: bool):
-        """One pass of a replay kernel over the chunks of a run that reached node ``n`` (module
-        docstring), the last chunk first where ``reverse``: for chunk c (steps lo:hi) ``kernel(start
-        of c, its solutions, t_start, n0, n_stop, h, the scheme's and the System's parameters,
-        carry, given(lo, hi)) -> (carry, out)``, then ``take(out, lo, hi)``; returns the last carry."""
-        plan, n = self.run.flow.plan, int(n)
-        chunks = list(self._chunks(n))
+    def _replay_pass(self, kernels, starts, xs, n, sysp, carry, given, take, reverse: bool):
+        """One pass of a replay kernel over the chunks of the runs of B members (every argument
+        member-first; member b reached node ``n[b]``; module docstring), the last chunk first where
+        ``reverse``: for chunk c (steps lo:hi) and the members that reached it, together
+        (:class:`_MemberKernels`), ``kernel(start of c, its solutions, t_start, n0, n_stop, h, the
+        scheme's and the System's parameters, carry, given(idx, lo, hi)) -> (carry, out)``, then
+        ``take(idx, out, lo, hi)``; ``carry`` (member-first arrays) is updated in place."""
+        plan, n = self.run.flow.plan, np.asarray(n, np.int64)
+        chunks = list(self._chunks(int(n.max(initial=0))))
         for c, lo, hi in reversed(chunks) if reverse else chunks:
-            head = (self._start(starts, c), self._rows(xs, lo, hi), np.float64(0.0), np.int64(lo), np.int64(n))
-            carry, out = kernel(*head, np.float64(plan.h), plan.jparams, sysp, carry, given(lo, hi))
-            take(out, lo, hi)
+
+            def args_of(idx, c=c, lo=lo, hi=hi):
+                start = jax.tree_util.tree_map(lambda a: np.asarray(a)[idx, c], starts)
+                head = (start, self._rows(np.asarray(xs)[idx], lo, hi), *_each(idx, (np.float64(0.0), np.int64(lo))))
+                consts = _each(idx, (np.float64(plan.h), plan.jparams))
+                return (*head, n[idx], *consts, _rows_of(sysp, idx), _rows_of(carry, idx), given(idx, lo, hi))
+
+            for bs, (new, out) in kernels(np.flatnonzero(lo < n), args_of):
+                _put(carry, bs, new)
+                take(bs, out, lo, hi)
         return carry
 
     def host_adjoint(self, starts, xs, n, ct_recs, sysp):
         """(cotangent of the initial state, of the System's parameters) for the records' cotangents
         ``ct_recs``: the chunks' vector-Jacobian products, the last chunk first, each from the
-        state's cotangent where the later one ended; the parameters' cotangents summed."""
-        ct_sys = [_zeros(self.sys_spec)]
+        state's cotangent where the later one ended; the parameters' cotangents summed. Under
+        ``jax.vmap`` every argument has the members' axes first, and the members run together."""
+        return _batched(self._adjoint_members, np.shape(n), (starts, xs, n, ct_recs, sysp))
 
-        def add(ct_p, lo, hi):
-            ct_sys[0] = jax.tree_util.tree_map(np.add, ct_sys[0], ct_p)
+    def _adjoint_members(self, starts, xs, n, ct_recs, sysp):
+        B = np.shape(n)[0]
+        zeros = lambda s: np.zeros((B, *s.shape), s.dtype)  # noqa: E731
+        ct_sys = jax.tree_util.tree_map(zeros, self.sys_spec)
 
-        def chunk_cotangents(lo, hi):
-            return jax.tree_util.tree_map(lambda a: self._rows(a, lo, hi), ct_recs)
+        def add(bs, ct_p, lo, hi):
+            for dst, src in zip(jax.tree_util.tree_leaves(ct_sys), jax.tree_util.tree_leaves(ct_p)):
+                dst[bs] = dst[bs] + src
 
-        ct_state = self._replay_pass(
-            self.adjoint, starts, xs, n, sysp, _zeros(self.state_spec), chunk_cotangents, add, reverse=True
-        )
+        def chunk_cotangents(idx, lo, hi):
+            return jax.tree_util.tree_map(lambda a: self._rows(np.asarray(a)[idx], lo, hi), ct_recs)
+
+        ct_state = jax.tree_util.tree_map(zeros, self.state_spec)
+        self._replay_pass(self.adjoint_members, starts, xs, n, sysp, ct_state, chunk_cotangents, add, reverse=True)
         cast = lambda x, s: np.asarray(x, s.dtype)  # noqa: E731
         return jax.tree_util.tree_map(cast, ct_state, self.state_spec), jax.tree_util.tree_map(
-            cast, ct_sys[0], self.sys_spec
+            cast, ct_sys, self.sys_spec
         )
 
     def host_tangent(self, starts, xs, n, sysp, d_state, d_sys):
         """The records' tangents for (d_state, d_sys): the chunks' Jacobian-vector products, the
-        first chunk first, each starting from the tangent where the last one ended."""
-        n_steps = self.run.flow.n_steps
-        out = {k: np.zeros((n_steps, *a.shape[1:]), a.dtype) for k, a in self.rec_spec.items()}
+        first chunk first, each starting from the tangent where the last one ended. Under
+        ``jax.vmap`` every argument has the members' axes first, and the members run together."""
+        return _batched(self._tangent_members, np.shape(n), (starts, xs, n, sysp, d_state, d_sys))
 
-        def put(d_recs, lo, hi):
+    def _tangent_members(self, starts, xs, n, sysp, d_state, d_sys):
+        B, n_steps = np.shape(n)[0], self.run.flow.n_steps
+        out = {k: np.zeros((B, n_steps, *a.shape[1:]), a.dtype) for k, a in self.rec_spec.items()}
+
+        def put(bs, d_recs, lo, hi):
             for k in out:
-                out[k][lo:hi] = np.asarray(d_recs[k])[: hi - lo]
+                out[k][bs, lo:hi] = np.asarray(d_recs[k])[:, : hi - lo]
 
-        self._replay_pass(self.tangent_kernel, starts, xs, n, sysp, d_state, lambda lo, hi: d_sys, put, reverse=False)
+        carry = jax.tree_util.tree_map(np.array, d_state)
+        self._replay_pass(
+            self.tangent_members, starts, xs, n, sysp, carry, lambda idx, lo, hi: _rows_of(d_sys, idx), put, False
+        )
         return out
 
     def tangent(self, replayed, state, starts, xs, n, sysp, d_state, d_sys):
@@ -316,12 +573,12 @@ class NativeDerivatives:
                 _, d = jax.jvp(lambda s, p: replayed(s, xs, p), (state, sysp), (b[0], b[1]))
             else:
                 args = (starts, xs, n, sysp, b[0], b[1])
-                d = jax.pure_callback(self.host_tangent, rec_shapes, *args, vmap_method="sequential")
+                d = jax.pure_callback(self.host_tangent, rec_shapes, *args, vmap_method="broadcast_all")
             return jax.tree_util.tree_map(jnp.zeros_like, b[0]), jax.tree_util.tree_map(jnp.zeros_like, b[1]), d
 
         def transpose_solve(_, ct):
             shapes = (self.state_spec, self.sys_spec)
-            a, p = jax.pure_callback(self.host_adjoint, shapes, starts, xs, n, ct[2], sysp, vmap_method="sequential")
+            a, p = jax.pure_callback(self.host_adjoint, shapes, starts, xs, n, ct[2], sysp, vmap_method="broadcast_all")
             return a, p, jax.tree_util.tree_map(jnp.zeros_like, ct[2])
 
         out = lax.custom_linear_solve(lambda v: v, (d_state, d_sys, zero_recs), solve, transpose_solve)
