@@ -1,7 +1,7 @@
 """The structured Newton tangent of ``livens-em`` (livens.schemes.livens_em_tangent): the derivative of
-the momentum-map-corrected discrete gradient taken once, by the implicit function theorem, instead of
-through the Gram solve once per unknown. It is the AD Jacobian of the residual, and it changes
-Newton's iterates only by round-off.
+the momentum-map-corrected discrete gradient taken once, by the chain rule through the shifted Gram
+solve, instead of through its factorization once per unknown. It is the AD Jacobian of the residual,
+and it changes Newton's iterates only by round-off.
 
 - At states and unknowns away from any solution, on the four-particle system (six symmetries, g
   invariant), the heavy top (one rotation, nine constraints) and a system whose constraints are
@@ -11,9 +11,12 @@ Newton's iterates only by round-off.
   residual to 1e-12 of that block's largest entry, and so does the derivative of the discrete
   gradient's correction alone. A change of 1e-9 of one entry of a block fails the comparison.
 - Steps with the structured tangent take the dense AD tangent's Newton iterations, and their nodes
-  agree to 1e-12. Where the generators are dependent at every configuration (a particle and its
-  inversion in the unit sphere under three rotations) the tangent is the dense AD Jacobian, and a run
-  converges at every step.
+  agree to 1e-12.
+- Where the generators are nearly dependent (a particle and its inversion in the unit sphere under
+  three rotations: collinear with the origin at every configuration, nearly so at the midpoint;
+  condition of the Gram matrix above 1e8), the Gram solve's shift changes its inverse, and the
+  tangent is still the AD Jacobian (to TOL_DEPENDENT), where the same formulas with the unshifted
+  inverse (Z^T Z)^-1 are not; steps take the dense tangent's Newton iterations.
 - A run of the four-particle system keeps E = T + V and the six momentum maps (total linear and
   angular momentum, computed here from q and p) to the Newton tolerance.
 """
@@ -216,17 +219,51 @@ def test_steps_with_the_structured_tangent_match_dense(name):
     assert np.max(np.abs(x[-1] - x[0])) > 1e-2  # the system moved
 
 
-def test_dependent_generators_take_the_dense_tangent():
-    """With generators dependent at every configuration the tangent is the dense AD Jacobian (the
-    structured one's Gram inverse would not be that of the shifted solve), and the run converges."""
+TOL_DEPENDENT = 1e-5  # round-off amplified by the Gram matrix's condition (above 1e8)
+
+
+def _unshifted(Z):
+    """(tau, S^-1) with no shift: the Gram solve as if it were the exact inverse of Z^T Z."""
+    return jnp.zeros((), Z.dtype), jnp.linalg.inv(Z.T @ Z)
+
+
+def test_nearly_dependent_generators(monkeypatch):
+    """At the inversion example's start and the advanced guess (the midpoint nearly collinear with
+    the origin), the Gram matrix's condition number is above 1e8; the structured tangent equals
+    jax.jacfwd of the residual to TOL_DEPENDENT in each block, and with the shift's terms left out
+    (the unshifted inverse) it does not; steps match the dense tangent's."""
     problem = _inversion()
     sch, vals, mech = resolve(problem, "livens-em", {})
-    q = jnp.asarray(problem.q0)
-    assert not bool(livens_em_tangent.well_conditioned(mech, q))
-    four = lv.examples.load("four-particle")
-    assert bool(livens_em_tangent.well_conditioned(resolve(four, "livens-em", {})[2], jnp.asarray(four.q0)))
-    sol = lv.simulate(problem, "livens-em", progress=False, rescue=False)
-    assert len(sol.t) == 11
+    st = initial_state(problem, mech)
+    h, d, m = problem.h, mech.d, mech.m
+    x = sch.pack(sch.guess(st, h, 0.0, vals, mech, "advanced"), d, m)
+    q1 = st.q + 0.5 * h * (st.v + x[:d])
+    Z = np.asarray(mech.generators(0.5 * (st.q + q1)))
+    ev = np.linalg.eigvalsh(Z.T @ Z)
+    assert ev[-1] / ev[0] > 1e8
+
+    def R(x):
+        return sch.residual(sch.unpack(x, d, m), st, h, 0.0, vals, mech)
+
+    def J(x):
+        return sch.tangent(sch.unpack(x, d, m), st, h, 0.0, vals, mech).matrix()
+
+    J_ad = np.array(jax.jit(jax.jacfwd(R))(x))
+    M = np.asarray(mech.M(st.q))
+    J_ad[:d, :d] -= M
+    got = np.array(jax.jit(J)(x))
+    got[:d, :d] -= M
+    monkeypatch.setattr(livens_em_tangent.dg, "shifted_gram", _unshifted)
+    unshifted = np.array(jax.jit(lambda x: J(x))(x))  # traced again, with the patch
+    unshifted[:d, :d] -= M
+    blocks, blocks_ad, blocks_un = _blocks(got, d), _blocks(J_ad, d), _blocks(unshifted, d)
+    for key in blocks:
+        assert _mismatch(blocks[key], blocks_ad[key]) <= TOL_DEPENDENT, key
+    assert max(_mismatch(blocks_un[key], blocks_ad[key]) for key in blocks) > 1e3 * TOL_DEPENDENT
+    monkeypatch.undo()
+    (x, lam, its), (x_ad, lam_ad, its_ad) = _steps(problem, 10)
+    assert its == its_ad
+    assert np.max(np.abs(x - x_ad)) <= TOL * (1.0 + np.max(np.abs(x_ad)))
 
 
 def test_four_particle_keeps_energy_and_momentum_maps():

@@ -182,13 +182,35 @@ def gram_solve(Z: jax.Array, B: jax.Array) -> jax.Array:
     tau/lambda_min relative (1e-12 of the energy per step); one refinement step against the exact
     Z^T Z brings both back to round-off. r is small (at most 6 for the Euclidean group): an
     unrolled Cholesky factorization in plain array operations, which XLA fuses, instead of a
-    LAPACK call per step."""
-    r = Z.shape[1]
+    LAPACK call per step.
+
+    With S = Z^T Z + tau I the result is (S^-1 + tau S^-2) B exactly (in exact arithmetic):
+    :func:`shifted_gram` gives tau and S^-1 for its derivative."""
     gram = Z.T @ Z
-    shifted = gram + (1e-14 * jnp.trace(gram) / r + 1e-200) * jnp.eye(r, dtype=gram.dtype)
+    tau, solve = _shifted_solve(gram)
+    X = solve(B)
+    return X + solve(B - gram @ X)
+
+
+def shifted_gram(Z: jax.Array):
+    """(tau, S^-1) of :func:`gram_solve`: its shift of the Gram matrix and the inverse of the
+    shifted matrix S = Z^T Z + tau I, factored as there."""
+    tau, solve = _shifted_solve(Z.T @ Z)
+    return tau, solve(jnp.eye(Z.shape[1], dtype=Z.dtype))
+
+
+#: The shift tau = GRAM_SHIFT tr(Z^T Z) / r (+ 1e-200) that :func:`gram_solve` adds to the diagonal of
+#: the Gram matrix of r generators.
+GRAM_SHIFT = 1e-14
+
+
+def _shifted_solve(gram):
+    """(tau, B -> S^-1 B) for S = gram + tau I (:data:`GRAM_SHIFT`, :func:`gram_solve`)."""
+    r = gram.shape[0]
+    tau = GRAM_SHIFT * jnp.trace(gram) / r + 1e-200
+    shifted = gram + tau * jnp.eye(r, dtype=gram.dtype)
     if r == 1:
-        X = B / shifted[0, 0]
-        return X + (B - gram @ X) / shifted[0, 0]
+        return tau, lambda rhs: rhs / shifted[0, 0]
     L = [[None] * r for _ in range(r)]
     for j in range(r):
         diag = shifted[j, j] - sum(L[j][k] * L[j][k] for k in range(j))
@@ -205,8 +227,7 @@ def gram_solve(Z: jax.Array, B: jax.Array) -> jax.Array:
             x[i] = (y[i] - sum(L[k][i] * x[k] for k in range(i + 1, r))) / L[i][i]
         return jnp.stack(x)
 
-    X = solve(B)
-    return X + solve(B - gram @ X)
+    return tau, solve
 
 
 def corrected(a0, dx, df, xm, Z=None, targets=None):
@@ -297,4 +318,5 @@ __all__ = [
     "DELTA",
     "SYMMETRY_EPS",
     "gram_solve",
+    "shifted_gram",
 ]

@@ -16,18 +16,25 @@ P = I - Z (Z^T Z)^-1 Z^T,
     kappa = s / (s^2 + d_4),  s = u.u,  d_4 = (delta^2 (1 + q_m.q_m))^2 + (eps^2 dx.dx)^2,
 
 a_0' = a_0 where the constraints are invariant (or without symmetries: then u = dx and eps = 0),
-else a_0' = P a_0 (the targets Z^T a = 0 of an equivariant g). The derivative of ``jax.jacfwd``
-through these formulas differentiates the Gram solve of P (an unrolled Cholesky factorization)
-once per unknown, which is most of the tangent's cost; here its derivative is taken once, by the
-implicit function theorem: for a vector w held fixed,
+else a_0' = P a_0 (the targets Z^T a = 0 of an equivariant g). The Gram solve in P is
+:func:`livens.discrete_gradients.gram_solve`'s: a Cholesky factorization of S = Z^T Z + tau I
+(tau = 1e-14 tr(Z^T Z) / r for r generators, :data:`livens.discrete_gradients.GRAM_SHIFT`) and
+one refinement step, that is y = W c with c = Z^T w and W = S^-1 + tau S^-2, which is
+(Z^T Z)^-1 up to (tau / lambda_min)^2 where the generators are independent and far from it where
+they are nearly dependent (collinear points under three rotations). The derivative of ``jax.jacfwd`` through these formulas differentiates
+the factorization once per unknown, which is most of the tangent's cost; here it is taken once,
+by the chain rule through W: with y_k = S^-k c,
 
-    D_q [P(q) w] e = -P A_w e - Z (Z^T Z)^-1 B_{Pw} e,   A_w = D_q[Z(q) (Z^T Z)^-1 Z^T w],
-                                                       B_v = D_q[Z(q)^T v]
+    D y = W (D c - D(Z^T Z) y) + tau^2 S^-2 D(Z^T Z) y_2 - 2 tau y_3 (D tau)^T,
+    D(Z^T Z) v = B_{Zv} + Z^T A_v,   A_v = D_q[Z(q) v],   B_w = D_q[Z(q)^T w]
 
-(A and B by AD of the generators; (Z^T Z)^-1 formed once), so that
+(A, B and D tau = 2e-14/r D_q[sum Z(q) * Z] by AD of the generators, for v, w held fixed; S^-1
+formed once), so that
 
-    D u = (I - A_1/2) - Z (Z^T Z)^-1 [Z^T (I - A_1/2) + B_u/2],
-    D a_0' = X_0 - Z (Z^T Z)^-1 [Z^T X_0 + B_{a_0'}/2],  X_0 = (H + A_0)/2   (H = D^2 phi(q_m)),
+    D u = (I - A_{y_u}/2) - Z D y_u,   D c_u - D(Z^T Z) y_u = Z^T (I - A_{y_u}/2) + B_u/2,
+    D a_0' = X_0 + Z D y_a,   D c_a - D(Z^T Z) y_a = -[Z^T X_0 + B_{a_0'}/2],
+    X_0 = (H + A_{y_a})/2   (H = D^2 phi(q_m), c_u = Z^T dx, c_a = -Z^T a_0; A, B, D tau halved
+                             as derivatives in q^{n+1} through q_m),
 
 and with D num = D phi(q^{n+1}) - a_0' - D a_0'^T dx, D kappa from s and d_4,
 
@@ -39,11 +46,10 @@ the rank-one terms those of the quotient. The tangent is then
     dR/dx = [[M + h^2/2 D a - h dF/dv^{n+1},  h d a/d lambda],
              [h/2 G(q^{n+1}),                  0            ]],
 
-solved by one LU factorization (M may be singular). Where the generators are nearly dependent
-(:func:`well_conditioned`), the Gram solve's shift is no longer negligible and the tangent is the dense
-AD Jacobian (a ``lax.cond``). Every value is the exact derivative of the
-residual: the tests compare it with ``jax.jacfwd``. A configuration-dependent M keeps the default
-tangent (:func:`livens.solvers.tangent_operator`'s band or dense AD form), and so does a system
+solved by one LU factorization (M may be singular). Every value is the exact derivative of the
+residual, nearly dependent generators included (then D y is large along span Z's near null space,
+which Z's product maps back to a moderate D u): the tests compare it with ``jax.jacfwd``. A
+configuration-dependent M keeps the default tangent (:func:`livens.solvers.tangent_operator`'s band or dense AD form), and so does a system
 large enough for the band form (:attr:`livens.engine.SizePolicy.banded_unknowns`) where it finds one.
 """
 
@@ -66,55 +72,48 @@ def _constraints(mech) -> Callable:
 
 
 def _projected(mech, qm, Z, dx, a0, equivariant: bool, H, Gm):
-    """(u, D u, a_0', D a_0', d a_0'/d lambda) of the module docstring (derivatives in q^{n+1}).
-    Every Gram solve is a product with (Z^T Z)^-1, formed once
-    (:func:`livens.discrete_gradients.gram_solve` of the identity) and refined once per product."""
-    d = dx.shape[0]
+    """(u, D u, a_0', D a_0', d a_0'/d lambda) of the module docstring (derivatives in q^{n+1}),
+    the exact derivatives of :func:`livens.discrete_gradients.gram_solve`'s shifted solve
+    y = W c, W = S^-1 + tau S^-2 (module docstring)."""
+    d, r = dx.shape[0], Z.shape[1]
     eye = jnp.eye(d, dtype=dx.dtype)
-    gram = Z.T @ Z
-    Gi = dg.gram_solve(Z, jnp.eye(Z.shape[1], dtype=Z.dtype))
-
-    def solve(B):
-        X = Gi @ B
-        return X + Gi @ (B - gram @ X)
-
+    tau, Si = dg.shifted_gram(Z)
+    W = Si + tau * (Si @ Si)
     if equivariant:  # targets Z^T a = 0: a_0' = P a_0
-        Y = solve(jnp.stack([-(Z.T @ a0), Z.T @ dx], axis=1))
-        a0 = a0 + Z @ Y[:, 0]
-        u = dx - Z @ Y[:, 1]
-        ys, ws = jnp.stack([Y[:, 1], Y[:, 0]], axis=1), jnp.stack([u, a0], axis=1)
+        c = jnp.stack([Z.T @ dx, -(Z.T @ a0)], axis=1)
     else:
-        ys = solve((Z.T @ dx)[:, None])
-        u = dx - Z @ ys[:, 0]
+        c = (Z.T @ dx)[:, None]
+    y = W @ c
+    y2 = Si @ (Si @ c)
+    u = dx - Z @ y[:, 0]
+    if equivariant:
+        a0 = a0 + Z @ y[:, 1]
+        ws = jnp.stack([u, a0], axis=1)
+    else:
         ws = u[:, None]
-    A, B = jax.jacfwd(lambda q: (mech.generators(q) @ ys, mech.generators(q).T @ ws))(qm)
+    k = c.shape[1]
+
+    def through_generators(q):
+        Zq = mech.generators(q)
+        return Zq @ jnp.concatenate([y, y2], axis=1), Zq.T @ jnp.concatenate([ws, Z @ y2], axis=1), jnp.sum(Zq * Z)
+
+    A, B, t = jax.jacfwd(through_generators)(qm)
+    dtau = (dg.GRAM_SHIFT / r) * t  # d tau / d q^{n+1} (tau = GRAM_SHIFT tr(Z^T Z) / r; through q_m)
+
+    def dy(i, X, sign):
+        """D y_i = W (D c_i - D(Z^T Z) y_i) + tau^2 S^-2 D(Z^T Z) y2_i - 2 tau y3_i dtau^T, with X
+        the part of D c_i - D(Z^T Z) y_i through Z^T (sign: that of c_i)."""
+        rhs = sign * (Z.T @ X + 0.5 * B[:, i, :])
+        dgram2 = 0.5 * (B[:, k + i, :] + Z.T @ A[:, k + i, :])
+        y3 = Si @ y2[:, i]
+        return W @ rhs + (tau * tau) * (Si @ (Si @ dgram2)) - (2.0 * tau) * jnp.outer(y3, dtau)
+
     X1 = eye - 0.5 * A[:, 0, :]
-    rhs = [Z.T @ X1 + 0.5 * B[:, 0, :]]
+    Du = X1 - Z @ dy(0, X1, 1.0)
     if equivariant:
         X0 = 0.5 * (H + A[:, 1, :])
-        rhs += [Z.T @ X0 + 0.5 * B[:, 1, :], Z.T @ Gm.T]
-    S = solve(jnp.concatenate(rhs, axis=1))
-    Du = X1 - Z @ S[:, :d]
-    if equivariant:
-        return u, Du, a0, X0 - Z @ S[:, d : 2 * d], Gm.T - Z @ S[:, 2 * d :]
+        return u, Du, a0, X0 + Z @ dy(1, X0, -1.0), Gm.T - Z @ (W @ (Z.T @ Gm.T))
     return u, Du, a0, 0.5 * H, Gm.T
-
-
-def well_conditioned(mech, qm) -> jax.Array:
-    """Whether the generators at q_m are independent enough for the formulas of the module docstring:
-    tr(Z^T Z) max diag((Z^T Z)^-1) below :data:`GRAM_CONDITION`. Where they are nearly dependent (three
-    rotations of collinear points, rotations and translations of a rigid rod), the shift that
-    :func:`livens.discrete_gradients.gram_solve` adds to Z^T Z is no longer negligible, and the
-    tangent is the dense AD Jacobian instead."""
-    Z = mech.generators(qm)
-    Gi = dg.gram_solve(Z, jnp.eye(Z.shape[1], dtype=Z.dtype))
-    return jnp.trace(Z.T @ Z) * jnp.max(jnp.diagonal(Gi)) < GRAM_CONDITION
-
-
-#: The condition estimate of the generators' Gram matrix above which the tangent is the dense AD
-#: Jacobian (:func:`well_conditioned`): the Gram solve's shift (1e-14 of its trace) then changes its
-#: inverse by more than 1e-6.
-GRAM_CONDITION = 1e8
 
 
 def gradient_jacobians(mech, q0, q1, lam):
@@ -190,13 +189,6 @@ def tangent(residual: Callable, external: Callable) -> Callable:
 
         if not mech.constant_mass:
             return Dense(dense(x))
-
-        def assembled(x):
-            return structured(u, s, h, t, params, mech, lambda v1: external(v1, s, h, t, mech))
-
-        if len(mech.symmetries) < 2:
-            return Dense(assembled(x))
-        qm = s.q + 0.25 * h * (s.v + u["v1"])
-        return Dense(jax.lax.cond(well_conditioned(mech, qm), assembled, dense, x))
+        return Dense(structured(u, s, h, t, params, mech, lambda v1: external(v1, s, h, t, mech)))
 
     return tangent_
