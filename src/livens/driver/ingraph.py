@@ -88,7 +88,14 @@ class FlowResult(NamedTuple):
     ||R||_inf per step (NaN for steps not taken; for a failed start, entry 0 holds the start's),
     failure (a code: :data:`NONE`, :data:`START`, :data:`SCHEME_START`, :data:`STEP`, or
     :data:`SYMMETRY` + j). With ``save_every = k`` the node arrays hold every k-th node. Under
-    ``jax.vmap`` every field has the members' axis first: converged and failed_step are per member."""
+    ``jax.vmap`` every field has the members' axis first: converged and failed_step are per member.
+
+    The fields are those of a run's :class:`~livens.run_record.RunRecord` (one member's, or the
+    members' under ``jax.vmap``), under the same names, shapes and dtypes as a
+    :class:`~livens.Solution`'s; :meth:`~livens.run_record.RunRecord.of_flow` makes the record of a
+    concrete result. The result stays a NamedTuple of JAX arrays: the output of a pure function,
+    which ``jax.jit``, ``jax.vmap`` and the derivatives trace through (the record's NumPy arrays on
+    the host cannot be traced)."""
 
     t: Any
     q: Any
