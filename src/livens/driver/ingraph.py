@@ -91,9 +91,9 @@ class FlowResult(NamedTuple):
     ``jax.vmap`` every field has the members' axis first: converged and failed_step are per member.
 
     The fields are those of a run's :class:`~livens.run_record.RunRecord` (one member's, or the
-    members' under ``jax.vmap``), under the same names, shapes and dtypes as a
-    :class:`~livens.Solution`'s; :meth:`~livens.run_record.RunRecord.of_flow` makes the record of a
-    concrete result. The result stays a NamedTuple of JAX arrays: the output of a pure function,
+    members' under ``jax.vmap``), under the same names and dtypes as a :class:`~livens.Solution`'s,
+    and the same shapes where ``save_every`` is 1 (else the per-step fields keep every step);
+    :meth:`~livens.run_record.RunRecord.of_flow` makes the record of a concrete result. The result stays a NamedTuple of JAX arrays: the output of a pure function,
     which ``jax.jit``, ``jax.vmap`` and the derivatives trace through (the record's NumPy arrays on
     the host cannot be traced)."""
 
