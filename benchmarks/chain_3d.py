@@ -155,6 +155,20 @@ def print_row(key: str, r: dict) -> None:
     )
 
 
+def verdict(rows: dict) -> str | None:
+    """The issue's done-when, from the row of six rods with EM: the default backend at least 3x
+    ``backend="xla"`` (the target ``chain3d_default_over_xla`` of :mod:`benchmarks.targets`); None
+    where that row was not measured."""
+    em = rows.get("6|ggl-em")
+    if not em or "default_over_xla" not in em:
+        return None
+    met = "met" if em["default_over_xla"] >= 3.0 else "not met"
+    return (
+        f"  verdict: 6 rods, EM: the default ({em['default_backend']}) runs at {em['default_over_xla']:.2f}x "
+        f"backend='xla' (native {em.get('native_over_xla', float('nan')):.2f}x); the target >= 3x is {met}"
+    )
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.chain_3d", description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="numbers of rods, comma-separated")
@@ -165,9 +179,14 @@ def main(argv=None) -> int:
     import livens as lv
 
     print(f"chain-3d, h = 0.005, {args.steps} steps, median of {args.repeats} in turns (load {os.getloadavg()})")
+    rows = {}
     for n in (int(x) for x in args.sizes.split(",")):
         for scheme in args.schemes.split(","):
-            print_row(f"{n}|{scheme}", measure_one(lv, n, scheme, args.steps, args.repeats))
+            rows[f"{n}|{scheme}"] = r = measure_one(lv, n, scheme, args.steps, args.repeats)
+            print_row(f"{n}|{scheme}", r)
+    line = verdict(rows)
+    if line:
+        print(line)
     print(f"load average at the end: {os.getloadavg()}")
     return 0
 
@@ -189,6 +208,9 @@ def section(lv, quick: bool, results: dict) -> None:
             key = f"{n}|{scheme}"
             results["chain_3d"][key] = r = measure_one(lv, n, scheme)
             print_row(key, r)
+    line = verdict(results["chain_3d"])
+    if line:
+        print(line)
 
 
 def flatten(results: dict) -> dict:
