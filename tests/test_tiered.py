@@ -63,6 +63,31 @@ def test_the_optimizing_compile_waits_for_runs_worth_its_cost(monkeypatch):
     assert tj.level(x, k) == "default"
 
 
+def test_optimize_compiles_every_quick_program_now_in_the_calling_thread(monkeypatch):
+    """engine.optimize: the optimized executable in use from the next call, whatever the runs have cost."""
+    threads = []
+    real = _tiered._compile
+
+    def spy(lowered, level):
+        threads.append((threading.current_thread(), level))
+        return real(lowered, level)
+
+    monkeypatch.setattr(_tiered, "_compile", spy)
+    monkeypatch.setattr(_tiered, "PAYBACK", float("inf"))  # the runs never pay for it themselves
+    fn = _program(200)
+    tj = _tiered.TieredJit(fn, large=100)
+    x, k = jnp.linspace(0.1, 1.0, 7), jnp.float64(2.0)
+    tj(x, k)
+    assert tj.level(x, k) == "quick"
+    lv.engine.optimize()
+    assert tj.level(x, k) == "default" and tj._cache_size() == 1
+    assert [level for _, level in threads] == ["quick", "default"]
+    assert {thread for thread, _ in threads} == {threading.current_thread()}
+    _all_close(tj(x, k), _jaxconfig.jit(fn)(x, k), rtol=0)  # jit's program
+    lv.engine.optimize()  # nothing left at level 0: no compile
+    assert len(threads) == 2
+
+
 def test_a_small_program_is_compiled_once_at_the_default_level():
     fn = _program(3)
     tj = _tiered.TieredJit(fn)

@@ -26,7 +26,8 @@ is the notice (with its ``reason``) where one meant to does not, :func:`interrup
 imports only what this module names.
 
 :func:`wait` waits for every compile running in the background (native ``-O2`` libraries and start
-steps), as a benchmark does before it measures.
+steps); :func:`optimize` also compiles every large XLA program still at level 0 at XLA's default
+level, in the calling thread, as a benchmark does before it measures the optimized programs.
 """
 
 from .._lru import CompiledCache
@@ -50,6 +51,16 @@ def wait(timeout: float | None = None) -> None:
     tiers.wait(timeout)
 
 
+def optimize() -> None:
+    """The optimized programs in use from the next call on: :func:`wait`, then every large XLA
+    program compiled so far and still at XLA's level 0 (:mod:`~livens.engine.tiers`) compiled at the
+    default level now, in the calling thread."""
+    from . import tiers
+
+    wait()
+    tiers.optimize()
+
+
 __all__ = [
     "BACKENDS",
     "NativeFallback",
@@ -66,6 +77,7 @@ __all__ = [
     "engine_options",
     "loop_size",
     "member_loop",
+    "optimize",
     "program",
     "serial_blas",
     "single_loop",

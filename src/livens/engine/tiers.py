@@ -10,6 +10,8 @@ second, optimizing compile would take and save again, a rent-or-buy rule), the n
 the program again at XLA's default level, in the calling thread, and every call after it runs the
 optimized executable. A short run therefore never pays for the optimization; a long one pays for it
 at most about twice.
+A caller that knows its runs will be long, or measures the optimized programs' speed, compiles every
+program still at level 0 at the default level at once with :func:`optimize` (in its own thread).
 
 The two executables do not agree to the bit: at its default level XLA contracts a product and a sum
 into a fused multiply-add, at level 0 it does not (then each operation is the IEEE one, as in
@@ -31,6 +33,7 @@ from __future__ import annotations
 import atexit
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -51,6 +54,9 @@ compile: it takes about twice the quick compile, and saves about half of each ru
 
 _PENDING: set = set()
 
+_QUICK: weakref.WeakSet = weakref.WeakSet()
+"""The programs still running their level-0 executable, for :func:`optimize`."""
+
 
 def _compile(lowered, level: str):
     """The lowered program compiled by XLA at ``level`` ("quick": level 0, "default")."""
@@ -67,17 +73,28 @@ class _Program:
         self.executable = _compile(lowered, self.level)
         self.compile_seconds = time.perf_counter() - start
         self.run_seconds = 0.0
+        if self.level == "quick":
+            _QUICK.add(self)
+
+    def optimize(self) -> None:
+        """Compile the optimized executable now and use it from the next call on; a failed
+        optimizing compile leaves the quick one in use, and is not tried again."""
+        if self.level != "quick" or self.lowered is None:
+            return
+        try:
+            self.executable = _compile(self.lowered, "default")
+        except Exception:  # noqa: BLE001 - the quick executable computes the same to round-off
+            self.run_seconds = -float("inf")  # never tried again
+            self.lowered = None
+        else:
+            self.level, self.lowered = "default", None
+        _QUICK.discard(self)
 
     def current(self):
         """The executable the next call runs: the optimized one once the quick runs have paid for
         its compile (module docstring); a failed optimizing compile leaves the quick one in use."""
         if self.level == "quick" and self.run_seconds >= PAYBACK * self.compile_seconds:
-            try:
-                self.executable = _compile(self.lowered, "default")
-            except Exception:  # noqa: BLE001 - the quick executable computes the same to round-off
-                self.run_seconds = -float("inf")  # never tried again
-            else:
-                self.level, self.lowered = "default", None
+            self.optimize()
         return self.executable
 
     def __call__(self, *args):
@@ -154,6 +171,15 @@ def wait(timeout: float | None = None) -> None:
             future.result(timeout)
         except Exception:  # noqa: BLE001 - a failed optimized compile leaves the quick executable in use
             pass
+
+
+def optimize() -> None:
+    """Compile every program still at XLA's level 0 at the default level now, in the calling thread
+    (module docstring), so that its next call runs the optimized executable whatever its runs have
+    cost: for a measurement of the optimized programs' speed, or a caller that knows its runs will
+    be long. Their results change by round-off only (module docstring)."""
+    for program in list(_QUICK):
+        program.optimize()
 
 
 # a compile still running in a daemon thread when the interpreter shuts down would be cut off
