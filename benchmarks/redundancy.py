@@ -57,7 +57,7 @@ def measure(lv, steps: int, repeats: int = 5) -> dict:
         for key, problem in (("redundant", redundant), ("independent", independent)):
             sol = lv.simulate(problem, scheme, h=h, t_end=steps * h, tol=TOL, progress=False)  # compile
             row[f"{key}_backend"] = sol.meta.get("backend", "xla")
-        engine.wait()  # the optimized programs (compiled in the background) in use for both
+        engine.optimize()  # the optimized programs in use for both
         walls = {"redundant": [], "independent": []}
         for _ in range(repeats):  # in turns, so that a change of the machine's load falls on both
             for key, problem in (("redundant", redundant), ("independent", independent)):

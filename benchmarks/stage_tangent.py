@@ -72,7 +72,7 @@ def measure_one(lv, problems: dict, stages: int, steps: int, repeats: int = 3) -
                 sol = lv.simulate(problem, SCHEME, t_end=steps * h, **kw)
                 first[v] = round(float(sol.meta["compile_time"]), 2)
                 lv.simulate(problem, SCHEME, t_end=steps * h, **kw)
-        lv.engine.wait()
+        lv.engine.optimize()  # the optimized programs in use (XLA level 0 compiled again)
         stepping: dict = {v: [] for v in VARIANTS}
         for _ in range(repeats):  # in turns: a change of the machine's load falls on both
             for v, problem in problems.items():

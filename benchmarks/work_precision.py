@@ -69,7 +69,7 @@ def curve(lv, problem, scheme: str, t_end: float, q_ref) -> dict:
         except lv.ConvergenceError:
             h /= 2
             continue
-        engine.wait()  # the optimized tier of a large XLA loop (compiled in the background) in use
+        engine.optimize()  # the optimized tier of a large XLA loop in use
         q, seconds = _run_time(lv, problem, name, params, h, t_end)
         error = float(np.max(np.abs(np.asarray(q) - q_ref)))
         points.append({"h": h, "steps": int(round(t_end / h)), "error": error, "seconds": seconds})
