@@ -26,9 +26,15 @@ class AlgebraRules:
             out = self._sparse_dot(lhs, rhs, (lc, rc), (lb, rb), outs[0])
             if out is not None:
                 return out
-        out = self.new(outs[0].shape, outs[0].dtype)
         lfree = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
         rfree = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
+        if (
+            _is_float(outs[0].dtype)
+            and math.prod(rhs.shape[a] for a in rfree) >= self.ROW_DOT_COLUMNS
+            and math.prod(lhs.shape[a] for a in lc) > 1
+        ):
+            return self._row_dot(lhs, rhs, (lc, rc), (lb, rb), lfree, rfree, outs[0])
+        out = self.new(outs[0].shape, outs[0].dtype)
         (lname, loff, sl), (rname, roff, sr) = self.view(lhs), self.view(rhs)
         idx = self.loops(out.shape)
         nb = len(lb)
@@ -50,6 +56,46 @@ class AlgebraRules:
         self.end(cidx)
         self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {acc};")
         self.end(idx)
+        return out
+
+    ROW_DOT_COLUMNS = 8
+    """A ``dot_general`` whose right operand has at least this many free elements (a matrix
+    product, not a matrix-vector product) is written by rows (:meth:`_row_dot`)."""
+
+    def _row_dot(self, lhs: Buf, rhs: Buf, contract, batch, lfree, rfree, aval) -> Buf:
+        """A ``dot_general`` as row updates: each output row (batch and left free indices) starts
+        at zero and gains ``lhs[.., k] * rhs[k, ..]`` for the contraction indices k in order, the
+        innermost loop running along the row. Each output element is the same sum, in the same
+        order, as in the loop nest of one accumulator per element; but the innermost loop is an
+        update of a contiguous row, which the C compiler vectorizes (a sum into one accumulator
+        it may not reorder), as in LU's row updates."""
+        (lc, rc), (lb, rb) = contract, batch
+        out = self.new(aval.shape, aval.dtype)
+        (lname, loff, sl), (rname, roff, sr) = self.view(lhs), self.view(rhs)
+        dt = aval.dtype
+        rshape = [rhs.shape[a] for a in rfree]
+        bi = self.loops([lhs.shape[a] for a in lb])
+        li = self.loops([lhs.shape[a] for a in lfree])
+        ostr = _strides(aval.shape)
+        head = len(bi) + len(li)
+        row = list(zip(ostr[:head], bi + li))
+        ri = self.loops(rshape)
+        self.line(f"{out.name}[{self.affine(row + list(zip(ostr[head:], ri)))}] = {self.rhs('0', dt)};")
+        self.end(ri)
+        cidx = self.loops([lhs.shape[a] for a in lc])
+        a = self.fresh("a")
+        lterms = [(sl[x], v) for x, v in zip(lb, bi)] + [(sl[x], v) for x, v in zip(lfree, li)]
+        lterms += [(sl[x], v) for x, v in zip(lc, cidx)]
+        self.line(f"const {self.ct(dt)} {a} = {lname}[{self.affine(lterms, loff)}];")
+        ri = self.loops(rshape)
+        rterms = [(sr[x], v) for x, v in zip(rb, bi)] + [(sr[x], v) for x, v in zip(rfree, ri)]
+        rterms += [(sr[x], v) for x, v in zip(rc, cidx)]
+        o = self.affine(row + list(zip(ostr[head:], ri)))
+        self.line(f"{out.name}[{o}] += {a} * {rname}[{self.affine(rterms, roff)}];")
+        self.end(ri)
+        self.end(cidx)
+        self.end(li)
+        self.end(bi)
         return out
 
     SPARSE_DOT_TERMS = 32
