@@ -61,6 +61,7 @@ def test_solution_ensemble_member_and_flow_result_are_one_record(scheme, save_ev
     assert np.shares_memory(member.q, ens.q) and np.shares_memory(member.lam, ens.lam)
     assert not np.shares_memory(member.q, ens[0].q)
     rec = sol.record
+    assert isinstance(rec, lv.RunRecord) and isinstance(ens.record, lv.RunRecord)
     assert rec.members == 1 and np.shares_memory(rec.q, sol.q)
     back = rec.member(0)
     for k in FIELDS:

@@ -19,6 +19,7 @@ from .flow import FlowResult, flow, raising
 from .loading import load
 from .problem import Problem
 from .redundancy import RedundantConstraintsNotice
+from .run_record import RunRecord
 from .run_status import Status
 from .simulate import simulate
 from .solution import Solution
@@ -35,6 +36,7 @@ __all__ = [
     "EnsembleSolution",
     "Solution",
     "Status",
+    "RunRecord",
     "load",
     "flow",
     "FlowResult",
