@@ -206,3 +206,6 @@ def test_ctrl_c_stops_an_ensemble_within_a_second_with_what_it_computed():
     assert 0 < ens.steps.max() < 200.0 / problem.h
     for b, done in enumerate(ens.steps):
         assert np.all(np.isfinite(ens.q[b, : int(done) + 1])), b
+    # every member stopped before its last step says so; none reads as a finished run
+    np.testing.assert_array_equal(ens.status, [lv.Status.INTERRUPTED] * B)
+    assert all(ens[b].status is lv.Status.INTERRUPTED for b in (0, B - 1))
