@@ -290,43 +290,18 @@ class LaneTranslator(Translator):
     def _arg(self, ins, outs, axes, index_dtype, better):
         raise Unsupported("argmax/argmin in lanes")
 
-    def p_sort(self, ins, outs, dimension, is_stable, num_keys, **_):
-        """A stable sort by one integer key, the other operands carried along, as
-        :meth:`Translator.p_sort` (insertion sort: the arrays sorted here are a permutation's few
-        entries, as in the transposed LU solve of a reverse pass) lane by lane: each lane its own
-        order."""
-        if num_keys != 1 or not np.issubdtype(ins[0].dtype, np.integer):
-            raise Unsupported("sort in lanes by a key other than one integer array")
-        shape = ins[0].shape
-        n = shape[dimension]
-        res = [self.new(shape, b.dtype) for b in ins]
-        for dst, src in zip(res, ins):
-            self.copy(dst, src)
-        st = _strides(shape)
-        others = [d for d in range(len(shape)) if d != dimension]
+    SORT_REFUSAL = "sort in lanes by a key other than one integer array"
+
+    def _each_lane(self) -> bool:
+        """:meth:`Translator.p_sort` lane by lane: each lane its own order."""
         self.open(f"for (int l = 0; l < {self.lanes}; l++)")
-        idx = self.loops([shape[d] for d in others])
-        base = " + ".join([f"{i}*{st[d]}" for i, d in zip(idx, others)]) or "0"
-        step = st[dimension]
+        return True
 
-        def at(x, j):
-            return f"{x.name}[{base} + {j}*{step}][l]"
+    def _sort_element(self, x, offset: str) -> str:
+        return f"{x.name}[{offset}][l]"
 
-        self.open(f"for (int i = 1; i < {n}; i++)")
-        scalar = ["double" if _is_float(x.dtype) else "int64_t" for x in res]
-        self.line(" ".join(f"{c} t{k} = {at(x, 'i')};" for k, (c, x) in enumerate(zip(scalar, res))))
-        self.line("int j = i - 1;")
-        self.open(f"while (j >= 0 && {at(res[0], 'j')} > t0)")
-        for x in res:
-            self.line(f"{at(x, '(j + 1)')} = {at(x, 'j')};")
-        self.line("j--;")
-        self.close()
-        for k, x in enumerate(res):
-            self.line(f"{at(x, '(j + 1)')} = t{k};")
-        self.close()
-        self.end(idx)
-        self.close()
-        return res
+    def _sort_scalar(self, x) -> str:
+        return "double" if _is_float(x.dtype) else "int64_t"
 
     def p_qr(self, ins, outs, **_):
         raise Unsupported("qr in lanes")
