@@ -63,8 +63,8 @@ def test_the_optimizing_compile_waits_for_runs_worth_its_cost(monkeypatch):
     assert tj.level(x, k) == "default"
 
 
-def test_optimize_compiles_every_quick_program_now_in_the_calling_thread(monkeypatch):
-    """engine.optimize: the optimized executable in use from the next call, whatever the runs have cost."""
+def _compile_threads(monkeypatch) -> list:
+    """The (thread, level) of every XLA compile of a tiered program from now on."""
     threads = []
     real = _tiered._compile
 
@@ -73,6 +73,12 @@ def test_optimize_compiles_every_quick_program_now_in_the_calling_thread(monkeyp
         return real(lowered, level)
 
     monkeypatch.setattr(_tiered, "_compile", spy)
+    return threads
+
+
+def test_optimize_compiles_every_quick_program_now_in_the_calling_thread(monkeypatch):
+    """engine.optimize: the optimized executable in use from the next call, whatever the runs have cost."""
+    threads = _compile_threads(monkeypatch)
     monkeypatch.setattr(_tiered, "PAYBACK", float("inf"))  # the runs never pay for it themselves
     fn = _program(200)
     tj = _tiered.TieredJit(fn, large=100)
@@ -128,14 +134,7 @@ def test_a_failed_optimized_compile_keeps_the_quick_executable(monkeypatch):
 def test_every_xla_compile_runs_in_the_calling_thread(monkeypatch):
     """XLA compiles in a second thread crashed test processes (segmentation faults and aborts in the
     compiler and the persistent cache): both tiers, and an XLA start step, compile where called."""
-    threads = []
-    real = _tiered._compile
-
-    def spy(lowered, level):
-        threads.append((threading.current_thread(), level))
-        return real(lowered, level)
-
-    monkeypatch.setattr(_tiered, "_compile", spy)
+    threads = _compile_threads(monkeypatch)
     monkeypatch.setattr(_tiered, "PAYBACK", 0.0)
     tj = _tiered.TieredJit(_program(150), large=100)
     x, k = jnp.linspace(0.2, 0.9, 5), jnp.float64(1.25)
