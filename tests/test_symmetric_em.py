@@ -453,6 +453,24 @@ def test_papers_examples_unchanged(example):
         assert np.max(np.abs(x - y)) <= 1e-10 * max(1.0, np.max(np.abs(y))), example
 
 
+def test_a_symmetry_of_the_potential_that_moves_the_constraint_manifold_is_named_with_its_constraint():
+    """Rotation about e3 keeps V = g q3 but not the plane q1 = 1 a particle is held on: the check
+    names the constraint and G xi q there (xi q = (-q2, q1, 0), so G xi q = -q2); the same rotation
+    on the unit sphere is a symmetry."""
+    sym = lv.Symmetry.rotation(E3, name="J3")
+    plane = lv.System(
+        mass_matrix=np.eye(3), potential=lambda q: 9.81 * q[2], constraints=lambda q: jnp.array([q[0] - 1.0])
+    )
+    q0 = np.array([1.0, 0.5, 0.0])
+    why = symmetry_defect(mechanics(plane, q0), sym, q0)
+    assert why is not None and "does not leave the constraint manifold invariant" in why, why
+    assert "G xi q = -" in why  # -q2 at points near q0 on the plane (q2 near 0.5)
+    sphere = lv.System(
+        mass_matrix=np.eye(3), potential=lambda q: 9.81 * q[2], constraints=lambda q: jnp.array([0.5 * (q @ q - 1.0)])
+    )
+    assert symmetry_defect(mechanics(sphere, [0.6, 0.0, -0.8]), sym, [0.6, 0.0, -0.8]) is None
+
+
 def test_a_declared_symmetry_that_is_not_one_is_reported_and_not_imposed():
     """Rotation about e3 declared for a pendulum with gravity along e1: not a symmetry. EM keeps the
     energy and lets J3 change as the physics says (not forced to stay constant)."""

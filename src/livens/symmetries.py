@@ -9,7 +9,7 @@ themselves (:func:`constraints_midpoint_orthogonal`, KBS23b eq 85b, c).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -55,6 +55,20 @@ def _manifold_points(mech, q0, rng, n: int):
     return pts
 
 
+def invariance_defects(dV: ArrayLike, G: ArrayLike | None, Z: ArrayLike, xp: Any = np) -> tuple[Any, Any]:
+    """Which generators break invariance at one point, the criterion of :func:`symmetry_defect`
+    (KBS23b eq 41) in NumPy (``xp=np``) or traced (``xp=jax.numpy``: :func:`livens.flow`'s check
+    of the kept symmetries): for the columns z = xi q of ``Z`` (d, r), ``potential`` (r,): |dV . z| >
+    SYMMETRY_RTOL |dV| |z|, and ``constraint`` (m, r) (None without constraints): |G_k z| >
+    SYMMETRY_RTOL |G_k| |z| for each constraint row k."""
+    zn = xp.linalg.norm(Z, axis=0)
+    potential = xp.abs(dV @ Z) > SYMMETRY_RTOL * (xp.linalg.norm(dV) * zn + 1e-300)
+    if G is None:
+        return potential, None
+    lim = SYMMETRY_RTOL * (xp.linalg.norm(G, axis=1)[:, None] * zn[None, :] + 1e-300)
+    return potential, xp.abs(G @ Z) > lim
+
+
 def symmetry_defect(mech: Mechanics, sym: Symmetry, q0: ArrayLike, seed: int = 0) -> str | None:
     """Why ``sym`` is not an exact symmetry of the system (KBS23b eq 41), or None when it is.
 
@@ -87,24 +101,22 @@ def symmetry_defect(mech: Mechanics, sym: Symmetry, q0: ArrayLike, seed: int = 0
         why = _mass_defect(mech, sym, on + off)
         if why is not None:
             return why
-    jacobians = []  # G at the points on the manifold
+    defects = []  # at each point: (q, z, G, (potential, constraint) defects)
     for q in on + off:
         z = np.asarray(sym.generator(q), float)  # NumPy: no XLA program for the generator's product
         _, grad, _, G = (np.asarray(x) for x in values(q))
-        jacobians.append(G)
-        if abs(grad @ z) > SYMMETRY_RTOL * (np.linalg.norm(grad) * np.linalg.norm(z) + 1e-300):
+        potential, constraint = invariance_defects(grad, G if mech.m else None, z[:, None])
+        defects.append((q, z, G, constraint))
+        if potential[0]:
             return f"the potential is not invariant (dV . xi q = {grad @ z:.3e} at q = {np.round(q, 4).tolist()})"
     if mech.m:
-        for q, G in zip(on, jacobians):
-            z = np.asarray(sym.generator(q), float)
-            Gz = G @ z
-            lim = SYMMETRY_RTOL * (np.linalg.norm(G, axis=1) * np.linalg.norm(z) + 1e-300)
-            bad = np.flatnonzero(np.abs(Gz) > lim)
+        for q, z, G, constraint in defects[: len(on)]:  # on the manifold
+            bad = np.flatnonzero(constraint[:, 0])
             if bad.size:
                 k = int(bad[0])
                 return (
                     f"it does not leave the constraint manifold invariant ({constraint_label(mech.system, k)}: "
-                    f"G xi q = {Gz[k]:.3e} at q = {np.round(q, 4).tolist()})"
+                    f"G xi q = {G[k] @ z:.3e} at q = {np.round(q, 4).tolist()})"
                 )
     return None
 

@@ -45,7 +45,7 @@ from ..errors import ConvergenceError
 from ..manifold import project
 from ..mechanics import mechanics
 from ..problem import exact_symmetries
-from ..symmetries import SYMMETRY_RTOL, constraints_midpoint_orthogonal
+from ..symmetries import constraints_midpoint_orthogonal, invariance_defects
 from ..system import parameter_values
 from ..timestep import make_loop, make_replay
 from ..validation import check_initial_state
@@ -93,9 +93,9 @@ class FlowResult(NamedTuple):
     The fields are those of a run's :class:`~livens.run_record.RunRecord` (one member's, or the
     members' under ``jax.vmap``), under the same names and dtypes as a :class:`~livens.Solution`'s,
     and the same shapes where ``save_every`` is 1 (else the per-step fields keep every step);
-    :meth:`~livens.run_record.RunRecord.of_flow` makes the record of a concrete result. The result stays a NamedTuple of JAX arrays: the output of a pure function,
-    which ``jax.jit``, ``jax.vmap`` and the derivatives trace through (the record's NumPy arrays on
-    the host cannot be traced)."""
+    :meth:`~livens.run_record.RunRecord.of_flow` makes the record of a concrete result. The result
+    stays a NamedTuple of JAX arrays: the output of a pure function, which ``jax.jit``, ``jax.vmap``
+    and the derivatives trace through (the record's NumPy arrays on the host cannot be traced)."""
 
     t: Any
     q: Any
@@ -225,22 +225,17 @@ class _Run:
     def broken_symmetry(self, bound, q):
         """The index of the first kept symmetry that the call's values break at the nodes q (a
         sample of at most eight, node 0 included; NaN nodes ignored), or -1: dV(q) . xi q and
-        G(q) xi q relative to the sizes involved, at :data:`livens.symmetries.SYMMETRY_RTOL` (the
+        G(q) xi q relative to the sizes involved (:func:`livens.symmetries.invariance_defects`, the
         criterion of :func:`livens.symmetries.symmetry_defect`)."""
         r = len(self.kept)
         idx = np.unique(np.linspace(0, q.shape[0] - 1, min(8, q.shape[0])).round().astype(int))
         qs = jax.lax.stop_gradient(q[idx])
 
         def at(x):
-            Z = bound.generators(x)
-            zn = jnp.linalg.norm(Z, axis=0)
-            dV = bound.dV(x)
-            bad = jnp.abs(dV @ Z) > SYMMETRY_RTOL * (jnp.linalg.norm(dV) * zn + 1e-300)
-            if bound.m:
-                G = bound.G(x)
-                lim = SYMMETRY_RTOL * (jnp.linalg.norm(G, axis=1)[:, None] * zn[None, :] + 1e-300)
-                bad = bad | jnp.any(jnp.abs(G @ Z) > lim, axis=0)
-            return bad
+            potential, constraint = invariance_defects(
+                bound.dV(x), bound.G(x) if bound.m else None, bound.generators(x), xp=jnp
+            )
+            return potential if constraint is None else potential | jnp.any(constraint, axis=0)
 
         bad = jnp.any(jax.vmap(at)(qs), axis=0)
         return jnp.where(jnp.any(bad), jnp.argmax(bad), -1) if r else jnp.asarray(-1)
