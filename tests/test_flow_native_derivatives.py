@@ -142,3 +142,33 @@ def test_a_second_derivative_is_refused_natively_and_given_by_xla():
     e = 1e-5
     fd = np.stack([(np.asarray(grad(v0 + e * u)) - np.asarray(grad(v0 - e * u))) / (2 * e) for u in np.eye(3)])
     assert np.max(np.abs(H - fd)) <= 1e-6 * np.max(np.abs(fd)), (H, fd)
+
+
+def test_a_stop_flag_raised_during_the_replays_does_not_cut_them_short(monkeypatch):
+    """The replays solve no equations and must run whole chunks: with the native kernels' stop
+    flag up during the reverse and forward-mode passes (as Ctrl-C of an ensemble in another thread
+    raises it), jax.grad and jax.jvp give the values they give without it, to the bit."""
+    problem = lv.examples.load("pendulum-3d")
+    F = lv.flow(problem, "VI-S", n_steps=CHUNK + 40)  # two chunks
+    q0, v0 = jnp.asarray(problem.q0), jnp.asarray(problem.v0)
+
+    def L(q, v):
+        return _loss(F(q, v))
+
+    grad = jax.jit(jax.grad(L, argnums=(0, 1)))
+    jvp = jax.jit(lambda q, v: jax.jvp(L, (q, v), (jnp.ones_like(q), jnp.zeros_like(v))))
+    expected = grad(q0, v0), jvp(q0, v0)
+    for name in ("_adjoint_members", "_tangent_members"):
+        real = getattr(NativeDerivatives, name)
+
+        def flagged(self, *args, real=real):
+            lv.engine.interrupt_native()
+            try:
+                return real(self, *args)
+            finally:
+                lv.engine.resume_native()
+
+        monkeypatch.setattr(NativeDerivatives, name, flagged)
+    got = grad(q0, v0), jvp(q0, v0)
+    for a, b in zip(jax.tree_util.tree_leaves(expected), jax.tree_util.tree_leaves(got)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

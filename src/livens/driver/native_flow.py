@@ -81,15 +81,20 @@ with the same settings compiles nothing."""
 def _runner(key, build, run, lanes: int = 0):
     """The engine's compiled chunk loop of ``build`` for a flow's ``run`` (one member, or ``lanes``
     members per call), cached under ``key`` (with the system, the scheme and the engine's options)
-    among :data:`_RUNNERS`; ``runner.kernel(*args)`` is the native kernel for ``args`` or None."""
+    among :data:`_RUNNERS`; ``runner.kernel(*args)`` is the native kernel for ``args`` or None.
+    Only the forward run's kernel stops at Ctrl-C within its chunk: a replay solves no equations
+    and must run whole chunks (a replay cut short would give a wrong derivative, not a shorter
+    run), so its kernels do not read the stop flag."""
     plan, mech = run.flow.plan, run.mech
+    interruptible = key[0] == "forward"
     key = (key, mech, plan.scheme, plan.engine, lanes)
     hit = _RUNNERS.get(key)
     if hit is None:
+        sizes = (plan.unknowns, mech.d, mech.m, plan.engine)
         if lanes:
-            hit = engine.member_loop(build, plan.unknowns, mech.d, mech.m, plan.engine, lanes)
+            hit = engine.member_loop(build, *sizes, lanes, interruptible=interruptible)
         else:
-            hit = engine.single_loop(build, plan.unknowns, mech.d, mech.m, plan.engine)
+            hit = engine.single_loop(build, *sizes, interruptible=interruptible)
         _RUNNERS[key] = hit
     return hit
 

@@ -50,28 +50,39 @@ def _jit(fn, options: EngineOptions, once: bool = False):
     return jax.jit(fn) if options.plain else xla.jit(fn, once=once)
 
 
-def single_loop(build: Callable[..., Callable], unknowns: int, d: int, m: int, options: EngineOptions) -> Any:
+def single_loop(
+    build: Callable[..., Callable], unknowns: int, d: int, m: int, options: EngineOptions, interruptible: bool = True
+) -> Any:
     """The chunk loop of one member, compiled (module docstring): called like the loop, with
     ``prepare(*args)`` (compile without running), ``backend`` ("native" or "xla" once called)
-    and ``reason`` (why XLA runs it where native was possible in principle)."""
+    and ``reason`` (why XLA runs it where native was possible in principle). ``interruptible``:
+    its native kernel stops within its chunk where :func:`livens.engine.interrupt_native` was called (a time
+    loop); False for a loop whose chunk must always be whole (a derivative's replay)."""
     from .native.runner import ChunkRunner
 
     size = loop_size(unknowns, d, m)
     if options.plain:
         fn = build(**step_options(options, unknowns, size, native=False))
-        return ChunkRunner(fn, jax.jit(fn), options, size)
+        return ChunkRunner(fn, jax.jit(fn), options, size, interruptible=interruptible)
     xla_loop = TieredJit(build(**step_options(options, unknowns, size, native=False)), options.tier_equations)
     native_loop = build(**step_options(options, unknowns, size, native=True))
-    return ChunkRunner(native_loop, xla_loop, options, size)
+    return ChunkRunner(native_loop, xla_loop, options, size, interruptible=interruptible)
 
 
 def member_loop(
-    build: Callable[..., Callable], unknowns: int, d: int, m: int, options: EngineOptions, lanes: int = 0
+    build: Callable[..., Callable],
+    unknowns: int,
+    d: int,
+    m: int,
+    options: EngineOptions,
+    lanes: int = 0,
+    interruptible: bool = True,
 ) -> Any:
     """The chunk loop of one member as a native kernel for an ensemble's members, ``lanes`` of them
     per call where ``lanes`` > 0 (:mod:`livens.engine.native.member_lanes`; where no lane kernel
     can be made, "auto" falls back to one member per call): a ChunkRunner whose ``kernel(*args)``
-    is the kernel or None. None where the backend runs no native code."""
+    is the kernel or None. None where the backend runs no native code. ``interruptible``: as
+    :func:`single_loop`'s."""
     from .native.runner import ChunkRunner
 
     if options.backend in ("xla", "plain"):
@@ -79,7 +90,7 @@ def member_loop(
     size = loop_size(unknowns, d, m)
     loop = build(**step_options(options, unknowns, size, native=True))
     lane_options = options if not lanes else EngineOptions(**{**options.__dict__, "backend": "auto"})
-    return ChunkRunner(loop, xla.jit(loop), lane_options, size, lanes=lanes)
+    return ChunkRunner(loop, xla.jit(loop), lane_options, size, lanes=lanes, interruptible=interruptible)
 
 
 def batched_loop(build_mapped: Callable[..., Callable], options: EngineOptions) -> Callable:

@@ -72,12 +72,15 @@ class ChunkRunner:
     ``options``: the engine's (:class:`~livens.engine.options.EngineOptions`: the backend asked
     for and the size limit of "auto"); ``size``: :func:`~livens.engine.options.loop_size` of the
     loop; ``lanes``: > 0 for kernels that run that many members at once
-    (:mod:`livens.engine.native.member_lanes`). After a call, :attr:`backend` names what ran it and
-    :attr:`reason` why XLA ran it where native was asked for or possible in principle.
+    (:mod:`livens.engine.native.member_lanes`); ``interruptible``: the kernel reads the stop flag
+    (:func:`livens.engine.interrupt_native`) at each step of its chunk. After a call,
+    :attr:`backend` names what ran it and :attr:`reason` why XLA ran it where native was asked for
+    or possible in principle.
     """
 
-    def __init__(self, loop, xla, options: EngineOptions, size: tuple[int, str], lanes: int = 0):
+    def __init__(self, loop, xla, options: EngineOptions, size: tuple[int, str], lanes: int = 0, interruptible=True):
         self.loop, self.xla, self.options, self.size, self.lanes = loop, xla, options, size, lanes
+        self.interruptible = interruptible
         self.requested = options.backend
         self.kernels: dict = {}
         self.backend = "xla" if self.requested in ("xla", "plain") else None
@@ -93,7 +96,7 @@ class ChunkRunner:
             self.reason = f"{self.size[1]}, more than the native limit of {limit} (EngineOptions.max_native_unknowns)"
             return None
         try:
-            traced = trace_function(self.loop, *args, lanes=self.lanes, interruptible=True)
+            traced = trace_function(self.loop, *args, lanes=self.lanes, interruptible=self.interruptible)
             lines, most = traced.source.count("\n"), self.options.max_native_lines
             if self.requested == "auto" and lines > most:
                 self.reason = (
