@@ -18,17 +18,17 @@ P = I - Z (Z^T Z)^-1 Z^T,
 a_0' = a_0 where the constraints are invariant (or without symmetries: then u = dx and eps = 0),
 else a_0' = P a_0 (the targets Z^T a = 0 of an equivariant g). The Gram solve in P is
 :func:`livens.discrete_gradients.gram_solve`'s: a Cholesky factorization of S = Z^T Z + tau I
-(tau = 1e-14 tr(Z^T Z) / r for r generators, :data:`livens.discrete_gradients.GRAM_SHIFT`) and
-one refinement step, that is y = W c with c = Z^T w and W = S^-1 + tau S^-2, which is
+(tau = GRAM_SHIFT tr(Z^T Z) / r for r generators, :data:`livens.discrete_gradients.GRAM_SHIFT`)
+and one refinement step, that is y = W c with c = Z^T w and W = S^-1 + tau S^-2, which is
 (Z^T Z)^-1 up to (tau / lambda_min)^2 where the generators are independent and far from it where
-they are nearly dependent (collinear points under three rotations). The derivative of ``jax.jacfwd`` through these formulas differentiates
-the factorization once per unknown, which is most of the tangent's cost; here it is taken once,
-by the chain rule through W: with y_k = S^-k c,
+they are nearly dependent (collinear points under three rotations). The derivative of
+``jax.jacfwd`` through these formulas differentiates the factorization once per unknown, which is
+most of the tangent's cost; here it is taken once, by the chain rule through W: with y_k = S^-k c,
 
     D y = W (D c - D(Z^T Z) y) + tau^2 S^-2 D(Z^T Z) y_2 - 2 tau y_3 (D tau)^T,
     D(Z^T Z) v = B_{Zv} + Z^T A_v,   A_v = D_q[Z(q) v],   B_w = D_q[Z(q)^T w]
 
-(A, B and D tau = 2e-14/r D_q[sum Z(q) * Z] by AD of the generators, for v, w held fixed; S^-1
+(A, B and D tau = 2 GRAM_SHIFT / r D_q[sum Z(q) * Z] by AD of the generators, for v, w held fixed; S^-1
 formed once), so that
 
     D u = (I - A_{y_u}/2) - Z D y_u,   D c_u - D(Z^T Z) y_u = Z^T (I - A_{y_u}/2) + B_u/2,
@@ -49,7 +49,8 @@ the rank-one terms those of the quotient. The tangent is then
 solved by one LU factorization (M may be singular). Every value is the exact derivative of the
 residual, nearly dependent generators included (then D y is large along span Z's near null space,
 which Z's product maps back to a moderate D u): the tests compare it with ``jax.jacfwd``. A
-configuration-dependent M keeps the default tangent (:func:`livens.solvers.tangent_operator`'s band or dense AD form), and so does a system
+configuration-dependent M keeps the default tangent (:func:`livens.solvers.tangent_operator`'s band
+or dense AD form), and so does a system
 large enough for the band form (:attr:`livens.engine.SizePolicy.banded_unknowns`) where it finds one.
 """
 
