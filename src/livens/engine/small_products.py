@@ -9,19 +9,17 @@ floating-point ``dot_general`` whose product tensor has at most ``limit`` entrie
 way; larger products stay matrix products. Only the summation order changes (round-off level).
 
 It is applied to the residual and to the Newton update of every scheme by the time loop
-(:func:`livens.engine.step_options`), not to ensembles nor to :func:`livens.flow` (batched, the matrix products are
-faster). The limit of 2048 entries was chosen by measurement (``python -m benchmarks``): it speeds
-up a heavy-top step (d = 12) and leaves larger systems as they were, while a larger limit slowed
-a chain of 32 pendulums (d = 96) down (XLA recomputes fused sums). Set the environment variable
-``LIVENS_FUSE_DOTS=0`` to
-switch it off (e.g. to compare), or to an integer to choose the limit; if a jaxpr holds something
-the rewrite does not know, the function is used unchanged.
+(:func:`livens.engine.step_options`), not to ensembles nor to :func:`livens.flow` (batched, the matrix
+products are faster). The limit, 2048 entries (``python -m benchmarks`` compares limits), takes in the
+products of a heavy-top step (d = 12) and leaves those of larger systems as matrix products, where
+XLA would recompute the fused sums (a chain of 32 pendulums, d = 96). Set the environment variable
+``LIVENS_FUSE_DOTS=0`` to switch it off (e.g. to compare), or to an integer to choose the limit; if a
+jaxpr holds something the rewrite does not know, the function is used unchanged.
 
 The same rewrite evaluates operations on constants only at trace time, with NumPy: jnp's index
 arithmetic in front of every ``x[idx]`` with a constant index array, repeated by AD for each
-derivative, which XLA on a CPU was seen to run at every call. :func:`fold_constants` does only that (ensembles,
-where small matrix products are
-better kept as they are).
+derivative, which XLA on a CPU runs as operations of their own at every call. :func:`fold_constants`
+does only that (ensembles, where small matrix products are better kept as they are).
 """
 
 from __future__ import annotations
@@ -75,7 +73,7 @@ def _dot_as_sum(lhs, rhs, dimension_numbers, preferred_element_type=None, **_):
 # --- index arithmetic on constants ------------------------------------------------------------
 # jnp puts index arithmetic in front of every x[idx] with a constant index array (negative-index
 # normalization: add, select_n, convert, broadcast), and AD repeats it for each derivative. XLA on
-# a CPU was seen to run these as operations of their own at every call; they are evaluated once,
+# a CPU runs these as operations of their own at every call; they are evaluated once,
 # at trace time, with NumPy.
 
 
