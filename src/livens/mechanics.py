@@ -83,8 +83,8 @@ class Mechanics:
         name: JAX then traces the user's code once per argument shapes and reuses its jaxpr, and the
         derivatives of it, wherever a program calls it again (the start, the first guess, Newton's
         residual and tangent, the update, a band pattern's Jacobian). Inlined, the compiled programs
-        hold the same operations as before. Bound to other values (traced parameters of an
-        ensemble or a gradient), the function is called directly."""
+        hold the operations of the user's function itself. Bound to other values (traced parameters of
+        an ensemble or a gradient), the function is called directly."""
         if self.params is None and name in _TRACED_ONCE:
             hit = _TRACED.get((id(self), name))
             if hit is not None and hit[0] is self:
