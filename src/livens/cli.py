@@ -111,8 +111,9 @@ CHUNK_SECONDS = 0.25
 """About how long one compiled chunk of steps of ``livens run`` should take: Ctrl-C is answered
 between chunks."""
 _STEP_SECONDS_PER_UNKNOWN3 = 5e-11
-"""Seconds per step per cubed number of unknowns (3d + 2m), as measured for VI-S on the double
-four-bar on a 2-core machine (a dense Newton step grows like the cube); a rough guide only."""
+"""Seconds per step per cubed number of unknowns (3d + 2m) that ``livens run`` assumes when it chooses a
+chunk's length (a dense Newton step grows like the cube), of the order of VI-S's step on the double
+four-bar; a rough guide only."""
 
 
 def _chunk_for(d: int, m: int) -> int:
