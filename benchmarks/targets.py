@@ -10,18 +10,21 @@ from benchmarks.swing import SWING, SWING_PAPER_SCHEMES
 
 BASELINE = HERE / "baseline.json"
 
+FIRST_CALL = 2.0
+"""Seconds the cold first ``lv.simulate`` call of each pair of the papers' examples and schemes may take."""
+
 # the speed targets: (key, description, comparison, value); the ratios are measured side by side
 # in one run (livens' steps/s over the reference's)
 TARGETS = [
     ("yard:pendulum-3d:exudyn", "pendulum-3d (h = 0.01): livens / Exudyn, steps/s", ">=", 2.0),
     ("yard:pendulum-3d:numba", "pendulum-3d (h = 0.01): livens / compiled VI-S (Numba)", ">=", 0.6),
-    ("yard:heavy-top:exudyn", "heavy-top (h = 0.002): livens / Exudyn, steps/s", ">=", 0.5),
+    ("yard:heavy-top:exudyn", "heavy-top (h = 0.002): livens / Exudyn, steps/s", ">=", 2.0),
     ("yard:heavy-top:numba", "heavy-top (h = 0.002): livens / compiled VI-S (Numba)", ">=", 2.5),
     ("chain_ratio", "pendulum-chain cost per step, N = 128 / N = 16 (300 steps)", "<=", 16.0),
     ("three_bar_ratio", "three-bar swing cost per step, 40 / 10 elements", "<=", 6.0),
     ("swing_loop_over_parts", "three-bar swing, 10 elements: default run per step / its parts", "<=", 3.0),
     ("swing_fresh_max", "three-bar swing's default run in a fresh process, s", "<=", 20.0),
-    ("first_call_max", "cold first lv.simulate call per (example, scheme) of the papers, s", "<=", 3.0),
+    ("first_call_max", "cold first lv.simulate call per (example, scheme) of the papers, s", "<=", FIRST_CALL),
     ("ensemble_ratio", "1000 heavy tops in one call / one run (trajectory-steps/s)", ">=", 3.0),
     ("grad_over_forward_max", "lv.flow: a gradient / its forward run, per step (max)", "<=", 3.0),
     ("vmap_grad_over_grad_max", "lv.flow: jax.vmap of a gradient over 8 members / one gradient (max)", "<=", 3.0),
@@ -139,14 +142,14 @@ def _paper_pairs(results: dict) -> dict:
 def _compile_context(results: dict) -> list[str]:
     """Beside the compile target (the whole first ``lv.simulate`` call of each pair: set-up, a start
     solver's compilation and the time loop's): the time loop's compilation alone, how many pairs are
-    over 3 s, and the three-bar swing, which is timed in its own section."""
+    over the target (:data:`FIRST_CALL` s), and the three-bar swing, which is timed in its own section."""
     pairs = _paper_pairs(results)
     lines = []
     if pairs:
         worst = max(pairs, key=lambda k: pairs[k]["compile_s"])
-        over = [k for k, r in pairs.items() if r["first_call_s"] > 3.0]
+        over = [k for k, r in pairs.items() if r["first_call_s"] > FIRST_CALL]
         lines.append(
-            f"({len(over)} of {len(pairs)} pairs over 3 s{': ' + ', '.join(sorted(over)) if over else ''}; "
+            f"({len(over)} of {len(pairs)} pairs over {FIRST_CALL:g} s{': ' + ', '.join(sorted(over)) if over else ''}; "
             f"the time loop's compilation alone: at most {pairs[worst]['compile_s']} s, {worst})"
         )
     swing = {
