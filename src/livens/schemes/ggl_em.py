@@ -43,7 +43,8 @@ row-wise form (:func:`_residual_rowwise`), without forming the
 m x d Jacobians, and a residual whose derivative costs a fraction of that of the row-wise form.
 The Newton tangent is structured (:class:`EMTangent`): its blocks by AD, its inverse applied by
 eliminating v and p and a Schur complement on the constraints (tested against ``jax.jacfwd`` of
-the residual).
+the residual). For a system of several bodies with many Newton unknowns the same elimination runs
+body by body (:mod:`livens.schemes.ggl_em_blocks`), at a cost that grows with the number of bodies.
 
 Configuration-dependent M(q) (new; KBS23b §7 leaves it open: "scheme (84) in general differs from
 the EM scheme due to Gonzalez in the case of non-constant mass matrices"; derivation in the theory
@@ -82,7 +83,7 @@ import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
 from ..solvers.dense import solver
-from . import ggl_mass, mq_tangent, register
+from . import ggl_em_blocks, ggl_mass, mq_tangent, register
 from .base import About, Capabilities, Scheme, State, default_update, enforced_both_nodal, next_node
 from .ggl_vi import _mass_operators
 from .stage_tangents import ad_tangent
@@ -460,13 +461,18 @@ class EMTangent:
 def _tangent(u, s: State, h, t, params, mech):
     """The structured tangent of EM (:class:`EMTangent`); every block by AD of g, V (and the
     invariants) through :func:`_force`, each derivative taken on its own (one batched jacfwd over
-    all of them costs more on small systems). A configuration-dependent M: the structured
+    all of them costs more on small systems); by groups of coordinates (bodies) from
+    :attr:`livens.engine.SizePolicy.banded_unknowns` unknowns on, where the system has them
+    (:func:`livens.schemes.ggl_em_blocks.block_tangent`). A configuration-dependent M: the structured
     :class:`livens.schemes.mq_tangent.EMMassTangent` where it applies
     (:func:`livens.schemes.mq_tangent.em_applies`), else the AD Jacobian of :func:`_residual_mass`."""
     if not mech.constant_mass:
         if mq_tangent.em_applies(mech):
             return mq_tangent.em_mass_tangent(u, s, h, mech)
         return ad_tangent(_residual_mass, u, s, h, t, params, mech, by_block=True)
+    by_groups = ggl_em_blocks.block_tangent(u, s, h, mech, _force)
+    if by_groups is not None:
+        return by_groups
     dq, dp, lam, gam = u["dq"], u["dp"], u["lam"], u["gam"]
     q0, p0 = s.q, s.p
     cq = None if s.comp is None else s.comp[0]

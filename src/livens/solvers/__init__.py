@@ -7,7 +7,9 @@
 - :mod:`livens.solvers.newton`: Newton's method as strategies (plain, linearized, the damped
   least-squares rescue), each with one stopping rule, and the implicit derivative of a solution;
 - :mod:`livens.solvers.banded`, :mod:`livens.solvers.dense`: the band LU of chains and beams, and
-  small dense solves (unrolled elimination, block elimination).
+  small dense solves (unrolled elimination, block elimination);
+- :mod:`livens.solvers.groups`: coordinates in groups (the bodies of a multibody system) found from a
+  tangent's sparsity, for tangents factorized body by body.
 
 The sizes at which these forms change are one policy object, :class:`livens.engine.SizePolicy`
 (:func:`size_policy`, also read by the schemes' own choices of tangent).
