@@ -51,7 +51,7 @@ def _stack(trees):
 def _lanes_ran(kernels):
     """Whether a lane kernel of these member kernels was made (it ran the batch), where GCC can
     make one."""
-    return not GCC or (kernels is not None and kernels._lanes not in (False, None))
+    return not GCC or (kernels is not None and kernels.lanes > 0)
 
 
 def test_a_lane_kernel_sorts_each_lane_by_its_own_integer_key():
@@ -97,7 +97,7 @@ def test_vmap_of_the_forward_run_and_the_gradient_are_the_members_runs(pendulum,
     singles = _stack([jax.jit(run)(q, v, p) for q, v, p in zip(qs, vs, ls)])
     assert bool(np.all(np.asarray(batched.converged)))
     _same(batched, singles)
-    assert _lanes_ran(F._fn._native.members), "the batched forward run did not run in lane kernels"
+    assert _lanes_ran(F._fn._native.kernel), "the batched forward run did not run in lane kernels"
 
     batched = jax.jit(jax.vmap(grad))(qs, vs, ls)
     singles = _stack([jax.jit(grad)(q, v, p) for q, v, p in zip(qs, vs, ls)])
@@ -196,3 +196,37 @@ def test_a_second_flow_with_the_same_settings_compiles_nothing(monkeypatch, pend
     assert "xla" in compiled and "native" not in compiled, compiled
     np.testing.assert_array_equal(np.asarray(res.q[:41]), np.asarray(first.q))  # the same steps
     assert np.all(np.isfinite(np.asarray(grad)))
+
+
+def test_ensembles_and_batched_flows_share_one_pool_of_member_threads(pendulum):
+    """The members of a native ensemble and of a batched flow (its forward run and reverse pass) run
+    on one pool of threads (livens.driver.executors.spread), kept from one run to the next: every
+    such thread is named by the pool's prefix, there is at most one per core, and those the ensemble
+    ran on are still there after the flow ran on them."""
+    import os
+    import threading
+
+    from livens.driver import LANES, executors
+
+    def member_threads():
+        return {t for t in threading.enumerate() if "member" in t.name}
+
+    B = LANES + 1  # more than one group of members, in lanes or one by one
+    rng = np.random.default_rng(5)
+    qs = rng.standard_normal((B, 3))
+    qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+    vs = rng.standard_normal((B, 3))
+    vs -= np.sum(vs * qs, axis=1, keepdims=True) * qs
+    ens = lv.simulate_ensemble(pendulum, "VI-S", qs, vs, h=0.02, t_end=0.2, progress=False, backend="native")
+    assert ens.meta["backend"] == "native" and not ens.failed.any()
+    after_ensemble = member_threads()
+    F = lv.flow(pendulum, "VI-S", h=0.02, n_steps=10, consistent=False)
+    grads = jax.jit(jax.vmap(jax.grad(lambda q, v: _loss(F(q, v)), argnums=(0, 1))))(jnp.asarray(qs), jnp.asarray(vs))
+    assert all(np.all(np.isfinite(np.asarray(g))) for g in grads)
+    after_flow = member_threads()
+    cores = os.cpu_count() or 1
+    assert all(t.name.startswith(executors.THREAD_PREFIX) for t in after_flow), sorted(t.name for t in after_flow)
+    assert len(after_flow) <= cores
+    assert after_ensemble <= after_flow
+    if cores >= 2:
+        assert after_ensemble, "the ensemble's members ran on no thread of the pool"

@@ -1,8 +1,9 @@
 """One host loop for every kind of run (livens.driver.host.run_host_loop): the native forward run
-of lv.flow goes through it, with the executor of a native kernel (keeping the chunks' starting
-states) and a recorder of every step; its nodes are those of lv.simulate's run of the same steps,
-to the bit, and a failed step is reported with the step and residual that lv.simulate reports; an
-executor that takes no step and fails none ends the loop as interrupted instead of spinning."""
+of lv.flow goes through it, with the executor of a native ensemble's members (the run its one
+member, keeping the chunks' starting states) and a recorder of every step; its nodes are those of
+lv.simulate's run of the same steps, to the bit, and a failed step is reported with the step and
+residual that lv.simulate reports; an executor that takes no step and fails none ends the loop as
+interrupted instead of spinning."""
 
 import jax
 import jax.numpy as jnp
@@ -39,8 +40,8 @@ def test_the_native_forward_run_of_flow_goes_through_the_host_loop(host_loops):
     n = 2 * CHUNK + 10
     F = lv.flow(p, "VI-S", n_steps=n, tol=1e-12)
     res = F(jnp.asarray(p.q0), jnp.asarray(p.v0))
-    assert [type(ex) for ex in host_loops] == [executors.SingleNative]
-    assert host_loops[0].starts is not None  # the chunks' starting states, for the derivatives
+    assert [type(ex) for ex in host_loops] == [executors.NativeMembers]  # the ensembles' executor
+    assert host_loops[0].members == 1 and host_loops[0].starts is not None  # and the chunks' starting states
     sol = lv.simulate(p, "VI-S", h=p.h, t_end=n * p.h, tol=1e-12, rescue=False, progress=False)
     assert sol.meta["backend"] == "native"
     assert bool(res.converged) and res.q.shape == sol.q.shape == (n + 1, 3)
@@ -62,7 +63,7 @@ def test_a_failed_step_of_the_native_flow_is_reported_as_simulate_reports_it(hos
     q0, v0 = jnp.asarray(p.q0), jnp.asarray(p.v0)
     with pytest.raises(lv.ConvergenceError) as by_flow:
         F(q0, v0)
-    assert isinstance(host_loops[-1], executors.SingleNative)
+    assert isinstance(host_loops[-1], executors.NativeMembers)
     s, f = by_simulate.value, by_flow.value
     assert 0 < s.step < n
     assert (f.step, f.time, f.residual) == (s.step, s.time, s.residual)

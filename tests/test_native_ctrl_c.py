@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(
 
 def test_ctrl_c_on_a_native_ensemble_of_32_members_returns_within_a_second(monkeypatch):
     sent = {"calls": 0}
-    advance = executors.NativeLanes.advance
+    advance = executors.NativeMembers.advance
 
     def advance_then_interrupt(self, n, n_stop):  # Ctrl-C 0.2 s into the fifth chunk (after the compile)
         sent["calls"] += 1
@@ -36,7 +36,7 @@ def test_ctrl_c_on_a_native_ensemble_of_32_members_returns_within_a_second(monke
             threading.Timer(0.2, press).start()
         return advance(self, n, n_stop)
 
-    monkeypatch.setattr(executors.NativeLanes, "advance", advance_then_interrupt)
+    monkeypatch.setattr(executors.NativeMembers, "advance", advance_then_interrupt)
     p = lv.examples.load("pendulum-3d")
     q0s = np.repeat(np.asarray(p.q0)[None], 32, axis=0)
     steps = 2_000_000

@@ -1,4 +1,5 @@
-"""How the chunk loop of a run advances its members: the executors of the host loop.
+"""How the chunk loop of a run advances its members: the executors of the host loop, and the one
+pool of threads that runs members side by side.
 
 Every executor holds the state of a run's B members and advances each member that has not
 reached its stop by one chunk of steps per call of :meth:`advance`, returning, per member, the
@@ -7,17 +8,18 @@ node reached, whether a step failed, and one row of records per step (:mod:`live
 - :class:`Single`: one member through the engine's compiled loop (a native kernel or XLA); the next
   chunk is dispatched from the device while the records of the last one are copied, on the guess
   that no step fails (XLA runs asynchronously);
-- :class:`SingleNative`: one member through a native kernel known beforehand (the forward run of
-  :func:`livens.flow`), a chunk per call, nothing dispatched ahead (a native kernel runs in the
-  calling thread), keeping the state at each chunk's start where asked;
 - :class:`Batched`: the loop ``vmap``-ped over the members, one XLA call per chunk for all of them;
-- :class:`NativeMembers`: each member through the single run's native kernel, the members spread
-  over one thread per CPU core (a kernel releases the GIL);
-- :class:`NativeLanes`: the members :attr:`lanes` at a time through a lane kernel
-  (:mod:`livens.engine.native.member_lanes`), the groups spread over one thread per core.
+- :class:`NativeMembers`: the members through a native kernel of one member's chunk loop
+  (:class:`MemberKernel`: the single run's kernel member by member, or a lane kernel
+  :attr:`MemberKernel.lanes` members at a time). It runs the members of
+  :func:`livens.simulate_ensemble` and every native forward run of :func:`livens.flow`: one run (one
+  member) or the members of a ``jax.vmap`` of it, keeping the state at each chunk's start for the
+  flow's derivatives, which replay the chunks through the same :class:`MemberKernel`.
 
-Each member takes exactly the steps of its single run; members of an ensemble agree with their
-single runs to round-off (XLA's batched programs) or to the bit (native kernels).
+A :class:`MemberKernel` spreads its groups of members over the threads of :func:`spread`, one pool
+for every run of the process (a native kernel releases the GIL, so the threads run kernels side
+by side). Each member takes exactly the steps of its single run; members of an ensemble agree with
+their single runs to round-off (XLA's batched programs) or to the bit (native kernels).
 """
 
 from __future__ import annotations
@@ -30,33 +32,120 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+THREAD_PREFIX = "livens-member"
+"""The name every thread of the members' pool (:func:`spread`) begins with."""
+
+_POOL: list = []  # the members' pool, made at the first need (spread)
+_POOL_LOCK = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads: it makes its own
+    os.register_at_fork(after_in_child=_POOL.clear)
+
 
 def _workers(tasks: int) -> int:
     return max(1, min(os.cpu_count() or 1, tasks))
 
 
+def spread(fn, items) -> list:
+    """``[fn(x) for x in items]``, the items spread over the members' pool where there are several
+    of both: one pool for the whole process, of one thread per core (named :data:`THREAD_PREFIX`),
+    made at the first need and kept for the next run. ``fn`` must not itself call :func:`spread`
+    (a task waiting for tasks behind it in the same pool could wait for ever)."""
+    items = list(items)
+    if _workers(len(items)) == 1:
+        return [fn(x) for x in items]
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix=THREAD_PREFIX))
+        pool = _POOL[0]
+    return list(pool.map(fn, items))
+
+
+def member_rows(tree, idx):
+    """The rows ``idx`` of every leaf of a member-first tree (``idx`` an integer: one member's
+    values, without the members' axis)."""
+    return jax.tree_util.tree_map(lambda a: np.asarray(a)[idx], tree)
+
+
+def for_members(idx, tree):
+    """Every leaf of ``tree`` (one value for all members) for the members ``idx``: repeated along a
+    members' axis where ``idx`` is an array of them, as it is for one member (an integer)."""
+    if np.ndim(idx) == 0:
+        return tree
+    return jax.tree_util.tree_map(lambda x: np.broadcast_to(np.asarray(x), (len(idx), *np.shape(x))), tree)
+
+
+def set_member_rows(tree, idx, rows) -> None:
+    """Rows ``idx`` of the member-first arrays of ``tree`` set to ``rows``."""
+    for dst, src in zip(jax.tree_util.tree_leaves(tree), jax.tree_util.tree_leaves(rows)):
+        dst[idx] = src
+
+
+class MemberKernel:
+    """A native kernel of one member's function (a chunk loop, or the replay of a chunk) run for any
+    number of members: through ``single``, the kernel of one member, one member per call, or
+    through ``lanes``, a lane kernel of the same function (:mod:`livens.engine.native.member_lanes`)
+    that runs :attr:`lanes` members per call, each lane computing the single kernel's operations,
+    so that every member's outputs are those of its own call, to the bit.
+
+    The lane kernel runs the members where at least ``lanes_from`` of them are to run (always where
+    there is no single kernel); ``make_lanes``, where given instead of ``lanes``, makes it at that
+    first need (or returns None: the single kernel then runs every member). A lane kernel's last
+    group is filled up with copies of its last member, whose outputs are dropped. The groups go to
+    the members' pool (:func:`spread`); each thread keeps a lane kernel's buffers from one call to
+    the next."""
+
+    def __init__(self, single=None, lanes=None, *, make_lanes=None, lanes_from: int = 1):
+        self.single, self._lanes, self._make_lanes, self.lanes_from = single, lanes, make_lanes, lanes_from
+        self._local = threading.local()
+
+    @property
+    def lanes(self) -> int:
+        """Members per call of the lane kernel; 0 where none has been made."""
+        return self._lanes.lanes if self._lanes is not None else 0
+
+    def _lane_kernel(self):
+        if self._make_lanes is not None:
+            self._lanes, self._make_lanes = self._make_lanes(), None
+        return self._lanes
+
+    def run(self, members, args_of, take) -> None:
+        """The kernel for the members ``members`` (indices), group by group: ``args_of(idx)`` gives
+        the kernel's arguments for the members ``idx`` (an array: member-first; an integer: one
+        member's, for the single kernel), and ``take(bs, outputs)`` is given the outputs of the group
+        ``bs`` (an array), member-first, in the group's thread; they may be views of a buffer that
+        the thread's next call overwrites: ``take`` copies what it keeps. Groups are disjoint, so
+        ``take`` may write their rows of shared arrays without a lock."""
+        members = np.asarray(members, np.int64)
+        many = members.size >= self.lanes_from or self.single is None
+        lanes = self._lane_kernel() if many else None
+        if lanes is None:
+
+            def group(bs):
+                out = self.single(*args_of(bs[0]))
+                take(bs, jax.tree_util.tree_map(lambda a: np.asarray(a)[None], out))
+
+            spread(group, [members[i : i + 1] for i in range(members.size)])
+            return
+        L = lanes.lanes
+
+        def group(bs):
+            if not hasattr(self._local, "buffers"):
+                self._local.buffers = {}
+            idx = np.concatenate([bs, np.full(L - bs.size, bs[-1])])
+            out = lanes(*args_of(idx), buffers=self._local.buffers)
+            take(bs, jax.tree_util.tree_map(lambda a: a[: bs.size], out))
+
+        spread(group, [members[i : i + L] for i in range(0, members.size, L)])
+
+
 class _Members:
-    """The state of B members, member-first arrays (NumPy or device), and the threads that run
-    native kernels for them (made at the first need, ended by :meth:`close`)."""
+    """The state of B members, member-first arrays (NumPy or device)."""
 
     def __init__(self, state, history):
         self.state, self.history = state, history
-        self._pool = None
-
-    def _map(self, fn, items) -> None:
-        items = list(items)
-        if _workers(len(items)) == 1:
-            for item in items:
-                fn(item)
-            return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=_workers(self.members), thread_name_prefix="livens-member")
-        list(self._pool.map(fn, items))
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        pass
 
     def discard(self):
         pass
@@ -138,31 +227,6 @@ class Single:
         self.pending = None
 
 
-class SingleNative(Single):
-    """One member through the native kernel ``kernel`` of the chunk loop (module docstring).
-    ``starts``: a tree of arrays (chunks, ...) like the state, or None; the state at the start of
-    chunk c (node c * chunk) is written to row c before the chunk runs (the replayed derivatives of
-    :func:`livens.flow` start there)."""
-
-    backend = "native"
-    reason = None
-
-    def __init__(self, kernel, state, history, t_start, consts, chunk: int, starts=None):
-        super().__init__(None, state, history, t_start, consts, chunk)
-        self.kernel, self.starts = kernel, starts
-
-    def advance(self, n: np.ndarray, n_stop: np.ndarray):
-        n0 = int(n[0])
-        if self.starts is not None:
-            if n0 % self.chunk:  # a chunk ended early (not failed, not interrupted) and the run went on
-                raise AssertionError(f"native run: a chunk ended at node {n0} (not a multiple of {self.chunk})")
-            for dst, src in zip(jax.tree_util.tree_leaves(self.starts), jax.tree_util.tree_leaves(self.state)):
-                dst[n0 // self.chunk] = src
-        args = (self.t_start, np.int64(n0), np.int64(n_stop[0]), *self.consts[1:])
-        self.state, self.history, n_new, failed, rows = self.kernel(self.state, self.history, *args)
-        return np.array([int(n_new)]), np.array([bool(failed)]), np.asarray(rows)[None]
-
-
 class Batched(_Members):
     """The members through one ``vmap``-ped XLA call per chunk (module docstring)."""
 
@@ -173,9 +237,6 @@ class Batched(_Members):
         super().__init__(state, history)
         self.runner, self.t_start, self.consts = runner, jnp.asarray(t_start, jnp.float64), consts
         self.members = int(jax.tree_util.tree_leaves(state)[0].shape[0])
-
-    def close(self):
-        pass
 
     def advance(self, n: np.ndarray, n_stop: np.ndarray):
         _, h, tol, max_iter, params, sys = self.consts
@@ -196,104 +257,57 @@ class Batched(_Members):
 
 
 class NativeMembers(_Members):
-    """Each member through the single run's native kernel, one thread per core (module docstring)."""
+    """The members through a native kernel of one member's chunk loop (module docstring; ``kernel``:
+    a :class:`MemberKernel`), every member that has not reached its stop one chunk per call.
+    ``consts``: the chunk loop's arguments after n0 (:meth:`~livens.driver.setup.Plan.consts`), the
+    System's parameters (the last) shared by the members or, where ``member_sys`` is given, its
+    member-first values instead. ``starts``: a member-first tree of arrays (B, chunks, ...) like the
+    state, or None; the state of member b at the start of its chunk c (node c * chunk) is written to
+    ``starts[b, c]`` before the chunk runs (the replayed derivatives of :func:`livens.flow` start
+    there)."""
 
     backend = "native"
     reason = None
 
-    def __init__(self, kernel, state, history, t_start, consts, chunk: int, width: int):
+    def __init__(self, kernel, state, history, t_start, consts, chunk: int, width: int, starts=None, member_sys=None):
         state, history = jax.tree_util.tree_map(np.array, (state, history))  # writable copies
         super().__init__(state, history)
-        self.kernel, self.t_start, self.consts, self.chunk, self.width = (
-            kernel,
-            np.float64(t_start),
-            consts,
-            chunk,
-            width,
-        )
+        self.kernel, self.chunk, self.width, self.starts = kernel, chunk, width, starts
         self.members = int(jax.tree_util.tree_leaves(state)[0].shape[0])
+        self.consts = jax.tree_util.tree_map(np.asarray, (np.float64(t_start), *consts[1:5]))
+        self.member_sys = member_sys is not None
+        self.sys = jax.tree_util.tree_map(np.asarray, consts[5] if member_sys is None else member_sys)
 
-    def advance(self, n: np.ndarray, n_stop: np.ndarray):
-        B = self.members
-        _, h, tol, max_iter, params, sys = self.consts
-        n_new, failed = n.copy(), np.zeros(B, bool)
-        rows = np.zeros((B, min(self.chunk, int(np.max(n_stop - n))), self.width))
-        results = {}
+    @property
+    def lanes(self) -> int:
+        """Members per lane kernel call; 0 where the single run's kernel runs them one by one."""
+        return self.kernel.lanes
 
-        def member(b):
-            sb, hb = self.member(b)
-            results[b] = self.kernel(
-                sb, hb, self.t_start, np.int64(n[b]), np.int64(n_stop[b]), h, tol, max_iter, params, sys
+    def _keep_starts(self, n: np.ndarray, alive: np.ndarray) -> None:
+        if np.any(n[alive] % self.chunk):  # a chunk ended early (not failed, not interrupted) and the run went on
+            raise AssertionError(
+                f"native run: a chunk ended at nodes {n[alive].tolist()} (not multiples of {self.chunk})"
             )
-
-        alive = [b for b in range(B) if n[b] < n_stop[b]]
-        self._map(member, alive)
-        states = []
-        for b in alive:
-            sb, hb, nb, fb, rb = results[b]
-            n_new[b], failed[b], rows[b] = int(nb), bool(fb), rb[: rows.shape[1]]
-            states.append((b, sb, hb))
-        for b, sb, hb in states:
-            for a, x in zip(jax.tree_util.tree_leaves((self.state, self.history)), jax.tree_util.tree_leaves((sb, hb))):
-                a[b] = x
-        return n_new, failed, rows
-
-
-class NativeLanes(_Members):
-    """The members :attr:`lanes` at a time through a lane kernel, one thread per core (module
-    docstring); the last group is filled up with copies of its last member, which take no step."""
-
-    backend = "native"
-    reason = None
-
-    def __init__(self, kernel, state, history, t_start, consts, chunk: int, width: int):
-        state, history = jax.tree_util.tree_map(np.array, (state, history))  # writable copies
-        super().__init__(state, history)
-        self.kernel, self.chunk, self.width = kernel, chunk, width
-        self.lanes = L = kernel.lanes
-        self.members = B = int(jax.tree_util.tree_leaves(state)[0].shape[0])
-        self.groups = [np.arange(first, min(first + L, B)) for first in range(0, B, L)]
-        self.args = jax.tree_util.tree_map(
-            lambda x: np.broadcast_to(np.asarray(x), (L,) + np.shape(x)), (np.float64(t_start),) + tuple(consts[1:])
-        )
-        self.local = threading.local()  # each thread's kernel buffers, reused group after group
+        set_member_rows(self.starts, (alive, n[alive] // self.chunk), member_rows(self.state, alive))
 
     def advance(self, n: np.ndarray, n_stop: np.ndarray):
-        L = self.lanes
+        alive = np.flatnonzero(n < n_stop)
+        if self.starts is not None:
+            self._keep_starts(n, alive)
         n_new, failed = n.copy(), np.zeros(self.members, bool)
         rows = np.zeros((self.members, min(self.chunk, int(np.max(n_stop - n))), self.width))
-        t_start, h, tol, max_iter, params, sys = self.args
+        t_start, h, tol, max_iter, params = self.consts
 
-        def group(g):
-            bs = self.groups[g]
-            lanes = np.concatenate([bs, np.full(L - bs.size, bs[-1])])
-            real = np.arange(L) < bs.size
-            stop = np.where(real, n_stop[lanes], n[lanes])  # the filling lanes take no step
-            if not np.any(n[bs] < n_stop[bs]):
-                return
-            sb, hb = jax.tree_util.tree_map(lambda a: a[lanes], (self.state, self.history))
-            if not hasattr(self.local, "buffers"):
-                self.local.buffers = {}
-            # the outputs are views of this thread's buffers: copied out before its next call
-            out = self.kernel(
-                sb,
-                hb,
-                t_start,
-                n[lanes].astype(np.int64),
-                stop.astype(np.int64),
-                h,
-                tol,
-                max_iter,
-                params,
-                sys,
-                buffers=self.local.buffers,
-            )
-            s2, h2, nb, fb, rb = out
-            k = bs.size
-            n_new[bs], failed[bs] = np.asarray(nb)[:k], np.asarray(fb)[:k]
-            rows[bs] = np.asarray(rb)[:k, : rows.shape[1]]
-            for a, x in zip(jax.tree_util.tree_leaves((self.state, self.history)), jax.tree_util.tree_leaves((s2, h2))):
-                a[bs] = np.asarray(x)[:k]
+        def args_of(idx):
+            state, history = member_rows((self.state, self.history), idx)
+            sys = member_rows(self.sys, idx) if self.member_sys else for_members(idx, self.sys)
+            head = (state, history, *for_members(idx, (t_start,)), n[idx], n_stop[idx])
+            return (*head, *for_members(idx, (h, tol, max_iter, params)), sys)
 
-        self._map(group, range(len(self.groups)))
+        def take(bs, out):
+            state, history, nb, fb, rb = out
+            n_new[bs], failed[bs], rows[bs] = nb, fb, rb[:, : rows.shape[1]]
+            set_member_rows((self.state, self.history), bs, (state, history))
+
+        self.kernel.run(alive, args_of, take)
         return n_new, failed, rows

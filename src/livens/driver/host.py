@@ -230,25 +230,25 @@ class Recorder:
 
 
 class EveryStep:
-    """The recorder of one member that keeps every step's record, fields as the layout's, in arrays
-    of the run's ``n_steps`` steps (:attr:`records`): the steps taken, and a failed step's record;
-    the rows of steps not taken are zero with "ok" set (the skipped rows of the chunk loop). The
-    native forward run of :func:`livens.flow` keeps its records here (its derivatives replay the
-    steps from the recorded unknowns "x")."""
+    """The recorder that keeps every step's record of each of ``members`` members, fields as the
+    layout's, in arrays (members, n_steps, ...) (:attr:`records`): the steps taken, and a failed
+    step's record; the rows of steps not taken are zero with "ok" set (the skipped rows of the
+    chunk loop). The native forward runs of :func:`livens.flow` keep their records here (its
+    derivatives replay the steps from the recorded unknowns "x")."""
 
-    def __init__(self, layout, n_steps: int):
-        rows = np.zeros((n_steps, layout.width))
-        rows[:, layout.column("ok")] = 1.0
+    def __init__(self, layout, n_steps: int, members: int = 1):
+        rows = np.zeros((members, n_steps, layout.width))
+        rows[..., layout.column("ok")] = 1.0
         self.records = {k: np.array(v) for k, v in layout.unpack(rows).items()}
 
     def record(self, members, a: int, e: int, rec: dict) -> None:
         for k, v in rec.items():
-            self.records[k][a:e] = v[0, : e - a]
+            self.records[k][members, a:e] = v[:, : e - a]
 
     def note_failed_step(self, b: int, e: int, row: dict) -> None:
         for k, v in row.items():
-            if e < self.records[k].shape[0]:
-                self.records[k][e] = v
+            if e < self.records[k].shape[1]:
+                self.records[k][b, e] = v
 
     def flush(self, done: np.ndarray, final: bool = False) -> None:
         pass

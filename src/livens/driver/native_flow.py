@@ -4,8 +4,10 @@ program through host callbacks.
 - :class:`NativeForward`: the records of a run from the engine's native kernel of the chunk loop
   (the one :func:`livens.simulate` runs), with each step's converged unknowns ("x") and the state
   at the start of every chunk of :data:`CHUNK` steps. It is a run like any other: the host loop of
-  every run (:func:`livens.driver.host.run_host_loop`) drives the kernel, so that a failed step,
-  Ctrl-C and a kernel's stop flag are handled as in :func:`livens.simulate`.
+  every run (:func:`livens.driver.host.run_host_loop`) drives the kernel through the members'
+  executor of :func:`livens.simulate_ensemble` (:class:`~livens.driver.executors.NativeMembers`),
+  the run its one member, so that a failed step, Ctrl-C and a kernel's stop flag are handled as
+  in :func:`livens.simulate`.
 - :class:`NativeDerivatives`: the run's derivative from those records, chunk by chunk: the replay
   of a chunk's steps from their solutions (:func:`livens.timestep.make_replay`) and its
   Jacobian-vector product (forward mode, the first chunk first) or vector-Jacobian product
@@ -19,11 +21,13 @@ program through host callbacks.
   Python's KeyboardInterrupt.
 
 Under ``jax.vmap`` every host callback is given the whole batch at once (``vmap_method=
-"broadcast_all"``): the members' forward runs go through one host loop (:class:`_FlowMembers`), and
-each replayed chunk runs for all members that reached it, the members together in lane kernels
-of the same functions (:class:`_MemberKernels`, :mod:`livens.engine.native.member_lanes`: each lane
-computes the single kernel's operations, so every member's values and derivatives are those of
-its own run, to the bit). A member that fails stops alone.
+"broadcast_all"``): the members' forward runs go through one host loop (the same executor, B
+members), and each replayed chunk runs for all members that reached it, the members together in
+lane kernels of the same functions (:class:`~livens.driver.executors.MemberKernel`,
+:mod:`livens.engine.native.member_lanes`: each lane computes the single kernel's operations, so
+every member's values and derivatives are those of its own run, to the bit), on the one pool of
+threads that runs the members of ensembles too (:func:`~livens.driver.executors.spread`). A member
+that fails stops alone.
 
 JAX transposes a linear map that it cannot see into (a host callback) only through a primitive
 with a transpose rule of its own: the tangent map T: (d state_0, d parameters) -> d records is
@@ -36,10 +40,7 @@ derivative through it is refused (:func:`first_order`) with the fix, ``backend="
 from __future__ import annotations
 
 import math
-import os
-import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +50,7 @@ from jax import lax
 from .. import engine
 from ..timestep import make_loop, make_replay
 from . import host
-from .executors import SingleNative
+from .executors import MemberKernel, NativeMembers, for_members, member_rows, set_member_rows, spread
 from .options import DEFAULT_CHUNK
 from .records import record_layout
 
@@ -102,7 +103,8 @@ def _runner(key, build, run, lanes: int = 0):
 def _kernels(run, parts) -> list:
     """The engine's native kernels of ``parts``, a list of (key, build, args, what): ``build()``
     compiled for ``args`` (shared under ``key``: :func:`_runner`), or None where the engine runs
-    none. Several are compiled side by side (the C compiler runs in processes of its own). The
+    none. Several are compiled side by side, on the members' threads
+    (:func:`~livens.driver.executors.spread`; the C compiler runs in processes of its own). The
     engine's notice of why one is not native is given again naming ``what`` runs with XLA instead.
     Warnings are caught here, in the calling thread (``warnings.catch_warnings`` is not
     thread-safe), for the compiling threads too."""
@@ -117,12 +119,7 @@ def _kernels(run, parts) -> list:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", NativeFallback)
-        if len(parts) == 1:
-            kernels = [make(*parts[0][:3])]
-        else:
-            with ThreadPoolExecutor(len(parts)) as pool:
-                futures = [pool.submit(make, key, build, args) for key, build, args, _ in parts]
-                kernels = [f.result() for f in futures]
+        kernels = spread(lambda part: make(*part[:3]), parts)
     xla = " and ".join(part[-1] for part, k in zip(parts, kernels) if k is None) or "a part of it"
     for w in caught:
         if issubclass(w.category, NativeFallback):
@@ -136,169 +133,40 @@ def _kernels(run, parts) -> list:
 
 LANES_FROM = 2
 """The fewest members of a batched call (``jax.vmap`` of a run or of its derivatives) that run
-together in a lane kernel (:class:`_MemberKernels`); fewer run member by member."""
+together in a lane kernel (:func:`_member_kernel`); fewer run member by member."""
+
+
+def _member_kernel(run, single, key, build, args) -> MemberKernel:
+    """The single kernel ``single`` of a flow's ``run`` for any number of members
+    (:class:`~livens.driver.executors.MemberKernel`): :attr:`EngineOptions.lanes
+    <livens.engine.EngineOptions>` members at a time through a lane kernel of the same function, made
+    at the first call with at least :data:`LANES_FROM` members; where the engine makes no lane kernel
+    of it, the single kernel member by member. ``key``, ``build`` and ``args``: the key, function and
+    arguments (one member's) the single kernel was compiled from (:func:`_runner`)."""
+
+    def make_lanes():
+        lanes = run.flow.plan.engine.lanes
+        runner = _runner(key, build, run, lanes) if lanes >= 2 else None
+        if runner is None:
+            return None
+        with warnings.catch_warnings():  # the single kernel runs the members instead: no notice
+            warnings.simplefilter("ignore", engine.NativeFallback)
+            try:
+                return runner.kernel(*args)
+            except Exception:  # noqa: BLE001 - member by member through the single kernel
+                return None
+
+    return MemberKernel(single, make_lanes=make_lanes, lanes_from=LANES_FROM)
 
 
 def _batched(fn, batch: tuple, args: tuple):
     """``fn(*args)`` for the members of a batched host callback (``jax.pure_callback`` with
     ``vmap_method="broadcast_all"``: every leaf of ``args`` has the batch axes ``batch`` first, ``()``
-    where not batched), the batch axes flattened into one members' axis for ``fn`` and its
-    outputs' members' axis given the batch axes again."""
+    where not batched: one member), the batch axes flattened into one members' axis for ``fn`` and
+    its outputs' members' axis given the batch axes again."""
     B, k = math.prod(batch), len(batch)
     flat = jax.tree_util.tree_map(lambda a: np.reshape(np.asarray(a), (B, *np.shape(a)[k:])), args)
     return jax.tree_util.tree_map(lambda a: np.reshape(a, (*batch, *np.shape(a)[1:])), fn(*flat))
-
-
-def _rows_of(tree, idx):
-    """The rows ``idx`` of every leaf of a member-first tree."""
-    return jax.tree_util.tree_map(lambda a: np.asarray(a)[idx], tree)
-
-
-def _each(idx, tree):
-    """Every leaf of ``tree`` (one value for all members) repeated for the members ``idx``."""
-    return jax.tree_util.tree_map(lambda x: np.broadcast_to(np.asarray(x), (len(idx), *np.shape(x))), tree)
-
-
-def _put(tree, idx, rows) -> None:
-    """Rows ``idx`` of the member-first arrays of ``tree`` set to ``rows``."""
-    for dst, src in zip(jax.tree_util.tree_leaves(tree), jax.tree_util.tree_leaves(rows)):
-        dst[idx] = src
-
-
-class _MemberKernels:
-    """A native kernel of one member run for several members of a batched call (member-first
-    arguments): :attr:`EngineOptions.lanes <livens.engine.EngineOptions>` members at a time through
-    a lane kernel of the same function (:mod:`livens.engine.native.member_lanes`, made at the first
-    call with at least :data:`LANES_FROM` members; each lane computes the operations of the single
-    kernel, so every member's results are those of its own run to the bit); where the engine makes
-    no lane kernel of it, the single kernel member by member. ``key``, ``build`` and ``args``: the
-    key, function and arguments (one member's) the single kernel was compiled from (:func:`_runner`)."""
-
-    def __init__(self, run, single, key, build, args):
-        self.run, self.single, self.key, self.build, self.args = run, single, key, build, args
-        self._lanes = False  # not yet made
-
-    def lanes(self):
-        """The lane kernel (made at the first need), or None."""
-        if self._lanes is False:
-            self._lanes = None
-            plan = self.run.flow.plan
-            runner = None
-            if self.build is not None and plan.engine.lanes >= 2:
-                runner = _runner(self.key, self.build, self.run, plan.engine.lanes)
-            if runner is not None:
-                with warnings.catch_warnings():  # the single kernel runs the members instead: no notice
-                    warnings.simplefilter("ignore", engine.NativeFallback)
-                    try:
-                        self._lanes = runner.kernel(*self.args)
-                    except Exception:  # noqa: BLE001 - member by member through the single kernel
-                        self._lanes = None
-        return self._lanes
-
-    def __call__(self, members, args_of):
-        """(members of a group, the kernel's outputs for them, member-first) for the groups of the
-        members ``members`` (indices), the groups spread over one thread per core; ``args_of(idx)``:
-        the kernel's arguments for the members ``idx``, member-first. A lane kernel's last group is
-        filled up with copies of its last member, whose outputs are dropped."""
-        members = np.asarray(members, np.int64)
-        lanes = self.lanes() if members.size >= LANES_FROM else None
-        if lanes is None:
-            groups = [members[i : i + 1] for i in range(members.size)]
-
-            def run(bs):
-                args = jax.tree_util.tree_map(lambda a: a[0], args_of(bs))
-                return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], self.single(*args))
-        else:
-            L = lanes.lanes
-            groups = [members[i : i + L] for i in range(0, members.size, L)]
-
-            def run(bs):
-                idx = np.concatenate([bs, np.full(L - bs.size, bs[-1])])
-                return jax.tree_util.tree_map(lambda a: np.asarray(a)[: bs.size], lanes(*args_of(idx)))
-
-        return zip(groups, _spread(run, groups))
-
-
-_POOL: list = []  # the threads that run groups of members side by side (made at the first need)
-_POOL_LOCK = threading.Lock()
-
-
-def _spread(fn, items) -> list:
-    """``[fn(x) for x in items]``, the items spread over one thread per core (a native kernel
-    releases the GIL) where there are several of both."""
-    workers = min(os.cpu_count() or 1, len(items))
-    if workers < 2:
-        return [fn(x) for x in items]
-    with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(max_workers=os.cpu_count(), thread_name_prefix="livens-flow-member"))
-    return list(_POOL[0].map(fn, items))
-
-
-class _FlowMembers:
-    """The executor of the host loop (:mod:`livens.driver.executors`) for the members of a batched
-    forward run: each chunk of every member that has not stopped through :class:`_MemberKernels`,
-    the state at each chunk's start kept in ``starts`` (member-first), as
-    :class:`~livens.driver.executors.SingleNative` keeps one member's."""
-
-    backend = "native"
-    reason = None
-
-    def __init__(self, kernels, state, history, consts, sysp, starts):
-        self.kernels, self.consts, self.starts = kernels, consts, starts
-        self.state, self.history, self.sysp = jax.tree_util.tree_map(np.array, (state, history, sysp))
-        self.members = int(np.shape(jax.tree_util.tree_leaves(state)[0])[0])
-
-    def advance(self, n: np.ndarray, n_stop: np.ndarray):
-        alive = np.flatnonzero(n < n_stop)
-        if np.any(n[alive] % CHUNK):
-            raise AssertionError(f"native run: a chunk ended at nodes {n[alive].tolist()} (not multiples of {CHUNK})")
-        _put(self.starts, (alive, n[alive] // CHUNK), _rows_of(self.state, alive))
-        h, tol, max_iter, params = self.consts
-        n_new, failed, rows = n.copy(), np.zeros(self.members, bool), None
-
-        def args_of(idx):
-            state, history = _rows_of((self.state, self.history), idx)
-            head = (state, history, _each(idx, np.float64(0.0)), n[idx].astype(np.int64), n_stop[idx].astype(np.int64))
-            return (*head, *_each(idx, (h, tol, max_iter, params)), _rows_of(self.sysp, idx))
-
-        for bs, (state, history, nb, fb, rb) in self.kernels(alive, args_of):
-            if rows is None:
-                rows = np.zeros((self.members, min(CHUNK, int(np.max(n_stop - n))), rb.shape[-1]))
-            n_new[bs], failed[bs], rows[bs] = nb, fb, rb[:, : rows.shape[1]]
-            _put((self.state, self.history), bs, (state, history))
-        return n_new, failed, rows
-
-    def member(self, b):
-        return _rows_of((self.state, self.history), b)
-
-    def discard(self):
-        pass
-
-    def close(self):
-        pass
-
-
-class _EveryStepMembers:
-    """:class:`~livens.driver.host.EveryStep` for B members: every step's record of each, in arrays
-    (B, n_steps, ...)."""
-
-    def __init__(self, layout, n_steps: int, members: int):
-        rows = np.zeros((members, n_steps, layout.width))
-        rows[..., layout.column("ok")] = 1.0
-        self.records = {k: np.array(v) for k, v in layout.unpack(rows).items()}
-
-    def record(self, members, a: int, e: int, rec: dict) -> None:
-        for k, v in rec.items():
-            self.records[k][members, a:e] = v[:, : e - a]
-
-    def note_failed_step(self, b: int, e: int, row: dict) -> None:
-        for k, v in row.items():
-            if e < self.records[k].shape[1]:
-                self.records[k][b, e] = v
-
-    def flush(self, done: np.ndarray, final: bool = False) -> None:
-        pass
 
 
 class NativeForward:
@@ -307,8 +175,8 @@ class NativeForward:
     nodes reached, a step failed, the states at the chunks' starts)``."""
 
     def __init__(self, run, kernel, layout, shapes, made):
-        self.run, self.kernel, self.layout, self.shapes = run, kernel, layout, shapes
-        self.members = _MemberKernels(run, kernel, *made)
+        self.run, self.layout, self.shapes = run, layout, shapes
+        self.kernel = _member_kernel(run, kernel, *made)
 
     @classmethod
     def make(cls, run, state, history, failed, sysp) -> "NativeForward | None":
@@ -338,50 +206,30 @@ class NativeForward:
         return cls(run, kernel, layout, shapes, (key, build, args))
 
     def host(self, state, history, failed, sysp):
-        """The run on the host: the host loop of every run (:func:`livens.driver.host.run_host_loop`)
-        over the native kernel (:class:`~livens.driver.executors.SingleNative`, keeping the chunks'
-        starting states) until the last step or a failed one (the policy
-        :class:`~livens.driver.options.NaNFlag`: no rescue, the run stops), every step's record in
-        an :class:`~livens.driver.host.EveryStep`. A start that failed (``failed``) takes no step.
-        Under ``jax.vmap`` every argument has the members' axes first (:meth:`host_members`)."""
-        if np.ndim(failed):
-            return _batched(self.host_members, np.shape(failed), (state, history, failed, sysp))
-        flow = self.run.flow
-        plan, n_steps = flow.plan, flow.n_steps
-        recs_shape, n_shape, failed_shape, starts_shape = self.shapes
-        starts = _zeros(starts_shape)
-        consts = plan.consts()
-        ex = SingleNative(self.kernel, state, history, 0.0, (*consts[:5], sysp), CHUNK, starts=starts)
-        recorder = host.EveryStep(self.layout, n_steps)
-        stop = np.array([0 if bool(failed) else n_steps], np.int64)
-        try:
-            out = host.run_host_loop(
-                plan, ex, self.layout, recorder, np.zeros(1, np.int64), stop, policy=flow.on_failure
-            )
-        finally:
-            ex.close()
-        if out.interrupted:
-            raise KeyboardInterrupt("livens: the native run of lv.flow was interrupted (Ctrl-C)")
-        recs = {k: np.asarray(recorder.records[k], dtype=recs_shape[k].dtype) for k in recs_shape}
-        bad = bool(failed) or bool(out.failed[0])
-        return recs, np.asarray(out.n[0], n_shape.dtype), np.asarray(bad, failed_shape.dtype), starts
+        """The run on the host (every argument member-first under ``jax.vmap``, its members' axes
+        first: B members; else one member): the host loop of every run
+        (:func:`livens.driver.host.run_host_loop`) over the members' executor
+        (:class:`~livens.driver.executors.NativeMembers`, keeping the chunks' starting states) until
+        the last step or a failed one (the policy :class:`~livens.driver.options.NaNFlag`: no
+        rescue, the member stops, the others go on), every step's record in an
+        :class:`~livens.driver.host.EveryStep`. A member whose start failed (``failed``) takes no
+        step. Each member's records are those of its own run (to the bit)."""
+        return _batched(self._host_members, np.shape(failed), (state, history, failed, sysp))
 
     def __call__(self, state, history, failed, sysp):
         return jax.pure_callback(self.host, self.shapes, state, history, failed, sysp, vmap_method="broadcast_all")
 
-    def host_members(self, state, history, failed, sysp):
-        """:meth:`host` for B members (every argument member-first): one host loop over all of them
-        (:class:`_FlowMembers`: the members together in lane kernels), a member that fails stopping
-        alone; each member's records are those of its own run (to the bit)."""
+    def _host_members(self, state, history, failed, sysp):
         flow = self.run.flow
         plan, n_steps = flow.plan, flow.n_steps
         recs_shape, n_shape, failed_shape, starts_shape = self.shapes
         failed = np.asarray(failed, bool)
         B = failed.shape[0]
         starts = jax.tree_util.tree_map(lambda s: np.zeros((B, *s.shape), s.dtype), starts_shape)
-        consts = plan.consts()
-        ex = _FlowMembers(self.members, state, history, consts[1:5], sysp, starts)
-        recorder = _EveryStepMembers(self.layout, n_steps, B)
+        consts = (*plan.consts()[:5], None)
+        width = self.layout.width
+        ex = NativeMembers(self.kernel, state, history, 0.0, consts, CHUNK, width, starts=starts, member_sys=sysp)
+        recorder = host.EveryStep(self.layout, n_steps, B)
         stop = np.where(failed, 0, n_steps).astype(np.int64)
         out = host.run_host_loop(
             plan,
@@ -425,8 +273,8 @@ class NativeDerivatives:
     def __init__(self, run, adjoint, tangent, state_spec, sys_spec, rec_spec, builds=(None, None)):
         self.run, self.adjoint, self.tangent_kernel = run, adjoint, tangent
         self.state_spec, self.sys_spec, self.rec_spec = state_spec, sys_spec, rec_spec
-        self.adjoint_members = _MemberKernels(run, adjoint, *builds[0]) if builds[0] else None
-        self.tangent_members = _MemberKernels(run, tangent, *builds[1]) if builds[1] and tangent else None
+        self.adjoint_members = _member_kernel(run, adjoint, *builds[0]) if builds[0] else None
+        self.tangent_members = _member_kernel(run, tangent, *builds[1]) if builds[1] and tangent else None
 
     @classmethod
     def make(cls, run, state, sysp) -> "NativeDerivatives | None":
@@ -485,32 +333,43 @@ class NativeDerivatives:
             yield c, lo, min(lo + CHUNK, n_steps)
 
     @staticmethod
-    def _rows(a, lo, hi):
-        """Steps lo:hi of member-first rows a (members, steps, ...), padded with zeros to CHUNK
-        (steps past n_stop are skipped)."""
-        a = np.asarray(a)[:, lo:hi]
-        return np.pad(a, [(0, 0), (0, CHUNK - a.shape[1])] + [(0, 0)] * (a.ndim - 2))
+    def _rows(a, idx, lo, hi):
+        """Steps lo:hi of the members ``idx`` of member-first rows a (members, steps, ...), padded
+        with zeros to CHUNK (steps past n_stop are skipped); ``idx`` an integer: one member's,
+        without the members' axis."""
+        a = np.asarray(a)[idx]
+        axis = np.ndim(idx)  # the steps' axis
+        a = a[(slice(None),) * axis + (slice(lo, hi),)]
+        pad = [(0, 0)] * a.ndim
+        pad[axis] = (0, CHUNK - a.shape[axis])
+        return np.pad(a, pad)
 
     def _replay_pass(self, kernels, starts, xs, n, sysp, carry, given, take, reverse: bool):
         """One pass of a replay kernel over the chunks of the runs of B members (every argument
         member-first; member b reached node ``n[b]``; module docstring), the last chunk first where
         ``reverse``: for chunk c (steps lo:hi) and the members that reached it, together
-        (:class:`_MemberKernels`), ``kernel(start of c, its solutions, t_start, n0, n_stop, h, the
-        scheme's and the System's parameters, carry, given(idx, lo, hi)) -> (carry, out)``, then
-        ``take(idx, out, lo, hi)``; ``carry`` (member-first arrays) is updated in place."""
+        (:class:`~livens.driver.executors.MemberKernel`), ``kernel(start of c, its solutions,
+        t_start, n0, n_stop, h, the scheme's and the System's parameters, carry, given(idx, lo, hi))
+        -> (carry, out)``, then ``take(bs, out, lo, hi)`` for each group ``bs`` of them (in its
+        thread: the groups' rows are disjoint); ``carry`` (member-first arrays) is updated in
+        place."""
         plan, n = self.run.flow.plan, np.asarray(n, np.int64)
         chunks = list(self._chunks(int(n.max(initial=0))))
         for c, lo, hi in reversed(chunks) if reverse else chunks:
 
             def args_of(idx, c=c, lo=lo, hi=hi):
                 start = jax.tree_util.tree_map(lambda a: np.asarray(a)[idx, c], starts)
-                head = (start, self._rows(np.asarray(xs)[idx], lo, hi), *_each(idx, (np.float64(0.0), np.int64(lo))))
-                consts = _each(idx, (np.float64(plan.h), plan.jparams))
-                return (*head, n[idx], *consts, _rows_of(sysp, idx), _rows_of(carry, idx), given(idx, lo, hi))
+                t0_n0 = for_members(idx, (np.float64(0.0), np.int64(lo)))
+                head = (start, self._rows(xs, idx, lo, hi), *t0_n0, n[idx])
+                consts = for_members(idx, (np.float64(plan.h), plan.jparams))
+                return (*head, *consts, member_rows(sysp, idx), member_rows(carry, idx), given(idx, lo, hi))
 
-            for bs, (new, out) in kernels(np.flatnonzero(lo < n), args_of):
-                _put(carry, bs, new)
+            def taken(bs, outputs, lo=lo, hi=hi):
+                new, out = outputs
+                set_member_rows(carry, bs, new)
                 take(bs, out, lo, hi)
+
+            kernels.run(np.flatnonzero(lo < n), args_of, taken)
         return carry
 
     def host_adjoint(self, starts, xs, n, ct_recs, sysp):
@@ -530,7 +389,7 @@ class NativeDerivatives:
                 dst[bs] = dst[bs] + src
 
         def chunk_cotangents(idx, lo, hi):
-            return jax.tree_util.tree_map(lambda a: self._rows(np.asarray(a)[idx], lo, hi), ct_recs)
+            return jax.tree_util.tree_map(lambda a: self._rows(a, idx, lo, hi), ct_recs)
 
         ct_state = jax.tree_util.tree_map(zeros, self.state_spec)
         self._replay_pass(self.adjoint_members, starts, xs, n, sysp, ct_state, chunk_cotangents, add, reverse=True)
@@ -555,7 +414,7 @@ class NativeDerivatives:
 
         carry = jax.tree_util.tree_map(np.array, d_state)
         self._replay_pass(
-            self.tangent_members, starts, xs, n, sysp, carry, lambda idx, lo, hi: _rows_of(d_sys, idx), put, False
+            self.tangent_members, starts, xs, n, sysp, carry, lambda idx, lo, hi: member_rows(d_sys, idx), put, False
         )
         return out
 

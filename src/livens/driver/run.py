@@ -22,7 +22,7 @@ from ..schemes.base import State
 from ..timestep import make_loop
 from . import failure
 from .combinations import checked
-from .executors import Batched, NativeLanes, NativeMembers
+from .executors import Batched, MemberKernel, NativeMembers
 from .executors import Single as SingleExecutor
 from .host import NothingComputed, Recorder, run_host_loop
 from .options import (
@@ -478,8 +478,8 @@ def _members_executor(p: Plan, executor: Members, layout, state, history, B: int
             break
         kernel = runner.kernel(*args)
         if kernel is not None:
-            cls = NativeLanes if lanes else NativeMembers
-            return cls(kernel, state, history, 0.0, consts, native_chunk, layout.width), native_chunk
+            kernel = MemberKernel(lanes=kernel) if lanes else MemberKernel(kernel)
+            return NativeMembers(kernel, state, history, 0.0, consts, native_chunk, layout.width), native_chunk
         fallback = fallback or runner.reason
     key = (p.mech, p.scheme, p.guess, xla_chunk, layout, p.newton, p.engine)
     batched = _BATCHED.get(key)
