@@ -39,6 +39,14 @@ def _skew(axis) -> np.ndarray:
     return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
 
 
+def _device_value(v: Any) -> jax.Array:
+    """``jnp.asarray(v)`` (a Python scalar weakly typed) made by ``jax.device_put``, which copies it
+    without the XLA program ``jnp.asarray`` compiles to stage it."""
+    if isinstance(v, jax.Array):
+        return v
+    return jax.device_put(v if isinstance(v, (bool, int, float, complex)) else np.asarray(v))
+
+
 @dataclass(frozen=True, eq=False)
 class System:
     """A mechanical system with holonomic constraints (KBS23b §2.3).
@@ -127,7 +135,7 @@ class System:
         fn = getattr(self, name)
         if fn is None or self.parameters is None or (name == "mass_matrix" and not callable(fn)):
             return fn
-        values = {k: jnp.asarray(v) for k, v in self.parameters.items()} if params is None else params
+        values = {k: _device_value(v) for k, v in self.parameters.items()} if params is None else params
         if name == "invariants":
             pi, pots = fn
             return (lambda q: pi(q, values)), (lambda x: pots(x, values))
