@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import _jaxconfig  # noqa: F401
+from ..numpy_jaxpr import NumpyFunction
 from ..problem import Problem
 from ..system import Symmetry, System
 from .beam import Beam
@@ -239,14 +240,14 @@ class Assembly:
         ]
         pairs = [(i, i) for i in range(dim)] + [(i, j) for i in range(dim) for j in range(i + 1, dim)]
         diagonal = np.array([i == j for i, j in pairs])
-        zero = jnp.zeros(d)
+        zero = np.zeros(d)
         parts = []  # ("linear", A, c) for a run of linear joints, ("joint", joint) for the others
         for j in lay.joints:
             if not j.linear:
                 parts.append(("joint", j))
                 continue
             fn = lambda q, j=j: jnp.atleast_1d(j.residual(_Placement(lay, q).x))  # noqa: E731
-            A, c = np.asarray(jax.jacfwd(fn)(zero)), np.asarray(fn(zero))
+            A, c = _linear_terms(fn, zero)
             if parts and parts[-1][0] == "linear":
                 parts[-1] = ("linear", np.vstack([parts[-1][1], A]), np.concatenate([parts[-1][2], c]))
             else:
@@ -470,6 +471,16 @@ def _axis_label(prefix: str, a: np.ndarray) -> str:
         if np.allclose(a, _unit(i, len(a)), atol=1e-14):
             return f"{prefix}{i + 1}"
     return f"{prefix}[{','.join(f'{x:.6g}' for x in a)}]"
+
+
+def _linear_terms(fn, zero: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(A, c) of a linear residual fn(q) = A q + c: its Jacobian and its value at q = 0, by NumPy from
+    their jaxprs (:mod:`livens.numpy_jaxpr`: building an Assembly compiles no XLA program), or by JAX
+    where the interpreter cannot evaluate them."""
+    try:
+        return NumpyFunction(jax.jacfwd(fn), zero)(zero), NumpyFunction(fn, zero)(zero)
+    except Exception:  # noqa: BLE001 - a primitive the interpreter does not know: JAX evaluates it
+        return np.asarray(jax.jacfwd(fn)(jnp.asarray(zero))), np.asarray(fn(jnp.asarray(zero)))
 
 
 __all__ = ["Assembly", "AssembledSystem", "Layout"]
