@@ -42,6 +42,7 @@ about linearly with N (``python -m benchmarks --chain``). The other schemes fact
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -79,8 +80,8 @@ def pendulum_chain(n_bodies: int = 8, mass=1.0, length=1.0, gravity: float = 9.8
     n = int(n_bodies)
     masses = _per_body("mass", mass, n)
     lengths = _per_body("length", length, n)
-    lengths_sq = jnp.asarray(lengths**2)
-    weights = jnp.asarray(gravity * masses)
+    lengths_sq = jax.device_put(np.asarray(lengths**2))  # JAX arrays, copied without compiling a program
+    weights = jax.device_put(np.asarray(gravity * masses))
 
     def potential(q):
         return weights @ q.reshape(n, 3)[:, 2]
