@@ -1,8 +1,9 @@
 """What a cold first call does: the quick tier of a large native kernel is compiled at -O0 (and the
--O2 library in the background gives the same bits), a Problem's checks and a run's symmetry checks
-share one compiled program of (V, dV, g, G) (checks evaluate it at several points, and compile
-nothing else), and the translator folds constant integer reductions and choices without an XLA
-program. No timing is asserted here: the benchmarks measure the time."""
+-O2 library in the background gives the same bits), building a Problem compiles no program (its
+checks evaluate the user's functions by NumPy from their jaxprs), a run's symmetry checks compile
+one program of (V, dV, g, G) (evaluated at several points, and nothing else), and the translator
+folds constant integer reductions and choices without an XLA program. No timing is asserted here:
+the benchmarks measure the time."""
 
 from __future__ import annotations
 
@@ -57,15 +58,41 @@ def _two_particles() -> lv.Problem:
     return lv.Problem(system, q0, v0, h=0.01, t_end=0.1, symmetries=(lv.Symmetry("J3", xi=rot),))
 
 
-def test_a_problems_checks_compile_one_program_and_its_symmetry_checks_none(xla_compiles):
-    """Validating a Problem evaluates V, dV, g and G at q0 as one program (the mass matrix is
-    constant: nothing else to evaluate); the run's symmetry checks then evaluate the same program
-    near q0 (the generator's products by NumPy) and compile nothing, and find the rotation exact."""
+def test_a_problems_checks_compile_nothing_and_its_symmetry_checks_one_program(xla_compiles):
+    """Validating a Problem evaluates V, dV, g and G at q0 by NumPy and compiles no program (the mass
+    matrix is constant: nothing else to evaluate); the run's symmetry checks then evaluate them at q0
+    and near it as one compiled program (the generator's products by NumPy), compile nothing else,
+    and find the rotation exact."""
     problem = _two_particles()
-    assert xla_compiles == ["_lambda"], xla_compiles  # point_values' program, nothing else
+    assert xla_compiles == [], xla_compiles
     kept, dropped, invariant = exact_symmetries(problem, mechanics(problem.solved_system, problem.q0))
     assert [s.name for s in kept] == ["J3"] and dropped == {} and invariant
+    assert xla_compiles == ["_lambda"], xla_compiles  # point_values' program, nothing else
+
+
+@pytest.mark.parametrize("name", lv.examples.names())
+def test_building_an_example_problem_compiles_no_program(name, xla_compiles):
+    """Each of the papers' examples is built, its checks made (consistency, the constraints' rank with
+    its walks of the manifold for the overconstrained ones) without compiling an XLA program: not
+    one for the whole check, nor one per operation as JAX's eager evaluation would."""
+    problem = lv.examples.load(name)
+    assert problem.check
+    assert xla_compiles == [], xla_compiles
+
+
+def test_a_problem_the_interpreter_cannot_evaluate_is_checked_by_one_program(xla_compiles):
+    """A potential with a Cholesky factorization (a primitive the NumPy interpreter does not know):
+    the checks evaluate V, dV, g and G as one compiled program, as the schemes will, and still refuse
+    a bad initial state with the constraint named."""
+
+    def V(q):
+        return jnp.sum(jnp.linalg.cholesky(jnp.eye(2) + jnp.outer(q, q)))
+
+    system = lv.System(mass_matrix=np.eye(2), potential=V, constraints=lambda q: jnp.array([q @ q - 1.0]))
+    lv.Problem(system, np.array([1.0, 0.0]), np.array([0.0, 1.0]))
     assert xla_compiles == ["_lambda"], xla_compiles
+    with pytest.raises(ValueError, match=r"position level \|g\(q0\)\|: g\[0\] = 4\.400e-01"):
+        lv.Problem(system, np.array([1.2, 0.0]), np.array([0.0, 1.0]))
 
 
 def test_a_symmetry_that_is_not_one_is_still_found_with_the_shared_program():

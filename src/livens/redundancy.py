@@ -42,6 +42,7 @@ from numpy.typing import ArrayLike
 
 from . import _jaxconfig  # noqa: F401
 from ._lru import LRU
+from .numpy_jaxpr import PointFunction
 
 if TYPE_CHECKING:
     from .system import System
@@ -265,8 +266,21 @@ def _choose(Gs: list[np.ndarray], rank: int, first: tuple[int, ...]) -> tuple[in
 
 
 def analyse(system: System, q0: ArrayLike, v0: ArrayLike, G0: np.ndarray, labels: tuple[str, ...]) -> ConstraintRank:
-    """The :class:`ConstraintRank` of ``system`` at (q0, v0), G0 = G(q0) (module docstring)."""
-    G0 = np.asarray(G0, float)
+    """The :class:`ConstraintRank` of ``system`` at (q0, v0), G0 = G(q0) (module docstring); made once
+    per system and state (a Problem's ``replace`` with the same system and state finds it made)."""
+    G0, q0, v0 = np.asarray(G0, float), np.asarray(q0, float), np.asarray(v0, float)
+    key = (id(system), q0.tobytes(), v0.tobytes(), G0.shape, G0.tobytes(), labels)
+    hit = _ANALYSED.get(key)
+    if hit is not None and hit[0] is system:
+        return hit[1]
+    out = _analysis(system, q0, v0, G0, labels)
+    _ANALYSED[key] = (system, out)
+    return out
+
+
+def _analysis(
+    system: System, q0: np.ndarray, v0: np.ndarray, G0: np.ndarray, labels: tuple[str, ...]
+) -> ConstraintRank:
     m = G0.shape[0]
     rank_q0 = rank_of(G0)
     if rank_q0 == m:
@@ -274,16 +288,15 @@ def analyse(system: System, q0: ArrayLike, v0: ArrayLike, G0: np.ndarray, labels
     from .mechanics import mechanics
 
     mech = mechanics(system, q0)
-    hit = _COMPILED.get(mech)
-    if hit is None or hit[0] is not mech:  # compiled once per system: a new Problem does not compile again
-        hit = _COMPILED[mech] = (mech, jax.jit(mech.g), jax.jit(mech.G))
+    hit = _EVALUATED.get(mech)
+    if hit is None or hit[0] is not mech:  # traced once per system: a new Problem does not trace again
+        hit = _EVALUATED[mech] = (mech, PointFunction(mech.g, q0), PointFunction(mech.G, q0))
     g, G = hit[1], hit[2]
-    q0, v0 = np.asarray(q0, float), np.asarray(v0, float)
     rng = np.random.default_rng(0)
     pts = _near_points(g, G, q0, v0, G0, rng)
     best, rank = None, rank_q0
     for q in pts:
-        Gq = np.asarray(G(jnp.asarray(q)))
+        Gq = np.asarray(G(q))
         r = rank_of(Gq)
         if r > rank:
             best, rank = Gq, r
@@ -297,7 +310,7 @@ def analyse(system: System, q0: ArrayLike, v0: ArrayLike, G0: np.ndarray, labels
     directions = [v0] if np.linalg.norm(v0) > 0 else []
     for t in directions + [rng.standard_normal(q0.shape[0])]:
         walked += _walk(g, G, q0, t, scale, rank) + _walk(g, G, q0, -t, scale, rank)
-    Gs = [np.asarray(G(jnp.asarray(q))) for q in walked]
+    Gs = [np.asarray(G(q)) for q in walked]
     kept = _choose([G0 if best is None else best] + Gs, rank, first)
     redundant = tuple(k for k in range(m) if k not in set(kept))
     return ConstraintRank(m, rank, rank_q0, kept, redundant, labels)
@@ -327,7 +340,8 @@ def independent(system: System, rank: ConstraintRank) -> System:
 
 
 _INDEPENDENT = LRU(32)
-_COMPILED = LRU(16)
+_EVALUATED = LRU(16)
+_ANALYSED = LRU(32)
 
 
 def violation(problem, q: np.ndarray, t: np.ndarray, tol: float, parameters: dict | None = None) -> str | None:

@@ -35,7 +35,7 @@ def _manifold_points(mech, q0, rng, n: int):
     Gauss-Newton), for the symmetry checks."""
     pts = [q0]
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(q0.shape[0]))
-    values = point_values(mech)  # compiled once per Mechanics, shared with the Problem's checks
+    values = point_values(mech)  # compiled once per Mechanics, for every point of the symmetry checks
     for _ in range(n):
         q = q0 + scale * rng.standard_normal(q0.shape[0])
         if mech.m:

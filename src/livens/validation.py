@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike
 
 from . import _jaxconfig  # noqa: F401
 from .engine import CompiledCache, xla_jit
+from .numpy_jaxpr import evaluate as numpy_evaluate
 from .redundancy import ConstraintRank, analyse, notify
 
 if TYPE_CHECKING:  # annotations only: Mechanics is imported where it is used, so that this module's
@@ -90,16 +91,18 @@ def _evaluate(
     ``floating``: the value must have a floating-point dtype (JAX differentiates only those).
     ``value``: the function's value, computed already (:func:`point_values`): only checked.
 
-    With ``compiled`` (the default) the function is evaluated as one compiled program (XLA's level
-    0), as the schemes will trace it, instead of operation by operation (each operation a small XLA program of
-    its own: about 150
-    for the three-bar swing's checks); where that fails, it is evaluated eagerly, so that the
-    user's own error is reported (and :func:`_traceable` reports one that only tracing meets).
+    The function is evaluated by NumPy from its jaxpr (:func:`_numpy_value`: no XLA program is
+    compiled). Where that cannot be done, it is evaluated with ``compiled`` (the default) as one
+    program compiled at XLA's level 0, as the schemes will trace it, else (or where that fails)
+    eagerly, so that the user's own error is reported (and :func:`_traceable` reports one that only
+    tracing meets).
     """
     out = arr = None if value is None else np.asarray(value)
     if value is None:
+        out = arr = _numpy_value(fn, args)
+    if arr is None:
         args = [jnp.asarray(a) for a in args]
-    if value is None and compiled:
+    if arr is None and compiled:
         try:
             out = xla_jit(fn, once=True)(*args)
             arr = np.asarray(out)
@@ -130,27 +133,50 @@ def _evaluate(
     return arr
 
 
+def _numpy_value(fn, args) -> np.ndarray | None:
+    """``fn(*args)`` evaluated by NumPy from its jaxpr (:mod:`livens.numpy_jaxpr`), where its value is
+    one array; else, or where ``fn`` cannot be traced or holds a primitive the interpreter does not
+    know, None (the caller evaluates it as JAX does and reports what failed)."""
+    try:
+        out = numpy_evaluate(fn, *(a if isinstance(a, float) else np.asarray(a) for a in args))
+    except Exception:  # noqa: BLE001 - the caller evaluates fn again and names the fault
+        return None
+    return out if isinstance(out, np.ndarray) else None
+
+
 _POINT_FNS = CompiledCache(16)
+_POINT_FUNCTIONS = CompiledCache(16)
+
+
+def point_function(mech: Mechanics) -> Callable:
+    """q -> (V(q), dV(q), g(q), G(q)) of ``mech`` (g and G empty without constraints; dV and G by JAX
+    AD), not compiled; one function per Mechanics (its NumPy evaluation traces it once)."""
+    hit = _POINT_FUNCTIONS.get(id(mech))
+    if hit is not None and hit[0] is mech:
+        return hit[1]
+    fn = lambda q: (mech.V(q), jax.grad(mech.V)(q), mech.g(q), mech.G(q))  # noqa: E731 - named _lambda by jit
+    _POINT_FUNCTIONS[id(mech)] = (mech, fn)
+    return fn
 
 
 def point_values(mech: Mechanics) -> Callable:
-    """q -> (V(q), dV(q), g(q), G(q)) of ``mech`` (g and G empty without constraints; dV and G by
-    JAX AD) as one program compiled at XLA's level 0, once per Mechanics: the checks of a Problem
-    (:func:`validate_problem`, at q0) and of its symmetries (:mod:`livens.symmetries`, near q0)
-    evaluate these four, and one program serves both, where a program for each would compile
-    four (and the symmetry checks three more at a run's set-up)."""
+    """:func:`point_function` as one program compiled at XLA's level 0, once per Mechanics: the run's
+    symmetry checks (:mod:`livens.symmetries`, at q0 and near it) evaluate these four, one program
+    for all of them (a program for each would compile four), and so do the checks of a Problem where
+    NumPy cannot evaluate them (:func:`_point_values_at`)."""
     hit = _POINT_FNS.get(id(mech))
     if hit is not None and hit[0] is mech:
         return hit[1]
-    fn = xla_jit(lambda q: (mech.V(q), jax.grad(mech.V)(q), mech.g(q), mech.G(q)), once=True)
+    fn = xla_jit(point_function(mech), once=True)
     _POINT_FNS[id(mech)] = (mech, fn)
     return fn
 
 
 def _point_values_at(system: System, q0: np.ndarray) -> tuple | None:
-    """(V, dV, g, G) at q0 by :func:`point_values`, where the user's potential is a floating-point
-    scalar and the constraints a floating-point vector (traced, not evaluated); else, or where the
-    program fails, None: the checks then evaluate each function on its own and name what failed."""
+    """(V, dV, g, G) at q0 where the user's potential is a floating-point scalar and the constraints a
+    floating-point vector (traced, not evaluated): by NumPy from the jaxpr of :func:`point_function`
+    (no XLA program is compiled), else by :func:`point_values`. None where neither can evaluate them:
+    the checks then evaluate each function on its own and name what failed."""
     from .mechanics import mechanics
 
     def floating(x, ndim: int) -> bool:
@@ -162,7 +188,11 @@ def _point_values_at(system: System, q0: np.ndarray) -> tuple | None:
             return None
         if system.constraints is not None and not floating(jax.eval_shape(system.bound("constraints"), q), 1):
             return None
-        return tuple(np.asarray(x) for x in point_values(mechanics(system, q0))(q))
+        mech = mechanics(system, q0)
+        try:
+            return tuple(np.asarray(x) for x in numpy_evaluate(point_function(mech), q))
+        except Exception:  # noqa: BLE001 - a primitive the interpreter does not know: the compiled program
+            return tuple(np.asarray(x) for x in point_values(mech)(q))
     except Exception:  # noqa: BLE001 - the checks below evaluate each function and say what failed
         return None
 
@@ -204,7 +234,6 @@ def validate_problem(
             raise ValueError(f"q0 has {d} entries but the mass matrix is {dm} x {dm}.")
     if given_v0 is None and given_p0 is None:
         raise ValueError("Give the initial velocity v0 or the initial momentum p0.")
-    # eagerly, as before: p0 = M(q0) v0 is the run's initial momentum
     M = (
         _evaluate("mass_matrix", system.bound("mass_matrix"), q0, shape=(d, d), compiled=False)
         if not system.constant_mass
