@@ -123,8 +123,9 @@ def test_run_with_structured_tangent_matches_dense_mass(scheme):
 
 def test_which_schemes_take_the_structured_tangent():
     """ggl-galerkin takes the assembly from size_policy().stage_unknowns on (the heavy top: 120),
-    the dense AD Jacobian below (the 3D pendulum: 20); ggl-spark keeps the dense AD tangent."""
-    assert get_scheme("ggl-spark")[0].tangent is None
+    the dense AD Jacobian below (the 3D pendulum: 20); ggl-spark keeps a dense AD tangent (of all its
+    unknowns at once, stage_tangents.ad_tangent_at_once)."""
+    assert get_scheme("ggl-spark")[0].tangent.at_once
     assert get_scheme("ggl-galerkin")[0].tangent is not None
     assert stage_tangents.use_structured({"x": jnp.zeros(120)})
     assert not stage_tangents.use_structured({"x": jnp.zeros(20)})

@@ -43,8 +43,11 @@ unused (their rows set them to zero).
 A structured Newton tangent is assembled by :func:`stage_tangent`: the Jacobians of the terms at each point, in that
 point's own arguments, batched over the points, assembled with the method's coefficients
 (:mod:`livens.schemes.stage_tangents`); it equals the AD Jacobian of the residual (the tests compare
-them). The scheme keeps the dense AD tangent of :mod:`livens.solvers.tangent`, which cost no more per
-step on the systems measured (up to the heavy top, 117 unknowns).
+them). The scheme's Newton tangent is the dense AD Jacobian of all its unknowns at once, at every size
+(:func:`livens.schemes.stage_tangents.ad_tangent_at_once`: one ``jacfwd``, not one per named block of
+unknowns nor a search for a band, which repeated the residual of both stage counts in the compiled
+program once per block); the assembled tangent cost no less per step on the systems measured (up to
+the heavy top, 117 unknowns) and compiles longer.
 """
 
 from __future__ import annotations
@@ -260,6 +263,7 @@ GGL_SPARK = register(
         name="ggl-spark",
         unknowns=_unknowns(),
         residual=_residual,
+        tangent=st_.ad_tangent_at_once(_residual),
         guess=_guess,
         update=_update,
         params=(Param("stages", 3.0, 2.0, 3.0, whole=True),),

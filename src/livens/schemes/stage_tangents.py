@@ -13,7 +13,8 @@ and the point Jacobians cost one forward-mode pass per argument of one point, ba
 hold what the schemes share: the batched point Jacobians, the coefficient assembly of block tensors
 (:func:`mix`, :func:`diagonal`) and the placement of the assembled blocks in a scheme's layout of
 unknowns (:class:`Layout`), and the dense AD tangent of a residual in named unknowns
-(:func:`ad_tangent`) that the schemes use below the size where assembly pays. Every tangent built with them is tested against ``jax.jacfwd`` of the
+(:func:`ad_tangent`) that the schemes use below the size where assembly pays, or in all unknowns at
+once at every size (:func:`ad_tangent_at_once`). Every tangent built with them is tested against ``jax.jacfwd`` of the
 residual (tests/test_stage_tangents.py).
 """
 
@@ -28,16 +29,32 @@ import numpy as np
 from ..solvers import ad_jacobian, size_policy
 
 
-def ad_tangent(residual: Callable, u: dict, s, h, t, params, mech, by_block: bool = False) -> jax.Array:
-    """dR/dx of ``residual`` at the named unknowns ``u`` by forward-mode AD (the unknowns packed in
-    the order of ``u``). ``by_block``: one ``jacfwd`` per named unknown, the others held constant
-    (their tangents are symbolic zeros), at every size (else from
-    :attr:`livens.engine.SizePolicy.block_jacobian_unknowns` on, :func:`livens.solvers.ad_jacobian`):
-    the GGL schemes' residuals with a configuration-dependent M(q), where the directions of the
-    momenta and multipliers would otherwise be pushed through every evaluation and solve of M(q)."""
+def ad_tangent_at_once(residual: Callable) -> Callable:
+    """A scheme's tangent ``(u, s, h, t, params, mech)``: dR/dx of ``residual`` by one ``jax.jacfwd`` of
+    all its unknowns at once (packed in the order of ``u``, every direction in one ``vmap``), at every
+    size. The default AD tangent of :mod:`livens.solvers.tangent` is the same single ``jacfwd`` below
+    :attr:`livens.engine.SizePolicy.block_jacobian_unknowns` (the same program, the same bits); above
+    it that default takes one ``jacfwd`` per named block of unknowns, after a search for a band from
+    :attr:`~livens.engine.SizePolicy.banded_unknowns` on. The block form holds the residual and its
+    derivative once per block in the compiled program (twice for a residual that switches between
+    stage counts); where the unknowns reach every evaluation of the step alike, as in ``ggl-spark``,
+    the blocks save little work, and the single ``jacfwd`` compiles faster and steps faster (measured
+    by ``python -m benchmarks``). Not for every scheme: ``ggl-em4`` steps faster with the blocks, whose
+    multipliers and momenta enter its inner linear solves linearly. The matrix is the same; Newton's
+    iterates change by round-off only."""
+
+    def tangent(u, s, h, t, params, mech):
+        x, unpack = _packed(u)
+        return jax.jacfwd(lambda z: residual(unpack(z), s, h, t, params, mech))(x)
+
+    tangent.at_once = True
+    return tangent
+
+
+def _packed(u: dict):
+    """(the unknowns ``u`` packed in their order, the function that unpacks such a vector)."""
     names = list(u)
     sizes = [int(u[n].shape[0]) for n in names]
-    x = jnp.concatenate([u[n] for n in names])
 
     def unpack(z):
         out, i = {}, 0
@@ -46,6 +63,17 @@ def ad_tangent(residual: Callable, u: dict, s, h, t, params, mech, by_block: boo
             i += k
         return out
 
+    return jnp.concatenate([u[n] for n in names]), unpack
+
+
+def ad_tangent(residual: Callable, u: dict, s, h, t, params, mech, by_block: bool = False) -> jax.Array:
+    """dR/dx of ``residual`` at the named unknowns ``u`` by forward-mode AD (the unknowns packed in
+    the order of ``u``). ``by_block``: one ``jacfwd`` per named unknown, the others held constant
+    (their tangents are symbolic zeros), at every size (else from
+    :attr:`livens.engine.SizePolicy.block_jacobian_unknowns` on, :func:`livens.solvers.ad_jacobian`):
+    the GGL schemes' residuals with a configuration-dependent M(q), where the directions of the
+    momenta and multipliers would otherwise be pushed through every evaluation and solve of M(q)."""
+    x, unpack = _packed(u)
     return ad_jacobian(lambda v: residual(v, s, h, t, params, mech), x, unpack, by_block)
 
 
