@@ -16,8 +16,9 @@ S dq + B_lambda dlambda + B_gamma dgamma = r), but S is block diagonal in the gr
 (:class:`livens.solvers.groups.GroupStructure`, found once per system from the blocks' sparsity at
 random points), so it is factorized group by group, and the Schur complement on the multipliers,
 W = [G1; C] S^-1 [B_lambda, B_gamma] + [[0, 0], [0, h/2 G1 M^-1 Gs^T]], is summed from one small
-product per group. Its blocks are taken from one Jacobian-vector product per colour of the groups'
-columns (Curtis, Powell, Reid 1974) instead of one per coordinate. The same Newton iterates as the
+product per group; the multipliers of a body's internal constraints are eliminated body by body,
+and one LU solves for those of the joints. Its blocks are taken from one Jacobian-vector product
+per colour of the groups' columns (Curtis, Powell, Reid 1974) instead of one per coordinate. The same Newton iterates as the
 dense elimination up to round-off (the tests compare the matrix with ``jax.jacfwd`` of the residual);
 pivots are chosen within each group's S and within W.
 """
@@ -69,6 +70,8 @@ def _maps(mech, force, q0, p0, cq, dq, dp, lam, gam, c=None):
     maps = {
         "node": lambda e: jax.jvp(at_node, (q1,), (e,))[1],
         "mid": lambda e: jax.jvp(at_midpoint, (qm,), (e,))[1],
+        # D_q[G(q) w](q^{n+1/2}) e, w = M^-1 p^{n+1/2}: F_gamma^T (see block_tangent)
+        "midw": lambda e: jax.jvp(lambda q: jax.jvp(g, (q,), (w0 + 0.5 * dw,))[1], (qm,), (e,))[1],
         "fq": along(0),
         "fw": along(1, 2.0),  # the derivative with respect to w = M^-1 p^{n+1/2} = w0 + dw/2
         "fl": along(2),
@@ -211,10 +214,14 @@ def block_tangent(u, s, h, mech, force):
     gs = group_structure(mech, s, force, k)
     if gs is None:
         return None
-    Ed, Em = jnp.asarray(gs.seeds_d()), jnp.asarray(gs.seeds_m())
-    idd, imd, idm = gs.index_dd(), gs.index_md(), gs.index_dm()
+    # F_lambda, F_gamma: the force's derivatives with the coupling values held are those of the midpoint
+    # gradient of lambda.g + gamma.G(.) w (:func:`livens.schemes.ggl_em._force`), G(q^{n+1/2})^T and
+    # D_q[G(q) w](q^{n+1/2})^T: no product with the force per multiplier's colour (tested against AD)
+    Ed = jnp.asarray(gs.seeds_d())
+    idd, imd = gs.index_dd(), gs.index_md()
     G1, K1 = _columns(maps["node"], Ed)
     Gm, Hm = _columns(maps["mid"], Ed)
+    Gm = gs.take(Gm, imd)
     take = gs.take
     base = EMBlockTangent(
         gs,
@@ -222,12 +229,12 @@ def block_tangent(u, s, h, mech, force):
         h,
         G1=take(G1, imd),
         K1=take(K1, imd),
-        Gs=2.0 * take(Gm, imd),
+        Gs=2.0 * Gm,
         Hm=take(Hm, idd),
         Fq=take(_columns(maps["fq"], Ed), idd),
         Fw=take(_columns(maps["fw"], Ed), idd),
-        Fl=take(_columns(maps["fl"], Em), idm),
-        Fg=take(_columns(maps["fg"], Em), idm),
+        Fl=_tr(Gm),
+        Fg=_tr(take(_columns(maps["midw"], Ed), imd)),
     )
     if k == 0:
         return base
