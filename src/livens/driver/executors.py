@@ -41,8 +41,11 @@ if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's t
     os.register_at_fork(after_in_child=_POOL.clear)
 
 
+_CORES = os.cpu_count() or 1
+
+
 def _workers(tasks: int) -> int:
-    return max(1, min(os.cpu_count() or 1, tasks))
+    return max(1, min(_CORES, tasks))
 
 
 def spread(fn, items) -> list:
@@ -55,7 +58,7 @@ def spread(fn, items) -> list:
         return [fn(x) for x in items]
     with _POOL_LOCK:
         if not _POOL:
-            _POOL.append(ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix=THREAD_PREFIX))
+            _POOL.append(ThreadPoolExecutor(max_workers=_CORES, thread_name_prefix=THREAD_PREFIX))
         pool = _POOL[0]
     return list(pool.map(fn, items))
 
@@ -110,21 +113,21 @@ class MemberKernel:
 
     def run(self, members, args_of, take) -> None:
         """The kernel for the members ``members`` (indices), group by group: ``args_of(idx)`` gives
-        the kernel's arguments for the members ``idx`` (an array: member-first; an integer: one
-        member's, for the single kernel), and ``take(bs, outputs)`` is given the outputs of the group
-        ``bs`` (an array), member-first, in the group's thread; they may be views of a buffer that
-        the thread's next call overwrites: ``take`` copies what it keeps. Groups are disjoint, so
-        ``take`` may write their rows of shared arrays without a lock."""
+        the kernel's arguments for the members ``idx``, and ``take(idx, outputs)`` is given the
+        kernel's outputs for them, in the group's thread: ``idx`` an array of the lane kernel's
+        members (arguments and outputs member-first), or an integer, the one member of a call of
+        the single kernel (its arguments and outputs without the members' axis). The outputs may be
+        views of a buffer that the thread's next call overwrites: ``take`` copies what it keeps.
+        Groups are disjoint, so ``take`` may write their rows of shared arrays without a lock."""
         members = np.asarray(members, np.int64)
         many = members.size >= self.lanes_from or self.single is None
         lanes = self._lane_kernel() if many else None
         if lanes is None:
 
-            def group(bs):
-                out = self.single(*args_of(bs[0]))
-                take(bs, jax.tree_util.tree_map(lambda a: np.asarray(a)[None], out))
+            def one(b):
+                take(b, self.single(*args_of(b)))
 
-            spread(group, [members[i : i + 1] for i in range(members.size)])
+            spread(one, members)
             return
         L = lanes.lanes
 
@@ -283,31 +286,34 @@ class NativeMembers(_Members):
         """Members per lane kernel call; 0 where the single run's kernel runs them one by one."""
         return self.kernel.lanes
 
-    def _keep_starts(self, n: np.ndarray, alive: np.ndarray) -> None:
-        if np.any(n[alive] % self.chunk):  # a chunk ended early (not failed, not interrupted) and the run went on
-            raise AssertionError(
-                f"native run: a chunk ended at nodes {n[alive].tolist()} (not multiples of {self.chunk})"
-            )
-        set_member_rows(self.starts, (alive, n[alive] // self.chunk), member_rows(self.state, alive))
-
     def advance(self, n: np.ndarray, n_stop: np.ndarray):
         alive = np.flatnonzero(n < n_stop)
+        leaves, tree = jax.tree_util.tree_flatten((self.state, self.history))  # the state's leaves first
         if self.starts is not None:
-            self._keep_starts(n, alive)
+            if np.any(n[alive] % self.chunk):  # a chunk ended early (not failed, not interrupted) and the run went on
+                raise AssertionError(
+                    f"native run: a chunk ended at nodes {n[alive].tolist()} (not multiples of {self.chunk})"
+                )
+            c = n[alive] // self.chunk
+            at = (int(alive[0]), int(c[0])) if alive.size == 1 else (alive, c)  # one member: no fancy indexing
+            for dst, src in zip(jax.tree_util.tree_leaves(self.starts), leaves):
+                dst[at] = src[at[0]]
         n_new, failed = n.copy(), np.zeros(self.members, bool)
-        rows = np.zeros((self.members, min(self.chunk, int(np.max(n_stop - n))), self.width))
+        steps = min(self.chunk, int(np.max(n_stop - n)))
+        rows = np.zeros((self.members, steps, self.width))
         t_start, h, tol, max_iter, params = self.consts
 
         def args_of(idx):
-            state, history = member_rows((self.state, self.history), idx)
+            state, history = jax.tree_util.tree_unflatten(tree, [a[idx] for a in leaves])
             sys = member_rows(self.sys, idx) if self.member_sys else for_members(idx, self.sys)
             head = (state, history, *for_members(idx, (t_start,)), n[idx], n_stop[idx])
             return (*head, *for_members(idx, (h, tol, max_iter, params)), sys)
 
-        def take(bs, out):
+        def take(idx, out):
             state, history, nb, fb, rb = out
-            n_new[bs], failed[bs], rows[bs] = nb, fb, rb[:, : rows.shape[1]]
-            set_member_rows((self.state, self.history), bs, (state, history))
+            n_new[idx], failed[idx], rows[idx] = nb, fb, rb[..., :steps, :]
+            for dst, src in zip(leaves, jax.tree_util.tree_leaves((state, history))):
+                dst[idx] = src
 
         self.kernel.run(alive, args_of, take)
         return n_new, failed, rows

@@ -350,9 +350,9 @@ class NativeDerivatives:
         ``reverse``: for chunk c (steps lo:hi) and the members that reached it, together
         (:class:`~livens.driver.executors.MemberKernel`), ``kernel(start of c, its solutions,
         t_start, n0, n_stop, h, the scheme's and the System's parameters, carry, given(idx, lo, hi))
-        -> (carry, out)``, then ``take(bs, out, lo, hi)`` for each group ``bs`` of them (in its
-        thread: the groups' rows are disjoint); ``carry`` (member-first arrays) is updated in
-        place."""
+        -> (carry, out)``, then ``take(idx, out, lo, hi)`` for each group ``idx`` of them (in its
+        thread: the groups' rows are disjoint; ``idx`` an integer: one member, its outputs without
+        the members' axis); ``carry`` (member-first arrays) is updated in place."""
         plan, n = self.run.flow.plan, np.asarray(n, np.int64)
         chunks = list(self._chunks(int(n.max(initial=0))))
         for c, lo, hi in reversed(chunks) if reverse else chunks:
@@ -364,10 +364,10 @@ class NativeDerivatives:
                 consts = for_members(idx, (np.float64(plan.h), plan.jparams))
                 return (*head, *consts, member_rows(sysp, idx), member_rows(carry, idx), given(idx, lo, hi))
 
-            def taken(bs, outputs, lo=lo, hi=hi):
+            def taken(idx, outputs, lo=lo, hi=hi):
                 new, out = outputs
-                set_member_rows(carry, bs, new)
-                take(bs, out, lo, hi)
+                set_member_rows(carry, idx, new)
+                take(idx, out, lo, hi)
 
             kernels.run(np.flatnonzero(lo < n), args_of, taken)
         return carry
@@ -384,9 +384,9 @@ class NativeDerivatives:
         zeros = lambda s: np.zeros((B, *s.shape), s.dtype)  # noqa: E731
         ct_sys = jax.tree_util.tree_map(zeros, self.sys_spec)
 
-        def add(bs, ct_p, lo, hi):
+        def add(idx, ct_p, lo, hi):
             for dst, src in zip(jax.tree_util.tree_leaves(ct_sys), jax.tree_util.tree_leaves(ct_p)):
-                dst[bs] = dst[bs] + src
+                dst[idx] = dst[idx] + src
 
         def chunk_cotangents(idx, lo, hi):
             return jax.tree_util.tree_map(lambda a: self._rows(a, idx, lo, hi), ct_recs)
@@ -408,9 +408,10 @@ class NativeDerivatives:
         B, n_steps = np.shape(n)[0], self.run.flow.n_steps
         out = {k: np.zeros((B, n_steps, *a.shape[1:]), a.dtype) for k, a in self.rec_spec.items()}
 
-        def put(bs, d_recs, lo, hi):
+        def put(idx, d_recs, lo, hi):  # idx: members (d_recs member-first) or one member
             for k in out:
-                out[k][bs, lo:hi] = np.asarray(d_recs[k])[:, : hi - lo]
+                d = np.asarray(d_recs[k])
+                out[k][idx, lo:hi] = d[:, : hi - lo] if np.ndim(idx) else d[: hi - lo]
 
         carry = jax.tree_util.tree_map(np.array, d_state)
         self._replay_pass(
