@@ -100,6 +100,10 @@ class SizePolicy:
         per-point Jacobians (:mod:`livens.schemes.stage_tangents`); below it the dense AD Jacobian
         costs as much or less (s = 2 and 3 on the 3D pendulum, 20 unknowns, Andrews' squeezer, 76, and
         the heavy top, 120). ``ggl-spark`` keeps the dense AD tangent at every size measured.
+    em_group_unknowns: from this many Newton unknowns on, EM's tangent is factorized body by body
+        where the system's bodies make groups (:mod:`livens.schemes.ggl_em_blocks`; the chain of 3D
+        rods from four rods, 216 unknowns, on); below it the papers' mechanisms (at most 178) keep
+        the dense elimination and their results bit for bit.
 
     The chunks of a run: how many steps one call of its compiled loop takes, where the host loop
     (:mod:`livens.driver.host`) takes over between calls to keep the nodes, stream them, show
@@ -121,6 +125,7 @@ class SizePolicy:
     vis_banded_coordinates: int = 54
     vis_matrix_free_coordinates: int = 64
     stage_unknowns: int = 48
+    em_group_unknowns: int = 200
     chunk: int = 512
     batched_member_steps: int = 65536
     batched_min_chunk: int = 8
