@@ -83,17 +83,18 @@ def test_multiplier_solve_by_groups_is_the_dense_solve():
     np.testing.assert_allclose(x1, x[:, 0], rtol=0, atol=1e-14 * np.max(np.abs(exact)))
 
 
-# (example, parameters, how, size threshold lowered, the tangent's type): chains of rods, whose joints
+# (example, parameters, how, size threshold lowered, the tangent's type): chains of rods (four rods,
+# 216 unknowns, by default), whose joints
 # are affine and whose orthonormality conditions are invariant under the rotation about e3, so that
 # EM's force is the midpoint gradient (KBS23b eq 99: no coupling values); the same with g taken as
 # only equivariant ("corrected": Gonzalez's gradient corrected for the symmetry, three coupling
 # values, a matrix of rank three); a chain of particles, whose joints' constraints |x_i - x_{i-1}|^2 couple
 # the particles' x (y, z) coordinates among themselves: three groups, every constraint shared
 SYSTEMS = {
-    "chain-3d-2": ("chain-3d", {"n_bodies": 2}, None, False, EMBlockTangent),
-    "chain-3d-3": ("chain-3d", {"n_bodies": 3}, None, False, EMBlockTangent),
-    "chain-3d-2-corrected": ("chain-3d", {"n_bodies": 2}, "corrected", False, LowRankUpdate),
-    "chain-3d-3-corrected": ("chain-3d", {"n_bodies": 3}, "corrected", False, LowRankUpdate),
+    "chain-3d-2": ("chain-3d", {"n_bodies": 2}, None, True, EMBlockTangent),
+    "chain-3d-4": ("chain-3d", {"n_bodies": 4}, None, False, EMBlockTangent),
+    "chain-3d-2-corrected": ("chain-3d", {"n_bodies": 2}, "corrected", True, LowRankUpdate),
+    "chain-3d-3-corrected": ("chain-3d", {"n_bodies": 3}, "corrected", True, LowRankUpdate),
     "pendulum-chain-3": ("pendulum-chain", {"n_bodies": 3}, None, True, EMBlockTangent),
 }
 
@@ -107,16 +108,16 @@ def test_tangent_by_groups_equals_ad_tangent(name):
         assert mech.symmetries and mech.invariant_constraints
         mech = dataclasses.replace(mech, invariant_constraints=False)
     R, T = residual_and_tangent(sch, st, h, 0.3, vals, mech)
-    with sizes_replaced(banded_unknowns=0) if lowered else contextlib.nullcontext():
+    with sizes_replaced(em_group_unknowns=0) if lowered else contextlib.nullcontext():
         assert tangent_type(T, x) is kind
         assert_tangent_equals_ad(R, T, x, 3 * mech.d + 2 * mech.m)
 
 
 def test_runs_by_groups_and_by_dense_elimination_take_the_same_newton_iterates():
     runs = {}
-    for how, threshold in (("groups", None), ("dense", 10**6)):
+    for how, threshold in (("groups", 0), ("dense", 10**6)):
         problem = lv.examples.load("chain-3d", n_bodies=3, t_end=0.1)  # a new System: its own compiled loop
-        with sizes_replaced(banded_unknowns=threshold) if threshold else contextlib.nullcontext():
+        with sizes_replaced(em_group_unknowns=threshold):
             runs[how] = lv.simulate(problem, "EM", tol=1e-12, progress=False)
     a, b = runs["groups"], runs["dense"]
     np.testing.assert_array_equal(a.newton_iterations, b.newton_iterations)
@@ -125,3 +126,14 @@ def test_runs_by_groups_and_by_dense_elimination_take_the_same_newton_iterates()
     energy = a.energy()
     H = energy["total"]
     assert np.abs(H - H[0]).max() <= 1e-12 * np.abs(energy["potential"]).max()
+
+
+@pytest.mark.parametrize("example", ["double-four-bar", "four-bar-3d"])
+def test_the_papers_mechanisms_keep_the_dense_elimination(example):
+    """Below SizePolicy.em_group_unknowns (these have 148 and 178 Newton unknowns, and would make
+    groups) EM keeps EMTangent: their results stay bit for bit."""
+    from livens.schemes.ggl_em import EMTangent
+
+    sch, vals, mech, st, x = perturbed_point(lv.examples.load(example), EM, 0.01, 1)
+    assert 3 * mech.d + 2 * mech.m < 200
+    assert tangent_type(residual_and_tangent(sch, st, 0.01, 0.0, vals, mech)[1], x) is EMTangent

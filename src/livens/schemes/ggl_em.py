@@ -462,7 +462,7 @@ def _tangent(u, s: State, h, t, params, mech):
     """The structured tangent of EM (:class:`EMTangent`); every block by AD of g, V (and the
     invariants) through :func:`_force`, each derivative taken on its own (one batched jacfwd over
     all of them costs more on small systems); by groups of coordinates (bodies) from
-    :attr:`livens.engine.SizePolicy.banded_unknowns` unknowns on, where the system has them
+    :attr:`livens.engine.SizePolicy.em_group_unknowns` unknowns on, where the system has them
     (:func:`livens.schemes.ggl_em_blocks.block_tangent`). A configuration-dependent M: the structured
     :class:`livens.schemes.mq_tangent.EMMassTangent` where it applies
     (:func:`livens.schemes.mq_tangent.em_applies`), else the AD Jacobian of :func:`_residual_mass`."""

@@ -203,10 +203,10 @@ class EMBlockTangent:
 
 def block_tangent(u, s, h, mech, force):
     """EM's tangent by groups (module docstring) for a constant M, from
-    :attr:`livens.engine.SizePolicy.banded_unknowns` Newton unknowns on, where the system's bodies make
+    :attr:`livens.engine.SizePolicy.em_group_unknowns` Newton unknowns on, where the system's bodies make
     groups (:func:`group_structure`); else None. ``force``: :func:`livens.schemes.ggl_em._force`."""
     d, m = mech.d, mech.m
-    if not mech.constant_mass or m == 0 or 3 * d + 2 * m < size_policy().banded_unknowns:
+    if not mech.constant_mass or m == 0 or 3 * d + 2 * m < size_policy().em_group_unknowns:
         return None
     cq = None if s.comp is None else s.comp[0]
     maps, z, c, values = _maps(mech, force, s.q, s.p, cq, u["dq"], u["dp"], u["lam"], u["gam"])
