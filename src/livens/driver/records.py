@@ -128,8 +128,8 @@ class KeptNodes:
         rank=None,
     ):
         self.B, self.steps, self.offset, self.k = members, steps, offset, save_every
-        nodes = np.arange(offset + 1, offset + steps + 1)
-        self.nodes = nodes[nodes % save_every == 0]  # the kept nodes' global indices
+        first = (offset // save_every + 1) * save_every  # the first multiple of save_every after offset
+        self.nodes = np.arange(first, offset + steps + 1, save_every)  # the kept nodes' global indices
         K = self.nodes.size
         q0 = np.asarray(start["q"], float).reshape(members, -1)
         d = q0.shape[1]
