@@ -337,9 +337,8 @@ class NativeDerivatives:
         """Steps lo:hi of the members ``idx`` of member-first rows a (members, steps, ...), padded
         with zeros to CHUNK (steps past n_stop are skipped); ``idx`` an integer: one member's,
         without the members' axis."""
-        a = np.asarray(a)[idx]
-        axis = np.ndim(idx)  # the steps' axis
-        a = a[(slice(None),) * axis + (slice(lo, hi),)]
+        axis = np.ndim(idx)  # the steps' axis of the result
+        a = np.asarray(a)[idx, lo:hi]  # the chunk's steps only: not each member's whole records per chunk
         pad = [(0, 0)] * a.ndim
         pad[axis] = (0, CHUNK - a.shape[axis])
         return np.pad(a, pad)
