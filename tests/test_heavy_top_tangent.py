@@ -1,0 +1,86 @@
+"""VI-S's structured tangent on the heavy top, and the unpivoted solve of its symmetric block S."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import livens as lv
+from livens.schemes import ggl_vi
+from livens.schemes.base import State
+from livens.solvers.dense import spd_solver
+
+
+def _spd(n, rng):
+    """A sparse symmetric positive definite matrix: a positive diagonal plus a small symmetric term."""
+    S = rng.standard_normal((n, n)) * (rng.random((n, n)) < 0.3)
+    return np.diag(rng.uniform(1.0, 4000.0, n)) + 0.1 * (S + S.T)
+
+
+@pytest.mark.parametrize("n", [1, 5, 12])
+def test_spd_solver_solves_to_roundoff(n):
+    rng = np.random.default_rng(n)
+    A = _spd(n, rng)
+    B = rng.standard_normal((n, 9))
+    solve = jax.jit(lambda A, B: spd_solver(A)(B))
+    X = np.asarray(solve(jnp.asarray(A), jnp.asarray(B)))
+    np.testing.assert_allclose(A @ X, B, rtol=0, atol=1e-12 * np.abs(B).max())
+    x = np.asarray(jax.jit(lambda A, b: spd_solver(A)(b))(jnp.asarray(A), jnp.asarray(B[:, 0])))
+    np.testing.assert_allclose(x, X[:, 0], rtol=1e-14, atol=0)
+
+
+def test_spd_solver_falls_back_to_pivoting_where_a_pivot_is_not_positive():
+    """An indefinite symmetric matrix with a zero leading entry: elimination without pivoting
+    would divide by zero; the pivoted LU solves it."""
+    A = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 2.0], [0.0, 2.0, -3.0]])
+    b = np.array([1.0, -2.0, 0.5])
+    x = np.asarray(jax.jit(lambda A, b: spd_solver(A)(b))(jnp.asarray(A), jnp.asarray(b)))
+    np.testing.assert_allclose(x, np.linalg.solve(A, b), rtol=1e-14)
+
+
+@pytest.fixture(scope="module")
+def heavy_top_point():
+    problem = lv.examples.load("heavy-top")
+    h = 0.002
+    sol = lv.simulate(problem, "VI-S", h=h, t_end=20 * h, progress=False, backend="xla")
+    mech, n = sol.mechanics, 10
+    d, m = mech.d, mech.m
+    s = State(
+        q=jnp.asarray(sol.q[n]),
+        p=jnp.asarray(sol.p[n]),
+        v=jnp.asarray(sol.v[n]),
+        lam=jnp.zeros(m),
+        gam=jnp.zeros(m),
+        extra=(),
+        comp=None,
+    )
+    rng = np.random.default_rng(3)
+    dq, dp = sol.q[n + 1] - sol.q[n], sol.p[n + 1] - sol.p[n]
+    x = np.concatenate([dq, dp, sol.v[n], 1e-2 * rng.standard_normal(m), 1e-3 * rng.standard_normal(m)])
+    x = jnp.asarray(x + 1e-4 * rng.standard_normal(x.size))
+
+    def unpack(x):
+        return {
+            "dq": x[:d],
+            "dp": x[d : 2 * d],
+            "v0": x[2 * d : 3 * d],
+            "lam": x[3 * d : 3 * d + m],
+            "gam": x[3 * d + m :],
+        }
+
+    return mech, s, h, x, unpack
+
+
+def test_heavy_top_structured_tangent_solve_matches_the_ad_jacobian(heavy_top_point):
+    """The block elimination of VISTangent (with S = M + h Hg by spd_solver) solves with the AD
+    Jacobian of the residual, at a point off the solution (gamma, lambda nonzero), to round-off."""
+    mech, s, h, x, unpack = heavy_top_point
+    R = lambda x: ggl_vi._residual(unpack(x), s, h, 0.0, None, mech)
+    T = ggl_vi._tangent(unpack(x), s, h, 0.0, None, mech)
+    assert isinstance(T, ggl_vi.VISTangent)
+    J = np.asarray(jax.jacfwd(R)(x))
+    np.testing.assert_allclose(np.asarray(T.matrix()), J, rtol=0, atol=1e-12 * np.abs(J).max())
+    b = np.asarray(R(x))
+    ref = np.linalg.solve(J, b)
+    got = np.asarray(jax.jit(lambda x, b: ggl_vi._tangent(unpack(x), s, h, 0.0, None, mech).solve(b))(x, b))
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
