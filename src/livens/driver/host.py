@@ -240,10 +240,15 @@ class EveryStep:
         rows = np.zeros((members, n_steps, layout.width))
         rows[..., layout.column("ok")] = 1.0
         self.records = {k: np.array(v) for k, v in layout.unpack(rows).items()}
+        self.members = members
 
     def record(self, members, a: int, e: int, rec: dict) -> None:
+        every = np.size(members) == self.members  # distinct and sorted: every member, in order
         for k, v in rec.items():
-            self.records[k][members, a:e] = v[:, : e - a]
+            if every:  # basic indexing: no gather of the members' rows
+                self.records[k][:, a:e] = v[:, : e - a]
+            else:
+                self.records[k][members, a:e] = v[:, : e - a]
 
     def note_failed_step(self, b: int, e: int, row: dict) -> None:
         for k, v in row.items():
