@@ -339,6 +339,8 @@ class NativeDerivatives:
         without the members' axis."""
         axis = np.ndim(idx)  # the steps' axis of the result
         a = np.asarray(a)[idx, lo:hi]  # the chunk's steps only: not each member's whole records per chunk
+        if hi - lo == CHUNK:
+            return a
         pad = [(0, 0)] * a.ndim
         pad[axis] = (0, CHUNK - a.shape[axis])
         return np.pad(a, pad)
