@@ -1,4 +1,4 @@
-"""VI-S's structured tangent on the heavy top, and the unpivoted solve of its symmetric block S."""
+"""VI-S's structured tangent on the heavy top, and the unpivoted solve of a symmetric block like its S = M + h Hg."""
 
 import jax
 import jax.numpy as jnp
@@ -72,7 +72,7 @@ def heavy_top_point():
 
 
 def test_heavy_top_structured_tangent_solve_matches_the_ad_jacobian(heavy_top_point):
-    """The block elimination of VISTangent (with S = M + h Hg by spd_solver) solves with the AD
+    """The block elimination of VISTangent solves with the AD
     Jacobian of the residual, at a point off the solution (gamma, lambda nonzero), to round-off."""
     mech, s, h, x, unpack = heavy_top_point
     R = lambda x: ggl_vi._residual(unpack(x), s, h, 0.0, None, mech)

@@ -119,7 +119,11 @@ def spd_solver(A) -> Callable:
     elimination is backward stable (that of Cholesky's factorization); otherwise (A indefinite or
     not finite) the solve falls back to :func:`solver` (LU with partial pivoting). An exact solve:
     it differs from :func:`solver` at round-off only. Larger A, and inside :func:`batched_systems`
-    (where a ``cond`` runs both branches): :func:`solver`."""
+    (where a ``cond`` runs both branches): :func:`solver`.
+
+    For native kernels only: under XLA its scalar operations and the ``cond`` cost more than the
+    LAPACK call of :func:`solver` (a Newton step of VI-S on the heavy top took about twice as long),
+    and a scheme's tangent is traced without knowing which backend will run it."""
     n = A.shape[0]
     if n == 0 or n > SPD_UNROLL or _batched():
         return solver(A)
