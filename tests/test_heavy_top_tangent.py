@@ -1,4 +1,4 @@
-"""VI-S's structured tangent on the heavy top, and the unpivoted solve of a symmetric block like its S = M + h Hg."""
+"""VI-S's structured tangent on the heavy top against the AD Jacobian of its residual."""
 
 import jax
 import jax.numpy as jnp
@@ -8,34 +8,6 @@ import pytest
 import livens as lv
 from livens.schemes import ggl_vi
 from livens.schemes.base import State
-from livens.solvers.dense import spd_solver
-
-
-def _spd(n, rng):
-    """A sparse symmetric positive definite matrix: a positive diagonal plus a small symmetric term."""
-    S = rng.standard_normal((n, n)) * (rng.random((n, n)) < 0.3)
-    return np.diag(rng.uniform(1.0, 4000.0, n)) + 0.1 * (S + S.T)
-
-
-@pytest.mark.parametrize("n", [1, 5, 12])
-def test_spd_solver_solves_to_roundoff(n):
-    rng = np.random.default_rng(n)
-    A = _spd(n, rng)
-    B = rng.standard_normal((n, 9))
-    solve = jax.jit(lambda A, B: spd_solver(A)(B))
-    X = np.asarray(solve(jnp.asarray(A), jnp.asarray(B)))
-    np.testing.assert_allclose(A @ X, B, rtol=0, atol=1e-12 * np.abs(B).max())
-    x = np.asarray(jax.jit(lambda A, b: spd_solver(A)(b))(jnp.asarray(A), jnp.asarray(B[:, 0])))
-    np.testing.assert_allclose(x, X[:, 0], rtol=1e-14, atol=0)
-
-
-def test_spd_solver_falls_back_to_pivoting_where_a_pivot_is_not_positive():
-    """An indefinite symmetric matrix with a zero leading entry: elimination without pivoting
-    would divide by zero; the pivoted LU solves it."""
-    A = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 2.0], [0.0, 2.0, -3.0]])
-    b = np.array([1.0, -2.0, 0.5])
-    x = np.asarray(jax.jit(lambda A, b: spd_solver(A)(b))(jnp.asarray(A), jnp.asarray(b)))
-    np.testing.assert_allclose(x, np.linalg.solve(A, b), rtol=1e-14)
 
 
 @pytest.fixture(scope="module")

@@ -105,54 +105,6 @@ def block_solve(A11, A12, A21, A22, b1, b2, after=None):
     return x1 - X12 @ x2, x2
 
 
-SPD_UNROLL = 16
-"""Up to this many unknowns, :func:`spd_solver` eliminates unrolled, without pivoting."""
-
-
-def spd_solver(A) -> Callable:
-    """A function B -> A^-1 B for a symmetric A that is expected to be positive definite (e.g. a
-    mass matrix plus a small symmetric term): up to :data:`SPD_UNROLL` unknowns, Gaussian elimination
-    without pivoting, unrolled entry by entry, so that the compiled program skips the products with
-    entries that are zero by the structure of A (a native kernel folds them; a pivot search and row
-    swaps would make every entry depend on every other). Checked by its pivots: a symmetric matrix
-    whose unpivoted elimination has only positive pivots is positive definite, where this
-    elimination is backward stable (that of Cholesky's factorization); otherwise (A indefinite or
-    not finite) the solve falls back to :func:`solver` (LU with partial pivoting). An exact solve:
-    it differs from :func:`solver` at round-off only. Larger A, and inside :func:`batched_systems`
-    (where a ``cond`` runs both branches): :func:`solver`.
-
-    For native kernels only: under XLA its scalar operations and the ``cond`` cost more than the
-    LAPACK call of :func:`solver` (a Newton step of VI-S on the heavy top took about twice as long),
-    and a scheme's tangent is traced without knowing which backend will run it."""
-    n = A.shape[0]
-    if n == 0 or n > SPD_UNROLL or _batched():
-        return solver(A)
-    U = [[A[i, j] for j in range(n)] for i in range(n)]
-    L = {}
-    for k in range(n):
-        inv = 1.0 / U[k][k]
-        for i in range(k + 1, n):
-            L[i, k] = U[i][k] * inv
-            for j in range(k + 1, n):
-                U[i][j] = U[i][j] - L[i, k] * U[k][j]
-    ok = jnp.all(jnp.stack([U[k][k] for k in range(n)]) > 0)
-
-    def unrolled(B):
-        Y = [B[i] for i in range(n)]
-        for i in range(n):
-            for k in range(i):
-                Y[i] = Y[i] - L[i, k] * Y[k]
-        X = [None] * n
-        for i in range(n - 1, -1, -1):
-            acc = Y[i]
-            for j in range(i + 1, n):
-                acc = acc - U[i][j] * X[j]
-            X[i] = acc / U[i][i]
-        return jnp.stack(X)
-
-    return lambda B: lax.cond(ok, unrolled, lambda B: solver(A)(B), B)
-
-
 def solve(A, B):
     """A^-1 B (see :func:`solver`)."""
     return solver(A)(B)
