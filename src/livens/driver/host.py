@@ -237,9 +237,12 @@ class EveryStep:
     derivatives replay the steps from the recorded unknowns "x")."""
 
     def __init__(self, layout, n_steps: int, members: int = 1):
-        rows = np.zeros((members, n_steps, layout.width))
-        rows[..., layout.column("ok")] = 1.0
-        self.records = {k: np.array(v) for k, v in layout.unpack(rows).items()}
+        self.records = {}  # each field's array made directly (as layout.unpack would give them), no rows copied
+        for k, shape, dtype in layout:
+            a = np.zeros((members, n_steps, *shape), dtype)
+            if k == "ok":
+                a.reshape(members, n_steps, -1)[..., 0] = 1
+            self.records[k] = a
         self.members = members
 
     def record(self, members, a: int, e: int, rec: dict) -> None:
