@@ -260,6 +260,30 @@ def _convert(x, *, new_dtype, **_):
     return np.asarray(x).astype(np.dtype(new_dtype))
 
 
+BINARY: dict[str, Callable] = {
+    "add": np.add,
+    "add_any": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "rem": np.fmod,
+    "pow": np.power,
+    "max": np.maximum,
+    "min": np.minimum,
+    "atan2": np.arctan2,
+    "nextafter": np.nextafter,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
+"""The binary primitives of JAX and the NumPy functions that evaluate them elementwise (also the
+native translator's constant folder's, for those it folds)."""
+
 _RULES: dict[str, Callable] = {
     **{
         name: _unary(f)
@@ -297,30 +321,7 @@ _RULES: dict[str, Callable] = {
             "copy_p": np.array,
         }.items()
     },
-    **{
-        name: _binary(f)
-        for name, f in {
-            "add": np.add,
-            "add_any": np.add,
-            "sub": np.subtract,
-            "mul": np.multiply,
-            "rem": np.fmod,
-            "pow": np.power,
-            "max": np.maximum,
-            "min": np.minimum,
-            "atan2": np.arctan2,
-            "nextafter": np.nextafter,
-            "and": np.bitwise_and,
-            "or": np.bitwise_or,
-            "xor": np.bitwise_xor,
-            "eq": np.equal,
-            "ne": np.not_equal,
-            "lt": np.less,
-            "le": np.less_equal,
-            "gt": np.greater,
-            "ge": np.greater_equal,
-        }.items()
-    },
+    **{name: _binary(f) for name, f in BINARY.items()},
     **{
         name: _reduction(f)
         for name, f in {

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ...numpy_jaxpr import BINARY
 from .emitter import _is_float
 
 
@@ -120,18 +121,7 @@ def _np_gather(operand, indices, dn, slice_sizes, mode):
 
 
 _NP_BINARY = {
-    "add": np.add,
-    "add_any": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-    "and": np.bitwise_and,
-    "or": np.bitwise_or,
+    name: BINARY[name] for name in ("add", "add_any", "sub", "mul", "eq", "ne", "lt", "le", "gt", "ge", "and", "or")
 }
 
 
