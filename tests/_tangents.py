@@ -60,3 +60,23 @@ def perturbed_point(problem, scheme, h, seed, velocity: bool = False):
     x = sch.pack(sch.guess(st, h, 0.0, vals, mech, "advanced"), d, m)
     x = x + 0.1 * rng.standard_normal(x.shape[0]) * (1.0 + jnp.abs(x))
     return sch, vals, mech, st, x
+
+
+def newton_steps(problem, mech, sch, vals, n, tol):
+    """The states after each of n steps of ``sch`` (Newton from the advanced guess, at most 30
+    iterations; every step must converge) and each step's Newton iterations."""
+    from livens.driver.setup import initial_state
+    from livens.timestep import step
+
+    @jax.jit
+    def one(state, t):
+        new, _, res, _ = step(mech, sch, "advanced", state, t, problem.h, tol, 30, vals)
+        return new, res.iterations, res.converged
+
+    state, states, its = initial_state(problem, mech, sch), [], []
+    for k in range(n):
+        state, it, ok = one(state, k * problem.h)
+        assert bool(ok)
+        states.append(state)
+        its.append(int(it))
+    return states, its

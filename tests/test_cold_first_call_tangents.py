@@ -20,13 +20,13 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
+from _tangents import newton_steps
 
 import livens as lv
-from livens.driver.setup import initial_state, resolve
+from livens.driver.setup import resolve
 from livens.engine import size_policy
 from livens.schemes import get as get_scheme
 from livens.schemes import stage_tangents
-from livens.timestep import step
 
 SCHEMES = ["ggl-spark"]
 
@@ -38,19 +38,8 @@ def _steps(problem, scheme, n, default_tangent: bool):
     if default_tangent:
         sch = dataclasses.replace(sch, tangent=None)
 
-    @jax.jit
-    def one(state, t):
-        new, _, res, _ = step(mech, sch, "advanced", state, t, problem.h, 1e-10, 30, vals)
-        return new, res.iterations, res.converged
-
-    state, qs, ps, its = initial_state(problem, mech, sch), [], [], []
-    for k in range(n):
-        state, it, ok = one(state, k * problem.h)
-        assert bool(ok)
-        qs.append(np.asarray(state.q))
-        ps.append(np.asarray(state.p))
-        its.append(int(it))
-    return np.array(qs), np.array(ps), its
+    states, its = newton_steps(problem, mech, sch, vals, n, 1e-10)
+    return np.array([x.q for x in states]), np.array([x.p for x in states]), its
 
 
 def test_which_schemes_take_the_tangent_at_once():

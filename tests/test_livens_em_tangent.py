@@ -27,12 +27,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _tangents import perturbed_point
+from _tangents import newton_steps, perturbed_point
 
 import livens as lv
 from livens.driver.setup import initial_state, resolve
 from livens.schemes import livens_em, livens_em_tangent
-from livens.timestep import step
 
 TOL = 1e-12
 
@@ -190,20 +189,9 @@ def _steps(problem, n):
     sch, vals, mech = resolve(problem, "livens-em", {})
     out = []
     for variant in (sch, dataclasses.replace(sch, tangent=None)):
-
-        @jax.jit
-        def one(state, t, variant=variant):
-            new, _, res, _ = step(mech, variant, "advanced", state, t, problem.h, 1e-9, 30, vals)
-            return new, res.iterations, res.converged
-
-        state, qs, lams, its = initial_state(problem, mech, variant), [], [], []
-        for k in range(n):
-            state, it, ok = one(state, k * problem.h)
-            assert bool(ok)
-            qs.append(np.asarray(jnp.concatenate([state.q, state.p, state.v])))
-            lams.append(np.asarray(state.lam))
-            its.append(int(it))
-        out.append((np.array(qs), np.array(lams), its))
+        states, its = newton_steps(problem, mech, variant, vals, n, 1e-9)
+        qs = [np.asarray(jnp.concatenate([x.q, x.p, x.v])) for x in states]
+        out.append((np.array(qs), np.array([np.asarray(x.lam) for x in states]), its))
     return out
 
 
