@@ -605,7 +605,10 @@ def translate(closed_jaxpr, name: str = "livens_kernel", translator: "Translator
         ct = t.ct(b.dtype)
         dst = Buf(f"out{k}", b.shape, b.dtype)
         t.line(f"{ct} *out{k} = ({ct} *) args[{n_in + k}];")
-        if b.size:
+        if b.rows_written is not None and b.elems is None and not b.known and b.name != dst.name:
+            done, per_row = b.rows_written  # the rows an interruptible scan wrote before it stopped
+            t.line(f"memcpy(out{k}, {b.name}, sizeof(out{k}[0]) * {per_row} * (size_t) {done});")
+        elif b.size:
             t.copy(dst, b)
     body = "\n".join(_flat(t.lines))
     n_args = n_in + len(jaxpr.outvars)

@@ -123,7 +123,8 @@ class ControlRules:
     interruptible = False
     """Whether the kernel's outermost scans (the chunk's steps) stop early where the caller's stop
     flag is set (:func:`translate`): the carry then holds the steps done, the records after them
-    are not written."""
+    are not written, not even to the kernel's outputs (a chunk of millions of steps stopped early
+    costs no copy of its unwritten rows)."""
     _looping = False
 
     def p_while(self, *args, **params):
@@ -147,9 +148,14 @@ class ControlRules:
         xs = ins[num_consts + num_carry :]
         ys = [self.new(a.shape, a.dtype) for a in outs[num_carry:]]
         i = self.fresh("n")
+        if check_stop:  # the steps taken before the stop flag was seen: the records written
+            done = self.fresh("done")
+            self.line(f"int {done} = {int(length)};")
+            for y in ys:
+                y.rows_written = (done, y.size // int(length))
         self.open(f"for (int {i} = 0; {i} < {int(length)}; {i}++)")
         if check_stop:
-            self.line("if (*lv_stop) break;")
+            self.line(f"if (*lv_stop) {{ {done} = {i}; break; }}")
         at = f"({int(length) - 1} - {i})" if reverse else i
         xslices = []
         for x in xs:

@@ -120,6 +120,7 @@ class Buf:
         self.elems = elems
         self.stored = None  # the C array it was written to
         self.slot = None  # where in the code it was made: (lines, depth) to write it there
+        self.rows_written = None  # (C count, elements per row): an interruptible scan's records, stopped early
 
     @property
     def known(self) -> bool:
