@@ -22,7 +22,8 @@ compiled functions. What it does, each in a module of its own:
 
 :func:`runs_natively` says whether a loop of a given size runs as native code, :class:`NativeFallback`
 is the notice (with its ``reason``) where one meant to does not, :func:`interrupt_native` and
-:func:`resume_native` raise and lower the native kernels' stop flag (Ctrl-C). The rest of livens
+:func:`resume_native` raise and lower the native kernels' stop flag (Ctrl-C), :func:`tracing_native`
+says, while a step is traced, whether a native kernel of one member will run it. The rest of livens
 imports only what this module names.
 
 :func:`wait` waits for every compile running in the background (native ``-O2`` libraries and start
@@ -35,6 +36,7 @@ from .loops import batched_loop, member_loop, program, single_loop, start_progra
 from .native import interrupt as interrupt_native
 from .native import resume as resume_native
 from .native.runner import NativeFallback, runs_natively
+from .native.target import tracing_native
 from .options import BACKENDS, EngineOptions, SizePolicy, engine_options, loop_size, size_policy, sizes_replaced
 from .threads import serial_blas
 from .tiers import background
@@ -83,6 +85,7 @@ __all__ = [
     "single_loop",
     "size_policy",
     "sizes_replaced",
+    "tracing_native",
     "start_program",
     "step_options",
     "wait",

@@ -90,13 +90,20 @@ class ChunkRunner:
     def _native(self, args):
         from . import compile_traced, trace_function
         from .codegen import Unsupported
+        from .target import native_trace
 
         limit = self.options.max_native_unknowns
         if self.requested == "auto" and self.size[0] > limit:
             self.reason = f"{self.size[1]}, more than the native limit of {limit} (EngineOptions.max_native_unknowns)"
             return None
         try:
-            traced = trace_function(self.loop, *args, lanes=self.lanes, interruptible=self.interruptible)
+            # a kernel of one member (a lane kernel's cond computes every branch) within the size limit is
+            # traced with the building blocks' native forms (.target), as a function of its own: JAX keeps
+            # that trace apart from its trace of self.loop, which XLA may compile
+            own = not self.lanes and self.size[0] <= limit
+            with native_trace(own):
+                fn = (lambda *a: self.loop(*a)) if own else self.loop
+                traced = trace_function(fn, *args, lanes=self.lanes, interruptible=self.interruptible)
             lines, most = traced.source.count("\n"), self.options.max_native_lines
             if self.requested == "auto" and lines > most:
                 self.reason = (
