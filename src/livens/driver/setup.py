@@ -137,6 +137,7 @@ def resolve(problem: Problem, scheme, params: dict, system_values: dict | None =
     declared symmetries are checked for exactness with them (:func:`livens.problem.exact_symmetries`)."""
     sch, alias_params = get_scheme(scheme)
     vals = sch.resolve_params(params, alias_params)
+    sch = sch.specialized(vals)  # the scheme built for its static parameters (a number of stages)
     system = problem.solved_system  # the independent equations of an overconstrained system
     mech = mechanics(system, problem.q0)
     check_capabilities(sch, problem, mech)

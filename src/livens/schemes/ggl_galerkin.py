@@ -31,9 +31,10 @@ q and p. M(q) enters through linear solves with M(q_i) only, so a regular config
 runs with the same equations.
 
 The unknowns are increments: dq = q^{n+1} - q^n, dp = p^{n+1} - p^n, Q1, Q2 = q_1 - q^n, q_2 - q^n
-(derivatives of the Lagrange polynomials sum to zero, so q_i' is formed from the increments); the
-layout is that of s = 3, and for s = 2 the unknowns Q2, lam2, gam2 are unused (their rows set them
-to zero).
+(derivatives of the Lagrange polynomials sum to zero, so q_i' is formed from the increments).
+``stages`` is a static option (:attr:`livens.schemes.base.Param.static`): each s is a scheme of its
+own (:data:`VARIANTS`), with the unknowns of s stages only, so that a run traces and compiles the
+equations of its s alone.
 Newton's tangent is structured (:func:`stage_tangent`): the Jacobians of the terms at each point, in that
 point's own arguments, batched over the points, assembled with the method's coefficients
 (:mod:`livens.schemes.stage_tangents`); it equals the AD Jacobian of the residual (the tests compare
@@ -45,7 +46,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from ..mechanics import Mechanics
 from . import ggl_mass, register
@@ -54,8 +54,6 @@ from .base import About, Capabilities, Param, Scheme, State, next_node
 
 STAGES = (2, 3)
 """The numbers of stages s the scheme runs: q of degree s on s + 1 Gauss-Lobatto points."""
-
-_S_MAX = max(STAGES)
 
 
 def lobatto(s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -79,12 +77,20 @@ def lobatto(s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return c, b, D
 
 
-def _unknowns() -> tuple:
-    """The layout for s = 3 (:data:`STAGES`): increments, interior points, s + 1 lambdas and gammas."""
-    inner = tuple((f"Q{j}", "d") for j in range(1, _S_MAX))
-    lams = tuple((f"lam{i}", "m") for i in range(_S_MAX)) + (("lam", "m"),)
-    gams = tuple((f"gam{i}", "m") for i in range(_S_MAX)) + (("gam", "m"),)
+def _unknowns(s: int) -> tuple:
+    """The layout for s stages: increments, the s - 1 interior points, s + 1 lambdas and gammas."""
+    inner = tuple((f"Q{j}", "d") for j in range(1, s))
+    lams = tuple((f"lam{i}", "m") for i in range(s)) + (("lam", "m"),)
+    gams = tuple((f"gam{i}", "m") for i in range(s)) + (("gam", "m"),)
     return (("dq", "d"), ("dp", "d")) + inner + lams + gams
+
+
+def _stages(u, params=None) -> int:
+    """The number of stages s of the unknowns ``u`` (named as in :func:`_unknowns`: s - 1 interior
+    points), checked against ``params`` (:func:`livens.schemes.stage_tangents.check_stages`)."""
+    s = 1 + sum(1 for name in u if name.startswith("Q"))
+    st_.check_stages(params, s, "ggl-galerkin")
+    return s
 
 
 def _multipliers(u, prefix: str, s: int):
@@ -149,11 +155,9 @@ def _residual_s(u, st: State, h, mech, s: int):
     lams, gams = _multipliers(u, "lam", s), _multipliers(u, "gam", s)
 
     dLd, Q, V, _ = stationarity(mech, X, st.q, h, lams, gams, s)
-    # the rows of the d-vectors, then of the m-vectors; the unknowns of the s = 3 layout that s
-    # stages leave unused are set to zero, so that the residual of every s has one shape
+    # the rows of the d-vectors, then of the m-vectors
     d_rows = [st.p + dLd[0], *[dLd[j] for j in range(1, s)], p1 - dLd[s]]
-    d_rows += [u[f"Q{j}"] for j in range(s, _S_MAX)]
-    m_rows = [u[f"lam{i}"] for i in range(s, _S_MAX)] + [u[f"gam{i}"] for i in range(s, _S_MAX)]
+    m_rows = []
     if mech.m:
         m_rows += [mech.g(Q[i]) for i in range(1, s + 1)]
         m_rows += [jax.jvp(mech.g, (Q[i],), (V[i],))[1] for i in range(s + 1)]
@@ -161,15 +165,9 @@ def _residual_s(u, st: State, h, mech, s: int):
     return jnp.concatenate(d_rows + m_rows)
 
 
-def _stage_index(params):
-    """The branch of :data:`STAGES` for the parameter ``stages`` (a traced number)."""
-    return jnp.clip(jnp.round(params["stages"]).astype(jnp.int32) - STAGES[0], 0, len(STAGES) - 1)
-
-
 def _residual(u, s: State, h, t, params, mech):
-    """The step equations of the module docstring (new), for the number of stages of ``params``."""
-    branches = [lambda uu, k=k: _residual_s(uu, s, h, mech, k) for k in STAGES]
-    return lax.switch(_stage_index(params), branches, u)
+    """The step equations of the module docstring (new), for the number of stages of the unknowns."""
+    return _residual_s(u, s, h, mech, _stages(u, params))
 
 
 def _point_terms(mech, q, qdot, lam, gam):
@@ -206,17 +204,10 @@ def _tangent_s(u, st: State, h, mech, s: int):
         return jnp.concatenate(parts, axis=0)
 
     J = jnp.concatenate([rows(TX), rows(st_.diagonal(Jl)), rows(st_.diagonal(Jg))], axis=1)
-    lay = st_.Layout(GGL_GALERKIN.sizes(d, m))
+    lay = st_.Layout(VARIANTS[s].sizes(d, m))
     names = [f"Q{j}" for j in range(1, s)] + ["dq"]
     names += [f"lam{i}" for i in range(s)] + ["lam"] + [f"gam{i}" for i in range(s)] + ["gam"]
-    free = _S_MAX - s  # the unknowns of the s = 3 layout that s stages leave unused
-    m_start = _S_MAX * d + d + 2 * free * m
-    row_idx = np.r_[np.arange((s + 1) * d), np.arange(m_start, m_start + (2 * s + 1) * m)]
-    unused = [f"Q{j}" for j in range(s, _S_MAX)] + [f"lam{i}" for i in range(s, _S_MAX)]
-    unused += [f"gam{i}" for i in range(s, _S_MAX)]
-    pad_cols = lay.indices(unused)
-    pad_rows = np.r_[np.arange((s + 1) * d, (_S_MAX + 1) * d), np.arange((_S_MAX + 1) * d, m_start)]
-    out = st_.place(lay.n, row_idx, lay.indices(names), J, (pad_rows, pad_cols))
+    out = st_.place(lay.n, np.arange(J.shape[0]), lay.indices(names), J)  # every row but the secondary
     dp = lay.indices(["dp"])
     out = out.at[np.arange(s * d, (s + 1) * d), dp].add(1.0)  # p^{n+1} in row s
     if m:
@@ -225,8 +216,8 @@ def _tangent_s(u, st: State, h, mech, s: int):
 
 
 def stage_tangent(u: dict, s: State, h: float, t: float, params: dict, mech: Mechanics) -> jax.Array:
-    """The structured tangent of the step (:func:`_tangent_s`), for the number of stages of ``params``."""
-    return st_.by_stages(_tangent_s, STAGES, _stage_index(params), u, s, h, mech)
+    """The structured tangent of the step (:func:`_tangent_s`), for the number of stages of the unknowns."""
+    return _tangent_s(u, s, h, mech, _stages(u, params))
 
 
 _tangent = st_.sized(stage_tangent, _residual)
@@ -234,23 +225,23 @@ _tangent = st_.sized(stage_tangent, _residual)
 below it the dense AD Jacobian of :func:`_residual`."""
 
 
-def _guess(s: State, h, t, params, mech, mode):
-    """q_j = q^n + c_j h v^n ("advanced") or q^n, p^{n+1} = p^n, the multipliers of the last step
-    (zero for the unknowns that s stages leave unused)."""
-    adv = mode == "advanced"
-    stages = _stage_index(params) + STAGES[0]
-    out = {"dq": h * s.v if adv else jnp.zeros_like(s.q), "dp": jnp.zeros_like(s.p)}
-    points = jnp.asarray(np.stack([np.pad(lobatto(k)[0], (0, _S_MAX - k)) for k in STAGES]))
-    c = points[stages - STAGES[0]]
-    for j in range(1, _S_MAX):
-        used = j < stages
-        out[f"Q{j}"] = jnp.where(used, c[j] * h * s.v, 0.0) if adv else jnp.zeros_like(s.q)
-    for i in range(_S_MAX):
-        used = i < stages
-        out[f"lam{i}"] = jnp.where(used, s.lam, 0.0)
-        out[f"gam{i}"] = jnp.where(used, s.gam, 0.0)
-    out["lam"], out["gam"] = s.lam, s.gam
-    return out
+def _guess_for(stages: int):
+    """The first guess of s = ``stages`` stages: q_j = q^n + c_j h v^n ("advanced") or q^n,
+    p^{n+1} = p^n, the multipliers of the last step."""
+    c = lobatto(stages)[0]
+
+    def guess(s: State, h, t, params, mech, mode):
+        st_.check_stages(params, stages, "ggl-galerkin")
+        adv = mode == "advanced"
+        out = {"dq": h * s.v if adv else jnp.zeros_like(s.q), "dp": jnp.zeros_like(s.p)}
+        for j in range(1, stages):
+            out[f"Q{j}"] = c[j] * h * s.v if adv else jnp.zeros_like(s.q)
+        for i in range(stages):
+            out[f"lam{i}"], out[f"gam{i}"] = s.lam, s.gam
+        out["lam"], out["gam"] = s.lam, s.gam
+        return out
+
+    return guess
 
 
 def _update(u, s: State, h, t, params, mech):
@@ -263,15 +254,23 @@ def _update(u, s: State, h, t, params, mech):
     return new, {"v": v, "lam": u["lam"], "gam": u["gam"]}
 
 
-GGL_GALERKIN = register(
-    Scheme(
+def _variant(scheme: Scheme, values: dict) -> Scheme:
+    """The scheme of ``values["stages"]`` stages (:attr:`livens.schemes.base.Scheme.variant`):
+    ``scheme`` where its unknowns are those of s stages, else that of :data:`VARIANTS`."""
+    s = int(values["stages"])
+    return scheme if _stages(dict(scheme.unknowns)) == s else VARIANTS[s]
+
+
+def _scheme(s: int) -> Scheme:
+    """ggl-galerkin with s stages: its unknowns, the first guess of its Lobatto points, order 2s."""
+    return Scheme(
         name="ggl-galerkin",
-        unknowns=_unknowns(),
+        unknowns=_unknowns(s),
         residual=_residual,
         tangent=_tangent,
-        guess=_guess,
+        guess=_guess_for(s),
         update=_update,
-        params=(Param("stages", 2.0, 2.0, 3.0, whole=True),),
+        params=(Param("stages", 2.0, 2.0, 3.0, whole=True, static=True),),
         capabilities=Capabilities(
             velocity_kind="nodal",
             gamma=True,
@@ -285,7 +284,15 @@ GGL_GALERKIN = register(
             description="Galerkin GGL variational integrator of order 2s on Gauss-Lobatto points (stages s = 2, 3)",
             enforced=ggl_mass.nodal_constraints,
             keeps="symplectic, momentum maps, g(q) and G M^-1 p at the nodes; order 2s (4 for stages = 2, 6 for stages = 3)",
-            order=4,
+            order=2 * s,
         ),
-    ),
-)
+        variant=_variant,
+    )
+
+
+VARIANTS = {s: _scheme(s) for s in STAGES}
+"""The scheme for each number of stages (``stages`` is static: each compiles its own program)."""
+
+GGL_GALERKIN = register(VARIANTS[2])
+"""The registered ggl-galerkin: the default s = 2 (:meth:`livens.schemes.base.Scheme.specialized` gives
+the scheme of the ``stages`` a run asks for)."""

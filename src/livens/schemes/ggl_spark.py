@@ -37,17 +37,18 @@ maps of the symmetries of H and g are kept; order 2s - 2 in q and p ([Jay07]: 2 
 s = 3). M(q) enters through linear solves with M(Q_j) only, so a regular configuration-dependent M runs
 with the same equations.
 
-The unknowns are increments: dq = q^{n+1} - q^n, dp = p^{n+1} - p^n, P1..P3 = P_i - p^n,
-Q2 = Q_2 - q^n; the layout is that of s = 3, and for s = 2 the unknowns P3, Q2, lam3 and gam2 are
-unused (their rows set them to zero).
+The unknowns are increments: dq = q^{n+1} - q^n, dp = p^{n+1} - p^n, P1..Ps = P_i - p^n,
+Q2 = Q_2 - q^n (s = 3). ``stages`` is a static option (:attr:`livens.schemes.base.Param.static`):
+each s is a scheme of its own (:data:`VARIANTS`), with the unknowns of s stages only, so that a run
+traces and compiles the equations of its s alone.
 A structured Newton tangent is assembled by :func:`stage_tangent`: the Jacobians of the terms at each point, in that
 point's own arguments, batched over the points, assembled with the method's coefficients
 (:mod:`livens.schemes.stage_tangents`); it equals the AD Jacobian of the residual (the tests compare
 them). The scheme's Newton tangent is the dense AD Jacobian of all its unknowns at once, at every size
 (:func:`livens.schemes.stage_tangents.ad_tangent_at_once`: one ``jacfwd``, not one per named block of
-unknowns nor a search for a band, which repeated the residual of both stage counts in the compiled
-program once per block); the assembled tangent cost no less per step on the systems measured (up to
-the heavy top, 117 unknowns) and compiles longer.
+unknowns nor a search for a band, which repeated the residual in the compiled program once per
+block); the assembled tangent cost no less per step on the systems measured (up to the heavy top)
+and compiles longer.
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from ..mechanics import Mechanics
 from . import ggl_mass, register
@@ -65,8 +65,6 @@ from .ggl_galerkin import lobatto
 
 STAGES = (2, 3)
 """The numbers of stages s the scheme runs: the s Gauss-Lobatto points of Lobatto IIIA-IIIB."""
-
-_S_MAX = max(STAGES)
 
 
 def lobatto_iiia_iiib(s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -81,14 +79,22 @@ def lobatto_iiia_iiib(s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     return c, b, A, Ahat
 
 
-def _unknowns() -> tuple:
-    """The layout for s = 3 (:data:`STAGES`): increments, stage momenta, the interior stage, the s stage
-    lambdas and the s - 1 gammas of the weighted velocity constraints."""
-    stages = tuple((f"P{i}", "d") for i in range(1, _S_MAX + 1))
-    inner = tuple((f"Q{i}", "d") for i in range(2, _S_MAX))
-    lams = tuple((f"lam{i}", "m") for i in range(1, _S_MAX + 1))
-    gams = tuple((f"gam{k}", "m") for k in range(1, _S_MAX))
+def _unknowns(s: int) -> tuple:
+    """The layout for s stages: increments, stage momenta, the interior stages, the s stage lambdas and
+    the s - 1 gammas of the weighted velocity constraints."""
+    stages = tuple((f"P{i}", "d") for i in range(1, s + 1))
+    inner = tuple((f"Q{i}", "d") for i in range(2, s))
+    lams = tuple((f"lam{i}", "m") for i in range(1, s + 1))
+    gams = tuple((f"gam{k}", "m") for k in range(1, s))
     return (("dq", "d"), ("dp", "d")) + stages + inner + lams + gams
+
+
+def _stages(u, params=None) -> int:
+    """The number of stages s of the unknowns ``u`` (named as in :func:`_unknowns`: s stage momenta),
+    checked against ``params`` (:func:`livens.schemes.stage_tangents.check_stages`)."""
+    s = sum(1 for name in u if name.startswith("P"))
+    st_.check_stages(params, s, "ggl-spark")
+    return s
 
 
 def stage_terms(
@@ -137,10 +143,7 @@ def _residual_s(u, st: State, h, mech, s: int):
     qrows = X[1:] - h * (A @ U)[1:]
     prows = Y - h * (Ahat @ F)
     d_rows = [*qrows, *prows, (p1 - st.p) - h * (b @ F)]
-    # the unknowns of the s = 3 layout that s stages leave unused are set to zero, so that the
-    # residual of every s has one shape
-    d_rows += [u[f"P{i}"] for i in range(s + 1, _S_MAX + 1)] + [u[f"Q{i}"] for i in range(s, _S_MAX)]
-    m_rows = [u[f"lam{i}"] for i in range(s + 1, _S_MAX + 1)] + [u[f"gam{k}"] for k in range(s, _S_MAX)]
+    m_rows = []
     if mech.m:
         m_rows += [mech.g(Q[i]) for i in range(1, s)]
         gv = jnp.stack([ggl_mass.secondary(mech, Q[i], P[i]) for i in range(s)])
@@ -185,16 +188,10 @@ def _tangent_s(u, st: State, h, mech, s: int):
         return jnp.concatenate(parts, axis=0)
 
     J = jnp.concatenate([rows(T, qo, po) for T, qo, po in zip(groups, *own)], axis=1)
-    lay = st_.Layout(GGL_SPARK.sizes(d, m))
+    lay = st_.Layout(VARIANTS[s].sizes(d, m))
     names = [f"Q{i}" for i in range(2, s)] + ["dq"] + [f"P{i}" for i in range(1, s + 1)]
     names += [f"lam{i}" for i in range(1, s + 1)] + [f"gam{k}" for k in range(1, s)]
-    free = _S_MAX - s  # the unknowns of the s = 3 layout that s stages leave unused
-    d_rows, m_start = 2 * _S_MAX * d, 2 * _S_MAX * d + 2 * free * m
-    row_idx = np.r_[np.arange(2 * s * d), np.arange(m_start, m_start + (2 * s - 2) * m)]
-    unused = [f"P{i}" for i in range(s + 1, _S_MAX + 1)] + [f"Q{i}" for i in range(s, _S_MAX)]
-    unused += [f"lam{i}" for i in range(s + 1, _S_MAX + 1)] + [f"gam{k}" for k in range(s, _S_MAX)]
-    pad_rows = np.r_[np.arange(2 * s * d, d_rows), np.arange(d_rows, m_start)]
-    out = st_.place(lay.n, row_idx, lay.indices(names), J, (pad_rows, lay.indices(unused)))
+    out = st_.place(lay.n, np.arange(J.shape[0]), lay.indices(names), J)  # every row but the secondary
     dp = lay.indices(["dp"])
     out = out.at[np.arange((2 * s - 1) * d, 2 * s * d), dp].add(1.0)  # p^{n+1} - p^n - h b.F
     if m:
@@ -203,47 +200,35 @@ def _tangent_s(u, st: State, h, mech, s: int):
 
 
 def stage_tangent(u: dict, s: State, h: float, t: float, params: dict, mech: Mechanics) -> jax.Array:
-    """The structured tangent of the step (:func:`_tangent_s`), for the number of stages of ``params``."""
-    return st_.by_stages(_tangent_s, STAGES, _stage_index(params), u, s, h, mech)
-
-
-def _stage_index(params):
-    """The branch of :data:`STAGES` for the parameter ``stages`` (a traced number)."""
-    return jnp.clip(jnp.round(params["stages"]).astype(jnp.int32) - STAGES[0], 0, len(STAGES) - 1)
+    """The structured tangent of the step (:func:`_tangent_s`), for the number of stages of the unknowns."""
+    return _tangent_s(u, s, h, mech, _stages(u, params))
 
 
 def _residual(u, s: State, h, t, params, mech):
-    """The step equations of the module docstring (new), for the number of stages of ``params``."""
-    branches = [lambda uu, k=k: _residual_s(uu, s, h, mech, k) for k in STAGES]
-    return lax.switch(_stage_index(params), branches, u)
+    """The step equations of the module docstring (new), for the number of stages of the unknowns."""
+    return _residual_s(u, s, h, mech, _stages(u, params))
 
 
-def _guess(s: State, h, t, params, mech, mode):
-    """q^{n+1} = q^n + h v^n and Q_2 = q^n + c_2 h v^n ("advanced") or q^n, the stage momenta p^n, the
-    multipliers of the last step (zero for the unknowns that s stages leave unused)."""
-    adv = mode == "advanced"
-    stages = _stage_index(params) + STAGES[0]
-    out = {"dq": h * s.v if adv else jnp.zeros_like(s.q), "dp": jnp.zeros_like(s.p)}
-    points = jnp.asarray(np.stack([np.pad(lobatto(k - 1)[0], (0, _S_MAX - k)) for k in STAGES]))
-    c = points[stages - STAGES[0]]
-    for i in range(1, _S_MAX + 1):
-        out[f"P{i}"] = jnp.zeros_like(s.p)
-        used = i <= stages
-        out[f"lam{i}"] = jnp.where(used, s.lam, 0.0)
-    for k in range(1, _S_MAX):
-        # constant stage gammas equal to gamma^n: Gamma~_{s-1} = gamma^n, the others zero
-        out[f"gam{k}"] = jnp.where(k == stages - 1, s.gam, 0.0)
-    for i in range(2, _S_MAX):
-        used = i < stages
-        out[f"Q{i}"] = jnp.where(used, c[i - 1] * h * s.v, 0.0) if adv else jnp.zeros_like(s.q)
-    return out
+def _guess_for(stages: int):
+    """The first guess of s = ``stages`` stages: q^{n+1} = q^n + h v^n and Q_2 = q^n + c_2 h v^n
+    ("advanced") or q^n, the stage momenta p^n, the multipliers of the last step."""
+    c = lobatto(stages - 1)[0]
 
+    def guess(s: State, h, t, params, mech, mode):
+        st_.check_stages(params, stages, "ggl-spark")
+        adv = mode == "advanced"
+        out = {"dq": h * s.v if adv else jnp.zeros_like(s.q), "dp": jnp.zeros_like(s.p)}
+        for i in range(1, stages + 1):
+            out[f"P{i}"] = jnp.zeros_like(s.p)
+            out[f"lam{i}"] = s.lam
+        for k in range(1, stages):
+            # constant stage gammas equal to gamma^n: Gamma~_{s-1} = gamma^n, the others zero
+            out[f"gam{k}"] = s.gam if k == stages - 1 else jnp.zeros_like(s.gam)
+        for i in range(2, stages):
+            out[f"Q{i}"] = c[i - 1] * h * s.v if adv else jnp.zeros_like(s.q)
+        return out
 
-def _last(u, prefix: str, shift: int, params):
-    """The unknown ``prefix`` + (s - shift) for the stages s of ``params``: Lambda_s (shift 0) or
-    Gamma~_{s-1} (shift 1; the b-weighted mean sum_j b_j Gamma_j of the stage gammas)."""
-    branches = [lambda uu, k=k: uu[f"{prefix}{k - shift}"] for k in STAGES]
-    return lax.switch(_stage_index(params), branches, u)
+    return guess
 
 
 def _update(u, s: State, h, t, params, mech):
@@ -253,20 +238,29 @@ def _update(u, s: State, h, t, params, mech):
     q1 = next_node(s.q, u["dq"], cq)
     p1 = next_node(s.p, u["dp"], cp)
     v = mech.Minv_mul(p1) if mech.constant_mass else ggl_mass.mass_solve(mech, q1, p1)
-    lam, gam = _last(u, "lam", 0, params), _last(u, "gam", 1, params)
+    stages = _stages(u, params)  # Lambda_s and Gamma~_{s-1}, the b-weighted mean sum_j b_j Gamma_j
+    lam, gam = u[f"lam{stages}"], u[f"gam{stages - 1}"]
     new = State(q=q1, p=p1, v=v, lam=lam, gam=gam, extra=s.extra, comp=s.comp)
     return new, {"v": v, "lam": lam, "gam": gam}
 
 
-GGL_SPARK = register(
-    Scheme(
+def _variant(scheme: Scheme, values: dict) -> Scheme:
+    """The scheme of ``values["stages"]`` stages (:attr:`livens.schemes.base.Scheme.variant`):
+    ``scheme`` where its unknowns are those of s stages, else that of :data:`VARIANTS`."""
+    s = int(values["stages"])
+    return scheme if _stages(dict(scheme.unknowns)) == s else VARIANTS[s]
+
+
+def _scheme(s: int) -> Scheme:
+    """ggl-spark with s stages: its unknowns, the first guess of its stages, order 2s - 2."""
+    return Scheme(
         name="ggl-spark",
-        unknowns=_unknowns(),
+        unknowns=_unknowns(s),
         residual=_residual,
-        tangent=st_.ad_tangent_at_once(_residual),
-        guess=_guess,
+        tangent=_TANGENT,
+        guess=_guess_for(s),
         update=_update,
-        params=(Param("stages", 3.0, 2.0, 3.0, whole=True),),
+        params=(Param("stages", 3.0, 2.0, 3.0, whole=True, static=True),),
         capabilities=Capabilities(
             velocity_kind="nodal",
             gamma=True,
@@ -280,7 +274,18 @@ GGL_SPARK = register(
             description="Lobatto IIIA-IIIB SPARK GGL integrator of order 2s - 2 (stages s = 2, 3)",
             enforced=ggl_mass.nodal_constraints,
             keeps="symplectic, momentum maps, g(q) and G M^-1 p at the nodes; order 2s - 2 (2 for stages = 2, 4 for stages = 3)",
-            order=4,
+            order=2 * s - 2,
         ),
-    ),
-)
+        variant=_variant,
+    )
+
+
+_TANGENT = st_.ad_tangent_at_once(_residual)
+"""The Newton tangent of every s (module docstring)."""
+
+VARIANTS = {s: _scheme(s) for s in STAGES}
+"""The scheme for each number of stages (``stages`` is static: each compiles its own program)."""
+
+GGL_SPARK = register(VARIANTS[3])
+"""The registered ggl-spark: the default s = 3 (:meth:`livens.schemes.base.Scheme.specialized` gives
+the scheme of the ``stages`` a run asks for)."""

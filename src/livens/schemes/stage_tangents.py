@@ -36,8 +36,7 @@ def ad_tangent_at_once(residual: Callable) -> Callable:
     :attr:`livens.engine.SizePolicy.block_jacobian_unknowns` (the same program, the same bits); above
     it that default takes one ``jacfwd`` per named block of unknowns, after a search for a band from
     :attr:`~livens.engine.SizePolicy.banded_unknowns` on. The block form holds the residual and its
-    derivative once per block in the compiled program (twice for a residual that switches between
-    stage counts); where the unknowns reach every evaluation of the step alike, as in ``ggl-spark``,
+    derivative once per block in the compiled program; where the unknowns reach every evaluation of the step alike, as in ``ggl-spark``,
     the blocks save little work, and the single ``jacfwd`` compiles faster and steps faster (measured
     by ``python -m benchmarks``). Not for every scheme: ``ggl-em4`` steps faster with the blocks, whose
     multipliers and momenta enter its inner linear solves linearly. The matrix is the same; Newton's
@@ -95,11 +94,19 @@ def sized(structured: Callable, residual: Callable) -> Callable:
     return tangent
 
 
-def by_stages(tangent_s: Callable, stages: Sequence[int], index, u: dict, st, h, mech) -> jax.Array:
-    """``tangent_s(u, st, h, mech, k)`` for the number of stages ``stages[index]`` (``index`` may be
-    traced: a ``lax.switch`` over the stage counts)."""
-    branches = [lambda uu, k=k: tangent_s(uu, st, h, mech, k) for k in stages]
-    return jax.lax.switch(index, branches, u)
+def check_stages(params: dict | None, s: int, scheme: str) -> None:
+    """Refuse scheme parameters whose ``stages`` is a known number other than the s of the unknowns'
+    layout: the number of stages is a static option (:attr:`livens.schemes.base.Param.static`), each s
+    a scheme of its own (:meth:`livens.schemes.base.Scheme.specialized`). A traced value (the driver
+    passes the parameters as arguments of the compiled step) is not read."""
+    value = None if params is None else params.get("stages")
+    if value is None or isinstance(value, jax.core.Tracer):
+        return
+    if float(value) != s:
+        raise ValueError(
+            f"{scheme}: the unknowns are those of stages={s}, the parameters ask for stages={float(value):g}; "
+            f"take the scheme of that number of stages (Scheme.specialized, or livens.driver.setup.resolve)."
+        )
 
 
 def secondary_rows(out: jax.Array, secondary: Callable, q1: jax.Array, p1: jax.Array, dq, dp) -> jax.Array:
@@ -159,9 +166,6 @@ class Layout:
         return np.concatenate(parts) if parts else np.zeros((0,), int)
 
 
-def place(n: int, rows: np.ndarray, cols: np.ndarray, J: jax.Array, ones: tuple[np.ndarray, np.ndarray]) -> jax.Array:
-    """The (n, n) matrix with J at the rows ``rows`` and columns ``cols`` and ones at the positions
-    ``ones`` (row and column indices: the rows that set the unused unknowns of a layout to zero,
-    whose residual is the unknown itself)."""
-    out = jnp.zeros((n, n), J.dtype).at[np.ix_(rows, cols)].set(J)
-    return out.at[ones].set(1.0) if ones[0].size else out
+def place(n: int, rows: np.ndarray, cols: np.ndarray, J: jax.Array) -> jax.Array:
+    """The (n, n) matrix with J at the rows ``rows`` and columns ``cols``, zero elsewhere."""
+    return jnp.zeros((n, n), J.dtype).at[np.ix_(rows, cols)].set(J)
