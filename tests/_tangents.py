@@ -43,13 +43,13 @@ def tangent_type(T, x):
     return kinds[0]
 
 
-def perturbed_point(problem, scheme, h, seed, velocity: bool = False):
+def perturbed_point(problem, scheme, h, seed, velocity: bool = False, params=None):
     """(scheme, its parameter values, Mechanics, a state, an unknown vector) away from any solution
     (a structured tangent must hold everywhere): the initial state with q, p (and ``velocity``:
-    v) perturbed, and the scheme's advanced guess perturbed."""
+    v) perturbed, and the scheme's advanced guess perturbed; ``params``: the scheme's parameters."""
     from livens.driver.setup import initial_state, resolve
 
-    sch, vals, mech = resolve(problem, scheme, {})
+    sch, vals, mech = resolve(problem, scheme, params or {})
     st = initial_state(problem, mech)
     rng = np.random.default_rng(seed)
     d, m = mech.d, mech.m
