@@ -41,7 +41,7 @@ from jax import lax
 
 from ..solvers import banded as _banded
 from ..solvers import size_policy
-from ..solvers.dense import block_solve, solver
+from ..solvers.dense import block_solve, solver, symmetric_solver
 from . import ggl_mass, register
 from .base import About, Capabilities, Scheme, State, next_node
 from .stage_tangents import ad_tangent
@@ -180,7 +180,9 @@ class VISTangent:
     M^-1 dp1 = S^-1(-b3 + Y dv - h K^T dgamma) with the symmetric S = M + h Hg and
     Y = M - h^2 Tq; (55a) gives dq1. What remains is (55d, e) in (dlambda, dgamma), a
     2m x 2m system. Cost: one factorization of S (d x d) and one of the 2m x 2m matrix, instead
-    of the (3d + 2m) x (3d + 2m) dense one. :meth:`matrix` assembles the dense Jacobian (for tests).
+    of the (3d + 2m) x (3d + 2m) dense one; S by :func:`livens.solvers.dense.symmetric_solver`
+    (in a native kernel, elimination without pivoting that skips the zeros of M and Hg, checked by
+    its pivots). :meth:`matrix` assembles the dense Jacobian (for tests).
     """
 
     def __init__(self, mech, h, A, G0, G1, Gb, K, Hg, Tq):
@@ -220,7 +222,7 @@ class VISTangent:
         Wq_aAl = h * aAl + (h * h) * Miop(Hg @ aAl)  # (h I + h^2 M^-1 Hg) [a | Al]
         K_aAl = K @ aAl
         MiGbT = Miop(Gb.T)
-        S_inv = solver(jnp.asarray(self.M) + h * Hg)
+        S_inv = symmetric_solver(jnp.asarray(self.M) + h * Hg)  # symmetric, positive definite for small h
         if m:
             Z = S_inv(Gb.T)  # S^-1 Gb^T
             GG = G1 @ jnp.concatenate([(b1 + Wq_aAl[:, 0])[:, None], Wq_aAl[:, 1:], MiGbT], axis=1)

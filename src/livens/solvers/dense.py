@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jax import lax
 
-from ..engine import size_policy
+from ..engine import size_policy, tracing_native
 
 
 def small_solve(A, B):
@@ -103,6 +103,54 @@ def block_solve(A11, A12, A21, A22, b1, b2, after=None):
     X12, x1 = X[:, :-1], X[:, -1]
     x2 = solver(A22 - A21 @ X12)(b2 - A21 @ x1)
     return x1 - X12 @ x2, x2
+
+
+SYMMETRIC_UNROLL = 16
+"""Up to this many unknowns, :func:`symmetric_solver` eliminates unrolled in a native kernel."""
+
+
+def symmetric_solver(A) -> Callable:
+    """:func:`solver` for a symmetric A expected to be positive definite (a mass matrix plus a small
+    symmetric term), with a form for native kernels: where :func:`livens.engine.tracing_native` (a
+    native kernel of one member will run the trace) and A has at most :data:`SYMMETRIC_UNROLL`
+    unknowns, Gaussian elimination without pivoting, unrolled entry by entry, so that the C compiler
+    drops the products with entries that are zero by the structure of A (a pivot search and row
+    swaps make every entry depend on every other). It is checked by its pivots: a symmetric matrix
+    whose unpivoted elimination has only positive pivots is positive definite, where the
+    elimination is backward stable (it is Cholesky's); otherwise (A indefinite, singular or not
+    finite) a ``lax.cond`` solves with :func:`solver` (LU with partial pivoting). Where partial
+    pivoting would swap no rows (a diagonal that dominates its column at every step, as in a mass
+    matrix plus h times a small term) both do the same operations in the same order: the same bits.
+    Everywhere else (XLA, whose program of scalar operations and a ``cond`` would run several times
+    more slowly; lane kernels, whose ``cond`` computes both branches; inside :func:`batched_systems`):
+    :func:`solver` itself."""
+    n = A.shape[0]
+    if n == 0 or n > SYMMETRIC_UNROLL or _batched() or not tracing_native():
+        return solver(A)
+    U = [[A[i, j] for j in range(n)] for i in range(n)]
+    L = {}
+    for k in range(n):  # the order of operations of the pivoted LU rule where it swaps nothing
+        inv = 1.0 / U[k][k]
+        for i in range(k + 1, n):
+            L[i, k] = U[i][k] * inv
+            for j in range(k + 1, n):
+                U[i][j] = U[i][j] - L[i, k] * U[k][j]
+    ok = jnp.all(jnp.stack([U[k][k] for k in range(n)]) > 0)
+
+    def unrolled(B):
+        Y = [B[i] for i in range(n)]
+        for i in range(n):
+            for k in range(i):
+                Y[i] = Y[i] - L[i, k] * Y[k]
+        X = [None] * n
+        for i in range(n - 1, -1, -1):
+            acc = Y[i]
+            for j in range(i + 1, n):
+                acc = acc - U[i][j] * X[j]
+            X[i] = acc / U[i][i]
+        return jnp.stack(X)
+
+    return lambda B: lax.cond(ok, unrolled, lambda B: solver(A)(B), B)
 
 
 def solve(A, B):
