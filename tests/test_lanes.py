@@ -2,8 +2,8 @@
 
 Each lane must compute exactly the IEEE operations of the single member's kernel, so the tests
 compare bits: a lane kernel against ``jax.vmap`` of the same program on the primitives that differ
-per lane (while loops that stop at different iterations, conds, gathers and dynamic slices at
-computed indices, LU with different pivot rows), against the single member's native kernel on the
+per lane (while loops that stop at different iterations, conds, gathers, scatters and dynamic
+slices at computed indices, LU with different pivot rows), against the single member's native kernel on the
 papers' systems, and an ensemble in lanes against the single runs of its members.
 """
 
@@ -70,6 +70,36 @@ def test_a_lane_kernel_computes_what_vmap_computes_lane_by_lane():
             np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-13)
         else:
             np.testing.assert_array_equal(g, w)
+
+
+def _scatters(x, i, perm, y):
+    """Scatters at indices computed per member: a set and adds at repeated indices (each lane's
+    sum in its member's order), a window (a row), clamped and dropped indices, and the transpose
+    of a gather at a permutation (a reverse pass's scatter-add)."""
+    put = jnp.zeros((3, 4)).at[i].set(x[0, 0]).at[perm[:3], 1].add(x[1, :3, 0])
+    rows = jnp.zeros((4, 4)).at[perm[1]].add(x[1, 0], mode="clip").at[perm[:2]].add(x[0, :2])
+    dropped = jnp.zeros(4).at[i + perm[:3]].add(y[:3], mode="drop")
+    _, transpose = jax.vjp(lambda v: v[perm % 4] * y, x[0, 0])
+    return put, rows, dropped, transpose(y)[0]
+
+
+def test_scatters_at_indices_computed_per_lane():
+    rng = np.random.default_rng(2)
+    # terms of very different sizes: a sum in another order would change its bits
+    x = rng.standard_normal((LANES, 2, 4, 4)) * 10.0 ** rng.integers(-8, 8, (LANES, 2, 4, 4))
+    i = rng.integers(-1, 5, LANES)  # out of bounds in some members: clamped by set, dropped by add
+    perm = rng.integers(0, 4, (LANES, 5))  # repeated indices in most members
+    y = rng.standard_normal((LANES, 5)) * 10.0 ** rng.integers(-8, 8, (LANES, 5))
+    args = (x, i, perm, y)
+    got = _lanes_of(_scatters, args)
+    single = native.compile_function(_scatters, *jax.tree_util.tree_map(lambda a: a[0], args))
+    want = jax.vmap(_scatters)(*args)
+    for b in range(LANES):
+        one = single(*jax.tree_util.tree_map(lambda a: a[b], args))
+        for g, s in zip(got, one):
+            np.testing.assert_array_equal(g[b], s)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, np.asarray(w))
 
 
 def _loop_args(problem, scheme, members):

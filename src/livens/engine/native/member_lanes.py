@@ -12,12 +12,12 @@ What differs from one member to the next is handled per lane:
 - the Newton ``while`` loop runs until every lane's condition is false, and a lane whose
   condition is false keeps its carries (the semantics of ``jax.vmap`` of a while loop);
 - a ``cond`` computes all its branches and selects each lane's;
-- LU's pivot rows, and gathers and dynamic slices at computed indices, are taken lane by lane;
+- LU's pivot rows, and gathers, scatters and dynamic slices at computed indices, are taken lane by lane;
 - a boolean is a mask: -1 (all bits) for true, 0 for false.
 
 Math functions run lane by lane through the scalar C library (the same results as the single
 run). Primitives this translation does not handle per lane (sorting other than by one integer
-key, QR, scatters and argmax at computed indices, 32-bit floats) raise
+key, QR, argmax at computed indices, 32-bit floats) raise
 :class:`~livens.engine.native.codegen.Unsupported`; the ensemble then runs the members one by one.
 """
 
@@ -284,8 +284,8 @@ class LaneTranslator(Translator):
         self.close()
         return out
 
-    def _scatter_runtime(self, operand, ind, upd, dn, mode, op):
-        raise Unsupported("scatter with runtime indices in lanes")
+    def _lane_at(self, b: Buf, index) -> str:
+        return self.lane(b, index)
 
     def _arg(self, ins, outs, axes, index_dtype, better):
         raise Unsupported("argmax/argmin in lanes")

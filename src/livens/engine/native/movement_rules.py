@@ -328,9 +328,12 @@ class MovementRules:
         """A scatter whose indices are computed at run time: every update element goes to its
         operand element (XLA's semantics: the update's scatter axes are the indices' batch axes in
         order, its window axes the operand's axes that are not inserted nor batching axes); a
-        window out of bounds is dropped, or clamped in CLIP mode."""
+        window out of bounds is dropped, or clamped in CLIP mode. A lane kernel scatters lane by
+        lane (hooks :meth:`_each_lane` and :meth:`_lane_at`), each lane's updates in the single
+        kernel's order."""
         out = self.new(operand.shape, operand.dtype)
         self.copy(out, operand)
+        lanes = self._each_lane()
         window = list(dn.update_window_dims)
         scatter_axes = [a for a in range(len(upd.shape)) if a not in window]
         op_window = [
@@ -347,7 +350,7 @@ class MovementRules:
         for k, dim in enumerate(dn.scatter_dims_to_operand_dims):
             v = self.fresh("s")
             hi = operand.shape[dim] - sizes.get(dim, 1)
-            self.line(f"int64_t {v} = (int64_t) {self.at(ind, f'{base} + {k * st_ind[-1]}')};")
+            self.line(f"int64_t {v} = (int64_t) {self._lane_at(ind, f'{base} + {k * st_ind[-1]}')};")
             if clip:
                 self.line(f"{v} = {v} < 0 ? 0 : ({v} > {hi} ? {hi} : {v});")
             else:
@@ -360,12 +363,19 @@ class MovementRules:
                 getattr(dn, "operand_batching_dims", ()), getattr(dn, "scatter_indices_batching_dims", ())
             )
         ]
-        target = f"{out.name}[{' + '.join(terms) or '0'}]"
-        value = self.at(upd, self.flat(idx, upd.shape))
+        target = self._lane_at(out, " + ".join(terms) or "0")
+        value = self._lane_at(upd, self.flat(idx, upd.shape))
         stmt = f"{target} += {value};" if op == "add" else f"{target} = {value};"
         self.line(f"if ({' && '.join(inside)}) {stmt}" if inside else stmt)
         self.end(idx)
+        if lanes:
+            self.close()
         return out
+
+    def _lane_at(self, b: Buf, index) -> str:
+        """Element ``index`` of b in the lane under way (a lane kernel, in the loop that
+        :meth:`_each_lane` opens); a single kernel's :meth:`at`."""
+        return self.at(b, index)
 
     def _scatter_loop(self, operand: Buf, upd: Buf, table, assign: str) -> Buf:
         """The operand with update element i written (``assign`` "=") or added ("+=") at its
