@@ -20,7 +20,9 @@ compiled functions. What it does, each in a module of its own:
   livens compiles its first program, ``LIVENS_COMPILATION_CACHE=0`` turns it off);
 - :mod:`~livens.engine.threads`: one BLAS thread while a run's programs execute.
 
-:func:`runs_natively` says whether a loop of a given size runs as native code, :class:`NativeFallback`
+:func:`runs_natively` says whether a loop of a given size runs as native code (a solver says with
+:func:`tangent_by_groups`, while a step is traced, that its tangent is factorized by groups, whose
+largest dense block the size limit then bounds), :class:`NativeFallback`
 is the notice (with its ``reason``) where one meant to does not, :func:`interrupt_native` and
 :func:`resume_native` raise and lower the native kernels' stop flag (Ctrl-C), :func:`tracing_native`
 says, while a step is traced, whether a native kernel of one member will run it. The rest of livens
@@ -37,7 +39,16 @@ from .native import interrupt as interrupt_native
 from .native import resume as resume_native
 from .native.runner import NativeFallback, runs_natively
 from .native.target import tracing_native
-from .options import BACKENDS, EngineOptions, SizePolicy, engine_options, loop_size, size_policy, sizes_replaced
+from .options import (
+    BACKENDS,
+    EngineOptions,
+    SizePolicy,
+    engine_options,
+    loop_size,
+    size_policy,
+    sizes_replaced,
+    tangent_by_groups,
+)
 from .threads import serial_blas
 from .tiers import background
 from .xla import ImmediateProgram, compilation_cache_dir
@@ -78,6 +89,7 @@ __all__ = [
     "compilation_cache_dir",
     "engine_options",
     "loop_size",
+    "tangent_by_groups",
     "member_loop",
     "optimize",
     "program",

@@ -61,12 +61,15 @@ def single_loop(
     from .native.runner import ChunkRunner
 
     size = loop_size(unknowns, d, m)
+    xla_options = step_options(options, unknowns, size, native=False)
+    xla_fn = build(**xla_options)
     if options.plain:
-        fn = build(**step_options(options, unknowns, size, native=False))
-        return ChunkRunner(fn, jax.jit(fn), options, size, interruptible=interruptible)
-    xla_loop = TieredJit(build(**step_options(options, unknowns, size, native=False)), options.tier_equations)
-    native_loop = build(**step_options(options, unknowns, size, native=True))
-    return ChunkRunner(native_loop, xla_loop, options, size, interruptible=interruptible)
+        return ChunkRunner(xla_fn, jax.jit(xla_fn), options, size, interruptible=interruptible)
+    native_options = step_options(options, unknowns, size, native=True)
+    # one function where the two builds are the same: JAX traces it once for both
+    native_loop = xla_fn if native_options == xla_options else build(**native_options)
+    xla_loop = TieredJit(xla_fn, options.tier_equations)
+    return ChunkRunner(native_loop, xla_loop, options, size, interruptible=interruptible, probe=xla_fn)
 
 
 def member_loop(

@@ -4,8 +4,9 @@
 and every size threshold it uses; :func:`engine_options` makes it from a run's ``backend`` argument
 and the environment. The one switch is the backend:
 
-- ``"auto"`` (the default): a time loop of a small system is translated to C and compiled by the
-  system's C compiler (:mod:`livens.engine.native`), larger ones are compiled by XLA, large XLA
+- ``"auto"`` (the default): a time loop of a small system, or of one whose Newton tangent is
+  factorized by bodies in small dense blocks, is translated to C and compiled by the system's C
+  compiler (:mod:`livens.engine.native`), larger ones are compiled by XLA, large XLA
   programs in two tiers (:mod:`livens.engine.tiers`), small matrix products rewritten
   (:mod:`livens.engine.small_products`);
 - ``"native"``: the C translation, or an error where it is not possible;
@@ -26,6 +27,7 @@ place they are read from.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import math
 import os
@@ -42,7 +44,13 @@ class EngineOptions:
     backend: "auto", "native", "xla" or "plain".
     max_native_unknowns: with "auto", a system whose Newton unknowns per step, or coordinates and
         multipliers, number more than this runs with XLA (large systems have banded or
-        matrix-free tangents that XLA runs well, and their C source would be long to compile).
+        matrix-free tangents that XLA runs well, and their C source would be long to compile) --
+        unless its Newton tangent is factorized by groups of coordinates (bodies): then the limit
+        bounds the largest dense matrix the tangent factorizes (:func:`factorized_size`), whose
+        cost, not the number of unknowns, decides between native code and XLA. A solver that
+        factorizes by groups says so while the step is traced (:func:`tangent_by_groups`), and a
+        loop above the limit is traced once before the choice (JAX keeps the trace, which the native
+        translation or XLA's compile then reuses). ``backend="native"`` compiles any size natively.
     max_native_lines: with "auto", a loop whose C translation is longer than this many lines runs
         with XLA: the C compiler's time grows far faster than the length of the one function it
         compiles (a many-stage scheme on a system with M(q) at its limit).
@@ -103,7 +111,9 @@ class SizePolicy:
     em_group_unknowns: from this many Newton unknowns on, EM's tangent is factorized body by body
         where the system's bodies make groups (:mod:`livens.schemes.ggl_em_blocks`; the chain of 3D
         rods from four rods, 216 unknowns, on); below it the papers' mechanisms (at most 178) keep
-        the dense elimination and their results bit for bit.
+        the dense elimination and their results bit for bit. Such a tangent runs as native code
+        under "auto" where its largest dense block is within
+        :attr:`EngineOptions.max_native_unknowns`.
 
     The chunks of a run: how many steps one call of its compiled loop takes, where the host loop
     (:mod:`livens.driver.host`) takes over between calls to keep the nodes, stream them, show
@@ -192,3 +202,37 @@ def loop_size(unknowns: int, d: int, m: int) -> tuple[int, str]:
     if d + m > unknowns:
         return d + m, f"{d} coordinates and {m} multipliers"
     return unknowns, f"{unknowns} Newton unknowns per step"
+
+
+_BLOCKS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("livens_tangent_blocks", default=None)
+
+
+def tangent_by_groups(largest_block: int) -> None:
+    """Said by a solver while a step is traced: the step's Newton tangent is factorized by groups of
+    coordinates, the largest dense matrix it factorizes being ``largest_block`` square
+    (:mod:`livens.solvers.groups`). Heard by :func:`reported_blocks` (the engine's choice between
+    native code and XLA, :attr:`EngineOptions.max_native_unknowns`); nothing elsewhere."""
+    heard = _BLOCKS.get()
+    if heard is not None:
+        heard.append(int(largest_block))
+
+
+@contextlib.contextmanager
+def reported_blocks() -> Iterator[list[int]]:
+    """Within the ``with`` block (one thread), the ``largest_block`` of every :func:`tangent_by_groups`
+    said, in a list (empty where the traced step's tangent is not by groups)."""
+    heard: list[int] = []
+    token = _BLOCKS.set(heard)
+    try:
+        yield heard
+    finally:
+        _BLOCKS.reset(token)
+
+
+def factorized_size(size: tuple[int, str], blocks: list[int]) -> tuple[int, str]:
+    """The size :attr:`EngineOptions.max_native_unknowns` bounds for a loop of :func:`loop_size`
+    ``size`` whose trace reported ``blocks`` (:func:`reported_blocks`): where its tangent is factorized
+    by groups, the largest dense matrix factorized, with its words; else ``size``."""
+    if not blocks:
+        return size
+    return max(blocks), f"its Newton tangent by groups factorizes a dense block of {max(blocks)} unknowns"

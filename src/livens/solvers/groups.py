@@ -21,7 +21,13 @@ nonzeros at a few random points, as :mod:`livens.solvers.banded` does):
 - index tables that take the group blocks out of the compressed Jacobians (:meth:`take`), and the
   gathers and scatters between vectors and groups.
 
-Patterns are found numerically: :func:`checked` compares the blocks assembled at one more random
+The largest dense matrix such a tangent factorizes (:attr:`GroupStructure.largest_block`: a group's
+block, the private multipliers' block of a group, or the Schur complement on the shared multipliers)
+is said to the engine while the step is traced (:meth:`GroupStructure.multiplier_solver`,
+:func:`livens.engine.tangent_by_groups`): it, not the number of unknowns, decides whether the
+default backend runs the loop as native code (:attr:`livens.engine.EngineOptions.max_native_unknowns`).
+
+Patterns are found numerically: :func:`missed` compares the blocks assembled at one more random
 point with the dense Jacobians there, and a caller uses the structure only where it holds.
 """
 
@@ -31,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..engine import CompiledCache, ImmediateProgram
+from ..engine import CompiledCache, ImmediateProgram, tangent_by_groups
 from .banded import SAMPLES, SEED, _color_columns
 from .dense import solver
 
@@ -185,6 +191,14 @@ class GroupStructure:
         ]
 
     @property
+    def largest_block(self) -> int:
+        """The order of the largest dense matrix a tangent by these groups factorizes: a group's
+        (s), a group's private multipliers' (p) and the shared multipliers' Schur complement (ns),
+        or without private multipliers the 2m x 2m matrix of all of them
+        (:meth:`multiplier_solver`)."""
+        return max(self.s, self.p, self.ns) if self.p else max(self.s, 2 * self.m)
+
+    @property
     def useful(self) -> bool:
         """Worth the groups: at least two, none larger than half the coordinates, and every
         constraint involves some coordinate."""
@@ -266,7 +280,9 @@ class GroupStructure:
         group (of constraints that involve it alone) meet only that group's block: they are
         eliminated group by group (an LU of each group's p x p block), and the Schur complement on
         the ns shared ones is solved by one LU. Pivots are chosen within those blocks. Without
-        private multipliers, one LU of W."""
+        private multipliers, one LU of W. Says the :attr:`largest_block` of the tangent to the
+        engine (:func:`livens.engine.tangent_by_groups`: the last factorization of a tangent by groups)."""
+        tangent_by_groups(self.largest_block)
         if self.p == 0:
             return solver(self.scatter_add_ll(Wg))
         ng, r2, ns = self.ng, 2 * self.r, self.ns

@@ -4,7 +4,8 @@
 call for given argument shapes it translates the loop to one C function (:mod:`livens.engine.native`);
 where the loop holds something the translator does not handle, no C compiler is found, the
 system is larger than :attr:`~livens.engine.options.EngineOptions.max_native_unknowns` (large systems have
-banded or matrix-free tangents that XLA runs well, and their C source would be long to compile) or
+banded or matrix-free tangents that XLA runs well, and their C source would be long to compile; a
+tangent factorized by groups is judged by its largest dense block, found from a trace of the loop) or
 the C translation is longer than :attr:`~livens.engine.options.EngineOptions.max_native_lines`, it
 runs the jitted XLA loop instead.
 
@@ -22,14 +23,16 @@ import warnings
 import jax
 import numpy as np
 
-from ..options import EngineOptions
+from ..options import EngineOptions, factorized_size, reported_blocks
 
 
 def runs_natively(options: EngineOptions, size: tuple[int, str]) -> bool:
     """Whether a time loop of ``size`` (:func:`livens.engine.options.loop_size`) is meant to run
     natively under ``options``: a C compiler is there, and with "auto" the system is small
     (:attr:`EngineOptions.max_native_unknowns`). The translation may still refuse the loop
-    (:class:`ChunkRunner`)."""
+    (:class:`ChunkRunner`); and a loop above the limit whose traced tangent is factorized by groups
+    in small blocks still runs natively where a ChunkRunner runs it (asked before the loop is
+    traced, this answers by the size alone)."""
     from .build import compiler
 
     if options.backend in ("xla", "plain") or compiler() is None:
@@ -73,13 +76,19 @@ class ChunkRunner:
     for and the size limit of "auto"); ``size``: :func:`~livens.engine.options.loop_size` of the
     loop; ``lanes``: > 0 for kernels that run that many members at once
     (:mod:`livens.engine.native.member_lanes`); ``interruptible``: the kernel reads the stop flag
-    (:func:`livens.engine.interrupt_native`) at each step of its chunk. After a call,
+    (:func:`livens.engine.interrupt_native`) at each step of its chunk; ``probe``: the function whose
+    trace decides, under "auto", a loop above the size limit (:meth:`_factorized_size`): ``loop``
+    by default; :func:`~livens.engine.loops.single_loop` gives the function ``xla`` compiles, whose
+    trace JAX keeps for XLA. After a call,
     :attr:`backend` names what ran it and :attr:`reason` why XLA ran it where native was asked for
     or possible in principle.
     """
 
-    def __init__(self, loop, xla, options: EngineOptions, size: tuple[int, str], lanes: int = 0, interruptible=True):
+    def __init__(
+        self, loop, xla, options: EngineOptions, size: tuple[int, str], lanes: int = 0, interruptible=True, probe=None
+    ):
         self.loop, self.xla, self.options, self.size, self.lanes = loop, xla, options, size, lanes
+        self.probe = loop if probe is None else probe
         self.interruptible = interruptible
         self.requested = options.backend
         self.kernels: dict = {}
@@ -94,8 +103,13 @@ class ChunkRunner:
 
         limit = self.options.max_native_unknowns
         if self.requested == "auto" and self.size[0] > limit:
-            self.reason = f"{self.size[1]}, more than the native limit of {limit} (EngineOptions.max_native_unknowns)"
-            return None
+            size = self._factorized_size(args)
+            if size[0] > limit:
+                self.reason = (
+                    f"{size[1]}, more than the native limit of {limit} (EngineOptions.max_native_unknowns; "
+                    "backend='native' compiles it natively)"
+                )
+                return None
         try:
             # a kernel of one member (a lane kernel's cond computes every branch) within the size limit is
             # traced with the building blocks' native forms (.target), as a function of its own: JAX keeps
@@ -128,6 +142,18 @@ class ChunkRunner:
             # too, the fault is in the loop itself (a user function, a scheme) and that error stands
             self.suspect = self.reason
             return None
+
+    def _factorized_size(self, args) -> tuple[int, str]:
+        """The size the limit bounds (:func:`~livens.engine.options.factorized_size`): the largest
+        dense block of a tangent by groups, as its solver reports it while :attr:`probe` is traced
+        (JAX keeps the trace: the translation or XLA's compile of the same function reuses it), else
+        :attr:`size`. A loop whose trace fails keeps its size (XLA then raises the loop's error)."""
+        try:
+            with reported_blocks() as blocks:
+                jax.make_jaxpr(self.probe)(*args)
+        except Exception:  # noqa: BLE001 - the loop's own error, which XLA raises when it traces the loop
+            return self.size
+        return factorized_size(self.size, blocks)
 
     def kernel(self, *args):
         """The native kernel for these arguments (compiled on first need), or None where XLA runs them."""
