@@ -7,7 +7,9 @@
 - One rod is a heavy symmetric top with its pivot at the rod's end (a Lagrange top): its axis u(t)
   from EM agrees with SciPy's integration of the top's Euler equations in vector form, and the
   error falls as h^2 (EM's order 2).
-- Slow: the six rods' EM step (324 Newton unknowns) runs natively on request, as with XLA.
+- The six rods' EM step (324 Newton unknowns, past EngineOptions.max_native_unknowns) runs as
+  native code by default: its tangent by bodies factorizes dense blocks within the limit. Slow: on
+  request too, with XLA's Newton iterations and states to round-off.
 """
 
 import numpy as np
@@ -15,6 +17,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import livens as lv
+from livens.engine import native
 from livens.examples.chain_3d import directions
 
 TOL = 1e-12
@@ -44,6 +47,7 @@ def test_em_keeps_energy_momentum_and_constraints_of_the_six_rod_chain():
     assert par["n_bodies"] == 6 and len(problem.q0) == 72
     sol = lv.simulate(problem, "EM", tol=TOL, progress=False)
     assert sol.n_steps == 50
+    assert sol.meta["backend"] == ("xla" if native.compiler() is None else "native")
     energy = sol.energy()
     H, T = energy["total"], energy["kinetic"]
     assert T.max() > 2 * T[0]  # the chain falls: energy moves from V to T
@@ -104,8 +108,6 @@ def test_six_rods_run_natively_on_request_as_with_xla():
     """backend="native" past the native size limit (324 unknowns; the translator keeps the arrays
     past the C stack's limit in scratch memory): the same Newton iterations and states to
     round-off as XLA."""
-    from livens.engine import native
-
     if native.compiler() is None:
         pytest.skip("no C compiler")
     problem = lv.examples.load("chain-3d", t_end=0.1)

@@ -10,19 +10,26 @@ changes only the cost.
   values as a matrix of rank three), and on a chain of particles (its x, y, z coordinates are three
   groups). A pattern that couples every coordinate makes no groups.
 - A run with it takes the same Newton iterates as one with the dense elimination
-  (:class:`livens.schemes.ggl_em.EMTangent`), and keeps the energy.
+  (:class:`livens.schemes.ggl_em.EMTangent`), and keeps the energy; by default the run by groups is
+  native code (its blocks within EngineOptions.max_native_unknowns) and the dense one, of as many
+  unknowns, XLA.
+- The largest block the tangent reports to the engine (GroupStructure.largest_block,
+  livens.engine.tangent_by_groups) is the largest LU in its solve's program; the papers' mechanisms,
+  whose tangent is dense, report none.
 """
 
 import contextlib
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from _tangents import assert_tangent_equals_ad, perturbed_point, residual_and_tangent, tangent_type
 
 import livens as lv
-from livens.engine import sizes_replaced
+from livens.engine import native, sizes_replaced
+from livens.engine.options import reported_blocks
 from livens.schemes import get as get_scheme
 from livens.schemes.ggl_em_blocks import EMBlockTangent
 from livens.solvers import groups
@@ -76,7 +83,10 @@ def test_multiplier_solve_by_groups_is_the_dense_solve():
     W = np.asarray(gs.scatter_add_ll(jnp.asarray(Wg)))
     assert np.count_nonzero(W) < W.size  # private multipliers of different groups do not meet
     y = rng.standard_normal((2 * gs.m, 2))
-    x = np.asarray(gs.multiplier_solver(jnp.asarray(Wg))(jnp.asarray(y)))
+    with reported_blocks() as blocks:
+        x = np.asarray(gs.multiplier_solver(jnp.asarray(Wg))(jnp.asarray(y)))
+    # groups of 2 coordinates, each with its constraint's 2 multipliers; 4 shared (2 joints' lambda, gamma)
+    assert (gs.s, gs.p, gs.ns) == (2, 2, 4) and blocks == [gs.largest_block] == [4]
     exact = np.linalg.solve(W, y)
     assert np.max(np.abs(x - exact)) <= 1e-14 * np.linalg.cond(W) * np.max(np.abs(exact))
     x1 = np.asarray(gs.multiplier_solver(jnp.asarray(Wg))(jnp.asarray(y[:, 0])))
@@ -113,6 +123,33 @@ def test_tangent_by_groups_equals_ad_tangent(name):
         assert_tangent_equals_ad(R, T, x, 3 * mech.d + 2 * mech.m)
 
 
+def _lu_orders(jaxpr, out):
+    """The orders of the matrices LU-factorized in ``jaxpr`` and the programs within it."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "lu":
+            out.append(eqn.invars[0].aval.shape[-1])
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(sub, "jaxpr", None)
+                if inner is not None:
+                    _lu_orders(getattr(inner, "jaxpr", inner), out)
+    return out
+
+
+@pytest.mark.parametrize("name", ["chain-3d-4", "chain-3d-3-corrected", "pendulum-chain-3"])
+def test_the_block_reported_to_the_engine_is_the_largest_lu_of_the_solve(name):
+    example, kw, how, lowered, _ = SYSTEMS[name]
+    sch, vals, mech, st, x = perturbed_point(lv.examples.load(example, **kw), EM, 0.01, 2)
+    if how == "corrected":
+        mech = dataclasses.replace(mech, invariant_constraints=False)
+    T = residual_and_tangent(sch, st, 0.01, 0.0, vals, mech)[1]
+    with sizes_replaced(em_group_unknowns=0) if lowered else contextlib.nullcontext(), reported_blocks() as blocks:
+        closed = jax.make_jaxpr(lambda x: T(x).solve(x))(x)
+    lus = _lu_orders(closed.jaxpr, [])
+    assert len(blocks) == 1 and len(lus) >= 2
+    assert blocks[0] == max(lus) < 3 * mech.d + 2 * mech.m
+
+
 def test_runs_by_groups_and_by_dense_elimination_take_the_same_newton_iterates():
     runs = {}
     for how, threshold in (("groups", 0), ("dense", 10**6)):
@@ -120,6 +157,8 @@ def test_runs_by_groups_and_by_dense_elimination_take_the_same_newton_iterates()
         with sizes_replaced(em_group_unknowns=threshold):
             runs[how] = lv.simulate(problem, "EM", tol=1e-12, progress=False)
     a, b = runs["groups"], runs["dense"]
+    # 162 unknowns, past EngineOptions.max_native_unknowns: by groups, native code where there is a C compiler
+    assert a.meta["backend"] == ("xla" if native.compiler() is None else "native") and b.meta["backend"] == "xla"
     np.testing.assert_array_equal(a.newton_iterations, b.newton_iterations)
     assert np.abs(a.q - b.q).max() <= 1e-12
     assert np.abs(a.p - b.p).max() <= 1e-12 * np.abs(b.p).max()
@@ -136,4 +175,6 @@ def test_the_papers_mechanisms_keep_the_dense_elimination(example):
 
     sch, vals, mech, st, x = perturbed_point(lv.examples.load(example), EM, 0.01, 1)
     assert 3 * mech.d + 2 * mech.m < 200
-    assert tangent_type(residual_and_tangent(sch, st, 0.01, 0.0, vals, mech)[1], x) is EMTangent
+    with reported_blocks() as blocks:
+        assert tangent_type(residual_and_tangent(sch, st, 0.01, 0.0, vals, mech)[1], x) is EMTangent
+    assert blocks == []  # nothing reported: the engine judges them by their unknowns
