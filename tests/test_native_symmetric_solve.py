@@ -149,3 +149,26 @@ def test_heavy_top_native_run_takes_the_same_steps_as_with_pivoted_lu(monkeypatc
     assert sym.meta["backend"] == piv.meta["backend"] == "native"
     np.testing.assert_array_equal(sym.q, piv.q)
     np.testing.assert_array_equal(sym.p, piv.p)
+
+
+@pytest.mark.parametrize("shape", [(18, 18), (3, 12, 12), (7, 5), (5, 7)])
+def test_native_lu_unrolled_by_columns_gives_the_same_bits(monkeypatch, shape):
+    """The native LU with its loop over the columns unrolled (AlgebraRules.LU_UNROLL) against the
+    rolled loop, on matrices where partial pivoting swaps rows: the same factors, pivots and
+    permutation, bit for bit; and XLA's (LAPACK's) pivots and factors to round-off."""
+    from jax import lax
+
+    from livens.engine.native.algebra_rules import AlgebraRules
+
+    a = np.random.default_rng(sum(shape)).standard_normal(shape)
+    f = lambda a: lax.linalg.lu(a)  # noqa: E731
+    unrolled = native.compile_function(f, a)
+    assert "#pragma GCC unroll" in unrolled.source
+    monkeypatch.setattr(AlgebraRules, "LU_UNROLL", 0)
+    rolled = native.compile_function(f, a)
+    assert "#pragma GCC unroll" not in rolled.source
+    got, ref, xla = unrolled(a), rolled(a), jax.jit(f)(a)
+    for g, r, x in zip(got, ref, xla):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(r))
+        np.testing.assert_allclose(np.asarray(g), np.asarray(x), rtol=0, atol=1e-12)
+    assert np.any(np.asarray(got[1]) != np.arange(min(shape[-2:])))  # rows were swapped

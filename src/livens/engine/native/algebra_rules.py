@@ -288,10 +288,19 @@ class AlgebraRules:
             k,
         )
 
+    LU_UNROLL = 32
+    """An LU of at most this many columns has its loop over the columns unrolled by the C compiler
+    (``#pragma GCC unroll``; other compilers ignore it): the row updates and the pivot search of each
+    column then run over a known number of elements, which GCC vectorizes without the run-time
+    trip-count checks and remainder loops of a variable length (the LU of a small Newton system
+    costs less). The same operations in the same order: the same bits."""
+
     def p_lu(self, ins, outs, **_):
         """LU with partial pivoting, as LAPACK's getrf: the first largest |a_ik| is the pivot."""
         res, (A, P, V, m, n, k) = self._lu_start(ins, outs)
         self.line(f"for (int i = 0; i < {m}; i++) {P}[i] = i;")
+        if k <= self.LU_UNROLL:  # GCC unrolls the columns: each one's loops then have fixed lengths
+            self.line(f"#pragma GCC unroll {k}")
         self.open(f"for (int c = 0; c < {k}; c++)")
         self.line(f"int p = c; double best = fabs({A}[c*{n} + c]);")
         self.line(
