@@ -22,7 +22,11 @@ Defaults: N = 6, l = 0.5, m = 1, r = 0.05, tilt = pi/4, twist = pi/3, omega = 2 
 
 No paper has this system: it is livens' own test system (its parameters are livens' choice), a
 mechanism of a few bodies whose step has several hundred Newton unknowns, beyond the native code's
-default size limit (``EngineOptions.max_native_unknowns``): benchmarks/chain_3d.py measures it.
+default size limit (``EngineOptions.max_native_unknowns``); EM's tangent by bodies (from four rods,
+:attr:`livens.engine.SizePolicy.em_group_unknowns`) factorizes dense blocks within it, so the default
+backend runs EM's step as native code up to eleven rods (its largest block, on the multipliers of
+the joints between rods, has 6 (N - 1) rows), ggl-vi's with XLA: benchmarks/chain_3d.py measures
+both.
 Independent reference: one rod (N = 1) is a heavy symmetric top pivoted at the rod's end (a Lagrange
 top); tests/test_chain_3d.py compares its axis with SciPy's integration of the top's equations, and
 the momentum map J3 of the six rods with omega I_33 computed from their geometry.
