@@ -172,3 +172,47 @@ def test_native_lu_unrolled_by_columns_gives_the_same_bits(monkeypatch, shape):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(r))
         np.testing.assert_allclose(np.asarray(g), np.asarray(x), rtol=0, atol=1e-12)
     assert np.any(np.asarray(got[1]) != np.arange(min(shape[-2:])))  # rows were swapped
+
+
+def _special_vectors(n, rng):
+    """Vectors of n floats with ties of +0 and -0 at the extremum, NaNs of either sign, infinities."""
+    base = rng.standard_normal(n)
+    out = [base, -np.abs(base), np.abs(base)]
+    zeros = -np.abs(base)
+    zeros[rng.choice(n, 3, replace=False)] = [0.0, -0.0, 0.0]
+    out += [zeros, -zeros]
+    signed = np.zeros(n)
+    signed[::3] = -0.0
+    out += [signed, -signed]
+    for k in (0, n // 2, n - 1):
+        v = base.copy()
+        v[k] = np.nan
+        v[(k + 5) % n] = -np.nan
+        out.append(v)
+    inf = base.copy()
+    inf[n // 3] = np.inf
+    inf[n // 4] = -np.inf
+    out += [inf, np.full(n, -np.inf), np.full(n, np.inf)]
+    return out
+
+
+@pytest.mark.parametrize("shape", [(16,), (54,), (17,), (7, 9), (2, 3, 8)])
+@pytest.mark.parametrize("reduce", [jnp.max, jnp.min])
+def test_native_max_and_min_in_lanes_give_the_bits_of_one_accumulator(monkeypatch, shape, reduce):
+    """A whole max/min taken in 8 lanes (AlgebraRules.LANE_REDUCE) against the loop of one
+    accumulator, bit for bit (NaN's sign, the first of +0 and -0 at a zero extremum), and XLA's
+    value (NaN where XLA gives NaN)."""
+    from livens.engine.native.algebra_rules import AlgebraRules
+
+    x0 = np.zeros(shape)
+    f = lambda x: reduce(x)  # noqa: E731
+    lanes = native.compile_function(f, x0)
+    monkeypatch.setattr(AlgebraRules, "LANE_REDUCE", 1 << 30)
+    one = native.compile_function(f, x0)
+    assert lanes.source != one.source
+    n = int(np.prod(shape))
+    for v in _special_vectors(n, np.random.default_rng(n)):
+        v = v.reshape(shape)
+        got, ref = np.asarray(lanes(v)), np.asarray(one(v))
+        assert got.tobytes() == ref.tobytes(), (v, got, ref)
+        np.testing.assert_array_equal(got, np.asarray(jax.jit(f)(v)))
