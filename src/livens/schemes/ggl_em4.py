@@ -51,8 +51,9 @@ import numpy as np
 
 from .. import discrete_gradients as dg
 from ..mechanics import Mechanics
+from ..solvers import Dense, ad_jacobian, banded_tangent, size_policy
 from ..solvers.couplings import coupling
-from . import ggl_mass, register
+from . import ggl_em4_tangent, ggl_mass, register
 from .base import About, Capabilities, Scheme, State, enforced_both_nodal, next_node
 
 QUADRATURE_POINTS = 4
@@ -119,14 +120,7 @@ def _at_points(mech: Mechanics, Q: jax.Array, P: jax.Array, lam_k: jax.Array, ga
     if mech.constant_mass:
         w = jax.vmap(mech.Minv_mul)(P)
         a = jax.vmap(mech.Minv_mul)(jax.vmap(mech.GT_mul)(Q, gam_k))
-
-        def phi(q, lam, gam, w):  # V + lambda.g + gamma.G(q) w: its gradient is the force of KBS23b eq 37
-            if not mech.m:
-                return mech.V(q)
-            gq, Gw = jax.jvp(mech.g, (q,), (w,))
-            return mech.V(q) + lam @ gq + gam @ Gw
-
-        return w, a, jax.vmap(jax.grad(phi))(Q, lam_k, gam_k, w)
+        return w, a, jax.vmap(jax.grad(constant_mass_force_potential(mech)))(Q, lam_k, gam_k, w)
 
     def point(q, p, lam, gam):
         a, w = ggl_mass.solve_at(mech, q, gam, p)
@@ -139,6 +133,51 @@ def _at_points(mech: Mechanics, Q: jax.Array, P: jax.Array, lam_k: jax.Array, ga
         return w, a, jax.grad(phi)(q)
 
     return jax.vmap(point)(Q, P, lam_k, gam_k)
+
+
+def constant_mass_force_potential(mech: Mechanics):
+    """(q, lambda, gamma, w) -> V(q) + lambda.g(q) + gamma.G(q) w: its gradient in q is the force of
+    KBS23b eq 37 for a constant M at w = M^-1 p."""
+
+    def phi(q, lam, gam, w):
+        if not mech.m:
+            return mech.V(q)
+        gq, Gw = jax.jvp(mech.g, (q,), (w,))
+        return mech.V(q) + lam @ gq + gam @ Gw
+
+    return phi
+
+
+class Evaluations:
+    """The system's functions as a step evaluates them: at the quadrature points (:meth:`points`) and at
+    the end node (:meth:`end`). The residual takes them from here; the structured tangent takes the
+    values from its Jacobians at the same points (:class:`livens.schemes.ggl_em4_tangent.PointJacobians`)."""
+
+    def __init__(self, mech: Mechanics):
+        self.mech = mech
+
+    def points(self, Q, P, lam_k, gam_k) -> dict:
+        """At the points (q_k, p_k, lambda_k, gamma_k): ``w``, ``a``, ``f`` (:func:`_at_points`), ``g`` (g(q_k)),
+        ``gv`` (G(q_k) w_k) and ``gens`` (the symmetries' generators, (n, d, r); absent without symmetries)."""
+        mech = self.mech
+        w, a, f = _at_points(mech, Q, P, lam_k, gam_k)
+        out = {"w": w, "a": a, "f": f}
+        if mech.symmetries:
+            out["gens"] = jax.vmap(mech.generators)(Q)
+        if mech.m:
+            out["g"] = jax.vmap(mech.g)(Q)
+            out["gv"] = jax.vmap(lambda q, w: jax.jvp(mech.g, (q,), (w,))[1])(Q, w)
+        return out
+
+    def end(self, q1, p1) -> dict:
+        """At the end node: ``energy`` (V(q1) for a constant M, else H(q1, p1)), ``g`` (g(q1)) and ``gv``
+        (g_v(q1, p1)); the last two only with constraints."""
+        mech = self.mech
+        out = {"energy": mech.V(q1) if mech.constant_mass else hamiltonian(mech, q1, p1)}
+        if mech.m:
+            out["g"] = mech.g(q1)
+            out["gv"] = ggl_mass.secondary(mech, q1, p1)
+        return out
 
 
 def hamiltonian(mech: Mechanics, q: jax.Array, p: jax.Array) -> jax.Array:
@@ -158,45 +197,50 @@ def step_terms(
     gams: jax.Array,
     q1: jax.Array | None = None,
     p1: jax.Array | None = None,
+    at: Evaluations | None = None,
 ) -> dict[str, jax.Array]:
     """The projections of a step (module docstring, new) at the polynomials q, p through q0, q0 + qm,
     q0 + dq (p likewise) and the multipliers lambda, gamma through ``lams``, ``gams`` (2, m): ``a``, ``b``
     (<q'>_i, <p'>_i), ``Pi`` (<M^-1 p>_i), ``Gam`` (<M^-1 G^T gamma>_i), ``F`` (the corrected force) and
-    ``F0`` (its Galerkin projection), each (2, d); ``gmean``, ``gvmean`` (<g>_0, <g_v>_0). ``q1``, ``p1``
-    are where the end point is stored (default q0 + dq, p0 + dp); the energy balance is taken there."""
+    ``F0`` (its Galerkin projection), each (2, d); ``gmean``, ``gvmean`` (<g>_0, <g_v>_0), ``g1``, ``gv1``
+    (g and g_v at the end node) and ``correction`` (the arguments of :func:`_corrected` that give F).
+    ``q1``, ``p1`` are where the end point is stored (default q0 + dq, p0 + dp); the energy balance is
+    taken there. ``at``: where the system's functions are evaluated (default :class:`Evaluations` of
+    ``mech``)."""
     tab = tables()
     W = jnp.asarray(tab["W"])
     lin = jnp.asarray(tab["lin"])
+    at = Evaluations(mech) if at is None else at
     q1 = q0 + dq if q1 is None else q1
     p1 = p0 + dp if p1 is None else p1
     Q, dQ = _path(q0, qm, dq, tab)
     P, dP = _path(p0, pm, dp, tab)
     lam_k, gam_k = lin.T @ lams, lin.T @ gams
-    Wp, Wa, f = _at_points(mech, Q, P, lam_k, gam_k)
-    a, b, Pi, Gam, F0 = W @ dQ, W @ dP, W @ Wp, W @ Wa, W @ f
+    pts, end = at.points(Q, P, lam_k, gam_k), at.end(q1, p1)
+    a, b, Pi, Gam, F0 = W @ dQ, W @ dP, W @ pts["w"], W @ pts["a"], W @ pts["f"]
     d = mech.d
     if mech.constant_mass:  # T^{n+1} - T^n = sum_i b_i . Pi_i exactly
-        target_e = mech.V(q1) - mech.V(q0) - jnp.sum(b * Gam)
+        target_e = end["energy"] - mech.V(q0) - jnp.sum(b * Gam)
         flow = Gam  # sum_i (A^T P_i) . Pi_i = 0: A M^-1 is skew
     else:
-        target_e = hamiltonian(mech, q1, p1) - hamiltonian(mech, q0, p0) - jnp.sum(b * (Pi + Gam))
+        target_e = end["energy"] - hamiltonian(mech, q0, p0) - jnp.sum(b * (Pi + Gam))
         flow = Pi + Gam
     xm = (W @ Q).reshape(-1)
-    gens = jax.vmap(mech.generators)(Q) if mech.symmetries else None
-    if gens is None:
+    if not mech.symmetries:
         Z, targets = None, None
     else:
-        Z = jnp.einsum("ik,kdr->idr", W, gens).reshape(2 * d, -1)
+        Z = jnp.einsum("ik,kdr->idr", W, pts["gens"]).reshape(2 * d, -1)
         Pbar = W @ P
         cot = jax.vmap(mech.cotangent_generators)(Pbar)  # (2, d, r): -A^T P_i
         targets = -jnp.einsum("idr,id->r", cot, flow)
-    F = _corrected(F0.reshape(-1), a.reshape(-1), target_e, xm, Z, targets).reshape(2, d)
+    correction = (F0.reshape(-1), a.reshape(-1), target_e, xm, Z, targets)
+    F = _corrected(*correction).reshape(2, d)
+    out = {"a": a, "b": b, "Pi": Pi, "Gam": Gam, "F": F, "F0": F0, "correction": correction}
     if mech.m:
-        gmean = W[0] @ jax.vmap(mech.g)(Q)
-        gvmean = W[0] @ jax.vmap(lambda q, w: jax.jvp(mech.g, (q,), (w,))[1])(Q, Wp)
+        out.update(gmean=W[0] @ pts["g"], gvmean=W[0] @ pts["gv"], g1=end["g"], gv1=end["gv"])
     else:
-        gmean = gvmean = jnp.zeros((0,), q0.dtype)
-    return {"a": a, "b": b, "Pi": Pi, "Gam": Gam, "F": F, "F0": F0, "gmean": gmean, "gvmean": gvmean}
+        out.update({k: jnp.zeros((0,), q0.dtype) for k in ("gmean", "gvmean", "g1", "gv1")})
+    return out
 
 
 _UNKNOWNS = (
@@ -224,8 +268,43 @@ def _residual(u, s: State, h, t, params, mech):
         (st["b"] + h * st["F"]).reshape(-1),
     ]
     if mech.m:
-        rows += [mech.g(q1), st["gmean"], ggl_mass.secondary(mech, q1, p1), st["gvmean"]]
+        rows += [st["g1"], st["gmean"], st["gv1"], st["gvmean"]]
     return jnp.concatenate(rows)
+
+
+def _tangent(u, s: State, h, t, params, mech):
+    """dR/dx. For a constant M, assembled from the Jacobians of the system's functions at the quadrature
+    points and the end node (:mod:`livens.schemes.ggl_em4_tangent`); from
+    :attr:`livens.engine.SizePolicy.banded_unknowns` unknowns on, the band form first where the
+    system's couplings make one. For an M(q), the AD tangent (band or dense) of
+    :mod:`livens.solvers.tangent`."""
+    sizes = [(n, int(u[n].shape[0])) for n, _ in _UNKNOWNS]
+    x = jnp.concatenate([u[n] for n, _ in sizes])
+
+    def unpack(z):
+        return dict(zip([n for n, _ in sizes], jnp.split(z, np.cumsum([k for _, k in sizes])[:-1])))
+
+    def residual(z, a, mech):
+        return _residual(unpack(z), *a, mech)
+
+    if not mech.constant_mass or x.shape[0] >= size_policy().banded_unknowns:
+        band = banded_tangent(("scheme", "ggl-em4"), residual, x, (s, h, t, params), mech)
+        if band is not None:
+            return band
+    if not mech.constant_mass:
+        return Dense(ad_jacobian(lambda v: _residual(v, s, h, t, params, mech), x, unpack))
+    tab = tables()
+    lin = jnp.asarray(tab["lin"])
+    cq, cp = (None, None) if s.comp is None else s.comp
+    q1, p1 = next_node(s.q, u["dq"], cq), next_node(s.p, u["dp"], cp)
+    lams, gams = jnp.stack([u["lam0"], u["lam"]]), jnp.stack([u["gam0"], u["gam"]])
+    Q = _path(s.q, u["Qm"], u["dq"], tab)[0]
+    P = _path(s.p, u["Pm"], u["dp"], tab)[0]
+    J = ggl_em4_tangent.PointJacobians(
+        mech, constant_mass_force_potential(mech), Q, P, lin.T @ lams, lin.T @ gams, q1, p1
+    )
+    terms = step_terms(mech, s.q, s.p, u["dq"], u["Qm"], u["dp"], u["Pm"], lams, gams, q1, p1, at=J)
+    return Dense(ggl_em4_tangent.assembled(J, terms, tab, h, _corrected, sizes))
 
 
 def _guess(s: State, h, t, params, mech, mode):
@@ -268,6 +347,7 @@ GGL_EM4 = register(
         name="ggl-em4",
         unknowns=_UNKNOWNS,
         residual=_residual,
+        tangent=_tangent,
         guess=_guess,
         update=_update,
         capabilities=Capabilities(
