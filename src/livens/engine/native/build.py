@@ -347,14 +347,14 @@ class Kernel:
         return jax.tree_util.tree_unflatten(self.out_tree, outs)
 
     def _lane_buffers(self, buffers: dict | None):
-        """(argument buffers, output buffers): lane-last, 64-bit, aligned; kept in ``buffers``."""
+        """The kernel's arrays, lane-last, 64-bit, aligned, kept in ``buffers``: (argument buffers,
+        output buffers, their member-first views), the views made once, not at every call."""
         held = None if buffers is None else buffers.get(id(self))
         if held is None:
             L = self.lanes
-            held = (
-                [_aligned(tuple(shape) + (L,), _lane_dtype(dtype)) for shape, dtype in self.in_avals],
-                [_aligned(tuple(shape) + (L,), _lane_dtype(dtype)) for shape, dtype in self.out_avals],
-            )
+            ins = [_aligned(tuple(shape) + (L,), _lane_dtype(dtype)) for shape, dtype in self.in_avals]
+            outs = [_aligned(tuple(shape) + (L,), _lane_dtype(dtype)) for shape, dtype in self.out_avals]
+            held = (ins, outs, [np.moveaxis(b, -1, 0) for b in ins], [np.moveaxis(b, -1, 0) for b in outs])
             if buffers is not None:
                 buffers[id(self)] = held
         return held
@@ -363,12 +363,14 @@ class Kernel:
         """The lane kernel on member-first arguments: each member's values go to its lane (the
         last axis of the kernel's arrays, 64-bit, masks -1 for true) and back."""
         L = self.lanes
-        ins, outs = self._lane_buffers(buffers)
-        for x, buf, (shape, dtype) in zip(leaves, ins, self.in_avals):
+        ins, outs, in_views, out_views = self._lane_buffers(buffers)
+        for x, view, (shape, dtype) in zip(leaves, in_views, self.in_avals):
             a = np.asarray(x)
             if a.shape != (L, *shape):
                 raise TypeError(f"native lane kernel: an argument of shape {a.shape}, compiled for {(L, *shape)}")
-            buf[...] = np.moveaxis(-a.astype(np.int64) if dtype == np.bool_ else a, 0, -1)
+            np.copyto(view, a, casting="unsafe")  # each member to its lane
+            if dtype == np.bool_:
+                np.negative(view, out=view)  # a mask: -1 for true
         arrays = ins + outs
         if self.scratch:
             held = None if buffers is None else buffers.get((id(self), "scratch"))
@@ -383,8 +385,7 @@ class Kernel:
         fn = self.fn
         fn(ptrs)
         res = []  # member-first views of the lane-last buffers (copied only to change the dtype)
-        for o, (_, dtype) in zip(outs, self.out_avals):
-            o = np.moveaxis(o, -1, 0)
+        for o, (_, dtype) in zip(out_views, self.out_avals):
             res.append(o != 0 if dtype == np.bool_ else o.astype(dtype, copy=False))
         return jax.tree_util.tree_unflatten(self.out_tree, res)
 
