@@ -159,8 +159,11 @@ def _residual_s(u, st: State, h, mech, s: int):
     d_rows = [st.p + dLd[0], *[dLd[j] for j in range(1, s)], p1 - dLd[s]]
     m_rows = []
     if mech.m:
-        m_rows += [mech.g(Q[i]) for i in range(1, s + 1)]
-        m_rows += [jax.jvp(mech.g, (Q[i],), (V[i],))[1] for i in range(s + 1)]
+        # g(q_i) and G(q_i) v_i of every point from one batched evaluation of g and its JVP: one copy
+        # of them in the program
+        g, gv = jax.vmap(lambda q, v: jax.jvp(mech.g, (q,), (v,)))(Q, V)
+        m_rows += list(g[1:])
+        m_rows += list(gv)
         m_rows.append(ggl_mass.secondary(mech, q1, p1))
     return jnp.concatenate(d_rows + m_rows)
 

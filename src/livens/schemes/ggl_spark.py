@@ -145,8 +145,10 @@ def _residual_s(u, st: State, h, mech, s: int):
     d_rows = [*qrows, *prows, (p1 - st.p) - h * (b @ F)]
     m_rows = []
     if mech.m:
-        m_rows += [mech.g(Q[i]) for i in range(1, s)]
-        gv = jnp.stack([ggl_mass.secondary(mech, Q[i], P[i]) for i in range(s)])
+        # g(Q_j) and g_v(Q_j, P_j) = G(Q_j) M(Q_j)^-1 P_j of every stage from one batched evaluation of
+        # g and its JVP (:func:`livens.schemes.ggl_mass.secondary`): one copy of them in the program
+        g, gv = jax.vmap(lambda q, p: jax.jvp(mech.g, (q,), (ggl_mass.mass_solve(mech, q, p),)))(Q, P)
+        m_rows += list(g[1:])
         m_rows += list(A[1:] @ gv)
         m_rows.append(ggl_mass.secondary(mech, q1, p1))
     return jnp.concatenate(d_rows + m_rows)
