@@ -230,3 +230,47 @@ def test_ensembles_and_batched_flows_share_one_pool_of_member_threads(pendulum):
     assert after_ensemble <= after_flow
     if cores >= 2:
         assert after_ensemble, "the ensemble's members ran on no thread of the pool"
+
+
+class _FakeLanes:
+    """A lane kernel of ``lanes`` lanes that returns its members' indices (member-first)."""
+
+    def __init__(self, lanes):
+        self.lanes, self.calls = lanes, []
+
+    def __call__(self, idx, buffers=None):
+        self.calls.append(np.asarray(idx).tolist())
+        return np.asarray(idx) * 10
+
+
+@pytest.mark.parametrize(
+    "cores, members, lanes",
+    [(2, 8, 4), (1, 8, 8), (2, 16, 8), (2, 9, 8), (2, 3, 2), (4, 8, 2), (2, 40, 8)],
+)
+def test_a_batch_runs_in_lane_kernels_that_spread_it_over_the_cores(monkeypatch, cores, members, lanes):
+    """The members of a batch run in lane kernels of the fewest lanes (a power of two, at most the
+    engine's) that give each core a group where they are few: 8 members on 2 cores in 2 groups of
+    4, side by side, not one group of 8 and a core idle; each member's outputs go to it, the last
+    group filled up with its last member, and a kernel of each width is made once."""
+    from livens.driver import executors
+
+    monkeypatch.setattr(executors, "_CORES", cores)
+    made = {}
+
+    def make_lanes(w):
+        made[w] = made.get(w) or _FakeLanes(w)
+        return made[w]
+
+    kernel = executors.MemberKernel(None, make_lanes=make_lanes, lanes_from=2, max_lanes=8)
+    got = np.full(members, -1)
+
+    def take(idx, out):
+        got[idx] = out
+
+    for _ in range(2):
+        kernel.run(np.arange(members), lambda idx: (idx,), take)
+    np.testing.assert_array_equal(got, 10 * np.arange(members))
+    assert list(made) == [lanes] and kernel.lanes == lanes
+    calls = made[lanes].calls
+    assert len(calls) == 2 * -(-members // lanes) and all(len(c) == lanes for c in calls)
+    assert sorted({b for c in calls for b in c}) == list(range(members))

@@ -91,25 +91,45 @@ class MemberKernel:
     so that every member's outputs are those of its own call, to the bit.
 
     The lane kernel runs the members where at least ``lanes_from`` of them are to run (always where
-    there is no single kernel); ``make_lanes``, where given instead of ``lanes``, makes it at that
-    first need (or returns None: the single kernel then runs every member). A lane kernel's last
-    group is filled up with copies of its last member, whose outputs are dropped. The groups go to
-    the members' pool (:func:`spread`); each thread keeps a lane kernel's buffers from one call to
-    the next."""
+    there is no single kernel). ``make_lanes``, where given instead of ``lanes``, makes lane kernels
+    at their first need: ``make_lanes(w)`` is the kernel of ``w`` lanes (or None: the single kernel
+    then runs every member), ``w`` a power of two from 2 to ``max_lanes``, the fewest lanes whose
+    groups keep every thread of the pool busy (:meth:`width`): 8 members on 2 cores run as 2 groups
+    of 4, side by side, where one group of 8 would leave a core idle (a vector of 4 doubles costs
+    about what one of 8 costs, and a group's arrays are half as large). A lane kernel's last group
+    is filled up with copies of its last member, whose outputs are dropped. The groups go to the
+    members' pool (:func:`spread`); each thread keeps a lane kernel's buffers from one call to the
+    next."""
 
-    def __init__(self, single=None, lanes=None, *, make_lanes=None, lanes_from: int = 1):
+    def __init__(self, single=None, lanes=None, *, make_lanes=None, lanes_from: int = 1, max_lanes: int = 8):
         self.single, self._lanes, self._make_lanes, self.lanes_from = single, lanes, make_lanes, lanes_from
+        self.max_lanes = max_lanes
+        self._made: dict = {}  # lanes -> the lane kernel made by make_lanes, or None
         self._local = threading.local()
 
     @property
     def lanes(self) -> int:
-        """Members per call of the lane kernel; 0 where none has been made."""
-        return self._lanes.lanes if self._lanes is not None else 0
+        """Members per call of the widest lane kernel; 0 where none has been made."""
+        made = [k.lanes for k in (self._lanes, *self._made.values()) if k is not None]
+        return max(made, default=0)
 
-    def _lane_kernel(self):
-        if self._make_lanes is not None:
-            self._lanes, self._make_lanes = self._make_lanes(), None
-        return self._lanes
+    def width(self, members: int) -> int:
+        """The lanes of the kernel that ``members`` members run in where ``make_lanes`` makes it:
+        the fewest, a power of two from 2 to ``max_lanes``, that give every core of the members'
+        pool at most one group, or ``max_lanes`` where the members are more."""
+        per_core = -(-members // _CORES)
+        w = 2
+        while w < min(per_core, self.max_lanes):
+            w *= 2
+        return min(w, self.max_lanes)
+
+    def _lane_kernel(self, members: int):
+        if self._make_lanes is None:
+            return self._lanes
+        w = self.width(members)
+        if w not in self._made:
+            self._made[w] = self._make_lanes(w)
+        return self._made[w]
 
     def run(self, members, args_of, take) -> None:
         """The kernel for the members ``members`` (indices), group by group: ``args_of(idx)`` gives
@@ -121,7 +141,7 @@ class MemberKernel:
         Groups are disjoint, so ``take`` may write their rows of shared arrays without a lock."""
         members = np.asarray(members, np.int64)
         many = members.size >= self.lanes_from or self.single is None
-        lanes = self._lane_kernel() if many else None
+        lanes = self._lane_kernel(members.size) if many else None
         if lanes is None:
 
             def one(b):
