@@ -218,3 +218,37 @@ def test_native_max_and_min_in_lanes_give_the_bits_of_one_accumulator(monkeypatc
         got, ref = np.asarray(lanes(v)), np.asarray(one(v))
         assert got.tobytes() == ref.tobytes(), (v, got, ref)
         np.testing.assert_array_equal(got, np.asarray(jax.jit(f)(v)))
+
+
+@pytest.mark.parametrize(
+    "f, shapes, registers",
+    [
+        (lambda a, b: a.T @ b, [(12, 9), (12, 19)], True),  # the heavy top's Z^T [Y | K^T]
+        (lambda a, b: a @ b, [(6, 5), (5, 8)], True),
+        (lambda a, b: a @ b, [(3, 7), (7, 32)], True),
+        (lambda a, b: a @ b, [(4, 3), (3, 33)], False),  # wider than REGISTER_ROW: the row updates
+        (lambda a, b: a @ b.T, [(5, 6), (11, 6)], False),  # the right operand's rows not contiguous
+        (lambda a, b: jnp.einsum("bij,bjk->bik", a, b), [(3, 5, 6), (3, 6, 10)], True),
+        (lambda a, b: a @ b[2:, 1:12], [(4, 6), (8, 13)], True),  # a view: rows of a larger array
+    ],
+)
+def test_native_matrix_product_rows_in_registers_give_the_same_bits(monkeypatch, f, shapes, registers):
+    """Rows of a matrix product summed in vector registers (AlgebraRules.REGISTER_ROW) against the
+    row updates in memory, bit for bit (signed zeros and a NaN included), and XLA's product to
+    round-off."""
+    from livens.engine.native.algebra_rules import AlgebraRules
+
+    rng = np.random.default_rng(len(shapes[1]) + shapes[1][-1])
+    a, b = (rng.standard_normal(s) for s in shapes)
+    a.flat[::4] = -0.0
+    b.flat[1::5] = 0.0
+    fast = native.compile_function(f, a, b)
+    monkeypatch.setattr(AlgebraRules, "REGISTER_ROW", 0)
+    slow = native.compile_function(f, a, b)
+    assert ("vector_size" in fast.source) == registers == (fast.source != slow.source)
+    for x, y in ((a, b), (-a, b), (a * 0.0, -b)):
+        got, ref = np.asarray(fast(x, y)), np.asarray(slow(x, y))
+        assert got.tobytes() == ref.tobytes()
+        np.testing.assert_allclose(got, np.asarray(jax.jit(f)(x, y)), rtol=0, atol=1e-13 * max(1.0, np.abs(ref).max()))
+    b[0, 0] = np.nan
+    np.testing.assert_array_equal(np.asarray(fast(a, b)), np.asarray(slow(a, b)))
