@@ -2,8 +2,9 @@
 (livens.solvers.dense.symmetric_solver) and the engine's flag that chooses it
 (livens.engine.tracing_native), on only while a native kernel of one member is traced; the
 unpivoted elimination solves like LU with partial pivoting (the same bits where pivoting swaps
-nothing) and falls back to it where a pivot is not positive; XLA's programs are unchanged. And two
-rules of the C translation that keep every bit: the LU unrolled by columns, max/min in lanes."""
+nothing) and falls back to it where a pivot is not positive; XLA's programs are unchanged. And
+rules of the C translation that keep every bit: the LU unrolled by columns, max/min in lanes, the
+rows of a matrix product in registers."""
 
 import importlib
 
