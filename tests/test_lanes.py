@@ -102,6 +102,27 @@ def test_scatters_at_indices_computed_per_lane():
         np.testing.assert_array_equal(g, np.asarray(w))
 
 
+def test_lu_in_lanes_where_some_lanes_meet_a_zero_pivot():
+    """LU in lanes is each member's LU of the single kernel, to the bit, where every lane's pivots
+    are nonzero and where some lanes meet a zero column (those lanes skip that elimination, the
+    others go on): a batch of each kind."""
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((LANES, 5, 5))
+    singular = A.copy()
+    singular[1::2, :, 2] = 0.0  # a zero pivot in every other lane
+    singular[3, :, 0] = 0.0
+
+    def lu(a):
+        return jax.lax.linalg.lu(a)
+
+    single = native.compile_function(lu, A[0])
+    for batch in (A, singular):
+        got = _lanes_of(lu, (batch,))
+        for b in range(LANES):
+            for g, s in zip(got, single(batch[b])):
+                np.testing.assert_array_equal(g[b], s)
+
+
 def _loop_args(problem, scheme, members):
     from livens.driver.setup import newton_options, resolve
     from livens.guess import GuessHistory

@@ -310,7 +310,8 @@ class LaneTranslator(Translator):
     def p_lu(self, ins, outs, **_):
         """LU with partial pivoting (as :meth:`Translator.p_lu`), each lane its own pivot rows: the
         search for the pivot on vectors, the row swaps lane by lane, the elimination on vectors
-        where a lane's pivot is zero leaving that lane's rows as they are."""
+        where a lane's pivot is zero leaving that lane's rows as they are (masks only where a
+        lane's pivot is zero)."""
         if ins[0].dtype != np.float64:
             raise Unsupported(f"lu of {ins[0].dtype} in lanes")
         res, (A, P, V, m, n, k) = self._lu_start(ins, outs)
@@ -336,12 +337,20 @@ class LaneTranslator(Translator):
         self.line(f"const iv nz = {A}[c*{n} + c] != 0.0;")
         self.open("if (ANY(nz))")
         self.line(f"const dv inv = 1.0 / {A}[c*{n} + c];")
+        self.open("if (!ANY(~nz))")  # every lane's pivot nonzero (the rule): no masks
+        self.open(f"for (int i = c + 1; i < {m}; i++)")
+        self.line(f"const dv l = {A}[i*{n} + c] * inv; {A}[i*{n} + c] = l;")
+        self.line(f"for (int j = c + 1; j < {n}; j++) {A}[i*{n} + j] = {A}[i*{n} + j] - l * {A}[c*{n} + j];")
+        self.close()
+        self.close()
+        self.open("else")
         self.open(f"for (int i = c + 1; i < {m}; i++)")
         self.line(f"const dv l = {A}[i*{n} + c] * inv; {A}[i*{n} + c] = nz ? l : {A}[i*{n} + c];")
         self.line(
             f"for (int j = c + 1; j < {n}; j++) {A}[i*{n} + j] = nz ? {A}[i*{n} + j] - l * {A}[c*{n} + j] "
             f": {A}[i*{n} + j];"
         )
+        self.close()
         self.close()
         self.close()
         self.close()
