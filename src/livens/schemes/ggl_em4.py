@@ -281,8 +281,9 @@ def _tangent(u, s: State, h, t, params, mech):
     sizes = [(n, int(u[n].shape[0])) for n, _ in _UNKNOWNS]
     x = jnp.concatenate([u[n] for n, _ in sizes])
 
-    def unpack(z):
-        return dict(zip([n for n, _ in sizes], jnp.split(z, np.cumsum([k for _, k in sizes])[:-1])))
+    def unpack(z):  # as Scheme.unpack
+        starts = [int(i) for i in np.cumsum([0] + [k for _, k in sizes])]
+        return {n: z[i : i + k] for (n, k), i in zip(sizes, starts)}
 
     def residual(z, a, mech):
         return _residual(unpack(z), *a, mech)
