@@ -243,25 +243,44 @@ class _FakeLanes:
         return np.asarray(idx) * 10
 
 
+class _FakeSingle:
+    def __init__(self, scratch):
+        self.scratch = scratch
+
+
 @pytest.mark.parametrize(
-    "cores, members, lanes",
-    [(2, 8, 4), (1, 8, 8), (2, 16, 8), (2, 9, 8), (2, 3, 2), (4, 8, 2), (2, 40, 8)],
+    "cores, members, heavy, lanes",
+    [
+        (2, 8, True, 4),
+        (1, 8, True, 8),
+        (2, 16, True, 8),
+        (2, 9, True, 8),
+        (2, 3, True, 2),
+        (4, 8, True, 2),
+        (2, 40, True, 8),
+        (2, 8, False, 8),
+        (2, 3, False, 8),
+    ],
 )
-def test_a_batch_runs_in_lane_kernels_that_spread_it_over_the_cores(monkeypatch, cores, members, lanes):
-    """The members of a batch run in lane kernels of the fewest lanes (a power of two, at most the
-    engine's) that give each core a group where they are few: 8 members on 2 cores in 2 groups of
-    4, side by side, not one group of 8 and a core idle; each member's outputs go to it, the last
-    group filled up with its last member, and a kernel of each width is made once."""
+def test_a_batch_of_a_heavy_kernel_runs_in_lane_kernels_spread_over_the_cores(
+    monkeypatch, cores, members, heavy, lanes
+):
+    """The members of a batch run in lane kernels of the engine's width, or, for a kernel bound by
+    its memory traffic (large scratch arrays), of the fewest lanes (a power of two) that give each
+    core a group where they are few: 8 members on 2 cores in 2 groups of 4, side by side, not one
+    group of 8 and a core idle; each member's outputs go to it, the last group filled up with its
+    last member, and a kernel of each width is made once."""
     from livens.driver import executors
 
     monkeypatch.setattr(executors, "_CORES", cores)
+    scratch = executors.SPREAD_SCRATCH // 8 + (1 if heavy else -1)
     made = {}
 
     def make_lanes(w):
         made[w] = made.get(w) or _FakeLanes(w)
         return made[w]
 
-    kernel = executors.MemberKernel(None, make_lanes=make_lanes, lanes_from=2, max_lanes=8)
+    kernel = executors.MemberKernel(_FakeSingle(scratch), make_lanes=make_lanes, lanes_from=2, max_lanes=8)
     got = np.full(members, -1)
 
     def take(idx, out):

@@ -83,6 +83,14 @@ def set_member_rows(tree, idx, rows) -> None:
         dst[idx] = src
 
 
+SPREAD_SCRATCH = 32 << 20
+"""The bytes of scratch arrays (the large arrays off the C stack: a replay's stored steps) above
+which a lane kernel runs its members in narrower groups spread over the cores
+(:meth:`MemberKernel.width`): such a kernel is bound by its memory traffic, which narrower groups
+share out over the cores' caches; a lighter one runs its members in groups of the full width, on
+one thread (no hand-over between threads, one thread's Python per chunk)."""
+
+
 class MemberKernel:
     """A native kernel of one member's function (a chunk loop, or the replay of a chunk) run for any
     number of members: through ``single``, the kernel of one member, one member per call, or
@@ -93,10 +101,10 @@ class MemberKernel:
     The lane kernel runs the members where at least ``lanes_from`` of them are to run (always where
     there is no single kernel). ``make_lanes``, where given instead of ``lanes``, makes lane kernels
     at their first need: ``make_lanes(w)`` is the kernel of ``w`` lanes (or None: the single kernel
-    then runs every member), ``w`` a power of two from 2 to ``max_lanes``, the fewest lanes whose
-    groups keep every thread of the pool busy (:meth:`width`): 8 members on 2 cores run as 2 groups
-    of 4, side by side, where one group of 8 would leave a core idle (a vector of 4 doubles costs
-    about what one of 8 costs, and a group's arrays are half as large). A lane kernel's last group
+    then runs every member), ``w`` :meth:`width`: ``max_lanes``, or, for a kernel bound by its
+    memory traffic (:data:`SPREAD_SCRATCH`), the fewest lanes whose groups keep every thread of the
+    pool busy: 8 members on 2 cores run as 2 groups of 4, side by side, where one group of 8 would
+    leave a core idle (a group's arrays are half as large). A lane kernel's last group
     is filled up with copies of its last member, whose outputs are dropped. The groups go to the
     members' pool (:func:`spread`); each thread keeps a lane kernel's buffers from one call to the
     next."""
@@ -115,8 +123,12 @@ class MemberKernel:
 
     def width(self, members: int) -> int:
         """The lanes of the kernel that ``members`` members run in where ``make_lanes`` makes it:
-        the fewest, a power of two from 2 to ``max_lanes``, that give every core of the members'
-        pool at most one group, or ``max_lanes`` where the members are more."""
+        ``max_lanes``; for a single kernel whose scratch arrays, times ``max_lanes``, pass
+        :data:`SPREAD_SCRATCH` bytes, the fewest lanes, a power of two from 2 to ``max_lanes``, that
+        give every core of the members' pool at most one group (``max_lanes`` where the members are
+        more)."""
+        if getattr(self.single, "scratch", 0) * self.max_lanes <= SPREAD_SCRATCH:
+            return self.max_lanes
         per_core = -(-members // _CORES)
         w = 2
         while w < min(per_core, self.max_lanes):

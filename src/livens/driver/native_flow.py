@@ -139,10 +139,11 @@ together in a lane kernel (:func:`_member_kernel`); fewer run member by member."
 def _member_kernel(run, single, key, build, args) -> MemberKernel:
     """The single kernel ``single`` of a flow's ``run`` for any number of members
     (:class:`~livens.driver.executors.MemberKernel`): a batch of at least :data:`LANES_FROM` members
-    runs in lane kernels of the same function, of up to :attr:`EngineOptions.lanes
-    <livens.engine.EngineOptions>` lanes (as many as spread the groups over the cores:
-    :meth:`MemberKernel.width <livens.driver.executors.MemberKernel.width>`), each made at its first
-    need; where the engine makes no lane kernel of it, the single kernel runs them member by member.
+    runs in lane kernels of the same function, of :attr:`EngineOptions.lanes
+    <livens.engine.EngineOptions>` lanes or, for a kernel bound by its memory traffic, fewer, so that
+    its groups spread over the cores (:meth:`MemberKernel.width
+    <livens.driver.executors.MemberKernel.width>`), each made at its first need; where the engine
+    makes no lane kernel of it, the single kernel runs them member by member.
     ``key``, ``build`` and ``args``: the key, function and arguments (one member's) the single
     kernel was compiled from (:func:`_runner`)."""
 
