@@ -54,10 +54,11 @@ def next_node(x, dx, c=None):
 @dataclass(frozen=True)
 class Param:
     """A scheme parameter with default and admissible range (closed/open ends); ``whole``: only the
-    whole numbers of the range (a number of stages); ``static``: fixed when the step is traced (the
-    number of stages, which sets the layout of the unknowns): each value gives its own scheme
-    (:meth:`Scheme.specialized`) and its own compiled program, where the other parameters are traced
-    arguments of one program for every value."""
+    whole numbers of the range (a number of stages); ``static(scheme, value) -> Scheme``: for an option
+    fixed when the step is traced (the number of stages, which sets the layout of the unknowns), the
+    scheme built for ``value`` (``scheme`` itself where it is built for it, :meth:`Scheme.specialized`):
+    each value has its own compiled program, where the other parameters are traced arguments of one
+    program for every value."""
 
     name: str
     default: float
@@ -66,7 +67,7 @@ class Param:
     low_open: bool = False
     high_open: bool = False
     whole: bool = False
-    static: bool = False
+    static: Callable | None = None
 
     def check(self, value: float, scheme: str) -> float:
         try:
@@ -235,9 +236,6 @@ class Scheme:
         computed once per step by :func:`livens.timestep.step` before the guess; guess, residual,
         tangent and update read them there, and compute them where a caller passes a state
         without them. The update returns a state without them.
-    variant(scheme, values) -> Scheme: the scheme built for the values of its static parameters
-        (:attr:`Param.static`; ``values``: {name: value}), ``scheme`` itself where it is built for them
-        (:meth:`specialized`).
     capabilities, solving, about: :class:`Capabilities`, :class:`Solving`, :class:`About`.
 
     Adding a scheme touches one module of :mod:`livens.schemes` (see ``schemes/classical.py`` and
@@ -256,7 +254,6 @@ class Scheme:
     tangent: Callable | None = None
     start: Callable | None = None
     prepare: Callable | None = None
-    variant: Callable | None = None
 
     def __post_init__(self):
         names = tuple(n for n, _ in self.unknowns)
@@ -300,9 +297,12 @@ class Scheme:
 
     def specialized(self, values: dict) -> Scheme:
         """The scheme for the parameter values ``values`` (:meth:`resolve_params`): built for those of
-        its static parameters (:attr:`Param.static`, :attr:`variant`); ``self`` where it has none."""
-        static = {p.name: values[p.name] for p in self.params if p.static and p.name in values}
-        return self if self.variant is None or not static else self.variant(self, static)
+        its static parameters (:attr:`Param.static`); ``self`` where it has none."""
+        scheme = self
+        for p in self.params:
+            if p.static is not None and p.name in values:
+                scheme = p.static(scheme, values[p.name])
+        return scheme
 
     def resolve_params(self, given: dict, alias_params: dict | None = None) -> dict:
         """Defaults, then alias values, then user values; each checked against its range."""

@@ -246,10 +246,10 @@ def _update(u, s: State, h, t, params, mech):
     return new, {"v": v, "lam": lam, "gam": gam}
 
 
-def _variant(scheme: Scheme, values: dict) -> Scheme:
-    """The scheme of ``values["stages"]`` stages (:attr:`livens.schemes.base.Scheme.variant`):
-    ``scheme`` where its unknowns are those of s stages, else that of :data:`VARIANTS`."""
-    s = int(values["stages"])
+def _variant(scheme: Scheme, stages: float) -> Scheme:
+    """The scheme of s = ``stages`` stages (:attr:`livens.schemes.base.Param.static`): ``scheme`` where
+    its unknowns are those of s stages, else that of :data:`VARIANTS`."""
+    s = int(stages)
     return scheme if _stages(dict(scheme.unknowns)) == s else VARIANTS[s]
 
 
@@ -262,7 +262,7 @@ def _scheme(s: int) -> Scheme:
         tangent=_TANGENT,
         guess=_guess_for(s),
         update=_update,
-        params=(Param("stages", 3.0, 2.0, 3.0, whole=True, static=True),),
+        params=(Param("stages", 3.0, 2.0, 3.0, whole=True, static=_variant),),
         capabilities=Capabilities(
             velocity_kind="nodal",
             gamma=True,
@@ -278,7 +278,6 @@ def _scheme(s: int) -> Scheme:
             keeps="symplectic, momentum maps, g(q) and G M^-1 p at the nodes; order 2s - 2 (2 for stages = 2, 4 for stages = 3)",
             order=2 * s - 2,
         ),
-        variant=_variant,
     )
 
 
