@@ -233,7 +233,7 @@ def test_ensembles_and_batched_flows_share_one_pool_of_member_threads(pendulum):
 
 
 class _FakeLanes:
-    """A lane kernel of ``lanes`` lanes that returns its members' indices (member-first)."""
+    """A lane kernel of ``lanes`` lanes that returns its members' indices (member-first) times 10."""
 
     def __init__(self, lanes):
         self.lanes, self.calls = lanes, []
@@ -244,52 +244,38 @@ class _FakeLanes:
 
 
 class _FakeSingle:
+    """A single kernel whose scratch arrays hold ``scratch`` bytes, returning its member's index times 10."""
+
     def __init__(self, scratch):
-        self.scratch = scratch
+        self.scratch, self.calls = scratch, []
+
+    def __call__(self, b):
+        self.calls.append(int(b))
+        return 10 * int(b)
 
 
-@pytest.mark.parametrize(
-    "cores, members, heavy, lanes",
-    [
-        (2, 8, True, 4),
-        (1, 8, True, 8),
-        (2, 16, True, 8),
-        (2, 9, True, 8),
-        (2, 3, True, 2),
-        (4, 8, True, 2),
-        (2, 40, True, 8),
-        (2, 8, False, 8),
-        (2, 3, False, 8),
-    ],
-)
-def test_a_batch_of_a_heavy_kernel_runs_in_lane_kernels_spread_over_the_cores(
-    monkeypatch, cores, members, heavy, lanes
-):
-    """The members of a batch run in lane kernels of the engine's width, or, for a kernel bound by
-    its memory traffic (large scratch arrays), of the fewest lanes (a power of two) that give each
-    core a group where they are few: 8 members on 2 cores in 2 groups of 4, side by side, not one
-    group of 8 and a core idle; each member's outputs go to it, the last group filled up with its
-    last member, and a kernel of each width is made once."""
+@pytest.mark.parametrize("members", [3, 8, 9])
+@pytest.mark.parametrize("heavy", [False, True])
+def test_a_kernel_bound_by_memory_runs_its_members_one_by_one(members, heavy):
+    """A batch runs in lane kernels (groups of the lanes, the last one filled up with its last
+    member) unless their scratch arrays, the single kernel's times the lanes, would pass
+    LANE_SCRATCH: the single kernel then runs each member (spread over the cores); either way each
+    member's outputs go to it."""
     from livens.driver import executors
 
-    monkeypatch.setattr(executors, "_CORES", cores)
-    scratch = executors.SPREAD_SCRATCH // 8 + (1 if heavy else -1)
-    made = {}
-
-    def make_lanes(w):
-        made[w] = made.get(w) or _FakeLanes(w)
-        return made[w]
-
-    kernel = executors.MemberKernel(_FakeSingle(scratch), make_lanes=make_lanes, lanes_from=2, max_lanes=8)
+    scratch = executors.LANE_SCRATCH // 8 + (1 if heavy else 0)
+    single, lanes = _FakeSingle(scratch), _FakeLanes(8)
+    kernel = executors.MemberKernel(single, make_lanes=lambda: lanes, lanes_from=2, max_lanes=8)
     got = np.full(members, -1)
 
     def take(idx, out):
         got[idx] = out
 
-    for _ in range(2):
-        kernel.run(np.arange(members), lambda idx: (idx,), take)
+    kernel.run(np.arange(members), lambda idx: (idx,), take)
     np.testing.assert_array_equal(got, 10 * np.arange(members))
-    assert list(made) == [lanes] and kernel.lanes == lanes
-    calls = made[lanes].calls
-    assert len(calls) == 2 * -(-members // lanes) and all(len(c) == lanes for c in calls)
-    assert sorted({b for c in calls for b in c}) == list(range(members))
+    assert kernel.memory_bound == heavy
+    if heavy:
+        assert sorted(single.calls) == list(range(members)) and not lanes.calls and kernel.lanes == 0
+    else:
+        assert not single.calls and kernel.lanes == 8
+        assert len(lanes.calls) == -(-members // 8) and all(len(c) == 8 for c in lanes.calls)

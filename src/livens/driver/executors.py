@@ -83,12 +83,12 @@ def set_member_rows(tree, idx, rows) -> None:
         dst[idx] = src
 
 
-SPREAD_SCRATCH = 32 << 20
-"""The bytes of scratch arrays (the large arrays off the C stack: a replay's stored steps) above
-which a lane kernel runs its members in narrower groups spread over the cores
-(:meth:`MemberKernel.width`): such a kernel is bound by its memory traffic, which narrower groups
-share out over the cores' caches; a lighter one runs its members in groups of the full width, on
-one thread (no hand-over between threads, one thread's Python per chunk)."""
+LANE_SCRATCH = 32 << 20
+"""The bytes of scratch arrays (the large arrays off the C stack: a replay's stored steps) that a
+lane kernel may hold (:class:`MemberKernel`: its single kernel's times its lanes): a kernel with
+more is bound by its memory traffic, which lanes multiply by their number (a lane's arrays then
+leave the caches), so its members run one by one through the single kernel, spread over the
+cores; a lighter one runs its members in lane kernels."""
 
 
 class MemberKernel:
@@ -99,49 +99,32 @@ class MemberKernel:
     so that every member's outputs are those of its own call, to the bit.
 
     The lane kernel runs the members where at least ``lanes_from`` of them are to run (always where
-    there is no single kernel). ``make_lanes``, where given instead of ``lanes``, makes lane kernels
-    at their first need: ``make_lanes(w)`` is the kernel of ``w`` lanes (or None: the single kernel
-    then runs every member), ``w`` :meth:`width`: ``max_lanes``, or, for a kernel bound by its
-    memory traffic (:data:`SPREAD_SCRATCH`), the fewest lanes whose groups keep every thread of the
-    pool busy: 8 members on 2 cores run as 2 groups of 4, side by side, where one group of 8 would
-    leave a core idle (a group's arrays are half as large). A lane kernel's last group
-    is filled up with copies of its last member, whose outputs are dropped. The groups go to the
-    members' pool (:func:`spread`); each thread keeps a lane kernel's buffers from one call to the
-    next."""
+    there is no single kernel) and the lane kernel's scratch arrays, ``max_lanes`` times the single
+    kernel's, stay within :data:`LANE_SCRATCH`; ``make_lanes``, where given instead of ``lanes``,
+    makes it at that first need (or returns None: the single kernel then runs every member). A
+    lane kernel's last group is filled up with copies of its last member, whose outputs are
+    dropped. The groups go to the members' pool (:func:`spread`); each thread keeps a lane kernel's
+    buffers from one call to the next."""
 
     def __init__(self, single=None, lanes=None, *, make_lanes=None, lanes_from: int = 1, max_lanes: int = 8):
         self.single, self._lanes, self._make_lanes, self.lanes_from = single, lanes, make_lanes, lanes_from
         self.max_lanes = max_lanes
-        self._made: dict = {}  # lanes -> the lane kernel made by make_lanes, or None
         self._local = threading.local()
 
     @property
     def lanes(self) -> int:
-        """Members per call of the widest lane kernel; 0 where none has been made."""
-        made = [k.lanes for k in (self._lanes, *self._made.values()) if k is not None]
-        return max(made, default=0)
+        """Members per call of the lane kernel; 0 where none has been made."""
+        return self._lanes.lanes if self._lanes is not None else 0
 
-    def width(self, members: int) -> int:
-        """The lanes of the kernel that ``members`` members run in where ``make_lanes`` makes it:
-        ``max_lanes``; for a single kernel whose scratch arrays, times ``max_lanes``, pass
-        :data:`SPREAD_SCRATCH` bytes, the fewest lanes, a power of two from 2 to ``max_lanes``, that
-        give every core of the members' pool at most one group (``max_lanes`` where the members are
-        more)."""
-        if getattr(self.single, "scratch", 0) * self.max_lanes <= SPREAD_SCRATCH:
-            return self.max_lanes
-        per_core = -(-members // _CORES)
-        w = 2
-        while w < min(per_core, self.max_lanes):
-            w *= 2
-        return min(w, self.max_lanes)
+    @property
+    def memory_bound(self) -> bool:
+        """Whether a lane kernel of the single kernel would hold more scratch than :data:`LANE_SCRATCH`."""
+        return getattr(self.single, "scratch", 0) * self.max_lanes > LANE_SCRATCH
 
-    def _lane_kernel(self, members: int):
-        if self._make_lanes is None:
-            return self._lanes
-        w = self.width(members)
-        if w not in self._made:
-            self._made[w] = self._make_lanes(w)
-        return self._made[w]
+    def _lane_kernel(self):
+        if self._make_lanes is not None:
+            self._lanes, self._make_lanes = self._make_lanes(), None
+        return self._lanes
 
     def run(self, members, args_of, take) -> None:
         """The kernel for the members ``members`` (indices), group by group: ``args_of(idx)`` gives
@@ -152,8 +135,8 @@ class MemberKernel:
         views of a buffer that the thread's next call overwrites: ``take`` copies what it keeps.
         Groups are disjoint, so ``take`` may write their rows of shared arrays without a lock."""
         members = np.asarray(members, np.int64)
-        many = members.size >= self.lanes_from or self.single is None
-        lanes = self._lane_kernel(members.size) if many else None
+        many = (members.size >= self.lanes_from and not self.memory_bound) or self.single is None
+        lanes = self._lane_kernel() if many else None
         if lanes is None:
 
             def one(b):

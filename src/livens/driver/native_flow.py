@@ -138,17 +138,16 @@ together in a lane kernel (:func:`_member_kernel`); fewer run member by member."
 
 def _member_kernel(run, single, key, build, args) -> MemberKernel:
     """The single kernel ``single`` of a flow's ``run`` for any number of members
-    (:class:`~livens.driver.executors.MemberKernel`): a batch of at least :data:`LANES_FROM` members
-    runs in lane kernels of the same function, of :attr:`EngineOptions.lanes
-    <livens.engine.EngineOptions>` lanes or, for a kernel bound by its memory traffic, fewer, so that
-    its groups spread over the cores (:meth:`MemberKernel.width
-    <livens.driver.executors.MemberKernel.width>`), each made at its first need; where the engine
-    makes no lane kernel of it, the single kernel runs them member by member.
-    ``key``, ``build`` and ``args``: the key, function and arguments (one member's) the single
-    kernel was compiled from (:func:`_runner`)."""
+    (:class:`~livens.driver.executors.MemberKernel`): :attr:`EngineOptions.lanes
+    <livens.engine.EngineOptions>` members at a time through a lane kernel of the same function, made
+    at the first call with at least :data:`LANES_FROM` members, unless its arrays would be too large
+    for lanes to pay (:data:`~livens.driver.executors.LANE_SCRATCH`); where the engine makes no lane
+    kernel of it, the single kernel member by member. ``key``, ``build`` and ``args``: the key,
+    function and arguments (one member's) the single kernel was compiled from (:func:`_runner`)."""
+    lanes = run.flow.plan.engine.lanes
 
-    def make_lanes(lanes: int):
-        runner = _runner(key, build, run, lanes)
+    def make_lanes():
+        runner = _runner(key, build, run, lanes) if lanes >= 2 else None
         if runner is None:
             return None
         with warnings.catch_warnings():  # the single kernel runs the members instead: no notice
@@ -158,9 +157,6 @@ def _member_kernel(run, single, key, build, args) -> MemberKernel:
             except Exception:  # noqa: BLE001 - member by member through the single kernel
                 return None
 
-    lanes = run.flow.plan.engine.lanes
-    if lanes < 2:
-        return MemberKernel(single)
     return MemberKernel(single, make_lanes=make_lanes, lanes_from=LANES_FROM, max_lanes=lanes)
 
 
