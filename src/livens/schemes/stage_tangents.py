@@ -38,9 +38,9 @@ def ad_tangent_at_once(residual: Callable) -> Callable:
     :attr:`~livens.engine.SizePolicy.banded_unknowns` on. The block form holds the residual and its
     derivative once per block in the compiled program; where the unknowns reach every evaluation of the step alike, as in ``ggl-spark``,
     the blocks save little work, and the single ``jacfwd`` compiles faster and steps faster (measured
-    by ``python -m benchmarks``). Not for every scheme: ``ggl-em4`` steps faster with the blocks, whose
-    multipliers and momenta enter its inner linear solves linearly. The matrix is the same; Newton's
-    iterates change by round-off only."""
+    by ``python -m benchmarks``). ``ggl-em4`` takes neither: for a constant M its tangent is assembled
+    from Jacobians at its quadrature points (:mod:`livens.schemes.ggl_em4_tangent`), and otherwise it
+    keeps the solvers' default. The matrix is the same; Newton's iterates change by round-off only."""
 
     def tangent(u, s, h, t, params, mech):
         x, unpack = _packed(u)
