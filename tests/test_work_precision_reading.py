@@ -47,3 +47,18 @@ def test_a_bracketing_pair_between_other_runs():
     w = (math.log(1e-6) - math.log(1e-8)) / (math.log(1e-6) - math.log(1e-9))
     expected = math.exp((1 - w) * math.log(0.4) + w * math.log(3.0))
     assert work_precision._at_target(points) == pytest.approx(expected, rel=1e-14)
+
+
+def test_the_order_four_group_is_the_higher_order_schemes_that_report_order_four():
+    """The strict reading of the verdict (the fastest scheme of order 4) compares the schemes whose
+    reported order is 4, no other: ggl-galerkin with three stages (order 6) is left out."""
+    import livens as lv
+    from livens.studies import parse_scheme
+
+    def order(spelling):
+        name, params = parse_scheme(spelling)
+        scheme, alias = lv.schemes.get(name)
+        return scheme.specialized(scheme.resolve_params(params, alias)).about.order
+
+    assert set(work_precision.ORDER_FOUR) == {s for s in work_precision.HIGHER_ORDER if order(s) == 4}
+    assert order("ggl-galerkin(stages=3)") == 6
