@@ -257,11 +257,9 @@ def _update(u, s: State, h, t, params, mech):
     return new, {"v": v, "lam": u["lam"], "gam": u["gam"]}
 
 
-def _variant(scheme: Scheme, stages: float) -> Scheme:
-    """The scheme of s = ``stages`` stages (:attr:`livens.schemes.base.Param.static`): ``scheme`` where
-    its unknowns are those of s stages, else that of :data:`VARIANTS`."""
-    s = int(stages)
-    return scheme if _stages(dict(scheme.unknowns)) == s else VARIANTS[s]
+VARIANTS: dict[int, Scheme] = {}
+"""The scheme for each number of stages (``stages`` is static: each compiles its own program)."""
+_variant = st_.stage_variant(_stages, VARIANTS)
 
 
 def _scheme(s: int) -> Scheme:
@@ -292,8 +290,7 @@ def _scheme(s: int) -> Scheme:
     )
 
 
-VARIANTS = {s: _scheme(s) for s in STAGES}
-"""The scheme for each number of stages (``stages`` is static: each compiles its own program)."""
+VARIANTS.update({s: _scheme(s) for s in STAGES})
 
 GGL_GALERKIN = register(VARIANTS[2])
 """The registered ggl-galerkin: the default s = 2 (:meth:`livens.schemes.base.Scheme.specialized` gives

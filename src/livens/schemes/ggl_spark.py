@@ -246,11 +246,9 @@ def _update(u, s: State, h, t, params, mech):
     return new, {"v": v, "lam": lam, "gam": gam}
 
 
-def _variant(scheme: Scheme, stages: float) -> Scheme:
-    """The scheme of s = ``stages`` stages (:attr:`livens.schemes.base.Param.static`): ``scheme`` where
-    its unknowns are those of s stages, else that of :data:`VARIANTS`."""
-    s = int(stages)
-    return scheme if _stages(dict(scheme.unknowns)) == s else VARIANTS[s]
+VARIANTS: dict[int, Scheme] = {}
+"""The scheme for each number of stages (``stages`` is static: each compiles its own program)."""
+_variant = st_.stage_variant(_stages, VARIANTS)
 
 
 def _scheme(s: int) -> Scheme:
@@ -284,8 +282,7 @@ def _scheme(s: int) -> Scheme:
 _TANGENT = st_.ad_tangent_at_once(_residual)
 """The Newton tangent of every s (module docstring)."""
 
-VARIANTS = {s: _scheme(s) for s in STAGES}
-"""The scheme for each number of stages (``stages`` is static: each compiles its own program)."""
+VARIANTS.update({s: _scheme(s) for s in STAGES})
 
 GGL_SPARK = register(VARIANTS[3])
 """The registered ggl-spark: the default s = 3 (:meth:`livens.schemes.base.Scheme.specialized` gives

@@ -29,6 +29,19 @@ import numpy as np
 from ..solvers import ad_jacobian, size_policy
 
 
+def stage_variant(stages_of: Callable, variants: dict) -> Callable:
+    """The hook of a ``stages`` option that is static (:attr:`livens.schemes.base.Param.static`) for a
+    scheme whose every number of stages is a scheme of its own: ``(scheme, stages) ->`` ``scheme`` where
+    its unknowns are those of s = ``stages`` stages (``stages_of(unknowns)``), else ``variants[s]``
+    (filled once the schemes are built)."""
+
+    def variant(scheme, stages: float):
+        s = int(stages)
+        return scheme if stages_of(dict(scheme.unknowns)) == s else variants[s]
+
+    return variant
+
+
 def ad_tangent_at_once(residual: Callable) -> Callable:
     """A scheme's tangent ``(u, s, h, t, params, mech)``: dR/dx of ``residual`` by one ``jax.jacfwd`` of
     all its unknowns at once (packed in the order of ``u``, every direction in one ``vmap``), at every
