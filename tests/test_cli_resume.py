@@ -23,18 +23,24 @@ STEM = "pendulum-3d_VI-S"
 
 @pytest.fixture
 def ctrl_c_in_chunk(monkeypatch):
-    """Ctrl-C (a real SIGINT to this process) while the chunk ``k`` of the next run goes: the time loop
-    stops after it, as after a key press."""
-    advance = executors.Single.advance
+    """Ctrl-C (a real SIGINT to this process) as the chunk ``k`` of the next run ends: the time loop
+    stops after it, as after a key press while it ran (a native kernel stops within its chunk at once:
+    the press comes once the chunk is done, so that the run stops after exactly k chunks)."""
     when = {"chunk": None, "calls": 0}
 
-    def advance_then_press(self, n, n_stop):
-        when["calls"] += 1
-        if when["calls"] == when["chunk"]:
-            os.kill(os.getpid(), signal.SIGINT)
-        return advance(self, n, n_stop)
+    def pressing(advance):
+        def advance_then_press(self, n, n_stop):
+            when["calls"] += 1
+            done = advance(self, n, n_stop)
+            if when["calls"] == when["chunk"]:
+                os.kill(os.getpid(), signal.SIGINT)
+            return done
 
-    monkeypatch.setattr(executors.Single, "advance", advance_then_press)
+        return advance_then_press
+
+    # a single run's executor: its one member through a native kernel, or XLA's program
+    for cls in (executors.NativeMembers, executors.Dispatched):
+        monkeypatch.setattr(cls, "advance", pressing(cls.advance))
 
     def arm(k):
         when["chunk"], when["calls"] = k, 0

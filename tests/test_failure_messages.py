@@ -135,15 +135,19 @@ def _interrupt_in_chunk(monkeypatch, k: int) -> None:
     from livens.driver import executors
 
     calls = {"n": 0}
-    advance = executors.Single.advance
 
-    def advance_then_interrupt(self, n, n_stop):
-        calls["n"] += 1
-        if calls["n"] == k:
-            os.kill(os.getpid(), signal.SIGINT)
-        return advance(self, n, n_stop)
+    def interrupting(advance):
+        def advance_then_interrupt(self, n, n_stop):
+            calls["n"] += 1
+            if calls["n"] == k:
+                os.kill(os.getpid(), signal.SIGINT)
+            return advance(self, n, n_stop)
 
-    monkeypatch.setattr(executors.Single, "advance", advance_then_interrupt)
+        return advance_then_interrupt
+
+    # a single run's executor: its one member through a native kernel, or XLA's program
+    for cls in (executors.NativeMembers, executors.Dispatched):
+        monkeypatch.setattr(cls, "advance", interrupting(cls.advance))
 
 
 def test_an_interrupted_run_says_how_to_continue_it_and_the_continuation_meets_an_uninterrupted_run(monkeypatch):

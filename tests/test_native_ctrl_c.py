@@ -65,7 +65,7 @@ def test_ctrl_c_inside_one_long_native_chunk_of_simulate_returns_within_a_second
         sent["at"] = time.perf_counter()
         os.kill(os.getpid(), signal.SIGINT)
 
-    advance = executors.Single.advance
+    advance = executors.NativeMembers.advance  # a native single run: the members' executor, one member
 
     def advance_then_interrupt(self, n, n_stop):
         if "timer" not in sent:
@@ -73,7 +73,7 @@ def test_ctrl_c_inside_one_long_native_chunk_of_simulate_returns_within_a_second
             sent["timer"].start()
         return advance(self, n, n_stop)
 
-    monkeypatch.setattr(executors.Single, "advance", advance_then_interrupt)
+    monkeypatch.setattr(executors.NativeMembers, "advance", advance_then_interrupt)
     # a second press after 10 s: should the first be lost, the test fails on the time it took
     # instead of running its 20 million steps (it once ran for minutes in a full run of the native
     # tests under the lowest JAX, cause not found; alone it passes)

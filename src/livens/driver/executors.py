@@ -5,16 +5,18 @@ Every executor holds the state of a run's B members and advances each member tha
 reached its stop by one chunk of steps per call of :meth:`advance`, returning, per member, the
 node reached, whether a step failed, and one row of records per step (:mod:`livens.driver.records`):
 
-- :class:`Single`: one member through the engine's compiled loop (a native kernel or XLA); the next
-  chunk is dispatched from the device while the records of the last one are copied, on the guess
-  that no step fails (XLA runs asynchronously);
-- :class:`Batched`: the loop ``vmap``-ped over the members, one XLA call per chunk for all of them;
 - :class:`NativeMembers`: the members through a native kernel of one member's chunk loop
   (:class:`MemberKernel`: the single run's kernel member by member, or a lane kernel
-  :attr:`MemberKernel.lanes` members at a time). It runs the members of
-  :func:`livens.simulate_ensemble` and every native forward run of :func:`livens.flow`: one run (one
-  member) or the members of a ``jax.vmap`` of it, keeping the state at each chunk's start for the
-  flow's derivatives, which replay the chunks through the same :class:`MemberKernel`.
+  :attr:`MemberKernel.lanes` members at a time). It runs every native run of the host loop: the one
+  member of :func:`livens.simulate`, the members of :func:`livens.simulate_ensemble`, and every
+  native forward run of :func:`livens.flow` (one run, or the members of a ``jax.vmap`` of it, keeping
+  the state at each chunk's start for the flow's derivatives, which replay the chunks through the
+  same :class:`MemberKernel`);
+- :class:`Batched`: the loop ``vmap``-ped over the members, one XLA call per chunk for all of them;
+- :class:`Dispatched`: one member through XLA's program of the loop (a single run that XLA runs);
+  the next chunk is dispatched to the device while the records of the last one are copied, on the
+  guess that no step fails (XLA runs asynchronously; a native kernel runs synchronously, and gains
+  nothing from a chunk run ahead).
 
 A :class:`MemberKernel` spreads its groups of members over the threads of :func:`spread`, one pool
 for every run of the process (a native kernel releases the GIL, so the threads run kernels side
@@ -185,35 +187,25 @@ class _Members:
         self.state, self.history = jax.tree_util.tree_map(put, (self.state, self.history), (state, history))
 
 
-class Single:
-    """One member through the engine's compiled chunk loop ``runner`` (module docstring)."""
+class Dispatched:
+    """One member through XLA's program of the chunk loop (module docstring): ``runner``, the
+    engine's loop of one member (:func:`livens.engine.single_loop`), which XLA runs."""
 
-    backend_name = None
+    backend = "xla"
 
     def __init__(self, runner, state, history, t_start, consts, chunk: int):
         self.runner, self.state, self.history = runner, state, history
         self.t_start, self.consts, self.chunk = np.float64(t_start), consts, chunk
         self.pending = None
         self.members = 1
-        self.kernel = None  # the native kernel, once the first call has shown that one runs the loop
-
-    @property
-    def backend(self) -> str:
-        return getattr(self.runner, "backend", None) or "xla"
 
     @property
     def reason(self):
+        """Why XLA runs the loop where native code was possible in principle (None: by design)."""
         return getattr(self.runner, "reason", None)
 
     def _call(self, state, history, n0, n_stop):
-        args = (state, history, self.t_start, n0, np.int64(n_stop), *self.consts[1:])
-        if self.kernel:  # the same argument shapes chunk after chunk: the kernel itself, no lookup
-            return self.kernel(*args)
-        out = self.runner(*args)
-        if self.kernel is None:
-            native = getattr(self.runner, "backend", None) == "native"
-            self.kernel = (native and self.runner.kernel(*args)) or False
-        return out
+        return self.runner(state, history, self.t_start, n0, np.int64(n_stop), *self.consts[1:])
 
     def advance(self, n: np.ndarray, n_stop: np.ndarray):
         n0, stop = int(n[0]), int(n_stop[0])
@@ -288,6 +280,7 @@ class NativeMembers(_Members):
     reason = None
 
     def __init__(self, kernel, state, history, t_start, consts, chunk: int, width: int, starts=None, member_sys=None):
+        self._one = None  # one member's (state, history) without the members' axis, where _advance_one keeps them
         state, history = jax.tree_util.tree_map(np.array, (state, history))  # writable copies
         super().__init__(state, history)
         self.kernel, self.chunk, self.width, self.starts = kernel, chunk, width, starts
@@ -295,6 +288,40 @@ class NativeMembers(_Members):
         self.consts = jax.tree_util.tree_map(np.asarray, (np.float64(t_start), *consts[1:5]))
         self.member_sys = member_sys is not None
         self.sys = jax.tree_util.tree_map(np.asarray, consts[5] if member_sys is None else member_sys)
+        # one member through the single kernel (a single run): _advance_one
+        self._single = self.members == 1 and starts is None and self._one_by_one()
+        self._sys0 = member_rows(self.sys, 0) if self.member_sys else self.sys
+
+    # the members' states and histories (member-first), made from the one member's where _advance_one keeps them
+    def _batched(self) -> None:
+        if self._one is not None:
+            self._state, self._history = jax.tree_util.tree_map(lambda a: a[None], self._one)
+            self._one = None
+
+    @property
+    def state(self):
+        self._batched()
+        return self._state
+
+    @state.setter
+    def state(self, value):
+        self._batched()
+        self._state = value
+
+    @property
+    def history(self):
+        self._batched()
+        return self._history
+
+    @history.setter
+    def history(self, value):
+        self._batched()
+        self._history = value
+
+    def member(self, b):
+        if self._one is not None:
+            return self._one
+        return super().member(b)
 
     @property
     def lanes(self) -> int:
@@ -302,6 +329,8 @@ class NativeMembers(_Members):
         return self.kernel.lanes
 
     def advance(self, n: np.ndarray, n_stop: np.ndarray):
+        if self._single:
+            return self._advance_one(n, n_stop)
         alive = np.flatnonzero(n < n_stop)
         leaves, tree = jax.tree_util.tree_flatten((self.state, self.history))  # the state's leaves first
         if self.starts is not None:
@@ -332,3 +361,22 @@ class NativeMembers(_Members):
 
         self.kernel.run(alive, args_of, take)
         return n_new, failed, rows
+
+    def _one_by_one(self) -> bool:
+        """Whether the kernel runs each member through the single kernel, with no lane kernel."""
+        kernel = self.kernel
+        return kernel.single is not None and kernel.lanes == 0 and getattr(kernel, "_make_lanes", None) is None
+
+    def _advance_one(self, n: np.ndarray, n_stop: np.ndarray):
+        """The one member (a single run) through the single kernel, in the calling thread: the call
+        :meth:`MemberKernel.run` makes for a member, its outputs (fresh arrays) kept as they are, the
+        state and history without the members' axis, the records as the rows."""
+        one = self._one
+        if one is None:
+            one = jax.tree_util.tree_map(lambda a: a[0], (self._state, self._history))
+        t_start, h, tol, max_iter, params = self.consts
+        out = self.kernel.single(*one, t_start, n[0], n_stop[0], h, tol, max_iter, params, self._sys0)
+        state, history, n_new, failed, rows = out
+        self._one = (state, history)
+        steps = min(self.chunk, int(n_stop[0] - n[0]))
+        return np.reshape(np.asarray(n_new, np.int64), 1), np.reshape(np.asarray(failed, bool), 1), rows[None, :steps]

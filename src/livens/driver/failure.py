@@ -314,7 +314,7 @@ def warn_failed_members(failures: list, members: int) -> None:
         f"in step {first.step + 1}, counted from 1); they keep their converged steps (ens.failed_step, ens.status). "
         "Try a smaller h, a larger max_iter, or guess='advanced'.",
         RuntimeWarning,
-        stacklevel=5,
+        stacklevel=6,
     )
 
 

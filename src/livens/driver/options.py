@@ -45,6 +45,10 @@ class Single:
     def __post_init__(self):
         _positive_int("chunk", self.chunk)
 
+    def chunks(self, members: int = 1) -> tuple[int, int]:
+        """(native chunk, XLA chunk): ``chunk`` both (as :meth:`Members.chunks`)."""
+        return self.chunk, self.chunk
+
 
 @dataclass(frozen=True)
 class Members:

@@ -2,13 +2,20 @@
 resolution, the initial states and the start, the host loop over the compiled chunk loop, the
 records and the result. :func:`livens.simulate`, :func:`livens.simulate_ensemble` and
 :func:`livens.flow` are presets of it (:mod:`livens.driver.options` names what differs).
+
+A single run and an ensemble take one path (:func:`_host_run`): a single run is an ensemble of one
+member, set up by the same function (:func:`_set_up`), its executor chosen by the same one
+(:func:`_executor`: a native kernel runs it as the ensembles' :class:`NativeMembers` with B = 1),
+kept by the same recorder, its result a view of the same run record; what still differs is what a
+single run alone has (its start compiled while its loop compiles, resume, the blow-up check, XLA's
+program of one member dispatched ahead) and the result's kind.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -16,14 +23,14 @@ import numpy as np
 
 from .. import engine
 from .._progress import progress_bar
+from ..guess import GuessHistory
 from ..run_record import Failure
 from ..run_status import Status
 from ..schemes.base import State
 from ..timestep import make_loop
 from . import failure
 from .combinations import checked
-from .executors import Batched, MemberKernel, NativeMembers
-from .executors import Single as SingleExecutor
+from .executors import Batched, Dispatched, MemberKernel, NativeMembers
 from .host import NothingComputed, Recorder, run_host_loop
 from .options import (
     DEFAULT_CHUNK,
@@ -38,7 +45,7 @@ from .options import (
     Single,
     Stream,
 )
-from .records import KeptNodes, record_layout
+from .records import KeptNodes, RecordLayout, record_layout
 from .setup import Plan, initial_state, member_states, start_state
 from .setup import plan as make_plan
 
@@ -155,96 +162,63 @@ def run(
                 default_guess=default_guess,
                 accept_floor=accept_floor,
             )
-            if isinstance(executor, Members):
-                return _members_run(p, members, executor, output, on_failure, progress)
-            return _single_run(p, executor, output, on_failure, progress, blowup_factor, resume, began)
+            return _host_run(p, members, executor, output, on_failure, progress, blowup_factor, resume, began)
     finally:
         NothingComputed.set(False)
 
 
-# ------------------------------------------------------------------ one member
-def _single_loop(p: Plan, layout, chunk: int):
-    """The engine's compiled chunk loop of one member (cached per system, scheme, guess, chunk,
-    Newton options and engine options)."""
-    key = (p.mech, p.scheme, p.guess, chunk, layout, p.newton, p.engine)
-    hit = _LOOPS.get(key)
-    if hit is None:
+# ------------------------------------------------------------------ the host run: one member or B
+def _host_run(p: Plan, members, executor, output: Memory, on_failure: Raise, progress, blowup_factor, resume, began):
+    """A run through the host loop, of one member (``executor`` :class:`Single`: :func:`livens.simulate`)
+    or of B (:class:`Members`: an ensemble), on one path: the members' set-up (:func:`_set_up`), the
+    run's meta, kept nodes, stream and progress bar, the host loop, then the result, a view of the
+    recorder's run record: a Solution (:func:`_single_result`) or an EnsembleSolution
+    (:func:`_members_result`). ``began``: when :func:`run` was called."""
+    run = _set_up(p, members, executor, resume)
+    save_every = output.save_every
+    meta = _meta(p, save_every, on_failure)
+    if run.single:
+        meta["chunk"] = run.chunk
+    else:
+        problem = p.problem
+        meta.update(
+            members=run.B,
+            v0s=run.node["v"],
+            chunk=run.chunk,
+            example=problem.name,
+            problem_parameters=dict(problem.parameters),
+        )
+    kept = _kept_nodes(p, run.B, p.offset, save_every, p.t_start, run.node)
+    stream = _open_stream(p, output, meta, kept, None if run.single else run.B)
+    energy0 = _energy0(p, blowup_factor)
+    blowup_factor = None if energy0 is None else blowup_factor
+    if run.single:
+        bar = progress_bar(p.steps, progress)
+    else:
+        bar = progress_bar(run.B * p.steps, progress, unit="member-step")
+    wall0 = time.perf_counter()
+    recorder = Recorder(kept, stream)
+    blowup = dict(blowup_factor=blowup_factor, energy0=energy0)
+    out = _host_loop(p, run.ex, run.layout, recorder, bar, run.empty, on_failure, **blowup)
+    times = (began, wall0, time.perf_counter())
+    if run.single:
+        return _single_result(p, run.ex, out, recorder, meta, output, on_failure, blowup_factor, times)
+    return _members_result(p, run.ex, out, recorder, meta, output, times)
 
-        def build(**opts):
-            return make_loop(p.mech, p.scheme, p.guess, chunk, layout, p.newton, **opts)
 
-        hit = _LOOPS[key] = engine.single_loop(build, p.unknowns, p.mech.d, p.mech.m, p.engine)
-    return hit
-
-
-_LOOPS = engine.CompiledCache(32)
-
-
-def _start_fn(p: Plan):
-    sch, mech = p.scheme, p.mech
-    return lambda state, h, params, sys: sch.start(state, h, params, mech.bind(sys))
-
-
-def _check_start(p: Plan, info, member: int | None = None) -> None:
-    """Raise :func:`failure.start_error` where the scheme's start step did not converge (for a
-    member: the first of those whose start failed)."""
-    ok, resid, its = (np.atleast_1d(np.asarray(x)) for x in info)
-    bad = np.flatnonzero(~ok)
-    if bad.size:
-        b = int(bad[0])
-        fail = Failure(Status.SCHEME_START_FAILED, 0, float(resid[b]), int(its[b]), b if member is not None else None)
-        raise failure.start_error(p, fail, bad.size if member is not None else None)
-
-
-def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_factor, resume, began: float):
-    """One member's run. Its times (``meta``; ``began``: when :func:`run` was called) add up:
-    ``wall_time`` = ``compile_time`` (set-up, the start step, the compiles of the time loop and
-    what else runs before the first step) + ``stepping_time`` (the steps, from the first to the
+def _single_result(p: Plan, ex, out, recorder: Recorder, meta: dict, output, on_failure, blowup_factor, times):
+    """The Solution of a single run (its member 0), or the error of a run stopped early, which holds it.
+    Its times (``meta``; ``times``: when :func:`run` was called, the first step began, the last ended)
+    add up: ``wall_time`` = ``compile_time`` (set-up, the start step, the compiles of the time loop
+    and what else runs before the first step) + ``stepping_time`` (the steps, from the first to the
     last, with their records; a compile needed during them, a rescue's or a large XLA loop's
     optimizing one, counts there)."""
     from ..solution import Solution
 
-    sch, mech, problem = p.scheme, p.mech, p.problem
-    save_every = output.save_every
-    state, finish_start = _single_state(p, resume)
-    layout = record_layout(sch, mech, p.guess, state, p.h, p.params)
-    runner = _single_loop(p, layout, executor.chunk)
-    empty = history = p.empty_history(state)
-    consts = p.consts()
-    # the time loop compiled before the first step (while the start compiles, for a scheme with
-    # one), so that the steps are timed on their own
-    runner.prepare(state, history, np.float64(p.t_start), jnp.asarray(0, jnp.int64), *consts)
-    if finish_start is not None:
-        state, info = finish_start()
-        _check_start(p, info)
-    if resume is not None and p.guess == "extrapolated":
-        from ..guess import GuessHistory
-
-        history = GuessHistory.from_meta(resume.meta.get("guess_history"), p.offset, empty)
-    start_node = {
-        "t": p.t_start,
-        "q": np.asarray(state.q),
-        "p": np.asarray(state.p),
-        "v": np.asarray(state.v),
-        "m": p.m_all,
-    }
-    meta = _meta(p, save_every, on_failure)
-    meta["chunk"] = executor.chunk
-    kept = _kept_nodes(p, 1, p.offset, save_every, p.t_start, start_node)
-    stream = _open_stream(p, output, meta, kept)
-    ex = SingleExecutor(runner, state, history, p.t_start, consts, executor.chunk)
-    energy0 = None
-    if blowup_factor is not None:
-        fn = failure.blowup_energy(mech)
-        energy0 = None if fn is None else np.asarray(fn(jnp.asarray(problem.q0)[None], jnp.asarray(problem.p0)[None]))
-        blowup_factor = None if energy0 is None else blowup_factor
-    bar = progress_bar(p.steps, progress)
-    wall0 = time.perf_counter()
-    recorder = Recorder(kept, stream)
-    out = _host_loop(p, ex, layout, recorder, bar, empty, on_failure, blowup_factor=blowup_factor, energy0=energy0)
+    began, wall0, ended = times
+    save_every, stream = output.save_every, recorder.stream
     n_done = int(out.n[0])
-    state, history = ex.state, ex.history
-    ended = time.perf_counter()
+    state, history = ex.member(0)
     meta.update(
         wall_time=ended - began,
         compile_time=wall0 - began,
@@ -264,7 +238,7 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
         meta["compensation"] = {"q": np.asarray(state.comp[0]).tolist(), "p": np.asarray(state.comp[1]).tolist()}
     if out.interrupted and stream is not None:  # the stopped run's file holds them too
         stream.continue_from(meta.get("guess_history"), meta.get("compensation"))
-    sol = Solution.from_record(recorder.run_record(out), 0, problem, sch, p.params, meta)
+    sol = Solution.from_record(recorder.run_record(out), 0, p.problem, p.scheme, p.params, meta)
     _warn_redundant(p, sol.q, sol.t)
     path = output.file()
     _save(output, sol, stopped)
@@ -272,6 +246,37 @@ def _single_run(p: Plan, executor: Single, output, on_failure, progress, blowup_
     if fail is not None:
         failure.raise_failure(p, fail, n_done, sol, path, on_failure.rescue, blowup_factor, save_every, state=state)
     return sol
+
+
+def _members_result(p: Plan, ex, out, recorder: Recorder, meta: dict, output, times) -> EnsembleSolution:
+    """The EnsembleSolution of B members; a warning names the members that failed, and Ctrl-C raises
+    with the ensemble computed so far. Its times (``meta``): ``wall_time`` since :func:`run` was
+    called, ``compile_time`` the first chunk's (its compiles included)."""
+    from ..ensemble_solution import EnsembleSolution
+
+    began, _, ended = times
+    record = recorder.run_record(out)
+    B = int(out.n.shape[0])
+    meta.update(
+        wall_time=ended - began,
+        compile_time=out.compile_time,
+        steps=int(p.steps),
+        backend=ex.backend,
+        lanes=getattr(ex, "lanes", 0),
+        rescued_steps={int(b): v for b, v in out.rescued.items()},
+    )
+    _fallback(meta, ex)
+    ens = EnsembleSolution.from_record(record, p.scheme, p.params, meta, p.problem, p.mech)
+    for b in range(B) if p.rank is not None else ():
+        nodes = record.member(b)
+        _warn_redundant(p, nodes["q"], nodes["t"], member=b)
+    _save(output, ens, out.interrupted)
+    if out.failed.any():
+        failure.warn_failed_members([out.failure(b) for b in np.flatnonzero(out.failed)], B)
+    if out.interrupted:
+        done = Failure(Status.INTERRUPTED, int(out.n.min()))
+        failure.raise_ensemble_interrupt(p, done, ens, output.file())
+    return ens
 
 
 def _host_loop(p: Plan, ex, layout, recorder: Recorder, bar, empty, on_failure: Raise, **blowup):
@@ -303,20 +308,211 @@ def _host_loop(p: Plan, ex, layout, recorder: Recorder, bar, empty, on_failure: 
             bar.close()
 
 
-def _single_state(p: Plan, resume):
-    """The single run's initial State (at the last node of ``resume``, a Solution, where given) and,
-    for a scheme with a start step, the function that finishes it: the State's shapes come first and
-    its values once the start program has run (the time loop is compiled meanwhile)."""
+def _energy0(p: Plan, blowup_factor):
+    """The energy (one member's) the blow-up check compares with: the problem's initial one, a resumed
+    run's too; None where no check runs (no ``blowup_factor``, or an energy that needs an M^-1 the
+    system does not have)."""
+    if blowup_factor is None:
+        return None
+    fn = failure.blowup_energy(p.mech)
+    if fn is None:
+        return None
+    return np.asarray(fn(jnp.asarray(p.problem.q0)[None], jnp.asarray(p.problem.p0)[None]))
+
+
+# ------------------------------------------------------------------ the set-up: one member or B
+class _Run(NamedTuple):
+    """The members of a run before their first step (:func:`_set_up`): their executor (its loop
+    compiled), the record layout, one member's empty predictor history, the steps per call, the
+    kept node 0 (t, q, p, v, m; one member's, or member-first), the number of members, and whether
+    it is a single run."""
+
+    ex: object
+    layout: RecordLayout
+    empty: object
+    chunk: int
+    node: dict
+    B: int
+    single: bool
+
+
+def _set_up(p: Plan, members, executor, resume) -> _Run:
+    """The run's members before their first step, on one path for one member and for B: their
+    initial states (:func:`_initial`), the scheme's start (:func:`_start`), the record layout, the
+    compiled chunk loop and its executor (:func:`_executor`; a single run's loop compiles while its
+    start does), and the predictor's history (a resumed run's, where it stored one)."""
+    single = not isinstance(executor, Members)
+    state, node = _initial(p, members, resume, single)
+    finish = None
+    if p.scheme.start is not None and resume is None:
+        state, finish = _start(p, state, single)
+    one = state if single else jax.tree_util.tree_map(lambda a: a[0], state)
+    layout = record_layout(p.scheme, p.mech, p.guess, one, p.h, p.params)
+    empty = p.empty_history(one)
+    B = 1 if single else int(np.shape(node["q"])[0])
+    make, chunk = _executor(p, executor, layout, one, empty, B)
+    if finish is not None:
+        state, info = finish()
+        _check_start(p, info)
+    history = empty
+    if resume is not None and p.guess == "extrapolated":
+        history = GuessHistory.from_meta(resume.meta.get("guess_history"), p.offset, empty)
+    if not single:
+        history = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), empty)
+    return _Run(make(state, history), layout, empty, chunk, node, B, single)
+
+
+def _initial(p: Plan, members, resume, single: bool):
+    """(state, node 0) of the members before the scheme's start: one member's for a single run (the
+    problem's initial state, or the last node of ``resume``), else member-first (``members``: (q0s,
+    v0s), checked by :func:`member_states`); node 0 is the kept start node (t, q, p, v, m)."""
+    if single:
+        state = initial_state(p.problem, p.mech, p.scheme) if resume is None else _resume_state(resume, p)
+        q, pp, v = (np.asarray(x) for x in (state.q, state.p, state.v))
+    else:
+        q0s, v0s = members if members is not None else (None, None)
+        q, v, pp = member_states(p, q0s, v0s)
+        state = start_state(p.mech, p.scheme, jnp.asarray(q), jnp.asarray(pp), jnp.asarray(v))
+    return state, {"t": p.t_start, "q": q, "p": pp, "v": v, "m": p.m_all}
+
+
+def _start(p: Plan, state, single: bool):
+    """The scheme's start step (SLO09 eq 15, 17) of the members: ``(state, finish)``. A single run's
+    start compiles (natively, in the background) while its time loop compiles: ``state`` holds the
+    started state's shapes, and ``finish()`` gives the started state and the start's (ok, residual,
+    iterations). An ensemble's members start at once in one vmapped program (cached per scheme and
+    system; ``finish`` None), a start that did not converge raising."""
     sch, mech = p.scheme, p.mech
-    state = initial_state(p.problem, mech, sch) if resume is None else _resume_state(resume, p)
-    if sch.start is None or resume is not None:
-        return state, None
     args = (state, np.float64(p.h), p.jparams, p.jsys)
-    native = engine.runs_natively(p.engine, engine.loop_size(p.unknowns, mech.d, mech.m))
-    shapes, finish_start = engine.start_program(
-        (sch.name, mech, jnp.shape(state.q)), _start_fn(p), args, p.engine, native
-    )
-    return shapes[0], finish_start
+    if single:
+        native = engine.runs_natively(p.engine, engine.loop_size(p.unknowns, mech.d, mech.m))
+        shapes, finish = engine.start_program(
+            (sch.name, mech, jnp.shape(state.q)), _start_fn(p), args, p.engine, native
+        )
+        return shapes[0], finish
+    key = (sch.name, mech, p.engine)
+    fn = _STARTS.get(key)
+    if fn is None:
+        fn = _STARTS[key] = engine.program(jax.vmap(_start_fn(p), in_axes=(0, None, None, None)), p.engine, once=True)
+    state, info = fn(*args)
+    _check_start(p, info, member=0)
+    return state, None
+
+
+def _start_fn(p: Plan):
+    sch, mech = p.scheme, p.mech
+    return lambda state, h, params, sys: sch.start(state, h, params, mech.bind(sys))
+
+
+def _check_start(p: Plan, info, member: int | None = None) -> None:
+    """Raise :func:`failure.start_error` where the scheme's start step did not converge (for a
+    member: the first of those whose start failed)."""
+    ok, resid, its = (np.atleast_1d(np.asarray(x)) for x in info)
+    bad = np.flatnonzero(~ok)
+    if bad.size:
+        b = int(bad[0])
+        fail = Failure(Status.SCHEME_START_FAILED, 0, float(resid[b]), int(its[b]), b if member is not None else None)
+        raise failure.start_error(p, fail, bad.size if member is not None else None)
+
+
+def _executor(p: Plan, executor: Single | Members, layout, one, empty, B: int):
+    """The executor of the run's B members as ``(make, chunk)``: its chunk loop of ``chunk`` steps
+    compiled before the first step (``one``, ``empty``: one member's state, or its shapes, and
+    history), and ``make(state, history)`` giving the executor of the members' states and histories
+    (a single run's one member's; an ensemble's member-first). Natively, where the engine makes the
+    kernel: an ensemble of at least 2 LANES members in lane kernels, else the single run's kernel
+    member by member (:class:`NativeMembers`; a single run is its one member); with XLA, a single
+    run through its program, the next chunk dispatched ahead (:class:`Dispatched`), an ensemble in
+    one vmapped call for all members (:class:`Batched`)."""
+    native_chunk, xla_chunk = executor.chunks(B)
+    consts = p.consts()
+    args = (one, empty, np.float64(p.t_start), jnp.asarray(0, jnp.int64), *consts)
+    single = not isinstance(executor, Members)
+    kernel, fallback = None, None
+    if not single and B >= 2 * p.engine.lanes:
+        kernel, fallback = _lane_kernel(p, layout, native_chunk, args)
+    if kernel is None:
+        runner = _single_loop(p, layout, native_chunk)
+        one_kernel = runner.kernel(*args)
+        kernel = None if one_kernel is None else MemberKernel(one_kernel)
+        fallback = fallback or runner.reason
+    if kernel is not None:
+
+        def native(state, history):
+            if single:  # one member's values: a members' axis of one
+                state, history = jax.tree_util.tree_map(lambda a: np.asarray(a)[None], (state, history))
+            return NativeMembers(kernel, state, history, p.t_start, consts, native_chunk, layout.width)
+
+        return native, native_chunk
+    if single:
+        runner.prepare(*args)  # XLA's program compiled before the first step
+        return (
+            lambda state, history: Dispatched(runner, state, history, p.t_start, consts, native_chunk)
+        ), native_chunk
+    batched = _batched_loop(p, layout, xla_chunk)
+
+    def mapped(state, history):
+        ex = Batched(batched, state, history, p.t_start, consts)
+        ex.reason = fallback
+        return ex
+
+    return mapped, xla_chunk
+
+
+def _build(p: Plan, layout, chunk: int):
+    """``build(**step_options)``: one member's chunk loop of ``chunk`` steps (:func:`make_loop`)."""
+    return lambda **opts: make_loop(p.mech, p.scheme, p.guess, chunk, layout, p.newton, **opts)
+
+
+def _single_loop(p: Plan, layout, chunk: int):
+    """The engine's compiled chunk loop of one member (cached per system, scheme, guess, chunk,
+    Newton options and engine options): a single run's, and the kernel an ensemble's members run
+    one by one."""
+    key = (p.mech, p.scheme, p.guess, chunk, layout, p.newton, p.engine)
+    hit = _LOOPS.get(key)
+    if hit is None:
+        hit = _LOOPS[key] = engine.single_loop(_build(p, layout, chunk), p.unknowns, p.mech.d, p.mech.m, p.engine)
+    return hit
+
+
+def _lane_kernel(p: Plan, layout, chunk: int, args):
+    """(the lane kernel of one member's chunk loop, LANES members per call, as a
+    :class:`MemberKernel`, or None; why none was made, where native code was possible)."""
+    lanes = p.engine.lanes
+    key = (p.mech, p.scheme, p.guess, chunk, layout, p.newton, p.engine, lanes)
+    runner = _MEMBER_KERNELS.get(key)
+    if runner is None:
+        runner = _MEMBER_KERNELS[key] = engine.member_loop(
+            _build(p, layout, chunk), p.unknowns, p.mech.d, p.mech.m, p.engine, lanes
+        )
+    kernel = None if runner is None else runner.kernel(*args)
+    if kernel is None:
+        return None, None if runner is None else runner.reason
+    return MemberKernel(lanes=kernel), None
+
+
+def _batched_loop(p: Plan, layout, chunk: int):
+    """One member's chunk loop ``vmap``-ped over the members, compiled by XLA (cached as
+    :func:`_single_loop`)."""
+    key = (p.mech, p.scheme, p.guess, chunk, layout, p.newton, p.engine)
+    batched = _BATCHED.get(key)
+    if batched is None:
+
+        def build_mapped(**opts):
+            loop = make_loop(p.mech, p.scheme, p.guess, chunk, layout, p.newton, batched=True, **opts)
+            return jax.vmap(loop, in_axes=(0, 0, None, 0, 0, None, None, None, None, None))
+
+        batched = _BATCHED[key] = engine.batched_loop(build_mapped, p.engine)
+    return batched
+
+
+_LOOPS = engine.CompiledCache(32)
+_BATCHED = engine.CompiledCache(16)
+_MEMBER_KERNELS = engine.CompiledCache(16)
+_STARTS = engine.CompiledCache(16)
+
+
+# ------------------------------------------------------------------ shared parts
 
 
 def _kept_nodes(p: Plan, members: int, offset: int, save_every: int, t_start: float, start_node: dict) -> KeptNodes:
@@ -377,7 +573,7 @@ def _warn_redundant(p: Plan, q, t, member: int | None = None) -> None:
     why = violation(p.problem, q, t, p.tol_num, p.system)
     if why is not None:
         who = f"member {member}: " if member is not None else ""
-        warnings.warn(f"livens: {who}{why}", RuntimeWarning, stacklevel=4)
+        warnings.warn(f"livens: {who}{why}", RuntimeWarning, stacklevel=5)
 
 
 def _meta(p: Plan, save_every: int, on_failure) -> dict:
@@ -435,111 +631,6 @@ def _resume_state(sol, p: Plan) -> State:
         else:
             comp = (jnp.zeros_like(q), jnp.zeros_like(pp))
     return State(q=q, p=pp, v=jnp.asarray(v), lam=jnp.asarray(lam), gam=jnp.asarray(gam), comp=comp)
-
-
-# ------------------------------------------------------------------ members
-_BATCHED = engine.CompiledCache(16)
-_MEMBER_KERNELS = engine.CompiledCache(16)
-_STARTS = engine.CompiledCache(16)
-
-
-def _member_start(p: Plan, state):
-    """Every member's start, one ``vmap``-ped program (cached per scheme and system)."""
-    key = (p.scheme.name, p.mech, p.engine)
-    fn = _STARTS.get(key)
-    if fn is None:
-        fn = _STARTS[key] = engine.program(jax.vmap(_start_fn(p), in_axes=(0, None, None, None)), p.engine, once=True)
-    state, info = fn(state, np.float64(p.h), p.jparams, p.jsys)
-    _check_start(p, info, member=0)
-    return state
-
-
-def _members_executor(p: Plan, executor: Members, layout, state, history, B: int):
-    """The executor of B members: native lane kernels (at least 2 LANES members) or the single run's
-    native kernel per member where the engine makes them, else one vmapped XLA call per chunk."""
-    native_chunk, xla_chunk = executor.chunks(B)
-    consts = p.consts()
-
-    def build_one(chunk):
-        return lambda **opts: make_loop(p.mech, p.scheme, p.guess, chunk, layout, p.newton, **opts)
-
-    one = jax.tree_util.tree_map(lambda a: a[0], (state, history))
-    args = (*one, np.float64(0.0), np.int64(0), *consts)
-    fallback = None
-    lanes_of = p.engine.lanes
-    for lanes in (lanes_of, 0) if B >= 2 * lanes_of else (0,):
-        key = (p.mech, p.scheme, p.guess, native_chunk, layout, p.newton, p.engine, lanes)
-        runner = _MEMBER_KERNELS.get(key)
-        if runner is None:
-            runner = _MEMBER_KERNELS[key] = engine.member_loop(
-                build_one(native_chunk), p.unknowns, p.mech.d, p.mech.m, p.engine, lanes
-            )
-        if runner is None:
-            break
-        kernel = runner.kernel(*args)
-        if kernel is not None:
-            kernel = MemberKernel(lanes=kernel) if lanes else MemberKernel(kernel)
-            return NativeMembers(kernel, state, history, 0.0, consts, native_chunk, layout.width), native_chunk
-        fallback = fallback or runner.reason
-    key = (p.mech, p.scheme, p.guess, xla_chunk, layout, p.newton, p.engine)
-    batched = _BATCHED.get(key)
-    if batched is None:
-
-        def build_mapped(**opts):
-            loop = make_loop(p.mech, p.scheme, p.guess, xla_chunk, layout, p.newton, batched=True, **opts)
-            return jax.vmap(loop, in_axes=(0, 0, None, 0, 0, None, None, None, None, None))
-
-        batched = _BATCHED[key] = engine.batched_loop(build_mapped, p.engine)
-    ex = Batched(batched, state, history, 0.0, consts)
-    ex.reason = fallback
-    return ex, xla_chunk
-
-
-def _members_run(p: Plan, members, executor: Members, output, on_failure, progress):
-    from ..ensemble_solution import EnsembleSolution
-
-    sch, mech, problem = p.scheme, p.mech, p.problem
-    q0s, v0s = members if members is not None else (None, None)
-    q0, v0, p0 = member_states(p, q0s, v0s)
-    B = q0.shape[0]
-    state = start_state(mech, sch, jnp.asarray(q0), jnp.asarray(p0), jnp.asarray(v0))
-    wall0 = time.perf_counter()
-    if sch.start is not None:
-        state = _member_start(p, state)
-    one = jax.tree_util.tree_map(lambda a: a[0], state)
-    layout = record_layout(sch, mech, p.guess, one, p.h, p.params)
-    empty = p.empty_history(one)
-    history = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), empty)
-    ex, chunk = _members_executor(p, executor, layout, state, history, B)
-    start_node = {"t": 0.0, "q": q0, "p": p0, "v": v0, "m": p.m_all}
-    kept = _kept_nodes(p, B, 0, output.save_every, 0.0, start_node)
-    meta = _meta(p, output.save_every, on_failure)
-    meta.update(members=B, v0s=v0, chunk=chunk, example=problem.name, problem_parameters=dict(problem.parameters))
-    stream = _open_stream(p, output, meta, kept, members=B)
-    bar = progress_bar(B * p.steps, progress, unit="member-step")
-    recorder = Recorder(kept, stream)
-    out = _host_loop(p, ex, layout, recorder, bar, empty, on_failure)
-    record = recorder.run_record(out)
-    meta.update(
-        wall_time=time.perf_counter() - wall0,
-        compile_time=out.compile_time,
-        steps=int(p.steps),
-        backend=ex.backend,
-        lanes=getattr(ex, "lanes", 0),
-        rescued_steps={int(b): v for b, v in out.rescued.items()},
-    )
-    _fallback(meta, ex)
-    ens = EnsembleSolution.from_record(record, sch, p.params, meta, problem, mech)
-    for b in range(B) if p.rank is not None else ():
-        nodes = record.member(b)
-        _warn_redundant(p, nodes["q"], nodes["t"], member=b)
-    _save(output, ens, out.interrupted)
-    if out.failed.any():
-        failure.warn_failed_members([out.failure(b) for b in np.flatnonzero(out.failed)], B)
-    if out.interrupted:
-        done = Failure(Status.INTERRUPTED, int(out.n.min()))
-        failure.raise_ensemble_interrupt(p, done, ens, output.file())
-    return ens
 
 
 __all__ = ["DEFAULT_CHUNK", "LANES", "run", "Memory", "Stream", "NaNFlag"]
