@@ -28,8 +28,9 @@ most of the tangent's cost; here it is taken once, by the chain rule through W: 
     D y = W (D c - D(Z^T Z) y) + tau^2 S^-2 D(Z^T Z) y_2 - 2 tau y_3 (D tau)^T,
     D(Z^T Z) v = B_{Zv} + Z^T A_v,   A_v = D_q[Z(q) v],   B_w = D_q[Z(q)^T w]
 
-(A, B and D tau = 2 GRAM_SHIFT / r D_q[sum Z(q) * Z] by AD of the generators, for v, w held fixed; S^-1
-formed once), so that
+(A, B by forward AD of the generators, for v, w held fixed; D tau = 2 GRAM_SHIFT / r D_q[sum Z(q) * Z]
+by one reverse pass, the generators' transpose applied to Z, not a forward derivative of the r d
+products; S^-1 formed once), so that
 
     D u = (I - A_{y_u}/2) - Z D y_u,   D c_u - D(Z^T Z) y_u = Z^T (I - A_{y_u}/2) + B_u/2,
     D a_0' = X_0 + Z D y_a,   D c_a - D(Z^T Z) y_a = -[Z^T X_0 + B_{a_0'}/2],
@@ -96,9 +97,10 @@ def _projected(mech, qm, Z, dx, a0, equivariant: bool, H, Gm):
 
     def through_generators(q):
         Zq = mech.generators(q)
-        return Zq @ jnp.concatenate([y, y2], axis=1), Zq.T @ jnp.concatenate([ws, Z @ y2], axis=1), jnp.sum(Zq * Z)
+        return Zq @ jnp.concatenate([y, y2], axis=1), Zq.T @ jnp.concatenate([ws, Z @ y2], axis=1)
 
-    A, B, t = jax.jacfwd(through_generators)(qm)
+    A, B = jax.jacfwd(through_generators)(qm)
+    t = jax.vjp(mech.generators, qm)[1](Z)[0]  # D_q sum(Z(q) * Z): one reverse pass
     dtau = (dg.GRAM_SHIFT / r) * t  # d tau / d q^{n+1} (tau = GRAM_SHIFT tr(Z^T Z) / r; through q_m)
 
     def dy(i, X, sign):
