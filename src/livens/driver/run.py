@@ -192,10 +192,7 @@ def _host_run(p: Plan, members, executor, output: Memory, on_failure: Raise, pro
     stream = _open_stream(p, output, meta, kept, None if run.single else run.B)
     energy0 = _energy0(p, blowup_factor)
     blowup_factor = None if energy0 is None else blowup_factor
-    if run.single:
-        bar = progress_bar(p.steps, progress)
-    else:
-        bar = progress_bar(run.B * p.steps, progress, unit="member-step")
+    bar = progress_bar(run.B * p.steps, progress, unit="step" if run.single else "member-step")
     wall0 = time.perf_counter()
     recorder = Recorder(kept, stream)
     blowup = dict(blowup_factor=blowup_factor, energy0=energy0)
