@@ -128,11 +128,18 @@ def gradient_jacobians(mech, q0, q1, lam):
     def phi(q):
         return mech.V(q) + lam @ g(q)
 
+    def with_values(f):  # f's forward derivative and its values, from one evaluation
+        def twice(q):
+            y = f(q)
+            return y, y
+
+        return jax.jacfwd(twice, has_aux=True)
+
     dx = q1 - q0
     qm = 0.5 * (q0 + q1)
-    H, Gm = jax.jacfwd(lambda q: (jax.grad(phi)(q), g(q)))(qm)
-    b1, G1 = jax.jacfwd(lambda q: (phi(q), g(q)))(q1)
-    a0 = jax.grad(phi)(qm)
+    (H, Gm), (a0, _) = with_values(lambda q: (jax.grad(phi)(q), g(q)))(qm)
+    (b1, G1), (phi1, g1) = with_values(lambda q: (phi(q), g(q)))(q1)
+    g0 = g(q0)
     if mech.symmetries:
         Z = mech.generators(qm)
         u, Du, a0, Da0, La0 = _projected(mech, qm, Z, dx, a0, not mech.invariant_constraints, H, Gm)
@@ -140,9 +147,9 @@ def gradient_jacobians(mech, q0, q1, lam):
     else:  # Gonzalez's gradient (KB23 eq 26)
         u, Du, Da0, La0 = dx, jnp.eye(dx.shape[0], dtype=dx.dtype), 0.5 * H, Gm.T
         eps2 = 0.0
-    num = phi(q1) - phi(q0) - a0 @ dx
+    num = phi1 - (mech.V(q0) + lam @ g0) - a0 @ dx
     Dnum = b1 - a0 - Da0.T @ dx
-    Lnum = g(q1) - g(q0) - La0.T @ dx
+    Lnum = g1 - g0 - La0.T @ dx
     s = u @ u
     Ds = 2.0 * (Du.T @ u)
     c1 = dg.DELTA**2 * (1.0 + qm @ qm)
