@@ -80,13 +80,14 @@ def _projected(mech, qm, Z, dx, a0, equivariant: bool, H, Gm):
     d, r = dx.shape[0], Z.shape[1]
     eye = jnp.eye(d, dtype=dx.dtype)
     tau, Si = dg.shifted_gram(Z)
-    W = Si + tau * (Si @ Si)
+    Si2 = Si @ Si
+    W = Si + tau * Si2
     if equivariant:  # targets Z^T a = 0: a_0' = P a_0
         c = jnp.stack([Z.T @ dx, -(Z.T @ a0)], axis=1)
     else:
         c = (Z.T @ dx)[:, None]
     y = W @ c
-    y2 = Si @ (Si @ c)
+    y2 = Si2 @ c
     u = dx - Z @ y[:, 0]
     if equivariant:
         a0 = a0 + Z @ y[:, 1]
@@ -109,7 +110,7 @@ def _projected(mech, qm, Z, dx, a0, equivariant: bool, H, Gm):
         rhs = sign * (Z.T @ X + 0.5 * B[:, i, :])
         dgram2 = 0.5 * (B[:, k + i, :] + Z.T @ A[:, k + i, :])
         y3 = Si @ y2[:, i]
-        return W @ rhs + (tau * tau) * (Si @ (Si @ dgram2)) - (2.0 * tau) * jnp.outer(y3, dtau)
+        return W @ rhs + (tau * tau) * (Si2 @ dgram2) - (2.0 * tau) * jnp.outer(y3, dtau)
 
     X1 = eye - 0.5 * A[:, 0, :]
     Du = X1 - Z @ dy(0, X1, 1.0)
