@@ -172,3 +172,15 @@ def test_a_stop_flag_raised_during_the_replays_does_not_cut_them_short(monkeypat
     got = grad(q0, v0), jvp(q0, v0)
     for a, b in zip(jax.tree_util.tree_leaves(expected), jax.tree_util.tree_leaves(got)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_the_reverse_pass_keeps_each_steps_state_not_its_linearization():
+    """The adjoint kernel transposes each step linearized again at its start: across a chunk it
+    keeps the states, not each step's tangent matrix and LU, so that its memory is less than one
+    tangent matrix per step of a chunk (the heavy top's 54 x 54 under vmap: lanes of them left the
+    caches). Its gradients are the XLA transpose's (above)."""
+    problem = lv.examples.load("pendulum-3d")
+    F, _ = _grads(problem, "VI-S", 10, "length", "auto")
+    derivatives = F._fn._derivatives
+    n = derivatives.run.flow.plan.unknowns
+    assert derivatives.adjoint.scratch < CHUNK * n * n * 8, (derivatives.adjoint.scratch, n)

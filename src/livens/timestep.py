@@ -279,18 +279,34 @@ def make_replay(mech, scheme: Scheme, length: int):
     :func:`livens.flow` differentiates: Newton's method is not re-run for a derivative.
     """
 
-    def replay(state, xs, t_start, n0, n_stop, h, params, sys_params=None):
-        def take(state, j, x):
-            t = t_start + (n0 + j).astype(t_start.dtype) * h
-            new, out, res, _ = step(mech, scheme, "simple", state, t, h, None, None, params, sys_params, solution=x)
-            return new, {"q": new.q, "p": new.p, **out, "x": res.x}
+    one = replay_step(mech, scheme)
 
+    def replay(state, xs, t_start, n0, n_stop, h, params, sys_params=None):
         def body(state, jx):
-            j, x = jx
-            shapes = jax.eval_shape(lambda s: take(s, j, x)[1], state)
-            zeros = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
-            return lax.cond(n0 + j < n_stop, lambda s: take(s, j, x), lambda s: (s, zeros), state)
+            return one(state, *jx, t_start, n0, n_stop, h, params, sys_params)
 
         return lax.scan(body, state, (jnp.arange(length, dtype=jnp.asarray(n0).dtype), xs))
 
     return replay
+
+
+def replay_step(mech, scheme: Scheme):
+    """Step j of :func:`make_replay`'s scan, a function
+
+        (state, j, x, t_start, n0, n_stop, h, params, sys_params) -> (state, records)
+
+    that takes step n0 + j from its solution x while n0 + j < n_stop (else it passes the state
+    through and records zeros). The replay is a scan of it; the native reverse pass of
+    :func:`livens.flow` transposes it step by step (:mod:`livens.driver.native_flow`)."""
+
+    def one(state, j, x, t_start, n0, n_stop, h, params, sys_params=None):
+        def take(state):
+            t = t_start + (n0 + j).astype(t_start.dtype) * h
+            new, out, res, _ = step(mech, scheme, "simple", state, t, h, None, None, params, sys_params, solution=x)
+            return new, {"q": new.q, "p": new.p, **out, "x": res.x}
+
+        shapes = jax.eval_shape(lambda s: take(s)[1], state)
+        zeros = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
+        return lax.cond(n0 + j < n_stop, take, lambda s: (s, zeros), state)
+
+    return one
