@@ -123,6 +123,40 @@ def test_lu_in_lanes_where_some_lanes_meet_a_zero_pivot():
                 np.testing.assert_array_equal(g[b], s)
 
 
+@pytest.mark.parametrize("shape", [(40, 40), (37, 45), (45, 37)])
+def test_lu_in_lanes_by_blocks_is_each_members_lu(shape):
+    """A matrix whose lanes leave the first-level cache is factored by blocks of columns
+    (LaneTranslator._lu_blocked): each member's factors, pivots and permutation are the single
+    kernel's column by column LU's, to the bit: with pivoting in every lane (random matrices), with
+    zero pivots in some lanes (a zero column inside a block, one at a block's first column, a
+    repeated row that leaves a zero on the diagonal), square and rectangular."""
+    from livens.engine.native.member_lanes import LaneTranslator
+
+    m, n = shape
+    assert m * n * 8 * LANES > LaneTranslator.LU_BLOCKED_BYTES and min(m, n) > LaneTranslator.LU_BLOCK
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((LANES, m, n))
+    singular = A.copy()
+    singular[1::2, :, 11] = 0.0  # inside the second block
+    singular[2, :, 16] = 0.0  # a block's first column
+    singular[3, 5] = singular[3, 2]  # a repeated row: a zero pivot once the other is eliminated
+    singular[3, :, 0] = 0.0
+
+    def lu(a):
+        return jax.lax.linalg.lu(a)
+
+    single = native.compile_function(lu, A[0])
+    for batch in (A, singular):
+        got = _lanes_of(lu, (batch,))
+        for b in range(LANES):
+            for g, s in zip(got, single(batch[b])):
+                np.testing.assert_array_equal(g[b], s)
+    lu_, _, perm = (np.asarray(x) for x in got)
+    k = min(m, n)
+    L = np.tril(lu_[0, :, :k], -1) + np.eye(m, k)
+    np.testing.assert_allclose(L @ np.triu(lu_[0, :k]), singular[0][perm[0]], atol=1e-12)
+
+
 def _loop_args(problem, scheme, members):
     from livens.driver.setup import newton_options, resolve
     from livens.guess import GuessHistory

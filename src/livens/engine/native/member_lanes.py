@@ -316,6 +316,10 @@ class LaneTranslator(Translator):
             raise Unsupported(f"lu of {ins[0].dtype} in lanes")
         res, (A, P, V, m, n, k) = self._lu_start(ins, outs)
         self.line(f"for (int i = 0; i < {m}; i++) {P}[i] = BI(i);")
+        if m * n * self.itemsize(np.float64) > self.LU_BLOCKED_BYTES and k > 1:
+            self._lu_blocked(A, P, V, m, n, k)
+            self.close()
+            return res
         self.open(f"for (int c = 0; c < {k}; c++)")
         self.line(f"iv p = BI(c); dv best = fabs({A}[c*{n} + c]);")
         self.line(
@@ -357,6 +361,89 @@ class LaneTranslator(Translator):
         self.close()
         return res
 
+    LU_BLOCKED_BYTES = 32 << 10
+    """A matrix in lanes larger than this (about a core's first-level cache) is factored by
+    :meth:`_lu_blocked`."""
+
+    LU_BLOCK = 8
+    """Columns per block of :meth:`_lu_blocked`."""
+
+    def _lu_blocked(self, A: str, P: str, V: str, m: int, n: int, k: int) -> None:
+        """The LU of :meth:`p_lu` by blocks of :data:`LU_BLOCK` columns, for a matrix whose lanes
+        leave the first-level cache: the rows right of a block are updated once per block, each
+        element by the block's columns in turn in a register, where the column by column LU loads
+        and stores the whole rest of the matrix at every column. Within a block, each column is first
+        updated by the block's earlier columns, then its pivot is found (the first largest |a_ic|
+        of each lane), its rows swapped lane by lane and its multipliers scaled. Every element sees
+        the operations of the column by column LU in the same order (a_ij - l_it u_tj for t = 0, 1,
+        ..., each multiplier l_it = a_it / u_tt as a_it times 1 / u_tt; a row swap carries a row's
+        pending updates with it, its multipliers being in the row): the same bits. A lane whose
+        pivot is zero keeps its rows at that column, as there."""
+        B, lanes = self.LU_BLOCK, self.lanes
+        self.open(f"for (int c0 = 0; c0 < {k}; c0 += {B})")
+        self.line(f"const int c1 = c0 + {B} < {k} ? c0 + {B} : {k};")
+        self.line(f"iv nzs[{B}]; int every = 1;")  # each column's lanes with a nonzero pivot; all, so far
+        self.open("for (int c = c0; c < c1; c++)")
+        self.open("for (int t = c0; t < c; t++)")  # the block's earlier columns, in turn
+        self.line(f"const dv u = {A}[t*{n} + c]; const iv nz = nzs[t - c0];")
+        self.line(
+            f"for (int i = t + 1; i < {m}; i++) {{ const dv x = {A}[i*{n} + c]; "
+            f"const dv y = x - {A}[i*{n} + t] * u; {A}[i*{n} + c] = nz ? y : x; }}"
+        )
+        self.close()
+        self.line(f"iv p = BI(c); dv best = fabs({A}[c*{n} + c]);")
+        self.line(
+            f"for (int i = c + 1; i < {m}; i++) {{ dv x = fabs({A}[i*{n} + c]); iv gt = x > best; "
+            "best = gt ? x : best; p = gt ? BI(i) : p; }"
+        )
+        self.line(f"{V}[c] = p;")
+        # row c and row r swapped in the lanes whose pivot row is r, once for each such r (members
+        # in lanes mostly pivot alike)
+        self.open("if (ANY(p != c))")
+        self.open(f"for (int l = 0; l < {lanes}; l++)")
+        self.line("const int64_t r = p[l]; int seen = r == c;")
+        self.line("for (int e = 0; e < l; e++) seen |= p[e] == r;")
+        self.open("if (!seen)")
+        self.line("const iv sw = p == r;")
+        self.line(
+            f"for (int j = 0; j < {n}; j++) {{ const dv x = {A}[c*{n} + j], y = {A}[r*{n} + j]; "
+            f"{A}[c*{n} + j] = sw ? y : x; {A}[r*{n} + j] = sw ? x : y; }}"
+        )
+        self.line(f"const iv x = {P}[c], y = {P}[r]; {P}[c] = sw ? y : x; {P}[r] = sw ? x : y;")
+        self.close()
+        self.close()
+        self.close()
+        self.line(f"const iv nz = {A}[c*{n} + c] != 0.0; nzs[c - c0] = nz; every &= !ANY(~nz);")
+        self.line(f"const dv inv = 1.0 / {A}[c*{n} + c];")
+        self.line(
+            f"for (int i = c + 1; i < {m}; i++) {{ const dv x = {A}[i*{n} + c]; {A}[i*{n} + c] = nz ? x * inv : x; }}"
+        )
+        self.close()
+        if n > B:  # the rows' elements right of the block, rows in order (a block row is a later one's u)
+            self.open(f"for (int i = c0 + 1; i < {m}; i++)")
+            self.line("const int te = i < c1 ? i : c1;")
+            self.line(f"dv ls[{B}]; for (int t = c0; t < te; t++) ls[t - c0] = {A}[i*{n} + t];")
+            self.open(f"if (every && te - c0 == {B})")
+            self.open(f"for (int j = c1; j < {n}; j++)")
+            self.line(f"dv a = {A}[i*{n} + j];")
+            self.line(f"#pragma GCC unroll {B}")
+            self.line(f"for (int t = 0; t < {B}; t++) a = a - ls[t] * {A}[(c0 + t)*{n} + j];")
+            self.line(f"{A}[i*{n} + j] = a;")
+            self.close()
+            self.close()
+            self.open("else")
+            self.open(f"for (int j = c1; j < {n}; j++)")
+            self.line(f"dv a = {A}[i*{n} + j];")
+            self.line(
+                f"for (int t = c0; t < te; t++) {{ const dv y = a - ls[t - c0] * {A}[t*{n} + j]; "
+                "a = nzs[t - c0] ? y : a; }"
+            )
+            self.line(f"{A}[i*{n} + j] = a;")
+            self.close()
+            self.close()
+            self.close()
+        self.close()
+
     # --- control flow ----------------------------------------------------------------------------
     MASKED_WHILE = True  # a while loop runs until its condition fails in every lane (vmap's semantics)
 
@@ -366,36 +453,59 @@ class LaneTranslator(Translator):
     def p_cond(self, ins, outs, branches, **_):
         """``lax.cond``/``switch`` at an index that differs by lane: each branch that some lane
         takes is computed, and each lane's result taken from its branch (the index clamped as in
-        XLA). A loop of steps whose step is a ``cond`` on "still running" so skips the step once
-        every lane has stopped."""
+        XLA). Where every lane takes the same branch (a loop's step while every member runs it)
+        the results are that branch's arrays, not copies of them blended lane by lane: the cond's
+        outputs are pointers to one or the other. A loop of steps whose step is a ``cond`` on
+        "still running" so skips the step once every lane has stopped."""
         index, ops = ins[0], ins[1:]
         if index.known or len(branches) == 1:
             return super().p_cond(ins, outs, branches)
         k = self.fresh("k")
         self.line(f"const iv {k} = {self.rhs(self.at(index, 0), index.dtype)};")
+        last = len(branches) - 1
+
+        def test(j):
+            return f"{k} <= 0" if j == 0 else (f"{k} >= {j}" if j == last else f"{k} == {j}")
+
         results = []
         for j, br in enumerate(branches):
-            test = f"{k} <= 0" if j == 0 else (f"{k} >= {j}" if j == len(branches) - 1 else f"{k} == {j}")
             res = [self.new(a.shape, a.dtype) for a in outs]
-            self.open(f"if (ANY({test}))")
+            self.open(f"if (ANY({test(j)}))")
             vals = self.closed_with(br, [], ops)
             for d, s in zip(res, vals):
                 self.copy(d, s)
             self.close()
             results.append(res)
+        # the lanes' blend, into arrays made here (a blend's arrays outlive its block)
+        blends = [[self.new(a.shape, a.dtype) for a in outs] for _ in range(last)]
+        ptrs = [self.fresh("o") for _ in outs]
+        for p, a in zip(ptrs, outs):
+            self.line(f"{self.ct(a.dtype)} *{p};")
+        u = self.fresh("u")  # the branch every lane takes, or -1
+        self.line(f"int {u} = -1;")
+        for j in range(last + 1):
+            self.line(f"if (!ANY(~({test(j)}))) {u} = {j};")
+        for j in range(last + 1):
+            self.open(f"if ({u} == {j})" if j == 0 else f"else if ({u} == {j})")
+            for p, r in zip(ptrs, results[j]):
+                self.line(f"{p} = {r.name};")
+            self.close()
+        self.open("else")
         out = results[-1]
-        for j in range(len(branches) - 2, -1, -1):
-            test = f"{k} <= 0" if j == 0 else f"{k} == {j}"
-            sel = [self.new(a.shape, a.dtype) for a in outs]
+        for j in range(last - 1, -1, -1):
+            sel = blends[j]
             for d, yes, no in zip(sel, results[j], out):
                 if d.size:
                     i = self.fresh("i")
                     self.line(
-                        f"for (int {i} = 0; {i} < {d.size}; {i}++) {d.name}[{i}] = ({test}) "
+                        f"for (int {i} = 0; {i} < {d.size}; {i}++) {d.name}[{i}] = ({test(j)}) "
                         f"? {yes.name}[{i}] : {no.name}[{i}];"
                     )
             out = sel
-        return out
+        for p, r in zip(ptrs, out):
+            self.line(f"{p} = {r.name};")
+        self.close()
+        return [Buf(p, a.shape, a.dtype) for p, a in zip(ptrs, outs)]
 
 
 __all__ = ["LaneTranslator", "LANE_HEADER"]
