@@ -76,3 +76,18 @@ def test_an_xla_single_run_dispatches_its_chunks_ahead(host_loops):
     assert sol.meta["backend"] == "xla" and sol.n_steps == 30
     m = sol.meta
     assert m["wall_time"] == pytest.approx(m["compile_time"] + m["stepping_time"], rel=1e-12)
+
+
+def test_an_ensembles_start_that_fails_names_the_first_member_whose_start_failed():
+    """The start of B members, compiled and finished as a single run's is: at h = 0.5 the pendulum's
+    start (SLO09 eq 15) has no solution Newton finds from these states, as the single run's has not;
+    the error names member 0 and the count, with its residual above the start's tolerance."""
+    p = lv.examples.load("pendulum-3d")
+    with pytest.raises(ValueError, match=r"did not converge: residual"):
+        lv.simulate(p, "vi-lagrange", h=0.5, t_end=1.5, progress=False)
+    v0s = np.asarray(p.v0)[None].repeat(3, 0) * np.array([[1.0], [1.01], [1.02]])
+    with pytest.raises(ValueError, match=r"vi-lagrange: the start step \(SLO09 eq 15\) did not converge") as caught:
+        lv.simulate_ensemble(p, "vi-lagrange", v0s=v0s, h=0.5, t_end=1.5, progress=False)
+    message = str(caught.value)
+    assert "for member 0 (3 member(s) in all)" in message
+    assert float(message.split("residual ")[1].split(" ")[0]) > 1e-9

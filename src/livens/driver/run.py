@@ -343,14 +343,14 @@ def _set_up(p: Plan, members, executor, resume) -> _Run:
     finish = None
     if p.scheme.start is not None and resume is None:
         state, finish = _start(p, state, single)
-    one = state if single else jax.tree_util.tree_map(lambda a: a[0], state)
+    one = state if single else jax.tree_util.tree_map(_first, state)
     layout = record_layout(p.scheme, p.mech, p.guess, one, p.h, p.params)
     empty = p.empty_history(one)
     B = 1 if single else int(np.shape(node["q"])[0])
     make, chunk = _executor(p, executor, layout, one, empty, B)
     if finish is not None:
         state, info = finish()
-        _check_start(p, info)
+        _check_start(p, info, None if single else 0)
     history = empty
     if resume is not None and p.guess == "extrapolated":
         history = GuessHistory.from_meta(resume.meta.get("guess_history"), p.offset, empty)
@@ -374,26 +374,28 @@ def _initial(p: Plan, members, resume, single: bool):
 
 
 def _start(p: Plan, state, single: bool):
-    """The scheme's start step (SLO09 eq 15, 17) of the members: ``(state, finish)``. A single run's
-    start compiles (natively, in the background) while its time loop compiles: ``state`` holds the
-    started state's shapes, and ``finish()`` gives the started state and the start's (ok, residual,
-    iterations). An ensemble's members start at once in one vmapped program (cached per scheme and
-    system; ``finish`` None), a start that did not converge raising."""
+    """The scheme's start step (SLO09 eq 15, 17) of the members, compiled: ``(shapes, finish)``,
+    ``shapes`` those of the started state (its members' axis first for an ensemble), ``finish()``
+    giving the started state and the start's (ok, residual, iterations) once the time loop has been
+    compiled. A single run's start is one member's program, compiled natively in the background
+    while the time loop compiles (:func:`livens.engine.start_program`); an ensemble's is one vmapped
+    XLA program for all its members."""
     sch, mech = p.scheme, p.mech
     args = (state, np.float64(p.h), p.jparams, p.jsys)
-    if single:
-        native = engine.runs_natively(p.engine, engine.loop_size(p.unknowns, mech.d, mech.m))
-        shapes, finish = engine.start_program(
-            (sch.name, mech, jnp.shape(state.q)), _start_fn(p), args, p.engine, native
-        )
-        return shapes[0], finish
-    key = (sch.name, mech, p.engine)
-    fn = _STARTS.get(key)
-    if fn is None:
-        fn = _STARTS[key] = engine.program(jax.vmap(_start_fn(p), in_axes=(0, None, None, None)), p.engine, once=True)
-    state, info = fn(*args)
-    _check_start(p, info, member=0)
-    return state, None
+    fn = _start_fn(p)
+    native = single and engine.runs_natively(p.engine, engine.loop_size(p.unknowns, mech.d, mech.m))
+    if not single:
+        fn = jax.vmap(fn, in_axes=(0, None, None, None))
+    key = (sch.name, mech, jnp.shape(state.q), "one" if single else "members")
+    shapes, finish = engine.start_program(key, fn, args, p.engine, native)
+    return shapes[0], finish
+
+
+def _first(a):
+    """Member 0 of a member-first array, or of its shape."""
+    if isinstance(a, jax.ShapeDtypeStruct):
+        return jax.ShapeDtypeStruct(a.shape[1:], a.dtype)
+    return a[0]
 
 
 def _start_fn(p: Plan):
@@ -506,7 +508,6 @@ def _batched_loop(p: Plan, layout, chunk: int):
 _LOOPS = engine.CompiledCache(32)
 _BATCHED = engine.CompiledCache(16)
 _MEMBER_KERNELS = engine.CompiledCache(16)
-_STARTS = engine.CompiledCache(16)
 
 
 # ------------------------------------------------------------------ shared parts
