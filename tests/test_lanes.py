@@ -157,6 +157,34 @@ def test_lu_in_lanes_by_blocks_is_each_members_lu(shape):
     np.testing.assert_allclose(L @ np.triu(lu_[0, :k]), singular[0][perm[0]], atol=1e-12)
 
 
+@pytest.mark.parametrize("unit_diagonal", [False, True])
+def test_a_transposed_triangular_solve_in_lanes_is_each_members(unit_diagonal):
+    """U^T x = b in lanes (the first solve of a transposed LU solve: the reverse pass's), taken by
+    U's rows (LaneTranslator.p_triangular_solve), is each member's solve of the single kernel, to
+    the bit; so are the other forms the single kernel's code takes in lanes too (L^T, L, U), and
+    U^T x = b solves it."""
+    rng = np.random.default_rng(9)
+    n = 23
+    A = rng.standard_normal((LANES, n, n)) + 4.0 * np.eye(n)
+    b = rng.standard_normal((LANES, n, 1))
+
+    def solves(a, b):
+        def tri(lower, transpose_a):
+            return jax.lax.linalg.triangular_solve(
+                a, b, left_side=True, lower=lower, transpose_a=transpose_a, unit_diagonal=unit_diagonal
+            )
+
+        return tri(False, True), tri(True, True), tri(True, False), tri(False, False)
+
+    single = native.compile_function(solves, A[0], b[0])
+    got = _lanes_of(solves, (A, b))
+    for m in range(LANES):
+        for g, s in zip(got, single(A[m], b[m])):
+            np.testing.assert_array_equal(g[m], s)
+    U = np.triu(A[0], 1) + (np.eye(n) if unit_diagonal else np.diag(np.diag(A[0])))
+    np.testing.assert_allclose(U.T @ np.asarray(got[0])[0], b[0], atol=1e-12)
+
+
 def _loop_args(problem, scheme, members):
     from livens.driver.setup import newton_options, resolve
     from livens.guess import GuessHistory

@@ -384,12 +384,15 @@ class LaneTranslator(Translator):
         self.line(f"const int c1 = c0 + {B} < {k} ? c0 + {B} : {k};")
         self.line(f"iv nzs[{B}]; int every = 1;")  # each column's lanes with a nonzero pivot; all, so far
         self.open("for (int c = c0; c < c1; c++)")
-        self.open("for (int t = c0; t < c; t++)")  # the block's earlier columns, in turn
-        self.line(f"const dv u = {A}[t*{n} + c]; const iv nz = nzs[t - c0];")
+        # the column updated by the block's earlier columns in turn, row by row (rows in order:
+        # a block row's element is a later row's u)
+        self.open(f"if (c > c0) for (int i = c0 + 1; i < {m}; i++)")
+        self.line(f"const int te = i < c ? i : c; dv a = {A}[i*{n} + c];")
         self.line(
-            f"for (int i = t + 1; i < {m}; i++) {{ const dv x = {A}[i*{n} + c]; "
-            f"const dv y = x - {A}[i*{n} + t] * u; {A}[i*{n} + c] = nz ? y : x; }}"
+            f"for (int t = c0; t < te; t++) {{ const dv y = a - {A}[i*{n} + t] * {A}[t*{n} + c]; "
+            "a = nzs[t - c0] ? y : a; }"
         )
+        self.line(f"{A}[i*{n} + c] = a;")
         self.close()
         self.line(f"iv p = BI(c); dv best = fabs({A}[c*{n} + c]);")
         self.line(
@@ -443,6 +446,36 @@ class LaneTranslator(Translator):
             self.close()
             self.close()
         self.close()
+
+    def p_triangular_solve(self, ins, outs, left_side, lower, transpose_a, conjugate_a, unit_diagonal, **params):
+        """op(a) x = b as :meth:`Translator.p_triangular_solve`; for one right-hand side where op(a)
+        = a^T is lower triangular (the first solve of a transposed LU solve: the reverse pass's),
+        by columns of op(a), rows of a: x_j final, then x_i -= a_ji x_j for i > j, contiguous in
+        memory, where the row by row form reads a column of a per x_i, each element of it on
+        another cache line, in a chain of subtractions. Each x_i sees the same subtractions in the
+        same order (j = 0, 1, ...), then the same division: the same bits."""
+        a, bmat = ins
+        *batch, m, _ = a.shape
+        rows, cols = bmat.shape[-2], bmat.shape[-1]
+        if not (left_side and transpose_a and not lower and cols == 1 and a.dtype == np.float64):
+            return super().p_triangular_solve(
+                ins, outs, left_side, lower, transpose_a, conjugate_a, unit_diagonal, **params
+            )
+        out = self.new(bmat.shape, bmat.dtype)
+        self.copy(out, bmat)
+        bb = self.fresh("b")
+        self.open(f"for (int {bb} = 0; {bb} < {int(math.prod(batch))}; {bb}++)")
+        a = self.arr(a)
+        A = f"({a.name if not a.known else self.static(a)} + {bb}*{m * m})"
+        X = f"({out.name} + {bb}*{rows})"
+        self.open(f"for (int j = 0; j < {m}; j++)")
+        if not unit_diagonal:
+            self.line(f"{X}[j] = {X}[j] / {A}[j*{m} + j];")
+        self.line(f"const dv xj = {X}[j];")
+        self.line(f"for (int i = j + 1; i < {m}; i++) {X}[i] = {X}[i] - {A}[j*{m} + i] * xj;")
+        self.close()
+        self.close()
+        return out
 
     # --- control flow ----------------------------------------------------------------------------
     MASKED_WHILE = True  # a while loop runs until its condition fails in every lane (vmap's semantics)
