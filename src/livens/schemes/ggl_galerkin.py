@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..engine import tracing_native
 from ..mechanics import Mechanics
 from . import ggl_mass, register
 from . import stage_tangents as st_
@@ -123,12 +124,22 @@ def stationarity(
     docstring, new) at the points q_i = q0 + X_i (X the (s + 1, d) increments, X_0 = 0), with
     q_i' = (1/h) sum_j D_ij X_j: D_{q_j} L_d = sum_i b_i D_ij p_i + h b_j f_j (:func:`_point`).
     Returns them with the points, their velocities v_i and momenta p_i."""
+    return _stationarity(mech, X, q0, h, lams, gams, s)[:4]
+
+
+def _stationarity(mech: Mechanics, X, q0, h, lams, gams, s: int):
+    """:func:`stationarity`'s (D_{q_j} L_d, Q, V, P) and the points' g(q_i), G(q_i) v_i where they come
+    from the same gradient (:func:`_point_at_once`), else None, None."""
     _, b, D = lobatto(s)
     Q = q0[None, :] + X
     Qdot = jnp.asarray(D) @ X / h
-    V, P, F = jax.vmap(lambda q, qd, lam, gam: _point(mech, q, qd, lam, gam))(Q, Qdot, lams, gams)
+    g = gv = None
+    if _one_gradient(mech):
+        V, P, F, g, gv = jax.vmap(lambda q, qd, lam, gam: _point_at_once(mech, q, qd, lam, gam))(Q, Qdot, lams, gams)
+    else:
+        V, P, F = jax.vmap(lambda q, qd, lam, gam: _point(mech, q, qd, lam, gam))(Q, Qdot, lams, gams)
     bc = jnp.asarray(b)[:, None]
-    return jnp.asarray(D).T @ (bc * P) + h * bc * F, Q, V, P
+    return jnp.asarray(D).T @ (bc * P) + h * bc * F, Q, V, P, g, gv
 
 
 def discrete_lagrangian(
@@ -154,14 +165,15 @@ def _residual_s(u, st: State, h, mech, s: int):
     X = jnp.stack([jnp.zeros(d, st.q.dtype)] + [u[f"Q{j}"] for j in range(1, s)] + [q1 - st.q])
     lams, gams = _multipliers(u, "lam", s), _multipliers(u, "gam", s)
 
-    dLd, Q, V, _ = stationarity(mech, X, st.q, h, lams, gams, s)
+    dLd, Q, V, _, g, gv = _stationarity(mech, X, st.q, h, lams, gams, s)
     # the rows of the d-vectors, then of the m-vectors
     d_rows = [st.p + dLd[0], *[dLd[j] for j in range(1, s)], p1 - dLd[s]]
     m_rows = []
     if mech.m:
-        # g(q_i) and G(q_i) v_i of every point from one batched evaluation of g and its JVP: one copy
-        # of them in the program
-        g, gv = jax.vmap(lambda q, v: jax.jvp(mech.g, (q,), (v,)))(Q, V)
+        if g is None:
+            # g(q_i) and G(q_i) v_i of every point from one batched evaluation of g and its JVP: one copy
+            # of them in the program
+            g, gv = jax.vmap(lambda q, v: jax.jvp(mech.g, (q,), (v,)))(Q, V)
         m_rows += list(g[1:])
         m_rows += list(gv)
         m_rows.append(ggl_mass.secondary(mech, q1, p1))
@@ -173,8 +185,34 @@ def _residual(u, s: State, h, t, params, mech):
     return _residual_s(u, s, h, mech, _stages(u, params))
 
 
+def _one_gradient(mech: Mechanics) -> bool:
+    """Whether a point's terms come from :func:`_point_at_once`: with constraints, in every trace but
+    that of a native kernel of one member (:func:`livens.engine.tracing_native`), whose C program
+    keeps :func:`_point` and its results bit for bit."""
+    return mech.m > 0 and not tracing_native()
+
+
+def _point_at_once(mech: Mechanics, q, qdot, lam, gam):
+    """(v, p, f, g(q), G(q) v) at one Lobatto point: :func:`_point` with the point's constraints, the
+    force terms from one gradient whose forward pass gives g(q) and G(q) v
+    (:func:`livens.schemes.ggl_mass.point_force`), where :func:`_point` and the constraints evaluate g
+    in four places. The same terms to round-off; the compiled program of an XLA step holds the user's
+    g, and its derivatives, twice per point (G(q)^T gamma comes first, for v) instead of four times."""
+    gt = mech.GT_mul(q, gam)
+    if mech.constant_mass:
+        v = qdot - mech.Minv_mul(gt)
+        f, g, gv = ggl_mass.point_force(mech, q, lam, gam, v)
+        return v, mech.D2L(q, v), -f, g, gv
+    a = ggl_mass.mass_solve(mech, q, gt)
+    v = qdot - a
+    f, g, gv = ggl_mass.point_force(mech, q, lam, gam, v, a=a)
+    return v, mech.M(q) @ v, -f, g, gv
+
+
 def _point_terms(mech, q, qdot, lam, gam):
     """What the step equations take from one Lobatto point (:func:`_point`): p, f, g(q), G(q) v."""
+    if _one_gradient(mech):
+        return jnp.concatenate(_point_at_once(mech, q, qdot, lam, gam)[1:])
     v, p, f = _point(mech, q, qdot, lam, gam)
     if not mech.m:
         return jnp.concatenate([p, f])

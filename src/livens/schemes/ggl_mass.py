@@ -71,6 +71,35 @@ def secondary_potential(mech, gam, w, a, kinetic=None):
     return phi
 
 
+def point_force(mech, q, lam, gam, w, a=None, dw: bool = False):
+    """The force terms of a GGL scheme at one point and the constraints there, from one gradient:
+    ``(f, g(q), G(q) w)``, with ``dw`` ``(f, G(q)^T gamma, g(q), G(q) w)``, where f = grad_q phi of
+
+        phi(y, w) = V(y) + lambda.g(y) + gamma.G(y) w                            (constant M)
+        phi(y)    = V(y) + lambda.g(y) + gamma.G(y) w - a.M(y) w - 1/2 w.M(y) w  (M(q); a, w fixed)
+
+    so that -f is the force -DV - G^T lambda - D_1 g_v^T gamma (+ D_q T for M(q)) at w = M(q)^-1 p and
+    a = M(q)^-1 G(q)^T gamma (module docstring), and grad_w phi = G(q)^T gamma (``dw``, constant M only).
+    g(q) and G(q) w come from phi's forward pass (one JVP of g), so that the user's g is evaluated
+    once for all of them, where the separate forms (:meth:`livens.mechanics.Mechanics.GT_mul` twice,
+    :meth:`~livens.mechanics.Mechanics.hess_g_vec`, a JVP of g for the constraints) evaluate it in four
+    places: a smaller program to trace and compile. The same terms to round-off."""
+
+    def phi(y, w):
+        gy, Gw = jax.jvp(mech.g, (y,), (w,))
+        out = mech.V(y) + lam @ gy + gam @ Gw
+        if a is not None:
+            Mw = mech.M(y) @ w
+            out = out - a @ Mw - 0.5 * w @ Mw
+        return out, (gy, Gw)
+
+    if dw:
+        (f, gt), (gq, gw) = jax.grad(phi, argnums=(0, 1), has_aux=True)(q, w)
+        return f, gt, gq, gw
+    f, (gq, gw) = jax.grad(phi, has_aux=True)(q, w)
+    return f, gq, gw
+
+
 def secondary_q_term(mech, q, gam, w, a):
     """D_1 g_v(q, M(q) w)^T gamma = sum_k gamma_k D^2 g_k(q) w - D_q[a . M(q) w] at fixed a, w
     (module docstring), for a = M(q)^-1 G(q)^T gamma (:func:`solve_at`)."""

@@ -57,6 +57,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..engine import tracing_native
 from ..mechanics import Mechanics
 from . import ggl_mass, register
 from . import stage_tangents as st_
@@ -138,24 +139,52 @@ def _residual_s(u, st: State, h, mech, s: int):
     # sum_k a_{k+1, j} Gamma~_k, so that their symplecticity defect vanishes (module docstring)
     gams = (A[1:].T @ jnp.stack([u[f"gam{k}"] for k in range(1, s)])) / b[:, None]
     Q, P = st.q[None, :] + X, st.p[None, :] + Y
-    U, F = jax.vmap(lambda q, p, lam, gam: stage_terms(mech, q, p, lam, gam))(Q, P, lams, gams)
+    if _one_gradient(mech):
+        U, F, g, gv = jax.vmap(lambda q, p, lam, gam: _stage_at_once(mech, q, p, lam, gam))(Q, P, lams, gams)
+    else:
+        U, F = jax.vmap(lambda q, p, lam, gam: stage_terms(mech, q, p, lam, gam))(Q, P, lams, gams)
 
     qrows = X[1:] - h * (A @ U)[1:]
     prows = Y - h * (Ahat @ F)
     d_rows = [*qrows, *prows, (p1 - st.p) - h * (b @ F)]
     m_rows = []
     if mech.m:
-        # g(Q_j) and g_v(Q_j, P_j) = G(Q_j) M(Q_j)^-1 P_j of every stage from one batched evaluation of
-        # g and its JVP (:func:`livens.schemes.ggl_mass.secondary`): one copy of them in the program
-        g, gv = jax.vmap(lambda q, p: jax.jvp(mech.g, (q,), (ggl_mass.mass_solve(mech, q, p),)))(Q, P)
+        if not _one_gradient(mech):
+            # g(Q_j) and g_v(Q_j, P_j) = G(Q_j) M(Q_j)^-1 P_j of every stage from one batched evaluation
+            # of g and its JVP (:func:`livens.schemes.ggl_mass.secondary`): one copy of them in the program
+            g, gv = jax.vmap(lambda q, p: jax.jvp(mech.g, (q,), (ggl_mass.mass_solve(mech, q, p),)))(Q, P)
         m_rows += list(g[1:])
         m_rows += list(A[1:] @ gv)
         m_rows.append(ggl_mass.secondary(mech, q1, p1))
     return jnp.concatenate(d_rows + m_rows)
 
 
+def _one_gradient(mech: Mechanics) -> bool:
+    """Whether a stage's terms come from :func:`_stage_at_once`: with constraints, in every trace but
+    that of a native kernel of one member (:func:`livens.engine.tracing_native`), whose C program
+    keeps :func:`stage_terms` and its results bit for bit."""
+    return mech.m > 0 and not tracing_native()
+
+
+def _stage_at_once(mech: Mechanics, q, p, lam, gam):
+    """(U, F, g(q), g_v(q, p)) at one stage: :func:`stage_terms` with the stage's constraints, the
+    force terms and G(q)^T gamma from one gradient whose forward pass gives g(q) and G(q) v
+    (:func:`livens.schemes.ggl_mass.point_force`), v = M(q)^-1 p, where :func:`stage_terms` and the
+    constraints evaluate g in four places. The same terms to round-off; the compiled program of an
+    XLA step holds the user's g, and its derivatives, once per stage instead of four times."""
+    if mech.constant_mass:
+        v = mech.Minv_mul(p)
+        f, gt, g, gv = ggl_mass.point_force(mech, q, lam, gam, v, dw=True)
+        return v + mech.Minv_mul(gt), -f, g, gv
+    a, v = ggl_mass.solve_at(mech, q, gam, p)
+    f, g, gv = ggl_mass.point_force(mech, q, lam, gam, v, a=a)
+    return v + a, -f, g, gv
+
+
 def _stage_outputs(mech, q, p, lam, gam):
     """What the step equations take from one stage (:func:`stage_terms`): U, F, g(q), g_v(q, p)."""
+    if _one_gradient(mech):
+        return jnp.concatenate(_stage_at_once(mech, q, p, lam, gam))
     U, F = stage_terms(mech, q, p, lam, gam)
     if not mech.m:
         return jnp.concatenate([U, F])

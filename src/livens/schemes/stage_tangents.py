@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..engine import tracing_native
 from ..solvers import ad_jacobian, size_policy
 
 
@@ -135,12 +136,25 @@ def point_jacobians(fun: Callable, *args: jax.Array) -> tuple[jax.Array, ...]:
     """The Jacobians of ``fun(*a) -> vector`` in each of its arguments, at every point: ``args`` carry
     the points along their leading axis (k, n_a); returns one (k, n_out, n_a) array per argument. One
     ``jacfwd`` per argument, the others held constant (their tangents are symbolic zeros), batched
-    over the points by ``vmap``."""
+    over the points by ``vmap``, in the trace of a native kernel of one member
+    (:func:`livens.engine.tracing_native`: its C program computes only the entries each argument's
+    pass reaches); in every other trace one ``jacfwd`` in all the arguments at once, whose compiled
+    program holds ``fun`` once instead of once per argument (the same matrices to round-off)."""
 
     def one(*a):
         return tuple(jax.jacfwd(fun, argnums=i)(*a) for i in range(len(a)))
 
-    return jax.vmap(one)(*args)
+    def at_once(*a):
+        sizes = [int(x.shape[0]) for x in a]
+        ends = np.cumsum(sizes)
+
+        def packed(z):
+            return fun(*jnp.split(z, ends[:-1]))
+
+        J = jax.jacfwd(packed)(jnp.concatenate(a))
+        return tuple(J[:, e - n : e] for n, e in zip(sizes, ends))
+
+    return jax.vmap(one if tracing_native() else at_once)(*args)
 
 
 def diagonal(J: jax.Array) -> jax.Array:
