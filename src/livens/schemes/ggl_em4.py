@@ -51,7 +51,7 @@ import numpy as np
 
 from .. import discrete_gradients as dg
 from ..mechanics import Mechanics
-from ..solvers import Dense, ad_jacobian, banded_tangent, size_policy
+from ..solvers import Dense, banded_tangent, size_policy
 from ..solvers.couplings import coupling
 from . import ggl_em4_tangent, ggl_mass, register
 from .base import About, Capabilities, Scheme, State, enforced_both_nodal, next_node
@@ -276,8 +276,8 @@ def _tangent(u, s: State, h, t, params, mech):
     """dR/dx. For a constant M, assembled from the Jacobians of the system's functions at the quadrature
     points and the end node (:mod:`livens.schemes.ggl_em4_tangent`); from
     :attr:`livens.engine.SizePolicy.banded_unknowns` unknowns on, the band form first where the
-    system's couplings make one. For an M(q), the AD tangent (band or dense) of
-    :mod:`livens.solvers.tangent`."""
+    system's couplings make one. For an M(q), the band form where it applies, else the dense AD
+    Jacobian of all the unknowns at once (one ``jax.jacfwd``)."""
     sizes = [(n, int(u[n].shape[0])) for n, _ in _UNKNOWNS]
     x = jnp.concatenate([u[n] for n, _ in sizes])
 
@@ -293,7 +293,10 @@ def _tangent(u, s: State, h, t, params, mech):
         if band is not None:
             return band
     if not mech.constant_mass:
-        return Dense(ad_jacobian(lambda v: _residual(v, s, h, t, params, mech), x, unpack))
+        # one jacfwd of all the unknowns (the solvers' AD tangent below block_jacobian_unknowns, the same
+        # program): the block form's one jacfwd per named unknown held the residual, its solves with M(q)
+        # and their derivatives eight times in the compiled step (Andrews' squeezer)
+        return Dense(jax.jacfwd(lambda z: _residual(unpack(z), s, h, t, params, mech))(x))
     tab = tables()
     lin = jnp.asarray(tab["lin"])
     cq, cp = (None, None) if s.comp is None else s.comp
