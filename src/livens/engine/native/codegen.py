@@ -171,8 +171,8 @@ class Translator(MovementRules, AlgebraRules, ControlRules, Emitter):
         translated on its own (its own scalars and blocks), kept from inlining so that the C
         compiler works on it once."""
         fname = self.fresh("f")
-        saved = (self.lines, self.depth, self.scope, self._scalars, self._main)
-        self.lines, self.depth, self.scope, self._scalars, self._main = [], 1, (), {}, False
+        saved = (self.lines, self.depth, self.scope, self._scalars, self._main, self._reused)
+        self.lines, self.depth, self.scope, self._scalars, self._main, self._reused = [], 1, (), {}, False, {}
         try:
             params, args = [], []
             for k, v in enumerate(closed.jaxpr.invars):
@@ -185,7 +185,7 @@ class Translator(MovementRules, AlgebraRules, ControlRules, Emitter):
                     self.copy(Buf(f"o{k}", b.shape, b.dtype), b)
             body = "\n".join(_flat(self.lines))
         finally:
-            self.lines, self.depth, self.scope, self._scalars, self._main = saved
+            self.lines, self.depth, self.scope, self._scalars, self._main, self._reused = saved
         self.functions.append(
             f"static __attribute__((noinline)) void {fname}({', '.join(params) or 'void'}) {{\n{body}\n}}"
         )
@@ -217,7 +217,53 @@ class Translator(MovementRules, AlgebraRules, ControlRules, Emitter):
         consts = [Buf(None, np.shape(c), np.asarray(c).dtype, np.asarray(c)) for c in cj.consts]
         return self.jaxpr(cj.jaxpr, consts, args)
 
+    REUSE = True
+    """An equation the program repeats (the same primitive and parameters on the same arrays) is
+    written once: its second occurrence reads the first one's outputs, where those are in scope
+    (:meth:`eqn`)."""
+
+    def _reuse_key(self, eqn, ins: list[Buf]):
+        """What makes two equations compute the same values: the primitive, its parameters and the
+        operands (the same arrays of the program, or the same small known values); None for an
+        equation that is never reused (calls and control flow, effects, all operands known)."""
+        name = eqn.primitive.name
+        if not self.REUSE or eqn.effects or name in CALLS or name in NO_FOLD or all(b.known for b in ins):
+            return None
+        try:
+            params = tuple(sorted(eqn.params.items()))
+            hash(params)
+        except TypeError:
+            return None
+        if any(isinstance(v, (jcore.Jaxpr, jcore.ClosedJaxpr)) for _, v in params):
+            return None
+        operands = []
+        for b in ins:
+            if b.known:
+                if b.size > 16:
+                    return None
+                operands.append((b.dtype.str, b.shape, b.value.tobytes()))
+            else:
+                operands.append(id(b))
+        return (name, params, tuple(operands))
+
     def eqn(self, eqn, ins: list[Buf]) -> list[Buf]:
+        """The outputs of one equation: those of the same equation written before, where its code is
+        in the current block or one that encloses it (every array is written whole before it is read
+        and not after, but loop carries, which change only at the end of their loop's body, after
+        every equation of the body: the values are the same, :meth:`scalar`'s argument), else its rule's.
+        A Newton loop's condition and body both take the norm of the residual it carries: the body
+        reads the condition's (:meth:`_while`)."""
+        key = self._reuse_key(eqn, ins)
+        if key is not None:
+            hit = self._reused.get(key)
+            if hit is not None and self.scope[: len(hit[0])] == hit[0]:
+                return hit[2]
+        outs = self._rule(eqn, ins)
+        if key is not None:
+            self._reused[key] = (self.scope, ins, outs)  # the operands held: their ids stay theirs
+        return outs
+
+    def _rule(self, eqn, ins: list[Buf]) -> list[Buf]:
         name = eqn.primitive.name
         p = eqn.params
         outs_aval = [v.aval for v in eqn.outvars]

@@ -56,18 +56,19 @@ class ControlRules:
         self.line(f"int {pred};")
         mask = self.new(pshape, np.bool_) if pshape or self.MASKED_WHILE else None
         self.open("for (;;)")
-        self.open("")
-        (c,) = self.closed_with(cond_jaxpr, cconsts, carry)
-        if mask is None:
+        if mask is None:  # the condition in the loop's block: what it computes, the body may read
+            (c,) = self.closed_with(cond_jaxpr, cconsts, carry)
             self.line(f"{pred} = {self.at(c, 0)};")
         else:
+            self.open("")
+            (c,) = self.closed_with(cond_jaxpr, cconsts, carry)
             self.copy(mask, c)
             i = self.fresh("i")
             self.line(
                 f"{pred} = 0; for (int {i} = 0; {i} < {mask.size}; {i}++) "
                 f"{pred} |= {self.holds_somewhere(f'{mask.name}[{i}]')};"
             )
-        self.close()
+            self.close()
         self.line(f"if (!{pred}) break;")
         self.open("")
         new = self.closed_with(body_jaxpr, bconsts, carry)

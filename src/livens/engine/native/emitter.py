@@ -141,6 +141,7 @@ class Emitter:
         self.scope: tuple = ()  # the blocks the current line is in
         self.blocks = 0
         self._scalars: dict = {}
+        self._reused: dict = {}  # equations written: key -> (block, operands, outputs) (Translator.eqn)
         self.count = 0
         self.elements = 0
         self.scratch = 0  # bytes of the large arrays, kept off the stack (:meth:`new`)
