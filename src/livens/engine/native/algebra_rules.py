@@ -65,13 +65,35 @@ class AlgebraRules:
     REGISTER_ROW = 32
     """A row of :meth:`_row_dot` of at most this many elements is summed in registers (:meth:`_register_rows`)."""
 
-    def _register_rows(self, out: Buf, lview, rview, contract, batch, lfree, width: int, lhs: Buf) -> None:
+    SKIP_ZERO_TERMS = 64
+    """A product of :meth:`_register_rows` over at most this many contraction indices, whose right
+    operand has known zeros, is written index by index without the terms whose factors are all
+    known zeros."""
+
+    def _known_zero_terms(self, rhs: Buf, rc, rb, rfree):
+        """Where the right operand of a product of rows (no batch axes, one contraction axis and one
+        free axis) is a known zero, as an array (contraction index, free index) of booleans; None
+        where it has none or the product is not of that form."""
+        if rb or len(rc) != 1 or len(rfree) != 1 or (rhs.elems is None and not rhs.known):
+            return None
+        if rhs.shape[rc[0]] > self.SKIP_ZERO_TERMS:
+            return None
+        zero = np.array([a[0] is None and a[1] == 0 for a in self.atoms(rhs)], dtype=bool)
+        zero = zero.reshape(rhs.shape).transpose([rc[0], rfree[0]])
+        return zero if zero.any() else None
+
+    def _register_rows(self, out: Buf, lview, rview, contract, batch, lfree, width: int, lhs: Buf, dead=None) -> None:
         """The rows of :meth:`_row_dot` (one free right index, contiguous in the right operand)
         summed in vectors of 4 doubles (GCC's and Clang's ``vector_size``) and scalars for the last
         ``width mod 4`` elements, which stay in registers over the contraction and are stored once:
         the loop of row updates loads and stores the output row at every term. Each element is the
         same sum in the same order (0, then ``+= a * r`` for each contraction index in turn; no
-        contraction into fused multiply-adds): the same bits."""
+        contraction into fused multiply-adds): the same bits.
+
+        ``dead`` (:meth:`_known_zero_terms`): the right operand's known zeros; the contraction is
+        then written index by index, each without the vectors and scalars whose right factors are all
+        known zeros (``x * 0`` taken as zero, :meth:`simplify`): an accumulator that starts at +0 and
+        gains only products and sums is never -0, so adding a zero product leaves it as it is."""
         (lc, rc), (lb, rb) = contract, batch
         (lname, loff, sl), (rname, roff, sr) = lview, rview
         vec, k, rem = self.fresh("v4d"), width // 4, width % 4
@@ -82,6 +104,28 @@ class AlgebraRules:
         self.line(f"{vec} " + ", ".join(f"{x} = {{0, 0, 0, 0}}" for x in accs) + ";")
         if tails:
             self.line("double " + ", ".join(f"{t} = 0" for t in tails) + ";")
+        if dead is not None:
+            a, y = self.fresh("a"), self.fresh("y")
+            lterms = [(sl[x], v) for x, v in zip(lfree, li)]
+            for c in range(dead.shape[0]):
+                live = [q for q in range(k) if not dead[c, 4 * q : 4 * q + 4].all()]
+                live_tails = [m for m in range(rem) if not dead[c, 4 * k + m]]
+                if not live and not live_tails:
+                    continue
+                self.open("")
+                self.line(f"const double {a} = {lname}[{self.affine(lterms, loff + sl[lc[0]] * c)}];")
+                if live:
+                    self.line(f"const {vec} {a}v = {{{a}, {a}, {a}, {a}}};")
+                at = roff + sr[rc[0]] * c
+                for q in live:
+                    self.line(
+                        f"{{ {vec} {y}; memcpy(&{y}, {rname} + {at + 4 * q}, sizeof {y}); {accs[q]} += {a}v * {y}; }}"
+                    )
+                for m in live_tails:
+                    self.line(f"{tails[m]} += {a} * {rname}[{at + 4 * k + m}];")
+                self.close()
+            self._store_rows(out, bi, li, accs, tails, k)
+            return
         cidx = self.loops([lhs.shape[a] for a in lc])
         a, r, y = self.fresh("a"), self.fresh("r"), self.fresh("y")
         lterms = [(sl[x], v) for x, v in zip(lb, bi)] + [(sl[x], v) for x, v in zip(lfree, li)]
@@ -95,6 +139,10 @@ class AlgebraRules:
         for m, t in enumerate(tails):
             self.line(f"{t} += {a} * {r}[{4 * k + m}];")
         self.end(cidx)
+        self._store_rows(out, bi, li, accs, tails, k)
+
+    def _store_rows(self, out: Buf, bi, li, accs, tails, k: int) -> None:
+        """The end of :meth:`_register_rows`: the row's accumulators stored, its loops closed."""
         ostr = _strides(out.shape)
         o = self.fresh("o")
         self.line(f"double *{o} = {out.name} + {self.affine(list(zip(ostr, bi + li)))};")
@@ -121,7 +169,8 @@ class AlgebraRules:
         width = rshape[0] if len(rfree) == 1 and sr[rfree[0]] == 1 else 0
         scalar = np.dtype(dt) == np.float64 and self.ct(dt) == _ctype(dt)
         if scalar and 4 <= width <= self.REGISTER_ROW:
-            self._register_rows(out, (lname, loff, sl), (rname, roff, sr), contract, batch, lfree, width, lhs)
+            dead = self._known_zero_terms(rhs, rc, rb, rfree)
+            self._register_rows(out, (lname, loff, sl), (rname, roff, sr), contract, batch, lfree, width, lhs, dead)
             return out
         bi = self.loops([lhs.shape[a] for a in lb])
         li = self.loops([lhs.shape[a] for a in lfree])
@@ -398,6 +447,10 @@ class AlgebraRules:
     def p_lu(self, ins, outs, **_):
         """LU with partial pivoting, as LAPACK's getrf: the first largest |a_ik| is the pivot."""
         res, (A, P, V, m, n, k) = self._lu_start(ins, outs)
+        if m == n and 1 < n <= self.LU_UNROLL and ins[0].dtype == np.float64:
+            self._lu_unrolled(A, P, V, n)
+            self.close()
+            return res
         self.line(f"for (int i = 0; i < {m}; i++) {P}[i] = i;")
         if k <= self.LU_UNROLL:  # GCC unrolls the columns: each one's loops then have fixed lengths
             self.line(f"#pragma GCC unroll {k}")
@@ -423,6 +476,72 @@ class AlgebraRules:
         self.close()
         self.close()
         return res
+
+    LU_VECTOR = 4
+    """Doubles per vector in the row updates of :meth:`_lu_unrolled` (GCC's and Clang's ``vector_size``)."""
+
+    def _lu_unrolled(self, A: str, P: str, V: str, n: int) -> None:
+        """The LU of :meth:`p_lu` for a small square matrix (at most :data:`LU_UNROLL` columns),
+        written out column by column: the pivot search as n - c - 1 comparisons, a swap of whole rows,
+        and each row's update over the columns right of c, the multiplier l = a_ic * (1 / a_cc) held
+        in a register and the pivot row's part too. Every element sees the operations of the loop
+        form in the same order (a_ij - l * a_cj; no fused multiply-adds): the same bits, at a fraction
+        of the loop form's cost (no trip counts, no remainder loops or run-time alias checks of a
+        vectorized loop of variable length).
+
+        A row is moved in vectors of :data:`LU_VECTOR` doubles at fixed places, counted from its end,
+        and scalars before the first of them: a vector read back (the next column's update, a swap)
+        is then one written as a whole, which the processor forwards from its store."""
+        W = self.LU_VECTOR
+        blocks = list(range(n % W, n - W + 1, W))  # the vectors' first elements
+        head = blocks[0] if blocks else n  # elements [0, head) moved one by one
+        vd, a = self.fresh("lu_v"), self.fresh("lu_a")
+        self.line(f"typedef double {vd} __attribute__((vector_size({8 * W})));")
+        self.line(f"double *{a} = {A};")
+        self.line(f"for (int i = 0; i < {n}; i++) {P}[i] = i;")
+        for c in range(n):
+            self.open("")
+            self.line(f"int p = {c}; double best = fabs({a}[{c * n + c}]); double x;")
+            if c + 1 < n:  # one line (EngineOptions.max_native_lines counts lines)
+                self.line(
+                    " ".join(
+                        f"x = fabs({a}[{i * n + c}]); if (x > best) {{ best = x; p = {i}; }}" for i in range(c + 1, n)
+                    )
+                )
+            self.line(f"{V}[{c}] = p;")
+            self.open(f"if (p != {c})")
+            self.line(f"double *rc = {a} + {c * n}, *rp = {a} + p*{n};")
+            for j in range(head):
+                self.line(f"{{ double t = rc[{j}]; rc[{j}] = rp[{j}]; rp[{j}] = t; }}")
+            for j in blocks:
+                self.line(
+                    f"{{ {vd} s, t; memcpy(&s, rc + {j}, sizeof s); memcpy(&t, rp + {j}, sizeof t); "
+                    f"memcpy(rc + {j}, &t, sizeof t); memcpy(rp + {j}, &s, sizeof s); }}"
+                )
+            self.line(f"int t = {P}[{c}]; {P}[{c}] = {P}[p]; {P}[p] = t;")
+            self.close()
+            if c + 1 < n:
+                vecs = [j for j in blocks if j > c]
+                ones = range(c + 1, vecs[0] if vecs else n)
+                self.open(f"if ({a}[{c * n + c}] != 0.0)")
+                self.line(f"const double inv = 1.0 / {a}[{c * n + c}];")
+                for j in vecs:
+                    self.line(f"{vd} u{j}; memcpy(&u{j}, {a} + {c * n + j}, sizeof u{j});")
+                for j in ones:
+                    self.line(f"const double e{j} = {a}[{c * n + j}];")
+                self.open(f"for (int i = {c + 1}; i < {n}; i++)")
+                self.line(f"double *ri = {a} + i*{n}; const double l = ri[{c}] * inv; ri[{c}] = l;")
+                if vecs:
+                    self.line(f"const {vd} lv = {{{', '.join(['l'] * W)}}};")
+                for j in ones:
+                    self.line(f"ri[{j}] = ri[{j}] - l * e{j};")
+                for j in vecs:
+                    self.line(
+                        f"{{ {vd} y; memcpy(&y, ri + {j}, sizeof y); y = y - lv * u{j}; memcpy(ri + {j}, &y, sizeof y); }}"
+                    )
+                self.close()
+                self.close()
+            self.close()
 
     def p_qr(self, ins, outs, full_matrices, pivoting=False, **_):
         """Householder QR as LAPACK's geqrf and orgqr: reflector j maps column j below the diagonal
@@ -545,6 +664,24 @@ class AlgebraRules:
         consts = ins[n_mv + n_vm : n_mv + n_vm + n_solve]
         return self.closed_with(jaxprs.solve, consts, ins[n_consts:])
 
+    TRIANGULAR_UNROLL = 32
+    """A triangular solve with one right-hand side and at most this many unknowns is written out
+    element by element (:meth:`_triangular_unrolled`)."""
+
+    def _triangular_unrolled(self, X: str, m: int, stride: int, Aij, lower: bool, unit: bool, ct: str) -> None:
+        """The substitution of :meth:`p_triangular_solve` for one right-hand side, unrolled: each
+        unknown a local scalar (in a register), s = b_i, then s -= a_ij x_j for j in the loop's order
+        and x_i = s / a_ii (unless the diagonal is unit): the same operations in the same order, the
+        same bits, without the loop's loads and stores of x and its trip counts."""
+        x = self.fresh("ts")
+        for i in range(m) if lower else range(m - 1, -1, -1):  # a row a line (EngineOptions.max_native_lines)
+            row = [f"{ct} {x}_{i} = {X}[{i * stride}];"]
+            row += [f"{x}_{i} -= {Aij(i, j)} * {x}_{j};" for j in (range(i) if lower else range(i + 1, m))]
+            if not unit:
+                row.append(f"{x}_{i} = {x}_{i} / {Aij(i, i)};")
+            self.line(" ".join(row))
+        self.line(" ".join(f"{X}[{i * stride}] = {x}_{i};" for i in range(m)))
+
     def p_triangular_solve(self, ins, outs, left_side, lower, transpose_a, conjugate_a, unit_diagonal, **_):
         """op(a) x = b (left_side) or x op(a) = b, op(a) = a or a^T; a triangular."""
         a, bmat = ins
@@ -587,6 +724,10 @@ class AlgebraRules:
                 self.line(f"const {self.ct(bmat.dtype)} d = {Aij('i', 'i')};")
                 self.line(f"for (int {r} = 0; {r} < {nrhs}; {r}++) {x('i')} = {x('i')} / d;")
             self.close()
+            self.close()
+            return out
+        if nrhs == 1 and m <= self.TRIANGULAR_UNROLL:
+            self._triangular_unrolled(X, m, stride_elem, Aij, eff_lower, unit_diagonal, self.ct(bmat.dtype))
             self.close()
             return out
         self.open(f"for (int {r} = 0; {r} < {nrhs}; {r}++)")
