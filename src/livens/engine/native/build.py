@@ -309,6 +309,12 @@ class Kernel:
         every argument and output then has a first axis of that length, one member per row."""
         self.in_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in closed_jaxpr.jaxpr.invars]
         self.out_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in closed_jaxpr.jaxpr.outvars]
+        self._held = threading.local()  # a kernel of one member: each thread's arrays (_call_arrays)
+        self._out_layout, at = [], 0  # (offset, bytes) of each output in a call's block (_outputs)
+        for shape, dtype in self.out_avals:
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            self._out_layout.append((at, nbytes))
+            at += -(-max(nbytes, 1) // 64) * 64
         self.compile_s, self.source = compile_s, source
         self.level = "-O2" if optimized is None else QUICK_LEVEL
         """The optimization of the library in use: "-O0" until the background "-O2" compile ends."""
@@ -331,20 +337,50 @@ class Kernel:
             return self._call_lanes(leaves, buffers)
         if buffers is not None:
             raise TypeError("native kernel: buffers are kept for lane kernels only")
-        ins = []
-        for x, (shape, dtype) in zip(leaves, self.in_avals):
-            a = np.asarray(x, dtype=dtype, order="C")
-            if a.shape != tuple(shape):
-                raise TypeError(f"native kernel: an argument of shape {a.shape}, compiled for {tuple(shape)}")
-            ins.append(a)
-        outs = [np.empty(shape, dtype) for shape, dtype in self.out_avals]
-        arrays = ins + outs + ([_aligned((self.scratch,), np.uint8)] if self.scratch else [])
-        if self.interruptible:
-            arrays.append(_STOP)
-        ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        held = getattr(self._held, "arrays", None)
+        if held is None:
+            held = self._held.arrays = self._call_arrays()
+        ins, ptrs, n_in, _ = held  # the scratch and stop flag held too: their addresses are in ptrs
+        for x, view in zip(leaves, ins):
+            a = np.asarray(x)
+            if a.shape != view.shape:
+                raise TypeError(f"native kernel: an argument of shape {a.shape}, compiled for {view.shape}")
+            np.copyto(view, a, casting="unsafe")
+        block, outs = self._outputs()
+        base = block.ctypes.data
+        for k, (off, _) in enumerate(self._out_layout):
+            ptrs[n_in + k] = base + off
         fn = self.fn
         fn(ptrs)
         return jax.tree_util.tree_unflatten(self.out_tree, outs)
+
+    def _call_arrays(self):
+        """This thread's arrays of a kernel of one member, kept from call to call (:meth:`__call__`):
+        the arguments' (each call copies its arguments into them), the scratch memory, and the
+        array of pointers the kernel reads, whose outputs' entries each call sets (the outputs are
+        new arrays at every call, :meth:`_outputs`). Taking an array's address costs more than
+        copying a small one, and fresh scratch memory costs page faults."""
+        ins = [_aligned(tuple(shape), dtype) for shape, dtype in self.in_avals]
+        extra = ([_aligned((self.scratch,), np.uint8)] if self.scratch else []) + (
+            [_STOP] if self.interruptible else []
+        )
+        n_in, n_out = len(ins), len(self.out_avals)
+        ptrs = (ctypes.c_void_p * max(n_in + n_out + len(extra), 1))()
+        for k, a in enumerate(ins + [None] * n_out + extra):
+            if a is not None:
+                ptrs[k] = a.ctypes.data
+        return ins, ptrs, n_in, extra
+
+    def _outputs(self):
+        """One new block of memory for a call's outputs and their views into it, each aligned to
+        64 bytes (its address the block's plus :attr:`_out_layout`'s offset)."""
+        size = self._out_layout[-1][0] + self._out_layout[-1][1] if self._out_layout else 0
+        block = _aligned((max(size, 1),), np.uint8)
+        outs = [
+            np.ndarray(shape, dtype, buffer=block, offset=off)
+            for (off, _), (shape, dtype) in zip(self._out_layout, self.out_avals)
+        ]
+        return block, outs
 
     def _lane_buffers(self, buffers: dict | None):
         """The kernel's arrays, lane-last, 64-bit, aligned, kept in ``buffers``: (argument buffers,
