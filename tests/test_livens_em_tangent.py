@@ -19,6 +19,8 @@ and it changes Newton's iterates only by round-off.
   inverse (Z^T Z)^-1 are not; steps take the dense tangent's Newton iterations.
 - A run of the four-particle system keeps E = T + V and the six momentum maps (total linear and
   angular momentum, computed here from q and p) to the Newton tolerance.
+- The shift's terms of the Gram solve's derivative, skipped where tau |S^-1| is negligible, change the
+  tangent there by less than 1e-15 of its entries, and are computed at nearly dependent generators.
 """
 
 import dataclasses
@@ -276,3 +278,33 @@ def test_four_particle_keeps_energy_and_momentum_maps():
         assert np.max(np.abs(J - J[0])) <= 1e-9 * (1.0 + np.max(np.abs(J[0])))
     assert np.max(np.abs(angular[0])) > 0.1  # a momentum map that is not zero
     assert np.max(np.abs(energy - energy[0])) < np.ptp(spring(1, 3, 500.0))  # energy is exchanged
+
+
+def test_shift_terms_skipped_only_where_negligible(monkeypatch):
+    """The terms of D y that carry the Gram solve's shift are not computed where tau |S^-1|_inf is below
+    SHIFT_NEGLIGIBLE: at independent generators (four-particle, heavy top) tau |S^-1|_inf is far below the bound,
+    and the tangent computed with them anyway differs from the one without by less than 1e-15 of its largest
+    entry; at nearly dependent generators (the inversion's start) it is far above the bound, so they are computed
+    there (and test_nearly_dependent_generators finds the tangent wrong without them)."""
+    for name in ("four-particle", "heavy-top"):
+        sch, vals, mech, st, x, h = _point(PROBLEMS[name](), 3)
+        d, m = mech.d, mech.m
+
+        def J(x):
+            return sch.tangent(sch.unpack(x, d, m), st, h, 0.0, vals, mech).matrix()
+
+        q1 = st.q + 0.5 * h * (st.v + x[:d])
+        tau, Si = livens_em_tangent.dg.shifted_gram(mech.generators(0.5 * (st.q + q1)))
+        assert float(tau * np.max(np.sum(np.abs(Si), axis=1))) < 1e-2 * livens_em_tangent.SHIFT_NEGLIGIBLE
+        skipped = np.array(jax.jit(J)(x))
+        monkeypatch.setattr(livens_em_tangent, "SHIFT_NEGLIGIBLE", -1.0)  # always computed
+        full = np.array(jax.jit(lambda x: J(x))(x))  # traced again, with the patch
+        monkeypatch.undo()
+        assert np.max(np.abs(full - skipped)) <= 1e-15 * np.max(np.abs(full)), name
+    problem = _inversion()
+    sch, vals, mech = resolve(problem, "livens-em", {})
+    st = initial_state(problem, mech)
+    x = sch.pack(sch.guess(st, problem.h, 0.0, vals, mech, "advanced"), mech.d, mech.m)
+    q1 = st.q + 0.5 * problem.h * (st.v + x[: mech.d])
+    tau, Si = livens_em_tangent.dg.shifted_gram(mech.generators(0.5 * (st.q + q1)))
+    assert float(tau * np.max(np.sum(np.abs(Si), axis=1))) > 1e3 * livens_em_tangent.SHIFT_NEGLIGIBLE

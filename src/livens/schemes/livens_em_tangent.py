@@ -30,7 +30,9 @@ most of the tangent's cost; here it is taken once, by the chain rule through W: 
 
 (A, B by forward AD of the generators, for v, w held fixed; D tau = 2 GRAM_SHIFT / r D_q[sum Z(q) * Z]
 by one reverse pass, the generators' transpose applied to Z, not a forward derivative of the r d
-products; S^-1 formed once), so that
+products; S^-1 formed once). The last two terms, those of the shift, are of relative size
+(tau |S^-1|)^2 and below: they are computed only where tau |S^-1|_inf exceeds :data:`SHIFT_NEGLIGIBLE`
+(nearly dependent generators), and below it lie far under the round-off of the first. Then
 
     D u = (I - A_{y_u}/2) - Z D y_u,   D c_u - D(Z^T Z) y_u = Z^T (I - A_{y_u}/2) + B_u/2,
     D a_0' = X_0 + Z D y_a,   D c_a - D(Z^T Z) y_a = -[Z^T X_0 + B_{a_0'}/2],
@@ -61,10 +63,18 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from .. import discrete_gradients as dg
 from ..solvers import Dense, ad_jacobian, banded_tangent, size_policy
 from .base import State
+
+SHIFT_NEGLIGIBLE = 1e-10
+"""tau |S^-1|_inf below which the terms of D y that carry the Gram solve's shift (tau^2 S^-2 D(Z^T Z) y_2 and
+2 tau y_3 (D tau)^T, relative size (tau |S^-1|)^2 and below) lie far below the round-off of W (D c - D(Z^T Z) y)
+and are not computed. tau |S^-1| is about GRAM_SHIFT times the ratio of the mean to the least eigenvalue of
+Z^T Z: below the bound for Gram matrices conditioned up to about 1e4, as those of the Euclidean group on a few
+bodies near the origin."""
 
 
 def _constraints(mech) -> Callable:
@@ -96,27 +106,41 @@ def _projected(mech, qm, Z, dx, a0, equivariant: bool, H, Gm):
         ws = u[:, None]
     k = c.shape[1]
 
-    def through_generators(q):
+    def through_generators(q, v, w):  # (A_v, B_w) of the module docstring, for the columns of v, w
         Zq = mech.generators(q)
-        return Zq @ jnp.concatenate([y, y2], axis=1), Zq.T @ jnp.concatenate([ws, Z @ y2], axis=1)
+        return Zq @ v, Zq.T @ w
 
-    A, B = jax.jacfwd(through_generators)(qm)
-    t = jax.vjp(mech.generators, qm)[1](Z)[0]  # D_q sum(Z(q) * Z): one reverse pass
-    dtau = (dg.GRAM_SHIFT / r) * t  # d tau / d q^{n+1} (tau = GRAM_SHIFT tr(Z^T Z) / r; through q_m)
-
-    def dy(i, X, sign):
-        """D y_i = W (D c_i - D(Z^T Z) y_i) + tau^2 S^-2 D(Z^T Z) y2_i - 2 tau y3_i dtau^T, with X
-        the part of D c_i - D(Z^T Z) y_i through Z^T (sign: that of c_i)."""
-        rhs = sign * (Z.T @ X + 0.5 * B[:, i, :])
-        dgram2 = 0.5 * (B[:, k + i, :] + Z.T @ A[:, k + i, :])
-        y3 = Si @ y2[:, i]
-        return W @ rhs + (tau * tau) * (Si2 @ dgram2) - (2.0 * tau) * jnp.outer(y3, dtau)
+    A, B = jax.jacfwd(through_generators)(qm, y, ws)
 
     X1 = eye - 0.5 * A[:, 0, :]
-    Du = X1 - Z @ dy(0, X1, 1.0)
+    # W (D c_i - D(Z^T Z) y_i) for each column i (sign: that of c_i; the part through Z^T: X1, X0)
+    rhs = [Z.T @ X1 + 0.5 * B[:, 0, :]]
     if equivariant:
         X0 = 0.5 * (H + A[:, 1, :])
-        return u, Du, a0, X0 + Z @ dy(1, X0, -1.0), Gm.T - Z @ (W @ (Z.T @ Gm.T))
+        rhs.append(-(Z.T @ X0 + 0.5 * B[:, 1, :]))
+    WR = jnp.stack([W @ R for R in rhs])
+
+    def with_shift(WR):
+        """D y_i = W (D c_i - D(Z^T Z) y_i) + tau^2 S^-2 D(Z^T Z) y2_i - 2 tau y3_i dtau^T, shape (k, r, d)."""
+        A2, B2 = jax.jacfwd(through_generators)(qm, y2, Z @ y2)
+        t = jax.vjp(mech.generators, qm)[1](Z)[0]  # D_q sum(Z(q) * Z): one reverse pass
+        dtau = (dg.GRAM_SHIFT / r) * t  # d tau / d q^{n+1} (tau = GRAM_SHIFT tr(Z^T Z) / r; through q_m)
+        y3 = Si @ y2
+        return jnp.stack(
+            [
+                WR[i]
+                + (tau * tau) * (Si2 @ (0.5 * (B2[:, i, :] + Z.T @ A2[:, i, :])))
+                - (2.0 * tau) * jnp.outer(y3[:, i], dtau)
+                for i in range(k)
+            ]
+        )
+
+    # the shift's terms are of relative size (tau |S^-1|)^2 and below: not computed below SHIFT_NEGLIGIBLE
+    shifted = tau * jnp.max(jnp.sum(jnp.abs(Si), axis=1)) > SHIFT_NEGLIGIBLE
+    Dy = lax.cond(shifted, with_shift, lambda WR: WR, WR)
+    Du = X1 - Z @ Dy[0]
+    if equivariant:
+        return u, Du, a0, X0 + Z @ Dy[1], Gm.T - Z @ (W @ (Z.T @ Gm.T))
     return u, Du, a0, 0.5 * H, Gm.T
 
 
