@@ -185,6 +185,26 @@ def test_a_transposed_triangular_solve_in_lanes_is_each_members(unit_diagonal):
     np.testing.assert_allclose(U.T @ np.asarray(got[0])[0], b[0], atol=1e-12)
 
 
+def test_a_gather_at_the_same_indices_in_every_lane_takes_whole_vectors():
+    """Rows gathered by a permutation that every lane shares (an LU solve's pivots, alike across
+    members) are taken as whole vectors, lane 0's indices for all; a batch where one lane's
+    permutation differs is taken lane by lane: each lane's rows are its own either way."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((LANES, 6, 6))
+    perm = np.tile(np.array([3, 0, 5, 1, 2, 4], np.int32), (LANES, 1))
+    mixed = perm.copy()
+    mixed[LANES - 1] = mixed[LANES - 1, ::-1]
+
+    def rows(a, p):
+        return a[p], a[:, p[:3]]
+
+    for ps in (perm, mixed):
+        got = _lanes_of(rows, (a, ps))
+        for b in range(LANES):
+            np.testing.assert_array_equal(np.asarray(got[0])[b], a[b][ps[b]])
+            np.testing.assert_array_equal(np.asarray(got[1])[b], a[b][:, ps[b, :3]])
+
+
 def _loop_args(problem, scheme, members):
     from livens.driver.setup import newton_options, resolve
     from livens.guess import GuessHistory

@@ -255,16 +255,36 @@ class LaneTranslator(Translator):
         return out
 
     def p_gather(self, ins, outs, dimension_numbers, slice_sizes, mode, fill_value=None, **params):
+        """A gather at indices computed per lane, lane by lane; where every lane's indices are the
+        same (members in lanes mostly permute alike: an LU solve's pivots), by whole vectors."""
         src, ind = ins
         if ind.known:
             return super().p_gather(ins, outs, dimension_numbers, slice_sizes, mode, fill_value, **params)
-        dn = dimension_numbers
         if "FILL" in str(mode):
             raise Unsupported("gather with runtime indices in fill mode")
+        ind = self.arr(ind)
         out = self.new(outs[0].shape, src.dtype)
+        same = self.fresh("u")
+        i = self.fresh("i")
+        self.line(f"int {same} = 1;")
+        self.line(
+            f"for (int {i} = 0; {i} < {ind.size}; {i}++) {same} &= !ANY({ind.name}[{i}] != BI({ind.name}[{i}][0]));"
+        )
+        self.open(f"if ({same})")
+        self._gather_loop(src, ind, out, dimension_numbers, slice_sizes, None)
+        self.close()
+        self.open("else")
+        self.open(f"for (int l = 0; l < {self.lanes}; l++)")
+        self._gather_loop(src, ind, out, dimension_numbers, slice_sizes, "l")
+        self.close()
+        self.close()
+        return out
+
+    def _gather_loop(self, src, ind, out, dn, slice_sizes, lane) -> None:
+        """The loops of :meth:`p_gather`: lane ``lane`` (a C variable) of every element, or where
+        ``lane`` is None, whole vectors at lane 0's indices."""
         out_shape = out.shape
         batch_axes, window, st_src, st_ind = _gather_layout(src.shape, ind.shape, out_shape, dn)
-        self.open(f"for (int l = 0; l < {self.lanes}; l++)")
         idx = self.loops(out_shape)
         base = self.affine([(st_ind[k], idx[a]) for k, a in enumerate(batch_axes)])
         terms = [
@@ -274,15 +294,18 @@ class LaneTranslator(Translator):
         for k, dim in enumerate(dn.start_index_map):
             s = self.fresh("s")
             hi = src.shape[dim] - slice_sizes[dim]
-            self.line(f"int64_t {s} = (int64_t) {self.lane(ind, f'{base} + {k * st_ind[-1]}')};")
+            at = f"({self.at(ind, f'{base} + {k * st_ind[-1]}')})[{lane or 0}]"
+            self.line(f"int64_t {s} = (int64_t) {at};")
             self.line(f"{s} = {s} < 0 ? 0 : ({s} > {hi} ? {hi} : {s});")
             terms.append(f"{s}*{st_src[dim]}")
         for j, dim in enumerate(window):
             terms.append(f"{idx[dn.offset_dims[j]]}*{st_src[dim]}")
-        self.line(f"{out.name}[{self.flat(idx, out_shape)}][l] = {self.lane(src, ' + '.join(terms) or '0')};")
+        where = " + ".join(terms) or "0"
+        if lane is None:
+            self.line(f"{out.name}[{self.flat(idx, out_shape)}] = {self.rhs(self.at(src, where), src.dtype)};")
+        else:
+            self.line(f"{out.name}[{self.flat(idx, out_shape)}][{lane}] = {self.lane(src, where)};")
         self.end(idx)
-        self.close()
-        return out
 
     def _lane_at(self, b: Buf, index) -> str:
         return self.lane(b, index)
