@@ -397,7 +397,7 @@ class LaneTranslator(Translator):
         element by the block's columns in turn in a register, where the column by column LU loads
         and stores the whole rest of the matrix at every column. Within a block, each column is first
         updated by the block's earlier columns, then its pivot is found (the first largest |a_ic|
-        of each lane), its rows swapped lane by lane and its multipliers scaled. Every element sees
+        of each lane), its rows swapped in the lanes that pivot and its multipliers scaled. Every element sees
         the operations of the column by column LU in the same order (a_ij - l_it u_tj for t = 0, 1,
         ..., each multiplier l_it = a_it / u_tt as a_it times 1 / u_tt; a row swap carries a row's
         pending updates with it, its multipliers being in the row): the same bits. A lane whose
