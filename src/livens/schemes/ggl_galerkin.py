@@ -47,8 +47,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..engine import tracing_native
 from ..mechanics import Mechanics
+from ..solvers import tracing_native
 from . import ggl_mass, register
 from . import stage_tangents as st_
 from .base import About, Capabilities, Param, Scheme, State, next_node

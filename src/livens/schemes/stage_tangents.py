@@ -26,8 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..engine import tracing_native
-from ..solvers import ad_jacobian, size_policy
+from ..solvers import ad_jacobian, size_policy, tracing_native
 
 
 def stage_variant(stages_of: Callable, variants: dict) -> Callable:

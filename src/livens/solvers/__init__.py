@@ -12,10 +12,12 @@
   tangent's sparsity, for tangents factorized body by body.
 
 The sizes at which these forms change are one policy object, :class:`livens.engine.SizePolicy`
-(:func:`size_policy`, also read by the schemes' own choices of tangent).
+(:func:`size_policy`, also read by the schemes' own choices of tangent); :func:`tracing_native` says,
+while a step is traced, whether a native kernel of one member will run it (a form of a building block
+that suits one backend only).
 """
 
-from ..engine import SizePolicy, size_policy
+from ..engine import SizePolicy, size_policy, tracing_native
 from .couplings import coupling
 from .dense import batched_systems
 from .tangent import Dense, LowRankUpdate, ad_jacobian, banded_tangent, tangent_operator
@@ -30,4 +32,5 @@ __all__ = [
     "coupling",
     "size_policy",
     "tangent_operator",
+    "tracing_native",
 ]
