@@ -31,7 +31,7 @@ most of the tangent's cost; here it is taken once, by the chain rule through W: 
 (A, B by forward AD of the generators, for v, w held fixed; D tau = 2 GRAM_SHIFT / r D_q[sum Z(q) * Z]
 by one reverse pass, the generators' transpose applied to Z, not a forward derivative of the r d
 products; S^-1 formed once). The last two terms, those of the shift, are of relative size
-(tau |S^-1|)^2 and below: they are computed only where tau |S^-1|_inf exceeds :data:`SHIFT_NEGLIGIBLE`
+(tau |S^-1|)^2 and below: they are computed only where tau tr(S^-1) exceeds :data:`SHIFT_NEGLIGIBLE`
 (nearly dependent generators), and below it lie far under the round-off of the first. Then
 
     D u = (I - A_{y_u}/2) - Z D y_u,   D c_u - D(Z^T Z) y_u = Z^T (I - A_{y_u}/2) + B_u/2,
@@ -70,10 +70,11 @@ from ..solvers import Dense, ad_jacobian, banded_tangent, size_policy
 from .base import State
 
 SHIFT_NEGLIGIBLE = 1e-10
-"""tau |S^-1|_inf below which the terms of D y that carry the Gram solve's shift (tau^2 S^-2 D(Z^T Z) y_2 and
+"""tau tr(S^-1) (at least tau |S^-1|_2, S being positive definite) below which the terms of D y that carry the
+Gram solve's shift (tau^2 S^-2 D(Z^T Z) y_2 and
 2 tau y_3 (D tau)^T, relative size (tau |S^-1|)^2 and below) lie far below the round-off of W (D c - D(Z^T Z) y)
-and are not computed. tau |S^-1| is about GRAM_SHIFT times the ratio of the mean to the least eigenvalue of
-Z^T Z: below the bound for Gram matrices conditioned up to about 1e4, as those of the Euclidean group on a few
+and are not computed. tau tr(S^-1) is at most r GRAM_SHIFT times the ratio of the mean to the least eigenvalue
+of Z^T Z: below the bound for Gram matrices conditioned up to about 1e3, as those of the Euclidean group on a few
 bodies near the origin."""
 
 
@@ -136,7 +137,7 @@ def _projected(mech, qm, Z, dx, a0, equivariant: bool, H, Gm):
         )
 
     # the shift's terms are of relative size (tau |S^-1|)^2 and below: not computed below SHIFT_NEGLIGIBLE
-    shifted = tau * jnp.max(jnp.sum(jnp.abs(Si), axis=1)) > SHIFT_NEGLIGIBLE
+    shifted = tau * jnp.trace(Si) > SHIFT_NEGLIGIBLE
     Dy = lax.cond(shifted, with_shift, lambda WR: WR, WR)
     Du = X1 - Z @ Dy[0]
     if equivariant:
@@ -173,10 +174,10 @@ def gradient_jacobians(mech, q0, q1, lam):
         u, Du, Da0, La0 = dx, jnp.eye(dx.shape[0], dtype=dx.dtype), 0.5 * H, Gm.T
         eps2 = 0.0
     num = phi1 - (mech.V(q0) + lam @ g0) - a0 @ dx
-    Dnum = b1 - a0 - Da0.T @ dx
-    Lnum = g1 - g0 - La0.T @ dx
+    Dnum = b1 - a0 - dx @ Da0
+    Lnum = g1 - g0 - dx @ La0
     s = u @ u
-    Ds = 2.0 * (Du.T @ u)
+    Ds = 2.0 * (u @ Du)
     c1 = dg.DELTA**2 * (1.0 + qm @ qm)
     c2 = eps2 * (dx @ dx)
     den = s * s + c1 * c1 + c2 * c2
