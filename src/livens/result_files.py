@@ -4,6 +4,7 @@ and the netCDF stream of a running simulation write through them)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -135,8 +136,9 @@ def result_attrs(scheme: str, velocity_kind: str, params: dict, meta: dict, d: i
     return attrs
 
 
+@functools.cache
 def livens_version() -> str:
-    """The installed livens version (recorded in result files)."""
+    """The installed livens version (recorded in result files; read once per process)."""
     try:
         from importlib.metadata import version
 

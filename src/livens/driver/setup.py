@@ -213,10 +213,17 @@ class Plan:
     def empty_history(self, state: State) -> GuessHistory:
         """An empty history of step solutions for the "extrapolated" guess (:mod:`livens.guess`)."""
         sch, mech = self.scheme, self.mech
-        nx = jax.eval_shape(
-            lambda s: sch.pack(sch.guess(s, self.h, 0.0, self.jparams, mech, "simple"), mech.d, mech.m), state
-        ).shape[0]
+        leaves, tree = jax.tree_util.tree_flatten(state)
+        key = (sch, mech, tree, tuple((np.shape(a), jnp.result_type(a)) for a in leaves))
+        nx = _GUESS_SIZES.get(key)
+        if nx is None:  # the shape of a step's packed solution: one trace per scheme, system and state layout
+            nx = _GUESS_SIZES[key] = jax.eval_shape(
+                lambda s: sch.pack(sch.guess(s, self.h, 0.0, self.jparams, mech, "simple"), mech.d, mech.m), state
+            ).shape[0]
         return GuessHistory.empty(nx)
+
+
+_GUESS_SIZES = LRU(32)
 
 
 def plan(
