@@ -18,20 +18,6 @@ from livens.engine.native import compiler
 native = pytest.mark.skipif(compiler() is None, reason="no C compiler: lv.flow's forward run is XLA's scan")
 
 
-@pytest.fixture
-def host_loops(monkeypatch):
-    """The executors every run_host_loop call was given."""
-    seen = []
-    real = host.run_host_loop
-
-    def spy(plan, executor, *args, **kwargs):
-        seen.append(executor)
-        return real(plan, executor, *args, **kwargs)
-
-    monkeypatch.setattr(host, "run_host_loop", spy)
-    return seen
-
-
 @native
 def test_the_native_forward_run_of_flow_goes_through_the_host_loop(host_loops):
     """Three chunks (the last one partial); its nodes are lv.simulate's, to the bit (the same steps

@@ -9,25 +9,10 @@ import numpy as np
 import pytest
 
 import livens as lv
-from livens.driver import executors, host
+from livens.driver import executors
 from livens.engine.native import compiler
 
 native = pytest.mark.skipif(compiler() is None, reason="no C compiler: XLA runs every loop")
-
-
-@pytest.fixture
-def host_loops(monkeypatch):
-    """The executors every run_host_loop call was given."""
-    seen = []
-    real = host.run_host_loop
-
-    def spy(plan, executor, *args, **kwargs):
-        seen.append(executor)
-        return real(plan, executor, *args, **kwargs)
-
-    monkeypatch.setattr(host, "run_host_loop", spy)
-    monkeypatch.setattr(importlib.import_module("livens.driver.run"), "run_host_loop", spy)
-    return seen
 
 
 @native

@@ -354,11 +354,7 @@ class LaneTranslator(Translator):
         self.open(f"for (int r = c + 1; r < {m}; r++)")
         self.line("const iv sw = p == r;")
         self.open("if (ANY(sw))")
-        self.line(
-            f"for (int j = 0; j < {n}; j++) {{ const dv x = {A}[c*{n} + j], y = {A}[r*{n} + j]; "
-            f"{A}[c*{n} + j] = sw ? y : x; {A}[r*{n} + j] = sw ? x : y; }}"
-        )
-        self.line(f"const iv x = {P}[c], y = {P}[r]; {P}[c] = sw ? y : x; {P}[r] = sw ? x : y;")
+        self._swap_rows(A, P, n)
         self.close()
         self.close()
         self.line(f"const iv nz = {A}[c*{n} + c] != 0.0;")
@@ -390,6 +386,15 @@ class LaneTranslator(Translator):
 
     LU_BLOCK = 8
     """Columns per block of :meth:`_lu_blocked`."""
+
+    def _swap_rows(self, A: str, P: str, n: int) -> None:
+        """Rows c and r of the matrix A (n columns) and entries c and r of the permutation P swapped in
+        the lanes where the C mask ``sw`` holds (the others left as they are)."""
+        self.line(
+            f"for (int j = 0; j < {n}; j++) {{ const dv x = {A}[c*{n} + j], y = {A}[r*{n} + j]; "
+            f"{A}[c*{n} + j] = sw ? y : x; {A}[r*{n} + j] = sw ? x : y; }}"
+        )
+        self.line(f"const iv x = {P}[c], y = {P}[r]; {P}[c] = sw ? y : x; {P}[r] = sw ? x : y;")
 
     def _lu_blocked(self, A: str, P: str, V: str, m: int, n: int, k: int) -> None:
         """The LU of :meth:`p_lu` by blocks of :data:`LU_BLOCK` columns, for a matrix whose lanes
@@ -431,11 +436,7 @@ class LaneTranslator(Translator):
         self.line("for (int e = 0; e < l; e++) seen |= p[e] == r;")
         self.open("if (!seen)")
         self.line("const iv sw = p == r;")
-        self.line(
-            f"for (int j = 0; j < {n}; j++) {{ const dv x = {A}[c*{n} + j], y = {A}[r*{n} + j]; "
-            f"{A}[c*{n} + j] = sw ? y : x; {A}[r*{n} + j] = sw ? x : y; }}"
-        )
-        self.line(f"const iv x = {P}[c], y = {P}[r]; {P}[c] = sw ? y : x; {P}[r] = sw ? x : y;")
+        self._swap_rows(A, P, n)
         self.close()
         self.close()
         self.close()
