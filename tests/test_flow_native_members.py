@@ -259,11 +259,11 @@ class _FakeSingle:
 def test_a_kernel_bound_by_memory_runs_its_members_one_by_one(members, heavy):
     """A batch runs in lane kernels (groups of the lanes, the last one filled up with its last
     member) unless their scratch arrays, the single kernel's times the lanes, would pass
-    LANE_SCRATCH: the single kernel then runs each member (spread over the cores); either way each
+    SizePolicy.lane_scratch_bytes: the single kernel then runs each member (spread over the cores); either way each
     member's outputs go to it."""
     from livens.driver import executors
 
-    scratch = executors.LANE_SCRATCH // 8 + (1 if heavy else 0)
+    scratch = lv.engine.size_policy().lane_scratch_bytes // 8 + (1 if heavy else 0)
     single, lanes = _FakeSingle(scratch), _FakeLanes(8)
     kernel = executors.MemberKernel(single, make_lanes=lambda: lanes, lanes_from=2, max_lanes=8)
     got = np.full(members, -1)

@@ -34,6 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import engine
+
 THREAD_PREFIX = "livens-member"
 """The name every thread of the members' pool (:func:`spread`) begins with."""
 
@@ -85,14 +87,6 @@ def set_member_rows(tree, idx, rows) -> None:
         dst[idx] = src
 
 
-LANE_SCRATCH = 32 << 20
-"""The bytes of scratch arrays (the large arrays off the C stack: a replay's stored steps) that a
-lane kernel may hold (:class:`MemberKernel`: its single kernel's times its lanes): a kernel with
-more is bound by its memory traffic, which lanes multiply by their number (a lane's arrays then
-leave the caches), so its members run one by one through the single kernel, spread over the
-cores; a lighter one runs its members in lane kernels."""
-
-
 class MemberKernel:
     """A native kernel of one member's function (a chunk loop, or the replay of a chunk) run for any
     number of members: through ``single``, the kernel of one member, one member per call, or
@@ -102,7 +96,7 @@ class MemberKernel:
 
     The lane kernel runs the members where at least ``lanes_from`` of them are to run (always where
     there is no single kernel) and the lane kernel's scratch arrays, ``max_lanes`` times the single
-    kernel's, stay within :data:`LANE_SCRATCH`; ``make_lanes``, where given instead of ``lanes``,
+    kernel's, stay within :attr:`SizePolicy.lane_scratch_bytes <livens.engine.SizePolicy>`; ``make_lanes``, where given instead of ``lanes``,
     makes it at that first need (or returns None: the single kernel then runs every member). A
     lane kernel's last group is filled up with copies of its last member, whose outputs are
     dropped. The groups go to the members' pool (:func:`spread`); each thread keeps a lane kernel's
@@ -120,8 +114,9 @@ class MemberKernel:
 
     @property
     def memory_bound(self) -> bool:
-        """Whether a lane kernel of the single kernel would hold more scratch than :data:`LANE_SCRATCH`."""
-        return getattr(self.single, "scratch", 0) * self.max_lanes > LANE_SCRATCH
+        """Whether a lane kernel of the single kernel would hold more scratch than
+        :attr:`SizePolicy.lane_scratch_bytes <livens.engine.SizePolicy>`."""
+        return getattr(self.single, "scratch", 0) * self.max_lanes > engine.size_policy().lane_scratch_bytes
 
     def _lane_kernel(self):
         if self._make_lanes is not None:

@@ -134,17 +134,12 @@ def _kernels(run, parts) -> list:
     return kernels
 
 
-LANES_FROM = 2
-"""The fewest members of a batched call (``jax.vmap`` of a run or of its derivatives) that run
-together in a lane kernel (:func:`_member_kernel`); fewer run member by member."""
-
-
 def _member_kernel(run, single, key, build, args) -> MemberKernel:
     """The single kernel ``single`` of a flow's ``run`` for any number of members
     (:class:`~livens.driver.executors.MemberKernel`): :attr:`EngineOptions.lanes
     <livens.engine.EngineOptions>` members at a time through a lane kernel of the same function, made
-    at the first call with at least :data:`LANES_FROM` members, unless its arrays would be too large
-    for lanes to pay (:data:`~livens.driver.executors.LANE_SCRATCH`); where the engine makes no lane
+    at the first call with at least :attr:`SizePolicy.flow_lanes_from <livens.engine.SizePolicy>`
+    members, unless its arrays would be too large for lanes to pay (``lane_scratch_bytes``); where the engine makes no lane
     kernel of it, the single kernel member by member. ``key``, ``build`` and ``args``: the key,
     function and arguments (one member's) the single kernel was compiled from (:func:`_runner`)."""
     lanes = run.flow.plan.engine.lanes
@@ -160,7 +155,7 @@ def _member_kernel(run, single, key, build, args) -> MemberKernel:
             except Exception:  # noqa: BLE001 - member by member through the single kernel
                 return None
 
-    return MemberKernel(single, make_lanes=make_lanes, lanes_from=LANES_FROM, max_lanes=lanes)
+    return MemberKernel(single, make_lanes=make_lanes, lanes_from=engine.size_policy().flow_lanes_from, max_lanes=lanes)
 
 
 def _batched(fn, batch: tuple, args: tuple):

@@ -419,7 +419,8 @@ def _executor(p: Plan, executor: Single | Members, layout, one, empty, B: int):
     compiled before the first step (``one``, ``empty``: one member's state, or its shapes, and
     history), and ``make(state, history)`` giving the executor of the members' states and histories
     (a single run's one member's; an ensemble's member-first). Natively, where the engine makes the
-    kernel: an ensemble of at least 2 LANES members in lane kernels, else the single run's kernel
+    kernel: an ensemble of at least :attr:`SizePolicy.ensemble_lane_groups
+    <livens.engine.SizePolicy>` groups of LANES members in lane kernels, else the single run's kernel
     member by member (:class:`NativeMembers`; a single run is its one member); with XLA, a single
     run through its program, the next chunk dispatched ahead (:class:`Dispatched`), an ensemble in
     one vmapped call for all members (:class:`Batched`)."""
@@ -428,7 +429,7 @@ def _executor(p: Plan, executor: Single | Members, layout, one, empty, B: int):
     args = (one, empty, np.float64(p.t_start), jnp.asarray(0, jnp.int64), *consts)
     single = not isinstance(executor, Members)
     kernel, fallback = None, None
-    if not single and B >= 2 * p.engine.lanes:
+    if not single and B >= engine.size_policy().ensemble_lane_groups * p.engine.lanes:
         kernel, fallback = _lane_kernel(p, layout, native_chunk, args)
     if kernel is None:
         runner = _single_loop(p, layout, native_chunk)

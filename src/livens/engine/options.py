@@ -127,6 +127,21 @@ class SizePolicy:
         takes about this many member-steps per call (:meth:`batched_chunk`), so that the records of
         one call stay small.
     batched_min_chunk: the fewest steps per call of that batched loop, however many members.
+
+    The lanes of native kernels (:attr:`EngineOptions.lanes` members per call of a lane kernel, each
+    lane computing one member's operations: the same bits as the member's own run). They change
+    which kernel runs a member, not its results.
+
+    ensemble_lane_groups: an ensemble runs in lane kernels from this many groups of lanes on (two
+        groups of eight: 16 members); a smaller one runs member by member through the single run's
+        kernel, whose compile it shares.
+    flow_lanes_from: the fewest members of a batched call of :func:`livens.flow` (``jax.vmap`` of a
+        run or of its derivatives) that run together in a lane kernel; fewer run member by member.
+    lane_scratch_bytes: the bytes of scratch arrays (the large arrays off the C stack: a replay's
+        stored steps) that a lane kernel may hold, its single kernel's times its lanes: a kernel
+        with more is bound by its memory traffic, which lanes multiply by their number (a lane's
+        arrays then leave the caches), so its members run one by one through the single kernel,
+        spread over the cores.
     """
 
     unroll_unknowns: int = 4
@@ -139,6 +154,9 @@ class SizePolicy:
     chunk: int = 512
     batched_member_steps: int = 65536
     batched_min_chunk: int = 8
+    ensemble_lane_groups: int = 2
+    flow_lanes_from: int = 2
+    lane_scratch_bytes: int = 32 << 20
 
     def batched_chunk(self, members: int) -> int:
         """Steps per call of the ``vmap``-ped XLA loop of ``members`` members: the largest power
