@@ -66,12 +66,13 @@ def _point(problem, h, seed):
 @pytest.mark.parametrize("form", ["dense", "dense, block elimination", "matrix-free", "matrix-free, LU fallback"])
 @pytest.mark.parametrize("name", list(SYSTEMS))
 def test_vis_structured_tangent_equals_ad_tangent(name, form, monkeypatch):
+    sizes = {}
     if "block" in form:  # the 2m x 2m system by block elimination (large m), here on small ones
-        monkeypatch.setattr(ggl_vi, "BLOCK_MIN_M", 1)
-    if not form.startswith(
-        "dense"
-    ):  # the form large systems get (d >= vis_matrix_free_coordinates), here on small ones
-        _sizes(monkeypatch, vis_matrix_free_coordinates=0)
+        sizes["vis_block_constraints"] = 1
+    if not form.startswith("dense"):  # the form large systems get (d >= vis_matrix_free_coordinates), on small ones
+        sizes["vis_matrix_free_coordinates"] = 0
+    if sizes:
+        _sizes(monkeypatch, **sizes)
     if form.endswith("fallback"):  # S^-1 by LU where the fixed-point iteration does not converge
         monkeypatch.setattr(ggl_vi.VISTangentMF, "NEUMANN_MAX", 0)
     problem = SYSTEMS[name]()

@@ -108,6 +108,14 @@ class SizePolicy:
         per-point Jacobians (:mod:`livens.schemes.stage_tangents`); below it the dense AD Jacobian
         costs as much or less (s = 2 and 3 on the 3D pendulum, 20 unknowns, Andrews' squeezer, 76, and
         the heavy top, 120). ``ggl-spark`` keeps the dense AD tangent at every size measured.
+    vis_block_constraints: from this many constraints on, VI-S's dense tangent (``VISTangent``) solves
+        its 2m x 2m system in (dlambda, dgamma) by block elimination on the (55d) rows
+        (:func:`livens.solvers.dense.block_solve`): two LU of m x m instead of one of 2m x 2m; faster
+        for the double four-bar (m = 29), slower for the heavy top (m = 9) and the chain of 16
+        (m = 16), where the LAPACK calls, not their arithmetic, cost. Not used by the matrix-free
+        tangent (``VISTangentMF``), whose steps on the chain of 32 took longer with it.
+    symmetric_unroll_unknowns: up to this many unknowns, :func:`livens.solvers.dense.symmetric_solver`
+        eliminates unrolled, without pivoting, in the trace of a native kernel of one member.
     em_group_unknowns: from this many Newton unknowns on, EM's tangent is factorized body by body
         where the system's bodies make groups (:mod:`livens.schemes.ggl_em_blocks`; the chain of 3D
         rods from four rods, 216 unknowns, on); below it the papers' mechanisms (at most 178) keep
@@ -150,6 +158,8 @@ class SizePolicy:
     vis_banded_coordinates: int = 54
     vis_matrix_free_coordinates: int = 64
     stage_unknowns: int = 48
+    vis_block_constraints: int = 24
+    symmetric_unroll_unknowns: int = 16
     em_group_unknowns: int = 200
     chunk: int = 512
     batched_member_steps: int = 65536

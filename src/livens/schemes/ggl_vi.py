@@ -230,7 +230,7 @@ class VISTangent:
             top = jnp.concatenate([GG[:, 1 : 1 + m], h * GG[:, 1 + m :]], axis=1)
             bot = jnp.concatenate([ZY[:, 1 : 1 + m] + h * K_aAl[:, 1:], -h * ZY[:, 1 + m :]], axis=1)
             rhs = jnp.concatenate([b4 - GG[:, 0], b5 - h * K_aAl[:, 0] - ZY[:, 0] + Z.T @ b3])
-            if m >= BLOCK_MIN_M:  # (55d) block first: G1 W Al ~ -h^2 G1 M^-1 G0^T, regular
+            if m >= size_policy().vis_block_constraints:  # (55d) block first: G1 W Al ~ -h^2 G1 M^-1 G0^T, regular
                 dl, dg = block_solve(top[:, :m], top[:, m:], bot[:, :m], bot[:, m:], rhs[:m], rhs[m:], after=Z)
             else:
                 sol = solver(jnp.concatenate([top, bot], axis=0))(rhs)
@@ -241,15 +241,6 @@ class VISTangent:
         dq1 = b1 + h * dv + (h * h) * Miop(Hg @ dv) + h * (MiGbT @ dg)
         dp1 = Mop(S_inv(-b3 + Mop(dv) - (h * h) * (Tq @ dv) - h * (K.T @ dg)))
         return jnp.concatenate([dq1, dp1, dv, dl, dg])
-
-
-BLOCK_MIN_M = 24
-"""From this many constraints on, :class:`VISTangent` (the dense form) solves its 2m x 2m system in
-(dlambda, dgamma) by block elimination on the (55d) rows (:func:`livens.solvers.dense.block_solve`): two
-LU of m x m instead of one of 2m x 2m: faster for the double four-bar (m = 29), slower for the
-heavy top (m = 9) and the chain of 16 (m = 16), where the LAPACK calls, not their arithmetic,
-cost (``python -m benchmarks``). Not used by :class:`VISTangentMF`, whose steps on the chain of 32
-took longer with it."""
 
 
 def _columns(f):

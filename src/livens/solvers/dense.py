@@ -105,15 +105,11 @@ def block_solve(A11, A12, A21, A22, b1, b2, after=None):
     return x1 - X12 @ x2, x2
 
 
-SYMMETRIC_UNROLL = 16
-"""Up to this many unknowns, :func:`symmetric_solver` eliminates unrolled in a native kernel."""
-
-
 def symmetric_solver(A) -> Callable:
     """:func:`solver` for a symmetric A expected to be positive definite (a mass matrix plus a small
     symmetric term), with a form for native kernels: where :func:`livens.engine.tracing_native` (a
-    native kernel of one member will run the trace) and A has at most :data:`SYMMETRIC_UNROLL`
-    unknowns, Gaussian elimination without pivoting, unrolled entry by entry, so that the C compiler
+    native kernel of one member will run the trace) and A has at most :attr:`SizePolicy.symmetric_unroll_unknowns
+    <livens.engine.SizePolicy>` unknowns, Gaussian elimination without pivoting, unrolled entry by entry, so that the C compiler
     drops the products with entries that are zero by the structure of A (a pivot search and row
     swaps make every entry depend on every other). It is checked by its pivots: a symmetric matrix
     whose unpivoted elimination has only positive pivots is positive definite, where the
@@ -125,7 +121,7 @@ def symmetric_solver(A) -> Callable:
     more slowly; lane kernels, whose ``cond`` computes both branches; inside :func:`batched_systems`):
     :func:`solver` itself."""
     n = A.shape[0]
-    if n == 0 or n > SYMMETRIC_UNROLL or _batched() or not tracing_native():
+    if n == 0 or n > size_policy().symmetric_unroll_unknowns or _batched() or not tracing_native():
         return solver(A)
     U = [[A[i, j] for j in range(n)] for i in range(n)]
     L = {}
