@@ -57,6 +57,9 @@ from .executors import MemberKernel, NativeMembers, for_members, member_rows, se
 from .options import DEFAULT_CHUNK
 from .records import record_layout
 
+# jax.extend.core exports new_jaxpr_eqn in the JAX versions livens is developed with; JAX 0.7 only in jax.core
+_new_jaxpr_eqn = getattr(jcore, "new_jaxpr_eqn", None) or jax.core.new_jaxpr_eqn
+
 CHUNK = DEFAULT_CHUNK
 """Steps per call of the native kernels of a run of :func:`livens.flow` (forward, and the replays
 of both derivatives, which start where the forward run's chunks start): the driver's default chunk
@@ -227,7 +230,7 @@ def _values_only(jaxpr):
 def _call(eqn, closed, invars):
     """``eqn`` as a call of ``closed`` (reduced by :func:`_values_only`) on ``invars``."""
     call = {"call_jaxpr": closed.replace(jaxpr=_values_only(closed.jaxpr))}
-    return jcore.new_jaxpr_eqn(invars, eqn.outvars, _prims.closed_call_p, call, eqn.effects, eqn.source_info, eqn.ctx)
+    return _new_jaxpr_eqn(invars, eqn.outvars, _prims.closed_call_p, call, eqn.effects, eqn.source_info, eqn.ctx)
 
 
 def _values_only_in(param):
