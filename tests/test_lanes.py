@@ -102,6 +102,22 @@ def test_scatters_at_indices_computed_per_lane():
         np.testing.assert_array_equal(g, np.asarray(w))
 
 
+def _lu_in_lanes_is_each_members_lu(*batches):
+    """Check that LU in lanes of each batch is each member's LU of the single kernel, to the bit;
+    returns the lanes' factors of the last batch."""
+
+    def lu(a):
+        return jax.lax.linalg.lu(a)
+
+    single = native.compile_function(lu, batches[0][0])
+    for batch in batches:
+        got = _lanes_of(lu, (batch,))
+        for b in range(LANES):
+            for g, s in zip(got, single(batch[b])):
+                np.testing.assert_array_equal(g[b], s)
+    return got
+
+
 def test_lu_in_lanes_where_some_lanes_meet_a_zero_pivot():
     """LU in lanes is each member's LU of the single kernel, to the bit, where every lane's pivots
     are nonzero and where some lanes meet a zero column (those lanes skip that elimination, the
@@ -112,15 +128,7 @@ def test_lu_in_lanes_where_some_lanes_meet_a_zero_pivot():
     singular[1::2, :, 2] = 0.0  # a zero pivot in every other lane
     singular[3, :, 0] = 0.0
 
-    def lu(a):
-        return jax.lax.linalg.lu(a)
-
-    single = native.compile_function(lu, A[0])
-    for batch in (A, singular):
-        got = _lanes_of(lu, (batch,))
-        for b in range(LANES):
-            for g, s in zip(got, single(batch[b])):
-                np.testing.assert_array_equal(g[b], s)
+    _lu_in_lanes_is_each_members_lu(A, singular)
 
 
 @pytest.mark.parametrize("shape", [(40, 40), (37, 45), (45, 37)])
@@ -142,15 +150,7 @@ def test_lu_in_lanes_by_blocks_is_each_members_lu(shape):
     singular[3, 5] = singular[3, 2]  # a repeated row: a zero pivot once the other is eliminated
     singular[3, :, 0] = 0.0
 
-    def lu(a):
-        return jax.lax.linalg.lu(a)
-
-    single = native.compile_function(lu, A[0])
-    for batch in (A, singular):
-        got = _lanes_of(lu, (batch,))
-        for b in range(LANES):
-            for g, s in zip(got, single(batch[b])):
-                np.testing.assert_array_equal(g[b], s)
+    got = _lu_in_lanes_is_each_members_lu(A, singular)
     lu_, _, perm = (np.asarray(x) for x in got)
     k = min(m, n)
     L = np.tril(lu_[0, :, :k], -1) + np.eye(m, k)
