@@ -78,8 +78,11 @@ QUICK_LEVEL = QUICK_FLAGS[0]
 """The optimization level of :data:`QUICK_FLAGS` (:attr:`Kernel.level` until ``-O2`` is in use)."""
 ONCE_FLAGS = QUICK_FLAGS
 """The compile of a program that runs once (``build(once=True)``): the same arithmetic, no optimization."""
-LARGE_SOURCE = 150_000
-"""Sources of more characters than this are compiled at both levels at once (module docstring)."""
+LARGE_SOURCE = 32_000
+"""Sources of more characters than this are compiled at both levels at once (module docstring).
+GCC at ``-O2`` spends about as much CPU time per character on every kernel livens writes (tens of
+microseconds), so a source of this size takes about a second there: a larger one would hold the
+first call of a run for longer than its ``-O0`` compile and the run's first chunks at ``-O0``."""
 _PENDING: set = set()  # futures of -O2 libraries compiled in the background
 
 
