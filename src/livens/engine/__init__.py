@@ -10,6 +10,12 @@ compiled functions. What it does, each in a module of its own:
   which the solvers change the form of a Newton tangent;
 - :mod:`~livens.engine.loops`: the compiled chunk loops of one member and of ensembles, the
   rescue and start programs;
+- :mod:`~livens.engine.native_programs`: native kernels for a driver that calls them from host
+  callbacks (:func:`livens.flow`): :func:`native_kernels` of a chunk loop, :func:`replay_derivatives`
+  (a replay's reverse pass and forward mode, :mod:`~livens.engine.replay_adjoint`), each a
+  :class:`NativeProgram` with, where XLA runs it instead, a structured :class:`Fallback`;
+- :mod:`~livens.engine.members`: :class:`MemberKernel`, a native kernel run for many members
+  (member by member, or in lane kernels), and :func:`spread`, the members' one pool of threads;
 - :mod:`~livens.engine.native`: a jaxpr translated to one C function and compiled by the system's
   C compiler (small systems), with a kernel cache, and lane kernels for ensembles
   (:mod:`~livens.engine.native.member_lanes`);
@@ -35,10 +41,22 @@ level, in the calling thread, as a benchmark does before it measures the optimiz
 
 from .._lru import CompiledCache
 from .loops import batched_loop, member_loop, program, single_loop, start_program, step_options
+from .members import THREAD_PREFIX as MEMBER_THREAD_PREFIX
+from .members import MemberKernel, spread
 from .native import interrupt as interrupt_native
 from .native import resume as resume_native
 from .native.runner import NativeFallback, runs_natively
 from .native.target import tracing_native
+from .native_programs import (
+    Fallback,
+    FallbackKind,
+    NativeProgram,
+    ProgramRequest,
+    ReplayDerivatives,
+    native_kernels,
+    native_unavailable,
+    replay_derivatives,
+)
 from .options import (
     BACKENDS,
     EngineOptions,
@@ -76,7 +94,18 @@ def optimize() -> None:
 
 __all__ = [
     "BACKENDS",
+    "Fallback",
+    "FallbackKind",
+    "MEMBER_THREAD_PREFIX",
+    "MemberKernel",
     "NativeFallback",
+    "NativeProgram",
+    "ProgramRequest",
+    "ReplayDerivatives",
+    "native_kernels",
+    "native_unavailable",
+    "replay_derivatives",
+    "spread",
     "interrupt_native",
     "resume_native",
     "runs_natively",
