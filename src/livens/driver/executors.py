@@ -1,70 +1,49 @@
-"""How the chunk loop of a run advances its members: the executors of the host loop, and the one
-pool of threads that runs members side by side.
+"""How the chunk loop of a run advances its members: the executors of the host loop.
 
 Every executor holds the state of a run's B members and advances each member that has not
 reached its stop by one chunk of steps per call of :meth:`advance`, returning, per member, the
 node reached, whether a step failed, and one row of records per step (:mod:`livens.driver.records`):
 
 - :class:`NativeMembers`: the members through a native kernel of one member's chunk loop
-  (:class:`MemberKernel`: the single run's kernel member by member, or a lane kernel
-  :attr:`MemberKernel.lanes` members at a time). It runs every native run of the host loop: the one
-  member of :func:`livens.simulate`, the members of :func:`livens.simulate_ensemble`, and every
-  native forward run of :func:`livens.flow` (one run, or the members of a ``jax.vmap`` of it, keeping
-  the state at each chunk's start for the flow's derivatives, which replay the chunks through the
-  same :class:`MemberKernel`);
+  (:class:`~livens.engine.MemberKernel`: the single run's kernel member by member, or a lane
+  kernel :attr:`~livens.engine.MemberKernel.lanes` members at a time). It runs every native run of
+  the host loop: the one member of :func:`livens.simulate`, the members of
+  :func:`livens.simulate_ensemble`, and every native forward run of :func:`livens.flow` (one run, or
+  the members of a ``jax.vmap`` of it, keeping the state at each chunk's start for the flow's
+  derivatives, which replay the chunks through the same :class:`~livens.engine.MemberKernel`);
 - :class:`Batched`: the loop ``vmap``-ped over the members, one XLA call per chunk for all of them;
 - :class:`Dispatched`: one member through XLA's program of the loop (a single run that XLA runs);
   the next chunk is dispatched to the device while the records of the last one are copied, on the
   guess that no step fails (XLA runs asynchronously; a native kernel runs synchronously, and gains
   nothing from a chunk run ahead).
 
-A :class:`MemberKernel` spreads its groups of members over the threads of :func:`spread`, one pool
-for every run of the process (a native kernel releases the GIL, so the threads run kernels side
-by side). Each member takes exactly the steps of its single run; members of an ensemble agree with
-their single runs to round-off (XLA's batched programs) or to the bit (native kernels).
+A native kernel run for many members (:class:`~livens.engine.MemberKernel`) and the members' one
+pool of threads (:func:`~livens.engine.spread`, its threads named :data:`THREAD_PREFIX`) are the
+engine's (:mod:`livens.engine.members`); this module names them too. Each member takes exactly the
+steps of its single run; members of an ensemble agree with their single runs to round-off (XLA's
+batched programs) or to the bit (native kernels).
 """
 
 from __future__ import annotations
-
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import engine
+from ..engine import MEMBER_THREAD_PREFIX as THREAD_PREFIX
+from ..engine import MemberKernel, spread
 
-THREAD_PREFIX = "livens-member"
-"""The name every thread of the members' pool (:func:`spread`) begins with."""
-
-_POOL: list = []  # the members' pool, made at the first need (spread)
-_POOL_LOCK = threading.Lock()
-if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads: it makes its own
-    os.register_at_fork(after_in_child=_POOL.clear)
-
-
-_CORES = os.cpu_count() or 1
-
-
-def _workers(tasks: int) -> int:
-    return max(1, min(_CORES, tasks))
-
-
-def spread(fn, items) -> list:
-    """``[fn(x) for x in items]``, the items spread over the members' pool where there are several
-    of both: one pool for the whole process, of one thread per core (named :data:`THREAD_PREFIX`),
-    made at the first need and kept for the next run. ``fn`` must not itself call :func:`spread`
-    (a task waiting for tasks behind it in the same pool could wait for ever)."""
-    items = list(items)
-    if _workers(len(items)) == 1:
-        return [fn(x) for x in items]
-    with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(max_workers=_CORES, thread_name_prefix=THREAD_PREFIX))
-        pool = _POOL[0]
-    return list(pool.map(fn, items))
+__all__ = [
+    "Batched",
+    "Dispatched",
+    "MemberKernel",
+    "NativeMembers",
+    "THREAD_PREFIX",
+    "for_members",
+    "member_rows",
+    "set_member_rows",
+    "spread",
+]
 
 
 def member_rows(tree, idx):
@@ -85,72 +64,6 @@ def set_member_rows(tree, idx, rows) -> None:
     """Rows ``idx`` of the member-first arrays of ``tree`` set to ``rows``."""
     for dst, src in zip(jax.tree_util.tree_leaves(tree), jax.tree_util.tree_leaves(rows)):
         dst[idx] = src
-
-
-class MemberKernel:
-    """A native kernel of one member's function (a chunk loop, or the replay of a chunk) run for any
-    number of members: through ``single``, the kernel of one member, one member per call, or
-    through ``lanes``, a lane kernel of the same function (:mod:`livens.engine.native.member_lanes`)
-    that runs :attr:`lanes` members per call, each lane computing the single kernel's operations,
-    so that every member's outputs are those of its own call, to the bit.
-
-    The lane kernel runs the members where at least ``lanes_from`` of them are to run (always where
-    there is no single kernel) and the lane kernel's scratch arrays, ``max_lanes`` times the single
-    kernel's, stay within :attr:`SizePolicy.lane_scratch_bytes <livens.engine.SizePolicy>`; ``make_lanes``, where given instead of ``lanes``,
-    makes it at that first need (or returns None: the single kernel then runs every member). A
-    lane kernel's last group is filled up with copies of its last member, whose outputs are
-    dropped. The groups go to the members' pool (:func:`spread`); each thread keeps a lane kernel's
-    buffers from one call to the next."""
-
-    def __init__(self, single=None, lanes=None, *, make_lanes=None, lanes_from: int = 1, max_lanes: int = 8):
-        self.single, self._lanes, self._make_lanes, self.lanes_from = single, lanes, make_lanes, lanes_from
-        self.max_lanes = max_lanes
-        self._local = threading.local()
-
-    @property
-    def lanes(self) -> int:
-        """Members per call of the lane kernel; 0 where none has been made."""
-        return self._lanes.lanes if self._lanes is not None else 0
-
-    @property
-    def memory_bound(self) -> bool:
-        """Whether a lane kernel of the single kernel would hold more scratch than
-        :attr:`SizePolicy.lane_scratch_bytes <livens.engine.SizePolicy>`."""
-        return getattr(self.single, "scratch", 0) * self.max_lanes > engine.size_policy().lane_scratch_bytes
-
-    def _lane_kernel(self):
-        if self._make_lanes is not None:
-            self._lanes, self._make_lanes = self._make_lanes(), None
-        return self._lanes
-
-    def run(self, members, args_of, take) -> None:
-        """The kernel for the members ``members`` (indices), group by group: ``args_of(idx)`` gives
-        the kernel's arguments for the members ``idx``, and ``take(idx, outputs)`` is given the
-        kernel's outputs for them, in the group's thread: ``idx`` an array of the lane kernel's
-        members (arguments and outputs member-first), or an integer, the one member of a call of
-        the single kernel (its arguments and outputs without the members' axis). The outputs may be
-        views of a buffer that the thread's next call overwrites: ``take`` copies what it keeps.
-        Groups are disjoint, so ``take`` may write their rows of shared arrays without a lock."""
-        members = np.asarray(members, np.int64)
-        many = (members.size >= self.lanes_from and not self.memory_bound) or self.single is None
-        lanes = self._lane_kernel() if many else None
-        if lanes is None:
-
-            def one(b):
-                take(b, self.single(*args_of(b)))
-
-            spread(one, members)
-            return
-        L = lanes.lanes
-
-        def group(bs):
-            if not hasattr(self._local, "buffers"):
-                self._local.buffers = {}
-            idx = np.concatenate([bs, np.full(L - bs.size, bs[-1])])
-            out = lanes(*args_of(idx), buffers=self._local.buffers)
-            take(bs, jax.tree_util.tree_map(lambda a: a[: bs.size], out))
-
-        spread(group, [members[i : i + L] for i in range(0, members.size, L)])
 
 
 class _Members:
@@ -263,7 +176,7 @@ class Batched(_Members):
 
 class NativeMembers(_Members):
     """The members through a native kernel of one member's chunk loop (module docstring; ``kernel``:
-    a :class:`MemberKernel`), every member that has not reached its stop one chunk per call.
+    a :class:`~livens.engine.MemberKernel`), every member that has not reached its stop one chunk per call.
     ``consts``: the chunk loop's arguments after n0 (:meth:`~livens.driver.setup.Plan.consts`), the
     System's parameters (the last) shared by the members or, where ``member_sys`` is given, its
     member-first values instead. ``starts``: a member-first tree of arrays (B, chunks, ...) like the
@@ -284,7 +197,7 @@ class NativeMembers(_Members):
         self.member_sys = member_sys is not None
         self.sys = jax.tree_util.tree_map(np.asarray, consts[5] if member_sys is None else member_sys)
         # one member through the single kernel (a single run): _advance_one
-        self._single = self.members == 1 and starts is None and self._one_by_one()
+        self._single = self.members == 1 and starts is None and kernel.single_only
         self._sys0 = member_rows(self.sys, 0) if self.member_sys else self.sys
 
     # the members' states and histories (member-first), made from the one member's where _advance_one keeps them
@@ -357,15 +270,10 @@ class NativeMembers(_Members):
         self.kernel.run(alive, args_of, take)
         return n_new, failed, rows
 
-    def _one_by_one(self) -> bool:
-        """Whether the kernel runs each member through the single kernel, with no lane kernel."""
-        kernel = self.kernel
-        return kernel.single is not None and kernel.lanes == 0 and getattr(kernel, "_make_lanes", None) is None
-
     def _advance_one(self, n: np.ndarray, n_stop: np.ndarray):
         """The one member (a single run) through the single kernel, in the calling thread: the call
-        :meth:`MemberKernel.run` makes for a member, its outputs (fresh arrays) kept as they are, the
-        state and history without the members' axis, the records as the rows."""
+        :meth:`~livens.engine.MemberKernel.run` makes for a member, its outputs (fresh arrays) kept as
+        they are, the state and history without the members' axis, the records as the rows."""
         one = self._one
         if one is None:
             one = jax.tree_util.tree_map(lambda a: a[0], (self._state, self._history))
