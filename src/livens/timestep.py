@@ -40,7 +40,6 @@ from .solvers.newton import (
     NewtonResult,
     PlainNewton,
     implicit,
-    newton_increment,
 )
 
 NEWTON_DEFAULT = ("tol", False, None)
@@ -128,9 +127,8 @@ def step(
         if scheme.solving.linearize_once and scheme.tangent is None and newton_opts[:2] == NEWTON_DEFAULT[:2]:
             return LinearizedNewton(rewrite=f, floor_factor=newton_opts[2]).solve(R, x_start, tol, max_iter, r0=r_start)
         # the residual and the whole Newton update rewritten by ``fuse`` where the engine asks
-        return PlainNewton(*newton_opts).solve(
-            res_fn, x_start, tol, max_iter, f(newton_increment(R, tangent)), r0=r_start
-        )
+        newton = PlainNewton(*newton_opts)
+        return newton.solve(res_fn, x_start, tol, max_iter, f(newton.increment(R, tangent)), r0=r_start)
 
     res = solve(fR, x0, r0)
     return _advance(scheme, res, state, h, t, params, mech) + (history,)

@@ -16,7 +16,6 @@ work (the null space method's projection): R and dR/dx from one linearization pe
 
 from __future__ import annotations
 
-import functools
 from typing import Callable, NamedTuple
 
 import jax
@@ -25,6 +24,7 @@ from jax import lax
 
 from .. import _jaxconfig  # noqa: F401
 from .dense import solve as _dense_solve
+from .tangent import Dense, LowRankUpdate
 
 
 class NewtonResult(NamedTuple):
@@ -50,6 +50,36 @@ def newton_increment(residual: Callable, tangent: Callable | None = None) -> Cal
     """The function (x, r) -> -dR/dx(x)^-1 r; dR/dx by ``tangent`` or by ``jax.jacfwd(residual)``."""
     jac = tangent if tangent is not None else jax.jacfwd(residual)
     return lambda x, r: apply_inverse(jac(x), -r)
+
+
+def tangent_product(J, v):
+    """J v for a tangent J as :func:`apply_inverse` takes it: a matrix, a dense or band tangent, or a
+    band plus a term of low rank (:mod:`livens.solvers.tangent`); None for a tangent that applies its
+    inverse only (a scheme's block elimination), where the product would cost a program of its own."""
+    if isinstance(J, LowRankUpdate):
+        base = tangent_product(J.base, v)
+        return None if base is None else base + J.U @ (J.Vt @ v)
+    if isinstance(J, Dense):
+        return J.A @ v
+    if hasattr(J, "matvec"):
+        return J.matvec(v)
+    return None if hasattr(J, "solve") else J @ v
+
+
+def scaled_increment(residual: Callable, tangent: Callable | None = None) -> Callable:
+    """:func:`newton_increment` that also gives the scale of livens' default floor: the function
+    (x, r) -> (-dR/dx(x)^-1 r, ||dR/dx(x) x||_inf), the norm from the tangent the increment solves with
+    (:func:`tangent_product`, one product with the matrix, no derivative of its own), or None in its
+    place where the tangent has no product. :func:`newton` keeps the first iteration's, at x0: the
+    scale ||J(x0) x0||_inf of :func:`relative_floor`, as :func:`linear_terms` gives it to round-off."""
+    jac = tangent if tangent is not None else jax.jacfwd(residual)
+
+    def step(x, r):
+        J = jac(x)
+        product = tangent_product(J, x)
+        return apply_inverse(J, -r), (None if product is None else _norm_inf(product))
+
+    return step
 
 
 ROUNDOFF = "roundoff"
@@ -114,9 +144,10 @@ def relative_floor(dx_norm, tol, factor, scale, x_scale):
 
 class _Relative(NamedTuple):
     """livens' default floor (:func:`relative_floor`): the tolerance, the factor, and a function that
-    gives ||J(x0) x0||_inf (:func:`linear_terms`), evaluated only where an iteration stalled below
-    tol's reach (the floor is then needed; a step that meets tol never pays for it); R(x0) and x0
-    complete the scales where the iteration has them."""
+    gives ||J(x0) x0||_inf (:func:`linear_terms`) where the iteration's increment does not give it
+    (:func:`scaled_increment`), evaluated only where an iteration stalled below tol's reach (the floor
+    is then needed; a step that meets tol never pays for it); R(x0) and x0 complete the scales where
+    the iteration has them."""
 
     tol: object
     factor: float
@@ -124,18 +155,19 @@ class _Relative(NamedTuple):
 
 
 def _floor_at(floor, x0, r0):
-    """(||dx||, x) -> the floor at the iterate x that an increment of that norm reached, for an
-    iteration from x0 with R(x0) = r0: :func:`relative_floor` for a :class:`_Relative` floor, else the
-    number ``floor`` itself (an absolute floor), or -inf (none)."""
+    """(||dx||, x, linear) -> the floor at the iterate x that an increment of that norm reached, for an
+    iteration from x0 with R(x0) = r0: :func:`relative_floor` for a :class:`_Relative` floor (``linear``:
+    ||J(x0) x0||_inf where the iteration has it, else None: the floor's own :func:`linear_terms`), else
+    the number ``floor`` itself (an absolute floor), or -inf (none)."""
     if isinstance(floor, _Relative):
 
-        def at(dxn, x):
-            scale = jnp.maximum(_norm_inf(r0), floor.linear())
+        def at(dxn, x, linear=None):
+            scale = jnp.maximum(_norm_inf(r0), floor.linear() if linear is None else linear)
             return relative_floor(dxn, floor.tol, floor.factor, scale, jnp.minimum(_norm_inf(x0), _norm_inf(x)))
 
         return at
     value = jnp.asarray(-jnp.inf if floor is None else floor, x0.dtype)
-    return lambda dxn, x: value
+    return lambda dxn, x, linear=None: value
 
 
 def newton(
@@ -150,12 +182,15 @@ def newton(
     final_iteration: bool = False,
     floor=None,
     floor_factor: float | None = None,
+    scaled_step: bool = False,
 ) -> NewtonResult:
     """Solve residual(x) = 0 from x0; ``tol`` and ``max_iter`` may be traced values.
 
     ``tangent(x)`` returns dR/dx (a matrix or an object with ``solve``); by default
     ``jax.jacfwd(residual)``. ``linear_step(x, r)``, when given, returns the Newton increment
-    itself and replaces ``tangent``. ``r0``: residual(x0), where the caller has it already.
+    itself and replaces ``tangent``; with ``scaled_step=True`` it returns the pair of
+    :func:`scaled_increment` (the increment and ||dR/dx(x) x||_inf, or None). ``r0``: residual(x0),
+    where the caller has it already.
 
     Stopping rules (static choices):
 
@@ -177,7 +212,9 @@ def newton(
     :data:`FLOOR_FACTOR`, livens' default for a time step) in place of ``floor``: a floor relative to
     the size s of the step's terms, ``floor_factor * tol * (1 + s)`` with s = max(||R(x0)||_inf,
     ||J(x0) x0||_inf), that counts only after an increment below :data:`FLOOR_STEP` (1 + min(||x0||_inf,
-    ||x||_inf)) (:func:`relative_floor`).
+    ||x||_inf)) (:func:`relative_floor`). ||J(x0) x0||_inf is the product of the first iteration's
+    tangent with x0 where the increment gives it (:func:`scaled_increment`: so without ``linear_step``),
+    else :func:`linear_terms`, a derivative of the residual taken only where an iteration stalled.
     Near a regular root Newton's iteration more than halves the residual at each iteration (it
     converges quadratically) until the residual reaches its round-off floor, where it stops
     decreasing: an iteration that meets ||R||_inf <= tol while each iteration halves the residual
@@ -186,7 +223,10 @@ def newton(
     rule would iterate on (and fail at ``max_iter`` if the round-off floor lies above tol). With
     ``final_iteration=True`` the one more Newton step follows either stop.
     """
-    step = linear_step if linear_step is not None else newton_increment(residual, tangent)
+    if linear_step is None:
+        scaled_step = stopping == "tol" and floor is None and floor_factor is not None
+        linear_step = (scaled_increment if scaled_step else newton_increment)(residual, tangent)
+    step = (lambda x, r: linear_step(x, r)[0]) if scaled_step else linear_step
 
     r0 = residual(x0) if r0 is None else r0
     if stopping == ROUNDOFF:
@@ -196,7 +236,8 @@ def newton(
     if floor is None and floor_factor is not None:
         floor = _Relative(tol, floor_factor, lambda: linear_terms(residual, x0))
     if floor is not None:
-        return _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration)
+        scaled = linear_step if scaled_step else None
+        return _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration, scaled)
 
     def cond(c):
         x, r, it = c
@@ -221,14 +262,15 @@ def newton_linearized(
 ) -> NewtonResult:
     """Newton's method that takes the residual and the increment at each iterate from one
     linearization: ``increment(x, it, tol, max_iter[, floor, last]) -> (x_next, R(x), it_next, stop)`` (see
-    :func:`linearized_increment`). The papers' stopping rule (||R||_inf <= tol, at most
-    ``max_iter`` updates) and the same iterates as :func:`newton`; ``r0``: R(x0) where the caller
-    has it (a first guess that already satisfies the tolerance then costs nothing more); ``floor``:
-    as for :func:`newton`, also stop, converged, once ||R||_inf <= floor did not halve (and only
-    then: a residual below the floor that still halves at ``max_iter`` is not converged);
-    ``floor_factor``: livens' default floor relative to the size of the step's terms, as for
-    :func:`newton`, with ``linear()`` = ||J(x0) x0||_inf (:func:`linear_terms`, the caller's: this
-    function has no residual of its own; called only where an iteration stalls above tol).
+    :func:`linearized_increment`; with its ``scale`` a fifth output). The papers' stopping rule
+    (||R||_inf <= tol, at most ``max_iter`` updates) and the same iterates as :func:`newton`; ``r0``:
+    R(x0) where the caller has it (a first guess that already satisfies the tolerance then costs
+    nothing more); ``floor``: as for :func:`newton`, also stop, converged, once ||R||_inf <= floor did
+    not halve (and only then: a residual below the floor that still halves at ``max_iter`` is not
+    converged); ``floor_factor``: livens' default floor relative to the size of the step's terms, as
+    for :func:`newton`, with ||J(x0) x0||_inf the increment's fifth output at the first pass (x = x0),
+    else ``linear()`` (:func:`linear_terms`, the caller's: this function has no residual of its own;
+    called only where an iteration stalls above tol), else 0.
 
     For residuals whose derivative repeats work of the residual itself (an inner Newton solve, as
     the projection of the null space method, whose implicit derivative needs its solution), where
@@ -245,23 +287,26 @@ def newton_linearized(
     # ``last``: ||R|| at the iterate before x; ``dxn``: the norm of the increment that reached x;
     # ``r_first``: R(x0) (from the first pass where the caller has none); ``stalled``: the latest pass
     # stopped at the floor. The increment judges tol and max_iter; the floor is judged here, after it
-    # (its scale is a derivative, taken only where the residual stopped halving above tol: such a
-    # pass also computes an increment that is not taken)
+    # (its scale is the increment's fifth output, or a derivative taken only where the residual stopped
+    # halving above tol: such a pass also computes an increment that is not taken)
     def body(c):
-        x, r, it, _, last, dxn, r_first, _ = c
+        x, r, it, _, last, dxn, r_first, _, linear = c
         if floor is None:
-            x_next, r, it_next, stop = increment(x, it, tol, max_iter)
+            x_next, r, it_next, stop = increment(x, it, tol, max_iter)[:4]
             stalled = jnp.bool_(False)
         else:  # arrays only: the engine may rewrite ``increment`` from its traced program
-            x_next, r, it_next, stop = increment(x, it, tol, max_iter, -inf, last)
+            x_next, r, it_next, stop, *s = increment(x, it, tol, max_iter, -inf, last)
             r_first = jnp.where(it == 0, r, r_first)
-            stalled = _stall(_floor_at(floor, x0, r_first), _norm_inf(r), last, tol, dxn, x)
+            if s:  # the scale from the linearization at x0
+                linear = jnp.where(it == 0, s[0], linear)
+            at = _floor_at(floor, x0, r_first)
+            stalled = _stall(at, _norm_inf(r), last, tol, dxn, x, linear if s else None)
             x_next, it_next, stop = jnp.where(stalled, x, x_next), jnp.where(stalled, it, it_next), stop | stalled
         dxn = jnp.where(stop, dxn, _norm_inf(x_next - x))
-        return x_next, r, it_next, stop, _norm_inf(r), dxn, r_first, stalled
+        return x_next, r, it_next, stop, _norm_inf(r), dxn, r_first, stalled, linear
 
-    start = (x0, r0, jnp.int32(0), stop0, inf, inf, r0, jnp.bool_(False))
-    x, r, it, _, _, _, _, stalled = lax.while_loop(lambda c: ~c[3], body, start)
+    start = (x0, r0, jnp.int32(0), stop0, inf, inf, r0, jnp.bool_(False), jnp.zeros((), x0.dtype))
+    x, r, it, _, _, _, _, stalled, _ = lax.while_loop(lambda c: ~c[3], body, start)
     n = _norm_inf(r)
     converged = ((n <= tol) | stalled) & jnp.all(jnp.isfinite(x))
     return NewtonResult(x, it, n, converged)
@@ -272,13 +317,15 @@ def linearized_jacobian(x, lin):
     return jax.vmap(lin, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
 
 
-def linearized_increment(residual: Callable, tangent: Callable | None = None) -> Callable:
+def linearized_increment(residual: Callable, tangent: Callable | None = None, scale: bool = False) -> Callable:
     """The iteration of :func:`newton_linearized` for ``residual``: R(x) and its linearization from
     one ``jax.linearize``; the tangent dR/dx and its solve only where the iteration goes on.
     ``tangent(x, lin)``: dR/dx at x from the linearization ``lin`` (a matrix or an object with
     ``solve``, as a band assembled from a few products); by default ``lin`` applied to the unit
     vectors. The iteration's ``floor`` and ``last`` (arrays: ||R||_inf before the latest iteration)
-    add the floor's rule of :func:`newton`."""
+    add the floor's rule of :func:`newton`. ``scale=True``: a fifth output, ||dR/dx(x) x||_inf where
+    the iteration goes on (0 where it stops), the product of the tangent with x
+    (:func:`tangent_product`) or ``lin(x)`` where the tangent has none: the relative floor's scale."""
 
     tangent = linearized_jacobian if tangent is None else tangent
 
@@ -288,8 +335,18 @@ def linearized_increment(residual: Callable, tangent: Callable | None = None) ->
         stop = (it >= max_iter) | (n <= tol) | ~jnp.isfinite(n)
         if floor is not None:
             stop = stop | _stalled(n, last, floor)
-        x_next = lax.cond(stop, lambda: x, lambda: x + apply_inverse(tangent(x, lin), -r))
-        return x_next, r, it + (~stop).astype(it.dtype), stop
+        it_next = it + (~stop).astype(it.dtype)
+        if not scale:
+            x_next = lax.cond(stop, lambda: x, lambda: x + apply_inverse(tangent(x, lin), -r))
+            return x_next, r, it_next, stop
+
+        def go():
+            J = tangent(x, lin)
+            product = tangent_product(J, x)
+            return x + apply_inverse(J, -r), _norm_inf(lin(x) if product is None else product)
+
+        x_next, s = lax.cond(stop, lambda: (x, jnp.zeros((), x.dtype)), go)
+        return x_next, r, it_next, stop, s
 
     return increment
 
@@ -300,35 +357,41 @@ def _stalled(n, last, floor):
     return (n <= floor) & ~(n < 0.5 * last)
 
 
-def _stall(floor_at, n, last, tol, dxn, x):
+def _stall(floor_at, n, last, tol, dxn, x, linear=None):
     """:func:`_stalled` at the iterate x (reached by an increment of norm ``dxn``) with the floor
-    ``floor_at(dxn, x)`` (:func:`_floor_at`), evaluated only where ||R||_inf = n lies above tol and did
-    not halve: the relative floor's scale costs a derivative that a converging step never pays."""
+    ``floor_at(dxn, x, linear)`` (:func:`_floor_at`), evaluated only where ||R||_inf = n lies above tol
+    and did not halve: where the iteration has no ``linear``, the relative floor's scale costs a
+    derivative that a converging step never pays."""
     candidate = (n > tol) & ~(n < 0.5 * last) & jnp.isfinite(n)
-    return lax.cond(candidate, lambda: n <= floor_at(dxn, x), lambda: jnp.bool_(False))
+    return lax.cond(candidate, lambda: n <= floor_at(dxn, x, linear), lambda: jnp.bool_(False))
 
 
-def _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration=False) -> NewtonResult:
+def _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration=False, scaled=None) -> NewtonResult:
     """Newton to ||R||_inf <= tol, or to a residual below ``floor`` that stopped halving
     (:func:`newton` with ``floor``: a number, or a :class:`_Relative` floor, relative to the scale
     of the step's terms and guarded by the increment); ``final_iteration``: one more step after
-    either stop."""
+    either stop. ``scaled``: the increment with the scale (:func:`scaled_increment`) in place of
+    ``step``; the first iteration's, at x0, is the floor's ||J(x0) x0||_inf."""
     floor_at = _floor_at(floor, x0, r0)
 
     def cond(c):
-        _, r, it, stalled = c
+        _, r, it, stalled, _ = c
         n = _norm_inf(r)
         return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n) & ~stalled
 
     def body(c):
-        x, r, it, _ = c
+        x, r, it, _, linear = c
         last = _norm_inf(r)
-        dx = step(x, r)
+        dx, s = (step(x, r), None) if scaled is None else scaled(x, r)
+        if s is not None:  # the first iteration's, at x0
+            linear = jnp.where(it == 0, s, linear)
         x = x + dx
         r = residual(x)
-        return x, r, it + 1, _stall(floor_at, _norm_inf(r), last, tol, _norm_inf(dx), x)
+        stalled = _stall(floor_at, _norm_inf(r), last, tol, _norm_inf(dx), x, None if s is None else linear)
+        return x, r, it + 1, stalled, linear
 
-    x, r, it, stalled = lax.while_loop(cond, body, (x0, r0, jnp.int32(0), jnp.bool_(False)))
+    start = (x0, r0, jnp.int32(0), jnp.bool_(False), jnp.zeros((), x0.dtype))
+    x, r, it, stalled, _ = lax.while_loop(cond, body, start)
     n = _norm_inf(r)
     # a residual below the floor counts only where it stopped halving: not at max_iter while it halves
     converged = ((n <= tol) | stalled) & jnp.all(jnp.isfinite(x))
@@ -443,7 +506,18 @@ class PlainNewton:
         self.stopping, self.final_iteration = stopping, final_iteration
         self.floor_factor, self.floor = floor_factor, floor
 
+    def scaled(self) -> bool:
+        """Whether the increment gives the relative floor's scale (:func:`scaled_increment`)."""
+        return self.stopping == "tol" and self.floor is None and self.floor_factor is not None
+
+    def increment(self, residual, tangent=None) -> Callable:
+        """The increment that :meth:`solve` takes as ``linear_step``: :func:`scaled_increment` where
+        the floor is relative to the size of the step's terms (its scale from the first iteration's
+        tangent), else :func:`newton_increment`."""
+        return (scaled_increment if self.scaled() else newton_increment)(residual, tangent)
+
     def solve(self, residual, x0, tol, max_iter, linear_step, r0=None) -> NewtonResult:
+        """``linear_step``: :meth:`increment`'s (rewritten by the engine where it asks)."""
         return newton(
             residual,
             x0,
@@ -455,6 +529,7 @@ class PlainNewton:
             final_iteration=self.final_iteration,
             floor=self.floor,
             floor_factor=self.floor_factor,
+            scaled_step=self.scaled(),
         )
 
 
@@ -470,12 +545,12 @@ class LinearizedNewton:
     def solve(self, residual, x0, tol, max_iter, tangent=None, r0=None) -> NewtonResult:
         """``tangent(x, lin)``: dR/dx from the linearization (default: ``lin`` of the unit vectors);
         the increment is rewritten by ``rewrite`` where the engine asked for it."""
-        increment = linearized_increment(residual, tangent)
+        relative = self.floor is None and self.floor_factor is not None
+        increment = linearized_increment(residual, tangent, scale=relative)
         if self.rewrite is not None:
             increment = self.rewrite(increment)
-        if self.floor is None and self.floor_factor is not None:
-            linear = functools.partial(linear_terms, residual, x0)
-            return newton_linearized(increment, x0, tol, max_iter, r0=r0, floor_factor=self.floor_factor, linear=linear)
+        if relative:  # the floor's scale from the linearization at x0 (linearized_increment's scale)
+            return newton_linearized(increment, x0, tol, max_iter, r0=r0, floor_factor=self.floor_factor)
         return newton_linearized(increment, x0, tol, max_iter, r0=r0, floor=self.floor)
 
 
