@@ -56,23 +56,34 @@ def _maps(mech, force, q0, p0, cq, dq, dp, lam, gam, c=None):
     def at_midpoint(q):  # g(q), G(q)^T gamma
         return g(q), jax.vjp(g, q)[1](gam)[0]
 
+    def at_midpoint_both(q):  # g(q), G(q)^T gamma, G(q)^T lambda: one linearization of g
+        gq, pullback = jax.vjp(g, q)
+        return gq, pullback(gam)[0], pullback(lam)[0]
+
     frozen, values = split(lambda z: force(mech, q0, w0, z[:d], z[d : 2 * d], z[2 * d : 2 * d + m], z[2 * d + m :], cq))
     parts = (dq, dw, lam, gam)
     z = jnp.concatenate(parts)
     c = values(z) if c is None else c
 
-    def along(i, scale=1.0):
+    def along(i, scale=1.0, of=parts):
         def fn(y):
-            return frozen(jnp.concatenate([*parts[:i], y, *parts[i + 1 :]]), c)
+            return frozen(jnp.concatenate([*of[:i], y, *of[i + 1 :]]), c)
 
-        return lambda e: scale * jax.jvp(fn, (parts[i],), (e,))[1]
+        return lambda e: scale * jax.jvp(fn, (of[i],), (e,))[1]
+
+    # the force without its multipliers' terms: known zeros for lambda and gamma, which the native
+    # translation folds away (x * 0 taken as zero), so that only the potential's gradient is differentiated
+    unloaded = (dq, dw, jnp.zeros_like(lam), jnp.zeros_like(gam))
 
     maps = {
         "node": lambda e: jax.jvp(at_node, (q1,), (e,))[1],
         "mid": lambda e: jax.jvp(at_midpoint, (qm,), (e,))[1],
+        # (G e, sum_k gamma_k D^2 g_k e, sum_k lambda_k D^2 g_k e) at q^{n+1/2}
+        "mid2": lambda e: jax.jvp(at_midpoint_both, (qm,), (e,))[1],
         # D_q[G(q) w](q^{n+1/2}) e, w = M^-1 p^{n+1/2}: F_gamma^T (see block_tangent)
         "midw": lambda e: jax.jvp(lambda q: jax.jvp(g, (q,), (w0 + 0.5 * dw,))[1], (qm,), (e,))[1],
         "fq": along(0),
+        "fq_potential": along(0, of=unloaded),  # the potential's part of "fq"
         "fw": along(1, 2.0),  # the derivative with respect to w = M^-1 p^{n+1/2} = w0 + dw/2
         "fl": along(2),
         "fg": along(3),
@@ -112,6 +123,18 @@ def group_structure(mech, s, force, k: int) -> GroupStructure | None:
 
     key = ("ggl-em groups", mech.system, mech.symmetries, mech.invariant_constraints, d, m, with_carry, k)
     return find_groups(key, dense, random_point, blocks_of, (mech.M_const, mech.Minv_const))
+
+
+def midpoint_force(mech) -> bool:
+    """Whether EM's force (:func:`livens.schemes.ggl_em._force`) is, for this system, the discrete
+    gradient of the potential (Greenspan's, or the midpoint gradient of a V at most quadratic) plus
+    the midpoint gradient of phi = lambda.g + gamma.G(.) w, with g at most quadratic (KBS23b eq 99):
+    its branch for constraints at most quadratic and invariant under the symmetries (or none)."""
+    return bool(
+        mech.quadratic_constraints
+        and (not mech.symmetries or mech.invariant_constraints)
+        and (mech.invariants is not None or mech.quadratic_potential)
+    )
 
 
 def _tr(X):
@@ -220,7 +243,16 @@ def block_tangent(u, s, h, mech, force):
     Ed = jnp.asarray(gs.seeds_d())
     idd, imd = gs.index_dd(), gs.index_md()
     G1, K1 = _columns(maps["node"], Ed)
-    Gm, Hm = _columns(maps["mid"], Ed)
+    if midpoint_force(mech):
+        # the force is P(q^n, q^{n+1}) + grad phi(q^{n+1/2}), phi = lambda.g + gamma.G(.) w, g at most
+        # quadratic: F_q = dP/ddq + 1/2 sum_k lambda_k D^2 g_k and F_w = sum_k gamma_k D^2 g_k = Hm (the
+        # third derivatives of g vanish), from the midpoint's one linearization of g instead of two
+        # products with the whole force per colour
+        Gm, Hm, Hl = _columns(maps["mid2"], Ed)
+        Fq, Fw = _columns(maps["fq_potential"], Ed) + 0.5 * Hl, Hm
+    else:
+        Gm, Hm = _columns(maps["mid"], Ed)
+        Fq, Fw = _columns(maps["fq"], Ed), _columns(maps["fw"], Ed)
     Gm = gs.take(Gm, imd)
     take = gs.take
     base = EMBlockTangent(
@@ -231,8 +263,8 @@ def block_tangent(u, s, h, mech, force):
         K1=take(K1, imd),
         Gs=2.0 * Gm,
         Hm=take(Hm, idd),
-        Fq=take(_columns(maps["fq"], Ed), idd),
-        Fw=take(_columns(maps["fw"], Ed), idd),
+        Fq=take(Fq, idd),
+        Fw=take(Fw, idd),
         Fl=_tr(Gm),
         Fg=_tr(take(_columns(maps["midw"], Ed), imd)),
     )

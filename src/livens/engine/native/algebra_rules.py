@@ -237,6 +237,8 @@ class AlgebraRules:
 
         live = ~(zeros(la)[ll] | zeros(ra)[rr])
         nlive = np.count_nonzero(live)
+        if nlive == 0:  # every term has a known zero factor: a known zero of any size, folded onwards
+            return Buf(None, aval.shape, aval.dtype, np.zeros(aval.shape, aval.dtype))
         if live.size > self.SPARSE_DOT_TERMS and (
             live.shape[0] > MAX_ELEMS
             or (
