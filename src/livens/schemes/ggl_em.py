@@ -82,6 +82,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import discrete_gradients as dg
+from ..solvers import TangentForms, choose_form
 from ..solvers.dense import solver
 from . import ggl_em_blocks, ggl_mass, mq_tangent, register
 from .base import About, Capabilities, Scheme, State, default_update, enforced_both_nodal, next_node
@@ -459,20 +460,33 @@ class EMTangent:
 
 
 def _tangent(u, s: State, h, t, params, mech):
-    """The structured tangent of EM (:class:`EMTangent`); every block by AD of g, V (and the
-    invariants) through :func:`_force`, each derivative taken on its own (one batched jacfwd over
-    all of them costs more on small systems); by groups of coordinates (bodies) from
-    :attr:`livens.engine.SizePolicy.em_group_unknowns` unknowns on, where the system has them
-    (:func:`livens.schemes.ggl_em_blocks.block_tangent`). A configuration-dependent M: the structured
+    """The structured tangent of EM in the form the size policy takes (:func:`livens.solvers.choose_form`,
+    rule ``"ggl-em"``): for a constant M and constraints, by groups of coordinates (bodies) where the
+    system has them (:func:`livens.schemes.ggl_em_blocks.block_tangent`), else :class:`EMTangent`
+    (:func:`_dense_tangent`). A configuration-dependent M: the structured
     :class:`livens.schemes.mq_tangent.EMMassTangent` where it applies
     (:func:`livens.schemes.mq_tangent.em_applies`), else the AD Jacobian of :func:`_residual_mass`."""
     if not mech.constant_mass:
         if mq_tangent.em_applies(mech):
             return mq_tangent.em_mass_tangent(u, s, h, mech)
         return ad_tangent(_residual_mass, u, s, h, t, params, mech, by_block=True)
-    by_groups = ggl_em_blocks.block_tangent(u, s, h, mech, _force)
-    if by_groups is not None:
-        return by_groups
+
+    def by_groups():  # None where the system's bodies make no groups
+        return ggl_em_blocks.block_tangent(u, s, h, mech, _force)
+
+    forms = TangentForms(
+        "ggl-em",
+        lambda: _dense_tangent(u, s, h, mech),
+        n=3 * mech.d + 2 * mech.m,
+        by_groups=by_groups if mech.m else None,
+    )
+    return choose_form(forms)
+
+
+def _dense_tangent(u, s: State, h, mech):
+    """:class:`EMTangent` for a constant M; every block by AD of g, V (and the invariants) through
+    :func:`_force`, each derivative taken on its own (one batched jacfwd over all of them costs more
+    on small systems)."""
     dq, dp, lam, gam = u["dq"], u["dp"], u["lam"], u["gam"]
     q0, p0 = s.q, s.p
     cq = None if s.comp is None else s.comp[0]

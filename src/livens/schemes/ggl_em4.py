@@ -51,7 +51,7 @@ import numpy as np
 
 from .. import discrete_gradients as dg
 from ..mechanics import Mechanics
-from ..solvers import Dense, banded_tangent, size_policy
+from ..solvers import Dense, TangentForms, banded_tangent, choose_form
 from ..solvers.couplings import coupling
 from . import ggl_em4_tangent, ggl_mass, register
 from .base import About, Capabilities, Scheme, State, enforced_both_nodal, next_node
@@ -273,11 +273,11 @@ def _residual(u, s: State, h, t, params, mech):
 
 
 def _tangent(u, s: State, h, t, params, mech):
-    """dR/dx. For a constant M, assembled from the Jacobians of the system's functions at the quadrature
-    points and the end node (:mod:`livens.schemes.ggl_em4_tangent`); from
-    :attr:`livens.engine.SizePolicy.banded_unknowns` unknowns on, the band form first where the
-    system's couplings make one. For an M(q), the band form where it applies, else the dense AD
-    Jacobian of all the unknowns at once (one ``jax.jacfwd``)."""
+    """dR/dx in the form the size policy takes (:func:`livens.solvers.choose_form`, rule ``"unknowns"``):
+    the band form where the system's couplings make one; else, for a constant M, assembled from the
+    Jacobians of the system's functions at the quadrature points and the end node
+    (:func:`_assembled`), and for an M(q) the dense AD Jacobian of all the unknowns at once (one
+    ``jax.jacfwd``)."""
     sizes = [(n, int(u[n].shape[0])) for n, _ in _UNKNOWNS]
     x = jnp.concatenate([u[n] for n, _ in sizes])
 
@@ -288,15 +288,24 @@ def _tangent(u, s: State, h, t, params, mech):
     def residual(z, a, mech):
         return _residual(unpack(z), *a, mech)
 
-    if not mech.constant_mass or x.shape[0] >= size_policy().banded_unknowns:
-        band = banded_tangent(("scheme", "ggl-em4"), residual, x, (s, h, t, params), mech)
-        if band is not None:
-            return band
-    if not mech.constant_mass:
+    def banded():
+        return banded_tangent(("scheme", "ggl-em4"), residual, x, (s, h, t, params), mech)
+
+    def dense():
+        if mech.constant_mass:
+            return Dense(_assembled(u, s, h, mech, sizes))
         # one jacfwd of all the unknowns (the solvers' AD tangent below block_jacobian_unknowns, the same
         # program): the block form's one jacfwd per named unknown held the residual, its solves with M(q)
         # and their derivatives eight times in the compiled step (Andrews' squeezer)
         return Dense(jax.jacfwd(lambda z: _residual(unpack(z), s, h, t, params, mech))(x))
+
+    return choose_form(TangentForms("unknowns", dense, n=int(x.shape[0]), banded=banded))
+
+
+def _assembled(u, s: State, h, mech, sizes):
+    """dR/dx for a constant M, assembled from the Jacobians of the system's functions at the quadrature
+    points and the end node (:mod:`livens.schemes.ggl_em4_tangent`); ``sizes``: ((name, n), ...) of the
+    unknowns in their order."""
     tab = tables()
     lin = jnp.asarray(tab["lin"])
     cq, cp = (None, None) if s.comp is None else s.comp
@@ -308,7 +317,7 @@ def _tangent(u, s: State, h, t, params, mech):
         mech, constant_mass_force_potential(mech), Q, P, lin.T @ lams, lin.T @ gams, q1, p1
     )
     terms = step_terms(mech, s.q, s.p, u["dq"], u["Qm"], u["dp"], u["Pm"], lams, gams, q1, p1, at=J)
-    return Dense(ggl_em4_tangent.assembled(J, terms, tab, h, _corrected, sizes))
+    return ggl_em4_tangent.assembled(J, terms, tab, h, _corrected, sizes)
 
 
 def _guess(s: State, h, t, params, mech, mode):

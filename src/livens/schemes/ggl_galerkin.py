@@ -262,7 +262,8 @@ def stage_tangent(u: dict, s: State, h: float, t: float, params: dict, mech: Mec
 
 
 _tangent = st_.sized(stage_tangent, _residual)
-"""The scheme's tangent: :func:`stage_tangent` from ``size_policy().stage_unknowns`` unknowns on,
+"""The scheme's tangent in the form the size policy takes (:func:`livens.solvers.choose_form`, rule ``"stages"``):
+:func:`stage_tangent` from :attr:`livens.engine.SizePolicy.stage_unknowns` unknowns on,
 below it the dense AD Jacobian of :func:`_residual`."""
 
 

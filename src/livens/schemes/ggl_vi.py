@@ -25,11 +25,13 @@ solves). D_1 L and D_2 L are those of L(q, v) = 1/2 v.M(q)v - V(q). With a const
 residual is the one above, operation for operation.
 
 Newton's tangent dR/dx is structured (:func:`_tangent`), each form tested against the AD Jacobian:
-:class:`VISTangent` (dense blocks, block elimination) for small systems; from
-``vis_banded_coordinates`` (:class:`livens.solvers.SizePolicy`) on :class:`VISTangentBanded` where the
-reduced Newton system is a narrow band in some order of the unknowns (chains: found once per system by
-:func:`band_structure`), factorized by LU over the band at a cost per iteration linear in d;
-otherwise, from ``vis_matrix_free_coordinates`` on, the matrix-free :class:`VISTangentMF`.
+:class:`VISTangent` (dense blocks, block elimination), :class:`VISTangentBanded` where the reduced
+Newton system is a narrow band in some order of the unknowns (chains: found once per system by
+:func:`band_structure`), factorized by LU over the band at a cost per iteration linear in d, and the
+matrix-free :class:`VISTangentMF`. The scheme offers these forms (:class:`livens.solvers.TangentForms`);
+the size policy takes one (:func:`livens.solvers.choose_form`, rule ``"vi-s"``): the banded one from
+``vis_banded_coordinates`` (:class:`livens.solvers.SizePolicy`) on where it is found, else the
+matrix-free one from ``vis_matrix_free_coordinates`` on, else the dense blocks (small systems).
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..solvers import TangentForms, choose_form
 from ..solvers import banded as _banded
-from ..solvers import size_policy
 from ..solvers.dense import block_solve, solver, symmetric_solver
 from . import ggl_mass, register
 from .base import About, Capabilities, Scheme, State, next_node
@@ -182,12 +184,17 @@ class VISTangent:
     2m x 2m system. Cost: one factorization of S (d x d) and one of the 2m x 2m matrix, instead
     of the (3d + 2m) x (3d + 2m) dense one; S by :func:`livens.solvers.dense.symmetric_solver`
     (in a native kernel, elimination without pivoting that skips the zeros of M and Hg, checked by
-    its pivots). :meth:`matrix` assembles the dense Jacobian (for tests).
+    its pivots). ``by_blocks``: the 2m x 2m system by block elimination on the (55d) rows
+    (:func:`livens.solvers.dense.block_solve`, two m x m factorizations), the form the size policy
+    takes for many constraints (:func:`livens.solvers.choose_form`). :meth:`matrix` assembles the
+    dense Jacobian (for tests).
     """
 
-    def __init__(self, mech, h, A, G0, G1, Gb, K, Hg, Tq):
+    by_blocks = False
+
+    def __init__(self, mech, h, A, G0, G1, Gb, K, Hg, Tq, by_blocks: bool = False):
         self.Mop, self.Miop, self.M, self.Mi = _mass_operators(mech)
-        self.d, self.m = mech.d, mech.m
+        self.d, self.m, self.by_blocks = mech.d, mech.m, by_blocks
         self.h, self.A, self.G0, self.G1, self.Gb, self.K, self.Hg, self.Tq = h, A, G0, G1, Gb, K, Hg, Tq
 
     def matrix(self):
@@ -230,7 +237,7 @@ class VISTangent:
             top = jnp.concatenate([GG[:, 1 : 1 + m], h * GG[:, 1 + m :]], axis=1)
             bot = jnp.concatenate([ZY[:, 1 : 1 + m] + h * K_aAl[:, 1:], -h * ZY[:, 1 + m :]], axis=1)
             rhs = jnp.concatenate([b4 - GG[:, 0], b5 - h * K_aAl[:, 0] - ZY[:, 0] + Z.T @ b3])
-            if m >= size_policy().vis_block_constraints:  # (55d) block first: G1 W Al ~ -h^2 G1 M^-1 G0^T, regular
+            if self.by_blocks:  # (55d) block first: G1 W Al ~ -h^2 G1 M^-1 G0^T, regular
                 dl, dg = block_solve(top[:, :m], top[:, m:], bot[:, :m], bot[:, m:], rhs[:m], rhs[m:], after=Z)
             else:
                 sol = solver(jnp.concatenate([top, bot], axis=0))(rhs)
@@ -480,10 +487,10 @@ def _velocity_matrix(mech, q0, v0, t, h):
 
 
 def _tangent(u, s: State, h, t, params, mech):
-    """The structured tangent of VI-S, chosen by size (:class:`livens.solvers.SizePolicy`):
-    :class:`VISTangentBanded` from ``vis_banded_coordinates`` on where its reduced system is a
-    narrow band, else :class:`VISTangentMF` from ``vis_matrix_free_coordinates`` on, else (or where
-    m = 0) :class:`VISTangent`; their blocks by AD of g, C and F. A configuration-dependent M: the AD Jacobian of
+    """The structured tangent of VI-S in the form the size policy takes (:func:`livens.solvers.choose_form`,
+    rule ``"vi-s"``) of those offered: with constraints, :class:`VISTangentBanded` where its reduced
+    system is a narrow band and :class:`VISTangentMF`; :class:`VISTangent` at every size, its 2m x 2m
+    system by blocks or not; their blocks by AD of g, C and F. A configuration-dependent M: the AD Jacobian of
     :func:`_residual_mass`, one named unknown at a time (:func:`livens.schemes.stage_tangents.ad_tangent`)."""
     if not mech.constant_mass:
         return ad_tangent(_residual_mass, u, s, h, t, params, mech, by_block=True)
@@ -493,22 +500,35 @@ def _tangent(u, s: State, h, t, params, mech):
     qbar = q0 + h * v0
     w = mech.Minv_mul(p1)
     A = _velocity_matrix(mech, q0, v0, t, h)
-    sizes = size_policy()
-    if mech.m and mech.d >= sizes.vis_banded_coordinates:
+
+    def banded():  # None where the reduced system is no narrow band
         structure = band_structure(mech, A is not None)
-        if structure is not None:
-            return VISTangentBanded(structure, mech, h, A, q0, q1, qbar, w, gam)
-    if mech.d >= sizes.vis_matrix_free_coordinates and mech.m:
+        return None if structure is None else VISTangentBanded(structure, mech, h, A, q0, q1, qbar, w, gam)
+
+    def matrix_free():
         return VISTangentMF(mech, h, A, q0, q1, qbar, w, gam)
 
-    def second_order(q):
-        Gw = jax.jvp(mech.g, (q,), (w,))[1]  # G(q) w
-        grad_gam = jax.grad(lambda y: gam @ mech.g(y))  # G(q)^T gamma
-        Gtg, Hgw = jax.jvp(grad_gam, (q,), (w,))  # and Hg(q) w
-        return Gw, Gtg, Hgw
+    def dense(by_blocks=False):
+        def second_order(q):
+            Gw = jax.jvp(mech.g, (q,), (w,))[1]  # G(q) w
+            grad_gam = jax.grad(lambda y: gam @ mech.g(y))  # G(q)^T gamma
+            Gtg, Hgw = jax.jvp(grad_gam, (q,), (w,))  # and Hg(q) w
+            return Gw, Gtg, Hgw
 
-    K, Hg, Tq = jax.jacfwd(second_order)(qbar)
-    return VISTangent(mech, h, A, mech.G(q0), mech.G(q1), mech.G(qbar), K, Hg, Tq)
+        K, Hg, Tq = jax.jacfwd(second_order)(qbar)
+        return VISTangent(mech, h, A, mech.G(q0), mech.G(q1), mech.G(qbar), K, Hg, Tq, by_blocks)
+
+    reduced = mech.m > 0  # the banded and matrix-free forms eliminate down to the multipliers' system
+    forms = TangentForms(
+        "vi-s",
+        dense,
+        d=mech.d,
+        m=mech.m,
+        banded=banded if reduced else None,
+        matrix_free=matrix_free if reduced else None,
+        block_elimination=lambda: dense(by_blocks=True),
+    )
+    return choose_form(forms)
 
 
 VI_S = register(

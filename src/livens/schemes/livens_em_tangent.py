@@ -54,7 +54,8 @@ residual, nearly dependent generators included (then D y is large along span Z's
 which Z's product maps back to a moderate D u): the tests compare it with ``jax.jacfwd``. A
 configuration-dependent M keeps the default tangent (:func:`livens.solvers.tangent_operator`'s band
 or dense AD form), and so does a system
-large enough for the band form (:attr:`livens.engine.SizePolicy.banded_unknowns`) where it finds one.
+large enough for the band form (from :attr:`livens.engine.SizePolicy.banded_unknowns` unknowns on, the size policy's
+choice: :func:`livens.solvers.choose_form`) where it finds one.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import discrete_gradients as dg
-from ..solvers import Dense, ad_jacobian, banded_tangent, size_policy
+from ..solvers import Dense, TangentForms, ad_jacobian, banded_tangent, choose_form
 from .base import State
 
 SHIFT_NEGLIGIBLE = 1e-10
@@ -203,10 +204,10 @@ def structured(u, s: State, h, t, params, mech, external: Callable) -> jax.Array
 
 
 def tangent(residual: Callable, external: Callable) -> Callable:
-    """The tangent ``(u, s, h, t, params, mech)`` of ``livens-em``'s ``residual``: from
-    :attr:`livens.engine.SizePolicy.banded_unknowns` unknowns on the band form where one is found
-    (:func:`livens.solvers.banded_tangent`), else :func:`structured` for a constant M and the dense AD
-    Jacobian for a configuration-dependent one. ``external(v1, s, h, t, mech)``: the force term."""
+    """The tangent ``(u, s, h, t, params, mech)`` of ``livens-em``'s ``residual`` in the form the size
+    policy takes (:func:`livens.solvers.choose_form`, rule ``"unknowns"``): the band form where one is
+    found (:func:`livens.solvers.banded_tangent`), else :func:`structured` for a constant M and the dense
+    AD Jacobian for a configuration-dependent one. ``external(v1, s, h, t, mech)``: the force term."""
 
     def full(z, a, mech):
         st, hh, tt, pp = a
@@ -214,17 +215,17 @@ def tangent(residual: Callable, external: Callable) -> Callable:
 
     def tangent_(u, s, h, t, params, mech):
         x = jnp.concatenate([u["v1"], u["lam"]])
-        if x.shape[0] >= size_policy().banded_unknowns:
-            band = banded_tangent(("scheme", "livens-em"), full, x, (s, h, t, params), mech)
-            if band is not None:
-                return band
         d = mech.d
 
-        def dense(x):
-            return ad_jacobian(lambda v: residual(v, s, h, t, params, mech), x, lambda z: {"v1": z[:d], "lam": z[d:]})
+        def banded():
+            return banded_tangent(("scheme", "livens-em"), full, x, (s, h, t, params), mech)
 
-        if not mech.constant_mass:
-            return Dense(dense(x))
-        return Dense(structured(u, s, h, t, params, mech, lambda v1: external(v1, s, h, t, mech)))
+        def dense():
+            if not mech.constant_mass:
+                unpack = lambda z: {"v1": z[:d], "lam": z[d:]}
+                return Dense(ad_jacobian(lambda v: residual(v, s, h, t, params, mech), x, unpack))
+            return Dense(structured(u, s, h, t, params, mech, lambda v1: external(v1, s, h, t, mech)))
+
+        return choose_form(TangentForms("unknowns", dense, n=int(x.shape[0]), banded=banded))
 
     return tangent_

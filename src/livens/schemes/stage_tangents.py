@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..solvers import ad_jacobian, size_policy, tracing_native
+from ..solvers import TangentForms, ad_jacobian, choose_form, preferred_forms, tracing_native
 
 
 def stage_variant(stages_of: Callable, variants: dict) -> Callable:
@@ -89,20 +89,31 @@ def ad_tangent(residual: Callable, u: dict, s, h, t, params, mech, by_block: boo
     return ad_jacobian(lambda v: residual(v, s, h, t, params, mech), x, unpack, by_block)
 
 
+def _count(u: dict) -> int:
+    """The number of the named unknowns ``u``."""
+    return sum(int(v.shape[0]) for v in u.values())
+
+
 def use_structured(u: dict) -> bool:
-    """Whether a step with the named unknowns ``u`` takes the structured tangent (from
-    ``size_policy().stage_unknowns`` unknowns on, :class:`livens.engine.SizePolicy`)."""
-    return sum(int(v.shape[0]) for v in u.values()) >= size_policy().stage_unknowns
+    """Whether a step with the named unknowns ``u`` takes the structured tangent: the size policy's
+    choice (:func:`livens.solvers.preferred_forms`, rule ``"stages"``: from
+    :attr:`livens.engine.SizePolicy.stage_unknowns` unknowns on)."""
+    return preferred_forms("stages", ("assembled",), n=_count(u))[0] == "assembled"
 
 
 def sized(structured: Callable, residual: Callable) -> Callable:
-    """The scheme's tangent ``(u, s, h, t, params, mech)``: ``structured`` where :func:`use_structured`,
+    """The scheme's tangent ``(u, s, h, t, params, mech)`` in the form the size policy takes
+    (:func:`livens.solvers.choose_form`, rule ``"stages"``; :func:`use_structured`): ``structured``,
     else :func:`ad_tangent` of ``residual``, the dense AD Jacobian."""
 
     def tangent(u, s, h, t, params, mech):
-        if use_structured(u):
+        def assembled():
             return structured(u, s, h, t, params, mech)
-        return ad_tangent(residual, u, s, h, t, params, mech)
+
+        def dense():
+            return ad_tangent(residual, u, s, h, t, params, mech)
+
+        return choose_form(TangentForms("stages", dense, n=_count(u), assembled=assembled))
 
     return tangent
 

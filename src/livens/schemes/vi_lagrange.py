@@ -69,7 +69,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from .._lru import LRU
-from ..solvers import banded_tangent
+from ..solvers import TangentForms, banded_tangent, choose_form
 from ..solvers.newton import LinearizedNewton, dense_tangent_solve, implicit, linearized_jacobian
 from . import register
 from .base import About, Capabilities, Scheme, Solving, State, compensated_add
@@ -258,13 +258,20 @@ def _lagrange_system(x, args, mech):
     return jnp.concatenate([r + D1Ld(mech, q, dq, h, t) + c * h * mech.GT_mul(q, lam), mech.g(_next(q, dq, carry)[0])])
 
 
-def _band_tangent(x, args, mech, jvp=None):
-    """The Newton matrix of :func:`_lagrange_system` at x in band form (:func:`livens.solvers.banded_tangent`:
-    its pattern found once per system, LU with partial pivoting over the band, which pivots across the
-    saddle point's zero block), or None where x is short or the matrix is no narrow band."""
-    if mech.m == 0:
-        return None
-    return banded_tangent("vi-lagrange eq 15", _lagrange_system, x, args, mech, jvp)
+def _start_tangent(x, args, mech, jvp):
+    """The Newton matrix of :func:`_lagrange_system` at x in the form the size policy takes
+    (:func:`livens.solvers.choose_form`, rule ``"unknowns"``): with constraints, the band form
+    (:func:`livens.solvers.banded_tangent`: its pattern found once per system, LU with partial pivoting
+    over the band, which pivots across the saddle point's zero block) where the matrix is a narrow band,
+    else the dense matrix from the linearization ``jvp`` at x."""
+
+    def banded():
+        return banded_tangent("vi-lagrange eq 15", _lagrange_system, x, args, mech, jvp)
+
+    forms = TangentForms(
+        "unknowns", lambda: linearized_jacobian(x, jvp), n=int(x.shape[0]), banded=banded if mech.m else None
+    )
+    return choose_form(forms)
 
 
 # ------------------------------------------------------------------ start (SLO09 eq 15, 17)
@@ -288,8 +295,7 @@ def _start_equations(mech, kind, q0, p0, h):
             return _lagrange_system(x, args, mech)
 
         def tangent(x, lin):
-            band = _band_tangent(x, args, mech, lin)
-            return linearized_jacobian(x, lin) if band is None else band
+            return _start_tangent(x, args, mech, lin)
 
         res = solve(R, jnp.zeros((d + m,), q0.dtype), tangent)
         dq, lam = res.x[:d], res.x[d:]

@@ -12,7 +12,8 @@
   tangent's sparsity, for tangents factorized body by body.
 
 The sizes at which these forms change are one policy object, :class:`livens.engine.SizePolicy`
-(:func:`size_policy`, also read by the schemes' own choices of tangent); :func:`tracing_native` says,
+(:func:`size_policy`); a scheme describes the forms of its tangent (:class:`TangentForms`) and
+:func:`choose_form` takes one by that policy; :func:`tracing_native` says,
 while a step is traced, whether a native kernel of one member will run it (a form of a building block
 that suits one backend only).
 """
@@ -20,16 +21,28 @@ that suits one backend only).
 from ..engine import SizePolicy, size_policy, tracing_native
 from .couplings import coupling
 from .dense import batched_systems
-from .tangent import Dense, LowRankUpdate, ad_jacobian, banded_tangent, tangent_operator
+from .tangent import (
+    Dense,
+    LowRankUpdate,
+    TangentForms,
+    ad_jacobian,
+    banded_tangent,
+    choose_form,
+    preferred_forms,
+    tangent_operator,
+)
 
 __all__ = [
     "Dense",
     "LowRankUpdate",
     "SizePolicy",
+    "TangentForms",
     "ad_jacobian",
     "banded_tangent",
     "batched_systems",
+    "choose_form",
     "coupling",
+    "preferred_forms",
     "size_policy",
     "tangent_operator",
     "tracing_native",

@@ -14,19 +14,113 @@ decides, for every scheme and system alike, how that inverse is applied:
    (:class:`LowRankUpdate`);
 3. else the dense AD matrix (:func:`ad_jacobian`), solved by LU.
 
-Each form is the exact derivative of the residual (the tests compare them with ``jax.jacfwd``): they
-change Newton's iterates only by round-off.
+Which form a step takes at its size is decided here, in one place: a scheme describes the forms its
+tangent can take (:class:`TangentForms`: a dense matrix or operator, a band form, a matrix-free
+operator, ... each a callable that builds it) and :func:`choose_form` takes one by the thresholds of
+:class:`livens.engine.SizePolicy` (:func:`preferred_forms`, the table :data:`FORM_RULES`); the
+schemes read no threshold of their own. Each form is the exact derivative of the residual (the tests
+compare them with ``jax.jacfwd``): they change Newton's iterates only by round-off.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
-from ..engine import size_policy
+from ..engine import SizePolicy, size_policy
 from . import banded as _banded
 from .couplings import split
 from .dense import solver as _dense_solver
+
+FORM_RULES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "unknowns": (("banded", "n", "banded_unknowns"),),
+    "vi-s": (
+        ("banded", "d", "vis_banded_coordinates"),
+        ("matrix_free", "d", "vis_matrix_free_coordinates"),
+        ("block_elimination", "m", "vis_block_constraints"),
+    ),
+    "stages": (("assembled", "n", "stage_unknowns"),),
+    "ggl-em": (("by_groups", "n", "em_group_unknowns"),),
+}
+"""For each rule of :class:`TangentForms`, the forms the policy prefers, in this order, each as (the
+form, the size it is compared by, the :class:`livens.engine.SizePolicy` field from which on it is
+taken); the dense form where none of them is offered at the step's size. ``"unknowns"``: the band
+form of a residual's AD tangent (:func:`banded_tangent`) from ``banded_unknowns`` Newton unknowns on
+(the solvers' default tangent, ``livens-em``, ``ggl-em4``, vi-lagrange's start). ``"vi-s"``: VI-S's
+reduced band form from ``vis_banded_coordinates`` coordinates on, its matrix-free form from
+``vis_matrix_free_coordinates``, else its dense blocks, whose 2m x 2m system is solved by block
+elimination from ``vis_block_constraints`` constraints on. ``"stages"``: the tangent assembled from
+per-point Jacobians from ``stage_unknowns`` unknowns on (``ggl-galerkin``). ``"ggl-em"``: EM's tangent
+factorized by groups of coordinates (bodies) from ``em_group_unknowns`` unknowns on."""
+
+
+@dataclass(frozen=True)
+class TangentForms:
+    """The forms in which a scheme can give its Newton tangent at one step, for :func:`choose_form`
+    to take one. Each form is a callable of no arguments that builds it (a matrix, or an operator
+    with ``solve``; only the one taken is built, and traced), or None where the scheme does not
+    offer it. A form may build None where it does not apply after all (a band form where no narrow
+    band is found): the policy then takes the next.
+
+    rule: the row of :data:`FORM_RULES` by which the sizes are compared.
+    dense: the form at every size.
+    n, d, m: the step's Newton unknowns, coordinates and constraints.
+    assembled: a dense matrix assembled from the Jacobians of the system's functions at a few points.
+    banded: a band form, factorized by LU over its band.
+    matrix_free: an operator that takes the products of its blocks by AD, without the d x d blocks.
+    block_elimination: the dense form whose 2m x 2m system in the multipliers is solved by block
+        elimination (two m x m factorizations instead of one of 2m x 2m).
+    by_groups: a tangent factorized by groups of coordinates (the bodies of a multibody system).
+    """
+
+    rule: str
+    dense: Callable[[], Any]
+    n: int = 0
+    d: int = 0
+    m: int = 0
+    assembled: Callable[[], Any] | None = None
+    banded: Callable[[], Any] | None = None
+    matrix_free: Callable[[], Any] | None = None
+    block_elimination: Callable[[], Any] | None = None
+    by_groups: Callable[[], Any] | None = None
+
+    def __post_init__(self):
+        if self.rule not in FORM_RULES:
+            raise ValueError(f"TangentForms: no rule {self.rule!r}; the rules are {', '.join(FORM_RULES)}.")
+
+    def offered(self) -> tuple[str, ...]:
+        """The names of the forms offered besides the dense one."""
+        named = ("rule", "dense", "n", "d", "m")
+        return tuple(f.name for f in fields(self) if f.name not in named and getattr(self, f.name) is not None)
+
+
+def preferred_forms(
+    rule: str, offered: Iterable[str], n: int = 0, d: int = 0, m: int = 0, sizes: SizePolicy | None = None
+) -> tuple[str, ...]:
+    """The forms a step takes, in the order they are tried, ending with ``"dense"``: those of
+    :data:`FORM_RULES` [``rule``] that are ``offered`` and whose size (of ``n``, ``d``, ``m``) reaches
+    their threshold in ``sizes`` (default: the policy in force, :func:`livens.engine.size_policy`,
+    read when a step is traced). The one place where the size of a system picks its tangent's form."""
+    sizes = size_policy() if sizes is None else sizes
+    have = {"n": int(n), "d": int(d), "m": int(m)}
+    given = set(offered)
+    chosen = [form for form, size, field in FORM_RULES[rule] if form in given and have[size] >= getattr(sizes, field)]
+    return (*chosen, "dense")
+
+
+def choose_form(forms: TangentForms, sizes: SizePolicy | None = None):
+    """The tangent of a step in the form the size policy takes (:func:`preferred_forms`): the first of
+    them that builds (a form that builds None does not apply: the next is tried), else the dense
+    one. Returns what the form builds: a matrix or an operator with ``solve``."""
+    for name in preferred_forms(forms.rule, forms.offered(), forms.n, forms.d, forms.m, sizes)[:-1]:
+        T = getattr(forms, name)()
+        if T is not None:
+            return T
+    return forms.dense()
 
 
 def ad_jacobian(residual_of_u, x, unpack, by_block: bool = False):
@@ -86,14 +180,14 @@ class LowRankUpdate:
         return self.base.matrix() + self.U @ self.Vt
 
 
-def banded_tangent(key, residual, x, args, mech, jvp=None, min_n: int | None = None):
+def banded_tangent(key, residual, x, args, mech, jvp=None, min_n: int = 0):
     """dR/dx at x of R(x) = ``residual(x, args, mech)`` in band form (module docstring, item 2), or
     None where x has fewer than ``min_n`` entries or no narrow band was found. ``key`` names the
     residual function (one key, one function); ``jvp``: the linearization of R at x where the
-    caller has it (used only for a residual that marks no couplings); ``min_n`` defaults to
-    :attr:`livens.engine.SizePolicy.banded_unknowns`."""
+    caller has it (used only for a residual that marks no couplings). The size from which a step
+    takes this form is the policy's (:func:`choose_form`, rule ``"unknowns"``), not this
+    function's: ``min_n`` is for a caller outside it."""
     n = int(x.shape[0])
-    min_n = size_policy().banded_unknowns if min_n is None else min_n
     if n < min_n:
         return None
     frozen, values = split(lambda z: residual(z, args, mech))
@@ -124,7 +218,8 @@ def banded_tangent(key, residual, x, args, mech, jvp=None, min_n: int | None = N
 
 def tangent_operator(scheme, u, state, h, t, params, mech):
     """dR/dx of ``scheme``'s residual at the unknowns ``u`` as an operator with ``solve`` (module
-    docstring: the scheme's own tangent, else the band form, else the dense AD matrix)."""
+    docstring: the scheme's own tangent, else the band form, else the dense AD matrix; the latter
+    two chosen by :func:`choose_form`, rule ``"unknowns"``)."""
     d, m = mech.d, mech.m
 
     def residual_of_u(v):
@@ -139,7 +234,10 @@ def tangent_operator(scheme, u, state, h, t, params, mech):
         s, hh, tt, pp = a
         return scheme.residual(scheme.unpack(z, d, m), s, hh, tt, pp, mech)
 
-    band = banded_tangent(("scheme", scheme.name), residual, x, (state, h, t, params), mech)
-    if band is not None:
-        return band
-    return Dense(ad_jacobian(residual_of_u, x, lambda z: scheme.unpack(z, d, m)))
+    def band():
+        return banded_tangent(("scheme", scheme.name), residual, x, (state, h, t, params), mech)
+
+    def dense():
+        return Dense(ad_jacobian(residual_of_u, x, lambda z: scheme.unpack(z, d, m)))
+
+    return choose_form(TangentForms("unknowns", dense, n=int(x.shape[0]), banded=band))
