@@ -358,7 +358,7 @@ def violation(problem, q: np.ndarray, t: np.ndarray, tol: float, parameters: dic
     mech = mechanics(problem.system, problem.q0)
     if parameters is not None:
         mech = mech.bind({k: jnp.asarray(v) for k, v in parameters.items()})
-    g = np.abs(np.asarray(_nodal_g(mech)(jnp.asarray(q))))
+    g = np.abs(np.asarray(_nodal_g(mech, np.asarray(q))))
     solved = float(np.max(g[:, list(rank.kept)], initial=0.0))
     bound = 1e3 * max(solved, tol) * (1.0 + float(np.max(np.abs(q)))) ** 2
     red = g[:, list(rank.redundant)]
@@ -381,11 +381,14 @@ def violation(problem, q: np.ndarray, t: np.ndarray, tol: float, parameters: dic
 _NODAL = LRU(16)
 
 
-def _nodal_g(mech):
-    hit = _NODAL.get(mech)
+def _nodal_g(mech, q: np.ndarray) -> np.ndarray:
+    """g at each of the nodes q, evaluated by NumPy where it can be (a check run once after a run,
+    which compiling a program for would cost more than it saves; a compiled program otherwise)."""
+    key = (mech, q.shape, q.dtype)
+    hit = _NODAL.get(key)
     if hit is None or hit[0] is not mech:
-        hit = _NODAL[mech] = (mech, jax.jit(jax.vmap(mech.g)))
-    return hit[1]
+        hit = _NODAL[key] = (mech, PointFunction(jax.vmap(mech.g), q))
+    return np.asarray(hit[1](q))
 
 
 def notify(rank: ConstraintRank, name: str) -> None:
