@@ -36,7 +36,9 @@ _RESCUERS = engine.CompiledCache(16)
 
 
 def _rescuer(plan, mode: str):
-    """The compiled rescue of one failed step from ``mode``'s first guess (cached per system, scheme, guess)."""
+    """The compiled rescue of one failed step from ``mode``'s first guess (cached per system, scheme,
+    guess): a program run once or a few times, compiled as the engine compiles those (``once``: XLA's
+    quick level, where the time loop's first chunks also run), not optimized for runs it never has."""
     mech, sch = plan.mech, plan.scheme
     key = (mech, sch, mode, plan.engine)
     fn = _RESCUERS.get(key)
@@ -46,6 +48,7 @@ def _rescuer(plan, mode: str):
                 mech, sch, mode, state, t, h, tol, max_iter, params, sys_params, robust=True
             ),
             plan.engine,
+            once=True,
         )
         _RESCUERS[key] = fn
     return fn

@@ -468,10 +468,12 @@ def damped_newton(residual: Callable, x0, tol, max_iter, rcond: float = 1e-12, m
         dx = increment(x, r)
         n2 = jnp.linalg.norm(r)
 
+        # the full step a = 1 is the loop's first pass (k = 0; a = 2 before it): the residual is one
+        # program in the backtracking, not two
         def bt_cond(b):
             a, _, rn, k = b
             ok = jnp.linalg.norm(rn) < (1.0 - 1e-4 * a) * n2
-            return ~ok & (k < max_halvings)
+            return (k < 0) | (~ok & (k < max_halvings))
 
         def bt_body(b):
             a, _, _, k = b
@@ -479,8 +481,8 @@ def damped_newton(residual: Callable, x0, tol, max_iter, rcond: float = 1e-12, m
             xa = x + a * dx
             return a, xa, residual(xa), k + 1
 
-        x1 = x + dx
-        _, xa, ra, k = lax.while_loop(bt_cond, bt_body, (jnp.ones((), x.dtype), x1, residual(x1), jnp.int32(0)))
+        start = (jnp.full((), 2.0, x.dtype), x, r, jnp.int32(-1))
+        _, xa, ra, _ = lax.while_loop(bt_cond, bt_body, start)
         decreased = jnp.linalg.norm(ra) < n2
         x_new = jnp.where(decreased, xa, x)
         r_new = jnp.where(decreased, ra, r)
