@@ -72,3 +72,31 @@ def test_a_product_of_known_zero_terms_is_a_known_zero():
     assert body.count("+=") == 1 and "tanh(" in body
     np.testing.assert_allclose(np.asarray(got[1]), np.asarray(want[1]), rtol=0, atol=1e-13 * np.abs(want[1]).max())
     np.testing.assert_allclose(np.asarray(got[0]), np.asarray(want[0]), rtol=0, atol=1e-15)
+
+
+def _colour_product(x):
+    """x (20, 3, 3) times a seed of colours (3 x 12, one 1 per row): 720 outputs, three quarters
+    of them without a live term."""
+    seed = jnp.zeros((3, 12)).at[jnp.arange(3), jnp.array([0, 4, 8])].set(1.0)
+    return x @ seed + 0.0 * x[:, :, :1]
+
+
+@pytest.mark.skipif(native.compiler() is None, reason="no C compiler")
+def test_a_table_product_skips_its_outputs_without_terms(monkeypatch):
+    from livens.engine.native.algebra_rules import AlgebraRules
+
+    x = np.random.default_rng(4).standard_normal((20, 3, 3))
+    x.flat[::7] = -0.0
+    x[3, 1, 2], x[5, 0, 0] = np.nan, np.inf
+    fast = native.compile_function(_colour_product, x)
+    monkeypatch.setattr(AlgebraRules, "TABLE_EMPTY_SHARE", 2.0)  # never: every output in the loop
+    slow = native.compile_function(_colour_product, x)
+    assert "memset(" in fast.source and "memset(" not in slow.source
+    got, ref = np.asarray(fast(x)), np.asarray(slow(x))
+    assert got.tobytes() == ref.tobytes()
+    x = np.where(np.isfinite(x), x, 1.0)  # XLA multiplies NaN and infinities by the seed's zeros
+    np.testing.assert_array_equal(np.asarray(fast(x)), np.asarray(jax.jit(_colour_product)(x)))
+    lanes = native.compile_function(_colour_product, x, lanes=8)
+    xs = np.stack([x * (k + 1) for k in range(8)])
+    for k in range(8):
+        np.testing.assert_array_equal(np.asarray(lanes(xs)[k]), np.asarray(jax.jit(_colour_product)(xs[k])))

@@ -282,22 +282,40 @@ class AlgebraRules:
     def _table_dot(self, lhs: Buf, rhs: Buf, ll, rr, live, aval) -> Buf:
         """A large ``dot_general`` with mostly known-zero terms (``live`` marks the others, ``ll``
         and ``rr`` give each term's operand elements) as a loop over tables of its live terms:
-        the work of the sparse product, in code of constant size. Summed as :meth:`_sparse_dot`."""
-        ptr = np.concatenate([[0], np.cumsum(live.sum(axis=1))]).astype(np.int32)
-        ia = ll[live].astype(np.int32)  # row by row, each row's terms in contraction order
-        ib = rr[live].astype(np.int32)
+        the work of the sparse product, in code of constant size. Summed as :meth:`_sparse_dot`.
+        Where at least :attr:`TABLE_EMPTY_SHARE` of the outputs have no live term (a product with
+        a seed of colours: each coordinate's derivative in one colour only), the output is set to
+        zero at once and the loop runs over the others alone: each output the same sum (0, then
+        ``+= a * b`` in order), the same bits."""
+        count = live.sum(axis=1)
+        rows = np.flatnonzero(count)
+        skip = rows.size < live.shape[0] and (live.shape[0] - rows.size) >= self.TABLE_EMPTY_SHARE * live.shape[0]
+        if not skip:
+            rows = np.arange(live.shape[0])
+        ptr = np.concatenate([[0], np.cumsum(count[rows])]).astype(np.int32)
+        ia = ll[rows][live[rows]].astype(np.int32)  # row by row, each row's terms in contraction order
+        ib = rr[rows][live[rows]].astype(np.int32)
         a, b = self.arr(lhs), self.arr(rhs)
         an = self.static(a) if a.known else a.name
         bn = self.static(b) if b.known else b.name
         P, IA, IB = (self.static(Buf(None, (t.size,), np.int32, t)) for t in (ptr, ia, ib))
         out = self.new(aval.shape, aval.dtype)
         k, t, acc = self.fresh("k"), self.fresh("j"), self.fresh("acc")
-        self.open(f"for (int {k} = 0; {k} < {out.size}; {k}++)")
+        target = f"{out.name}[{k}]"
+        if skip:
+            self.line(f"memset({out.name}, 0, sizeof({out.name}[0]) * {out.size});")
+            R = self.static(Buf(None, (rows.size,), np.int32, rows.astype(np.int32)))
+            target = f"{out.name}[{R}[{k}]]"
+        self.open(f"for (int {k} = 0; {k} < {rows.size}; {k}++)")
         self.line(f"{self.ct(out.dtype)} {acc} = {self.rhs('0', out.dtype)};")
         self.line(f"for (int {t} = {P}[{k}]; {t} < {P}[{k} + 1]; {t}++) {acc} += {an}[{IA}[{t}]] * {bn}[{IB}[{t}]];")
-        self.line(f"{out.name}[{k}] = {acc};")
+        self.line(f"{target} = {acc};")
         self.close()
         return out
+
+    TABLE_EMPTY_SHARE = 0.25
+    """The share of a table product's outputs without live terms from which they are set at once
+    and the loop skips them (:meth:`_table_dot`)."""
 
     def _reduce(self, ins, outs, axes, init: str, update) -> Buf:
         src = ins[0]
