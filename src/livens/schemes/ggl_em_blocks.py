@@ -18,9 +18,12 @@ random points), so it is factorized group by group, and the Schur complement on 
 W = [G1; C] S^-1 [B_lambda, B_gamma] + [[0, 0], [0, h/2 G1 M^-1 Gs^T]], is summed from one small
 product per group; the multipliers of a body's internal constraints are eliminated body by body,
 and one LU solves for those of the joints. Its blocks are taken from one Jacobian-vector product
-per colour of the groups' columns (Curtis, Powell, Reid 1974) instead of one per coordinate. The same Newton iterates as the
-dense elimination up to round-off (the tests compare the matrix with ``jax.jacfwd`` of the residual);
-pivots are chosen within each group's S and within W.
+per colour of the groups' columns (Curtis, Powell, Reid 1974) instead of one per coordinate; where
+the force is the midpoint gradient of lambda.g + gamma.G(.) w with g at most quadratic (KBS23b eq 99,
+:func:`midpoint_force`), F_w and F_q come from the midpoint's one linearization of g, without a product
+with the whole force per colour. The same Newton iterates as the dense elimination up to round-off
+(the tests compare the matrix with ``jax.jacfwd`` of the residual); pivots are chosen within each
+group's S and within W.
 """
 
 from __future__ import annotations
