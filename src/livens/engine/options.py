@@ -70,7 +70,7 @@ class EngineOptions:
     backend: str = "auto"
     max_native_unknowns: int = 64
     max_native_lines: int = 60_000
-    tier_equations: int = 1500
+    tier_equations: int = 1000
     small_product_unknowns: int = 256
     small_product_limit: int = 2048
     lanes: int = 8

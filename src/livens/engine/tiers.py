@@ -44,7 +44,7 @@ from . import xla
 from .jaxprs import size as jaxpr_size
 from .xla import signature
 
-LARGE = 1500
+LARGE = 1000
 """Equations of a program (its sub-programs included) from which :class:`TieredJit` compiles it quickly
 first; below, XLA's default level costs little more than level 0."""
 
