@@ -1,6 +1,6 @@
 """The size thresholds live in one policy object (:class:`livens.engine.SizePolicy`), read by the
-solvers and by VI-S's choice of tangent: the tangent class each system gets is the one it got
-before the thresholds were gathered (pendulum-3d, the three-bar swing of 10 elements, the double
+solvers, whose one policy takes the form of every scheme's tangent (livens.solvers.choose_form): the
+tangent class each system gets is the one it got before the thresholds were gathered (pendulum-3d, the three-bar swing of 10 elements, the double
 four-bar, a chain of 32 bodies), and replacing the policy changes the choice (it is read). The
 chunk sizes of runs come from it too."""
 
@@ -43,7 +43,7 @@ def test_the_tangent_class_chosen_by_size_is_unchanged(key):
 
 def test_the_choice_reads_the_policy_in_force(monkeypatch):
     """Raising a threshold of the policy object moves a system to the next smaller form: it is what
-    the solvers and VI-S read (no copy of a threshold elsewhere)."""
+    the solvers' policy reads for VI-S and livens-em alike (no copy of a threshold elsewhere)."""
     chain = ("pendulum-chain", (("n_bodies", 32),))
     big = 10**9
     monkeypatch.setattr(options, "SIZES", dataclasses.replace(options.SIZES, vis_banded_coordinates=big))
