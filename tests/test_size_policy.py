@@ -1,8 +1,8 @@
 """The size thresholds live in one policy object (:class:`livens.engine.SizePolicy`), read by the
 solvers, whose one policy takes the form of every scheme's tangent (livens.solvers.choose_form): the
-tangent class each system gets is the one it got before the thresholds were gathered (pendulum-3d, the three-bar swing of 10 elements, the double
-four-bar, a chain of 32 bodies), and replacing the policy changes the choice (it is read). The
-chunk sizes of runs come from it too."""
+tangent class each system gets is the one it got before the thresholds were gathered (pendulum-3d, the
+three-bar swing of 10 elements, the double four-bar, a chain of 32 bodies), and replacing the policy
+changes the choice (it is read). The chunk sizes of runs come from it too."""
 
 import dataclasses
 
