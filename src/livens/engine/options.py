@@ -83,8 +83,8 @@ class EngineOptions:
 @dataclass(frozen=True)
 class SizePolicy:
     """The sizes at which the Newton step's linear algebra changes form, read by
-    :mod:`livens.solvers` and by VI-S's choice of tangent (:mod:`livens.schemes.ggl_vi`) through
-    :func:`size_policy`. Each form is an exact solve of the same equations: the thresholds change
+    :mod:`livens.solvers` through :func:`size_policy`: a scheme lists the forms its tangent can take
+    and :func:`livens.solvers.choose_form` takes one by these sizes. Each form is an exact solve of the same equations: the thresholds change
     the cost of a step, and its results only by round-off. Each was found by timing the forms
     side by side (``python -m benchmarks``).
 
