@@ -40,10 +40,21 @@ __all__ = [
     "NativeMembers",
     "THREAD_PREFIX",
     "for_members",
+    "member_index",
     "member_rows",
     "set_member_rows",
     "spread",
 ]
+
+
+def member_index(idx):
+    """``idx`` (members) as a slice where it is a run of consecutive members (every member of a
+    ``jax.vmap``, usually), so that indexing with it gives views rather than copies; else as it is."""
+    if np.ndim(idx) == 1 and np.size(idx) > 1:
+        first, last = int(idx[0]), int(idx[-1])
+        if last - first == idx.size - 1 and np.all(np.diff(idx) == 1):
+            return slice(first, last + 1)
+    return idx
 
 
 def member_rows(tree, idx):

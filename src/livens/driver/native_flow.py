@@ -56,7 +56,7 @@ from jax import lax
 from .. import engine
 from ..timestep import make_loop, make_replay, replay_step
 from . import host
-from .executors import NativeMembers, for_members, member_rows, set_member_rows
+from .executors import NativeMembers, for_members, member_index, member_rows, set_member_rows
 from .options import DEFAULT_CHUNK
 from .records import record_layout
 
@@ -240,8 +240,9 @@ class NativeDerivatives:
     def _rows(a, idx, lo, hi):
         """Steps lo:hi of the members ``idx`` of member-first rows a (members, steps, ...), padded
         with zeros to CHUNK (steps past n_stop are skipped); ``idx`` an integer: one member's,
-        without the members' axis."""
-        axis = np.ndim(idx)  # the steps' axis of the result
+        without the members' axis; a slice of members (:func:`~livens.driver.executors.member_index`):
+        a view where the chunk is whole."""
+        axis = 0 if np.ndim(idx) == 0 and not isinstance(idx, slice) else 1  # the steps' axis of the result
         a = np.asarray(a)[idx, lo:hi]  # the chunk's steps only: not each member's whole records per chunk
         if hi - lo == CHUNK:
             return a
@@ -257,17 +258,20 @@ class NativeDerivatives:
         t_start, n0, n_stop, h, the scheme's and the System's parameters, carry, given(idx, lo, hi))
         -> (carry, out)``, then ``take(idx, out, lo, hi)`` for each group ``idx`` of them (in its
         thread: the groups' rows are disjoint; ``idx`` an integer: one member, its outputs without
-        the members' axis); ``carry`` (member-first arrays) is updated in place."""
+        the members' axis); ``given`` is given the members as :func:`~livens.driver.executors.member_index`
+        gives them (a slice where they are consecutive); ``carry`` (member-first arrays) is updated in
+        place."""
         plan, n = self.run.flow.plan, np.asarray(n, np.int64)
         chunks = list(self._chunks(int(n.max(initial=0))))
         for c, lo, hi in reversed(chunks) if reverse else chunks:
 
             def args_of(idx, c=c, lo=lo, hi=hi):
-                start = jax.tree_util.tree_map(lambda a: np.asarray(a)[idx, c], starts)
+                at = member_index(idx)  # consecutive members: views of their rows, not copies
+                start = jax.tree_util.tree_map(lambda a: np.asarray(a)[at, c], starts)
                 t0_n0 = for_members(idx, (np.float64(0.0), np.int64(lo)))
-                head = (start, self._rows(xs, idx, lo, hi), *t0_n0, n[idx])
+                head = (start, self._rows(xs, at, lo, hi), *t0_n0, n[idx])
                 consts = for_members(idx, (np.float64(plan.h), plan.jparams))
-                return (*head, *consts, member_rows(sysp, idx), member_rows(carry, idx), given(idx, lo, hi))
+                return (*head, *consts, member_rows(sysp, at), member_rows(carry, at), given(at, lo, hi))
 
             def taken(idx, outputs, lo=lo, hi=hi):
                 new, out = outputs
