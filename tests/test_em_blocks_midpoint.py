@@ -9,7 +9,9 @@ the native translation's products whose every term has a known zero factor.
   taken as only equivariant (the force corrected for the symmetry) the general form stays.
 - A ``dot_general`` of any size whose every term has a known zero factor is a known zero (no code),
   which the operations after it fold (the force's derivative with its multipliers set to known
-  zeros leaves only the potential's); its values are XLA's.
+  zeros leaves only the potential's); its values are XLA's. A product by a table of its live terms
+  skips the outputs without one, and a loop nest over a contraction of three indices is unrolled:
+  each the same sums in the same order as before, bit for bit.
 """
 
 import dataclasses
@@ -100,3 +102,22 @@ def test_a_table_product_skips_its_outputs_without_terms(monkeypatch):
     xs = np.stack([x * (k + 1) for k in range(8)])
     for k in range(8):
         np.testing.assert_array_equal(np.asarray(lanes(xs)[k]), np.asarray(jax.jit(_colour_product)(xs[k])))
+
+
+@pytest.mark.skipif(native.compiler() is None, reason="no C compiler")
+def test_a_short_contraction_unrolled_is_the_loop_bit_for_bit(monkeypatch):
+    from livens.engine.native.algebra_rules import AlgebraRules
+
+    def gram(D):  # the Gram matrices of six frames of 3-vectors (the rods' orthonormality conditions)
+        return jnp.einsum("bik,bjk->bij", D, D)
+
+    D = np.random.default_rng(6).standard_normal((6, 3, 3))
+    D[2, 1] = -0.0
+    D[4, 0, 1] = np.nan
+    fast = native.compile_function(gram, D)
+    monkeypatch.setattr(AlgebraRules, "UNROLL_CONTRACTION", 0)
+    slow = native.compile_function(gram, D)
+    assert "#pragma GCC unroll 3" in fast.source and "#pragma GCC unroll 3" not in slow.source
+    assert np.asarray(fast(D)).tobytes() == np.asarray(slow(D)).tobytes()
+    D = np.where(np.isfinite(D), D, 0.5)
+    np.testing.assert_allclose(np.asarray(fast(D)), np.asarray(jax.jit(gram)(D)), rtol=0, atol=1e-15 * 9)
