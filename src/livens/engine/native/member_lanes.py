@@ -136,6 +136,7 @@ class LaneTranslator(Translator):
         if lanes < 2:
             raise ValueError(f"lanes must be at least 2; got {lanes}")
         self.lanes = int(lanes)
+        self._scratch_made: list[str] = []  # the arrays made in scratch memory, in order (new)
 
     def header(self) -> str:
         return LANE_HEADER.format(lanes=self.lanes)
@@ -173,7 +174,11 @@ class LaneTranslator(Translator):
     def new(self, shape, dtype) -> Buf:
         if max(int(math.prod(shape)), 1) * self.itemsize(dtype) < SCRATCH_BYTES:
             self.elements += int(math.prod(shape)) * (self.lanes - 1)  # the stack holds every lane
-        return super().new(shape, dtype)
+        before = self.scratch
+        b = super().new(shape, dtype)
+        if self.scratch != before:
+            self._scratch_made.append(b.name)
+        return b
 
     def lane(self, b: Buf, index) -> str:
         """Lane ``l`` (the C variable) of element ``index`` of b (a known b: its scalar)."""
@@ -502,6 +507,36 @@ class LaneTranslator(Translator):
         return out
 
     # --- control flow ----------------------------------------------------------------------------
+    def _branch(self, br, ops, outs, head: str) -> list[Buf]:
+        """A branch of :meth:`p_cond` in the block ``head``, and its results, which outlive the
+        block: an array that the branch made in scratch memory (never reused by another array) is
+        its result itself, through a pointer declared before the block; any other result is copied
+        to an array made there. A matrix a step makes (the LU of its tangent) so costs no copy of
+        every lane's elements at every step; the results' values are the same."""
+        at = len(self.lines)  # where the declarations go, before the block
+        self.open(head)
+        mark = len(self._scratch_made)
+        vals = self.closed_with(br, [], ops)
+        made, decls, res = set(self._scratch_made[mark:]), [], []
+        for s, a in zip(vals, outs):
+            own = s.name in made and not s.known and s.elems is None and s.rows_written is None
+            if own and s.dtype == np.dtype(a.dtype) and s.size == math.prod(a.shape):
+                r = self.fresh("r")
+                decls.append(f"{self.ct(a.dtype)} *{r};")
+                self.line(f"{r} = {s.name};")
+                res.append(Buf(r, a.shape, a.dtype))
+                continue
+            first = len(self.lines)
+            d = self.new(a.shape, a.dtype)  # declared before the block
+            decls.extend(line.strip() for line in self.lines[first:])
+            del self.lines[first:]
+            self.copy(d, s)
+            res.append(d)
+        self.close()
+        depth = "  " * self.depth
+        self.lines[at:at] = [depth + line for line in decls]
+        return res
+
     MASKED_WHILE = True  # a while loop runs until its condition fails in every lane (vmap's semantics)
 
     def holds_somewhere(self, expr: str) -> str:
@@ -526,13 +561,7 @@ class LaneTranslator(Translator):
 
         results = []
         for j, br in enumerate(branches):
-            res = [self.new(a.shape, a.dtype) for a in outs]
-            self.open(f"if (ANY({test(j)}))")
-            vals = self.closed_with(br, [], ops)
-            for d, s in zip(res, vals):
-                self.copy(d, s)
-            self.close()
-            results.append(res)
+            results.append(self._branch(br, ops, outs, f"if (ANY({test(j)}))"))
         # the lanes' blend, into arrays made here (a blend's arrays outlive its block)
         blends = [[self.new(a.shape, a.dtype) for a in outs] for _ in range(last)]
         ptrs = [self.fresh("o") for _ in outs]
