@@ -43,7 +43,7 @@ def step_options(options: EngineOptions, unknowns: int, size: tuple[int, str], n
     if not (native or options.plain) and options.small_product_limit and unknowns <= options.small_product_unknowns:
         limit = options.small_product_limit
         fuse = lambda fn: fuse_small_dots(fn, limit)  # noqa: E731
-    return {"fuse": fuse, "residual_written_once": size[0] > options.max_native_unknowns}
+    return {"fuse": fuse, "residual_written_once": size[0] > options.written_once_unknowns}
 
 
 def _jit(fn, options: EngineOptions, once: bool = False):

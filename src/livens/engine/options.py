@@ -54,6 +54,10 @@ class EngineOptions:
     max_native_lines: with "auto", a loop whose C translation is longer than this many lines runs
         with XLA: the C compiler's time grows far faster than the length of the one function it
         compiles (a many-stage scheme on a system with M(q) at its limit).
+    written_once_unknowns: a loop of more unknowns than this (or coordinates and multipliers,
+        :func:`loop_size`) holds its residual once in its extrapolated guess (a loop of one or two
+        passes in place of a ``cond``: :func:`livens.guess.extrapolated_guess`), whichever backend
+        compiles it: a large residual written twice is compiled twice. The same results either way.
     tier_equations: an XLA time loop of at least this many equations is compiled quickly first
         (XLA's level 0) and optimized once its runs have paid for it (:mod:`livens.engine.tiers`).
     small_product_unknowns: the step's small matrix products are rewritten as fusible sums up to
@@ -70,6 +74,7 @@ class EngineOptions:
     backend: str = "auto"
     max_native_unknowns: int = 64
     max_native_lines: int = 60_000
+    written_once_unknowns: int = 64
     tier_equations: int = 1000
     small_product_unknowns: int = 256
     small_product_limit: int = 2048
