@@ -129,3 +129,38 @@ def test_the_product_of_each_form_of_tangent_is_the_derivative(example, scheme, 
     assert got.__name__ == kind
     scale = np.max(np.abs(derivative))
     assert scale > 0 and np.max(np.abs(product - derivative)) <= 1e-13 * scale
+
+
+def _branches_with(jaxpr, primitive):
+    """The cond equations of ``jaxpr`` (not nested deeper) one of whose branches holds ``primitive``."""
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "cond":
+            if any(e.primitive.name == primitive for b in eqn.params["branches"] for e in b.jaxpr.eqns):
+                found.append(eqn)
+    return found
+
+
+def test_the_product_is_formed_at_the_first_iteration_only():
+    """The scale is the first iteration's: the product J x sits in a branch taken only there (none at
+    the iterations after it), with the same value as without the branch and the same increment."""
+    r0 = _noisy(X0)
+    step = scaled_increment(_noisy)
+    reference = float(jax.jit(functools.partial(linear_terms, _noisy))(X0))
+    dx_first, s_first = jax.jit(step)(X0, r0, jnp.bool_(True))
+    dx_later, s_later = jax.jit(step)(X0, r0, jnp.bool_(False))
+    dx_plain, s_plain = jax.jit(step)(X0, r0)
+    assert float(s_first) == float(s_plain) and abs(float(s_first) - reference) <= 1e-14 * reference
+    assert float(s_later) == 0.0
+    np.testing.assert_array_equal(np.asarray(dx_first), np.asarray(dx_plain))
+    np.testing.assert_array_equal(np.asarray(dx_later), np.asarray(dx_plain))
+    # in Newton's loop the product is in a branch of the loop's body (before, at its top level)
+    closed = jax.make_jaxpr(lambda x: newton(_noisy, x, TOL, 30, floor_factor=FACTOR))(X0)
+    loops = [e for e in closed.jaxpr.eqns if e.primitive.name == "while"]
+    assert len(loops) == 1 and _branches_with(loops[0].params["body_jaxpr"].jaxpr, "dot_general")
+    # the linearized iteration: the scale at it = 0 only
+    inc = jax.jit(linearized_increment(_noisy, scale=True), static_argnums=(3,))
+    first = inc(X0, jnp.int32(0), TOL, 30, -jnp.inf, jnp.inf)
+    later = inc(X0, jnp.int32(1), TOL, 30, -jnp.inf, jnp.inf)
+    assert abs(float(first[4]) - reference) <= 1e-14 * reference and float(later[4]) == 0.0
+    np.testing.assert_array_equal(np.asarray(first[0]), np.asarray(later[0]))

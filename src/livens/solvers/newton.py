@@ -52,32 +52,46 @@ def newton_increment(residual: Callable, tangent: Callable | None = None) -> Cal
     return lambda x, r: apply_inverse(jac(x), -r)
 
 
+def has_product(J) -> bool:
+    """Whether :func:`tangent_product` gives J v for the tangent J (not None), known without forming it."""
+    if isinstance(J, LowRankUpdate):
+        return has_product(J.base)
+    return isinstance(J, Dense) or hasattr(J, "matvec") or not hasattr(J, "solve")
+
+
 def tangent_product(J, v):
     """J v for a tangent J as :func:`apply_inverse` takes it: a matrix, a dense or band tangent, or a
     band plus a term of low rank (:mod:`livens.solvers.tangent`); None for a tangent that applies its
     inverse only (a scheme's block elimination), where the product would cost a program of its own."""
+    if not has_product(J):
+        return None
     if isinstance(J, LowRankUpdate):
-        base = tangent_product(J.base, v)
-        return None if base is None else base + J.U @ (J.Vt @ v)
+        return tangent_product(J.base, v) + J.U @ (J.Vt @ v)
     if isinstance(J, Dense):
         return J.A @ v
     if hasattr(J, "matvec"):
         return J.matvec(v)
-    return None if hasattr(J, "solve") else J @ v
+    return J @ v
 
 
 def scaled_increment(residual: Callable, tangent: Callable | None = None) -> Callable:
     """:func:`newton_increment` that also gives the scale of livens' default floor: the function
-    (x, r) -> (-dR/dx(x)^-1 r, ||dR/dx(x) x||_inf), the norm from the tangent the increment solves with
-    (:func:`tangent_product`, one product with the matrix, no derivative of its own), or None in its
-    place where the tangent has no product. :func:`newton` keeps the first iteration's, at x0: the
-    scale ||J(x0) x0||_inf of :func:`relative_floor`, as :func:`linear_terms` gives it to round-off."""
+    (x, r, first=True) -> (-dR/dx(x)^-1 r, ||dR/dx(x) x||_inf), the norm from the tangent the increment
+    solves with (:func:`tangent_product`, one product with the matrix, no derivative of its own), or None
+    in its place where the tangent has no product. ``first`` (a traced bool): the norm is computed only
+    where it holds (a branch), else 0: :func:`newton` keeps the first iteration's, at x0, the scale
+    ||J(x0) x0||_inf of :func:`relative_floor`, as :func:`linear_terms` gives it to round-off, and asks
+    for no product at the iterations after it."""
     jac = tangent if tangent is not None else jax.jacfwd(residual)
 
-    def step(x, r):
+    def step(x, r, first=True):
         J = jac(x)
-        product = tangent_product(J, x)
-        return apply_inverse(J, -r), (None if product is None else _norm_inf(product))
+        dx = apply_inverse(J, -r)
+        if not has_product(J):
+            return dx, None
+        if first is True:
+            return dx, _norm_inf(tangent_product(J, x))
+        return dx, lax.cond(first, lambda: _norm_inf(tangent_product(J, x)), lambda: jnp.zeros((), x.dtype))
 
     return step
 
@@ -189,7 +203,8 @@ def newton(
     ``tangent(x)`` returns dR/dx (a matrix or an object with ``solve``); by default
     ``jax.jacfwd(residual)``. ``linear_step(x, r)``, when given, returns the Newton increment
     itself and replaces ``tangent``; with ``scaled_step=True`` it returns the pair of
-    :func:`scaled_increment` (the increment and ||dR/dx(x) x||_inf, or None). ``r0``: residual(x0),
+    :func:`scaled_increment` (the increment and ||dR/dx(x) x||_inf, or None), called with a third
+    argument, whether the iteration is the first (the norm is needed only there). ``r0``: residual(x0),
     where the caller has it already.
 
     Stopping rules (static choices):
@@ -323,9 +338,10 @@ def linearized_increment(residual: Callable, tangent: Callable | None = None, sc
     ``tangent(x, lin)``: dR/dx at x from the linearization ``lin`` (a matrix or an object with
     ``solve``, as a band assembled from a few products); by default ``lin`` applied to the unit
     vectors. The iteration's ``floor`` and ``last`` (arrays: ||R||_inf before the latest iteration)
-    add the floor's rule of :func:`newton`. ``scale=True``: a fifth output, ||dR/dx(x) x||_inf where
-    the iteration goes on (0 where it stops), the product of the tangent with x
-    (:func:`tangent_product`) or ``lin(x)`` where the tangent has none: the relative floor's scale."""
+    add the floor's rule of :func:`newton`. ``scale=True``: a fifth output, ||dR/dx(x) x||_inf at the
+    first iteration (``it`` 0) where it goes on (0 where it stops, and at the iterations after it), the
+    product of the tangent with x (:func:`tangent_product`) or ``lin(x)`` where the tangent has none:
+    the relative floor's scale."""
 
     tangent = linearized_jacobian if tangent is None else tangent
 
@@ -342,8 +358,11 @@ def linearized_increment(residual: Callable, tangent: Callable | None = None, sc
 
         def go():
             J = tangent(x, lin)
-            product = tangent_product(J, x)
-            return x + apply_inverse(J, -r), _norm_inf(lin(x) if product is None else product)
+
+            def norm():  # the first iteration's only (newton_linearized keeps it)
+                return _norm_inf(tangent_product(J, x) if has_product(J) else lin(x))
+
+            return x + apply_inverse(J, -r), lax.cond(it == 0, norm, lambda: jnp.zeros((), x.dtype))
 
         x_next, s = lax.cond(stop, lambda: (x, jnp.zeros((), x.dtype)), go)
         return x_next, r, it_next, stop, s
@@ -382,8 +401,8 @@ def _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration=
     def body(c):
         x, r, it, _, linear = c
         last = _norm_inf(r)
-        dx, s = (step(x, r), None) if scaled is None else scaled(x, r)
-        if s is not None:  # the first iteration's, at x0
+        dx, s = (step(x, r), None) if scaled is None else scaled(x, r, it == 0)
+        if s is not None:  # the first iteration's, at x0 (0 at the iterations after it)
             linear = jnp.where(it == 0, s, linear)
         x = x + dx
         r = residual(x)
