@@ -57,12 +57,9 @@ class GuessHistory(NamedTuple):
 
     @classmethod
     def empty(cls, n: int) -> "GuessHistory":
-        return cls(
-            jnp.zeros((HISTORY, n)),
-            jnp.asarray(0, jnp.int32),
-            jnp.asarray(np.inf, jnp.float64),
-            jnp.asarray(0, jnp.int32),
-        )
+        # NumPy values: made before every run, where JAX's eager operations would cost more than a
+        # short run's steps; the compiled loops take them as they take JAX arrays
+        return cls(np.zeros((HISTORY, n)), np.int32(0), np.float64(np.inf), np.int32(0))
 
     def to_meta(self, step: int) -> dict:
         """A plain record of this history at global node ``step`` (for ``Solution.meta``)."""

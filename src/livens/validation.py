@@ -384,6 +384,8 @@ def check_keywords(fn: Callable, scheme: str, params: Mapping[str, object]) -> N
 
     sch, _ = get(scheme)
     known = [p.name for p in sch.params]
+    if all(k in known for k in params):
+        return
     own = [
         name
         for name, p in inspect.signature(fn).parameters.items()

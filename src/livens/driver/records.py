@@ -59,6 +59,13 @@ class RecordLayout(tuple):
 _LAYOUTS = LRU(64)
 
 
+def leaf_dtype(a) -> np.dtype:
+    """The dtype of an array, tracer or shape; ``jnp.result_type`` of a Python number (a cache
+    key's part, found without JAX's dtype rules where the leaf carries its dtype)."""
+    dtype = getattr(a, "dtype", None)
+    return np.dtype(dtype) if dtype is not None else np.dtype(jnp.result_type(a))
+
+
 def record_layout(scheme, mech, mode: str, state, h, params, solution: bool = False) -> RecordLayout:
     """The :class:`RecordLayout` of a step of ``scheme`` from ``state`` (shapes only, no computation);
     ``solution=True``: with the step's converged unknowns (field "x", a loop of
@@ -73,7 +80,7 @@ def record_layout(scheme, mech, mode: str, state, h, params, solution: bool = Fa
         mech,
         mode,
         tree,
-        tuple((jnp.shape(a), str(jnp.result_type(a))) for a in leaves),
+        tuple((np.shape(a), str(leaf_dtype(a))) for a in leaves),
         tuple(sorted((k, jnp.shape(v)) for k, v in params.items())),
         solution,
     )

@@ -24,6 +24,7 @@ from ..schemes.base import Scheme, State
 from ..solvers.newton import FLOOR_FACTOR, FLOOR_STEP, ROUNDOFF
 from ..system import parameter_values
 from ..validation import check_step, constraint_label
+from .records import leaf_dtype
 
 GUESSES = ("simple", "advanced", "extrapolated")
 """The first guesses of Newton's method: KBS23b Table 2's "simple" (the unknowns of step n) and
@@ -214,7 +215,7 @@ class Plan:
         """An empty history of step solutions for the "extrapolated" guess (:mod:`livens.guess`)."""
         sch, mech = self.scheme, self.mech
         leaves, tree = jax.tree_util.tree_flatten(state)
-        key = (sch, mech, tree, tuple((np.shape(a), jnp.result_type(a)) for a in leaves))
+        key = (sch, mech, tree, tuple((np.shape(a), leaf_dtype(a)) for a in leaves))
         nx = _GUESS_SIZES.get(key)
         if nx is None:  # the shape of a step's packed solution: one trace per scheme, system and state layout
             nx = _GUESS_SIZES[key] = jax.eval_shape(
@@ -292,15 +293,18 @@ def plan(
 
 def initial_state(problem: Problem, mech: Mechanics, scheme: Scheme | None = None) -> State:
     """The state at t = 0 of the problem's own initial values (:func:`start_state`)."""
-    return start_state(mech, scheme, jnp.asarray(problem.q0), jnp.asarray(problem.p0), jnp.asarray(problem.v0))
+    return start_state(mech, scheme, *(np.asarray(x, np.float64) for x in (problem.q0, problem.p0, problem.v0)))
 
 
 def start_state(mech: Mechanics, scheme: Scheme | None, q, p, v) -> State:
-    """The State of the initial values q, p, v (JAX arrays: one member's, or members first), before
-    the scheme's own ``start``: multipliers zero, and zero carries of the compensated summation for
-    a scheme in increment form; every run's start is made here."""
-    z = jnp.zeros(jnp.shape(q)[:-1] + (mech.m,))
-    comp = (jnp.zeros_like(q), jnp.zeros_like(p)) if (scheme is not None and scheme.increments) else None
+    """The State of the initial values q, p, v (one member's, or members first), before the scheme's
+    own ``start``: multipliers zero, and zero carries of the compensated summation for a scheme in
+    increment form; every run's start is made here. NumPy values stay NumPy (a run's start on the
+    host, where JAX's eager operations would cost more than a short run's steps); JAX values or
+    tracers (a flow's start inside a trace) give JAX arrays."""
+    xp = np if all(isinstance(x, np.ndarray) for x in (q, p, v)) else jnp
+    z = xp.zeros(np.shape(q)[:-1] + (mech.m,))
+    comp = (xp.zeros_like(q), xp.zeros_like(p)) if (scheme is not None and scheme.increments) else None
     return State(q=q, p=p, v=v, lam=z, gam=z, comp=comp)
 
 
