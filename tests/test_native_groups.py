@@ -54,6 +54,7 @@ def test_the_limit_bounds_the_largest_block_of_a_tangent_by_groups(block, backen
     np.testing.assert_allclose(run(X), WANT, rtol=1e-15)
     assert run.backend == backend
     assert len(traces) == 1  # the deciding trace is the one that was compiled
+    assert run.limited is (backend == "xla")  # a size limit, told apart from a refusal without its words
     if backend == "xla":
         words = f"{ABOVE} Newton unknowns per step" if block is None else f"a dense block of {block} unknowns"
         assert words in run.reason

@@ -161,9 +161,6 @@ def _kernel(runner, args):
     return runner.kernel(*args)
 
 
-_LIMITS = "(EngineOptions.max_native_"  # how the runner's reasons for a size limit name it
-
-
 def _outcome(runner, args) -> tuple[Any, Fallback | None]:
     """(the kernel, None), or (None, why there is none)."""
     try:
@@ -179,7 +176,7 @@ def _outcome(runner, args) -> tuple[Any, Fallback | None]:
     reason = runner.reason or "no reason given"
     if getattr(runner, "suspect", None) is not None:  # the runner caught a fault of the translator
         return None, Fallback(FallbackKind.INTERNAL, reason)
-    if _LIMITS in reason:
+    if getattr(runner, "limited", False):  # a size limit of "auto", not a refusal
         return None, Fallback(FallbackKind.LIMIT, reason)
     return None, Fallback(FallbackKind.REFUSED, reason)
 

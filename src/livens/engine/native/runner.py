@@ -23,7 +23,8 @@ import warnings
 import jax
 import numpy as np
 
-from ..options import EngineOptions, factorized_size, reported_blocks
+from ..jaxprs import size as jaxpr_size
+from ..options import EngineOptions, factorized_size, large_program, reported_blocks
 
 
 def runs_natively(options: EngineOptions, size: tuple[int, str]) -> bool:
@@ -81,7 +82,8 @@ class ChunkRunner:
     by default; :func:`~livens.engine.loops.single_loop` gives the function ``xla`` compiles, whose
     trace JAX keeps for XLA. After a call,
     :attr:`backend` names what ran it and :attr:`reason` why XLA ran it where native was asked for
-    or possible in principle.
+    or possible in principle; :attr:`limited` says whether that reason is a size limit of "auto"
+    (:attr:`EngineOptions.max_native_unknowns`, :attr:`EngineOptions.max_native_lines`).
     """
 
     def __init__(
@@ -94,6 +96,7 @@ class ChunkRunner:
         self.kernels: dict = {}
         self.backend = "xla" if self.requested in ("xla", "plain") else None
         self.reason = None
+        self.limited = False  # the reason is a size limit of "auto" (EngineOptions.max_native_*)
         self.suspect = None  # a translator fault not yet reported (see _native)
 
     def _native(self, args):
@@ -103,12 +106,13 @@ class ChunkRunner:
 
         limit = self.options.max_native_unknowns
         if self.requested == "auto" and self.size[0] > limit:
-            size = self._factorized_size(args)
-            if size[0] > limit:
+            size, equations = self._factorized_size(args)
+            if size[0] > limit and not (not self.lanes and large_program(self.options, size, equations)):
                 self.reason = (
                     f"{size[1]}, more than the native limit of {limit} (EngineOptions.max_native_unknowns; "
                     "backend='native' compiles it natively)"
                 )
+                self.limited = True
                 return None
         try:
             # a kernel of one member (a lane kernel's cond computes every branch) within the size limit is
@@ -124,6 +128,7 @@ class ChunkRunner:
                     f"its C translation has {lines} lines, more than the native limit of {most} "
                     "(EngineOptions.max_native_lines)"
                 )
+                self.limited = True
                 return None
             return compile_traced(traced)
         except Unsupported as exc:
@@ -143,17 +148,20 @@ class ChunkRunner:
             self.suspect = self.reason
             return None
 
-    def _factorized_size(self, args) -> tuple[int, str]:
+    def _factorized_size(self, args) -> tuple[tuple[int, str], int]:
         """The size the limit bounds (:func:`~livens.engine.options.factorized_size`): the largest
         dense block of a tangent by groups, as its solver reports it while :attr:`probe` is traced
         (JAX keeps the trace: the translation or XLA's compile of the same function reuses it), else
-        :attr:`size`. A loop whose trace fails keeps its size (XLA then raises the loop's error)."""
+        :attr:`size`; and the equations of that trace, counted up to
+        :attr:`EngineOptions.large_program_equations` (:func:`~livens.engine.options.large_program`).
+        A loop whose trace fails keeps its size and counts none (XLA then raises the loop's error)."""
         try:
             with reported_blocks() as blocks:
-                jax.make_jaxpr(self.probe)(*args)
+                closed = jax.make_jaxpr(self.probe)(*args)
         except Exception:  # noqa: BLE001 - the loop's own error, which XLA raises when it traces the loop
-            return self.size
-        return factorized_size(self.size, blocks)
+            return self.size, 0
+        equations = jaxpr_size(closed.jaxpr, at_least=self.options.large_program_equations)
+        return factorized_size(self.size, blocks), equations
 
     def kernel(self, *args):
         """The native kernel for these arguments (compiled on first need), or None where XLA runs them."""
