@@ -58,6 +58,20 @@ class EngineOptions:
         :func:`loop_size`) holds its residual once in its extrapolated guess (a loop of one or two
         passes in place of a ``cond``: :func:`livens.guess.extrapolated_guess`), whichever backend
         compiles it: a large residual written twice is compiled twice. The same results either way.
+    large_program_unknowns, large_program_equations: with "auto", a loop of one member above
+        :attr:`max_native_unknowns` still runs natively where its step has at most
+        ``large_program_unknowns`` Newton unknowns (or coordinates and multipliers) and its traced
+        program at least ``large_program_equations`` equations (sub-programs included; the same trace
+        that finds a tangent by groups): :func:`large_program`. XLA's compile of such a program
+        takes seconds, longer than its C translation and ``-O0`` compile, and the native kernel runs
+        its steps faster (the dense LU of up to about 200 unknowns as row updates the C compiler
+        vectorizes): in fresh processes, the overconstrained mechanisms four-bar-3d and
+        bennett-linkage (71 to 178 unknowns, 2,000 to 12,600 equations) with every scheme within the
+        bound started in 0.8 to 4 s of CPU time natively against 2.3 to 13 s with XLA, and ran their
+        steps 1.4 to 5 times as fast per CPU second. A smaller program of as many unknowns XLA
+        compiles about as fast as C or faster (the double four-bar's VI-S, 148 unknowns and 1,700
+        equations; the heavy top's ggl-galerkin and ggl-spark), and it keeps XLA; so do ensembles'
+        lane kernels and every program asked about before it is traced (:func:`runs_natively`).
     tier_equations: an XLA time loop of at least this many equations is compiled quickly first
         (XLA's level 0) and optimized once its runs have paid for it (:mod:`livens.engine.tiers`).
     small_product_unknowns: the step's small matrix products are rewritten as fusible sums up to
@@ -75,6 +89,8 @@ class EngineOptions:
     max_native_unknowns: int = 64
     max_native_lines: int = 60_000
     written_once_unknowns: int = 64
+    large_program_unknowns: int = 200
+    large_program_equations: int = 2000
     tier_equations: int = 1000
     small_product_unknowns: int = 256
     small_product_limit: int = 2048
@@ -269,3 +285,11 @@ def factorized_size(size: tuple[int, str], blocks: list[int]) -> tuple[int, str]
     if not blocks:
         return size
     return max(blocks), f"its Newton tangent by groups factorizes a dense block of {max(blocks)} unknowns"
+
+
+def large_program(options: EngineOptions, size: tuple[int, str], equations: int) -> bool:
+    """Whether a loop of one member of :func:`loop_size` (or :func:`factorized_size`) ``size``, whose
+    trace holds ``equations`` equations, runs natively under "auto" although it is above
+    :attr:`EngineOptions.max_native_unknowns`: a large program of a step of at most
+    :attr:`EngineOptions.large_program_unknowns` unknowns (:attr:`EngineOptions.large_program_equations`)."""
+    return size[0] <= options.large_program_unknowns and equations >= options.large_program_equations

@@ -151,13 +151,17 @@ class ChunkRunner:
     def _factorized_size(self, args) -> tuple[tuple[int, str], int]:
         """The size the limit bounds (:func:`~livens.engine.options.factorized_size`): the largest
         dense block of a tangent by groups, as its solver reports it while :attr:`probe` is traced
-        (JAX keeps the trace: the translation or XLA's compile of the same function reuses it), else
+        (JAX keeps the trace: the translation or XLA's compile of the same function reuses it; the
+        native loop's where its size is within :attr:`EngineOptions.large_program_unknowns`), else
         :attr:`size`; and the equations of that trace, counted up to
         :attr:`EngineOptions.large_program_equations` (:func:`~livens.engine.options.large_program`).
         A loop whose trace fails keeps its size and counts none (XLA then raises the loop's error)."""
+        # within large_program_unknowns native code is the likelier choice: its function is traced, the
+        # trace its translation then reuses (the XLA function has the small-product rewrite in it)
+        likely_native = not self.lanes and self.size[0] <= self.options.large_program_unknowns
         try:
             with reported_blocks() as blocks:
-                closed = jax.make_jaxpr(self.probe)(*args)
+                closed = jax.make_jaxpr(self.loop if likely_native else self.probe)(*args)
         except Exception:  # noqa: BLE001 - the loop's own error, which XLA raises when it traces the loop
             return self.size, 0
         equations = jaxpr_size(closed.jaxpr, at_least=self.options.large_program_equations)
