@@ -11,8 +11,8 @@ changes only the cost.
   groups). A pattern that couples every coordinate makes no groups.
 - A run with it takes the same Newton iterates as one with the dense elimination
   (:class:`livens.schemes.ggl_em.EMTangent`), and keeps the energy; by default the run by groups is
-  native code (its blocks within EngineOptions.max_native_unknowns) and the dense one, of as many
-  unknowns, XLA.
+  native code (its blocks within EngineOptions.max_native_unknowns), and so is the dense one of as many
+  unknowns (a large program within EngineOptions.large_program_unknowns).
 - The largest block the tangent reports to the engine (GroupStructure.largest_block,
   livens.engine.tangent_by_groups) is the largest LU in its solve's program; the papers' mechanisms,
   whose tangent is dense, report none.
@@ -28,7 +28,7 @@ import pytest
 from _tangents import assert_tangent_equals_ad, perturbed_point, residual_and_tangent, tangent_type
 
 import livens as lv
-from livens.engine import native, sizes_replaced
+from livens.engine import EngineOptions, native, sizes_replaced
 from livens.engine.options import reported_blocks
 from livens.schemes import get as get_scheme
 from livens.schemes.ggl_em_blocks import EMBlockTangent
@@ -157,8 +157,11 @@ def test_runs_by_groups_and_by_dense_elimination_take_the_same_newton_iterates()
         with sizes_replaced(em_group_unknowns=threshold):
             runs[how] = lv.simulate(problem, "EM", tol=1e-12, progress=False)
     a, b = runs["groups"], runs["dense"]
-    # 162 unknowns, past EngineOptions.max_native_unknowns: by groups, native code where there is a C compiler
-    assert a.meta["backend"] == ("xla" if native.compiler() is None else "native") and b.meta["backend"] == "xla"
+    # 162 unknowns, past EngineOptions.max_native_unknowns: by groups, native code where there is a C
+    # compiler; the dense elimination too, its program large (EngineOptions.large_program_unknowns)
+    natively = "xla" if native.compiler() is None else "native"
+    assert 162 <= EngineOptions().large_program_unknowns
+    assert a.meta["backend"] == natively and b.meta["backend"] == natively
     np.testing.assert_array_equal(a.newton_iterations, b.newton_iterations)
     assert np.abs(a.q - b.q).max() <= 1e-12
     assert np.abs(a.p - b.p).max() <= 1e-12 * np.abs(b.p).max()
