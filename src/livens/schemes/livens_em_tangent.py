@@ -143,7 +143,7 @@ def _projected(mech, qm, Z, dx, a0, equivariant: bool, H, Gm):
     Du = X1 - Z @ Dy[0]
     if equivariant:
         return u, Du, a0, X0 + Z @ Dy[1], Gm.T - Z @ (W @ (Z.T @ Gm.T))
-    return u, Du, a0, 0.5 * H, Gm.T
+    return u, Du, a0, None, None  # a_0' = a_0: D a_0' and d a_0'/d lambda are the caller's
 
 
 def gradient_jacobians(mech, q0, q1, lam):
@@ -164,12 +164,22 @@ def gradient_jacobians(mech, q0, q1, lam):
 
     dx = q1 - q0
     qm = 0.5 * (q0 + q1)
+    # for invariant constraints the projection of dx needs neither grad phi nor its derivative: it is
+    # traced first, so that the compiled step starts its chain of divisions and square roots (the Gram
+    # factorization, S^-1) before the derivatives below, which the processor then computes beside it
+    # (the same operations in another order: the same values)
+    invariant = mech.symmetries and mech.invariant_constraints
+    if invariant:
+        u, Du = _projected(mech, qm, mech.generators(qm), dx, None, False, None, None)[:2]
     (H, Gm), (a0, _) = with_values(lambda q: (jax.grad(phi)(q), g(q)))(qm)
     (b1, G1), (phi1, g1) = with_values(lambda q: (phi(q), g(q)))(q1)
     g0 = g(q0)
-    if mech.symmetries:
+    if invariant:
+        Da0, La0 = 0.5 * H, Gm.T
+        eps2 = dg.SYMMETRY_EPS**2
+    elif mech.symmetries:
         Z = mech.generators(qm)
-        u, Du, a0, Da0, La0 = _projected(mech, qm, Z, dx, a0, not mech.invariant_constraints, H, Gm)
+        u, Du, a0, Da0, La0 = _projected(mech, qm, Z, dx, a0, True, H, Gm)
         eps2 = dg.SYMMETRY_EPS**2
     else:  # Gonzalez's gradient (KB23 eq 26)
         u, Du, Da0, La0 = dx, jnp.eye(dx.shape[0], dtype=dx.dtype), 0.5 * H, Gm.T
