@@ -158,7 +158,7 @@ def test_a_stop_flag_raised_during_the_replays_does_not_cut_them_short(monkeypat
     grad = jax.jit(jax.grad(L, argnums=(0, 1)))
     jvp = jax.jit(lambda q, v: jax.jvp(L, (q, v), (jnp.ones_like(q), jnp.zeros_like(v))))
     expected = grad(q0, v0), jvp(q0, v0)
-    for name in ("_adjoint_members", "_tangent_members"):
+    for name in ("host_adjoint", "host_tangent"):
         real = getattr(NativeDerivatives, name)
 
         def flagged(self, *args, real=real):

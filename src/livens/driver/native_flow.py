@@ -27,7 +27,9 @@ its exception named), and the flow's XLA program runs that part instead.
   from the last chunk to the first, carrying a cotangent, where the host loop advances members
   forward to their stop. Ctrl-C between its chunks is Python's KeyboardInterrupt.
 
-Under ``jax.vmap`` every host callback is given the whole batch at once (``vmap_method=
+Every host callback goes through :func:`host_call`: the host reads XLA's buffers and writes its
+results (the records of every step, their cotangents and tangents) into XLA's own, copying
+neither. Under ``jax.vmap`` every host callback is given the whole batch at once (``vmap_method=
 "broadcast_all"``): the members' forward runs go through one host loop (the same executor, B
 members), and each replayed chunk runs for all members that reached it, the members together in
 lane kernels of the same functions (:class:`~livens.engine.MemberKernel`,
@@ -84,14 +86,57 @@ def _unavailable(run) -> engine.Fallback | None:
     return engine.native_unavailable(run.flow.plan.engine, *_sizes(run))
 
 
-def _batched(fn, batch: tuple, args: tuple):
-    """``fn(*args)`` for the members of a batched host callback (``jax.pure_callback`` with
-    ``vmap_method="broadcast_all"``: every leaf of ``args`` has the batch axes ``batch`` first, ``()``
-    where not batched: one member), the batch axes flattened into one members' axis for ``fn`` and
-    its outputs' members' axis given the batch axes again."""
-    B, k = math.prod(batch), len(batch)
-    flat = jax.tree_util.tree_map(lambda a: np.reshape(np.asarray(a), (B, *np.shape(a)[k:])), args)
-    return jax.tree_util.tree_map(lambda a: np.reshape(a, (*batch, *np.shape(a)[1:])), fn(*flat))
+try:  # results written by the host straight into XLA's buffers (in the JAX versions livens supports)
+    from jax.experimental.buffer_callback import buffer_callback as _buffer_callback
+except ImportError:  # pragma: no cover - a JAX without it: jax.pure_callback, which copies both ways
+    _buffer_callback = None
+
+
+def _members_first(a, batch: tuple, writable: bool):
+    """``a`` (a buffer of XLA's or a NumPy array, the batch axes ``batch`` first) as a NumPy view with
+    one members' axis first; never a copy (an output's writes must reach XLA's buffer). Inputs are
+    read-only views: the host never writes XLA's inputs."""
+    view = np.asarray(a).view()
+    view.shape = (math.prod(batch), *view.shape[len(batch) :])  # raises where only a copy could
+    if not writable:
+        view.flags.writeable = False
+    return view
+
+
+def host_call(fill, shapes, batch_arg: int, *args):
+    """The results ``shapes`` (a tree of one member's ``jax.ShapeDtypeStruct``) of the host function
+    ``fill(out, *args)``, which writes them into ``out`` (a tree of NumPy arrays like ``shapes``, a
+    members' axis first). Under ``jax.vmap`` the call is given the whole batch at once
+    (``vmap_method="broadcast_all"``: every leaf of ``args``, and of ``out``, has the batch axes
+    first), the batch axes flattened into that one members' axis for ``fill``; one member otherwise
+    (a members' axis of one). The batch axes are those of ``args[batch_arg]``, a scalar per member.
+
+    Through ``jax.experimental.buffer_callback``, ``out`` and ``args`` are XLA's own buffers, seen
+    as NumPy arrays: nothing is copied into the callback or out of it (records of every step of
+    every member, their cotangents); where JAX lacks it, through ``jax.pure_callback``, which
+    copies the arguments in and the results out."""
+
+    def run(out, args):
+        batch = np.shape(args[batch_arg])
+        fill(
+            jax.tree_util.tree_map(lambda a: _members_first(a, batch, True), out),
+            *jax.tree_util.tree_map(lambda a: _members_first(a, batch, False), args),
+        )
+
+    if _buffer_callback is None:  # pragma: no cover - exercised by JAX versions without buffer_callback
+
+        def pure(*args):
+            batch = np.shape(args[batch_arg])
+            out = jax.tree_util.tree_map(lambda s: np.empty((*batch, *s.shape), s.dtype), shapes)
+            run(out, args)
+            return out
+
+        return jax.pure_callback(pure, shapes, *args, vmap_method="broadcast_all")
+
+    def callback(_context, out, *args):
+        run(out, args)
+
+    return _buffer_callback(callback, shapes, vmap_method="broadcast_all")(*args)
 
 
 class NativeForward:
@@ -135,33 +180,29 @@ class NativeForward:
         shapes = (recs, jax.ShapeDtypeStruct((), jnp.int64), jax.ShapeDtypeStruct((), jnp.bool_), starts)
         return cls(run, program, layout, shapes)
 
-    def host(self, state, history, failed, sysp):
-        """The run on the host (every argument member-first under ``jax.vmap``, its members' axes
-        first: B members; else one member): the host loop of every run
+    def host(self, out, state, history, failed, sysp):
+        """The run on the host, its results written into ``out`` (:func:`host_call`: every argument
+        and result member-first, B members): the host loop of every run
         (:func:`livens.driver.host.run_host_loop`) over the members' executor
         (:class:`~livens.driver.executors.NativeMembers`, keeping the chunks' starting states) until
         the last step or a failed one (the policy :class:`~livens.driver.options.NaNFlag`: no
         rescue, the member stops, the others go on), every step's record in an
-        :class:`~livens.driver.host.EveryStep`. A member whose start failed (``failed``) takes no
-        step. Each member's records are those of its own run (to the bit)."""
-        return _batched(self._host_members, np.shape(failed), (state, history, failed, sysp))
-
-    def __call__(self, state, history, failed, sysp):
-        return jax.pure_callback(self.host, self.shapes, state, history, failed, sysp, vmap_method="broadcast_all")
-
-    def _host_members(self, state, history, failed, sysp):
+        :class:`~livens.driver.host.EveryStep` whose arrays are the records' results. A member whose
+        start failed (``failed``) takes no step. Each member's records are those of its own run (to
+        the bit)."""
+        recs, n_out, failed_out, starts = out
         flow = self.run.flow
         plan, n_steps = flow.plan, flow.n_steps
-        recs_shape, n_shape, failed_shape, starts_shape = self.shapes
         failed = np.asarray(failed, bool)
         B = failed.shape[0]
-        starts = jax.tree_util.tree_map(lambda s: np.zeros((B, *s.shape), s.dtype), starts_shape)
+        for a in jax.tree_util.tree_leaves(starts):
+            a.fill(0)  # the starts of chunks a member did not reach
         consts = (*plan.consts()[:5], None)
         width = self.layout.width
         ex = NativeMembers(self.kernel, state, history, 0.0, consts, CHUNK, width, starts=starts, member_sys=sysp)
-        recorder = host.EveryStep(self.layout, n_steps, B)
+        recorder = _RecordsInto(self.layout, recs, n_steps, B)
         stop = np.where(failed, 0, n_steps).astype(np.int64)
-        out = host.run_host_loop(
+        run = host.run_host_loop(
             plan,
             ex,
             self.layout,
@@ -171,11 +212,51 @@ class NativeForward:
             policy=flow.on_failure,
             stop_run_on_failure=False,
         )
-        if out.interrupted:
+        if run.interrupted:
             raise KeyboardInterrupt("livens: the native run of lv.flow was interrupted (Ctrl-C)")
-        recs = {k: np.asarray(recorder.records[k], dtype=recs_shape[k].dtype) for k in recs_shape}
-        bad = failed | out.failed
-        return recs, np.asarray(out.n, n_shape.dtype), np.asarray(bad, failed_shape.dtype), starts
+        n_out[...] = run.n
+        failed_out[...] = failed | run.failed
+
+    def __call__(self, state, history, failed, sysp):
+        return host_call(self.host, self.shapes, 2, state, history, failed, sysp)
+
+
+class _RecordsInto(host.EveryStep):
+    """The :class:`~livens.driver.host.EveryStep` of a run whose arrays are given (``records``, one
+    per field of ``layout``, (members, n_steps, ...): the results of the host call, not zeroed), its
+    rows as that recorder leaves its own: each member's steps written from the first on (its failed
+    step's record after them), and at the end of the run the rows after those zero, with "ok" set
+    (written once: no array zeroed first)."""
+
+    def __init__(self, layout, records: dict, n_steps: int, members: int):
+        for k, shape, dtype in layout:
+            a = records[k]
+            if a.shape != (members, n_steps, *shape) or a.dtype != np.dtype(dtype):
+                raise AssertionError(f"record {k!r}: {a.dtype}{a.shape}, not the layout's {dtype}{shape}")
+        self.records, self.members = records, members
+        self.written = np.zeros(members, np.int64)  # each member's rows 0:written are its steps'
+        self.end = np.zeros(members, np.int64)  # and rows 0:end set (its failed step's record at written)
+
+    def record(self, members, a: int, e: int, rec: dict) -> None:
+        if np.any(self.written[members] != a):
+            raise AssertionError(f"records of steps {a}:{e} after rows {self.written[members].tolist()}")
+        super().record(members, a, e, rec)
+        self.written[members] = e
+        self.end[members] = np.maximum(self.end[members], e)
+
+    def note_failed_step(self, b: int, e: int, row: dict) -> None:
+        super().note_failed_step(b, e, row)  # before the record of the steps before it
+        self.end[b] = max(int(self.end[b]), e + 1)
+
+    def flush(self, done: np.ndarray, final: bool = False) -> None:
+        if not final:
+            return
+        for b in np.flatnonzero(self.end < next(iter(self.records.values())).shape[1]):
+            for k, a in self.records.items():
+                rest = a[b, self.end[b] :]
+                rest.fill(0)
+                if k == "ok":
+                    rest.reshape(rest.shape[0], -1)[:, 0] = 1
 
 
 @jax.custom_jvp
@@ -281,17 +362,15 @@ class NativeDerivatives:
             kernels.run(np.flatnonzero(lo < n), args_of, taken)
         return carry
 
-    def host_adjoint(self, starts, xs, n, ct_recs, sysp):
+    def host_adjoint(self, out, starts, xs, n, ct_recs, sysp):
         """(cotangent of the initial state, of the System's parameters) for the records' cotangents
-        ``ct_recs``: the chunks' vector-Jacobian products, the last chunk first, each from the
-        state's cotangent where the later one ended; the parameters' cotangents summed. Under
-        ``jax.vmap`` every argument has the members' axes first, and the members run together."""
-        return _batched(self._adjoint_members, np.shape(n), (starts, xs, n, ct_recs, sysp))
-
-    def _adjoint_members(self, starts, xs, n, ct_recs, sysp):
-        B = np.shape(n)[0]
-        zeros = lambda s: np.zeros((B, *s.shape), s.dtype)  # noqa: E731
-        ct_sys = jax.tree_util.tree_map(zeros, self.sys_spec)
+        ``ct_recs``, written into ``out`` (:func:`host_call`: every argument and result
+        member-first, and the members run together): the chunks' vector-Jacobian products, the
+        last chunk first, each from the state's cotangent where the later one ended (carried in
+        ``out``'s first part); the parameters' cotangents summed."""
+        ct_state, ct_sys = out
+        for a in jax.tree_util.tree_leaves(out):
+            a.fill(0)
 
         def add(idx, ct_p, lo, hi):
             for dst, src in zip(jax.tree_util.tree_leaves(ct_sys), jax.tree_util.tree_leaves(ct_p)):
@@ -300,22 +379,13 @@ class NativeDerivatives:
         def chunk_cotangents(idx, lo, hi):
             return jax.tree_util.tree_map(lambda a: self._rows(a, idx, lo, hi), ct_recs)
 
-        ct_state = jax.tree_util.tree_map(zeros, self.state_spec)
         self._replay_pass(self.adjoint_members, starts, xs, n, sysp, ct_state, chunk_cotangents, add, reverse=True)
-        cast = lambda x, s: np.asarray(x, s.dtype)  # noqa: E731
-        return jax.tree_util.tree_map(cast, ct_state, self.state_spec), jax.tree_util.tree_map(
-            cast, ct_sys, self.sys_spec
-        )
 
-    def host_tangent(self, starts, xs, n, sysp, d_state, d_sys):
-        """The records' tangents for (d_state, d_sys): the chunks' Jacobian-vector products, the
-        first chunk first, each starting from the tangent where the last one ended. Under
-        ``jax.vmap`` every argument has the members' axes first, and the members run together."""
-        return _batched(self._tangent_members, np.shape(n), (starts, xs, n, sysp, d_state, d_sys))
-
-    def _tangent_members(self, starts, xs, n, sysp, d_state, d_sys):
-        B, n_steps = np.shape(n)[0], self.run.flow.n_steps
-        out = {k: np.zeros((B, n_steps, *a.shape[1:]), a.dtype) for k, a in self.rec_spec.items()}
+    def host_tangent(self, out, starts, xs, n, sysp, d_state, d_sys):
+        """The records' tangents for (d_state, d_sys), written into ``out`` (:func:`host_call`:
+        every argument and result member-first, and the members run together): the chunks'
+        Jacobian-vector products, the first chunk first, each starting from the tangent where the
+        last one ended; zero in the chunks a member did not reach."""
 
         def put(idx, d_recs, lo, hi):  # idx: members (d_recs member-first) or one member
             for k in out:
@@ -326,7 +396,10 @@ class NativeDerivatives:
         self._replay_pass(
             self.tangent_members, starts, xs, n, sysp, carry, lambda idx, lo, hi: member_rows(d_sys, idx), put, False
         )
-        return out
+        reached = -(-np.asarray(n, np.int64) // CHUNK) * CHUNK  # the chunks a member reached, written whole
+        for b in np.flatnonzero(reached < self.run.flow.n_steps):
+            for a in out.values():
+                a[b, reached[b] :] = 0
 
     def tangent(self, replayed, state, starts, xs, n, sysp, d_state, d_sys):
         """The tangents of the records for (d_state, d_sys): forward by the tangent kernel (or
@@ -347,12 +420,12 @@ class NativeDerivatives:
                 _, d = jax.jvp(lambda s, p: replayed(s, xs, p), (state, sysp), (b[0], b[1]))
             else:
                 args = (starts, xs, n, sysp, b[0], b[1])
-                d = jax.pure_callback(self.host_tangent, rec_shapes, *args, vmap_method="broadcast_all")
+                d = host_call(self.host_tangent, rec_shapes, 2, *args)
             return jax.tree_util.tree_map(jnp.zeros_like, b[0]), jax.tree_util.tree_map(jnp.zeros_like, b[1]), d
 
         def transpose_solve(_, ct):
             shapes = (self.state_spec, self.sys_spec)
-            a, p = jax.pure_callback(self.host_adjoint, shapes, starts, xs, n, ct[2], sysp, vmap_method="broadcast_all")
+            a, p = host_call(self.host_adjoint, shapes, 2, starts, xs, n, ct[2], sysp)
             return a, p, jax.tree_util.tree_map(jnp.zeros_like, ct[2])
 
         out = lax.custom_linear_solve(lambda v: v, (d_state, d_sys, zero_recs), solve, transpose_solve)
