@@ -6,7 +6,7 @@ EngineOptions.large_program_unknowns, large_program_equations; :func:`large_prog
   "auto"; a smaller program of as many unknowns, or a loop past large_program_unknowns, runs with XLA
   and says why; a large program's deciding trace is the one compiled.
 - The overconstrained mechanism four-bar-3d (36 coordinates, 35 independent constraints; livens-em's
-  step: 71 unknowns, about 2,800 equations) runs natively by default, with the Newton iterations of
+  step: 71 unknowns, about 2,200 equations) runs natively by default, with the Newton iterations of
   backend="xla" and its states to round-off.
 """
 

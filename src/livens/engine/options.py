@@ -66,11 +66,12 @@ class EngineOptions:
         takes seconds, longer than its C translation and ``-O0`` compile, and the native kernel runs
         its steps faster (the dense LU of up to about 200 unknowns as row updates the C compiler
         vectorizes): in fresh processes, the overconstrained mechanisms four-bar-3d and
-        bennett-linkage (71 to 178 unknowns, 2,000 to 12,600 equations) with every scheme within the
-        bound started in 0.8 to 4 s of CPU time natively against 2.3 to 13 s with XLA, and ran their
-        steps 1.4 to 5 times as fast per CPU second. A smaller program of as many unknowns XLA
-        compiles about as fast as C or faster (the double four-bar's VI-S, 148 unknowns and 1,700
-        equations; the heavy top's ggl-galerkin and ggl-spark), and it keeps XLA; so do ensembles'
+        bennett-linkage (71 to 178 unknowns, 1,900 to 12,600 equations: ggl-vi, ggl-em, livens-em,
+        gonzalez-em, vi-lagrange, vi-nullspace, rattle) started in 0.8 to 4 s of CPU time natively
+        against 2.3 to 13 s with XLA, and ran their steps 1.4 to 5 times as fast per CPU second. A
+        smaller program of as many unknowns XLA compiles faster than C (the double four-bar's VI-S,
+        148 unknowns and 1,600 equations; the heavy top's ggl-galerkin, 1,400), and it keeps XLA
+        (its first call then holds one more trace, of the native loop, to decide); so do ensembles'
         lane kernels and every program asked about before it is traced (:func:`runs_natively`).
     tier_equations: an XLA time loop of at least this many equations is compiled quickly first
         (XLA's level 0) and optimized once its runs have paid for it (:mod:`livens.engine.tiers`).
@@ -90,7 +91,7 @@ class EngineOptions:
     max_native_lines: int = 60_000
     written_once_unknowns: int = 64
     large_program_unknowns: int = 200
-    large_program_equations: int = 2000
+    large_program_equations: int = 1800
     tier_equations: int = 1000
     small_product_unknowns: int = 256
     small_product_limit: int = 2048
