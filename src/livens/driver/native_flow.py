@@ -34,9 +34,16 @@ neither. Under ``jax.vmap`` every host callback is given the whole batch at once
 members), and each replayed chunk runs for all members that reached it, the members together in
 lane kernels of the same functions (:class:`~livens.engine.MemberKernel`,
 :mod:`livens.engine.native.member_lanes`: each lane computes the single kernel's operations, so
-every member's values and derivatives are those of its own run, to the bit), on the one pool of
-threads that runs the members of ensembles too (:func:`~livens.engine.spread`). A member that fails
-stops alone.
+every member's records, and the cotangents and tangents the kernels give, are those of its own
+run, to the bit), on the one pool of threads that runs the members of ensembles too
+(:func:`~livens.engine.spread`). A member that fails stops alone. The XLA program around the
+callbacks is JAX's batched program, equal to each member's own to round-off, not always to the
+bit: XLA multiplies a member's matrix by a value that every member shares (a constant of the
+system, a weight of the loss) as one product of the members' stacked rows, which its dot kernel
+sums in another order than the member's own smaller product. A start's projection onto the
+manifold (``consistent=True``) and its derivative hold such products (the heavy top's gradient,
+in the last bits); with ``consistent=False`` the pendulum's and the heavy top's are their own
+runs' to the bit (tests/test_flow_native_members.py checks the pendulum's).
 
 JAX transposes a linear map that it cannot see into (a host callback) only through a primitive
 with a transpose rule of its own: the tangent map T: (d state_0, d parameters) -> d records is
