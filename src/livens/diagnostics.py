@@ -51,11 +51,11 @@ _JACOBIANS = CompiledCache(16)
 
 def _regular_configuration_mass(mech, q) -> bool:
     """M depends on q (or on the System's parameters) and M(q) is regular at q."""
-    from .mechanics import _mass_inverse
+    from .mechanics import mass_inverse
 
     if mech.constant_mass:
         return False
-    return _mass_inverse(np.asarray(mech.M(jnp.asarray(q)), dtype=float)) is not None
+    return mass_inverse(np.asarray(mech.M(jnp.asarray(q)), dtype=float)) is not None
 
 
 def _velocity(mech, q, p, solve_mass: bool):

@@ -263,7 +263,7 @@ class Mechanics:
         return self.system.external_force is not None
 
 
-def _mass_inverse(M: np.ndarray) -> np.ndarray | None:
+def mass_inverse(M: np.ndarray) -> np.ndarray | None:
     """M^-1 for a symmetric positive-definite M, None where M is singular."""
     try:
         w = np.linalg.eigvalsh(0.5 * (M + M.T))
@@ -368,13 +368,13 @@ def mechanics(system: System, q0=None, symmetries=(), invariant_constraints: boo
     if system.constant_mass:
         M = np.asarray(system.mass_matrix, dtype=float)
         d = M.shape[0]
-        Minv = _mass_inverse(M)
+        Minv = mass_inverse(M)
     else:
         if q0 is None:
             raise ValueError("A configuration-dependent mass matrix needs q0 to determine the dimension.")
         d = int(np.asarray(q0).shape[0])
         M = constant_mass_value(system.mass_matrix, q0, system.parameters)  # ignores q: its value
-        Minv = _mass_inverse(M) if M is not None else None
+        Minv = mass_inverse(M) if M is not None else None
     if system.constraints is None:
         m = 0
     else:

@@ -359,9 +359,10 @@ class Solution(RunRecordNames):
 
     def _enforced_residuals(self) -> dict:
         from .schemes import get
+        from .schemes.enforced import residuals
 
         sch, _ = get(self.scheme)
-        out = sch.about.enforced(self)
+        out = residuals(sch.about.enforced, self)
         rank = getattr(self.problem, "constraint_rank", None)
         if rank is None or not rank.redundant:
             return out

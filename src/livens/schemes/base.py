@@ -133,19 +133,6 @@ def default_update(names: tuple) -> Callable:
     return update
 
 
-def enforced_position(sol) -> dict:
-    """g(q^{n+1}): the position constraint at the nodes (the schemes that enforce only it)."""
-    return {"position g(q^{n+1})": sol.constraint_residual("position")[1:]}
-
-
-def enforced_both_nodal(sol) -> dict:
-    """g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1}: both constraints at the nodes."""
-    return {
-        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
-        "velocity G(q^{n+1}) M^-1 p^{n+1}": sol.constraint_residual("velocity")[1:],
-    }
-
-
 def _increments(u):
     """(dq, dp): the time loop adds them to q^n, p^n by compensated summation."""
     return u["dq"], u["dp"]
@@ -197,18 +184,68 @@ class Solving:
     linearize_once: bool = False
 
 
+POINTS = {"node": "q^{n+1}", "bar": "q_bar", "theta": "q^{n+theta}"}
+"""Where a constraint is evaluated: the node q^{n+1}; VI-S's q_bar = q^n + h v, v the step's velocity (KBS23b eq 55);
+the θ schemes' q^{n+θ} = (1 - θ) q^n + θ q^{n+1} (KBS23b eq 79, 82; θ the run's parameter)."""
+
+VELOCITIES = ("M^-1 p", "M(q)^-1 p", "v")
+"""The velocity w of a velocity-level constraint G(q) w: "M^-1 p": M^-1 p^{n+1}, with M(q)^-1 at the
+same configuration for a configuration-dependent M; "M(q)^-1 p": M(q)^-1 p^{n+1} by a solve with
+M(q) also where M is constant (:func:`livens.schemes.ggl_mass.secondary`); "v": the step's v^{n+1}."""
+
+
+@dataclass(frozen=True)
+class Enforced:
+    """One constraint a scheme is built to meet: ``level`` "position" (g) or "velocity" (G w),
+    evaluated at ``at`` (a key of :data:`POINTS`) with the velocity ``w`` (:data:`VELOCITIES`;
+    velocity level only)."""
+
+    level: str
+    at: str = "node"
+    w: str = "M^-1 p"
+
+    def __post_init__(self):
+        if self.level not in ("position", "velocity"):
+            raise ValueError(f"Enforced.level must be 'position' or 'velocity'; got {self.level!r}.")
+        if self.at not in POINTS:
+            raise ValueError(f"Enforced.at must be one of {', '.join(POINTS)}; got {self.at!r}.")
+        if self.w not in VELOCITIES:
+            raise ValueError(f"Enforced.w must be one of {', '.join(VELOCITIES)}; got {self.w!r}.")
+
+    def name(self, constant_mass: bool) -> str:
+        """Its name in ``Solution.enforced_residuals`` (e.g. "velocity G(q_bar) M^-1 p^{n+1}")."""
+        pt = POINTS[self.at]
+        if self.level == "position":
+            return f"position g({pt})"
+        if self.w == "v":
+            w = "v^{n+1}"
+        elif self.w == "M^-1 p" and constant_mass:
+            w = "M^-1 p^{n+1}"
+        else:
+            w = f"M({pt})^-1 p^{{n+1}}"
+        return f"velocity G({pt}) {w}"
+
+
+POSITION = (Enforced("position"),)
+"""g(q^{n+1}): the position constraint at the nodes (the schemes that enforce only it)."""
+
+BOTH_NODAL = (Enforced("position"), Enforced("velocity"))
+"""g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1} (M(q^{n+1})^-1 for a configuration-dependent M): both
+constraints at the nodes."""
+
+
 @dataclass(frozen=True)
 class About:
     """What the documentation and the reports say of a scheme: the paper and equations it
     implements, a one-line description, what it keeps (conserves, meets), its order, and
-    ``enforced(sol) -> {name: residual array}``, the constraints it is built to meet (default
-    :func:`enforced_position`)."""
+    ``enforced``, the constraints it is built to meet, as data (:class:`Enforced`; default
+    :data:`POSITION`, g at the nodes; their residuals: :mod:`livens.schemes.enforced`)."""
 
     paper: str
     description: str = ""
     keeps: str = ""
     order: int | None = None
-    enforced: Callable = enforced_position
+    enforced: tuple[Enforced, ...] = POSITION
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ import numpy as np
 
 from .._lru import LRU as CompiledCache
 from . import register
-from .base import About, Capabilities, Scheme, Solving, State
+from .base import BOTH_NODAL, About, Capabilities, Scheme, Solving, State
 
 E3 = np.array([0.0, 0.0, 1.0])
 _RTOL = 1e-10
@@ -164,15 +164,6 @@ def _update(u, s: State, h, t, params, mech):
     return new, {"v": v1, "lam": nan}
 
 
-def _enforced(sol):
-    """Both constraint levels hold at the nodes by construction (a rigid rotation of the frame
-    and the velocity of a rigid rotation): g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1}, to round-off."""
-    return {
-        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
-        "velocity G(q^{n+1}) M^-1 p^{n+1}": sol.constraint_residual("velocity")[1:],
-    }
-
-
 def _rotations():
     """Three fixed rotations about the origin (about three independent axes, by angles ~1 rad)."""
     out = []
@@ -265,7 +256,7 @@ BS99 = register(
         about=About(
             paper="Bobenko, Suris 1999 (Commun. Math. Phys. 204), as BS99 in KBS23b §6.2",
             description="the discrete Lagrange top: explicit, heavy symmetric top only",
-            enforced=_enforced,
+            enforced=BOTH_NODAL,  # to round-off: a rigid rotation of the frame and its velocity
             keeps="heavy top only; explicit; first order; keeps m.e3, m.d, |d|, a deformed energy",
             order=1,
         ),

@@ -41,7 +41,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from . import register
-from .base import About, Capabilities, Scheme, State, enforced_both_nodal
+from .base import BOTH_NODAL, About, Capabilities, Scheme, State
 
 
 def _force(mech, q, v, t):
@@ -79,7 +79,7 @@ GGL_MIDPOINT = register(
         about=About(
             paper="KBS23b eq 30 (classical GGL stabilization, Gear, Gupta, Leimkuhler 1985), midpoint rule",
             description="implicit midpoint rule for the GGL-stabilized index-2 equations",
-            enforced=enforced_both_nodal,
+            enforced=BOTH_NODAL,
             keeps="both constraints at the nodes; no structure (the contrast case)",
             order=2,
         ),
@@ -146,7 +146,7 @@ RATTLE = register(
         about=About(
             paper="Andersen 1983; Hairer-Lubich-Wanner GNI Ch. VII.1; SLO09 §4",
             description="RATTLE: symplectic, both constraints at the nodes, second order",
-            enforced=enforced_both_nodal,
+            enforced=BOTH_NODAL,
             keeps="symplectic, momentum maps, both constraints at the nodes; order 2",
             order=2,
         ),

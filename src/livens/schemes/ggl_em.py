@@ -85,7 +85,7 @@ from .. import discrete_gradients as dg
 from ..solvers import TangentForms, choose_form
 from ..solvers.dense import solver
 from . import ggl_em_blocks, ggl_mass, mq_tangent, register
-from .base import About, Capabilities, Scheme, State, default_update, enforced_both_nodal, next_node
+from .base import BOTH_NODAL, About, Capabilities, Scheme, State, default_update, next_node
 from .ggl_vi import _mass_operators
 from .stage_tangents import ad_tangent
 
@@ -516,15 +516,6 @@ def _dense_tangent(u, s: State, h, mech):
     return EMTangent(mech, h, 2.0 * Gm, G1, K1, Hm, Fq, Fw, Fl, Fg)
 
 
-def _enforced(sol):
-    """The constraints EM is built to meet: g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1} (84d, e); for a
-    configuration-dependent M, G(q^{n+1}) M(q^{n+1})^-1 p^{n+1} (the nodal v^{n+1} is not
-    M(q^{n+1})^-1 p^{n+1} there)."""
-    if sol.mechanics.constant_mass:
-        return enforced_both_nodal(sol)
-    return ggl_mass.nodal_constraints(sol)
-
-
 GGL_EM = register(
     Scheme(
         name="ggl-em",
@@ -544,7 +535,7 @@ GGL_EM = register(
         about=About(
             paper="KBS23b eq 84-91; M(q) by KBS23b Remark 3 with KB23 eq 29",
             description="GGL energy-momentum scheme with discrete gradients",
-            enforced=_enforced,
+            enforced=BOTH_NODAL,  # (84d, e); M(q^{n+1})^-1 p^{n+1} for a configuration-dependent M
             keeps="energy, momentum maps, both constraints at nodes; order 2",
             order=2,
         ),

@@ -54,7 +54,7 @@ from ..mechanics import Mechanics
 from ..solvers import Dense, TangentForms, banded_tangent, choose_form
 from ..solvers.couplings import coupling
 from . import ggl_em4_tangent, ggl_mass, register
-from .base import About, Capabilities, Scheme, State, enforced_both_nodal, next_node
+from .base import BOTH_NODAL, About, Capabilities, Scheme, State, next_node
 
 QUADRATURE_POINTS = 4
 """N, the Gauss-Legendre points of every integral over a step (exact to degree 2N - 1 = 7)."""
@@ -347,14 +347,6 @@ def _update(u, s: State, h, t, params, mech):
     return new, {"v": v, "lam": u["lam"], "gam": u["gam"]}
 
 
-def _enforced(sol) -> dict:
-    """g(q^{n+1}) and G(q^{n+1}) M^-1 p^{n+1} at the nodes; for a configuration-dependent M,
-    G(q^{n+1}) M(q^{n+1})^-1 p^{n+1} (:func:`livens.schemes.ggl_mass.nodal_constraints`)."""
-    if sol.mechanics.constant_mass:
-        return enforced_both_nodal(sol)
-    return ggl_mass.nodal_constraints(sol)
-
-
 GGL_EM4 = register(
     Scheme(
         name="ggl-em4",
@@ -376,7 +368,7 @@ GGL_EM4 = register(
             paper="BS02b (continuous Galerkin time finite elements) applied to the GGL equations KBS23b eq 37 "
             "(M(q) by KBS23b Remark 3), with the energy-momentum conditions of KBS23b eq 85-86",
             description="GGL energy-momentum scheme of order 4 (continuous Galerkin, degree 2)",
-            enforced=_enforced,
+            enforced=BOTH_NODAL,
             keeps="energy, momentum maps, both constraints at nodes; order 4",
             order=4,
         ),

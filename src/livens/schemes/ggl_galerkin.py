@@ -51,7 +51,7 @@ from ..mechanics import Mechanics
 from ..solvers import tracing_native
 from . import ggl_mass, register
 from . import stage_tangents as st_
-from .base import About, Capabilities, Param, Scheme, State, next_node
+from .base import About, Capabilities, Enforced, Param, Scheme, State, next_node
 
 STAGES = (2, 3)
 """The numbers of stages s the scheme runs: q of degree s on s + 1 Gauss-Lobatto points."""
@@ -322,7 +322,7 @@ def _scheme(s: int) -> Scheme:
         about=About(
             paper="WOL17 (Galerkin variational integrators with constraints) applied to the GGL functional KBS23b eq 33",
             description="Galerkin GGL variational integrator of order 2s on Gauss-Lobatto points (stages s = 2, 3)",
-            enforced=ggl_mass.nodal_constraints,
+            enforced=(Enforced("position"), Enforced("velocity", w="M(q)^-1 p")),
             keeps="symplectic, momentum maps, g(q) and G M^-1 p at the nodes; order 2s (4 for stages = 2, 6 for stages = 3)",
             order=2 * s,
         ),

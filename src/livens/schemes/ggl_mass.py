@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..mechanics import _mass_inverse
+from ..mechanics import mass_inverse
 
 
 def mass_solve(mech, q, x):
@@ -34,17 +34,6 @@ def secondary(mech, q, p):
     if mech.m == 0:
         return jnp.zeros((0,), dtype=q.dtype)
     return jax.jvp(mech.g, (q,), (mass_solve(mech, q, p),))[1]
-
-
-def nodal_constraints(sol) -> dict:
-    """What a GGL scheme enforces at the nodes of a Solution (its ``About.enforced``): g(q^{n+1}) and
-    G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}."""
-    mech = sol.mechanics
-    gv = sol._vmap(lambda q, p: secondary(mech, q, p), sol.q[1:], sol.p[1:])
-    return {
-        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
-        "velocity G(q^{n+1}) M(q^{n+1})^-1 p^{n+1}": gv,
-    }
 
 
 def solve_at(mech, q, gam, *columns):
@@ -119,7 +108,7 @@ def refusal(name: str):
             what = "singular"
         else:
             M0 = np.asarray(mech.M(jnp.asarray(problem.q0, dtype=float)), dtype=float)
-            if _mass_inverse(M0) is not None:
+            if mass_inverse(M0) is not None:
                 return None
             what = "singular at q0 (configuration dependent)"
         from . import get, names

@@ -61,7 +61,7 @@ from ..mechanics import Mechanics
 from ..solvers import tracing_native
 from . import ggl_mass, register
 from . import stage_tangents as st_
-from .base import About, Capabilities, Param, Scheme, State, next_node
+from .base import About, Capabilities, Enforced, Param, Scheme, State, next_node
 from .ggl_galerkin import lobatto
 
 STAGES = (2, 3)
@@ -301,7 +301,7 @@ def _scheme(s: int) -> Scheme:
         about=About(
             paper="Jay07 (SPARK methods of Lobatto IIIA-IIIB type for overdetermined DAEs) on the GGL equations KBS23b eq 33",
             description="Lobatto IIIA-IIIB SPARK GGL integrator of order 2s - 2 (stages s = 2, 3)",
-            enforced=ggl_mass.nodal_constraints,
+            enforced=(Enforced("position"), Enforced("velocity", w="M(q)^-1 p")),
             keeps="symplectic, momentum maps, g(q) and G M^-1 p at the nodes; order 2s - 2 (2 for stages = 2, 4 for stages = 3)",
             order=2 * s - 2,
         ),

@@ -66,10 +66,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from . import ggl_mass, register
-from .base import About, Capabilities, Param, Scheme, Solving, State
+from .base import About, Capabilities, Enforced, Param, Scheme, Solving, State
 
 
 def _q_theta(q0, q1, theta):
@@ -134,33 +133,6 @@ def _residual_b(u, s: State, h, t, params, mech):
     )
 
 
-def _theta_residuals(sol, theta):
-    mech = sol.mechanics
-    qt = (1.0 - theta) * sol.q[:-1] + theta * sol.q[1:]
-    Gt = sol._vmap(mech.G, qt)
-    return qt, np.einsum("nij,nj->ni", Gt, sol.v)
-
-
-def _enforced_a(sol):
-    """The constraints option A is built to meet: g(q^{n+theta}) and G(q^{n+theta}) v^{n+1}
-    (KBS23b eq 79d, e)."""
-    qt, gv = _theta_residuals(sol, float(sol.params["theta"]))
-    return {
-        "position g(q^{n+theta})": sol._vmap(sol.mechanics.g, qt),
-        "velocity G(q^{n+theta}) v^{n+1}": gv,
-    }
-
-
-def _enforced_b(sol):
-    """The constraints option B is built to meet: g(q^{n+1}) and G(q^{n+theta}) v^{n+1}
-    (KBS23b eq 82d, e)."""
-    _, gv = _theta_residuals(sol, float(sol.params["theta"]))
-    return {
-        "position g(q^{n+1})": sol.constraint_residual("position")[1:],
-        "velocity G(q^{n+theta}) v^{n+1}": gv,
-    }
-
-
 _UNKNOWNS = (("q1", "d"), ("p1", "d"), ("v1", "d"), ("lam", "m"), ("gam", "m"))
 
 GGL_THETA_A = register(
@@ -181,7 +153,7 @@ GGL_THETA_A = register(
         about=About(
             paper="KBS23b eq 79 (option A, g_d = h g(q^{n+theta}), eq 77); M(q) by KBS23b Remark 3",
             description="one-stage theta GGL variational integrator, constraints at q^{n+theta}",
-            enforced=_enforced_a,
+            enforced=(Enforced("position", at="theta"), Enforced("velocity", at="theta", w="v")),  # 79d, e
             keeps="symplectic, momentum maps; g and G v at q^{n+theta}; order 2 for theta = 1/2",
             order=2,
         ),
@@ -206,7 +178,7 @@ GGL_THETA_B = register(
         about=About(
             paper="KBS23b eq 82 (option B, trapezoidal g_d, eq 80); VI-B eq 83; M(q) by KBS23b Remark 3",
             description="one-stage theta GGL variational integrator, g(q) at the nodes",
-            enforced=_enforced_b,
+            enforced=(Enforced("position"), Enforced("velocity", at="theta", w="v")),  # 82d, e
             keeps="symplectic, momentum maps, g(q) at nodes; order 1 (VI-B), 2 for theta = vartheta = 1/2",
             order=1,
         ),
