@@ -410,19 +410,18 @@ class Kernel:
             np.copyto(view, a, casting="unsafe")  # each member to its lane
             if dtype == np.bool_:
                 np.negative(view, out=view)  # a mask: -1 for true
-        arrays = ins + outs
-        if self.scratch:
-            held = None if buffers is None else buffers.get((id(self), "scratch"))
-            if held is None:
-                held = _aligned((self.scratch,), np.uint8)
-                if buffers is not None:
-                    buffers[(id(self), "scratch")] = held
-            arrays = arrays + [held]
-        if self.interruptible:
-            arrays = arrays + [_STOP]
-        ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        held = None if buffers is None else buffers.get((id(self), "pointers"))
+        if held is None:  # the arrays' addresses, kept with the arrays (taking one costs more than a small copy)
+            arrays = ins + outs
+            if self.scratch:
+                arrays = arrays + [_aligned((self.scratch,), np.uint8)]
+            if self.interruptible:
+                arrays = arrays + [_STOP]
+            held = ((ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays]), arrays)
+            if buffers is not None:
+                buffers[(id(self), "pointers")] = held
         fn = self.fn
-        fn(ptrs)
+        fn(held[0])
         res = []  # member-first views of the lane-last buffers (copied only to change the dtype)
         for o, (_, dtype) in zip(out_views, self.out_avals):
             res.append(o != 0 if dtype == np.bool_ else o.astype(dtype, copy=False))
