@@ -279,3 +279,36 @@ def test_a_kernel_bound_by_memory_runs_its_members_one_by_one(members, heavy):
     else:
         assert not single.calls and kernel.lanes == 8
         assert len(lanes.calls) == -(-members // 8) and all(len(c) == 8 for c in lanes.calls)
+
+
+def test_without_buffer_callback_the_host_calls_copy_and_give_the_same_bits(monkeypatch, pendulum):
+    """The host callbacks write into XLA's buffers (jax.experimental.buffer_callback); where JAX
+    lacks it they go through jax.pure_callback, which copies their arguments and results: the same
+    forward runs, gradients and jvps, batched and not, to the bit."""
+    from livens.driver import native_flow
+
+    F = lv.flow(pendulum, "VI-S", n_steps=CHUNK + 12, consistent=False)
+    qs, vs, _ = _members(pendulum)
+
+    def values():
+        grad = jax.grad(lambda q, v: _loss(F(q, v)), argnums=(0, 1))
+
+        def jvp(q, v):
+            return jax.jvp(lambda v: _loss(F(q, v)), (v,), (v,))
+
+        batched = jax.jit(jax.vmap(F))(qs, vs), jax.jit(jax.vmap(grad))(qs, vs), jax.jit(jax.vmap(jvp))(qs, vs)
+        return *batched, jax.jit(F)(qs[1], vs[1]), jax.jit(grad)(qs[1], vs[1]), jax.jit(jvp)(qs[1], vs[1])
+
+    with_buffers = values()
+    copies, real = [], jax.pure_callback
+
+    def pure_callback(*args, **kwargs):
+        copies.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(native_flow, "_buffer_callback", None)
+    monkeypatch.setattr(jax, "pure_callback", pure_callback)
+    jax.clear_caches()  # the flow's programs traced again
+    _same(values(), with_buffers)
+    assert copies, "the host callbacks did not go through jax.pure_callback"
+    assert np.all(np.isfinite(np.asarray(with_buffers[1][1]))) and np.any(np.asarray(with_buffers[1][1]) != 0)

@@ -95,7 +95,7 @@ def _unavailable(run) -> engine.Fallback | None:
 
 try:  # results written by the host straight into XLA's buffers (in the JAX versions livens supports)
     from jax.experimental.buffer_callback import buffer_callback as _buffer_callback
-except ImportError:  # pragma: no cover - a JAX without it: jax.pure_callback, which copies both ways
+except ImportError:  # a JAX without it: jax.pure_callback, which copies both ways
     _buffer_callback = None
 
 
@@ -130,7 +130,7 @@ def host_call(fill, shapes, batch_arg: int, *args):
             *jax.tree_util.tree_map(lambda a: _members_first(a, batch, False), args),
         )
 
-    if _buffer_callback is None:  # pragma: no cover - exercised by JAX versions without buffer_callback
+    if _buffer_callback is None:
 
         def pure(*args):
             batch = np.shape(args[batch_arg])
