@@ -141,15 +141,16 @@ CASES = [
     ("heavy-top", {}, "ggl-galerkin", "stages", "Dense"),
     ("double-four-bar", {}, "ggl-em4", "unknowns", "LowRankUpdate"),
     ("double-four-bar", {}, "ggl-em", "ggl-em", "EMTangent"),
+    ("chain-3d", {"n_bodies": 4}, "ggl-em", "ggl-em", "EMBlockTangent"),
 ]
 
 
 @pytest.mark.parametrize("example, options, scheme, rule, default", CASES, ids=lambda v: str(v))
 def test_every_scheme_takes_the_form_the_policy_names(example, options, scheme, rule, default, monkeypatch):
     """With the policy replaced by one that names the dense form alone, the chain of 32, the swing of
-    four elements and ggl-em4 on the double four-bar, whose default tangents are band forms, take their
-    dense ones: each scheme asked
-    the policy, with its rule and its sizes, and took what it answered."""
+    four elements and ggl-em4 on the double four-bar, whose default tangents are band forms, and EM on
+    the chain of four rods, whose default tangent is factorized by bodies, take their dense ones: each
+    scheme asked the policy, with its rule and its sizes, and took what it answered."""
     problem = lv.examples.load(example, **options)
     sch, vals, mech, st, x = perturbed_point(problem, get_scheme(scheme)[0], problem.h, seed=5)
     d, m = mech.d, mech.m
@@ -173,9 +174,7 @@ def test_every_scheme_takes_the_form_the_policy_names(example, options, scheme, 
 
 
 def test_no_scheme_module_reads_the_size_policy():
-    """The thresholds are read by the solvers' policy alone. ggl_em_blocks (EM's tangent by groups of bodies)
-    still repeats em_group_unknowns in block_tangent, a guard behind the policy's own choice (rule "ggl-em")."""
-    not_yet = {"ggl_em_blocks.py"}
+    """The thresholds are read by the solvers' policy alone: no module of livens.schemes names it."""
     schemes = pathlib.Path(ggl_vi.__file__).parent
     readers = {p.name for p in schemes.glob("*.py") if "size_policy" in p.read_text()}
-    assert readers <= not_yet
+    assert readers == set()

@@ -33,7 +33,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..solvers import banded as _banded
-from ..solvers import size_policy
 from ..solvers.couplings import split
 from ..solvers.groups import GroupStructure, batched_lu, batched_lu_solve, find_groups
 from ..solvers.tangent import LowRankUpdate
@@ -228,11 +227,12 @@ class EMBlockTangent:
 
 
 def block_tangent(u, s, h, mech, force):
-    """EM's tangent by groups (module docstring) for a constant M, from
-    :attr:`livens.engine.SizePolicy.em_group_unknowns` Newton unknowns on, where the system's bodies make
-    groups (:func:`group_structure`); else None. ``force``: :func:`livens.schemes.ggl_em._force`."""
+    """EM's tangent by groups (module docstring) for a constant M, where the system's bodies make groups
+    (:func:`group_structure`); else None. The size from which a step takes it is the solvers' policy's
+    (:func:`livens.solvers.choose_form`, rule ``"ggl-em"``), not this function's. ``force``:
+    :func:`livens.schemes.ggl_em._force`."""
     d, m = mech.d, mech.m
-    if not mech.constant_mass or m == 0 or 3 * d + 2 * m < size_policy().em_group_unknowns:
+    if not mech.constant_mass or m == 0:
         return None
     cq = None if s.comp is None else s.comp[0]
     maps, z, c, values = _maps(mech, force, s.q, s.p, cq, u["dq"], u["dp"], u["lam"], u["gam"])
