@@ -201,12 +201,22 @@ def _residual(u, s: State, h, t, params, mech):
     GmT_gam = mech.GT_mul(q0 + 0.5 * dq, gam)
     return jnp.concatenate(
         [
-            dq - 0.5 * h * (v0 + v1) - h * Minv @ GmT_gam,  # (84a)
+            dq - 0.5 * h * (v0 + v1) - _h_minv_mul(mech, h, GmT_gam),  # (84a)
             dp + h * _force(mech, q0, Minv @ p0, dq, Minv @ dp, lam, gam, cq),  # (84b)
             p0 + 0.5 * dp - mech.M(q0) @ (0.5 * (v0 + v1)),  # (84c)
             *_nodal_constraints(mech, s, dq, dp),  # (84d, e)
         ]
     )
+
+
+def _h_minv_mul(mech, h, x):
+    """(h M^-1) x for a constant M: the matrix product, or where M is diagonal the products (h m_i) x_i
+    of its one live term per row, the same numbers without the d x d matrix h M^-1 and its d^2
+    products at every residual."""
+    diag = mech.Minv_diagonal
+    if diag is None:
+        return h * mech.Minv() @ x
+    return (h * diag) * x
 
 
 def _force_mass(mech, s: State, dq, dp, v1, lam, gam):

@@ -156,7 +156,9 @@ class EMBlockTangent:
         self.M, self.Mi = M, Mi
         ext = np.zeros((gs.d + 1, gs.d + 1))
         ext[: gs.d, : gs.d] = Mi
-        self.Mig = Mig = jnp.asarray(ext[gs.gidx[:, :, None], gs.gidx[:, None, :]])
+        self.Mig = jnp.asarray(ext[gs.gidx[:, :, None], gs.gidx[:, None, :]])
+        # M^-1 by groups; where M is diagonal, its diagonal (ng, s, 1) (zero in the padding)
+        self._mig_diagonal = None if mech.Minv_diagonal is None else jnp.asarray(np.diagonal(ext)[gs.gidx][:, :, None])
         ext[: gs.d, : gs.d] = M
         Mg = jnp.asarray(ext[gs.gidx[:, :, None], gs.gidx[:, None, :]])
         pad = np.zeros(Mg.shape)
@@ -171,15 +173,22 @@ class EMBlockTangent:
         self.X = batched_lu_solve(
             self.lu, self.rows, jnp.concatenate([(hh * h) * Fl, hh * (h * Fg - self.P(_tr(Gs)))], axis=2)
         )
-        self.C = hh * K1 + G1 @ (Mig @ hWq)
+        self.C = hh * K1 + G1 @ self.Mi_groups(hWq)
         r = gs.r
         Wg = jnp.concatenate([G1, self.C], axis=1) @ self.X
-        Wg = Wg.at[:, r:, r:].add(hh * (G1 @ (Mig @ _tr(Gs))))
+        Wg = Wg.at[:, r:, r:].add(hh * (G1 @ self.Mi_groups(_tr(Gs))))
         self.W_solve = gs.multiplier_solver(Wg)
+
+    def Mi_groups(self, X):
+        """M^-1 X by groups, X (ng, s, k): the groups' blocks of M^-1 times X, or where M is diagonal the
+        products of their one live term per row (the same numbers, without a table of the blocks' entries)."""
+        if self._mig_diagonal is None:
+            return self.Mig @ X
+        return self._mig_diagonal * X
 
     def P(self, X):
         """(I + h/2 F_w M^-1) X, by groups."""
-        return X + (0.5 * self.h) * (self.Fw @ (self.Mig @ X))
+        return X + (0.5 * self.h) * (self.Fw @ self.Mi_groups(X))
 
     def solve(self, b):
         """dR/dx^-1 b (the elimination of :meth:`livens.schemes.ggl_em.EMTangent.solve`, by groups)."""
@@ -193,7 +202,7 @@ class EMBlockTangent:
         rho = jnp.concatenate(
             [
                 gs.scatter_add_m(self.G1 @ z) - b4,
-                gs.scatter_add_m(self.C @ z) - hh * (b5 - gs.scatter_add_m(self.G1 @ (self.Mig @ cg))),
+                gs.scatter_add_m(self.C @ z) - hh * (b5 - gs.scatter_add_m(self.G1 @ self.Mi_groups(cg))),
             ]
         )
         y = self.W_solve(rho)
