@@ -4,7 +4,9 @@ For chains of N rods (d = 12 N, m = 9 N; ggl-em and ggl-vi solve 3 d + 2 m = 54 
 step) this measures side by side in one process, in turns, median of ``repeats``: steps/s with
 ``backend="native"``, ``backend="xla"`` and the default (``"auto"``, which runs XLA above
 ``EngineOptions.max_native_unknowns`` unless the step's tangent is factorized by bodies in dense
-blocks within it, as EM's is from four rods on), the C translation's length in lines and gcc's time to compile
+blocks within it, as EM's is from four rods on, or the step is a large program of at most
+``EngineOptions.large_program_unknowns`` unknowns, as EM's is with two and three rods), the C translation's
+length in lines and gcc's time to compile
 it at -O2 alone (the library the timed runs use: the benchmark waits until the background -O2 compile
 is in use, :func:`livens.engine.wait`, and XLA's optimized executable, compiled during a whole untimed
 run of each backend, :func:`_optimized_xla_at_once`).

@@ -25,8 +25,9 @@ mechanism of a few bodies whose step has several hundred Newton unknowns, beyond
 default size limit (``EngineOptions.max_native_unknowns``); EM's tangent by bodies (from four rods,
 :attr:`livens.engine.SizePolicy.em_group_unknowns`) factorizes dense blocks within it, so the default
 backend runs EM's step as native code up to eleven rods (its largest block, on the multipliers of
-the joints between rods, has 6 (N - 1) rows), ggl-vi's with XLA: benchmarks/chain_3d.py measures
-both.
+the joints between rods, has 6 (N - 1) rows); with two and three rods EM's dense step is a large
+program within ``EngineOptions.large_program_unknowns`` and runs natively too; ggl-vi's runs with XLA:
+benchmarks/chain_3d.py measures both.
 Independent reference: one rod (N = 1) is a heavy symmetric top pivoted at the rod's end (a Lagrange
 top); tests/test_chain_3d.py compares its axis with SciPy's integration of the top's equations, and
 the momentum map J3 of the six rods with omega I_33 computed from their geometry.
