@@ -86,7 +86,7 @@ from ..solvers import TangentForms, choose_form
 from ..solvers.dense import solver
 from . import ggl_em_blocks, ggl_mass, mq_tangent, register
 from .base import BOTH_NODAL, About, Capabilities, Scheme, State, default_update, next_node
-from .ggl_vi import _mass_operators
+from .ggl_vi import mass_operators
 from .stage_tangents import ad_tangent
 
 
@@ -411,7 +411,7 @@ class EMTangent:
     """
 
     def __init__(self, mech, h, Gs, G1, K1, Hm, Fq, Fw, Fl, Fg):
-        self.Mop, self.Miop, self.M, self.Mi = _mass_operators(mech)
+        self.Mop, self.Miop, self.M, self.Mi = mass_operators(mech)
         self.d, self.m, self.h = mech.d, mech.m, h
         self.Gs, self.G1, self.K1, self.Hm = Gs, G1, K1, Hm
         self.Fq, self.Fw, self.Fl, self.Fg = Fq, Fw, Fl, Fg

@@ -37,7 +37,7 @@ from ..solvers.couplings import split
 from ..solvers.groups import GroupStructure, batched_lu, batched_lu_solve, find_groups
 from ..solvers.tangent import LowRankUpdate
 from .base import next_node
-from .ggl_vi import _mass_operators
+from .ggl_vi import mass_operators
 
 
 def _maps(mech, force, q0, p0, cq, dq, dp, lam, gam, c=None):
@@ -152,7 +152,7 @@ class EMBlockTangent:
 
     def __init__(self, gs: GroupStructure, mech, h, G1, K1, Gs, Hm, Fq, Fw, Fl, Fg):
         self.gs, self.h, self.d, self.m = gs, h, mech.d, mech.m
-        self.Mop, self.Miop, M, Mi = _mass_operators(mech)
+        self.Mop, self.Miop, M, Mi = mass_operators(mech)
         self.M, self.Mi = M, Mi
         ext = np.zeros((gs.d + 1, gs.d + 1))
         ext[: gs.d, : gs.d] = Mi

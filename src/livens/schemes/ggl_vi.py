@@ -125,7 +125,7 @@ def _residual_mass(u, s: State, h, t, params, mech):
 
 
 # --- structured tangent (speed) ----------------------------------------------------------------
-def _mass_operators(mech):
+def mass_operators(mech):
     """X -> M X and X -> M^-1 X for the constant mass matrix; elementwise where M is diagonal."""
     M = np.asarray(mech.M_const, dtype=float)
     Mi = np.asarray(mech.Minv_const, dtype=float)
@@ -171,7 +171,7 @@ class VISTangent:
     by_blocks = False
 
     def __init__(self, mech, h, A, G0, G1, Gb, K, Hg, Tq, by_blocks: bool = False):
-        self.Mop, self.Miop, self.M, self.Mi = _mass_operators(mech)
+        self.Mop, self.Miop, self.M, self.Mi = mass_operators(mech)
         self.d, self.m, self.by_blocks = mech.d, mech.m, by_blocks
         self.h, self.A, self.G0, self.G1, self.Gb, self.K, self.Hg, self.Tq = h, A, G0, G1, Gb, K, Hg, Tq
 
@@ -248,7 +248,7 @@ class VISTangentMF:
     NEUMANN_MAX = 60
 
     def __init__(self, mech, h, A, q0, q1, qbar, w, gam):
-        self.Mop, self.Miop, self.M, self.Mi = _mass_operators(mech)
+        self.Mop, self.Miop, self.M, self.Mi = mass_operators(mech)
         self.d, self.m, self.h, self.A = mech.d, mech.m, h, A
         g = mech.g
         grad_gam = jax.grad(lambda y: gam @ g(y))
