@@ -62,17 +62,15 @@ class EngineOptions:
         :attr:`max_native_unknowns` still runs natively where its step has at most
         ``large_program_unknowns`` Newton unknowns (or coordinates and multipliers) and its traced
         program at least ``large_program_equations`` equations (sub-programs included; the same trace
-        that finds a tangent by groups): :func:`large_program`. XLA's compile of such a program
-        takes seconds, longer than its C translation and ``-O0`` compile, and the native kernel runs
-        its steps faster (the dense LU of up to about 200 unknowns as row updates the C compiler
-        vectorizes): in fresh processes, the overconstrained mechanisms four-bar-3d and
-        bennett-linkage (71 to 178 unknowns, 1,900 to 12,600 equations: ggl-vi, ggl-em, livens-em,
-        gonzalez-em, vi-lagrange, vi-nullspace, rattle) started in 0.8 to 4 s of CPU time natively
-        against 2.3 to 13 s with XLA, and ran their steps 1.4 to 5 times as fast per CPU second. A
-        smaller program of as many unknowns XLA compiles faster than C (the double four-bar's VI-S,
-        148 unknowns and 1,600 equations; the heavy top's ggl-galerkin, 1,400), and it keeps XLA
-        (its first call then holds one more trace, of the native loop, to decide); so do ensembles'
-        lane kernels and every program asked about before it is traced (:func:`runs_natively`).
+        that finds a tangent by groups): :func:`large_program`. XLA compiles such a program more
+        slowly than its C translation is made and compiled at ``-O0``, and the native kernel runs its
+        steps faster (the dense LU of up to about 200 unknowns as row updates the C compiler
+        vectorizes): the overconstrained mechanisms four-bar-3d and bennett-linkage are such programs
+        (``python -m benchmarks`` measures their first calls and steps). A smaller program of as
+        many unknowns XLA compiles faster than C (the double four-bar's VI-S, the heavy top's
+        ggl-galerkin), and it keeps XLA (its first call then holds one more trace, of the native
+        loop, to decide); so do ensembles' lane kernels and every program asked about before it is
+        traced (:func:`runs_natively`).
     tier_equations: an XLA time loop of at least this many equations is compiled quickly first
         (XLA's level 0) and optimized once its runs have paid for it (:mod:`livens.engine.tiers`).
     small_product_unknowns: the step's small matrix products are rewritten as fusible sums up to
