@@ -46,7 +46,7 @@ from .options import (
     Stream,
 )
 from .records import KeptNodes, RecordLayout, record_layout
-from .setup import Plan, initial_state, member_states, start_state
+from .setup import Plan, member_states, start_state
 from .setup import plan as make_plan
 
 LANES = engine.EngineOptions.lanes
@@ -364,7 +364,11 @@ def _initial(p: Plan, members, resume, single: bool):
     problem's initial state, or the last node of ``resume``), else member-first (``members``: (q0s,
     v0s), checked by :func:`member_states`); node 0 is the kept start node (t, q, p, v, m)."""
     if single:
-        state = initial_state(p.problem, p.mech, p.scheme) if resume is None else _resume_state(resume, p)
+        if resume is None:  # NumPy values: the state is every compiled program's argument, never closed over
+            pr = p.problem
+            state = start_state(p.mech, p.scheme, *(np.asarray(x, np.float64) for x in (pr.q0, pr.p0, pr.v0)))
+        else:
+            state = _resume_state(resume, p)
         q, pp, v = (np.asarray(x) for x in (state.q, state.p, state.v))
     else:
         q0s, v0s = members if members is not None else (None, None)

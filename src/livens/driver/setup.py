@@ -292,8 +292,10 @@ def plan(
 
 
 def initial_state(problem: Problem, mech: Mechanics, scheme: Scheme | None = None) -> State:
-    """The state at t = 0 of the problem's own initial values (:func:`start_state`)."""
-    return start_state(mech, scheme, *(np.asarray(x, np.float64) for x in (problem.q0, problem.p0, problem.v0)))
+    """The state at t = 0 of the problem's own initial values (:func:`start_state`), JAX arrays (a
+    caller may close over it in a traced function; the driver's run passes NumPy values instead,
+    :func:`livens.driver.run`'s set-up)."""
+    return start_state(mech, scheme, jnp.asarray(problem.q0), jnp.asarray(problem.p0), jnp.asarray(problem.v0))
 
 
 def start_state(mech: Mechanics, scheme: Scheme | None, q, p, v) -> State:
