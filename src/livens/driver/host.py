@@ -92,16 +92,62 @@ class NothingComputed:
             cls.flag = value
 
 
+class _Watcher:
+    """The process's one SIGINT watcher thread (:func:`_wakeup_watcher`), started at the first run
+    that needs it and kept: a thread started and joined per run costs each short run the time the
+    operating system takes to schedule it. ``armed`` (under ``lock``): a run is under way, whose
+    native kernels the thread stops at a SIGINT; bytes it reads while no run is armed (a SIGINT of
+    a run that has ended, other signals) are dropped."""
+
+    lock = threading.Lock()
+    armed = False
+    pid = None
+    writer = None
+
+    @classmethod
+    def started(cls):
+        """The writing end of the watcher's socket, the thread started in this process (again after
+        a fork, whose child has no thread of its parent's)."""
+        import os
+        import socket
+
+        with cls.lock:
+            if cls.pid != os.getpid():
+                reader, writer = socket.socketpair()
+                writer.setblocking(False)
+                threading.Thread(target=cls._watch, args=(reader,), name="livens-sigint", daemon=True).start()
+                cls.pid, cls.writer, cls.armed = os.getpid(), writer, False
+            return cls.writer
+
+    @classmethod
+    def _watch(cls, reader):
+        with reader:
+            while True:
+                try:
+                    data = reader.recv(64)
+                except OSError:
+                    return
+                if not data:
+                    return
+                if signal.SIGINT in data:
+                    with cls.lock:  # a run that has ended (disarmed) is not stopped after its end
+                        if cls.armed:
+                            engine.interrupt_native()
+
+    @classmethod
+    def arm(cls, armed: bool) -> None:
+        with cls.lock:
+            cls.armed = armed
+
+
 def _wakeup_watcher():
     """A thread that hears SIGINT while the main thread is inside a native kernel, where Python's own
     handler cannot run until the kernel returns: the C-level handler writes the signal's number to a
     socket (:func:`signal.set_wakeup_fd`), and the thread tells native kernels to stop after the step
-    under way (:func:`livens.engine.interrupt_native`). Returns the function that removes it, or None
-    where another wakeup descriptor is installed (an asyncio loop, say), which it leaves alone."""
-    import socket
-
-    reader, writer = socket.socketpair()
-    writer.setblocking(False)
+    under way (:func:`livens.engine.interrupt_native`). Returns the function that ends its watch for
+    this run, or None where another wakeup descriptor is installed (an asyncio loop, say), which it
+    leaves alone. The thread is the process's one (:class:`_Watcher`), armed for the run."""
+    writer = _Watcher.started()
     try:
         old = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     except (ValueError, OSError):  # pragma: no cover
@@ -109,32 +155,15 @@ def _wakeup_watcher():
     if old != -1:  # none could be set, or someone else's is: leave theirs in place
         if old is not None:
             signal.set_wakeup_fd(old)
-        reader.close()
-        writer.close()
         return None
-
-    def watch():
-        with reader:
-            while True:
-                try:
-                    data = reader.recv(64)
-                except OSError:
-                    return
-                if not data:  # the writer closed: the run is over
-                    return
-                if signal.SIGINT in data:
-                    engine.interrupt_native()
-
-    watcher = threading.Thread(target=watch, name="livens-sigint", daemon=True)
-    watcher.start()
+    _Watcher.arm(True)
 
     def remove():
         signal.set_wakeup_fd(-1)
-        writer.close()
-        # the watcher reads what is left (a SIGINT it has not yet seen calls interrupt()) and ends at
-        # the closed writer: only then may the caller let native kernels run again, or a late
-        # interrupt() would stop every later native run before its first step
-        watcher.join(timeout=5.0)
+        # disarmed under the watcher's lock: an interrupt() it is making finishes first, and a SIGINT
+        # it reads later is dropped, so the caller may then let native kernels run again (a late
+        # interrupt() would stop every later native run before its first step)
+        _Watcher.arm(False)
 
     return remove
 
