@@ -221,8 +221,10 @@ def _library(cc: str, opts: tuple, source: str, name: str) -> str:
     return cache.path(_parts(cc, opts, source), name)
 
 
-def _load(cc: str, opts: tuple, source: str, name: str):
-    return cache.load(cc, opts, source, name, _parts(cc, opts, source))
+def _load(cc: str, opts: tuple, source: str, name: str, background: bool = False):
+    """The function ``name`` of ``source`` compiled with ``opts`` (from the cache where it is there);
+    ``background``: a compile nothing waits for, at a lower priority (:data:`cache.BACKGROUND_NICE`)."""
+    return cache.load(cc, opts, source, name, _parts(cc, opts, source), background)
 
 
 def build(source: str, name: str = "livens_kernel", quick: bool = False, cpp: bool = False, once: bool = False):
@@ -246,7 +248,7 @@ def build(source: str, name: str = "livens_kernel", quick: bool = False, cpp: bo
 
         def optimized():
             try:
-                future.set_result(_load(cc, opts, source, name))
+                future.set_result(_load(cc, opts, source, name, True))
             except BaseException as exc:  # the -O0 library stays; the error is kept on the future
                 future.set_exception(exc)
             finally:

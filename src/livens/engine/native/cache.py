@@ -60,6 +60,11 @@ TMP_PREFIX = "livens-tmp-"
 """The prefix of the temporary files of a compile (removed when stale)."""
 STALE_S = 3600
 """Age in seconds after which a temporary file, or a library without its hash, is stale."""
+BACKGROUND_NICE = 10
+"""How much lower the priority of a compile that nothing waits for (an ``-O2`` library while the
+``-O0`` one runs) is than this process's: it takes the CPU that the run's own work (its other
+compiles, tracing, its first steps) leaves, rather than sharing it with that work."""
+_BACKGROUND = threading.local()  # .on: the calling thread's compile runs at a lower priority (load)
 _LOCK = threading.Lock()
 _TMP: list[str] = []  # this process's private directory, where the cache directory is refused
 _CHECKED: dict = {}  # cache directory -> the directory used (itself, or the private one)
@@ -224,7 +229,8 @@ def _stop(proc) -> None:
 
 def _compile(cc: str, opts: tuple, source: str, lib_path: str) -> None:
     """Compile ``source`` with ``opts`` into ``lib_path`` and its hash (atomically: another process
-    sees all of it or nothing; module docstring)."""
+    sees all of it or nothing; module docstring); at a lower priority (:data:`BACKGROUND_NICE`)
+    where the calling thread compiles in the background (:func:`load`)."""
     directory = os.path.dirname(lib_path)
     fd, c_path = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".c", dir=directory)
     with os.fdopen(fd, "w") as f:
@@ -245,6 +251,8 @@ def _compile(cc: str, opts: tuple, source: str, lib_path: str) -> None:
         )
         entry = (proc, c_path, tmp_lib, tmp_hash)
         _RUNNING.add(entry)
+        if getattr(_BACKGROUND, "on", False):
+            _lower_priority(proc)
         try:
             _, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -277,6 +285,15 @@ def _compile(cc: str, opts: tuple, source: str, lib_path: str) -> None:
     finally:
         _RUNNING.discard(entry)
         _remove(c_path, tmp_lib, tmp_hash)
+
+
+def _lower_priority(proc) -> None:
+    """Lower the priority of the compiler ``proc`` and of its process group (the compiler proper it
+    starts inherits it) by :data:`BACKGROUND_NICE`; where the system does not allow it, nothing."""
+    try:
+        os.setpriority(os.PRIO_PGRP, proc.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE))
+    except (AttributeError, OSError):
+        pass
 
 
 @atexit.register
@@ -335,9 +352,10 @@ def path(parts, name: str) -> str:
     return os.path.join(cache_dir(), f"{name}_{key(parts)}.so")
 
 
-def load(cc: str, opts: tuple, source: str, name: str, parts) -> object:
+def load(cc: str, opts: tuple, source: str, name: str, parts, background: bool = False) -> object:
     """The ctypes function ``name`` of ``source`` compiled by ``cc`` with ``opts``: from the cache
-    where a verified library of ``parts`` is there, else compiled into it first (module docstring)."""
+    where a verified library of ``parts`` is there, else compiled into it first (module docstring;
+    ``background``: a compile that nothing waits for now, run at a lower priority, :data:`BACKGROUND_NICE`)."""
     lib_path = path(parts, name)
     if not verified(lib_path):
         try:
@@ -349,7 +367,11 @@ def load(cc: str, opts: tuple, source: str, name: str, parts) -> object:
                             f"livens: the cached native library {lib_path} was damaged or incomplete; it was removed and is compiled again.",
                         )
                     _remove(lib_path, lib_path + ".sha256")
-                    _compile(cc, opts, source, lib_path)
+                    _BACKGROUND.on = background
+                    try:
+                        _compile(cc, opts, source, lib_path)
+                    finally:
+                        _BACKGROUND.on = False
                     evict(os.path.dirname(lib_path), keep=lib_path)
         except OSError as exc:
             raise CompileError(
