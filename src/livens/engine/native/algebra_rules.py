@@ -86,8 +86,7 @@ class AlgebraRules:
             return None
         if rhs.shape[rc[0]] > self.SKIP_ZERO_TERMS:
             return None
-        zero = np.array([a[0] is None and a[1] == 0 for a in self.atoms(rhs)], dtype=bool)
-        zero = zero.reshape(rhs.shape).transpose([rc[0], rfree[0]])
+        zero = self.known_zeros(rhs).reshape(rhs.shape).transpose([rc[0], rfree[0]])
         return zero if zero.any() else None
 
     def _register_rows(self, out: Buf, lview, rview, contract, batch, lfree, width: int, lhs: Buf, dead=None) -> None:
@@ -238,12 +237,8 @@ class AlgebraRules:
         # per output element (b, i, j) and term c: the lhs and the rhs element
         ll, rr = np.broadcast_arrays(lcode[:, :, None, :], rcode[:, None, :, :])
         ll, rr = ll.reshape(-1, nc), rr.reshape(-1, nc)
-        la, ra = self.atoms(lhs), self.atoms(rhs)
-
-        def zeros(at):
-            return np.array([a[0] is None and a[1] == 0 for a in at], dtype=bool)
-
-        live = ~(zeros(la)[ll] | zeros(ra)[rr])
+        la, ra = self.atom_view(lhs), self.atom_view(rhs)
+        live = ~(self.known_zeros(lhs)[ll] | self.known_zeros(rhs)[rr])
         nlive = np.count_nonzero(live)
         if nlive == 0:  # every term has a known zero factor: a known zero of any size, folded onwards
             return Buf(None, aval.shape, aval.dtype, np.zeros(aval.shape, aval.dtype))

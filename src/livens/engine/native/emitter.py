@@ -43,8 +43,37 @@ def _ctype(dtype) -> str:
         raise Unsupported(f"dtype {dtype}") from None
 
 
+_KINDS: dict = {}  # dtype (or scalar type) -> its kind for literals (_kind)
+
+
+def _kind(dtype) -> str:
+    """What :func:`c_literal` writes a value of ``dtype`` as: "b" (bool), "f" (floating), "l"
+    (int64), "u" (uint64) or "i" (another integer); looked up once per dtype (the translator asks
+    for every element it writes)."""
+    try:
+        return _KINDS[dtype]
+    except (KeyError, TypeError):
+        pass
+    d = np.dtype(dtype)
+    if d == np.bool_:
+        kind = "b"
+    elif np.issubdtype(d, np.floating):
+        kind = "f"
+    elif d == np.dtype(np.int64):
+        kind = "l"
+    elif d == np.dtype(np.uint64):
+        kind = "u"
+    else:
+        kind = "i"
+    try:
+        _KINDS[dtype] = kind
+    except TypeError:  # an unhashable spelling of a dtype
+        pass
+    return kind
+
+
 def _is_float(dtype) -> bool:
-    return np.issubdtype(np.dtype(dtype), np.floating)
+    return _kind(dtype) == "f"
 
 
 def _strides(shape) -> list[int]:
@@ -84,10 +113,10 @@ def _gather_fill(fill_value, dtype):
 
 def c_literal(x, dtype) -> str:
     """A C literal for the scalar x of ``dtype`` (floats exact, as hexadecimal)."""
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
+    kind = _kind(dtype)
+    if kind == "b":
         return "1" if bool(x) else "0"
-    if _is_float(dtype):
+    if kind == "f":
         x = float(x)
         if math.isnan(x):
             return "NAN"
@@ -96,11 +125,14 @@ def c_literal(x, dtype) -> str:
         s = x.hex()
         return f"({s})" if x < 0 else s
     x = int(x)
-    if dtype == np.dtype(np.int64) and x == np.iinfo(np.int64).min:  # its magnitude is no int64 literal
-        return f"({x + 1}LL - 1)"
-    if dtype in (np.dtype(np.int64), np.dtype(np.uint64)):
-        return f"({x}LL)" if dtype == np.dtype(np.int64) else f"{x}ULL"
+    if kind == "l":
+        return f"({x + 1}LL - 1)" if x == _INT64_MIN else f"({x}LL)"  # the least: its magnitude is no literal
+    if kind == "u":
+        return f"{x}ULL"
     return f"({x})"
+
+
+_INT64_MIN = int(np.iinfo(np.int64).min)
 
 
 class Buf:
@@ -125,6 +157,20 @@ class Buf:
     @property
     def known(self) -> bool:
         return self.value is not None
+
+
+class _Atoms:
+    """The atoms of a C array or a known value, element ``i`` made when it is read (:meth:`Emitter.atom_view`)."""
+
+    __slots__ = ("name", "values")
+
+    def __init__(self, b: Buf):
+        self.name, self.values = b.name, (b.value.ravel() if b.known else None)
+
+    def __getitem__(self, i):
+        if self.values is None:
+            return (self.name, int(i))
+        return (None, self.values[i].item())
 
 
 class Emitter:
@@ -225,6 +271,23 @@ class Emitter:
         if b.known:
             return [(None, x) for x in b.value.ravel().tolist()]
         return [(b.name, i) for i in range(b.size)]
+
+    @staticmethod
+    def atom_view(b: Buf):
+        """b's atoms (:meth:`atoms`) by index, each made when it is read: for a product that reads
+        a few elements of a large operand."""
+        if b.elems is not None:
+            return b.elems
+        return _Atoms(b)
+
+    @staticmethod
+    def known_zeros(b: Buf) -> np.ndarray:
+        """Which elements of b (flat) are known zeros, as booleans."""
+        if b.elems is not None:
+            return np.array([a[0] is None and a[1] == 0 for a in b.elems], dtype=bool)
+        if b.known:
+            return np.asarray(b.value.ravel() == 0, dtype=bool)
+        return np.zeros(b.size, dtype=bool)
 
     def text(self, atom, dtype) -> str:
         name, x = atom
@@ -366,7 +429,7 @@ class Emitter:
         name = self._static_names.get(key)
         if name is None:
             name = f"K{len(self._static_names)}"
-            vals = ", ".join(c_literal(x, b.dtype) for x in flat) or "0"
+            vals = ", ".join([c_literal(x, b.dtype) for x in flat.tolist()]) or "0"
             self.statics.append(f"static const {_ctype(b.dtype)} {name}[{max(flat.size, 1)}] = {{{vals}}};")
             self._static_names[key] = name
         return name
