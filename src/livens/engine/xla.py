@@ -32,6 +32,7 @@ from typing import Any
 import jax
 
 from .. import _jaxconfig  # noqa: F401 - float64 before any program is traced
+from ..numpy_jaxpr import NumpyFunction
 
 XLA_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 """XLA's compile options for livens' programs (module docstring)."""
@@ -127,18 +128,35 @@ def signature(args) -> tuple:
 class ImmediateProgram:
     """``fn(*args)`` run at once with NumPy arguments, also while another program is being traced
     (a sparsity pattern is found during the tracing of the first run that needs it): ``fn`` is
-    traced and compiled ahead of time as a program run a few times (:func:`compiler_options` with
-    ``once``) once per argument signature, and executed. Called inside another trace without it,
-    ``fn`` would be staged into that program, and JAX would evaluate every operation on known
-    values in it eagerly, each an XLA compilation of its own."""
+    traced once per argument signature and its jaxpr evaluated by NumPy
+    (:class:`livens.numpy_jaxpr.NumpyFunction`: a few evaluations cost less than any compile), or
+    where the jaxpr holds what NumPy does not evaluate, compiled ahead of time as a program run a
+    few times (:func:`compiler_options` with ``once``) and executed. The two agree to round-off;
+    the callers read sparsity patterns, which round-off does not change. Called inside another
+    trace without it, ``fn`` would be staged into that program, and JAX would evaluate every
+    operation on known values in it eagerly, each an XLA compilation of its own."""
 
     def __init__(self, fn):
+        self.fn = fn
         self.jitted = jax.jit(fn)
         self._compiled: dict = {}
 
     def __call__(self, *args):
         key = signature(args)
-        compiled = self._compiled.get(key)
-        if compiled is None:
-            compiled = self._compiled[key] = self.jitted.trace(*args).lower().compile(compiler_options(once=True))
-        return compiled(*args)
+        if key not in self._compiled:
+            self._compiled[key] = self._numpy(args)
+        program = self._compiled[key]
+        if isinstance(program, NumpyFunction):
+            try:
+                return program(*args)
+            except Exception:  # noqa: BLE001 - a case NumPy does not evaluate: the compiled program from now on
+                program = None
+        if program is None:
+            program = self._compiled[key] = self.jitted.trace(*args).lower().compile(compiler_options(once=True))
+        return program(*args)
+
+    def _numpy(self, args):
+        try:
+            return NumpyFunction(self.fn, *args)
+        except Exception:  # noqa: BLE001 - a primitive NumPy does not evaluate: None, compiled at the call
+            return None
