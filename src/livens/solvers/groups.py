@@ -13,7 +13,9 @@ nonzeros at a few random points, as :mod:`livens.solvers.banded` does):
 
 - the groups: connected components of the d x d pattern; each group's coordinates and the
   constraints that involve them, padded to common sizes s and r so that all groups are handled as
-  one batch (the padding's coordinates and constraints point to a zero slot);
+  one batch (the padding's coordinates and constraints point to a zero slot); the multipliers private
+  to a group are eliminated in batches of the groups with as many of them, unpadded (a body held
+  to the ground has more than the others: its block is factorized alone, theirs at their size);
 - colourings of the d columns (coordinates) and of the m columns (multipliers) such that one
   Jacobian-vector product per colour gives every entry of the blocks (Curtis, Powell, Reid 1974):
   a coordinate's colour differs from those of the coordinates of its group and of those that share
@@ -32,6 +34,8 @@ point with the dense Jacobians there, and a caller uses the structure only where
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -108,6 +112,20 @@ def _pattern(A) -> np.ndarray:
     return ~(np.asarray(A) == 0.0)
 
 
+class _Batch(NamedTuple):
+    """The groups of one number p of private multipliers (:meth:`GroupStructure.multiplier_solver`):
+    ``groups`` (nb,); ``lp`` (nb, p): their private multipliers' positions among each group's 2r;
+    ``lrows`` (nb, p): those multipliers' numbers among the 2m; ``ls`` (nb, t): the shared ones'
+    positions among the 2r (padded with 2r) and ``sidx`` (nb, t) their numbers among the ns shared
+    ones (padded with ns)."""
+
+    groups: np.ndarray
+    lp: np.ndarray
+    lrows: np.ndarray
+    ls: np.ndarray
+    sidx: np.ndarray
+
+
 class GroupStructure:
     """Groups of coordinates and index tables for the blocks of a tangent (module docstring).
 
@@ -163,9 +181,12 @@ class GroupStructure:
 
     def _private_and_shared(self) -> None:
         """Tables of :meth:`multiplier_solver`: the multipliers of the constraints that involve one
-        group only (private: ``lp`` (ng, p), their positions among the group's 2r, padded with 2r) and
-        the others (shared: ``ls`` (ng, t) and their numbers ``sidx`` among the ns shared ones, padded
-        with 2r and ns); ``order``: where each of the 2m multipliers is in [shared, private by group]."""
+        group only (private) and the others (shared: ``shared``, the numbers of the ns of them
+        among the 2m). The groups are batched by their number of private multipliers (``batches``: one
+        :class:`_Batch` per distinct number, in the order of their first group), so that each
+        factorization is of a group's own size; ``p``, ``t``: the most private and shared multipliers
+        of a group; ``order``: where each of the 2m multipliers is in [shared, private by batch and
+        group]."""
         m, r2 = self.m, 2 * self.r
         groups_of = np.bincount(self.ridx[self.rvalid], minlength=m)
         private = np.concatenate([groups_of == 1, groups_of == 1, [False]])  # of lidx's values
@@ -178,17 +199,21 @@ class GroupStructure:
         shar = [np.flatnonzero(valid[g] & ~private[self.lidx[g]]) for g in range(self.ng)]
         self.p = max(len(a) for a in priv)
         self.t = max(1, max(len(a) for a in shar))
-        self.lp = np.full((self.ng, self.p), r2, np.int64)
-        self.ls = np.full((self.ng, self.t), r2, np.int64)
         self.order = np.zeros(2 * m, np.int64)
-        for g in range(self.ng):
-            self.lp[g, : len(priv[g])] = priv[g]
-            self.ls[g, : len(shar[g])] = shar[g]
-            self.order[self.lidx[g, priv[g]]] = self.ns + g * self.p + np.arange(len(priv[g]))
         self.order[shared] = np.arange(self.ns)
-        self.sidx = number[
-            np.where(self.ls < r2, self.lidx[np.arange(self.ng)[:, None], np.minimum(self.ls, r2 - 1)], 2 * m)
-        ]
+        self.batches, offset = [], self.ns
+        for size in dict.fromkeys(len(a) for a in priv):  # distinct sizes, in the order of their first group
+            members = np.array([g for g in range(self.ng) if len(priv[g]) == size], np.int64)
+            t = max(1, max(len(shar[g]) for g in members))
+            lp = np.array([priv[g] for g in members], np.int64).reshape(len(members), size)
+            ls = np.full((len(members), t), r2, np.int64)
+            for k, g in enumerate(members):
+                ls[k, : len(shar[g])] = shar[g]
+                self.order[self.lidx[g, priv[g]]] = offset + k * size + np.arange(size)
+            offset += len(members) * size
+            at = self.lidx[members[:, None], np.minimum(ls, r2 - 1)]
+            lrows = self.lidx[members[:, None], lp]
+            self.batches.append(_Batch(members, lp, lrows, ls, number[np.where(ls < r2, at, 2 * m)]))
 
     @property
     def largest_block(self) -> int:
@@ -244,7 +269,11 @@ class GroupStructure:
     # --- on arrays (traced) --------------------------------------------------------------------
     @staticmethod
     def take(C, index):
-        """The entries of the compressed Jacobian C at ``index`` (a zero where it points past C)."""
+        """The entries of the compressed Jacobian C at ``index`` (a zero where it points past C). Where
+        no index points past C (the groups' d x d blocks where every group has s coordinates), they
+        are read from C itself, without a copy of C with the zero appended."""
+        if int(np.max(index, initial=-1)) < C.size:
+            return jnp.ravel(C)[index]
         flat = jnp.concatenate([jnp.ravel(C), jnp.zeros((1,), C.dtype)])
         return flat[index]
 
@@ -278,37 +307,42 @@ class GroupStructure:
         """y -> W^-1 y for the 2m x 2m matrix W summed from the groups' blocks Wg (ng, 2r, 2r) at
         their multipliers (:meth:`scatter_add_ll`), y (2m,) or (2m, r'). The multipliers private to a
         group (of constraints that involve it alone) meet only that group's block: they are
-        eliminated group by group (an LU of each group's p x p block), and the Schur complement on
-        the ns shared ones is solved by one LU. Pivots are chosen within those blocks. Without
-        private multipliers, one LU of W. Says the :attr:`largest_block` of the tangent to the
-        engine (:func:`livens.engine.tangent_by_groups`: the last factorization of a tangent by groups)."""
+        eliminated group by group (an LU of each group's block of them, batched with the groups of as
+        many: :attr:`batches`), and the Schur complement on the ns shared ones is solved by one LU.
+        Pivots are chosen within those blocks. Without private multipliers, one LU of W. Says the
+        :attr:`largest_block` of the tangent to the engine (:func:`livens.engine.tangent_by_groups`:
+        the last factorization of a tangent by groups)."""
         tangent_by_groups(self.largest_block)
         if self.p == 0:
             return solver(self.scatter_add_ll(Wg))
-        ng, r2, ns = self.ng, 2 * self.r, self.ns
-        Wx = jnp.pad(Wg, ((0, 0), (0, 1), (0, 1)))  # a zero row and column at 2r: the padding
-        g = np.arange(ng)[:, None, None]
-        lp, ls = self.lp, self.ls
-        pad = np.zeros((ng, self.p, self.p))
-        pad[lp == r2] = np.eye(self.p)[np.nonzero(lp == r2)[1]]
-        lu, rows = batched_lu(Wx[g, lp[:, :, None], lp[:, None, :]] + jnp.asarray(pad))
-        Wsp = Wx[g, ls[:, :, None], lp[:, None, :]]
-        F = batched_lu_solve(lu, rows, Wx[g, lp[:, :, None], ls[:, None, :]])
-        schur = Wx[g, ls[:, :, None], ls[:, None, :]] - Wsp @ F
-        idx = self.sidx[:, :, None] * (ns + 1) + self.sidx[:, None, :]
-        Wss = jnp.zeros(((ns + 1) * (ns + 1),), Wg.dtype).at[idx].add(schur).reshape(ns + 1, ns + 1)[:ns, :ns]
-        shared_solve = solver(Wss)
-        gl = np.arange(ng)[:, None]
+        ns = self.ns
+        Wx = jnp.pad(Wg, ((0, 0), (0, 1), (0, 1)))  # a zero row and column at 2r: the shared ones' padding
+        Wss = jnp.zeros(((ns + 1) * (ns + 1),), Wg.dtype)
+        eliminated = []  # (batch, its LU, W_sp, F = W_pp^-1 W_ps) of the batches with private multipliers
+        for b in self.batches:
+            g, lp, ls = b.groups[:, None, None], b.lp, b.ls
+            schur = Wx[g, ls[:, :, None], ls[:, None, :]]
+            if lp.shape[1]:
+                lu, rows = batched_lu(Wx[g, lp[:, :, None], lp[:, None, :]])
+                Wsp = Wx[g, ls[:, :, None], lp[:, None, :]]
+                F = batched_lu_solve(lu, rows, Wx[g, lp[:, :, None], ls[:, None, :]])
+                schur = schur - Wsp @ F
+                eliminated.append((b, lu, rows, Wsp, F))
+            Wss = Wss.at[b.sidx[:, :, None] * (ns + 1) + b.sidx[:, None, :]].add(schur)
+        shared_solve = solver(Wss.reshape(ns + 1, ns + 1)[:ns, :ns])
 
         def solve(y):
             Y = y[:, None] if y.ndim == 1 else y
-            Yg = jnp.concatenate([self.gather_l(Y), jnp.zeros((ng, 1) + Y.shape[1:], Y.dtype)], axis=1)
-            up = batched_lu_solve(lu, rows, Yg[gl, lp])
-            rs = Y[self.shared] - jnp.zeros((ns + 1,) + Y.shape[1:], Y.dtype).at[self.sidx].add(Wsp @ up)[:ns]
-            ys = shared_solve(rs)
-            ysg = jnp.concatenate([ys, jnp.zeros((1,) + Y.shape[1:], Y.dtype)])[self.sidx]
-            yp = up - F @ ysg
-            out = jnp.concatenate([ys, jnp.reshape(yp, (-1,) + Y.shape[1:])])[self.order]
+            tail = Y.shape[1:]
+            acc, ups = jnp.zeros((ns + 1,) + tail, Y.dtype), []
+            for b, lu, rows, Wsp, _ in eliminated:
+                up = batched_lu_solve(lu, rows, Y[b.lrows])
+                acc = acc.at[b.sidx].add(Wsp @ up)
+                ups.append(up)
+            ys = shared_solve(Y[self.shared] - acc[:ns])
+            ysx = jnp.concatenate([ys, jnp.zeros((1,) + tail, Y.dtype)])
+            yp = [jnp.reshape(up - F @ ysx[b.sidx], (-1,) + tail) for up, (b, _, _, _, F) in zip(ups, eliminated)]
+            out = jnp.concatenate([ys, *yp])[self.order]
             return out[:, 0] if y.ndim == 1 else out
 
         return solve
