@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import stat
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -79,3 +80,66 @@ def test_a_compile_that_is_waited_for_keeps_the_priority(fresh, monkeypatch):
     np.testing.assert_array_equal(np.asarray(k(np.arange(3.0))), [2.0, 3.0, 6.0])
     levels = _niceness_by_level(log)
     assert levels and set(levels.values()) == {own}, levels
+
+
+def _eqn(fn, *args):
+    """The one equation of ``fn``'s jaxpr that is not a conversion of its arguments."""
+    eqns = [e for e in jax.make_jaxpr(fn)(*args).jaxpr.eqns if e.primitive.name != "convert_element_type"]
+    return eqns[-1]
+
+
+def _by_jax(eqn, vals):
+    with jax.ensure_compile_time_eval():
+        out = eqn.primitive.bind(*vals, **eqn.params)
+    return [np.asarray(o) for o in (out if eqn.primitive.multiple_results else [out])]
+
+
+RNG = np.random.default_rng(7)
+ROWS = np.array([[0.0, 2.5e-3, 0.0], [0.0, 0.0, 0.0], [-7.25, 0.0, 0.0]])  # at most one term per row
+EXACT = [
+    ("abs", lambda x: jnp.abs(x), np.array([-1.5, 0.0, -0.0, np.inf, -np.inf, 3.0e-310])),
+    ("max", lambda x: jnp.max(x, axis=1), RNG.standard_normal((4, 5))),
+    ("min", lambda x: jnp.min(x), RNG.standard_normal((3, 2))),
+    ("one-term sums", lambda x: jnp.sum(x, axis=1), ROWS),
+    ("integer sums", lambda x: jnp.sum(x), np.array([[3.0, -4.0, 1.0e15], [2.0, 7.0, -9.0]])),
+    ("lu 1x1", lambda x: jax.lax.linalg.lu(x), np.array([[0.0]])),
+    ("lu of 1x1 blocks", lambda x: jax.lax.linalg.lu(x), np.array([[[2.0]], [[-0.5]]])),
+    ("stop_gradient", lambda x: jax.lax.stop_gradient(x), np.array([1.0, -0.0])),
+]
+
+
+@pytest.mark.parametrize("case", EXACT, ids=[c[0] for c in EXACT])
+def test_the_folds_by_numpy_give_xlas_bits(case):
+    """Each fold of a floating-point primitive by NumPy gives, bit for bit, what JAX computes."""
+    from livens.engine.native.folding import _np_elementwise
+
+    _, fn, x = case
+    eqn = _eqn(fn, x)
+    ours = _np_elementwise(eqn.primitive.name, [x], eqn.params)
+    assert ours is not None, eqn.primitive.name
+    for a, b in zip(ours, _by_jax(eqn, [x])):
+        a = np.asarray(a, b.dtype)
+        assert a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+        if np.issubdtype(b.dtype, np.floating):
+            np.testing.assert_array_equal(np.signbit(a), np.signbit(b))
+
+
+NOT_EXACT = [
+    ("sum of fractions", lambda x: jnp.sum(x), RNG.standard_normal(7)),  # the order decides the round-off
+    ("sum with a negative zero", lambda x: jnp.sum(x), np.array([-0.0, 0.0])),
+    ("max with a NaN", lambda x: jnp.max(x), np.array([1.0, np.nan])),
+    ("max of zeros of both signs", lambda x: jnp.max(x), np.array([0.0, -0.0])),
+    ("a large integer sum", lambda x: jnp.sum(x), np.array([2.0**52, 1.0, 1.0])),
+    ("lu 2x2", lambda x: jax.lax.linalg.lu(x), np.array([[1.0, 2.0], [3.0, 4.0]])),
+]
+
+
+@pytest.mark.parametrize("case", NOT_EXACT, ids=[c[0] for c in NOT_EXACT])
+def test_no_fold_by_numpy_where_the_order_of_operations_could_change_a_bit(case):
+    """Where XLA's order of operations could give other bits than NumPy's, the fold is left to JAX."""
+    from livens.engine.native.folding import _np_elementwise
+
+    _, fn, x = case
+    eqn = _eqn(fn, x)
+    assert _np_elementwise(eqn.primitive.name, [x], eqn.params) is None

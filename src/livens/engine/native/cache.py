@@ -242,8 +242,19 @@ def _compile(cc: str, opts: tuple, source: str, lib_path: str) -> None:
     entry = None
     timeout = compile_timeout()
     try:
+        low = getattr(_BACKGROUND, "on", False)
+        nice = shutil.which("nice") if low else None
         proc = subprocess.Popen(
-            [*words, *opts, "-o", tmp_lib, *language, c_path, "-lm"],
+            [
+                *([nice, "-n", str(BACKGROUND_NICE)] if nice else []),
+                *words,
+                *opts,
+                "-o",
+                tmp_lib,
+                *language,
+                c_path,
+                "-lm",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -251,7 +262,7 @@ def _compile(cc: str, opts: tuple, source: str, lib_path: str) -> None:
         )
         entry = (proc, c_path, tmp_lib, tmp_hash)
         _RUNNING.add(entry)
-        if getattr(_BACKGROUND, "on", False):
+        if low and not nice:
             _lower_priority(proc)
         try:
             _, err = proc.communicate(timeout=timeout)
@@ -289,7 +300,8 @@ def _compile(cc: str, opts: tuple, source: str, lib_path: str) -> None:
 
 def _lower_priority(proc) -> None:
     """Lower the priority of the compiler ``proc`` and of its process group (the compiler proper it
-    starts inherits it) by :data:`BACKGROUND_NICE`; where the system does not allow it, nothing."""
+    starts inherits it) by :data:`BACKGROUND_NICE`, where there is no ``nice`` command to start it
+    with (which lowers it before the compiler runs); where the system does not allow it, nothing."""
     try:
         os.setpriority(os.PRIO_PGRP, proc.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE))
     except (AttributeError, OSError):

@@ -187,6 +187,44 @@ def _np_elementwise(name, vals, p):
         shape, dim = tuple(p["shape"]), p["dimension"]
         ar = np.arange(shape[dim], dtype=np.dtype(p["dtype"]))
         return [np.broadcast_to(ar.reshape([-1 if k == dim else 1 for k in range(len(shape))]), shape)]
+    return _np_exact(name, vals, p)
+
+
+_IDENTITY = ("stop_gradient", "copy", "copy_p", "optimization_barrier")
+
+
+def _np_exact(name, vals, p):
+    """The floating-point primitives whose result on these known values is one IEEE value, whatever
+    the order XLA computes them in: the identities, ``abs``, a maximum or minimum without NaN or
+    zeros of both signs, a sum whose every partial sum is exact (at most one element not zero in
+    each sum, or integers of a small total) and without a negative zero, and the LU factorization
+    of 1 x 1 matrices (the matrix, pivot 0, permutation 0). None for the others (JAX computes them,
+    compiling an XLA program for each new shape)."""
+    if name in _IDENTITY:
+        return [np.asarray(v) for v in vals]
+    x = np.asarray(vals[0])
+    if not _is_float(x.dtype) or x.dtype.itemsize < 4:
+        return None
+    if name == "abs":
+        return [np.abs(x)]
+    if name in ("reduce_max", "reduce_min") and x.size:
+        zero = x == 0
+        if np.isnan(x).any() or (np.signbit(x[zero]).any() and not np.signbit(x[zero]).all()):
+            return None
+        return [_NP_REDUCE[name](x, axis=tuple(p["axes"]))]
+    if name == "reduce_sum":
+        axes = tuple(p["axes"])
+        negative_zero = np.signbit(x) & (x == 0)
+        if not np.isfinite(x).all() or negative_zero.any():
+            return None
+        one_term = np.count_nonzero(x, axis=axes).max(initial=0) <= 1
+        small_integers = np.all(x == np.round(x)) and float(np.abs(x).sum()) < 2.0 ** np.finfo(x.dtype).nmant
+        if one_term or small_integers:
+            return [np.sum(x, axis=axes).astype(x.dtype)]
+        return None
+    if name == "lu" and x.ndim >= 2 and x.shape[-2:] == (1, 1):
+        index = np.zeros(x.shape[:-1], np.int32)
+        return [x, index, index.copy()]
     return None
 
 
