@@ -5,6 +5,7 @@ here: the benchmarks measure the time."""
 from __future__ import annotations
 
 import os
+import platform
 import stat
 
 import jax
@@ -143,3 +144,22 @@ def test_no_fold_by_numpy_where_the_order_of_operations_could_change_a_bit(case)
     _, fn, x = case
     eqn = _eqn(fn, x)
     assert _np_elementwise(eqn.primitive.name, [x], eqn.params) is None
+
+
+def test_a_kernel_flushes_subnormals_as_xla_does_and_restores_the_control_register():
+    """The kernel reads subnormal operands as zero and flushes subnormal results (as XLA on the CPU),
+    and the process computes subnormals again after the call (the control register restored)."""
+    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
+        pytest.skip("the flush is set on x86 only")
+
+    def f(x):
+        return x * 0.5, x + 1e-300 * 1e-10
+
+    x = np.array([1e-310, 3.0e-308, 1.0])
+    k = native.compile_function(f, x)
+    ours = [np.asarray(o) for o in k(x)]
+    xla = [np.asarray(o) for o in jax.jit(f)(x)]
+    for a, b in zip(ours, xla):
+        np.testing.assert_array_equal(a, b)
+    assert ours[0][0] == 0.0 and ours[0][1] == 0.0  # a subnormal operand, a subnormal result
+    assert np.array([1e-310])[0] * 0.5 != 0.0  # NumPy, after the call: subnormals again

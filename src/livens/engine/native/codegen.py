@@ -585,9 +585,8 @@ HEADER = """#include <math.h>
 
 
 FLUSH_SUBNORMALS = """#if defined(__x86_64__) || defined(__i386__)
-#include <xmmintrin.h>
-#define LV_FLUSH_ON unsigned int lv_csr = _mm_getcsr(); _mm_setcsr(lv_csr | 0x8040u);
-#define LV_FLUSH_OFF _mm_setcsr(lv_csr);
+#define LV_FLUSH_ON unsigned int lv_csr = __builtin_ia32_stmxcsr(); __builtin_ia32_ldmxcsr(lv_csr | 0x8040u);
+#define LV_FLUSH_OFF __builtin_ia32_ldmxcsr(lv_csr);
 #else
 #define LV_FLUSH_ON
 #define LV_FLUSH_OFF
@@ -595,7 +594,9 @@ FLUSH_SUBNORMALS = """#if defined(__x86_64__) || defined(__i386__)
 """
 """The kernel computes as XLA does on the CPU: subnormal operands read as zero and subnormal
 results flushed to zero (the SSE control bits DAZ and FTZ, set for the call and restored after
-it, where the CPU is x86)."""
+it, where the CPU is x86). The compiler's builtins read and write the control register, which
+``_mm_getcsr`` and ``_mm_setcsr`` are: without ``<xmmintrin.h>``, whose thousands of lines every
+compile would read."""
 
 
 def _flat(lines):
