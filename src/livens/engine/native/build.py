@@ -31,7 +31,9 @@ seconds) whose optimized library is not yet cached are compiled twice at once: a
 switches to the ``-O2`` one when its compile ends (:func:`wait` waits for that). ``-O0`` compiles
 the large body of a time loop in a fraction of ``-Og``'s time (``-Og`` still allocates registers
 over the whole function, most of its compile); the kernel runs more slowly on it until the
-``-O2`` library is in use.
+``-O2`` library is in use. The ``-O2`` compile, which nothing waits for, runs at a lower priority
+(:data:`~livens.engine.native.cache.BACKGROUND_NICE`): it takes the CPU that the run's own work
+(its ``-O0`` compile, its tracing, its first steps) leaves.
 Every level follows IEEE arithmetic (no fast-math, no contraction; x86-64 computes at ``-O0`` in
 the same SSE registers, never in x87's wider ones), so the switch changes no bit of the results.
 A process that exits first stops the ``-O2`` compile; the next one compiles it again.
