@@ -93,7 +93,7 @@ def _np_gather(operand, indices, dn, slice_sizes, mode):
         return None
     fill = "FILL" in str(mode)
     batch_shape = indices.shape[:-1]
-    rows = indices.reshape(-1, indices.shape[-1]).tolist()
+    rows = indices.reshape(math.prod(batch_shape), indices.shape[-1]).tolist()  # index vectors of any length, 0 too
     wshape = [n for d, n in enumerate(slice_sizes) if d not in dn.collapsed_slice_dims]
     windows = []
     for row in rows:
