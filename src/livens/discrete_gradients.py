@@ -22,7 +22,8 @@ This module provides
   the function is written in invariants; the energy-momentum schemes use it;
 - :func:`symmetric_partitioned`: the partitioned discrete gradient of L(q, v) corrected the same
   way for a symmetry lifted to the velocities (livens-em with a configuration-dependent M).
-- :func:`gram_solve`: the solve with the generators' Gram matrix that :func:`corrected` uses.
+- :func:`gram_solve`: the solve with the generators' Gram matrix that :func:`corrected` uses, and
+  :func:`outside`, the part of an increment outside the generators' span that it gives.
 
 The quotients that couple every coordinate (c above, and the projections onto the symmetry
 generators of :func:`corrected`) are marked with :func:`livens.solvers.couplings.coupling`, so
@@ -77,18 +78,19 @@ def midpoint(f: Callable, x0, x1):
     return jax.grad(f)(0.5 * (x0 + x1))
 
 
-def gonzalez(f: Callable, x0, x1):
+def gonzalez(f: Callable, x0, x1, df=None):
     """Gonzalez's discrete gradient of a scalar f (KB23 eq 26; Gonzalez 1996):
 
         D f(x0, x1) = Df(xm) + (f(x1) - f(x0) - Df(xm).dx) dx / |dx|^2,   xm = (x0+x1)/2, dx = x1-x0,
 
     with the smooth fallback to Df(xm) for tiny |dx| described in the module docstring.
     Satisfies f(x1) - f(x0) = D f . dx to round-off and D f = Df(xm) + O(|dx|^2).
+    ``df``: f(x1) - f(x0) where the caller has it.
     """
     xm = 0.5 * (x0 + x1)
     dx = x1 - x0
     grad_m = jax.grad(f)(xm)
-    num = f(x1) - f(x0) - grad_m @ dx
+    num = (f(x1) - f(x0) if df is None else df) - grad_m @ dx
     s = dx @ dx
     return grad_m + coupling(_blend(num, s, 1.0 + xm @ xm)) * dx
 
@@ -194,9 +196,64 @@ def gram_solve(Z: jax.Array, B: jax.Array) -> jax.Array:
 
 def shifted_gram(Z: jax.Array):
     """(tau, S^-1) of :func:`gram_solve`: its shift of the Gram matrix and the inverse of the
-    shifted matrix S = Z^T Z + tau I, factored as there."""
-    tau, solve = _shifted_solve(Z.T @ Z)
-    return tau, solve(jnp.eye(Z.shape[1], dtype=Z.dtype))
+    shifted matrix S = Z^T Z + tau I (symmetric), for the derivative of the solve (:func:`symmetric_inverse`)."""
+    gram = Z.T @ Z
+    tau = _gram_shift(gram)
+    return tau, symmetric_inverse(gram + tau * jnp.eye(gram.shape[0], dtype=gram.dtype))
+
+
+def gram_inverse(Z: jax.Array):
+    """(tau, (Z^T Z)^-1): :func:`gram_solve`'s shift and the inverse of the unshifted Gram matrix
+    (:func:`symmetric_inverse`; not finite, or not positive, where the generators are dependent). Where
+    tau tr((Z^T Z)^-1) is small, (Z^T Z)^-1 is the matrix S^-1 + tau S^-2 that :func:`gram_solve` applies,
+    to a relative (tau tr((Z^T Z)^-1))^2 (the rest of its series in tau S^-1)."""
+    gram = Z.T @ Z
+    return _gram_shift(gram), symmetric_inverse(gram)
+
+
+def symmetric_inverse(S):
+    """The inverse of a small symmetric positive definite matrix S (r x r, unrolled).
+
+    From a factorization without square roots, S = L D L^T with L unit lower triangular, and L's
+    inverse: S^-1 = L^-T D^-1 L^-1, r divisions (the reciprocals of D) for the r^2 entries, where
+    solving a Cholesky factorization for the columns of the identity divides twice per entry, and
+    divisions are the slowest of these operations. Cholesky's elimination without pivoting (backward
+    stable for a positive definite S); the result is symmetric."""
+    r = S.shape[0]
+    if r == 1:
+        return 1.0 / S
+    L, D, inv = {}, [None] * r, [None] * r
+    for j in range(r):
+        LD = [L[j, k] * D[k] for k in range(j)]  # row j of L D
+        D[j] = _less(S[j, j], [(L[j, k], LD[k]) for k in range(j)])
+        inv[j] = 1.0 / D[j]
+        for i in range(j + 1, r):
+            L[i, j] = _less(S[i, j], [(L[i, k], LD[k]) for k in range(j)]) * inv[j]
+    N = {}  # L^-1 below its unit diagonal
+    for j in range(r):
+        for i in range(j + 1, r):
+            N[i, j] = -_more(L[i, j], [(L[i, k], N[k, j]) for k in range(j + 1, i)])
+    # E = D^-1 L^-1 (lower triangular); (S^-1)_ab = sum over k >= b of E_ka (L^-1)_kb for b >= a
+    E = {(k, a): inv[k] if k == a else N[k, a] * inv[k] for a in range(r) for k in range(a, r)}
+    rows = [[None] * r for _ in range(r)]
+    for a in range(r):
+        for b in range(a, r):
+            rows[a][b] = rows[b][a] = _more(E[b, a], [(E[k, a], N[k, b]) for k in range(b + 1, r)])
+    return jnp.stack([jnp.stack(row) for row in rows])
+
+
+def _less(x, products):
+    """x - sum of the products a b of the pairs (a, b), left to right."""
+    for a, b in products:
+        x = x - a * b
+    return x
+
+
+def _more(x, products):
+    """x + sum of the products a b of the pairs (a, b), left to right."""
+    for a, b in products:
+        x = x + a * b
+    return x
 
 
 #: The shift tau = GRAM_SHIFT tr(Z^T Z) / r (+ 1e-200) that :func:`gram_solve` adds to the diagonal of
@@ -204,10 +261,15 @@ def shifted_gram(Z: jax.Array):
 GRAM_SHIFT = 1e-14
 
 
+def _gram_shift(gram):
+    """tau = GRAM_SHIFT tr(gram) / r (+ 1e-200) for the r x r Gram matrix ``gram``."""
+    return GRAM_SHIFT * jnp.trace(gram) / gram.shape[0] + 1e-200
+
+
 def _shifted_solve(gram):
     """(tau, B -> S^-1 B) for S = gram + tau I (:data:`GRAM_SHIFT`, :func:`gram_solve`)."""
     r = gram.shape[0]
-    tau = GRAM_SHIFT * jnp.trace(gram) / r + 1e-200
+    tau = _gram_shift(gram)
     shifted = gram + tau * jnp.eye(r, dtype=gram.dtype)
     if r == 1:
         return tau, lambda rhs: rhs / shifted[0, 0]
@@ -230,7 +292,13 @@ def _shifted_solve(gram):
     return tau, solve
 
 
-def corrected(a0, dx, df, xm, Z=None, targets=None):
+def outside(Z: jax.Array, dx):
+    """u = dx - Z (Z^T Z)^-1 Z^T dx, the part of dx outside span Z, as :func:`corrected` computes it
+    without targets (:func:`gram_solve`)."""
+    return dx - Z @ coupling(gram_solve(Z, (Z.T @ dx)[:, None])[:, 0])
+
+
+def corrected(a0, dx, df, xm, Z=None, targets=None, u=None):
     """A discrete gradient from an approximation a0 of the gradient at the midpoint xm:
 
         a = a0 + Z y + c u,   u = dx - Z (Z^T Z)^-1 Z^T dx   (the part of dx outside span Z),
@@ -248,10 +316,13 @@ def corrected(a0, dx, df, xm, Z=None, targets=None):
     out smoothly, as in :func:`gonzalez`, below |u| = SYMMETRY_EPS |dx| (and below the absolute
     DELTA of the module docstring): c = num |u|^2 / (|u|^4 + (SYMMETRY_EPS |dx|)^4 + delta^4).
     All operations are smooth, so the Newton tangent may differentiate through them.
+
+    ``u``: :func:`outside` of Z and dx where the caller has it (without ``targets``): a caller that
+    computes it first has its chain of square roots and divisions run beside the work on a0 and df.
     """
     if Z is not None and Z.shape[1]:
         if targets is None:
-            u = dx - Z @ coupling(gram_solve(Z, (Z.T @ dx)[:, None])[:, 0])
+            u = outside(Z, dx) if u is None else u
         else:
             Y = coupling(gram_solve(Z, jnp.stack([targets - Z.T @ a0, Z.T @ dx], axis=1)))
             a0 = a0 + Z @ Y[:, 0]
@@ -319,4 +390,7 @@ __all__ = [
     "SYMMETRY_EPS",
     "gram_solve",
     "shifted_gram",
+    "gram_inverse",
+    "symmetric_inverse",
+    "outside",
 ]

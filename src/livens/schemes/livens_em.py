@@ -86,16 +86,58 @@ def _position(s: State, v1, h):
     return s.q + 0.5 * h * (s.v + v1)
 
 
-def _discrete_gradient(f, q0, q1, mech):
+def _projection(q0, q1, mech):
+    """(Z, u): the generators xi q^{n+1/2} and the part u of q^{n+1} - q^n outside their span
+    (:func:`livens.discrete_gradients.outside`), where the discrete gradient needs no more of the
+    Gram solve (symmetries of invariant constraints); else None. Traced before the rest of the
+    residual, so that the compiled step starts the solve's chain of square roots and divisions first
+    and computes the independent work beside it (the same operations: the same values)."""
+    if not (mech.symmetries and mech.invariant_constraints):
+        return None
+    Z = mech.generators(0.5 * (q0 + q1))
+    return Z, dg.outside(Z, q1 - q0)
+
+
+def _discrete_gradient(f, q0, q1, mech, df=None, projection=None):
     """The discrete gradient of a scalar f(q) (V + lambda.g, or lambda.g): Gonzalez's (KB23 eq 26)
     without symmetries; with them, :func:`livens.discrete_gradients.corrected`, orthogonal to the
-    generators xi q^{n+1/2} (KBS23b eq 85; imposed for constraints only equivariant, as in EM-G)."""
+    generators xi q^{n+1/2} (KBS23b eq 85; imposed for constraints only equivariant, as in EM-G).
+    ``df``: f(q^{n+1}) - f(q^n), ``projection``: :func:`_projection`'s, where the caller has them."""
+    df = f(q1) - f(q0) if df is None else df
     if not mech.symmetries:
-        return dg.gonzalez(f, q0, q1)
+        return dg.gonzalez(f, q0, q1, df)
     qm = 0.5 * (q0 + q1)
+    if projection is not None:
+        Z, u = projection
+        return dg.corrected(jax.grad(f)(qm), q1 - q0, df, qm, Z, u=u)
     Z = mech.generators(qm)
     targets = None if mech.invariant_constraints else jnp.zeros(Z.shape[1], dtype=q0.dtype)
-    return dg.corrected(jax.grad(f)(qm), q1 - q0, f(q1) - f(q0), qm, Z, targets)
+    return dg.corrected(jax.grad(f)(qm), q1 - q0, df, qm, Z, targets)
+
+
+def _prepare(s: State, h, t, params, mech) -> State:
+    """The step's invariants for a constant M: V(q^n) and g(q^n), the same at every Newton iterate
+    (and in the tangent), computed once per step (:attr:`livens.schemes.base.Scheme.prepare`)."""
+    if not mech.constant_mass:
+        return s
+    start = {"V0": mech.V(s.q), "g0": mech.g(s.q) if mech.m else None}
+    return s._replace(extra={**(s.extra or {}), "start": start})
+
+
+def start_values(s: State, mech):
+    """(V(q^n), g(q^n)): prepared (:func:`_prepare`), else computed (g None without constraints)."""
+    start = livens_em_tangent.prepared_start(s)
+    if start is not None:
+        return start
+    return mech.V(s.q), mech.g(s.q) if mech.m else None
+
+
+def _unprepared(extra):
+    """``extra`` without the prepared values (:func:`_prepare`): the state the step returns."""
+    if not isinstance(extra, dict) or "start" not in extra:
+        return extra
+    rest = {k: v for k, v in extra.items() if k != "start"}
+    return rest or ()
 
 
 def _lagrangian_gradient(s: State, q1, v1, mech):
@@ -110,29 +152,36 @@ def _lagrangian_gradient(s: State, q1, v1, mech):
 
 
 def _em_forces(u, s: State, h, t, mech):
-    """(q^{n+1}, D1_bar L + F - D_bar g^T lambda, D2_bar L) of KB23 eq 28 for the unknowns u.
+    """(q^{n+1}, D1_bar L + F - D_bar g^T lambda, D2_bar L, g(q^{n+1}) or None) of KB23 eq 28 for the
+    unknowns u.
 
     For a constant M, L = 1/2 v.Mv - V(q) is separable with T quadratic, and the partitioned discrete
     derivative (KB23 eq 29) is exactly (-D_G V, M v^{n+1/2}) (Gonzalez's quotient vanishes for a
     quadratic function); the potential and the multipliers' term are then one Gonzalez gradient of
     V + lambda.g (the quotient is linear in the function): the same equations, one quotient instead
     of five, and a smaller program. With symmetries every discrete gradient is the corrected one of
-    the module docstring."""
+    the module docstring. phi(q^n) is taken from V(q^n) and g(q^n) of the step's start
+    (:func:`start_values`), and g(q^{n+1}) once, for phi and for eq (d)."""
     v1, lam = u["v1"], u["lam"]
     q0, v0 = s.q, s.v
     q1 = _position(s, v1, h)
+    projection = _projection(q0, q1, mech) if mech.constant_mass else None
     external = _external(mech, q0, q1, v0, v1, t, h)
     if mech.constant_mass:
 
         def phi(q):
             return mech.V(q) + lam @ mech.g(q) if mech.m else mech.V(q)
 
-        return q1, external - _discrete_gradient(phi, q0, q1, mech), _em_momentum(s, q1, v1, mech)
+        V0, g0 = start_values(s, mech)
+        g1 = mech.g(q1) if mech.m else None
+        df = (mech.V(q1) + lam @ g1) - (V0 + lam @ g0) if mech.m else mech.V(q1) - V0
+        a = _discrete_gradient(phi, q0, q1, mech, df, projection)
+        return q1, external - a, _em_momentum(s, q1, v1, mech), g1
     D1L, D2L = _lagrangian_gradient(s, q1, v1, mech)
     force = D1L + external
     if mech.m:
         force = force - _discrete_gradient(lambda q: lam @ mech.g(q), q0, q1, mech)
-    return q1, force, D2L
+    return q1, force, D2L, None
 
 
 def _em_momentum(s: State, q1, v1, mech):
@@ -156,14 +205,14 @@ def _midpoint_forces(u, s: State, h, t, mech):
     force = mech.D1L(qm, vm) + _external(mech, q0, q1, v0, v1, t, h)
     if mech.m:
         force = force - mech.GT_mul(qm, lam)
-    return q1, force, _midpoint_momentum(s, q1, v1, mech)
+    return q1, force, _midpoint_momentum(s, q1, v1, mech), None
 
 
 def _residual(forces):
     def residual(u, s: State, h, t, params, mech):
         """Eq (b) with p^{n+1} = 2 D2 L - p^n from (c), and eq (d), at q^{n+1} from (a)."""
-        q1, force, D2L = forces(u, s, h, t, mech)
-        return jnp.concatenate([2.0 * (D2L - s.p) - h * force, mech.g(q1)])
+        q1, force, D2L, g1 = forces(u, s, h, t, mech)
+        return jnp.concatenate([2.0 * (D2L - s.p) - h * force, mech.g(q1) if g1 is None else g1])
 
     return residual
 
@@ -173,7 +222,7 @@ def _update(momentum):
         """q^{n+1} (eq a), p^{n+1} = 2 D2 L - p^n (eq c), v^{n+1} and lambda."""
         q1 = _position(s, u["v1"], h)
         p1 = 2.0 * momentum(s, q1, u["v1"], mech) - s.p
-        new = State(q=q1, p=p1, v=u["v1"], lam=u["lam"], gam=s.gam, extra=s.extra, comp=s.comp)
+        new = State(q=q1, p=p1, v=u["v1"], lam=u["lam"], gam=s.gam, extra=_unprepared(s.extra), comp=s.comp)
         return new, {"v": u["v1"], "lam": u["lam"]}
 
     return update
@@ -198,6 +247,7 @@ LIVENS_EM = register(
         guess=_guess,
         update=_update(_em_momentum),
         tangent=livens_em_tangent.tangent(_residual(_em_forces), _em_external),
+        prepare=_prepare,
         capabilities=Capabilities(
             velocity_kind="nodal",
             mass_inverse=False,

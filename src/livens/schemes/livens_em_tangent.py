@@ -30,9 +30,11 @@ most of the tangent's cost; here it is taken once, by the chain rule through W: 
 
 (A, B by forward AD of the generators, for v, w held fixed; D tau = 2 GRAM_SHIFT / r D_q[sum Z(q) * Z]
 by one reverse pass, the generators' transpose applied to Z, not a forward derivative of the r d
-products; S^-1 formed once). The last two terms, those of the shift, are of relative size
-(tau |S^-1|)^2 and below: they are computed only where tau tr(S^-1) exceeds :data:`SHIFT_NEGLIGIBLE`
-(nearly dependent generators), and below it lie far under the round-off of the first. Then
+products; S^-1 formed once, by :func:`livens.discrete_gradients.symmetric_inverse`). The last two terms,
+those of the shift, are of relative size (tau |S^-1|)^2 and below: they are computed only where
+tau tr((Z^T Z)^-1) exceeds :data:`SHIFT_NEGLIGIBLE` (nearly dependent generators), and below it lie far
+under the round-off of the first; there W is (Z^T Z)^-1 itself, which differs from S^-1 + tau S^-2 by
+the next terms of the same series, and S^-1 is not formed. Then
 
     D u = (I - A_{y_u}/2) - Z D y_u,   D c_u - D(Z^T Z) y_u = Z^T (I - A_{y_u}/2) + B_u/2,
     D a_0' = X_0 + Z D y_a,   D c_a - D(Z^T Z) y_a = -[Z^T X_0 + B_{a_0'}/2],
@@ -71,12 +73,12 @@ from ..solvers import Dense, TangentForms, ad_jacobian, banded_tangent, choose_f
 from .base import State
 
 SHIFT_NEGLIGIBLE = 1e-10
-"""tau tr(S^-1) (at least tau |S^-1|_2, S being positive definite) below which the terms of D y that carry the
-Gram solve's shift (tau^2 S^-2 D(Z^T Z) y_2 and
-2 tau y_3 (D tau)^T, relative size (tau |S^-1|)^2 and below) lie far below the round-off of W (D c - D(Z^T Z) y)
-and are not computed. tau tr(S^-1) is at most r GRAM_SHIFT times the ratio of the mean to the least eigenvalue
-of Z^T Z: below the bound for Gram matrices conditioned up to about 1e3, as those of the Euclidean group on a few
-bodies near the origin."""
+"""tau tr((Z^T Z)^-1) (at least tau tr(S^-1) and tau |S^-1|_2, S being positive definite) below which the terms
+of D y that carry the Gram solve's shift (tau^2 S^-2 D(Z^T Z) y_2 and 2 tau y_3 (D tau)^T, relative size
+(tau |S^-1|)^2 and below) lie far below the round-off of W (D c - D(Z^T Z) y) and are not computed, and W is
+taken as (Z^T Z)^-1 (the difference of relative size (tau tr((Z^T Z)^-1))^2 and below). tau tr((Z^T Z)^-1) is
+at most r GRAM_SHIFT times the ratio of the mean to the least eigenvalue of Z^T Z: below the bound for Gram
+matrices conditioned up to about 1e3, as those of the Euclidean group on a few bodies near the origin."""
 
 
 def _constraints(mech) -> Callable:
@@ -91,15 +93,27 @@ def _projected(mech, qm, Z, dx, a0, equivariant: bool, H, Gm):
     y = W c, W = S^-1 + tau S^-2 (module docstring)."""
     d, r = dx.shape[0], Z.shape[1]
     eye = jnp.eye(d, dtype=dx.dtype)
-    tau, Si = dg.shifted_gram(Z)
-    Si2 = Si @ Si
-    W = Si + tau * Si2
+    # where the shift is negligible, W = (Z^T Z)^-1 to a relative (tau tr((Z^T Z)^-1))^2, far below
+    # round-off: the unshifted inverse, without S^-1 and S^-2; else W = S^-1 + tau S^-2 itself
+    tau, Gi = dg.gram_inverse(Z)
+    test = tau * jnp.trace(Gi)  # not finite, or negative, where the generators are dependent
+    shifted = ~((test >= 0.0) & (test <= SHIFT_NEGLIGIBLE))
+
+    def exact():
+        tau_, Si = dg.shifted_gram(Z)
+        Si2 = Si @ Si
+        return Si + tau_ * Si2, Si, Si2
+
+    def negligible():
+        zero = jnp.zeros_like(Gi)
+        return Gi, zero, zero
+
+    W, Si, Si2 = lax.cond(shifted, exact, negligible)
     if equivariant:  # targets Z^T a = 0: a_0' = P a_0
         c = jnp.stack([Z.T @ dx, -(Z.T @ a0)], axis=1)
     else:
         c = (Z.T @ dx)[:, None]
     y = W @ c
-    y2 = Si2 @ c
     u = dx - Z @ y[:, 0]
     if equivariant:
         a0 = a0 + Z @ y[:, 1]
@@ -124,6 +138,7 @@ def _projected(mech, qm, Z, dx, a0, equivariant: bool, H, Gm):
 
     def with_shift(WR):
         """D y_i = W (D c_i - D(Z^T Z) y_i) + tau^2 S^-2 D(Z^T Z) y2_i - 2 tau y3_i dtau^T, shape (k, r, d)."""
+        y2 = Si2 @ c
         A2, B2 = jax.jacfwd(through_generators)(qm, y2, Z @ y2)
         t = jax.vjp(mech.generators, qm)[1](Z)[0]  # D_q sum(Z(q) * Z): one reverse pass
         dtau = (dg.GRAM_SHIFT / r) * t  # d tau / d q^{n+1} (tau = GRAM_SHIFT tr(Z^T Z) / r; through q_m)
@@ -138,7 +153,6 @@ def _projected(mech, qm, Z, dx, a0, equivariant: bool, H, Gm):
         )
 
     # the shift's terms are of relative size (tau |S^-1|)^2 and below: not computed below SHIFT_NEGLIGIBLE
-    shifted = tau * jnp.trace(Si) > SHIFT_NEGLIGIBLE
     Dy = lax.cond(shifted, with_shift, lambda WR: WR, WR)
     Du = X1 - Z @ Dy[0]
     if equivariant:
@@ -146,10 +160,11 @@ def _projected(mech, qm, Z, dx, a0, equivariant: bool, H, Gm):
     return u, Du, a0, None, None  # a_0' = a_0: D a_0' and d a_0'/d lambda are the caller's
 
 
-def gradient_jacobians(mech, q0, q1, lam):
+def gradient_jacobians(mech, q0, q1, lam, start=None):
     """(D a, d a/d lambda, G(q^{n+1})): the derivatives of the discrete gradient a of
     phi = V + lambda.g that ``livens-em`` takes for a constant M (module docstring) in q^{n+1}
-    (d x d) and in lambda (d x m), and the constraints' Jacobian at q^{n+1}."""
+    (d x d) and in lambda (d x m), and the constraints' Jacobian at q^{n+1}. ``start``: (V(q^n), g(q^n))
+    where the caller has them (g(q^n) None without constraints)."""
     g = _constraints(mech)
 
     def phi(q):
@@ -173,7 +188,8 @@ def gradient_jacobians(mech, q0, q1, lam):
         u, Du = _projected(mech, qm, mech.generators(qm), dx, None, False, None, None)[:2]
     (H, Gm), (a0, _) = with_values(lambda q: (jax.grad(phi)(q), g(q)))(qm)
     (b1, G1), (phi1, g1) = with_values(lambda q: (phi(q), g(q)))(q1)
-    g0 = g(q0)
+    V0, g0 = start if start is not None else (mech.V(q0), None)
+    g0 = g(q0) if g0 is None else g0
     if invariant:
         Da0, La0 = 0.5 * H, Gm.T
         eps2 = dg.SYMMETRY_EPS**2
@@ -184,7 +200,7 @@ def gradient_jacobians(mech, q0, q1, lam):
     else:  # Gonzalez's gradient (KB23 eq 26)
         u, Du, Da0, La0 = dx, jnp.eye(dx.shape[0], dtype=dx.dtype), 0.5 * H, Gm.T
         eps2 = 0.0
-    num = phi1 - (mech.V(q0) + lam @ g0) - a0 @ dx
+    num = phi1 - (V0 + lam @ g0) - a0 @ dx
     Dnum = b1 - a0 - dx @ Da0
     Lnum = g1 - g0 - dx @ La0
     s = u @ u
@@ -193,11 +209,18 @@ def gradient_jacobians(mech, q0, q1, lam):
     c2 = eps2 * (dx @ dx)
     den = s * s + c1 * c1 + c2 * c2
     Dd4 = (2.0 * dg.DELTA**2 * c1) * qm + (4.0 * eps2 * c2) * dx
-    kappa = s / den
-    Dkappa = Ds / den - (s / (den * den)) * (2.0 * s * Ds + Dd4)
+    inv = 1.0 / den  # one division (the vector's entries multiplied by it)
+    kappa = s * inv
+    Dkappa = inv * (Ds - kappa * (2.0 * s * Ds + Dd4))
     Ja = Da0 + (kappa * num) * Du + jnp.outer(u, num * Dkappa + kappa * Dnum)
     La = La0 + kappa * jnp.outer(u, Lnum)
     return Ja, La, G1
+
+
+def prepared_start(s: State):
+    """(V(q^n), g(q^n)) where the step prepared them (``livens-em``'s ``Scheme.prepare``), else None."""
+    start = s.extra.get("start") if isinstance(s.extra, dict) else None
+    return None if start is None else (start["V0"], start["g0"])
 
 
 def structured(u, s: State, h, t, params, mech, external: Callable) -> jax.Array:
@@ -205,7 +228,7 @@ def structured(u, s: State, h, t, params, mech, external: Callable) -> jax.Array
     force term F(q^{n+1/2}, v^{n+1/2}, t + h/2) as a function of v^{n+1}."""
     v1, lam = u["v1"], u["lam"]
     q1 = s.q + 0.5 * h * (s.v + v1)
-    Ja, La, G1 = gradient_jacobians(mech, s.q, q1, lam)
+    Ja, La, G1 = gradient_jacobians(mech, s.q, q1, lam, prepared_start(s))
     A = mech.M(s.q) + (0.5 * h * h) * Ja
     if mech.has_external_force:
         A = A - h * jax.jacfwd(external)(v1)
