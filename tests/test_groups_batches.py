@@ -1,13 +1,14 @@
 """The multipliers' solve of a tangent by groups (livens.solvers.groups.GroupStructure.multiplier_solver)
-eliminates each group's private multipliers in batches of the groups with as many of them, unpadded,
-and is the dense solve of the same 2m x 2m matrix.
+eliminates each group's private multipliers in batches of the groups with as many of them and as many
+shared ones, unpadded, and is the dense solve of the same 2m x 2m matrix.
 
 - A known pattern of three groups with four, two and no private multipliers makes three batches of
   their own sizes; the solve equals ``np.linalg.solve`` of the matrix summed from random blocks.
 - The chain of six 3D rods (EM's tangent by bodies): the rod held at the ground has eighteen private
   multipliers (its orthonormality conditions and the ground joint, each with lambda and gamma), the
-  five others twelve; the shared multipliers of the five joints between rods make the largest block,
-  thirty, which the engine is told. Its solve equals ``np.linalg.solve`` to round-off.
+  five others twelve; the first and the last rod have six shared ones (one joint), the four between
+  twelve: three batches. The shared multipliers of the five joints between rods make the largest
+  block, thirty, which the engine is told. Its solve equals ``np.linalg.solve`` to round-off.
 """
 
 import jax
@@ -59,8 +60,8 @@ def test_groups_of_different_numbers_of_private_multipliers_make_batches_of_thei
     D, P = _uneven_pattern()
     gs = groups.GroupStructure(D, P)
     assert gs.ng == 3 and gs.s == 2 and gs.useful
-    sizes = [(b.groups.tolist(), b.lp.shape[1]) for b in gs.batches]
-    assert sizes == [([0], 4), ([1], 2), ([2], 0)]
+    sizes = [(b.groups.tolist(), b.lp.shape[1], b.ls.shape[1]) for b in gs.batches]
+    assert sizes == [([0], 4, 2), ([1], 2, 4), ([2], 0, 2)]
     assert (gs.p, gs.ns) == (4, 4)  # the two joints' lambda and gamma are shared
     # every multiplier once: shared first, then the batches' private ones
     assert sorted(gs.order.tolist()) == list(range(2 * gs.m))
@@ -79,7 +80,7 @@ def test_the_six_rod_chain_batches_the_ground_rod_alone_and_solves_as_the_dense_
     assert (mech.d, mech.m, gs.ng, gs.s) == (72, 54, 6, 12)
     sizes = [(b.groups.tolist(), b.lp.shape[1], b.ls.shape[1]) for b in gs.batches]
     # rod 0: 6 orthonormality conditions and the ground joint's 3, rods 1-5: their 6 conditions;
-    # shared: the joints S1..S5 (3 each) with rod 0 in one (6 multipliers), the others in up to two
-    assert sizes == [([0], 18, 6), ([1, 2, 3, 4, 5], 12, 12)]
+    # shared: the joints S1..S5 (3 each), rod 0 and rod 5 in one (6 multipliers), the others in two
+    assert sizes == [([0], 18, 6), ([1, 2, 3, 4], 12, 12), ([5], 12, 6)]
     assert gs.ns == 30 and gs.largest_block == 30
     _assert_dense_solve(gs, 12)

@@ -14,8 +14,9 @@ nonzeros at a few random points, as :mod:`livens.solvers.banded` does):
 - the groups: connected components of the d x d pattern; each group's coordinates and the
   constraints that involve them, padded to common sizes s and r so that all groups are handled as
   one batch (the padding's coordinates and constraints point to a zero slot); the multipliers private
-  to a group are eliminated in batches of the groups with as many of them, unpadded (a body held
-  to the ground has more than the others: its block is factorized alone, theirs at their size);
+  to a group are eliminated in batches of the groups with as many of them and as many shared ones,
+  unpadded (a body held to the ground has more than the others, the end of a chain fewer shared:
+  each factorized at its own size);
 - colourings of the d columns (coordinates) and of the m columns (multipliers) such that one
   Jacobian-vector product per colour gives every entry of the blocks (Curtis, Powell, Reid 1974):
   a coordinate's colour differs from those of the coordinates of its group and of those that share
@@ -113,11 +114,11 @@ def _pattern(A) -> np.ndarray:
 
 
 class _Batch(NamedTuple):
-    """The groups of one number p of private multipliers (:meth:`GroupStructure.multiplier_solver`):
+    """The groups of p private and t shared multipliers (:meth:`GroupStructure.multiplier_solver`):
     ``groups`` (nb,); ``lp`` (nb, p): their private multipliers' positions among each group's 2r;
     ``lrows`` (nb, p): those multipliers' numbers among the 2m; ``ls`` (nb, t): the shared ones'
-    positions among the 2r (padded with 2r) and ``sidx`` (nb, t) their numbers among the ns shared
-    ones (padded with ns)."""
+    positions among the 2r and ``sidx`` (nb, t) their numbers among the ns shared ones (a group
+    without shared ones: one, padded with 2r and ns)."""
 
     groups: np.ndarray
     lp: np.ndarray
@@ -182,9 +183,9 @@ class GroupStructure:
     def _private_and_shared(self) -> None:
         """Tables of :meth:`multiplier_solver`: the multipliers of the constraints that involve one
         group only (private) and the others (shared: ``shared``, the numbers of the ns of them
-        among the 2m). The groups are batched by their number of private multipliers (``batches``: one
-        :class:`_Batch` per distinct number, in the order of their first group), so that each
-        factorization is of a group's own size; ``p``, ``t``: the most private and shared multipliers
+        among the 2m). The groups are batched by their numbers of private and shared multipliers
+        (``batches``: one :class:`_Batch` per distinct pair, in the order of their first group), so
+        that each factorization and product is of a group's own size; ``p``, ``t``: the most private and shared multipliers
         of a group; ``order``: where each of the 2m multipliers is in [shared, private by batch and
         group]."""
         m, r2 = self.m, 2 * self.r
@@ -202,9 +203,10 @@ class GroupStructure:
         self.order = np.zeros(2 * m, np.int64)
         self.order[shared] = np.arange(self.ns)
         self.batches, offset = [], self.ns
-        for size in dict.fromkeys(len(a) for a in priv):  # distinct sizes, in the order of their first group
-            members = np.array([g for g in range(self.ng) if len(priv[g]) == size], np.int64)
-            t = max(1, max(len(shar[g]) for g in members))
+        counts = [(len(a), len(b)) for a, b in zip(priv, shar)]
+        for size, t in dict.fromkeys(counts):  # distinct counts, in the order of their first group
+            members = np.array([g for g in range(self.ng) if counts[g] == (size, t)], np.int64)
+            t = max(1, t)
             lp = np.array([priv[g] for g in members], np.int64).reshape(len(members), size)
             ls = np.full((len(members), t), r2, np.int64)
             for k, g in enumerate(members):
@@ -308,7 +310,7 @@ class GroupStructure:
         their multipliers (:meth:`scatter_add_ll`), y (2m,) or (2m, r'). The multipliers private to a
         group (of constraints that involve it alone) meet only that group's block: they are
         eliminated group by group (an LU of each group's block of them, batched with the groups of as
-        many: :attr:`batches`), and the Schur complement on the ns shared ones is solved by one LU.
+        many private and shared ones: :attr:`batches`), and the Schur complement on the ns shared ones is solved by one LU.
         Pivots are chosen within those blocks. Without private multipliers, one LU of W. Says the
         :attr:`largest_block` of the tangent to the engine (:func:`livens.engine.tangent_by_groups`:
         the last factorization of a tangent by groups)."""
@@ -316,7 +318,8 @@ class GroupStructure:
         if self.p == 0:
             return solver(self.scatter_add_ll(Wg))
         ns = self.ns
-        Wx = jnp.pad(Wg, ((0, 0), (0, 1), (0, 1)))  # a zero row and column at 2r: the shared ones' padding
+        padded = any(np.any(b.ls == 2 * self.r) for b in self.batches)
+        Wx = jnp.pad(Wg, ((0, 0), (0, 1), (0, 1))) if padded else Wg  # a zero row and column at 2r: the padding
         Wss = jnp.zeros(((ns + 1) * (ns + 1),), Wg.dtype)
         eliminated = []  # (batch, its LU, W_sp, F = W_pp^-1 W_ps) of the batches with private multipliers
         for b in self.batches:
