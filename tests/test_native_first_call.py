@@ -163,3 +163,10 @@ def test_a_kernel_flushes_subnormals_as_xla_does_and_restores_the_control_regist
         np.testing.assert_array_equal(a, b)
     assert ours[0][0] == 0.0 and ours[0][1] == 0.0  # a subnormal operand, a subnormal result
     assert np.array([1e-310])[0] * 0.5 != 0.0  # NumPy, after the call: subnormals again
+
+
+def test_a_primitive_without_operands_is_left_to_jax():
+    """A known primitive without operands (nothing to read a dtype from) is not folded by NumPy."""
+    from livens.engine.native.folding import _np_elementwise
+
+    assert _np_elementwise("create_token", [], {}) is None

@@ -202,6 +202,8 @@ def _np_exact(name, vals, p):
     compiling an XLA program for each new shape)."""
     if name in _IDENTITY:
         return [np.asarray(v) for v in vals]
+    if not vals:  # a primitive without operands: none of the above
+        return None
     x = np.asarray(vals[0])
     if not _is_float(x.dtype) or x.dtype.itemsize < 4:
         return None
