@@ -87,17 +87,3 @@ def test_four_bar_3d_runs_natively_by_default_as_with_xla():
     np.testing.assert_array_equal(default.newton_iterations, xla.newton_iterations)
     assert np.abs(default.q - xla.q).max() <= 1e-12 * max(1.0, np.abs(xla.q).max())
     assert np.abs(default.v - xla.v).max() <= 1e-10 * max(1.0, np.abs(xla.v).max())
-
-
-def test_a_papers_higher_order_scheme_runs_natively_by_default_as_with_xla():
-    """ggl-spark on the four-particle system (82 unknowns, about 1,500 equations: a large program)
-    runs natively by default, with the Newton iterations of backend="xla" and its states to round-off."""
-    problem = lv.examples.load("four-particle")
-    t_end = 40 * problem.h
-    runs = {b: lv.simulate(problem, "ggl-spark", t_end=t_end, progress=False, backend=b) for b in (None, "xla")}
-    default, xla = runs[None], runs["xla"]
-    assert default.meta["backend"] == "native" and "native_fallback" not in default.meta
-    assert xla.meta["backend"] == "xla"
-    np.testing.assert_array_equal(default.newton_iterations, xla.newton_iterations)
-    assert np.abs(default.q - xla.q).max() <= 1e-12 * max(1.0, np.abs(xla.q).max())
-    assert np.abs(default.p - xla.p).max() <= 1e-10 * max(1.0, np.abs(xla.p).max())

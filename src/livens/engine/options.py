@@ -65,15 +65,12 @@ class EngineOptions:
         that finds a tangent by groups): :func:`large_program`. XLA compiles such a program more
         slowly than its C translation is made and compiled at ``-O0``, and the native kernel runs its
         steps faster (the dense LU of up to about 200 unknowns as row updates the C compiler
-        vectorizes): the overconstrained mechanisms four-bar-3d and bennett-linkage are such programs,
-        and so are the papers' higher-order and GGL schemes on the heavy top, the four-particle
-        system and the double four-bar (ggl-galerkin, ggl-spark, ggl-theta-a/b, ggl-midpoint, rattle,
-        ggl-vi: the loop XLA would compile is the native loop traced a second time, with the
-        small-product rewrite; ``python -m benchmarks`` measures their first calls and steps). A
-        smaller program of as many unknowns (the double four-bar's midpoint and gonzalez-em) keeps
-        XLA, which compiles it about as fast as C (its first call then holds one more trace, of the
-        native loop, to decide); so do ensembles' lane kernels and every program asked about before
-        it is traced (:func:`runs_natively`).
+        vectorizes): the overconstrained mechanisms four-bar-3d and bennett-linkage are such programs
+        (``python -m benchmarks`` measures their first calls and steps). A smaller program of as
+        many unknowns XLA compiles faster than C (the double four-bar's VI-S, the heavy top's
+        ggl-galerkin), and it keeps XLA (its first call then holds one more trace, of the native
+        loop, to decide); so do ensembles' lane kernels and every program asked about before it is
+        traced (:func:`runs_natively`).
     tier_equations: an XLA time loop of at least this many equations is compiled quickly first
         (XLA's level 0) and optimized once its runs have paid for it (:mod:`livens.engine.tiers`).
     small_product_unknowns: the step's small matrix products are rewritten as fusible sums up to
@@ -92,7 +89,7 @@ class EngineOptions:
     max_native_lines: int = 60_000
     written_once_unknowns: int = 64
     large_program_unknowns: int = 200
-    large_program_equations: int = 1000
+    large_program_equations: int = 1800
     tier_equations: int = 1000
     small_product_unknowns: int = 256
     small_product_limit: int = 2048
