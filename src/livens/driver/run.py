@@ -430,7 +430,7 @@ def _executor(p: Plan, executor: Single | Members, layout, one, empty, B: int):
     one vmapped call for all members (:class:`Batched`)."""
     native_chunk, xla_chunk = executor.chunks(B)
     consts = p.consts()
-    args = (one, empty, np.float64(p.t_start), jnp.asarray(0, jnp.int64), *consts)
+    args = (one, empty, np.float64(p.t_start), np.int64(0), *consts)
     single = not isinstance(executor, Members)
     kernel, fallback = None, None
     if not single and B >= engine.size_policy().ensemble_lane_groups * p.engine.lanes:
