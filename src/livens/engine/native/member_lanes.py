@@ -335,6 +335,59 @@ class LaneTranslator(Translator):
         raise Unsupported("qr in lanes")
 
     # --- linear algebra --------------------------------------------------------------------------
+    def _row_dot(self, lhs: Buf, rhs: Buf, contract, batch, lfree, rfree, aval) -> Buf:
+        """A product of rows (:meth:`Translator._row_dot`) whose output row, contiguous in the right
+        operand, has 4 to :attr:`REGISTER_ROW` elements, with one contraction axis: each output
+        row summed in one vector of lanes per element, in registers over the contraction, stored
+        once. The right operand's known zeros (:meth:`_known_zero_terms`) leave out the terms the
+        kernel of one member leaves out (:meth:`_register_rows`: those of a group of 4 elements
+        whose right factors are all known zeros, and those of the last ``width mod 4`` elements
+        one by one), the contraction then written index by index. Each element is the same sum in
+        the same order (0, then ``+= a * r`` for each contraction index in turn, the same terms
+        left out): the single kernel's bits, NaN and infinite factors included."""
+        (lc, rc), (lb, rb) = contract, batch
+        rview = self.view(rhs)
+        sr = rview[2]
+        rshape = [rhs.shape[a] for a in rfree]
+        width = rshape[0] if len(rfree) == 1 and sr[rfree[0]] == 1 else 0
+        if np.dtype(aval.dtype) != np.float64 or not 4 <= width <= self.REGISTER_ROW or len(lc) != 1:
+            return super()._row_dot(lhs, rhs, contract, batch, lfree, rfree, aval)
+        (lname, loff, sl), (rname, roff, _) = self.view(lhs), rview
+        dead = self._known_zero_terms(rhs, rc, rb, rfree)
+        out = self.new(aval.shape, aval.dtype)
+        bi = self.loops([lhs.shape[a] for a in lb])
+        li = self.loops([lhs.shape[a] for a in lfree])
+        ts = [self.fresh("t") for _ in range(width)]
+        self.line("dv " + ", ".join(f"{t} = BD(0.0)" for t in ts) + ";")
+        a = self.fresh("a")
+        lterms = [(sl[x], v) for x, v in zip(lb, bi)] + [(sl[x], v) for x, v in zip(lfree, li)]
+        if dead is not None:
+            whole = width // 4 * 4
+            for c in range(dead.shape[0]):
+                live = [j for j in range(whole) if not dead[c, j // 4 * 4 : j // 4 * 4 + 4].all()]
+                live += [j for j in range(whole, width) if not dead[c, j]]
+                if not live:
+                    continue
+                self.open("")
+                self.line(f"const dv {a} = BD({lname}[{self.affine(lterms, loff + sl[lc[0]] * c)}]);")
+                at = roff + sr[rc[0]] * c
+                self.line(" ".join(f"{ts[j]} += {a} * {rname}[{at + j}];" for j in live))
+                self.close()
+        else:
+            (cidx,) = self.loops([lhs.shape[lc[0]]])
+            r = self.fresh("r")
+            self.line(f"const dv {a} = BD({lname}[{self.affine(lterms + [(sl[lc[0]], cidx)], loff)}]);")
+            rterms = [(sr[x], v) for x, v in zip(rb, bi)] + [(sr[rc[0]], cidx)]
+            self.line(f"const auto *{r} = {rname} + {self.affine(rterms, roff)};")
+            self.line(" ".join(f"{t} += {a} * {r}[{j}];" for j, t in enumerate(ts)))
+            self.end([cidx])
+        o = self.fresh("o")
+        self.line(f"dv *{o} = {out.name} + {self.affine(list(zip(_strides(aval.shape), bi + li)))};")
+        self.line(" ".join(f"{o}[{j}] = {t};" for j, t in enumerate(ts)))
+        self.end(li)
+        self.end(bi)
+        return out
+
     def p_lu(self, ins, outs, **_):
         """LU with partial pivoting (as :meth:`Translator.p_lu`), each lane its own pivot rows: the
         search for the pivot on vectors, the row swaps lane by lane, the elimination on vectors
