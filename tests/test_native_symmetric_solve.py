@@ -1,6 +1,6 @@
 """Native forms that cost less and compute the same: the unpivoted symmetric solve
 (livens.solvers.dense.symmetric_solver) and the engine's flag that chooses it
-(livens.engine.tracing_native), on only while a native kernel of one member is traced; the
+(livens.engine.tracing_native), on only while a native kernel (of one member or in lanes) is traced; the
 unpivoted elimination solves like LU with partial pivoting (the same bits where pivoting swaps
 nothing) and falls back to it where a pivot is not positive; XLA's programs are unchanged. And
 rules of the C translation that keep every bit: the LU unrolled by columns, max/min in lanes, the
@@ -42,7 +42,7 @@ def _kernels(n, k):
     return sym, piv
 
 
-def test_the_flag_is_on_only_while_a_native_kernel_of_one_member_is_traced():
+def test_the_flag_is_on_only_while_a_native_kernel_is_traced():
     seen = []
 
     def loop(x):
@@ -59,7 +59,7 @@ def test_the_flag_is_on_only_while_a_native_kernel_of_one_member_is_traced():
     mine = lambda x: loop(x)  # noqa: E731 - a function JAX has not traced yet
     lanes = ChunkRunner(mine, jax.jit(mine), EngineOptions(backend="auto"), loop_size(3, 3, 0), lanes=2)
     lanes.kernel(x)
-    assert len(seen) == 3 and seen[-1] is False  # a lane kernel's cond computes every branch
+    assert len(seen) == 3 and seen[-1] is True  # a lane kernel runs the single kernel's program
     jax.make_jaxpr(lambda x: loop(x) + 1.0)(x)
     assert seen[-1] is False and not tracing_native()
     with native_trace(False):

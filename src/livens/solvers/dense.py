@@ -108,7 +108,7 @@ def block_solve(A11, A12, A21, A22, b1, b2, after=None):
 def symmetric_solver(A) -> Callable:
     """:func:`solver` for a symmetric A expected to be positive definite (a mass matrix plus a small
     symmetric term), with a form for native kernels: where :func:`livens.engine.tracing_native` (a
-    native kernel of one member will run the trace) and A has at most :attr:`SizePolicy.symmetric_unroll_unknowns
+    native kernel will run the trace) and A has at most :attr:`SizePolicy.symmetric_unroll_unknowns
     <livens.engine.SizePolicy>` unknowns, Gaussian elimination without pivoting, unrolled entry by entry, so that the C compiler
     drops the products with entries that are zero by the structure of A (a pivot search and row
     swaps make every entry depend on every other). It is checked by its pivots: a symmetric matrix
@@ -118,8 +118,8 @@ def symmetric_solver(A) -> Callable:
     pivoting would swap no rows (a diagonal that dominates its column at every step, as in a mass
     matrix plus h times a small term) both do the same operations in the same order: the same bits.
     Everywhere else (XLA, whose program of scalar operations and a ``cond`` would run several times
-    more slowly; lane kernels, whose ``cond`` computes both branches; inside :func:`batched_systems`):
-    :func:`solver` itself."""
+    more slowly; inside :func:`batched_systems`): :func:`solver` itself. A lane kernel takes the
+    native form too (its ``cond`` computes the fallback only where some lane needs it)."""
     n = A.shape[0]
     if n == 0 or n > size_policy().symmetric_unroll_unknowns or _batched() or not tracing_native():
         return solver(A)

@@ -115,10 +115,11 @@ class ChunkRunner:
                 self.limited = True
                 return None
         try:
-            # a kernel of one member (a lane kernel's cond computes every branch) within the size limit is
+            # a kernel within the size limit (of one member, or in lanes: a lane kernel's cond computes
+            # only the branches some lane takes, and its lanes then run the single kernel's program) is
             # traced with the building blocks' native forms (.target), as a function of its own: JAX keeps
             # that trace apart from its trace of self.loop, which XLA may compile
-            own = not self.lanes and self.size[0] <= limit
+            own = self.size[0] <= limit
             with native_trace(own):
                 fn = (lambda *a: self.loop(*a)) if own else self.loop
                 traced = trace_function(fn, *args, lanes=self.lanes, interruptible=self.interruptible)
