@@ -56,7 +56,7 @@ from .algebra_rules import AlgebraRules
 from .control_rules import ControlRules
 from .elementwise import BINARY, UNARY, _integer_pow, _round, _to_integer
 from .emitter import MAX_ELEMS, SCALAR_MAX, Buf, Emitter, Unsupported, _ctype, _is_float, _strides, c_literal
-from .folding import _np_elementwise, _np_move
+from .folding import _np_elementwise, _np_lapack, _np_move
 from .movement_rules import MovementRules
 
 IDENTITY = {"copy", "copy_p", "optimization_barrier", "stop_gradient"}
@@ -311,12 +311,16 @@ class Translator(MovementRules, AlgebraRules, ControlRules, Emitter):
         raise Unsupported(f"primitive {name!r}")
 
     def fold(self, eqn, ins) -> list[Buf]:
-        """Evaluate an equation on known values now (with JAX on the CPU)."""
+        """Evaluate an equation on known values now: by NumPy where its result is JAX's
+        (:mod:`~livens.engine.native.folding`), an LU by JAX's own LAPACK routine, else with JAX on
+        the CPU (which compiles an XLA program for each new shape)."""
         vals = [b.value for b in ins]
         with np.errstate(all="ignore"):
             outs = _np_move(eqn.primitive.name, vals, eqn.params)
             if outs is None:
                 outs = _np_elementwise(eqn.primitive.name, vals, eqn.params)
+            if outs is None:
+                outs = _np_lapack(eqn.primitive.name, vals, eqn.params)
         if outs is not None:
             return [Buf(None, v.aval.shape, v.aval.dtype, np.asarray(o)) for v, o in zip(eqn.outvars, outs)]
         try:

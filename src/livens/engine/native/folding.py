@@ -4,7 +4,9 @@ gathers and scatters, known zeros and ones of derivatives), as ``jax.lax`` defin
 
 from __future__ import annotations
 
+import ctypes
 import math
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -198,13 +200,17 @@ def _np_exact(name, vals, p):
     the order XLA computes them in: the identities, ``abs``, a maximum or minimum without NaN or
     zeros of both signs, a sum whose every partial sum is exact (at most one element not zero in
     each sum, or integers of a small total) and without a negative zero, and the LU factorization
-    of 1 x 1 matrices (the matrix, pivot 0, permutation 0). None for the others (JAX computes them,
-    compiling an XLA program for each new shape)."""
+    of 1 x 1 matrices (the matrix, pivot 0, permutation 0), the QR factorization of an empty matrix
+    (no reflection: the identity's columns, an empty R), a ``scatter-add`` whose every target
+    sums at most one element not zero, without a negative zero (:func:`_np_scatter_add`). None for
+    the others (JAX computes them, compiling an XLA program for each new shape)."""
     if name in _IDENTITY:
         return [np.asarray(v) for v in vals]
     if not vals:  # a primitive without operands: none of the above
         return None
     x = np.asarray(vals[0])
+    if name == "scatter-add" and len(vals) == 3:
+        return _np_scatter_add(x, np.asarray(vals[1]), np.asarray(vals[2]), p)
     if not _is_float(x.dtype) or x.dtype.itemsize < 4:
         return None
     if name == "abs":
@@ -227,7 +233,143 @@ def _np_exact(name, vals, p):
     if name == "lu" and x.ndim >= 2 and x.shape[-2:] == (1, 1):
         index = np.zeros(x.shape[:-1], np.int32)
         return [x, index, index.copy()]
+    if name == "qr" and x.ndim >= 2 and x.size == 0 and not p.get("pivoting", False):
+        m, n = x.shape[-2:]  # no columns (or rows) to reflect: Q is the identity's first k columns
+        k = m if p.get("full_matrices", True) else min(m, n)
+        q = np.broadcast_to(np.eye(m, k, dtype=x.dtype), x.shape[:-2] + (m, k))
+        return [q.copy(), np.zeros(x.shape[:-2] + (k, n), x.dtype)]
     return None
+
+
+def _np_scatter_targets(shape, indices, dn, upd_shape, mode):
+    """The flat operand index that each element of a scatter's updates (in their order) goes to,
+    for an operand of ``shape`` and the scatter's ``indices``, dimension numbers ``dn`` and
+    ``mode`` (``jax.lax.scatter``: the targets are the sources of the gather of the same windows;
+    clamped into the operand in clip mode); None for batching dimensions and for a window out of
+    bounds in the other modes (XLA drops those updates)."""
+    if getattr(dn, "operand_batching_dims", ()):
+        return None
+    if len(dn.update_window_dims) != len(shape) - len(dn.inserted_window_dims):
+        return None
+    window, slice_sizes = iter(dn.update_window_dims), []
+    for d in range(len(shape)):
+        slice_sizes.append(1 if d in dn.inserted_window_dims else upd_shape[next(window)])
+    gdn = SimpleNamespace(
+        offset_dims=tuple(dn.update_window_dims),
+        collapsed_slice_dims=tuple(dn.inserted_window_dims),
+        start_index_map=tuple(dn.scatter_dims_to_operand_dims),
+    )
+    codes = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
+    table = _np_gather(codes, indices, gdn, tuple(slice_sizes), "CLIP" if "CLIP" in str(mode) else "FILL")
+    if table is None or np.asarray(table).size != math.prod(upd_shape):
+        return None
+    return np.asarray(table).ravel()
+
+
+def _np_scatter_add(operand, indices, updates, p):
+    """``scatter-add`` on known values where its result is one IEEE value whatever the order of the
+    additions: every target sums at most one element not zero (its operand element and the
+    updates it receives), all finite, none a negative zero (integers: any sum, wrapping as XLA's; floats of at least 32 bits);
+    None otherwise, and where :func:`_np_scatter_targets` gives no targets."""
+    if (
+        updates.dtype != operand.dtype
+        or operand.dtype == np.bool_
+        or (_is_float(operand.dtype) and operand.dtype.itemsize < 4)
+    ):
+        return None
+    table = _np_scatter_targets(operand.shape, indices, p["dimension_numbers"], updates.shape, p.get("mode"))
+    if table is None:
+        return None
+    flat, upd = operand.ravel().copy(), updates.ravel()
+    if _is_float(operand.dtype):
+        terms = np.concatenate([flat, upd])
+        if not np.isfinite(terms).all() or (np.signbit(terms) & (terms == 0)).any():
+            return None
+        count = np.zeros(flat.size, np.int64)
+        np.add.at(count, np.arange(flat.size), flat != 0)
+        np.add.at(count, table, upd != 0)
+        if count.max(initial=0) > 1:
+            return None
+    with np.errstate(all="ignore"):
+        np.add.at(flat, table, upd)
+    return [flat.reshape(operand.shape)]
+
+
+def _lapack_getrf(dtype):
+    """JAX's LU routine on the CPU for ``dtype`` (float64, float32), as a ctypes function: the
+    ``getrf`` of SciPy's LAPACK, through the same function pointer that jaxlib's LU kernel calls
+    (``scipy.linalg.cython_lapack``); None where that is not there."""
+    name = {np.dtype(np.float64): "dgetrf", np.dtype(np.float32): "sgetrf"}.get(np.dtype(dtype))
+    if name is None:
+        return None
+    try:
+        from scipy.linalg import cython_lapack
+
+        capsule = cython_lapack.__pyx_capi__[name]
+    except (ImportError, AttributeError, KeyError):
+        return None
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    pointer = get_pointer(capsule, get_name(capsule))
+    return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 6)(pointer) if pointer else None
+
+
+def _np_lapack(name, vals, p):
+    """``lu`` of known matrices (``jax.lax.linalg.lu``: the factors, the 0-based pivots, the
+    permutation) computed as JAX computes it on the CPU: each matrix by LAPACK's ``getrf`` through
+    jaxlib's own function pointer (:func:`_lapack_getrf`), the permutation from the pivots by
+    their row swaps in order (also ``lu_pivots_to_permutation`` of known pivots). The same routine
+    on the same column-major matrix: the same bits, without compiling an XLA program for the
+    shape. None for other primitives, other dtypes and empty matrices (JAX computes them)."""
+    if name == "lu_pivots_to_permutation" and len(vals) == 1:
+        pivots, size = np.asarray(vals[0]), int(p["permutation_size"])
+        if pivots.size and not (0 <= pivots.min() and pivots.max() < size and pivots.shape[-1] <= size):
+            return None
+        return [_permutation(pivots, size)]
+    if name != "lu" or len(vals) != 1:
+        return None
+    x = np.asarray(vals[0])
+    if x.ndim < 2 or 0 in x.shape:
+        return None
+    getrf = _lapack_getrf(x.dtype)
+    if getrf is None:
+        return None
+    m, n = x.shape[-2:]
+    k = min(m, n)
+    lus = np.empty(x.shape, x.dtype)
+    pivots = np.empty(x.shape[:-2] + (k,), np.int32)
+    for b in np.ndindex(x.shape[:-2]):
+        a = np.asfortranarray(x[b], dtype=x.dtype).copy(order="F")
+        ipiv = np.zeros(k, np.intc)
+        dims = (ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(max(m, 1)), ctypes.c_int(0))
+        getrf(
+            ctypes.addressof(dims[0]),
+            ctypes.addressof(dims[1]),
+            a.ctypes.data,
+            ctypes.addressof(dims[2]),
+            ipiv.ctypes.data,
+            ctypes.addressof(dims[3]),
+        )
+        if dims[3].value < 0:  # an argument LAPACK refused: JAX's NaNs, left to JAX
+            return None
+        lus[b] = a
+        pivots[b] = ipiv - 1
+    return [lus, pivots, _permutation(pivots, m)]
+
+
+def _permutation(pivots, size: int):
+    """``jax.lax.linalg.lu_pivots_to_permutation``: the rows of the identity of ``size`` after the
+    swaps of row i with row ``pivots[i]``, in order (over the last axis; int32)."""
+    pivots = np.asarray(pivots)
+    perms = np.empty(pivots.shape[:-1] + (size,), np.int32)
+    for b in np.ndindex(pivots.shape[:-1]):
+        perm = list(range(size))
+        for i, j in enumerate(pivots[b].tolist()):
+            perm[i], perm[j] = perm[j], perm[i]
+        perms[b] = perm
+    return perms
 
 
 def _squeezed(shape, name, p):
