@@ -63,7 +63,9 @@ STALE_S = 3600
 BACKGROUND_NICE = 10
 """How much lower the priority of a compile that nothing waits for (an ``-O2`` library while the
 ``-O0`` one runs) is than this process's: it takes the CPU that the run's own work (its other
-compiles, tracing, its first steps) leaves, rather than sharing it with that work."""
+compiles, tracing, its first steps) leaves, rather than sharing it with that work. Each compile
+runs in a session of its own; a background compile's session has this lower priority too, where
+Linux schedules sessions as groups (:func:`_lower_session_priority`)."""
 _BACKGROUND = threading.local()  # .on: the calling thread's compile runs at a lower priority (load)
 _LOCK = threading.Lock()
 _TMP: list[str] = []  # this process's private directory, where the cache directory is refused
@@ -264,6 +266,8 @@ def _compile(cc: str, opts: tuple, source: str, lib_path: str) -> None:
         _RUNNING.add(entry)
         if low and not nice:
             _lower_priority(proc)
+        if low:
+            _lower_session_priority(proc)
         try:
             _, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -304,6 +308,20 @@ def _lower_priority(proc) -> None:
     with (which lowers it before the compiler runs); where the system does not allow it, nothing."""
     try:
         os.setpriority(os.PRIO_PGRP, proc.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE))
+    except (AttributeError, OSError):
+        pass
+
+
+def _lower_session_priority(proc) -> None:
+    """Lower the priority of the session of the compiler ``proc`` (a session of its own: it and the
+    compiler proper it starts) by :data:`BACKGROUND_NICE`, where Linux schedules sessions as groups
+    (autogroup, ``/proc/<pid>/autogroup``): a niceness counts only among the processes of one group,
+    and the groups share the CPU by their own niceness, so without this the background compile
+    would take as much CPU as the compile the run waits for, in a session of its own too. Where
+    the system has no such groups or refuses, nothing."""
+    try:
+        with open(f"/proc/{proc.pid}/autogroup", "w") as f:
+            f.write(str(min(19, os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE)))
     except (AttributeError, OSError):
         pass
 
