@@ -401,10 +401,6 @@ class LaneTranslator(Translator):
             self._lu_blocked(A, P, V, m, n, k)
             self.close()
             return res
-        if m == n and 1 < n <= self.LU_UNROLL:
-            self._lu_unrolled_lanes(A, P, V, n)
-            self.close()
-            return res
         self.open(f"for (int c = 0; c < {k}; c++)")
         self.line(f"iv p = BI(c); dv best = fabs({A}[c*{n} + c]);")
         self.line(
@@ -441,63 +437,6 @@ class LaneTranslator(Translator):
         self.close()
         self.close()
         return res
-
-    def _lu_unrolled_lanes(self, A: str, P: str, V: str, n: int) -> None:
-        """The LU of :meth:`p_lu` for a small square matrix (at most :attr:`LU_UNROLL` columns), written
-        out column by column as for one member (:meth:`Translator._lu_unrolled`): the pivot search
-        as n - c - 1 comparisons; where every lane's pivot row is the same, one swap of whole rows
-        (else the swaps lane by lane); and where every lane's pivot is nonzero, the pivot row's
-        elements right of c held in registers over the row updates, each row's read through one
-        pointer (without the loop form's reloads of the pivot row after every store to the matrix).
-        Each lane sees the operations of the loop form in the same order: the same bits."""
-        for c in range(n):
-            self.open("")
-            search = " ".join(
-                f"{{ dv x = fabs({A}[{i * n + c}]); iv gt = x > best; best = gt ? x : best; p = gt ? BI({i}) : p; }}"
-                for i in range(c + 1, n)
-            )
-            self.line(f"iv p = BI({c}); dv best = fabs({A}[{c * n + c}]); {search}".rstrip())
-            self.line(f"{V}[{c}] = p;")
-            if c + 1 < n:
-                self.line("const int64_t p0 = p[0];")
-                self.open("if (!ANY(p != p0))")  # every lane's pivot row the same: whole rows swapped
-                self.open(f"if (p0 != {c})")
-                self.line(f"dv *rc = {A} + {c * n}, *rp = {A} + p0*{n};")
-                self.line(f"for (int j = 0; j < {n}; j++) {{ const dv x = rc[j]; rc[j] = rp[j]; rp[j] = x; }}")
-                self.line(f"const iv x = {P}[{c}]; {P}[{c}] = {P}[p0]; {P}[p0] = x;")
-                self.close()
-                self.close()
-                self.open("else")
-                self.line(f"const int c = {c};")
-                self.open(f"for (int r = {c + 1}; r < {n}; r++)")
-                self.line("const iv sw = p == r;")
-                self.open("if (ANY(sw))")
-                self._swap_rows(A, P, n)
-                self.close()
-                self.close()
-                self.close()
-                self._lu_column_lanes(A, n, c)
-            self.close()
-
-    def _lu_column_lanes(self, A: str, n: int, c: int) -> None:
-        """The elimination of column c of :meth:`_lu_unrolled_lanes` (the rows below c updated)."""
-        self.line(f"const iv nz = {A}[{c * n + c}] != 0.0;")
-        self.open("if (ANY(nz))")
-        self.line(f"const dv inv = 1.0 / {A}[{c * n + c}];")
-        self.open("if (!ANY(~nz))")  # every lane's pivot nonzero (the rule): no masks
-        self.line(" ".join(f"const dv u{j} = {A}[{c * n + j}];" for j in range(c + 1, n)))
-        self.open(f"for (int i = {c + 1}; i < {n}; i++)")
-        self.line(f"dv *ri = {A} + i*{n}; const dv l = ri[{c}] * inv; ri[{c}] = l;")
-        self.line(" ".join(f"ri[{j}] = ri[{j}] - l * u{j};" for j in range(c + 1, n)))
-        self.close()
-        self.close()
-        self.open("else")
-        self.open(f"for (int i = {c + 1}; i < {n}; i++)")
-        self.line(f"dv *ri = {A} + i*{n}; const dv l = ri[{c}] * inv; ri[{c}] = nz ? l : ri[{c}];")
-        self.line(f"for (int j = {c + 1}; j < {n}; j++) ri[j] = nz ? ri[j] - l * {A}[{c * n} + j] : ri[j];")
-        self.close()
-        self.close()
-        self.close()
 
     LU_BLOCKED_BYTES = 32 << 10
     """A matrix in lanes larger than this (about a core's first-level cache) is factored by
