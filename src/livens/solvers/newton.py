@@ -20,7 +20,9 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
+from jax.extend import core as _jcore
 
 from .. import _jaxconfig  # noqa: F401
 from .dense import solve as _dense_solve
@@ -589,23 +591,73 @@ def dense_tangent_solve(g, y):
     return jnp.linalg.solve(J, y)
 
 
+def _hoisted(fun: Callable, *example):
+    """``fun`` traced once at the shapes of ``example`` (arrays): ``(call, values)``, where
+    ``call(*args, *values)`` evaluates the trace (a list of ``fun``'s flat outputs) and ``values``
+    are the traced values ``fun`` closes over (tracers of the enclosing transformations, of any
+    dtype), made explicit arguments; concrete constants stay inside. Like ``jax.closure_convert``,
+    which keeps integer tracers inside: a derivative rule traced later must not read those."""
+    closed = jax.make_jaxpr(fun)(*example)
+    traced = [isinstance(c, jax.core.Tracer) for c in closed.consts]
+    values = [c for c, t in zip(closed.consts, traced) if t]
+    n = len(example)
+
+    def call(*args):
+        hoisted = iter(args[n:])
+        consts = [next(hoisted) if t else c for c, t in zip(closed.consts, traced)]
+        return _jcore.jaxpr_as_fun(_jcore.ClosedJaxpr(closed.jaxpr, consts))(*args[:n])
+
+    return call, values
+
+
+def _float0_zeros(x):
+    return np.zeros(jnp.shape(x), jax.dtypes.float0)
+
+
 def implicit(solve: Callable, residual: Callable, x0, jacobian=None) -> NewtonResult:
     """``solve(residual, x0) -> NewtonResult`` with the derivative of its solution x defined by the
-    implicit function theorem at R(x) = 0 (``lax.custom_root``: one linear solve with the tangent, or
-    its transpose in reverse mode), never by differentiating the iterations. The iteration count,
-    residual and convergence flag carry no derivative. ``jacobian``: the matrix dR/dx at the
-    solution, where the caller knows the solution (a scheme's structured tangent, assembled), solved
-    by LU (transposed in reverse mode); else the dense AD matrix of the linearized residual
-    (:func:`dense_tangent_solve`)."""
+    implicit function theorem at R(x) = 0: dx = -(dR/dx)^-1 (dR/dtheta dtheta) for the values
+    theta that R closes over, one linear solve with the tangent (its transpose in reverse mode),
+    never by differentiating the iterations (what ``lax.custom_root`` defines; here a
+    ``jax.custom_jvp`` whose rule is traced only where something differentiates the solution, so
+    that an undifferentiated trace holds the solve alone). The residual is traced once, and
+    ``solve`` calls that trace; the values ``solve`` alone closes over carry no derivative, nor
+    does ``x0``. The iteration count, residual and convergence flag carry no derivative.
+    ``jacobian``: the matrix dR/dx at the solution, where the caller knows the solution (a
+    scheme's structured tangent, assembled), solved by LU (transposed in reverse mode), carrying
+    no derivative itself; else the dense AD matrix of R at the solution."""
+    x0 = lax.stop_gradient(x0)
+    f_call, theta = _hoisted(residual, x0)
+    n_theta = len(theta)
 
-    def root_solve(f, x_start):
-        res = solve(f, x_start)
-        # custom_root's auxiliary outputs must be floating point (their tangents are zero)
-        return res.x, jnp.stack(
-            [res.iterations.astype(x_start.dtype), res.residual, res.converged.astype(x_start.dtype)]
-        )
+    def f(x, *th):
+        return f_call(x, *th)[0]
 
-    tangent_solve = dense_tangent_solve if jacobian is None else (lambda _, y: jnp.linalg.solve(jacobian, y))
-    x, aux = lax.custom_root(residual, lax.stop_gradient(x0), root_solve, tangent_solve, has_aux=True)
-    aux = lax.stop_gradient(aux)
-    return NewtonResult(x, aux[0].astype(jnp.int32), aux[1], aux[2] > 0.5)
+    def run(x_start, *th):
+        res = solve(lambda x: f(x, *th), x_start)
+        it, resid, ok = jnp.asarray(res.iterations, jnp.int32), jnp.asarray(res.residual, x_start.dtype), res.converged
+        return res.x, it, resid, jnp.asarray(ok, jnp.bool_)
+
+    run_call, fixed = _hoisted(run, x0, *theta)
+    matrix = () if jacobian is None else (jacobian,)
+    n_matrix = len(matrix)
+
+    # the arguments: x0, the residual's values theta, then the matrix and what the solve alone reads
+    @jax.custom_jvp
+    def root(x_start, *args):
+        th, rest = args[:n_theta], args[n_theta + n_matrix :]
+        return tuple(run_call(x_start, *th, *rest))
+
+    @root.defjvp
+    def root_jvp(primals, tangents):
+        x_start, *args = primals
+        th, dth = tuple(args[:n_theta]), tuple(tangents[1 : 1 + n_theta])
+        out = root(x_start, *args)
+        x = out[0]
+        _, rhs = jax.jvp(lambda *t: f(x, *t), th, dth)
+        A = args[n_theta] if n_matrix else jax.jacfwd(lambda y: f(y, *th))(x)
+        dx = -jnp.linalg.solve(A, rhs)
+        return out, (dx, _float0_zeros(out[1]), jnp.zeros_like(out[2]), _float0_zeros(out[3]))
+
+    x, iterations, resid, converged = root(x0, *theta, *matrix, *fixed)
+    return NewtonResult(x, iterations, resid, converged)
