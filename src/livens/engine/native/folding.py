@@ -308,10 +308,11 @@ def _lapack_getrf(dtype):
         capsule = cython_lapack.__pyx_capi__[name]
     except (ImportError, AttributeError, KeyError):
         return None
-    get_name = ctypes.pythonapi.PyCapsule_GetName
-    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    # prototypes of our own: the attributes of ctypes.pythonapi's functions are shared by the process
+    get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
+    get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_GetPointer", ctypes.pythonapi)
+    )
     pointer = get_pointer(capsule, get_name(capsule))
     return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 6)(pointer) if pointer else None
 
