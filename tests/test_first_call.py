@@ -159,7 +159,8 @@ def test_the_quick_tier_of_a_large_source_is_compiled_at_o0(monkeypatch, tmp_pat
     engine.wait()
     assert k.level == "-O2" and sorted(levels) == ["-O0", "-O2"]
     full = np.asarray(k(x))
-    k.fn = native_build._load(native.compiler(), native_build.QUICK_FLAGS, k.source, "livens_kernel")
+    cc = native.compiler()
+    k.fn = native_build._load(cc, native_build.quick_flags(cc), k.source, "livens_kernel")
     assert sorted(levels) == ["-O0", "-O2"]  # the -O0 library, from the cache
     np.testing.assert_array_equal(np.asarray(k(x)), full)
     np.testing.assert_allclose(full, np.asarray(f(x)), rtol=1e-14, atol=1e-15)
