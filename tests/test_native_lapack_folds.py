@@ -1,9 +1,12 @@
 """Folds of the native translator that compile no XLA program: the LU factorization of a known
-matrix by JAX's own LAPACK routine, the QR factorization of an empty matrix, and a scatter-add of
-known values whose every target sums at most one element not zero
+matrix and a triangular solve by JAX's own LAPACK and BLAS routines, a linear solve
+(``custom_linear_solve``) of known operands, the QR factorization of an empty matrix, and a
+scatter-add of known values whose every target sums at most one element not zero
 (:mod:`livens.engine.native.folding`). Each gives, bit for bit, what JAX computes."""
 
 from __future__ import annotations
+
+import itertools
 
 import jax
 import numpy as np
@@ -65,6 +68,69 @@ def test_the_lu_of_a_known_matrix_is_jaxs_bit_for_bit(case):
     _, a = case
     eqn = _eqn(jax.lax.linalg.lu, a, name="lu")
     _same_bits(_np_lapack("lu", [a], eqn.params), _by_jax(eqn, [a]))
+
+
+TRIANGULAR = list(itertools.product([True, False], repeat=4))
+
+
+@pytest.mark.parametrize("flags", TRIANGULAR, ids=lambda f: "left%d-lower%d-trans%d-unit%d" % f)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_triangular_solve_of_known_matrices_is_jaxs_bit_for_bit(flags, dtype):
+    """Each side, triangle, transposition and diagonal, batched too, as JAX's BLAS call computes it."""
+    left, lower, trans, unit = flags
+    for shape in [(5, 7), (2, 5, 3)]:
+        m = shape[-2] if left else shape[-1]
+        a = (RNG.standard_normal(shape[:-2] + (m, m)) + 3.0 * np.eye(m)).astype(dtype)
+        b = RNG.standard_normal(shape).astype(dtype)
+        eqn = _eqn(
+            lambda a, b: jax.lax.linalg.triangular_solve(
+                a, b, left_side=left, lower=lower, transpose_a=trans, unit_diagonal=unit
+            ),
+            a,
+            b,
+            name="triangular_solve",
+        )
+        _same_bits(_np_lapack("triangular_solve", [a, b], eqn.params), _by_jax(eqn, [a, b]))
+
+
+def test_a_linear_solve_of_known_operands_is_jaxs_bit_for_bit():
+    """``custom_linear_solve`` (an LU solve of several right-hand sides, as jax.scipy writes it):
+    its solve evaluated equation by equation gives JAX's bits."""
+    K = RNG.standard_normal((6, 6)) + 2.0 * np.eye(6)
+    B = RNG.standard_normal((6, 4))
+
+    def f(k, b):
+        lu, piv, _ = jax.lax.linalg.lu(k)
+        perm = jax.lax.linalg.lu_pivots_to_permutation(piv, 6)
+        return jax.lax.custom_linear_solve(
+            lambda x: k @ x, b, lambda _, r: jax.scipy.linalg.lu_solve((lu, piv), r), symmetric=False
+        ), perm
+
+    closed = jax.make_jaxpr(f)(K, B)
+    env = {}
+    for v, x in zip(closed.jaxpr.invars, (K, B)):
+        env[v] = x
+    for eqn in closed.jaxpr.eqns:  # the known operands of the solve, computed by JAX
+        vals = [v.val if isinstance(v, jax.extend.core.Literal) else env[v] for v in eqn.invars]
+        if eqn.primitive.name == "custom_linear_solve":
+            _same_bits(_np_lapack("custom_linear_solve", vals, eqn.params), _by_jax(eqn, vals))
+            return
+        for v, o in zip(eqn.outvars, _by_jax(eqn, vals)):
+            env[v] = o
+    raise AssertionError("no custom_linear_solve in the program")
+
+
+def test_a_linear_solve_with_floating_point_arithmetic_besides_is_left_to_jax():
+    """A solve whose jaxpr computes with floating-point numbers other than by LAPACK or BLAS (here a
+    scaling): XLA could round it otherwise, so JAX evaluates it."""
+    K, b = np.eye(3) * 2.0, np.arange(3.0)
+    eqn = _eqn(
+        lambda k, b: jax.lax.custom_linear_solve(lambda x: k @ x, b, lambda _, r: r * 0.5),
+        K,
+        b,
+        name="custom_linear_solve",
+    )
+    assert _np_lapack("custom_linear_solve", [K, b], eqn.params) is None
 
 
 def test_other_primitives_and_empty_matrices_are_left_to_jax():

@@ -295,17 +295,14 @@ def _np_scatter_add(operand, indices, updates, p):
     return [flat.reshape(operand.shape)]
 
 
-def _lapack_getrf(dtype):
-    """JAX's LU routine on the CPU for ``dtype`` (float64, float32), as a ctypes function: the
-    ``getrf`` of SciPy's LAPACK, through the same function pointer that jaxlib's LU kernel calls
-    (``scipy.linalg.cython_lapack``); None where that is not there."""
-    name = {np.dtype(np.float64): "dgetrf", np.dtype(np.float32): "sgetrf"}.get(np.dtype(dtype))
-    if name is None:
-        return None
+def _scipy_function(module: str, name: str, n_args: int):
+    """The function ``name`` of SciPy's Cython LAPACK or BLAS ``module`` as a ctypes function of
+    ``n_args`` pointers: the pointer in its ``__pyx_capi__``, which jaxlib's CPU kernels call; None
+    where that is not there."""
     try:
-        from scipy.linalg import cython_lapack
+        import importlib
 
-        capsule = cython_lapack.__pyx_capi__[name]
+        capsule = importlib.import_module(module).__pyx_capi__[name]
     except (ImportError, AttributeError, KeyError):
         return None
     # prototypes of our own: the attributes of ctypes.pythonapi's functions are shared by the process
@@ -314,7 +311,15 @@ def _lapack_getrf(dtype):
         ("PyCapsule_GetPointer", ctypes.pythonapi)
     )
     pointer = get_pointer(capsule, get_name(capsule))
-    return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 6)(pointer) if pointer else None
+    return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * n_args)(pointer) if pointer else None
+
+
+def _lapack_getrf(dtype):
+    """JAX's LU routine on the CPU for ``dtype`` (float64, float32), as a ctypes function: the
+    ``getrf`` of SciPy's LAPACK, through the same function pointer that jaxlib's LU kernel calls
+    (``scipy.linalg.cython_lapack``); None where that is not there."""
+    name = {np.dtype(np.float64): "dgetrf", np.dtype(np.float32): "sgetrf"}.get(np.dtype(dtype))
+    return None if name is None else _scipy_function("scipy.linalg.cython_lapack", name, 6)
 
 
 def _np_lapack(name, vals, p):
@@ -324,6 +329,10 @@ def _np_lapack(name, vals, p):
     their row swaps in order (also ``lu_pivots_to_permutation`` of known pivots). The same routine
     on the same column-major matrix: the same bits, without compiling an XLA program for the
     shape. None for other primitives, other dtypes and empty matrices (JAX computes them)."""
+    if name == "triangular_solve" and len(vals) == 2:
+        return _np_trsm(np.asarray(vals[0]), np.asarray(vals[1]), p)
+    if name == "custom_linear_solve":
+        return _np_linear_solve(vals, p)
     if name == "lu_pivots_to_permutation" and len(vals) == 1:
         pivots, size = np.asarray(vals[0]), int(p["permutation_size"])
         if pivots.size and not (0 <= pivots.min() and pivots.max() < size and pivots.shape[-1] <= size):
@@ -358,6 +367,93 @@ def _np_lapack(name, vals, p):
         lus[b] = a
         pivots[b] = ipiv - 1
     return [lus, pivots, _permutation(pivots, m)]
+
+
+def _blas_trsm(dtype):
+    """JAX's triangular solve on the CPU for ``dtype`` (float64, float32), as a ctypes function: the
+    ``trsm`` of SciPy's BLAS through the pointer jaxlib's kernel calls (``scipy.linalg.cython_blas``)."""
+    name = {np.dtype(np.float64): "dtrsm", np.dtype(np.float32): "strsm"}.get(np.dtype(dtype))
+    return None if name is None else _scipy_function("scipy.linalg.cython_blas", name, 11)
+
+
+def _np_trsm(a, b, p):
+    """``triangular_solve`` of known matrices as JAX computes it on the CPU: BLAS's ``trsm``
+    (:func:`_blas_trsm`) on each pair of column-major matrices; None where that is not there."""
+    trsm = _blas_trsm(a.dtype)
+    if trsm is None or b.dtype != a.dtype or a.ndim < 2 or a.shape[:-2] != b.shape[:-2] or 0 in b.shape:
+        return None
+    flags = [
+        ctypes.c_char(b"L" if p["left_side"] else b"R"),
+        ctypes.c_char(b"L" if p["lower"] else b"U"),
+        ctypes.c_char(b"N" if not p["transpose_a"] else (b"C" if p["conjugate_a"] else b"T")),
+        ctypes.c_char(b"U" if p["unit_diagonal"] else b"N"),
+    ]
+    m, n = b.shape[-2:]
+    ints = [ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(max(a.shape[-2], 1)), ctypes.c_int(max(m, 1))]
+    alpha = np.ones(1, a.dtype)
+    out = np.empty(b.shape, b.dtype)
+    for k in np.ndindex(b.shape[:-2]):
+        fa = np.asfortranarray(a[k]).copy(order="F")
+        fb = np.asfortranarray(b[k]).copy(order="F")
+        trsm(
+            *[ctypes.addressof(c) for c in flags],
+            ctypes.addressof(ints[0]),
+            ctypes.addressof(ints[1]),
+            alpha.ctypes.data,
+            fa.ctypes.data,
+            ctypes.addressof(ints[2]),
+            fb.ctypes.data,
+            ctypes.addressof(ints[3]),
+        )
+        out[k] = fb
+    return [out]
+
+
+_SOLVE_CALLS = ("pjit", "jit", "closed_call")
+
+
+def _np_jaxpr(closed, args):
+    """The outputs of the closed jaxpr ``closed`` on the known ``args``, each equation evaluated as
+    JAX does on the CPU: data movement (:func:`_np_move`), integer and boolean elementwise
+    operations, ``triangular_solve`` and ``lu_pivots_to_permutation`` (:func:`_np_lapack`), calls
+    (recursively); None where an equation is another (floating-point arithmetic, where XLA's program
+    could round otherwise)."""
+    from jax.extend import core as jcore
+
+    jaxpr = closed.jaxpr
+    env = dict(zip(jaxpr.constvars, closed.consts))
+    env.update(zip(jaxpr.invars, args))
+
+    def read(v):
+        return np.asarray(v.val) if isinstance(v, jcore.Literal) else np.asarray(env[v])
+
+    for eqn in jaxpr.eqns:
+        name, vals = eqn.primitive.name, [read(v) for v in eqn.invars]
+        if name in _SOLVE_CALLS and isinstance(eqn.params.get("jaxpr"), jcore.ClosedJaxpr):
+            outs = _np_jaxpr(eqn.params["jaxpr"], vals)
+        elif name in ("triangular_solve", "lu_pivots_to_permutation"):
+            outs = _np_lapack(name, vals, eqn.params)
+        else:
+            outs = _np_move(name, vals, eqn.params)
+            if outs is None and not any(_is_float(v.dtype) for v in vals):
+                outs = _np_elementwise(name, vals, eqn.params)
+        if outs is None or eqn.effects:
+            return None
+        for v, o in zip(eqn.outvars, outs):
+            o = np.asarray(o)
+            if o.shape != tuple(v.aval.shape) or o.dtype.kind != np.dtype(v.aval.dtype).kind:
+                return None
+            env[v] = o.astype(v.aval.dtype, copy=False)
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _np_linear_solve(vals, p):
+    """``custom_linear_solve`` of known operands: its ``solve`` jaxpr on its constants and the
+    right-hand side (as JAX's implementation evaluates it), by :func:`_np_jaxpr`."""
+    lengths = list(p["const_lengths"])
+    start = sum(lengths[:2])
+    solve = vals[start : start + lengths[2]]
+    return _np_jaxpr(p["jaxprs"].solve, [*solve, *vals[sum(lengths) :]])
 
 
 def _permutation(pivots, size: int):
