@@ -197,8 +197,9 @@ _IDENTITY = ("stop_gradient", "copy", "copy_p", "optimization_barrier")
 
 def _np_exact(name, vals, p):
     """The floating-point primitives whose result on these known values is one IEEE value, whatever
-    the order XLA computes them in: the identities, ``abs``, a maximum or minimum without NaN or
-    zeros of both signs, a sum whose every partial sum is exact (at most one element not zero in
+    the order XLA computes them in: the identities, ``abs``, ``is_finite``, a maximum or minimum
+    without NaN or zeros of both signs (of an array's elements, or of two arrays without a NaN and
+    without zeros of both signs in one place), a sum whose every partial sum is exact (at most one element not zero in
     each sum, or integers of a small total) and without a negative zero, and the LU factorization
     of 1 x 1 matrices (the matrix, pivot 0, permutation 0), the QR factorization of an empty matrix
     (no reflection: the identity's columns, an empty R), a ``scatter-add`` whose every target
@@ -215,6 +216,15 @@ def _np_exact(name, vals, p):
         return None
     if name == "abs":
         return [np.abs(x)]
+    if name == "is_finite":
+        return [np.isfinite(x)]
+    if name in ("max", "min") and len(vals) == 2:
+        y = np.asarray(vals[1])
+        if y.dtype != x.dtype or np.isnan(x).any() or np.isnan(y).any():
+            return None
+        if ((x == 0) & (y == 0) & (np.signbit(x) != np.signbit(y))).any():
+            return None  # a NaN, or zeros of both signs in one place: XLA's choice
+        return [(np.maximum if name == "max" else np.minimum)(x, y)]
     if name in ("reduce_max", "reduce_min") and x.size:
         zero = x == 0
         if np.isnan(x).any() or (np.signbit(x[zero]).any() and not np.signbit(x[zero]).all()):
