@@ -218,3 +218,31 @@ def test_refuses_an_asymmetric_or_non_linear_heavy_top(top):
     on_directors = dataclasses.replace(top.system, potential=lambda q, par: V(q, par) + 0.1 * q[5])
     with pytest.raises(ValueError, match="gradient of the potential"):
         lv.simulate(top.replace(system=on_directors), "bs99", h=0.002, t_end=0.01)
+
+
+def test_the_applicability_check_compiles_no_program():
+    """The check that a system is BS99's heavy top evaluates dV and g at q0 and three rotations of it
+    by NumPy from their jaxprs (and the rotations themselves by NumPy): no XLA program is compiled for
+    it, and it still accepts the heavy top and refuses a potential that is not linear in phi."""
+    import jax
+
+    from livens.mechanics import mechanics
+    from livens.schemes import bs99
+
+    compiles = []
+
+    def listener(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration)
+
+    top = lv.examples.load("heavy-top")
+    V = top.system.potential
+    curved = top.replace(system=dataclasses.replace(top.system, potential=lambda q, par: V(q, par) + 0.1 * q[0] ** 2))
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:  # the uncached check (applicability caches its verdict per system and q0)
+        verdicts = [bs99._applicability(np.asarray(p.q0), mechanics(p.system, p.q0)) for p in (top, curved)]
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert compiles == []
+    assert verdicts[0] is None
+    assert "gradient of the potential" in verdicts[1]

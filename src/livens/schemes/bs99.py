@@ -56,6 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._lru import LRU as CompiledCache
+from ..numpy_jaxpr import PointFunction
 from . import register
 from .base import BOTH_NODAL, About, Capabilities, Scheme, Solving, State
 
@@ -169,7 +170,8 @@ def _rotations():
     out = []
     for axis, angle in (((1.0, 2.0, 3.0), 0.7), ((-2.0, 0.5, 1.0), 1.9), ((0.3, -1.0, 0.2), -2.6)):
         a = np.asarray(axis) / np.linalg.norm(axis)
-        out.append(np.asarray(_rotation_about(jnp.asarray(a), angle)))
+        A = np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
+        out.append(np.eye(3) + np.sin(angle) * A + (1.0 - np.cos(angle)) * A @ A)  # Rodrigues, by NumPy
     return out
 
 
@@ -222,7 +224,9 @@ def _applicability(q0, mech) -> str | None:
     if axis_err > _RTOL * max(1.0, float(np.linalg.norm(Q[0]))):
         return no(f"phi0 is not on the axis d3 through the origin (|phi0 - (phi0.d3) d3| = {axis_err:.3e})")
     rotated = [np.concatenate([R @ b for b in Q]) for R in _rotations()]
-    dV = [np.asarray(jax.grad(mech.V)(jnp.asarray(x))) for x in [q0] + rotated]
+    # evaluated by NumPy from their jaxprs where they can be (checks to a tolerance: no program compiled)
+    grad_V, g = PointFunction(jax.grad(mech.V), q0), PointFunction(mech.g, q0)
+    dV = [np.asarray(grad_V(x)) for x in [q0] + rotated]
     c = dV[0][2]
     for x, grad in zip([q0] + rotated, dV):
         expected = np.zeros(12)
@@ -235,7 +239,7 @@ def _applicability(q0, mech) -> str | None:
                 f"(max |dV/dq - (0, 0, {c:.6g}, 0, ...)| = {err:.3e})"
             )
     for x in rotated:
-        r = float(np.max(np.abs(np.asarray(mech.g(jnp.asarray(x))))))
+        r = float(np.max(np.abs(np.asarray(g(x)))))
         if r > _RTOL * max(1.0, float(np.max(np.abs(q0)))):
             return no(
                 f"its constraints are not met by rigid rotations of q0 about the origin (max |g(R q0)| = {r:.3e})"
