@@ -320,6 +320,53 @@ class LaneTranslator(Translator):
 
     SORT_REFUSAL = "sort in lanes by a key other than one integer array"
 
+    SORT_BY_RANKS = 256
+    """The longest sort that :meth:`p_sort` does by ranks on vectors; a longer one is sorted lane by
+    lane."""
+
+    def p_sort(self, ins, outs, dimension, is_stable, num_keys, **params):
+        """:meth:`Translator.p_sort` (stable, by one integer key) in every lane at once: element i's
+        place is the number of elements whose key is smaller, and of those before it whose key is
+        equal, counted on vectors (all lanes together); each operand's elements are then put at
+        their lane's places. A stable sort has one result, so each lane's is that of the insertion
+        sort of one member (which a sort longer than :data:`SORT_BY_RANKS` still runs, lane by
+        lane)."""
+        if num_keys != 1 or not np.issubdtype(ins[0].dtype, np.integer):
+            raise Unsupported(self.SORT_REFUSAL)
+        shape = ins[0].shape
+        n = shape[dimension]
+        if n > self.SORT_BY_RANKS:
+            return super().p_sort(ins, outs, dimension, is_stable, num_keys, **params)
+        res = [self.new(shape, b.dtype) for b in ins]
+        for dst, src in zip(res, ins):
+            self.copy(dst, src)
+        st = _strides(shape)
+        others = [d for d in range(len(shape)) if d != dimension]
+        idx = self.loops([shape[d] for d in others])
+        base = " + ".join([f"{i}*{st[d]}" for i, d in zip(idx, others)]) or "0"
+        rk, key = self.fresh("rk"), res[0].name
+
+        def at(x, j):
+            return f"{x}[{base} + ({j})*{st[dimension]}]"
+
+        self.line(f"iv {rk}[{n}];")
+        self.open(f"for (int i = 0; i < {n}; i++)")
+        self.line(f"const iv k = {at(key, 'i')}; iv r = BI(0);")  # a true comparison is -1
+        self.line(f"for (int j = 0; j < i; j++) r -= (iv) ({at(key, 'j')} <= k);")
+        self.line(f"for (int j = i + 1; j < {n}; j++) r -= (iv) ({at(key, 'j')} < k);")
+        self.line(f"{rk}[i] = r;")
+        self.close()
+        for x in res:
+            s = self.fresh("s")
+            self.line(f"{self.ct(x.dtype)} {s}[{n}];")
+            self.line(f"for (int i = 0; i < {n}; i++) {s}[i] = {at(x.name, 'i')};")
+            self.line(
+                f"for (int i = 0; i < {n}; i++) for (int l = 0; l < {self.lanes}; l++) "
+                f"{at(x.name, f'{rk}[i][l]')}[l] = {s}[i][l];"
+            )
+        self.end(idx)
+        return res
+
     def _each_lane(self) -> bool:
         """:meth:`Translator.p_sort` lane by lane: each lane its own order."""
         self.open(f"for (int l = 0; l < {self.lanes}; l++)")
