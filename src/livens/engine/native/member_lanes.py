@@ -586,6 +586,8 @@ class LaneTranslator(Translator):
         a, bmat = ins
         *batch, m, _ = a.shape
         rows, cols = bmat.shape[-2], bmat.shape[-1]
+        if left_side and 1 < cols <= self.TRIANGULAR_IN_REGISTERS and a.dtype == bmat.dtype == np.float64:
+            return self._triangular_rows(a, bmat, m, batch, lower, transpose_a, unit_diagonal)
         if not (left_side and transpose_a and not lower and cols == 1 and a.dtype == np.float64):
             return super().p_triangular_solve(
                 ins, outs, left_side, lower, transpose_a, conjugate_a, unit_diagonal, **params
@@ -602,6 +604,45 @@ class LaneTranslator(Translator):
             self.line(f"{X}[j] = {X}[j] / {A}[j*{m} + j];")
         self.line(f"const dv xj = {X}[j];")
         self.line(f"for (int i = j + 1; i < {m}; i++) {X}[i] = {X}[i] - {A}[j*{m} + i] * xj;")
+        self.close()
+        self.close()
+        return out
+
+    TRIANGULAR_IN_REGISTERS = 24
+    """The most right-hand sides of a triangular solve whose row of x :meth:`_triangular_rows`
+    keeps in registers."""
+
+    def _triangular_rows(self, a, bmat, m, batch, lower, transpose_a, unit_diagonal) -> Buf:
+        """op(a) x = b for several right-hand sides (the columns of b) as
+        :meth:`Translator.p_triangular_solve` computes it, row i of x at a time (x_i -= a_ij x_j for
+        j in the same order, then / a_ii), the row's elements held in registers over the
+        subtractions where that form loads and stores the row at every j: the same operations in
+        the same order, the same bits."""
+        cols = bmat.shape[-1]
+        out = self.new(bmat.shape, bmat.dtype)
+        self.copy(out, bmat)
+        eff_lower = lower != transpose_a
+        bb = self.fresh("b")
+        self.open(f"for (int {bb} = 0; {bb} < {int(math.prod(batch))}; {bb}++)")
+        a = self.arr(a)
+        A = f"({a.name if not a.known else self.static(a)} + {bb}*{m * m})"
+
+        def Aij(i, j):
+            return f"{A}[({j})*{m} + ({i})]" if transpose_a else f"{A}[({i})*{m} + ({j})]"
+
+        X = f"({out.name} + {bb}*{m * cols})"
+        s = [self.fresh("s") for _ in range(cols)]
+        self.open(f"for (int i = 0; i < {m}; i++)" if eff_lower else f"for (int i = {m} - 1; i >= 0; i--)")
+        self.line(f"dv {', '.join(f'{x} = {X}[i*{cols} + {r}]' for r, x in enumerate(s))};")
+        self.open("for (int j = 0; j < i; j++)" if eff_lower else f"for (int j = i + 1; j < {m}; j++)")
+        self.line(f"const dv a = {Aij('i', 'j')}; const dv *y = {X} + j*{cols};")
+        self.line(" ".join(f"{x} = {x} - a * y[{r}];" for r, x in enumerate(s)))
+        self.close()
+        if unit_diagonal:
+            self.line(" ".join(f"{X}[i*{cols} + {r}] = {x};" for r, x in enumerate(s)))
+        else:
+            self.line(f"const dv d = {Aij('i', 'i')};")
+            self.line(" ".join(f"{X}[i*{cols} + {r}] = {x} / d;" for r, x in enumerate(s)))
         self.close()
         self.close()
         return out
