@@ -19,6 +19,7 @@ from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
+from _compiles import backend_compiles
 
 import livens as lv
 
@@ -224,25 +225,14 @@ def test_the_applicability_check_compiles_no_program():
     """The check that a system is BS99's heavy top evaluates dV and g at q0 and three rotations of it
     by NumPy from their jaxprs (and the rotations themselves by NumPy): no XLA program is compiled for
     it, and it still accepts the heavy top and refuses a potential that is not linear in phi."""
-    import jax
-
     from livens.mechanics import mechanics
     from livens.schemes import bs99
-
-    compiles = []
-
-    def listener(event, duration, **kw):
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiles.append(duration)
 
     top = lv.examples.load("heavy-top")
     V = top.system.potential
     curved = top.replace(system=dataclasses.replace(top.system, potential=lambda q, par: V(q, par) + 0.1 * q[0] ** 2))
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:  # the uncached check (applicability caches its verdict per system and q0)
+    with backend_compiles() as compiles:  # the uncached check (applicability caches its verdict per system and q0)
         verdicts = [bs99._applicability(np.asarray(p.q0), mechanics(p.system, p.q0)) for p in (top, curved)]
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
     assert compiles == []
     assert verdicts[0] is None
     assert "gradient of the potential" in verdicts[1]

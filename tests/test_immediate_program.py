@@ -6,23 +6,15 @@ function is traced."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _compiles import backend_compiles
 
 from livens.engine import ImmediateProgram
 
 
 def _compiles(fn):
     """(fn's result, the XLA backend compiles it made)."""
-    seen = []
-
-    def listener(event, duration, **kw):
-        if event == "/jax/core/compile/backend_compile_duration":
-            seen.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
+    with backend_compiles() as seen:
         out = fn()
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
     return out, len(seen)
 
 

@@ -11,7 +11,7 @@ import itertools
 import jax
 import numpy as np
 import pytest
-from jax import monitoring
+from _compiles import backend_compiles
 
 from livens.engine import native
 from livens.engine.jaxprs import equations
@@ -194,17 +194,9 @@ def test_no_scatter_add_fold_where_the_order_of_the_sums_could_change_a_bit(case
 
 def _compiles_while(fn):
     """(fn(), the number of XLA programs compiled meanwhile)."""
-    compiles = []
-
-    def listen(event, duration, **_):
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiles.append(duration)
-
-    monitoring.register_event_duration_secs_listener(listen)
-    try:
-        return fn(), len(compiles)
-    finally:
-        monitoring.unregister_event_duration_listener(listen)
+    with backend_compiles() as compiles:
+        out = fn()
+    return out, len(compiles)
 
 
 @pytest.mark.skipif(native.compiler() is None, reason="no C compiler")

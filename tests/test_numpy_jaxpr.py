@@ -133,3 +133,15 @@ def test_a_point_function_refuses_nothing_it_traced_and_an_other_shape_compiles(
     np.testing.assert_allclose(point(np.array([0.2, 0.4, 0.6])), np.sin([0.2, 0.4, 0.6]) * 0.2, rtol=1e-15)
     np.testing.assert_allclose(point(np.array([0.2, 0.4])), np.sin([0.2, 0.4]) * 0.2, rtol=1e-15)
     assert point.compiles
+
+
+def test_a_placement_of_values_is_evaluated_as_the_values():
+    """``jax.device_put`` inside a function (JAX 0.7 also writes one for ``jnp.asarray`` of a NumPy
+    constant) is a primitive of its jaxpr that places values: evaluated as the values themselves."""
+
+    def fn(x):
+        return jax.device_put(x) * 2.0 + jax.device_put(np.arange(3.0))
+
+    x = np.array([1.0, -2.0, 0.5])
+    assert "device_put" in {e.primitive.name for e in jax.make_jaxpr(fn)(x).jaxpr.eqns}
+    np.testing.assert_array_equal(evaluate(fn, x), np.asarray(jax.jit(fn)(x)))

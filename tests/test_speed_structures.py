@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _compiles import backend_compiles
 from _tangents import assert_tangent_equals_ad, perturbed_point, tangent_type
 
 import livens as lv
@@ -281,27 +282,18 @@ def test_double_four_bar_ensemble_equals_single_runs():
 
 def test_runner_not_recompiled_when_h_t_end_tol_max_iter_change():
     problem = lv.examples.load("pendulum-3d")
-    compiles = []
-
-    def listener(event, duration, **kw):
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiles.append(duration)
-
     lv.simulate(problem, "VI-S", h=0.01, t_end=0.05)  # compile once
     p = plan(problem, "VI-S", h=0.01, t_end=0.05)
     layout = record_layout(p.scheme, p.mech, "extrapolated", initial_state(problem, p.mech, p.scheme), 0.01, p.params)
     runner = _single_loop(p, layout, 512)  # the default guess's runner
     size = runner._cache_size()
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
+    with backend_compiles() as compiles:
         for h, t_end, tol, max_iter in [(0.02, 0.1, 1e-9, 40), (0.005, 3.0, 1e-11, 25), (0.05, 0.05, 1e-6, 7)]:
             sol = lv.simulate(problem, "VI-S", h=h, t_end=t_end, tol=tol, max_iter=max_iter)
             assert sol.q.shape[0] == int(round(t_end / h)) + 1
         n_sim = len(compiles)
         c = float(np.random.default_rng().uniform(2.0, 3.0))  # a new program: the listener must see it
         jax.jit(lambda x: jnp.sin(x) * c)(jnp.arange(3.0)).block_until_ready()
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
     assert runner._cache_size() == size
     assert _single_loop(p, layout, 512) is runner
     assert n_sim == 0
