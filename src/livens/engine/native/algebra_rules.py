@@ -705,6 +705,20 @@ class AlgebraRules:
             self.line(" ".join(row))
         self.line(" ".join(f"{X}[{i * stride}] = {x}_{i};" for i in range(m)))
 
+    def _batched_matrix(self, a, nb: int, m: int, transposed: bool):
+        """Open the loop over the ``nb`` square matrices (m x m, rows in order) of ``a`` and give
+        (the loop's index, ``Aij``): ``Aij(i, j)`` the C expression of element (i, j) of the current
+        matrix, or of its transpose where ``transposed``."""
+        bb = self.fresh("b")
+        self.open(f"for (int {bb} = 0; {bb} < {nb}; {bb}++)")
+        a = self.arr(a)
+        A = f"({a.name if not a.known else self.static(a)} + {bb}*{m * m})"
+
+        def Aij(i, j):
+            return f"{A}[({j})*{m} + ({i})]" if transposed else f"{A}[({i})*{m} + ({j})]"
+
+        return bb, Aij
+
     def p_triangular_solve(self, ins, outs, left_side, lower, transpose_a, conjugate_a, unit_diagonal, **_):
         """op(a) x = b (left_side) or x op(a) = b, op(a) = a or a^T; a triangular."""
         a, bmat = ins
@@ -716,14 +730,7 @@ class AlgebraRules:
         # x op(a) = b  <=>  op(a)^T x^T = b^T: a left solve with the other transpose, over b's rows
         eff_t = transpose_a if left_side else not transpose_a
         eff_lower = lower != eff_t  # op(a) lower triangular
-        bb = self.fresh("b")
-        self.open(f"for (int {bb} = 0; {bb} < {nb}; {bb}++)")
-        a = self.arr(a)
-        A = f"({a.name if not a.known else self.static(a)} + {bb}*{m * m})"
-
-        def Aij(i, j):
-            return f"{A}[({j})*{m} + ({i})]" if eff_t else f"{A}[({i})*{m} + ({j})]"
-
+        bb, Aij = self._batched_matrix(a, nb, m, eff_t)
         X = f"({out.name} + {bb}*{rows * cols})"
         # the right-hand sides: columns of b (left side) or rows of b (right side)
         nrhs, stride_rhs, stride_elem = (cols, 1, cols) if left_side else (rows, cols, 1)

@@ -622,14 +622,7 @@ class LaneTranslator(Translator):
         out = self.new(bmat.shape, bmat.dtype)
         self.copy(out, bmat)
         eff_lower = lower != transpose_a
-        bb = self.fresh("b")
-        self.open(f"for (int {bb} = 0; {bb} < {int(math.prod(batch))}; {bb}++)")
-        a = self.arr(a)
-        A = f"({a.name if not a.known else self.static(a)} + {bb}*{m * m})"
-
-        def Aij(i, j):
-            return f"{A}[({j})*{m} + ({i})]" if transpose_a else f"{A}[({i})*{m} + ({j})]"
-
+        bb, Aij = self._batched_matrix(a, int(math.prod(batch)), m, transpose_a)
         X = f"({out.name} + {bb}*{m * cols})"
         s = [self.fresh("s") for _ in range(cols)]
         self.open(f"for (int i = 0; i < {m}; i++)" if eff_lower else f"for (int i = {m} - 1; i >= 0; i--)")
