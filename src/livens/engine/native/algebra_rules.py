@@ -89,6 +89,17 @@ class AlgebraRules:
         zero = self.known_zeros(rhs).reshape(rhs.shape).transpose([rc[0], rfree[0]])
         return zero if zero.any() else None
 
+    @staticmethod
+    def _live_terms(dead_row, width: int) -> tuple[list[int], list[int]]:
+        """The terms of one contraction index that :meth:`_register_rows` writes, from ``dead_row``
+        (the right factors of an output row that are known zeros): the groups q of 4 elements
+        (4q to 4q + 3) whose right factors are not all known zeros, and the last ``width mod 4``
+        elements m (4 (width // 4) + m) whose right factor is not a known zero. Lane kernels leave
+        out the same terms (:mod:`~livens.engine.native.member_lanes`)."""
+        k = width // 4
+        groups = [q for q in range(k) if not dead_row[4 * q : 4 * q + 4].all()]
+        return groups, [m for m in range(width % 4) if not dead_row[4 * k + m]]
+
     def _register_rows(self, out: Buf, lview, rview, contract, batch, lfree, width: int, lhs: Buf, dead=None) -> None:
         """The rows of :meth:`_row_dot` (one free right index, contiguous in the right operand)
         summed in vectors of 4 doubles (GCC's and Clang's ``vector_size``) and scalars for the last
@@ -115,8 +126,7 @@ class AlgebraRules:
             a, y = self.fresh("a"), self.fresh("y")
             lterms = [(sl[x], v) for x, v in zip(lfree, li)]
             for c in range(dead.shape[0]):
-                live = [q for q in range(k) if not dead[c, 4 * q : 4 * q + 4].all()]
-                live_tails = [m for m in range(rem) if not dead[c, 4 * k + m]]
+                live, live_tails = self._live_terms(dead[c], width)
                 if not live and not live_tails:
                     continue
                 self.open("")

@@ -411,8 +411,8 @@ class LaneTranslator(Translator):
         if dead is not None:
             whole = width // 4 * 4
             for c in range(dead.shape[0]):
-                live = [j for j in range(whole) if not dead[c, j // 4 * 4 : j // 4 * 4 + 4].all()]
-                live += [j for j in range(whole, width) if not dead[c, j]]
+                groups, tails = self._live_terms(dead[c], width)
+                live = [4 * q + i for q in groups for i in range(4)] + [whole + m for m in tails]
                 if not live:
                     continue
                 self.open("")
