@@ -27,11 +27,11 @@ what that means here (:data:`ARCH_FLAGS`).
 
 Large sources (more than :data:`LARGE_SOURCE` characters, where GCC at ``-O2`` may take several
 seconds) whose optimized library is not yet cached are compiled twice at once: at ``-O0``
-(:data:`QUICK_FLAGS`, for this CPU where ``-O2`` is: :func:`quick_flags`) and at ``-O2``. The kernel runs the ``-O0`` library from the first call and
-switches to the ``-O2`` one when its compile ends (:func:`wait` waits for that). ``-O0`` compiles
-the large body of a time loop in a fraction of ``-Og``'s time (``-Og`` still allocates registers
-over the whole function, most of its compile); the kernel runs more slowly on it until the
-``-O2`` library is in use. The ``-O2`` compile, which nothing waits for, runs at a lower priority
+(:data:`QUICK_FLAGS`, for this CPU where ``-O2`` is: :func:`quick_flags`) and at ``-O2``. The
+kernel runs the ``-O0`` library from the first call and switches to the ``-O2`` one when its
+compile ends (:func:`wait` waits for that). ``-O0`` compiles the large body of a time loop in a
+fraction of ``-Og``'s time (``-Og`` still allocates registers over the whole function, most of
+its compile); the kernel runs more slowly on it until the ``-O2`` library is in use. The ``-O2`` compile, which nothing waits for, runs at a lower priority
 (:data:`~livens.engine.native.cache.BACKGROUND_NICE`): it takes the CPU that the run's own work
 (its ``-O0`` compile, its tracing, its first steps) leaves.
 Every level follows IEEE arithmetic (no fast-math, no contraction; x86-64 computes at ``-O0`` in

@@ -279,8 +279,8 @@ def _np_scatter_targets(shape, indices, dn, upd_shape, mode):
 def _np_scatter_add(operand, indices, updates, p):
     """``scatter-add`` on known values where its result is one IEEE value whatever the order of the
     additions: every target sums at most one element not zero (its operand element and the
-    updates it receives), all finite, none a negative zero (integers: any sum, wrapping as XLA's; floats of at least 32 bits);
-    None otherwise, and where :func:`_np_scatter_targets` gives no targets."""
+    updates it receives), all finite, none a negative zero (integers: any sum, wrapping as XLA's;
+    floats of at least 32 bits); None otherwise, and where :func:`_np_scatter_targets` gives no targets."""
     if (
         updates.dtype != operand.dtype
         or operand.dtype == np.bool_
