@@ -64,8 +64,11 @@ BAR = re.compile(r"\d+%\|.*\| *[\d.]+k?M?/[\d.]+[kM]? \[\d\d:\d\d<\d\d:\d\d, *[\
 
 
 def test_progress_bar_on_a_terminal_from_the_cli():
-    # 4e5 steps of the pendulum, about a second on a fast machine: the bar is asked for at once
-    code, text = run_in_pty(LIVENS + ["run", "pendulum-3d", "--h", "1e-5", "--t-end", "4"], LIVENS_PROGRESS_DELAY="0")
+    # 4e6 steps of the pendulum, a node kept in every 100: at least a second of stepping on a fast,
+    # quiet machine (4e5 steps took 0.2 s there, less than the bar's first refresh), the bar asked
+    # for at once
+    argv = ["run", "pendulum-3d", "--h", "1e-6", "--t-end", "4", "--save-every", "100"]
+    code, text = run_in_pty(LIVENS + argv, LIVENS_PROGRESS_DELAY="0")
     assert code == 0, text[-2000:]
     bars = BAR.findall(text)
     assert bars, text[-2000:]  # steps done/total, time elapsed<left, rate
@@ -75,7 +78,7 @@ def test_progress_bar_on_a_terminal_from_the_cli():
 def test_progress_bar_on_a_terminal_from_python():
     script = (
         "import livens as lv\n"
-        "lv.simulate(lv.examples.load('pendulum-3d'), 'VI-S', h=1e-5, t_end=4.0)\n"
+        "lv.simulate(lv.examples.load('pendulum-3d'), 'VI-S', h=1e-6, t_end=4.0, save_every=100)\n"
         "print('finished')\n"
     )
     code, text = run_in_pty([sys.executable, "-c", script], LIVENS_PROGRESS_DELAY="0")
