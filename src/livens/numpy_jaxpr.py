@@ -108,14 +108,22 @@ def _dynamic_update_slice(x, update, *starts, **_):
 
 
 def _pad(x, padding_value, *, padding_config, **_):
+    """lax.pad written straight into one array of the padding value: along each axis, element j of x
+    lands at lo + j (interior + 1) where that lies within the output (a negative edge crops)."""
     x = np.asarray(x)
-    shape = [n + max(n - 1, 0) * interior for n, (_, _, interior) in zip(x.shape, padding_config)]
-    spread = np.full(shape, padding_value, dtype=x.dtype)
-    spread[tuple(slice(None, None, interior + 1) for _, _, interior in padding_config)] = x
-    widths = [(max(lo, 0), max(hi, 0)) for lo, hi, _ in padding_config]
-    out = np.pad(spread, widths, constant_values=padding_value)
-    crop = tuple(slice(-min(lo, 0), out.shape[i] + min(hi, 0)) for i, (lo, hi, _) in enumerate(padding_config))
-    return out[crop]
+    shape = [lo + n + max(n - 1, 0) * interior + hi for n, (lo, hi, interior) in zip(x.shape, padding_config)]
+    out = np.full(shape, padding_value, dtype=x.dtype)
+    into, taken = [], []
+    for n, size, (lo, _, interior) in zip(x.shape, shape, padding_config):
+        step = interior + 1
+        first = max(0, -(lo // step))  # the first element at a position >= 0
+        last = min(n - 1, (size - 1 - lo) // step)  # the last at a position < size
+        if last < first:  # nothing of x within the output
+            return out
+        into.append(slice(lo + first * step, lo + last * step + 1, step))
+        taken.append(slice(first, last + 1))
+    out[tuple(into)] = x[tuple(taken)]
+    return out
 
 
 def _dot_general(lhs, rhs, *, dimension_numbers, preferred_element_type=None, **_):
