@@ -391,7 +391,8 @@ def _start(p: Plan, state, single: bool):
     if not single:
         fn = jax.vmap(fn, in_axes=(0, None, None, None))
     key = (sch.name, mech, jnp.shape(state.q), "one" if single else "members")
-    shapes, finish = engine.start_program(key, fn, args, p.engine, native)
+    # an XLA start compiles beside the trace of the time loop that follows (livens.engine.tiers)
+    shapes, finish = engine.start_program(key, fn, args, p.engine, native, beside=True)
     return shapes[0], finish
 
 

@@ -12,7 +12,8 @@ the engine decides what runs it:
 - :func:`batched_loop`: the driver's ``vmap`` of the loop over the members, compiled by XLA;
 - :func:`program`: any other program of a run (the rescue of a failed step, a start), compiled by
   XLA with the engine's options (``once``: at level 0, for a program that runs once or a few times);
-- :func:`start_program`: a start step, compiled (as C in the background while the time loop compiles).
+- :func:`start_program`: a start step, compiled (as C in the background while the time loop compiles,
+  or by XLA in the background while the time loop is traced).
 
 :func:`step_options` says which of the engine's rewrites the step itself applies: the
 small-product rewrite of its residual and Newton update (XLA programs of small systems), and
@@ -32,7 +33,7 @@ from .._lru import CompiledCache
 from . import xla
 from .options import EngineOptions, loop_size
 from .small_products import fold_constants, fuse_small_dots
-from .tiers import TieredJit, background
+from .tiers import TieredJit, background, compile_beside
 
 
 def step_options(options: EngineOptions, unknowns: int, size: tuple[int, str], native: bool) -> dict:
@@ -113,12 +114,15 @@ def program(fn: Callable, options: EngineOptions, once: bool = False) -> Callabl
 _STARTS = CompiledCache(16)
 
 
-def start_program(key: Any, fn: Callable, args: tuple, options: EngineOptions, native: bool) -> tuple[Any, Callable]:
+def start_program(
+    key: Any, fn: Callable, args: tuple, options: EngineOptions, native: bool, beside: bool = False
+) -> tuple[Any, Callable]:
     """A start step ``fn(*args)``, compiled: (its outputs' shapes, ``finish()``), ``finish()`` waiting
     for the compile and returning ``fn(*args)``. ``native``: translated to C and compiled at ``-O0``
     (a program that runs once) in the background while the time loop compiles; XLA, in the calling
-    thread, where the translator cannot. ``key``
-    names ``fn`` and the arguments' shapes: a later call with the same key reuses the program."""
+    thread, where the translator cannot, or with ``beside`` in a background thread while the calling
+    thread traces the time loop (:func:`livens.engine.tiers.compile_beside`). ``key`` names ``fn`` and
+    the arguments' shapes: a later call with the same key reuses the program."""
     hit = _STARTS.get((key, native, options))
     if hit is not None:
         shapes, compiled = hit
@@ -147,7 +151,8 @@ def start_program(key: Any, fn: Callable, args: tuple, options: EngineOptions, n
         traced = _jit(fn, options, once=True).trace(*args)
         lowered = traced.lower()
         shapes = traced.out_info
-        compiled = _now(lowered.compile)  # XLA compiles in the calling thread (livens.engine.tiers)
+        # XLA compiles in the calling thread, or beside its trace of the time loop (livens.engine.tiers)
+        compiled = compile_beside(lowered) if beside else _now(lambda: xla.compile_lowered(lowered))
     _STARTS[(key, native, options)] = (shapes, compiled)
     return shapes, lambda: _finish(compiled, fn, args, options, key, native)
 

@@ -20,12 +20,16 @@ take one iteration more or fewer: the results agree to round-off and the Newton 
 which chunks ran on which executable depends on the measured times. A program of fewer than
 :data:`LARGE` equations compiles fast at the default level and is compiled once, at it.
 
-Every XLA compile runs in the thread that calls: XLA's CPU compiler, and its persistent
-compilation cache, compiling in a second thread beside the first crashed test processes
-(segmentation faults and aborts inside the compile and the cache's (de)serialization).
-:func:`background` runs the native backend's start compiles (the C translation and the C compiler,
-a process of its own), never an XLA compile; :func:`wait` waits for them, as
-:func:`livens.engine.native.wait` does for the native ``-O2`` libraries.
+XLA compiles one program at a time: XLA's CPU compiler, and its persistent compilation cache,
+compiling in a second thread beside the first, or beside the first thread's runs, crashed test
+processes (segmentation faults and aborts inside the compile and the cache's (de)serialization).
+Each of livens' XLA compiles holds :data:`livens.engine.xla.COMPILE_LOCK`, and every one runs in
+the thread that calls but one: an XLA start step (:func:`compile_beside`), a program of its own that
+runs once, compiles in a background thread while the calling thread traces and lowers the time loop
+(no XLA compile and no run meanwhile), and the loop's own compile waits for it at the lock.
+:func:`background` also runs the native backend's start compiles (the C translation and the C
+compiler, a process of its own); :func:`wait` waits for them, as :func:`livens.engine.native.wait`
+does for the native ``-O2`` libraries.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ _QUICK: weakref.WeakSet = weakref.WeakSet()
 
 def _compile(lowered, level: str):
     """The lowered program compiled by XLA at ``level`` ("quick": level 0, "default")."""
-    return lowered.compile(xla.compiler_options(once=level == "quick"))
+    return xla.compile_lowered(lowered, xla.compiler_options(once=level == "quick"))
 
 
 class _Program:
@@ -145,10 +149,17 @@ class TieredJit:
         return len(self._programs)
 
 
+def compile_beside(lowered) -> Future:
+    """The XLA compile of ``lowered`` (a start step: compiled with the options of its ``jit``) in a
+    daemon thread, as a Future, holding :data:`livens.engine.xla.COMPILE_LOCK` (module docstring):
+    the calling thread traces the time loop meanwhile, and compiles it once this compile has ended."""
+    return background(lambda: xla.compile_lowered(lowered), "livens-start-xla")
+
+
 def background(fn: Callable[[], Any], name: str = "livens-compile") -> Future:
-    """fn() in a daemon thread, as a Future; :func:`wait` and the process's exit wait for it. Never
-    for an XLA compile (module docstring): for the C translation and compiler, which runs as a
-    process of its own."""
+    """fn() in a daemon thread, as a Future; :func:`wait` and the process's exit wait for it. For the
+    C translation and compiler, which runs as a process of its own, and for an XLA compile only
+    through :func:`compile_beside` (module docstring)."""
     future: Future = Future()
 
     def work():

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,11 @@ import jax
 
 from .. import _jaxconfig  # noqa: F401 - float64 before any program is traced
 from ..numpy_jaxpr import NumpyFunction
+
+COMPILE_LOCK = threading.RLock()
+"""Held by each of livens' XLA compiles (:func:`compile_lowered`): one at a time in the process. XLA's
+CPU compiler and its persistent cache crashed test processes where two compiles, or a compile and a
+cache read, ran side by side (:mod:`livens.engine.tiers`)."""
 
 XLA_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 """XLA's compile options for livens' programs (module docstring)."""
@@ -88,7 +94,7 @@ def _supported(options: tuple) -> dict:
     if not options:
         return {}
     try:
-        jax.jit(lambda x: x, compiler_options=options).lower(0.0).compile()
+        compile_lowered(jax.jit(lambda x: x, compiler_options=options).lower(0.0))
     except Exception:  # noqa: BLE001 - an older jax (no compiler_options) or an XLA without the option
         return {}
     return options
@@ -110,6 +116,13 @@ def jit(fn: Callable, once: bool = False, **kwargs: Any) -> Callable:
     on a ``jit`` called inside another traced function."""
     options = compiler_options(once)
     return jax.jit(fn, compiler_options=options, **kwargs) if options else jax.jit(fn, **kwargs)
+
+
+def compile_lowered(lowered, options: dict | None = None):
+    """``lowered.compile(options)`` holding :data:`COMPILE_LOCK`: never beside another of livens' XLA
+    compiles, whichever thread it runs in."""
+    with COMPILE_LOCK:
+        return lowered.compile(options) if options is not None else lowered.compile()
 
 
 def _leaf_key(x):
@@ -152,7 +165,8 @@ class ImmediateProgram:
             except Exception:  # noqa: BLE001 - a case NumPy does not evaluate: the compiled program from now on
                 program = None
         if program is None:
-            program = self._compiled[key] = self.jitted.trace(*args).lower().compile(compiler_options(once=True))
+            lowered = self.jitted.trace(*args).lower()
+            program = self._compiled[key] = compile_lowered(lowered, compiler_options(once=True))
         return program(*args)
 
     def _numpy(self, args):
