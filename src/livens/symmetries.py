@@ -17,7 +17,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _jaxconfig  # noqa: F401
-from .validation import constraint_label, point_values
+from .numpy_jaxpr import NumpyFunction, PointFunction
+from .validation import constraint_label, point_function, point_values
 
 if TYPE_CHECKING:  # annotations only: Mechanics is imported where it is used, so that this module's
     # namespace (no __all__) holds only the symmetry checks
@@ -30,12 +31,44 @@ if TYPE_CHECKING:  # annotations only: Mechanics is imported where it is used, s
 SYMMETRY_RTOL = 1e-8
 
 
+_POINTS: dict = {}  # id(mech) -> (mech, its point values): the few Mechanics checked lately
+
+
+def _point_values(mech, q0: np.ndarray):
+    """q -> (V(q), dV(q), g(q), G(q)) for the symmetry checks, NumPy arrays: evaluated by NumPy from
+    the jaxpr of :func:`livens.validation.point_function` (traced once; the checks evaluate a few
+    dozen points, where an XLA program would be compiled for them at every run's set-up), else,
+    where the interpreter does not know a primitive, by :func:`livens.validation.point_values`
+    (compiled at its first call)."""
+    hit = _POINTS.get(id(mech))
+    if hit is not None and hit[0] is mech:
+        return hit[1]
+    try:
+        numpy = [NumpyFunction(point_function(mech), np.asarray(q0, float))]
+    except Exception:  # noqa: BLE001 - a primitive NumPy does not evaluate: the compiled program
+        numpy = [None]
+    compiled = point_values(mech)  # compiled at its first call only
+
+    def values(q):
+        if numpy[0] is not None:
+            try:
+                return tuple(np.asarray(x) for x in numpy[0](np.asarray(q, float)))
+            except Exception:  # noqa: BLE001 - the compiled program from now on
+                numpy[0] = None
+        return tuple(np.asarray(x) for x in compiled(q))
+
+    if len(_POINTS) >= 16:
+        _POINTS.clear()
+    _POINTS[id(mech)] = (mech, values)
+    return values
+
+
 def _manifold_points(mech, q0, rng, n: int):
     """q0 and up to ``n`` points near it on g(q) = 0 (random perturbations projected by
     Gauss-Newton), for the symmetry checks."""
     pts = [q0]
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(q0.shape[0]))
-    values = point_values(mech)  # compiled once per Mechanics, for every point of the symmetry checks
+    values = _point_values(mech, q0)
     for _ in range(n):
         q = q0 + scale * rng.standard_normal(q0.shape[0])
         if mech.m:
@@ -96,7 +129,7 @@ def symmetry_defect(mech: Mechanics, sym: Symmetry, q0: ArrayLike, seed: int = 0
     on = _manifold_points(mech, np.asarray(q0, float), rng, 3)
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
     off = [q + 0.05 * scale * rng.standard_normal(len(q0)) for q in on]
-    values = point_values(mech)
+    values = _point_values(mech, q0)
     if not mech.constant_mass:
         why = _mass_defect(mech, sym, on + off)
         if why is not None:
@@ -128,13 +161,13 @@ def _mass_defect(mech, sym, points) -> str | None:
     xi = None if sym.xi is None else jnp.asarray(sym.xi)
     M = mech.M
 
-    @jax.jit
     def change(q):
         Mq, dM = jax.jvp(M, (q,), (jnp.asarray(sym.generator(q), q.dtype),))
         return (dM if xi is None else dM + xi.T @ Mq + Mq @ xi), Mq
 
+    change_at = PointFunction(change, np.asarray(points[0], float))  # NumPy where it can: no XLA compile
     for q in points:
-        dM, Mq = (np.asarray(a) for a in change(jnp.asarray(q)))
+        dM, Mq = (np.asarray(a) for a in change_at(np.asarray(q, float)))
         size = max(np.max(np.abs(Mq)), 1e-300) * (1.0 if xi is None else max(float(np.max(np.abs(sym.xi))), 1.0))
         if np.max(np.abs(dM)) > SYMMETRY_RTOL * size:
             return (
@@ -154,7 +187,7 @@ def invariant_rows(mech: Mechanics, symmetries: Sequence[Symmetry], q0: ArrayLik
     rng = np.random.default_rng(seed)
     q0 = np.asarray(q0, float)
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
-    values = point_values(mech)
+    values = _point_values(mech, q0)
     for q in [q0] + [q0 + scale * rng.standard_normal(len(q0)) for _ in range(3)]:
         G = np.asarray(values(q)[3])
         for sym in symmetries:
@@ -178,10 +211,10 @@ def affine_rows(mech: Mechanics, seed: int = 2) -> np.ndarray:
     random points (AD of a linear expression gives exact zeros; a row's own jaxpr cannot be told
     apart structurally where g builds all rows in one array)."""
     rng = np.random.default_rng(seed)
-    hess = jax.jit(jax.jacfwd(jax.jacfwd(mech.g)))
+    hess = PointFunction(jax.jacfwd(jax.jacfwd(mech.g)), np.zeros(mech.d))  # NumPy where it can: no XLA compile
     flat = np.zeros(mech.m, dtype=bool)
     for i in range(3):
-        H = np.asarray(hess(jnp.asarray(rng.standard_normal(mech.d))))
+        H = np.asarray(hess(rng.standard_normal(mech.d)))
         zero = ~np.any(H.reshape(mech.m, -1) != 0.0, axis=1)
         flat = zero if i == 0 else flat & zero
     return flat
@@ -209,7 +242,7 @@ def constraints_midpoint_orthogonal(
     affine = affine_rows(mech)
     if np.any(~invariant & ~affine):
         return False
-    A = np.asarray(point_values(mech)(np.asarray(q0, float))[3])[affine]
+    A = _point_values(mech, q0)(np.asarray(q0, float))[3][affine]
     for sym in symmetries:
         if sym.xi is None:
             Axi = A @ np.asarray(sym.shift, float)[:, None]  # must vanish: no component to map into
