@@ -71,7 +71,11 @@ def pairs(lv, pairs, seconds: float, repeats: int, results: dict) -> None:
         print(
             f"  {e:<26} {s:<18} {comp} {rate} {its} {r.get('backend', '-'):>8}"
             + (f"  (-O0 first; -O2 in use after {r['optimized_s']:.2f} s)" if "optimized_s" in r else "")
-            + (f"  {r['failed'][:60]}" if "failed" in r else ""),
+            + (
+                f"  (timed on runs of {r['steps']:,} steps: longer runs fail at step {r['failed_at_step']:,})"
+                if "failed_at_step" in r and "steps_per_s" in r
+                else (f"  {r['failed'][:60]}" if "failed" in r else "")
+            ),
             flush=True,
         )
 
