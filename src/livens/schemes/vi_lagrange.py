@@ -70,6 +70,7 @@ import jax.scipy.linalg as jsl
 
 from .._lru import LRU
 from ..solvers import TangentForms, banded_tangent, choose_form
+from ..solvers.banded import same_pattern
 from ..solvers.newton import LinearizedNewton, dense_tangent_solve, implicit, linearized_jacobian
 from . import register
 from .base import About, Capabilities, Scheme, Solving, State, compensated_add
@@ -256,6 +257,11 @@ def _lagrange_system(x, args, mech):
     d = mech.d
     dq, lam = x[:d], x[d:]
     return jnp.concatenate([r + D1Ld(mech, q, dq, h, t) + c * h * mech.GT_mul(q, lam), mech.g(_next(q, dq, carry)[0])])
+
+
+# the step's tangent (eq 14, the band form's key ("scheme", "vi-lagrange"), livens.solvers.tangent) and the
+# start's (eq 15) are those of one system, _lagrange_system, at other arguments: one sparsity pattern
+same_pattern("vi-lagrange eq 14, 15", "vi-lagrange eq 15", ("scheme", "vi-lagrange"))
 
 
 def _start_tangent(x, args, mech, jvp):

@@ -202,6 +202,33 @@ def _random_like(template, rng):
     return jax.tree_util.tree_map(draw, template)
 
 
+_SAME_PATTERN: dict = {}
+"""Residual keys whose patterns are one (:func:`same_pattern`): key -> the name they share."""
+
+
+def same_pattern(name: str, *keys) -> None:
+    """Declare that the residuals named ``keys`` (the keys of :func:`residual_structure`, as
+    :func:`livens.solvers.banded_tangent` is given them; a key with its coupling values held,
+    ``(key, "couplings held")``, shares as its key does) are one function of x evaluated at other
+    arguments, so that dR/dx has one sparsity pattern for all of them: vi-lagrange's start (SLO09
+    eq 15) and its step (eq 14) are one system at other values. Their structure is then found once
+    per system and size of x, by whichever residual needs it first, instead of once for each."""
+    for key in keys:
+        _SAME_PATTERN[key] = name
+
+
+def _shared_name(key):
+    """The name a residual key shares its pattern under (:func:`same_pattern`), or None."""
+    try:
+        if key in _SAME_PATTERN:
+            return _SAME_PATTERN[key]
+        if isinstance(key, tuple) and len(key) == 2 and key[1] == "couplings held" and key[0] in _SAME_PATTERN:
+            return (_SAME_PATTERN[key[0]], "couplings held")
+    except TypeError:  # an unhashable key shares nothing
+        return None
+    return None
+
+
 def residual_structure(key, residual, x, args, mech, min_n: int = 0) -> BandStructure | None:
     """The :class:`BandStructure` of dR/dx for R(x) = ``residual(x, args, mech)``, or None where x has
     fewer than ``min_n`` entries or no narrow band was found.
@@ -209,12 +236,17 @@ def residual_structure(key, residual, x, args, mech, min_n: int = 0) -> BandStru
     The pattern is that of the AD Jacobian of ``residual`` itself, at random x, random ``args``
     shaped as the given ones (:func:`_random_like`: the state, h, t, ...) and random System
     parameters (:func:`random_parameters`), found once per (``key``, system, shapes) by
-    :func:`find_structure`. ``key`` names the residual: one key, one residual function."""
+    :func:`find_structure`, or once per (shared name, system, n) for a key declared to share its
+    pattern (:func:`same_pattern`). ``key`` names the residual: one key, one residual function."""
     n = int(x.shape[0])
     if n < min_n:
         return None
-    shapes = tuple((jnp.shape(a), str(jnp.result_type(a))) for a in jax.tree_util.tree_leaves(args))
-    full_key = (key, mech.system, mech.symmetries, n, jax.tree_util.tree_structure(args), shapes)
+    shared = _shared_name(key)
+    if shared is not None:  # one pattern for the residuals that share it (same_pattern), whatever their args
+        full_key = (shared, mech.system, mech.symmetries, n)
+    else:
+        shapes = tuple((jnp.shape(a), str(jnp.result_type(a))) for a in jax.tree_util.tree_leaves(args))
+        full_key = (key, mech.system, mech.symmetries, n, jax.tree_util.tree_structure(args), shapes)
     if full_key in _STRUCTURES:
         return _STRUCTURES[full_key]
     template = args
@@ -377,5 +409,6 @@ __all__ = [
     "random_parameters",
     "residual_structure",
     "residual_tangent",
+    "same_pattern",
     "sparsity_pattern",
 ]
