@@ -74,6 +74,13 @@ CHUNK = DEFAULT_CHUNK
 of both derivatives, which start where the forward run's chunks start): the driver's default chunk
 (:attr:`livens.engine.SizePolicy.chunk`)."""
 
+UNDIFFERENTIATED = ("x",)
+"""The records whose derivatives no output of :func:`livens.flow` reads: each step's solution,
+which the replays read as a value (the derivatives' linearization point) and no result holds. The
+derivatives carry no tangent for them (zero, made by JAX where asked for), and the reverse pass's
+kernel is given zero cotangents for them by the host: XLA makes and hands over no array of
+zeros the size of every step's unknowns."""
+
 WHO = "livens.flow"
 """How the engine's notices name the caller (:class:`~livens.engine.NativeFallback`)."""
 
@@ -384,9 +391,25 @@ class NativeDerivatives:
                 dst[idx] = dst[idx] + src
 
         def chunk_cotangents(idx, lo, hi):
-            return jax.tree_util.tree_map(lambda a: self._rows(a, idx, lo, hi), ct_recs)
+            cts = {k: self._rows(a, idx, lo, hi) for k, a in ct_recs.items()}
+            for k, zero in self._zero_cotangents(cts).items():
+                cts[k] = zero
+            return cts
 
         self._replay_pass(self.adjoint_members, starts, xs, n, sysp, ct_state, chunk_cotangents, add, reverse=True)
+
+    def _zero_cotangents(self, cts: dict) -> dict:
+        """The cotangents of the records in :data:`UNDIFFERENTIATED` for a chunk whose other
+        records' cotangents are ``cts`` (one member's, or members-first): zeros that XLA neither
+        makes nor hands over, read-only views of one zero."""
+        k0 = next(iter(cts))
+        lead = np.shape(cts[k0])[: np.ndim(cts[k0]) - len(self.rec_spec[k0].shape)]
+        zero = np.zeros((), np.float64)
+        return {
+            k: np.broadcast_to(zero.astype(self.rec_spec[k].dtype), (*lead, *self.rec_spec[k].shape))
+            for k in self.rec_spec
+            if k in UNDIFFERENTIATED
+        }
 
     def host_tangent(self, out, starts, xs, n, sysp, d_state, d_sys):
         """The records' tangents for (d_state, d_sys), written into ``out`` (:func:`host_call`:
@@ -418,13 +441,18 @@ class NativeDerivatives:
         # zero that is linear in them
         zero = sum(0.0 * jnp.sum(t) for t in jax.tree_util.tree_leaves((d_state, d_sys)))
         n_steps = self.run.flow.n_steps
-        rec_shapes = {k: jax.ShapeDtypeStruct((n_steps, *a.shape[1:]), a.dtype) for k, a in self.rec_spec.items()}
+        rec_shapes = {
+            k: jax.ShapeDtypeStruct((n_steps, *a.shape[1:]), a.dtype)
+            for k, a in self.rec_spec.items()
+            if k not in UNDIFFERENTIATED
+        }
         zero_recs = {k: jnp.broadcast_to(zero, a.shape) for k, a in rec_shapes.items()}
         d_state, d_sys = jax.tree_util.tree_map(lambda t: t + zero, (d_state, d_sys))
 
         def solve(_, b):
             if self.tangent_kernel is None:
                 _, d = jax.jvp(lambda s, p: replayed(s, xs, p), (state, sysp), (b[0], b[1]))
+                d = {k: d[k] for k in rec_shapes}
             else:
                 args = (starts, xs, n, sysp, b[0], b[1])
                 d = host_call(self.host_tangent, rec_shapes, 2, *args)

@@ -1,0 +1,76 @@
+"""The records no output of lv.flow reads (each step's solution "x", the replays' linearization
+point) carry no derivative through the native derivatives: the reverse pass's kernel is given
+zero cotangents for them by the host, not arrays of zeros that XLA makes and hands over, and
+forward mode returns no tangent for them. Every output's derivatives stay those of XLA's
+derivatives of the same replay (backend="xla"), in both modes, for every field of the result."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import livens as lv
+from livens.driver import native_flow
+from livens.driver.native_flow import CHUNK, UNDIFFERENTIATED
+from livens.engine.native import compiler
+
+pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler: no native derivatives")
+
+STEPS = CHUNK + 20
+"""Two chunks: the reverse pass carries a cotangent from the second to the first."""
+
+
+def _loss(r):
+    """Reads every field of the result that carries a derivative."""
+    k = r.q.shape[0]
+    return (
+        jnp.sum(r.q[-1] ** 2)
+        + 0.1 * jnp.sum(r.p**2) / k
+        + 0.01 * jnp.sum(r.v**2) / k
+        + 0.3 * jnp.sum(r.lam) / k
+        + 0.2 * jnp.sum(r.gam) / k
+    )
+
+
+@pytest.fixture(scope="module")
+def flows():
+    problem = lv.examples.load("pendulum-3d")
+    native = lv.flow(problem, "EM", n_steps=STEPS, consistent=False)
+    xla = lv.flow(problem, "EM", n_steps=STEPS, consistent=False, backend="xla")
+    return problem, native, xla
+
+
+def test_the_reverse_pass_is_given_no_cotangent_of_the_solutions(flows, monkeypatch):
+    problem, F, F_xla = flows
+    q0, v0 = jnp.asarray(problem.q0), jnp.asarray(problem.v0)
+    given = []
+    host_adjoint = native_flow.NativeDerivatives.host_adjoint
+
+    def spy(self, out, starts, xs, n, ct_recs, sysp):
+        given.append(sorted(ct_recs))
+        return host_adjoint(self, out, starts, xs, n, ct_recs, sysp)
+
+    monkeypatch.setattr(native_flow.NativeDerivatives, "host_adjoint", spy)
+    grad = jax.jit(jax.grad(lambda q, v: _loss(F(q, v)), argnums=(0, 1)))(q0, v0)
+    assert given, "the native reverse pass did not run"
+    assert all(k not in keys for keys in given for k in UNDIFFERENTIATED)
+    assert {"q", "p", "v", "lam", "gam"} <= set(given[0])
+    expected = jax.jit(jax.grad(lambda q, v: _loss(F_xla(q, v)), argnums=(0, 1)))(q0, v0)
+    for g, e in zip(grad, expected):
+        assert np.all(np.asarray(g) != 0)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-9, atol=1e-12)
+
+
+def test_forward_mode_gives_every_fields_tangent(flows):
+    problem, F, F_xla = flows
+    q0, v0 = jnp.asarray(problem.q0), jnp.asarray(problem.v0)
+    dq, dv = jnp.zeros_like(q0), jnp.linspace(0.5, 1.5, v0.shape[0])
+
+    def tangents(flow):
+        _, t = jax.jit(lambda q, v: jax.jvp(flow, (q, v), (dq, dv)))(q0, v0)
+        return {k: np.asarray(getattr(t, k)) for k in ("q", "p", "v", "lam", "gam")}
+
+    got, expected = tangents(F), tangents(F_xla)
+    for k, e in expected.items():
+        assert np.any(e != 0), k
+        np.testing.assert_allclose(got[k], e, rtol=1e-9, atol=1e-12 * np.max(np.abs(e)), err_msg=k)
