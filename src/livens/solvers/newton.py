@@ -379,12 +379,14 @@ def _stalled(n, last, floor):
 
 
 def _stall(floor_at, n, last, tol, dxn, x, linear=None):
-    """:func:`_stalled` at the iterate x (reached by an increment of norm ``dxn``) with the floor
-    ``floor_at(dxn, x, linear)`` (:func:`_floor_at`), evaluated only where ||R||_inf = n lies above tol
-    and did not halve: where the iteration has no ``linear``, the relative floor's scale costs a
-    derivative that a converging step never pays."""
+    """:func:`_stalled` at the iterate x (reached by an increment of norm ``dxn``, a number or a
+    function that gives it) with the floor ``floor_at(dxn, x, linear)`` (:func:`_floor_at`), evaluated
+    only where ||R||_inf = n lies above tol and did not halve: where the iteration has no ``linear``,
+    the relative floor's scale costs a derivative that a converging step never pays, and a function
+    ``dxn`` is called there only."""
     candidate = (n > tol) & ~(n < 0.5 * last) & jnp.isfinite(n)
-    return lax.cond(candidate, lambda: n <= floor_at(dxn, x, linear), lambda: jnp.bool_(False))
+    norm = dxn if callable(dxn) else (lambda: dxn)
+    return lax.cond(candidate, lambda: n <= floor_at(norm(), x, linear), lambda: jnp.bool_(False))
 
 
 def _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration=False, scaled=None) -> NewtonResult:
@@ -395,25 +397,25 @@ def _newton_floor(residual, step, x0, r0, tol, max_iter, floor, final_iteration=
     ``step``; the first iteration's, at x0, is the floor's ||J(x0) x0||_inf."""
     floor_at = _floor_at(floor, x0, r0)
 
+    # the loop carries ||R||_inf of its residual (each residual's norm is taken once, where it is
+    # evaluated), and the increment's norm is taken only where the floor is judged
     def cond(c):
-        _, r, it, stalled, _ = c
-        n = _norm_inf(r)
+        _, _, n, it, stalled, _ = c
         return (it < max_iter) & ~(n <= tol) & jnp.isfinite(n) & ~stalled
 
     def body(c):
-        x, r, it, _, linear = c
-        last = _norm_inf(r)
+        x, r, last, it, _, linear = c
         dx, s = (step(x, r), None) if scaled is None else scaled(x, r, it == 0)
         if s is not None:  # the first iteration's, at x0 (0 at the iterations after it)
             linear = jnp.where(it == 0, s, linear)
         x = x + dx
         r = residual(x)
-        stalled = _stall(floor_at, _norm_inf(r), last, tol, _norm_inf(dx), x, None if s is None else linear)
-        return x, r, it + 1, stalled, linear
+        n = _norm_inf(r)
+        stalled = _stall(floor_at, n, last, tol, lambda: _norm_inf(dx), x, None if s is None else linear)
+        return x, r, n, it + 1, stalled, linear
 
-    start = (x0, r0, jnp.int32(0), jnp.bool_(False), jnp.zeros((), x0.dtype))
-    x, r, it, stalled, _ = lax.while_loop(cond, body, start)
-    n = _norm_inf(r)
+    start = (x0, r0, _norm_inf(r0), jnp.int32(0), jnp.bool_(False), jnp.zeros((), x0.dtype))
+    x, r, n, it, stalled, _ = lax.while_loop(cond, body, start)
     # a residual below the floor counts only where it stopped halving: not at max_iter while it halves
     converged = ((n <= tol) | stalled) & jnp.all(jnp.isfinite(x))
     if final_iteration:
