@@ -14,9 +14,11 @@ The generated function is one large body of scalars and small arrays, on which s
 passes take much of the compile time and gain the kernel nothing measurable: RTL global common
 subexpression elimination (``-fno-gcse``; the tree-level passes do the same work before it), the
 alias queries of value numbering (capped by ``--param=sccvn-max-alias-queries-per-access``),
-register allocation by loop regions (``-fira-region=one``), straight-line vectorization (the
-elements are rarely in adjacent memory) and points-to analysis (every array is a local whose
-address is never taken but for the arguments). Loops are vectorized with GCC's "cheap" cost model
+register allocation by loop regions (``-fira-region=one``) and points-to analysis (every array
+is a local whose address is never taken but for the arguments). Straight-line (SLP) vectorization
+stays on: it costs a large source a little more compile time (in the background ``-O2`` compile)
+and packs the adjacent elements of the small arrays of a Newton step (the blocks of a structured
+tangent, the rows of an elimination) into vectors. Loops are vectorized with GCC's "cheap" cost model
 (``-O2`` alone takes only loops whose trip count is a multiple of the vector length) where they
 run at least twice the vector length (``min-vect-loop-bound``: shorter loops, as in the 3-vectors
 of a pendulum, ran slower vectorized): the row updates of LU and of the block eliminations. Each
@@ -63,7 +65,6 @@ GCC_FLAGS = (
     "-fno-gcse",
     "--param=sccvn-max-alias-queries-per-access=100",
     "-fira-region=one",
-    "-fno-tree-slp-vectorize",
     "-fno-tree-pta",
     "-fvect-cost-model=cheap",
     "--param=min-vect-loop-bound=2",
