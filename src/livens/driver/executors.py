@@ -129,7 +129,8 @@ class Dispatched:
     def advance(self, n: np.ndarray, n_stop: np.ndarray):
         n0, stop = int(n[0]), int(n_stop[0])
         if self.pending is None:
-            self.pending = self._call(self.state, self.history, jnp.asarray(n0, jnp.int64), stop)
+            # a NumPy scalar, as the loop was compiled for (an eager jnp.asarray compiles a program of its own)
+            self.pending = self._call(self.state, self.history, np.int64(n0), stop)
         state, history, n_dev, failed_dev, rows_dev = self.pending
         self.pending = None
         expected = min(n0 + self.chunk, stop)
