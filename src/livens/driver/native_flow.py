@@ -56,6 +56,9 @@ derivative through it is refused (:func:`first_order`) with the fix, ``backend="
 from __future__ import annotations
 
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -216,16 +219,19 @@ class NativeForward:
         ex = NativeMembers(self.kernel, state, history, 0.0, consts, CHUNK, width, starts=starts, member_sys=sysp)
         recorder = _RecordsInto(self.layout, recs, n_steps, B)
         stop = np.where(failed, 0, n_steps).astype(np.int64)
-        run = host.run_host_loop(
-            plan,
-            ex,
-            self.layout,
-            recorder,
-            np.zeros(B, np.int64),
-            stop,
-            policy=flow.on_failure,
-            stop_run_on_failure=False,
-        )
+        try:
+            run = host.run_host_loop(
+                plan,
+                ex,
+                self.layout,
+                recorder,
+                np.zeros(B, np.int64),
+                stop,
+                policy=flow.on_failure,
+                stop_run_on_failure=False,
+            )
+        finally:  # no copy may write into XLA's buffers after the call returns, whatever it raised
+            recorder.wait()
         if run.interrupted:
             raise KeyboardInterrupt("livens: the native run of lv.flow was interrupted (Ctrl-C)")
         n_out[...] = run.n
@@ -235,12 +241,35 @@ class NativeForward:
         return host_call(self.host, self.shapes, 2, state, history, failed, sysp)
 
 
+_COPIER: list = []  # the thread that copies records into XLA's buffers (_copier), made at the first need
+_COPIER_LOCK = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads: it makes its own
+    os.register_at_fork(after_in_child=_COPIER.clear)
+
+
+def _copier() -> ThreadPoolExecutor:
+    """One thread for the process that copies the records of a chunk of the native forward run
+    into XLA's buffers (:class:`_RecordsInto`) while the next chunk's kernel runs."""
+    with _COPIER_LOCK:
+        if not _COPIER:
+            _COPIER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="livens-records"))
+        return _COPIER[0]
+
+
 class _RecordsInto(host.EveryStep):
     """The :class:`~livens.driver.host.EveryStep` of a run whose arrays are given (``records``, one
     per field of ``layout``, (members, n_steps, ...): the results of the host call, not zeroed), its
     rows as that recorder leaves its own: each member's steps written from the first on (its failed
     step's record after them), and at the end of the run the rows after those zero, with "ok" set
-    (written once: no array zeroed first)."""
+    (written once: no array zeroed first).
+
+    The copies of a chunk's records into the arrays (for many members and a small system as long
+    as the chunk's kernel itself: the arrays are fresh memory, each page faulted in at its first
+    write) run in one thread of their own (:func:`_copier`, in order), beside the next chunk's
+    kernel, which releases the GIL, as NumPy's copies do; the records a chunk hands over are its
+    own arrays, which the next chunk does not overwrite. :meth:`wait` waits for them (the end of
+    the run, and any exception: the host call must not return while a copy still writes into
+    XLA's buffers), and raises what a copy raised."""
 
     def __init__(self, layout, records: dict, n_steps: int, members: int):
         for k, shape, dtype in layout:
@@ -250,13 +279,23 @@ class _RecordsInto(host.EveryStep):
         self.records, self.members = records, members
         self.written = np.zeros(members, np.int64)  # each member's rows 0:written are its steps'
         self.end = np.zeros(members, np.int64)  # and rows 0:end set (its failed step's record at written)
+        self.pending = []  # the copies under way (futures of _copier's thread)
 
     def record(self, members, a: int, e: int, rec: dict) -> None:
         if np.any(self.written[members] != a):
             raise AssertionError(f"records of steps {a}:{e} after rows {self.written[members].tolist()}")
-        super().record(members, a, e, rec)
+        self.pending = [f for f in self.pending if not f.done() or f.exception() is not None]
+        self.pending.append(_copier().submit(host.EveryStep.record, self, members, a, e, rec))
         self.written[members] = e
         self.end[members] = np.maximum(self.end[members], e)
+
+    def wait(self) -> None:
+        """Wait for every copy under way; raise the first exception one of them raised."""
+        pending, self.pending = self.pending, []
+        errors = [f.exception() for f in pending]  # waits for each
+        for error in errors:
+            if error is not None:
+                raise error
 
     def note_failed_step(self, b: int, e: int, row: dict) -> None:
         super().note_failed_step(b, e, row)  # before the record of the steps before it
@@ -265,6 +304,7 @@ class _RecordsInto(host.EveryStep):
     def flush(self, done: np.ndarray, final: bool = False) -> None:
         if not final:
             return
+        self.wait()
         for b in np.flatnonzero(self.end < next(iter(self.records.values())).shape[1]):
             for k, a in self.records.items():
                 rest = a[b, self.end[b] :]
