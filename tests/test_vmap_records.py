@@ -2,7 +2,9 @@
 point) carry no derivative through the native derivatives: the reverse pass's kernel is given
 zero cotangents for them by the host, not arrays of zeros that XLA makes and hands over, and
 forward mode returns no tangent for them. Every output's derivatives stay those of XLA's
-derivatives of the same replay (backend="xla"), in both modes, for every field of the result."""
+derivatives of the same replay (backend="xla"), in both modes, for every field of the result.
+The forward run's records are copied into XLA's buffers beside the next chunk's kernel: a failed
+copy fails the call, which returns only once every copy has ended."""
 
 import jax
 import jax.numpy as jnp
@@ -74,3 +76,30 @@ def test_forward_mode_gives_every_fields_tangent(flows):
     for k, e in expected.items():
         assert np.any(e != 0), k
         np.testing.assert_allclose(got[k], e, rtol=1e-9, atol=1e-12 * np.max(np.abs(e)), err_msg=k)
+
+
+def test_a_failed_copy_of_the_records_fails_the_call_after_every_copy_ended(flows, monkeypatch):
+    """The forward run's records are copied into XLA's buffers in a thread of their own, beside
+    the next chunk's kernel: an exception there reaches the caller, and the host call returns
+    only once no copy is under way (none writes into XLA's buffers after it)."""
+    from livens.driver import host
+
+    problem, _, _ = flows
+    F = lv.flow(problem, "EM", n_steps=2 * CHUNK + 5, consistent=False)  # its own programs, compiled here
+    q0, v0 = jnp.asarray(problem.q0), jnp.asarray(problem.v0)
+    record, calls, running = host.EveryStep.record, [], []
+
+    def failing(self, members, a, e, rec):
+        running.append(1)
+        try:
+            calls.append(a)
+            if a > 0:
+                raise RuntimeError("the records' copy failed")
+            return record(self, members, a, e, rec)
+        finally:
+            running.pop()
+
+    monkeypatch.setattr(host.EveryStep, "record", failing)
+    with pytest.raises(Exception, match="the records' copy failed"):
+        jax.block_until_ready(jax.jit(F)(q0, v0))
+    assert calls[:2] == [0, CHUNK] and not running
