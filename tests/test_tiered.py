@@ -132,9 +132,11 @@ def test_a_failed_optimized_compile_keeps_the_quick_executable(monkeypatch):
     _all_close(out, jax.jit(fn)(x, k), rtol=1e-13)
 
 
-def test_every_xla_compile_runs_in_the_calling_thread(monkeypatch):
-    """XLA compiles in a second thread crashed test processes (segmentation faults and aborts in the
-    compiler and the persistent cache): both tiers, and an XLA start step, compile where called."""
+def test_the_tiers_and_a_start_not_compiled_beside_compile_in_the_calling_thread(monkeypatch):
+    """XLA compiles beside one another crashed test processes (segmentation faults and aborts in the
+    compiler and the persistent cache): both tiers compile where called, and so does an XLA start
+    step unless the driver asks for it beside the loop's trace (``beside=True``, one compile at a
+    time under the compile lock: tests/test_cold_start_beside.py)."""
     threads = _compile_threads(monkeypatch)
     monkeypatch.setattr(_tiered, "PAYBACK", 0.0)
     tj = _tiered.TieredJit(_program(150), large=100)
