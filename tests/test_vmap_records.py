@@ -6,6 +6,8 @@ derivatives of the same replay (backend="xla"), in both modes, for every field o
 The forward run's records are copied into XLA's buffers beside the next chunk's kernel: a failed
 copy fails the call, which returns only once every copy has ended."""
 
+import threading
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -87,12 +89,13 @@ def test_a_failed_copy_of_the_records_fails_the_call_after_every_copy_ended(flow
     problem, _, _ = flows
     F = lv.flow(problem, "EM", n_steps=2 * CHUNK + 5, consistent=False)  # its own programs, compiled here
     q0, v0 = jnp.asarray(problem.q0), jnp.asarray(problem.v0)
-    record, calls, running = host.EveryStep.record, [], []
+    record, calls, running, threads = host.EveryStep.record, [], [], []
 
     def failing(self, members, a, e, rec):
         running.append(1)
         try:
             calls.append(a)
+            threads.append(threading.current_thread().name)
             if a > 0:
                 raise RuntimeError("the records' copy failed")
             return record(self, members, a, e, rec)
@@ -100,6 +103,8 @@ def test_a_failed_copy_of_the_records_fails_the_call_after_every_copy_ended(flow
             running.pop()
 
     monkeypatch.setattr(host.EveryStep, "record", failing)
+    monkeypatch.setattr(native_flow, "ASYNC_COPY_BYTES", 0)  # every chunk's copy in the copying thread
     with pytest.raises(Exception, match="the records' copy failed"):
         jax.block_until_ready(jax.jit(F)(q0, v0))
     assert calls[:2] == [0, CHUNK] and not running
+    assert all(name.startswith("livens-records") for name in threads)

@@ -241,6 +241,11 @@ class NativeForward:
         return host_call(self.host, self.shapes, 2, state, history, failed, sysp)
 
 
+ASYNC_COPY_BYTES = 256 * 1024
+"""The records of a chunk (counted as 8 bytes a value) from which on :class:`_RecordsInto` copies
+them in its copying thread; fewer are copied at once, in the host loop's thread (a handover to the
+thread and back costs more than their copy)."""
+
 _COPIER: list = []  # the thread that copies records into XLA's buffers (_copier), made at the first need
 _COPIER_LOCK = threading.Lock()
 if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads: it makes its own
@@ -265,9 +270,9 @@ class _RecordsInto(host.EveryStep):
 
     The copies of a chunk's records into the arrays (for many members and a small system as long
     as the chunk's kernel itself: the arrays are fresh memory, each page faulted in at its first
-    write) run in one thread of their own (:func:`_copier`, in order), beside the next chunk's
-    kernel, which releases the GIL, as NumPy's copies do; the records a chunk hands over are its
-    own arrays, which the next chunk does not overwrite. :meth:`wait` waits for them (the end of
+    write), from :data:`ASYNC_COPY_BYTES` on, run in one thread of their own (:func:`_copier`, in
+    order), beside the next chunk's kernel, which releases the GIL, as NumPy's copies do; the
+    records a chunk hands over are its own arrays, which the next chunk does not overwrite. :meth:`wait` waits for them (the end of
     the run, and any exception: the host call must not return while a copy still writes into
     XLA's buffers), and raises what a copy raised."""
 
@@ -284,8 +289,11 @@ class _RecordsInto(host.EveryStep):
     def record(self, members, a: int, e: int, rec: dict) -> None:
         if np.any(self.written[members] != a):
             raise AssertionError(f"records of steps {a}:{e} after rows {self.written[members].tolist()}")
-        self.pending = [f for f in self.pending if not f.done() or f.exception() is not None]
-        self.pending.append(_copier().submit(host.EveryStep.record, self, members, a, e, rec))
+        if sum(np.size(v) for v in rec.values()) * 8 < ASYNC_COPY_BYTES:  # handing over costs more than copying
+            super().record(members, a, e, rec)
+        else:
+            self.pending = [f for f in self.pending if not f.done() or f.exception() is not None]
+            self.pending.append(_copier().submit(host.EveryStep.record, self, members, a, e, rec))
         self.written[members] = e
         self.end[members] = np.maximum(self.end[members], e)
 
