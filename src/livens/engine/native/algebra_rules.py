@@ -382,13 +382,12 @@ class AlgebraRules:
 
     def _lane_reduce(self, ins, outs, op: str, init: str) -> Buf:
         """The max (``op`` ">") or min ("<") of all elements, as the loop of one accumulator
-        (``acc = x op acc || isnan(x) ? x : acc``, :meth:`_reduce`) gives it, in 8 lanes: element i
-        goes to lane i mod 8 (kept where ``x op lane``), the lanes are then combined. Without a NaN,
-        the extremum's value is the loop's, and where it is not zero every element of that value
-        has the same bits; where an element is NaN (the loop returns the last NaN) or the extremum
-        is zero (the loop returns the first of +0 and -0), the loop itself runs. The same bits as
-        the loop, in a fraction of its time (a residual's norm, each Newton iteration): the loop's
-        accumulator is one chain of dependent compares. Doubles: lanes in vectors (:meth:`_vector_lanes`)."""
+        (``acc = x op acc || isnan(x) ? x : acc``, :meth:`_reduce`) gives it, in 8 lanes (of doubles in
+        vectors, :meth:`_vector_lanes`): element i goes to lane i mod 8 (kept where ``x op lane``),
+        the lanes are then combined. Without a NaN, the extremum's value is the loop's, and where it
+        is not zero every element of that value has the same bits; where an element is NaN (the loop
+        returns the last NaN) or the extremum is zero (the first of +0 and -0), the loop itself runs.
+        The loop's bits, without its one chain of dependent compares (a residual's norm, per iteration)."""
         src, dt = ins[0], ins[0].dtype
         out = self.new(outs[0].shape, outs[0].dtype)
         n, ct = src.size, self.ct(dt)
@@ -402,8 +401,7 @@ class AlgebraRules:
             self.line(f"for (int {j} = 0; {j} < 8; {j}++) {lane}[{j}] = {init};")
             self.open(f"for (int {i} = 0; {i} < {whole}; {i} += 8)")
             self.line(
-                f"for (int {j} = 0; {j} < 8; {j}++) {{ {ct} x = {x}; {bad} |= isnan(x); "
-                f"{lane}[{j}] = x {op} {lane}[{j}] ? x : {lane}[{j}]; }}"
+                f"for (int {j} = 0; {j} < 8; {j}++) {{ {ct} x = {x}; {bad} |= isnan(x); {lane}[{j}] = x {op} {lane}[{j}] ? x : {lane}[{j}]; }}"
             )
             self.close()
         x = self.at(src, i)
@@ -419,18 +417,16 @@ class AlgebraRules:
         return out
 
     def _vector_lanes(self, src: Buf, op: str, init: str, lane: str, bad: str, i: str, whole: int) -> None:
-        """The 8 lanes of :meth:`_lane_reduce` for doubles in two vectors of 4 (``vector_size``), by
-        the same rule (``x op lane ? x : lane`` as a compare mask that selects bits), then stored to
-        ``lane``; ``bad`` where an element is NaN (``x != x``). GCC vectorizes neither the array of
-        lanes nor its NaN test (no SLP vectorization)."""
+        """The 8 lanes of :meth:`_lane_reduce` for doubles in two vectors of 4 (``vector_size``), by the
+        same rule (``x op lane ? x : lane`` as a compare mask that selects bits), stored to ``lane``;
+        ``bad`` where an element is NaN (``x != x``): GCC left the array of lanes and its test scalar."""
         vd, vm, lo, hi, nan = (self.fresh(k) for k in ("v4d", "v4m", "lo", "hi", "nan"))
         self.line(f"typedef double {vd} __attribute__((vector_size(32)));")
         self.line(f"typedef long long {vm} __attribute__((vector_size(32)));")
         self.line(f"{vd} {lo} = {{{init}, {init}, {init}, {init}}}, {hi} = {lo}; {vm} {nan} = {{0, 0, 0, 0}};")
         self.open(f"for (int {i} = 0; {i} < {whole}; {i} += 8)")
         for half, name in ((0, lo), (4, hi)):
-            x, m = self.fresh("x"), self.fresh("m")
-            at = self.at(src, f"{i} + {half}" if half else i)
+            x, m, at = self.fresh("x"), self.fresh("m"), self.at(src, f"{i} + {half}" if half else i)
             self.line(f"{vd} {x}; memcpy(&{x}, &{at}, sizeof {x});")
             self.line(f"const {vm} {m} = ({vm}) ({x} {op} {name}); {nan} |= ({vm}) ({x} != {x});")
             self.line(f"{name} = ({vd}) ((({vm}) {x} & {m}) | (({vm}) {name} & ~{m}));")
