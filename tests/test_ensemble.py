@@ -179,7 +179,9 @@ def test_an_ensemble_rescues_a_members_failed_step_as_its_single_run_does():
 @pytest.mark.skipif(native.compiler() is None, reason="no C compiler")
 def test_ctrl_c_stops_an_ensemble_within_a_second_with_what_it_computed():
     """Ctrl-C during a native ensemble of 32 members: the run stops at the end of the chunk under
-    way (within a second), and the error carries the ensemble computed so far."""
+    way (within a second, or within four times a whole call of one chunk where the machine is so
+    busy that such a call takes longer than a quarter of a second), and the error carries the
+    ensemble computed so far. The whole run takes hundreds of chunks."""
     import os
     import signal
     import threading
@@ -190,6 +192,9 @@ def test_ctrl_c_stops_an_ensemble_within_a_second_with_what_it_computed():
     q0s, v0s = np.tile(problem.q0, (B, 1)), np.tile(problem.v0, (B, 1)) * np.linspace(0.9, 1.1, B)[:, None]
     lv.simulate_ensemble(problem, "VI-S", q0s, v0s, t_end=10 * problem.h)  # compiled
     lv.engine.wait()
+    t0 = time.perf_counter()
+    lv.simulate_ensemble(problem, "VI-S", q0s, v0s, t_end=512 * problem.h)  # one chunk, as busy as the machine is
+    bound = max(1.0, 4 * (time.perf_counter() - t0))
     sent = []
     timer = threading.Timer(1.0, lambda: (sent.append(time.perf_counter()), os.kill(os.getpid(), signal.SIGINT)))
     timer.start()
@@ -199,7 +204,7 @@ def test_ctrl_c_stops_an_ensemble_within_a_second_with_what_it_computed():
         stopped = time.perf_counter()
     finally:
         timer.cancel()
-    assert sent and stopped - sent[0] < 1.0
+    assert sent and stopped - sent[0] < bound, (stopped - sent[0], bound)
     ens = err.value.solution
     assert isinstance(ens, lv.EnsembleSolution) and ens.meta["backend"] == "native"
     # on a busy machine the members' later lane groups may not have started within the second
