@@ -557,12 +557,12 @@ def _primitives(jaxpr, names: set[str]) -> None:
 
 class PointFunction:
     """``fn`` of one array argument, evaluated by NumPy (:class:`NumpyFunction`, traced at the shape and
-    dtype of ``example``) where it can be, else by a ``jax.jit`` program compiled at its first call
-    (a primitive the interpreter does not know, an argument of another shape)."""
+    dtype of ``example``) where it can be, else by ``compiled`` (default: ``jax.jit(fn)``), compiled at
+    its first call (a primitive the interpreter does not know, an argument of another shape)."""
 
-    def __init__(self, fn: Callable, example: Any):
+    def __init__(self, fn: Callable, example: Any, compiled: Callable | None = None):
         self.fn = fn
-        self._compiled: Callable | None = None
+        self._compiled: Callable | None = compiled
         try:
             self._numpy: NumpyFunction | None = NumpyFunction(fn, np.asarray(example))
         except Exception:  # noqa: BLE001 - evaluated by the compiled program instead

@@ -17,8 +17,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _jaxconfig  # noqa: F401
-from .numpy_jaxpr import NumpyFunction, PointFunction
-from .validation import constraint_label, point_function, point_values
+from .numpy_jaxpr import PointFunction
+from .validation import constraint_label, point_evaluation
 
 if TYPE_CHECKING:  # annotations only: Mechanics is imported where it is used, so that this module's
     # namespace (no __all__) holds only the symmetry checks
@@ -31,44 +31,12 @@ if TYPE_CHECKING:  # annotations only: Mechanics is imported where it is used, s
 SYMMETRY_RTOL = 1e-8
 
 
-_POINTS: dict = {}  # id(mech) -> (mech, its point values): the few Mechanics checked lately
-
-
-def _point_values(mech, q0: np.ndarray):
-    """q -> (V(q), dV(q), g(q), G(q)) for the symmetry checks, NumPy arrays: evaluated by NumPy from
-    the jaxpr of :func:`livens.validation.point_function` (traced once; the checks evaluate a few
-    dozen points, where an XLA program would be compiled for them at every run's set-up), else,
-    where the interpreter does not know a primitive, by :func:`livens.validation.point_values`
-    (compiled at its first call)."""
-    hit = _POINTS.get(id(mech))
-    if hit is not None and hit[0] is mech:
-        return hit[1]
-    try:
-        numpy = [NumpyFunction(point_function(mech), np.asarray(q0, float))]
-    except Exception:  # noqa: BLE001 - a primitive NumPy does not evaluate: the compiled program
-        numpy = [None]
-    compiled = point_values(mech)  # compiled at its first call only
-
-    def values(q):
-        if numpy[0] is not None:
-            try:
-                return tuple(np.asarray(x) for x in numpy[0](np.asarray(q, float)))
-            except Exception:  # noqa: BLE001 - the compiled program from now on
-                numpy[0] = None
-        return tuple(np.asarray(x) for x in compiled(q))
-
-    if len(_POINTS) >= 16:
-        _POINTS.clear()
-    _POINTS[id(mech)] = (mech, values)
-    return values
-
-
 def _manifold_points(mech, q0, rng, n: int):
     """q0 and up to ``n`` points near it on g(q) = 0 (random perturbations projected by
     Gauss-Newton), for the symmetry checks."""
     pts = [q0]
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(q0.shape[0]))
-    values = _point_values(mech, q0)
+    values = point_evaluation(mech, q0)
     for _ in range(n):
         q = q0 + scale * rng.standard_normal(q0.shape[0])
         if mech.m:
@@ -129,7 +97,7 @@ def symmetry_defect(mech: Mechanics, sym: Symmetry, q0: ArrayLike, seed: int = 0
     on = _manifold_points(mech, np.asarray(q0, float), rng, 3)
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
     off = [q + 0.05 * scale * rng.standard_normal(len(q0)) for q in on]
-    values = _point_values(mech, q0)
+    values = point_evaluation(mech, q0)
     if not mech.constant_mass:
         why = _mass_defect(mech, sym, on + off)
         if why is not None:
@@ -187,7 +155,7 @@ def invariant_rows(mech: Mechanics, symmetries: Sequence[Symmetry], q0: ArrayLik
     rng = np.random.default_rng(seed)
     q0 = np.asarray(q0, float)
     scale = 0.2 * (1.0 + np.linalg.norm(q0) / np.sqrt(len(q0)))
-    values = _point_values(mech, q0)
+    values = point_evaluation(mech, q0)
     for q in [q0] + [q0 + scale * rng.standard_normal(len(q0)) for _ in range(3)]:
         G = np.asarray(values(q)[3])
         for sym in symmetries:
@@ -242,7 +210,7 @@ def constraints_midpoint_orthogonal(
     affine = affine_rows(mech)
     if np.any(~invariant & ~affine):
         return False
-    A = _point_values(mech, q0)(np.asarray(q0, float))[3][affine]
+    A = np.asarray(point_evaluation(mech, q0)(np.asarray(q0, float))[3])[affine]
     for sym in symmetries:
         if sym.xi is None:
             Axi = A @ np.asarray(sym.shift, float)[:, None]  # must vanish: no component to map into

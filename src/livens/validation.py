@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike
 
 from . import _jaxconfig  # noqa: F401
 from .engine import CompiledCache, xla_jit
+from .numpy_jaxpr import PointFunction
 from .numpy_jaxpr import evaluate as numpy_evaluate
 from .redundancy import ConstraintRank, analyse, notify
 
@@ -172,6 +173,22 @@ def point_values(mech: Mechanics) -> Callable:
     return fn
 
 
+_POINT_EVALUATIONS = CompiledCache(16)
+
+
+def point_evaluation(mech: Mechanics, q0: np.ndarray) -> PointFunction:
+    """:func:`point_function` evaluated by NumPy from its jaxpr (traced once per Mechanics, at q0's
+    shape), else, where the interpreter does not know a primitive, by :func:`point_values`' program
+    (compiled at its first call): the checks of a Problem and of its symmetries evaluate a few dozen
+    points, for which compiling an XLA program at every run's set-up would cost more than they do."""
+    hit = _POINT_EVALUATIONS.get(id(mech))
+    if hit is not None and hit[0] is mech:
+        return hit[1]
+    fn = PointFunction(point_function(mech), np.asarray(q0, float), compiled=point_values(mech))
+    _POINT_EVALUATIONS[id(mech)] = (mech, fn)
+    return fn
+
+
 def _point_values_at(system: System, q0: np.ndarray) -> tuple | None:
     """(V, dV, g, G) at q0 where the user's potential is a floating-point scalar and the constraints a
     floating-point vector (traced, not evaluated): by NumPy from the jaxpr of :func:`point_function`
@@ -188,11 +205,7 @@ def _point_values_at(system: System, q0: np.ndarray) -> tuple | None:
             return None
         if system.constraints is not None and not floating(jax.eval_shape(system.bound("constraints"), q), 1):
             return None
-        mech = mechanics(system, q0)
-        try:
-            return tuple(np.asarray(x) for x in numpy_evaluate(point_function(mech), q))
-        except Exception:  # noqa: BLE001 - a primitive the interpreter does not know: the compiled program
-            return tuple(np.asarray(x) for x in point_values(mech)(q))
+        return tuple(np.asarray(x) for x in point_evaluation(mechanics(system, q0), q)(q))
     except Exception:  # noqa: BLE001 - the checks below evaluate each function and say what failed
         return None
 
