@@ -16,7 +16,7 @@ subexpression elimination (``-fno-gcse``; the tree-level passes do the same work
 alias queries of value numbering (capped by ``--param=sccvn-max-alias-queries-per-access``),
 register allocation by loop regions (``-fira-region=one``) and points-to analysis (every array
 is a local whose address is never taken but for the arguments). Straight-line (SLP) vectorization
-stays on: it costs a large source a little more compile time (in the background ``-O2`` compile)
+stays on: it costs a large source somewhat more compile time (in the background ``-O2`` compile)
 and packs the adjacent elements of the small arrays of a Newton step (the blocks of a structured
 tangent, the rows of an elimination) into vectors. Loops are vectorized with GCC's "cheap" cost model
 (``-O2`` alone takes only loops whose trip count is a multiple of the vector length) where they
@@ -33,7 +33,8 @@ seconds) whose optimized library is not yet cached are compiled twice at once: a
 kernel runs the ``-O0`` library from the first call and switches to the ``-O2`` one when its
 compile ends (:func:`wait` waits for that). ``-O0`` compiles the large body of a time loop in a
 fraction of ``-Og``'s time (``-Og`` still allocates registers over the whole function, most of
-its compile); the kernel runs more slowly on it until the ``-O2`` library is in use. The ``-O2`` compile, which nothing waits for, runs at a lower priority
+its compile); the kernel runs more slowly on it until the ``-O2`` library is in use. The ``-O2``
+compile, which nothing waits for, runs at a lower priority
 (:data:`~livens.engine.native.cache.BACKGROUND_NICE`): it takes the CPU that the run's own work
 (its ``-O0`` compile, its tracing, its first steps) leaves.
 Every level follows IEEE arithmetic (no fast-math, no contraction; x86-64 computes at ``-O0`` in
