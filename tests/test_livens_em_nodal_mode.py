@@ -31,3 +31,6 @@ def test_the_nodal_velocities_two_step_mode_grows_on_the_squeezer_until_newton_f
     # what the scheme fixes holds throughout: the averaged velocity is the step's (28a)
     mean = 0.5 * (v[:-1] + v[1:])
     np.testing.assert_allclose(mean, np.diff(q, axis=0) / h, rtol=0, atol=1e-7)
+    # the GGL energy-momentum scheme, whose velocity is no independent field, runs through t = 0.3
+    ggl = lv.simulate(problem, "ggl-em", h=h, t_end=0.3, progress=False)
+    assert ggl.n_steps == round(0.3 / h) and np.all(np.isfinite(np.asarray(ggl.q)))
