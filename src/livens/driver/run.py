@@ -165,6 +165,7 @@ def run(
             return _host_run(p, members, executor, output, on_failure, progress, blowup_factor, resume, began)
     finally:
         NothingComputed.set(False)
+        engine.write_cache_entries()  # the persistent cache entries of the run's XLA programs, after its steps
 
 
 # ------------------------------------------------------------------ the host run: one member or B

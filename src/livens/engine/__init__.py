@@ -69,7 +69,7 @@ from .options import (
 )
 from .threads import serial_blas
 from .tiers import background
-from .xla import ImmediateProgram, compilation_cache_dir
+from .xla import ImmediateProgram, compilation_cache_dir, write_cache_entries
 from .xla import jit as xla_jit
 
 
@@ -130,5 +130,6 @@ __all__ = [
     "start_program",
     "step_options",
     "wait",
+    "write_cache_entries",
     "xla_jit",
 ]

@@ -176,7 +176,9 @@ def background(fn: Callable[[], Any], name: str = "livens-compile") -> Future:
 
 
 def wait(timeout: float | None = None) -> None:
-    """Wait until the compiles running in the background (:func:`background`) have ended."""
+    """Wait until the compiles running in the background (:func:`background`) have ended, and the
+    persistent cache entries kept back are written (:func:`livens.engine.xla.write_kept_entries`)."""
+    xla.write_kept_entries()
     for future in list(_PENDING):
         try:
             future.result(timeout)

@@ -19,14 +19,27 @@ it off. It is JAX's own cache, a setting of the whole process: livens sets it wh
 first program (not at import), and leaves a cache directory already given to JAX
 (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config``) as it is. The native kernels of
 :mod:`livens.engine.native` keep their libraries in ``native/`` beside it.
+
+Writing a compiled program into the cache (serialized, compressed, written to a file) is work a
+first call need not wait for, since the program runs without it: the entries of livens'
+compiles (:func:`compile_lowered`) are kept back and written by :func:`write_cache_entries`, in a
+background thread holding :data:`COMPILE_LOCK` (never beside a compile), which the driver starts
+at the end of each run; :func:`livens.engine.wait` and the process's exit wait for it and write
+what is still kept back (:func:`write_kept_entries`). JAX's writer
+(``jax._src.compilation_cache.put_executable_and_time``) is wrapped for this once per process, and
+keeps back only what a thread inside :func:`compile_lowered` writes; with a JAX without that writer
+every entry is written at once, as JAX writes it.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import sys
 import threading
+import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -120,9 +133,85 @@ def jit(fn: Callable, once: bool = False, **kwargs: Any) -> Callable:
 
 def compile_lowered(lowered, options: dict | None = None):
     """``lowered.compile(options)`` holding :data:`COMPILE_LOCK`: never beside another of livens' XLA
-    compiles, whichever thread it runs in."""
+    compiles, whichever thread it runs in. Its persistent cache entry is kept back for
+    :func:`write_cache_entries` (module docstring)."""
     with COMPILE_LOCK:
-        return lowered.compile(options) if options is not None else lowered.compile()
+        deferred = _defer_cache_writes()
+        before, _KEEP.on = getattr(_KEEP, "on", False), deferred
+        try:
+            return lowered.compile(options) if options is not None else lowered.compile()
+        finally:
+            _KEEP.on = before
+
+
+_KEEP = threading.local()  # .on: this thread's compile keeps its cache entry back
+_KEPT: list = []  # (JAX's writer, its arguments) of the entries kept back
+_DEFERRING: list = []  # [True] once JAX's writer is wrapped, [False] where it cannot be
+
+
+def _defer_cache_writes() -> bool:
+    """Wrap JAX's writer of persistent cache entries (once per process) so that an entry written
+    during one of livens' compiles is kept back; False where this JAX has no such writer."""
+    if _DEFERRING:
+        return _DEFERRING[0]
+    try:
+        from jax._src import compilation_cache
+    except ImportError:  # pragma: no cover - another JAX: its entries are written at once
+        _DEFERRING.append(False)
+        return False
+    put = getattr(compilation_cache, "put_executable_and_time", None)
+    if put is None:  # pragma: no cover
+        _DEFERRING.append(False)
+        return False
+
+    @functools.wraps(put)
+    def kept_back(*args, **kwargs):
+        if not getattr(_KEEP, "on", False):
+            return put(*args, **kwargs)
+        _KEPT.append((put, args, kwargs))
+        return None
+
+    compilation_cache.put_executable_and_time = kept_back
+    _DEFERRING.append(True)
+    return True
+
+
+def write_kept_entries() -> None:
+    """Write the persistent cache entries kept back (:func:`compile_lowered`) now, in the calling
+    thread, holding :data:`COMPILE_LOCK` (so also after a writing thread has ended,
+    :func:`write_cache_entries`); a failed write warns, as JAX's does."""
+    with COMPILE_LOCK:
+        while _KEPT:
+            put, args, kwargs = _KEPT.pop(0)
+            try:
+                put(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the cache only speeds up later processes
+                warnings.warn(
+                    f"livens: a persistent compilation cache entry was not written ({type(exc).__name__}: {exc})",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+
+
+WRITE_AFTER = 0.02
+"""Seconds the thread of :func:`write_cache_entries` waits before it writes: the serialization of an
+executable holds the GIL for part of its time, and the call that started the thread returns first."""
+
+
+def _write_soon() -> None:
+    time.sleep(WRITE_AFTER)
+    write_kept_entries()
+
+
+def write_cache_entries() -> None:
+    """Write the persistent cache entries kept back (:func:`compile_lowered`) in a daemon thread
+    holding :data:`COMPILE_LOCK`, from :data:`WRITE_AFTER` seconds on; :func:`write_kept_entries`
+    writes them at once, or waits for that thread where it is writing."""
+    if _KEPT:
+        threading.Thread(target=_write_soon, name="livens-cache-write", daemon=True).start()
+
+
+atexit.register(write_kept_entries)  # the entries still kept back, once a writing thread has ended
 
 
 def _leaf_key(x):
