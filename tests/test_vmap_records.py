@@ -4,7 +4,9 @@ zero cotangents for them by the host, not arrays of zeros that XLA makes and han
 forward mode returns no tangent for them. Every output's derivatives stay those of XLA's
 derivatives of the same replay (backend="xla"), in both modes, for every field of the result.
 The forward run's records are copied into XLA's buffers beside the next chunk's kernel: a failed
-copy fails the call, which returns only once every copy has ended."""
+copy fails the call, which returns only once every copy has ended; under jax.vmap the records
+copied are views of the lane kernel's outputs, and a copy that lags behind still copies its own
+chunk's."""
 
 import threading
 
@@ -108,3 +110,36 @@ def test_a_failed_copy_of_the_records_fails_the_call_after_every_copy_ended(flow
         jax.block_until_ready(jax.jit(F)(q0, v0))
     assert calls[:2] == [0, CHUNK] and not running
     assert all(name.startswith("livens-records") for name in threads)
+
+
+def test_records_copied_behind_the_lane_kernel_are_each_members_own(flows, monkeypatch):
+    """Under jax.vmap every member runs in one call of the lane kernel per chunk, whose records are
+    views of the kernel's outputs, and the call after next overwrites them: a copy that lags
+    behind the kernels (slowed here) must still copy each chunk's own records, so each member's
+    results are those of its own run, to the bit (fails where a chunk's rows are copied after
+    a later chunk overwrote them)."""
+    import time
+
+    from livens.driver import host
+
+    problem, _, _ = flows
+    F = lv.flow(problem, "EM", n_steps=4 * CHUNK + 5, consistent=False)
+    q0, v0 = jnp.asarray(problem.q0), jnp.asarray(problem.v0)
+    Q = jnp.stack([q0] * 8)
+    V = jnp.stack([v0 * (1 + 0.05 * k) for k in range(8)])  # on the manifold: G(q0) v0 = 0
+    own = [F(Q[k], V[k]) for k in range(8)]
+    record = host.EveryStep.record
+
+    def slow(self, members, a, e, rec):
+        if threading.current_thread().name.startswith("livens-records"):
+            time.sleep(0.05)
+        return record(self, members, a, e, rec)
+
+    monkeypatch.setattr(host.EveryStep, "record", slow)
+    monkeypatch.setattr(native_flow, "ASYNC_COPY_BYTES", 0)  # every chunk's copy in the copying thread
+    batched = jax.jit(jax.vmap(F))
+    for _ in range(2):  # the first call makes the lane kernel, the second runs every chunk in it
+        got = batched(Q, V)
+    for field in ("q", "p", "v", "lam", "gam", "iterations", "residual"):
+        expected = np.stack([np.asarray(getattr(r, field)) for r in own])
+        assert np.asarray(getattr(got, field)).tobytes() == expected.tobytes(), field

@@ -211,6 +211,10 @@ class NativeMembers(_Members):
         # one member through the single kernel (a single run): _advance_one
         self._single = self.members == 1 and starts is None and kernel.single_only
         self._sys0 = member_rows(self.sys, 0) if self.member_sys else self.sys
+        # a run that keeps its chunks' starts (lv.flow's): the lane kernel's buffers, two dicts used in
+        # turn, so that a chunk's rows can be views of its outputs while the next chunk runs (advance)
+        self._turns = kernel.turns() if starts is not None else None
+        self._calls = 0
 
     # the members' states and histories (member-first), made from the one member's where _advance_one keeps them
     def _batched(self) -> None:
@@ -259,27 +263,48 @@ class NativeMembers(_Members):
                     f"native run: a chunk ended at nodes {n[alive].tolist()} (not multiples of {self.chunk})"
                 )
             c = n[alive] // self.chunk
-            at = (int(alive[0]), int(c[0])) if alive.size == 1 else (alive, c)  # one member: no fancy indexing
+            members = member_index(alive)
+            if isinstance(members, slice) and c[0] == c[-1] and np.all(c == c[0]):  # basic indexing: no gather
+                at = (members, int(c[0]))
+            else:
+                at = (int(alive[0]), int(c[0])) if alive.size == 1 else (alive, c)  # one member: no fancy indexing
             for dst, src in zip(jax.tree_util.tree_leaves(self.starts), leaves):
                 dst[at] = src[at[0]]
         n_new, failed = n.copy(), np.zeros(self.members, bool)
         steps = min(self.chunk, int(np.max(n_stop - n)))
-        rows = np.zeros((self.members, steps, self.width))
+        # every member in one call of the lane kernel: the rows are a view of its output, in the
+        # buffers of this call's turn, which the next call leaves as they are (the call after it
+        # overwrites them: the records' recorder copies them before, _RecordsInto)
+        whole = self._turns is not None and alive.size == self.members == self.lanes
+        buffers = self._turns[self._calls % 2] if whole else None
+        self._calls += 1
+        rows = None if whole else np.empty((self.members, steps, self.width))  # written by the kernel, or zeroed
+        if not whole and alive.size < self.members:
+            rows[n >= n_stop] = 0
+        viewed = []
         t_start, h, tol, max_iter, params = self.consts
 
         def args_of(idx):
-            state, history = jax.tree_util.tree_unflatten(tree, [a[idx] for a in leaves])
-            sys = member_rows(self.sys, idx) if self.member_sys else for_members(idx, self.sys)
-            head = (state, history, *for_members(idx, (t_start,)), n[idx], n_stop[idx])
+            at = member_index(idx)  # consecutive members: views of their rows, not copies
+            state, history = jax.tree_util.tree_unflatten(tree, [a[at] for a in leaves])
+            sys = member_rows(self.sys, at) if self.member_sys else for_members(idx, self.sys)
+            head = (state, history, *for_members(idx, (t_start,)), n[at], n_stop[at])
             return (*head, *for_members(idx, (h, tol, max_iter, params)), sys)
 
         def take(idx, out):
             state, history, nb, fb, rb = out
-            n_new[idx], failed[idx], rows[idx] = nb, fb, rb[..., :steps, :]
+            at = member_index(idx)  # consecutive members: basic indexing, no scatter
+            n_new[at], failed[at] = nb, fb
+            if rows is None:  # every member (whole)
+                viewed.append(rb[..., :steps, :])
+            else:
+                rows[at] = rb[..., :steps, :]
             for dst, src in zip(leaves, jax.tree_util.tree_leaves((state, history))):
-                dst[idx] = src
+                dst[at] = src
 
-        self.kernel.run(alive, args_of, take)
+        self.kernel.run(alive, args_of, take, buffers)
+        if rows is None:
+            (rows,) = viewed  # one call, of every member
         return n_new, failed, rows
 
     def _advance_one(self, n: np.ndarray, n_stop: np.ndarray):

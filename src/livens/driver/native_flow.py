@@ -271,10 +271,13 @@ class _RecordsInto(host.EveryStep):
     The copies of a chunk's records into the arrays (for many members and a small system as long
     as the chunk's kernel itself: the arrays are fresh memory, each page faulted in at its first
     write), from :data:`ASYNC_COPY_BYTES` on, run in one thread of their own (:func:`_copier`, in
-    order), beside the next chunk's kernel, which releases the GIL, as NumPy's copies do; the
-    records a chunk hands over are its own arrays, which the next chunk does not overwrite. :meth:`wait` waits for them (the end of
-    the run, and any exception: the host call must not return while a copy still writes into
-    XLA's buffers), and raises what a copy raised."""
+    order), beside the next chunk's kernel, which releases the GIL, as NumPy's copies do. The
+    records a chunk hands over may be views of the lane kernel's outputs, which the next chunk
+    leaves as they are and the one after it overwrites
+    (:class:`~livens.driver.executors.NativeMembers`): each :meth:`record` returns only once the
+    copies of the chunks before its own are done, so at most one copy runs beside a kernel.
+    :meth:`wait` waits for them (the end of the run, and any exception: the host call must not
+    return while a copy still writes into XLA's buffers), and raises what a copy raised."""
 
     def __init__(self, layout, records: dict, n_steps: int, members: int):
         for k, shape, dtype in layout:
@@ -291,9 +294,13 @@ class _RecordsInto(host.EveryStep):
             raise AssertionError(f"records of steps {a}:{e} after rows {self.written[members].tolist()}")
         if sum(np.size(v) for v in rec.values()) * 8 < ASYNC_COPY_BYTES:  # handing over costs more than copying
             super().record(members, a, e, rec)
+            behind = self.pending
         else:
-            self.pending = [f for f in self.pending if not f.done() or f.exception() is not None]
             self.pending.append(_copier().submit(host.EveryStep.record, self, members, a, e, rec))
+            behind = self.pending[:-1]
+        for f in behind:  # the copies of the chunks before this one's: done before the next chunk runs
+            f.exception()  # waits for it
+        self.pending = [f for f in self.pending if not f.done() or f.exception() is not None]
         self.written[members] = e
         self.end[members] = np.maximum(self.end[members], e)
 

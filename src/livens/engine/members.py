@@ -95,14 +95,25 @@ class MemberKernel:
             self._lanes, self._make_lanes = self._make_lanes(), None
         return self._lanes
 
-    def run(self, members, args_of, take) -> None:
+    def turns(self) -> tuple[dict, dict]:
+        """Two dicts of the calling thread, kept from one run to the next, for :meth:`run`'s
+        ``buffers``: a run of many chunks that uses them in turn keeps each chunk's outputs while
+        the next one runs."""
+        if not hasattr(self._local, "turns"):
+            self._local.turns = ({}, {})
+        return self._local.turns
+
+    def run(self, members, args_of, take, buffers: dict | None = None) -> None:
         """The kernel for the members ``members`` (indices), group by group: ``args_of(idx)`` gives
         the kernel's arguments for the members ``idx``, and ``take(idx, outputs)`` is given the
         kernel's outputs for them, in the group's thread: ``idx`` an array of the lane kernel's
         members (arguments and outputs member-first), or an integer, the one member of a call of
         the single kernel (its arguments and outputs without the members' axis). The outputs may be
         views of a buffer that the thread's next call overwrites: ``take`` copies what it keeps.
-        Groups are disjoint, so ``take`` may write their rows of shared arrays without a lock."""
+        Groups are disjoint, so ``take`` may write their rows of shared arrays without a lock.
+        ``buffers``: where the members are one group of the lane kernel, the dict that keeps its
+        buffers (:class:`~livens.engine.native.build.Kernel`) in place of the thread's own (a caller
+        that alternates two keeps the outputs of one call while the next runs)."""
         members = np.asarray(members, np.int64)
         many = (members.size >= self.lanes_from and not self.memory_bound) or self.single is None
         lanes = self._lane_kernel() if many else None
@@ -114,15 +125,20 @@ class MemberKernel:
             spread(one, members)
             return
         L = lanes.lanes
+        groups = [members[i : i + L] for i in range(0, members.size, L)]
+        own = buffers if len(groups) == 1 else None  # one group: it runs in the calling thread
 
         def group(bs):
-            if not hasattr(self._local, "buffers"):
-                self._local.buffers = {}
+            held = own
+            if held is None:
+                if not hasattr(self._local, "buffers"):
+                    self._local.buffers = {}
+                held = self._local.buffers
             idx = np.concatenate([bs, np.full(L - bs.size, bs[-1])])
-            out = lanes(*args_of(idx), buffers=self._local.buffers)
+            out = lanes(*args_of(idx), buffers=held)
             take(bs, jax.tree_util.tree_map(lambda a: a[: bs.size], out))
 
-        spread(group, [members[i : i + L] for i in range(0, members.size, L)])
+        spread(group, groups)
 
 
 __all__ = ["MemberKernel", "THREAD_PREFIX", "spread"]
