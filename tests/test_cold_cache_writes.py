@@ -84,3 +84,36 @@ def test_a_second_process_finds_every_program_of_a_run_in_the_cache(tmp_path):
     second = _python(RUN, tmp_path)
     assert second["misses"] == 0  # the start, the loop and the band search's program: all written
     assert second["q"] == first["q"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork: POSIX only")
+def test_a_forked_child_compiles_while_a_parent_thread_held_the_compile_lock():
+    """A thread of the parent that holds the compile lock (a compile beside the calling thread, a
+    cache write) does not exist in a forked child: the child takes the lock at once, and keeps back
+    none of the parent's entries."""
+    import threading
+
+    from livens.engine import xla
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with xla.COMPILE_LOCK:
+            xla._KEPT.append(("the parent's entry", (), {}))
+            held.set()
+            release.wait(10)
+            xla._KEPT.clear()
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert held.wait(10)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: exit status 0 only where the lock is free and nothing is kept back
+            ok = xla.COMPILE_LOCK.acquire(timeout=5) and not xla._KEPT
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        thread.join(10)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

@@ -149,6 +149,18 @@ _KEPT: list = []  # (JAX's writer, its arguments) of the entries kept back
 _DEFERRING: list = []  # [True] once JAX's writer is wrapped, [False] where it cannot be
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: the compile lock that one of them held (a
+    compile beside the calling thread, a cache write) is free in the child, and the entries kept
+    back are the parent's to write."""
+    COMPILE_LOCK._at_fork_reinit()
+    _KEPT.clear()
+
+
+if hasattr(os, "register_at_fork") and hasattr(COMPILE_LOCK, "_at_fork_reinit"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _defer_cache_writes() -> bool:
     """Wrap JAX's writer of persistent cache entries (once per process) so that an entry written
     during one of livens' compiles is kept back; False where this JAX has no such writer."""
