@@ -215,6 +215,7 @@ class NativeMembers(_Members):
         # turn, so that a chunk's rows can be views of its outputs while the next chunk runs (advance)
         self._turns = kernel.turns() if starts is not None else None
         self._calls = 0
+        self._same = {}  # per group of members: the arguments that every chunk gives them alike (advance)
 
     # the members' states and histories (member-first), made from the one member's where _advance_one keeps them
     def _batched(self) -> None:
@@ -282,14 +283,12 @@ class NativeMembers(_Members):
         if not whole and alive.size < self.members:
             rows[n >= n_stop] = 0
         viewed = []
-        t_start, h, tol, max_iter, params = self.consts
 
         def args_of(idx):
             at = member_index(idx)  # consecutive members: views of their rows, not copies
             state, history = jax.tree_util.tree_unflatten(tree, [a[at] for a in leaves])
-            sys = member_rows(self.sys, at) if self.member_sys else for_members(idx, self.sys)
-            head = (state, history, *for_members(idx, (t_start,)), n[at], n_stop[at])
-            return (*head, *for_members(idx, (h, tol, max_iter, params)), sys)
+            t0, consts, sys = self._fixed(idx, at)
+            return (state, history, t0, n[at], n_stop[at], *consts, sys)
 
         def take(idx, out):
             state, history, nb, fb, rb = out
@@ -306,6 +305,17 @@ class NativeMembers(_Members):
         if rows is None:
             (rows,) = viewed  # one call, of every member
         return n_new, failed, rows
+
+    def _fixed(self, idx, at):
+        """(t_start, (h, tol, max_iter, params), the System's parameters) for the members ``idx``
+        (``at``: :func:`member_index` of them), made once per group of members."""
+        key = (np.ndim(idx), np.asarray(idx).tobytes())
+        got = self._same.get(key)
+        if got is None:
+            t_start, h, tol, max_iter, params = self.consts
+            sys = member_rows(self.sys, at) if self.member_sys else for_members(idx, self.sys)
+            got = self._same[key] = (for_members(idx, t_start), for_members(idx, (h, tol, max_iter, params)), sys)
+        return got
 
     def _advance_one(self, n: np.ndarray, n_stop: np.ndarray):
         """The one member (a single run) through the single kernel, in the calling thread: the call

@@ -413,15 +413,24 @@ class NativeDerivatives:
         place."""
         plan, n = self.run.flow.plan, np.asarray(n, np.int64)
         chunks = list(self._chunks(int(n.max(initial=0))))
+        same = {}  # per group of members: the arguments that every chunk gives them alike
+
+        def fixed(idx, at):
+            key = (np.ndim(idx), np.asarray(idx).tobytes())
+            got = same.get(key)
+            if got is None:
+                consts = for_members(idx, (np.float64(plan.h), plan.jparams))
+                got = same[key] = (for_members(idx, np.float64(0.0)), consts, member_rows(sysp, at))
+            return got
+
         for c, lo, hi in reversed(chunks) if reverse else chunks:
 
             def args_of(idx, c=c, lo=lo, hi=hi):
                 at = member_index(idx)  # consecutive members: views of their rows, not copies
+                t0, consts, sys = fixed(idx, at)
                 start = jax.tree_util.tree_map(lambda a: np.asarray(a)[at, c], starts)
-                t0_n0 = for_members(idx, (np.float64(0.0), np.int64(lo)))
-                head = (start, self._rows(xs, at, lo, hi), *t0_n0, n[idx])
-                consts = for_members(idx, (np.float64(plan.h), plan.jparams))
-                return (*head, *consts, member_rows(sysp, at), member_rows(carry, at), given(at, lo, hi))
+                head = (start, self._rows(xs, at, lo, hi), t0, for_members(idx, np.int64(lo)), n[idx])
+                return (*head, *consts, sys, member_rows(carry, at), given(at, lo, hi))
 
             def taken(idx, outputs, lo=lo, hi=hi):
                 new, out = outputs
