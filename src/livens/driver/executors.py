@@ -57,6 +57,16 @@ def member_index(idx):
     return idx
 
 
+def per_group(kept: dict, idx, make):
+    """``make()`` for the group of members ``idx`` (an index array, or one member), made at its
+    first need and kept in ``kept`` for the group's later chunks."""
+    key = (np.ndim(idx), np.asarray(idx).tobytes())
+    got = kept.get(key)
+    if got is None:
+        got = kept[key] = make()
+    return got
+
+
 def member_rows(tree, idx):
     """The rows ``idx`` of every leaf of a member-first tree (``idx`` an integer: one member's
     values, without the members' axis)."""
@@ -309,13 +319,13 @@ class NativeMembers(_Members):
     def _fixed(self, idx, at):
         """(t_start, (h, tol, max_iter, params), the System's parameters) for the members ``idx``
         (``at``: :func:`member_index` of them), made once per group of members."""
-        key = (np.ndim(idx), np.asarray(idx).tobytes())
-        got = self._same.get(key)
-        if got is None:
-            t_start, h, tol, max_iter, params = self.consts
+        t_start, h, tol, max_iter, params = self.consts
+
+        def make():
             sys = member_rows(self.sys, at) if self.member_sys else for_members(idx, self.sys)
-            got = self._same[key] = (for_members(idx, t_start), for_members(idx, (h, tol, max_iter, params)), sys)
-        return got
+            return for_members(idx, t_start), for_members(idx, (h, tol, max_iter, params)), sys
+
+        return per_group(self._same, idx, make)
 
     def _advance_one(self, n: np.ndarray, n_stop: np.ndarray):
         """The one member (a single run) through the single kernel, in the calling thread: the call

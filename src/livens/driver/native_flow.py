@@ -68,7 +68,7 @@ from jax import lax
 from .. import engine
 from ..timestep import make_loop, make_replay, replay_step
 from . import host
-from .executors import NativeMembers, for_members, member_index, member_rows, set_member_rows
+from .executors import NativeMembers, for_members, member_index, member_rows, per_group, set_member_rows
 from .options import DEFAULT_CHUNK
 from .records import record_layout
 
@@ -416,12 +416,15 @@ class NativeDerivatives:
         same = {}  # per group of members: the arguments that every chunk gives them alike
 
         def fixed(idx, at):
-            key = (np.ndim(idx), np.asarray(idx).tobytes())
-            got = same.get(key)
-            if got is None:
-                consts = for_members(idx, (np.float64(plan.h), plan.jparams))
-                got = same[key] = (for_members(idx, np.float64(0.0)), consts, member_rows(sysp, at))
-            return got
+            return per_group(
+                same,
+                idx,
+                lambda: (
+                    for_members(idx, np.float64(0.0)),
+                    for_members(idx, (np.float64(plan.h), plan.jparams)),
+                    member_rows(sysp, at),
+                ),
+            )
 
         for c, lo, hi in reversed(chunks) if reverse else chunks:
 
