@@ -2,7 +2,12 @@
 
 Each system runs in this one process, in turns (livens, then every reference, three rounds, so that
 a change of the machine's load falls on all of them alike), the same number of steps from the same
-initial state at the same h, each figure the median of the three rounds, after compilation:
+initial state at the same h, each figure the median of the three rounds, after compilation. In a
+round each code runs twice in a row and the second call is timed: on a virtual machine that reclaims
+memory left idle for a second or two, the first touch of such memory costs microseconds per page, and
+a call right after the other codes' runs measured up to 3x slower than the same call repeated (the
+more code and data a call touches, the more it loses; the steps/s of a long run are those of the
+warm call):
 
 - livens: ``lv.simulate(problem, "VI-S", h=h, ...)`` with its default first guess ("extrapolated"),
   Newton tolerance 1e-9, the wall time of the call as a user sees it, with its default backend
@@ -154,6 +159,7 @@ def measure_system(lv, example: str, h: float, steps: int, rounds: int = 3) -> d
     last = {}
     for _ in range(rounds):
         for name, fn in makers.items():
+            fn()  # untimed: the memory this code touches is touched again before its timed call
             out, sample = fn()
             runs.setdefault(name, []).append(sample)
             last[name] = out
