@@ -56,9 +56,12 @@ def test_a_native_program_computes_its_function_for_one_member_and_for_many(fres
 def test_the_options_and_sizes_decide_some_fallbacks_before_anything_is_built():
     xla = engine.native_unavailable(engine.engine_options("xla"), *SIZES)
     assert xla.kind is engine.FallbackKind.BACKEND and str(xla) == "backend xla" and xla.by_design
-    small = dataclasses.replace(engine.engine_options("auto"), max_native_unknowns=1)
+    small = dataclasses.replace(engine.engine_options("auto"), max_native_unknowns=1, large_program_unknowns=1)
     limit = engine.native_unavailable(small, *SIZES)
     assert limit.kind is engine.FallbackKind.LIMIT and "max_native_unknowns" in str(limit) and limit.by_design
+    # between the size limit and large_program_unknowns the runner decides from the program's trace
+    between = dataclasses.replace(engine.engine_options("auto"), max_native_unknowns=1)
+    assert engine.native_unavailable(between, *SIZES) is None
     assert engine.native_unavailable(engine.engine_options("auto"), *SIZES) is None
     (program,) = engine.native_kernels([_request(_affine)], SIZES, engine.engine_options("xla"), "a test")
     assert program.kernel is None and program.members is None and program.fallback == xla

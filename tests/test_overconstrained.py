@@ -280,8 +280,11 @@ def test_a_failed_step_where_the_chosen_equations_lose_rank_says_so_and_the_advi
 def test_flow_from_a_singular_start():
     """lv.flow from the flattened parallelogram: the run stays on its branch, the derivative with respect
     to v0 is finite, and so is the one with respect to q0 without the projection (consistent=False); with
-    it, NaN (the manifold has no tangent space at a bifurcation point), as the guide says."""
+    it, NaN (the manifold has no tangent space at a bifurcation point), as the guide says. The run and
+    its reverse pass are native kernels, as lv.simulate's run is, and it is lv.simulate's motion."""
     import jax
+
+    from livens.driver.native_flow import NativeDerivatives, NativeForward
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RedundantConstraintsNotice)
@@ -293,5 +296,14 @@ def test_flow_from_a_singular_start():
     assert np.abs(np.asarray(res.q)[:, off + 2 : off + 4] - [1.0, 0.0]).max() <= 1e-9
     assert np.all(np.isfinite(jax.grad(lambda v: projected(q0, v).q[-1, 0])(v0)))
     assert np.all(np.isnan(jax.grad(lambda q: projected(q, v0).q[-1, 0])(q0)))
+    # 88 Newton unknowns, above EngineOptions.max_native_unknowns, in a program large enough to run
+    # natively (EngineOptions.large_program_equations): the run and its reverse pass are native kernels
+    # as lv.simulate's loop is, and the run is lv.simulate's to the Newton tolerance (their starts differ
+    # by round-off, which the singular start amplifies)
+    assert isinstance(projected._fn._native, NativeForward)
+    assert isinstance(projected._fn._derivatives, NativeDerivatives)
+    sol = lv.simulate(problem, "ggl-em", h=0.01, t_end=0.5, progress=False)
+    assert sol.meta["backend"] == "native"
+    assert np.abs(np.asarray(res.q) - sol.q).max() <= 1e-9
     plain = lv.flow(problem, "ggl-em", h=0.01, n_steps=50, consistent=False)
     assert np.all(np.isfinite(jax.grad(lambda q: plain(q, v0).q[-1, 0])(q0)))

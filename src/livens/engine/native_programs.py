@@ -120,14 +120,19 @@ class NativeProgram:
 def native_unavailable(options: EngineOptions, unknowns: int, d: int, m: int) -> Fallback | None:
     """The :class:`Fallback` of every native program of a loop with ``unknowns`` Newton unknowns, ``d``
     coordinates and ``m`` constraints under ``options``, decided before anything is built (the
-    backend, the C compiler, the size limit of "auto": :func:`livens.engine.runs_natively`), or None
-    where the translator is to be asked."""
+    backend, the C compiler, the size limit of "auto": :func:`livens.engine.runs_natively`, for a loop
+    also past :attr:`EngineOptions.large_program_unknowns`), or None where the translator is to be
+    asked: a loop between the two limits runs natively where it is a large program, as a run of
+    :func:`livens.simulate` does (:func:`livens.engine.options.large_program`; its runner decides from
+    the trace, and a smaller program's fallback is then by the size limit, without a notice)."""
     if options.backend in ("xla", "plain"):
         return Fallback(FallbackKind.BACKEND, options.backend)
     if compiler() is None:
         return Fallback(FallbackKind.NO_COMPILER)
     size = loop_size(unknowns, d, m)
-    if not runs_natively(options, size):
+    # a loop above the size limit but within large_program_unknowns may still run natively (a large
+    # program, or a tangent factorized by groups in small blocks): its runner decides from its trace
+    if not runs_natively(options, size) and size[0] > options.large_program_unknowns:
         limit = options.max_native_unknowns
         return Fallback(
             FallbackKind.LIMIT,
