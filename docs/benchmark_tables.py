@@ -22,7 +22,9 @@ YARDSTICK_TOL = 1e-9
 YARDSTICK_TEXT = (
     "VI-S at the step size h of each panel, Newton tolerance {tol} on ||R||_inf, the same number of "
     "steps from the same initial state, in one process and in turns; each bar is the median of three "
-    "rounds after compilation. Accuracy (under each name): livens and the compiled VI-S (Numba) with livens' "
+    "rounds after compilation, each code's call timed right after an untimed call of its own (memory "
+    "left idle while the other codes run can be slow to touch again on a virtual machine). Accuracy "
+    "(under each name): livens and the compiled VI-S (Numba) with livens' "
     "first guess solve the same equations to the same tolerance, and their configurations agree to "
     "the max |Δq| shown; "
     "the pure-NumPy VI-S too, over its shorter run; Exudyn integrates its own model with its "
