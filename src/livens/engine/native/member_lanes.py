@@ -12,7 +12,8 @@ What differs from one member to the next is handled per lane:
 - the Newton ``while`` loop runs until every lane's condition is false, and a lane whose
   condition is false keeps its carries (the semantics of ``jax.vmap`` of a while loop);
 - a ``cond`` computes all its branches and selects each lane's;
-- LU's pivot rows, and gathers, scatters and dynamic slices at computed indices, are taken lane by lane;
+- LU's pivot rows (:mod:`livens.engine.native.lane_lu`), and gathers, scatters and dynamic slices at
+  computed indices, are taken lane by lane;
 - a boolean is a mask: -1 (all bits) for true, 0 for false.
 
 Math functions run lane by lane through the scalar C library (the same results as the single
@@ -31,6 +32,7 @@ from .codegen import Translator
 from .elementwise import BINARY, UNARY, saturation
 from .emitter import SCRATCH_BYTES, Buf, Unsupported, _gather_layout, _is_float, _strides, c_literal
 from .folding import _window_offset
+from .lane_lu import LU_HELPERS, LaneLU
 
 LANE_HEADER = """#include <math.h>
 #include <stdint.h>
@@ -122,7 +124,7 @@ def _rem(a, b, dt):
     return f"REM({a}, {b})"
 
 
-class LaneTranslator(Translator):
+class LaneTranslator(LaneLU, Translator):
     """:class:`~livens.engine.native.codegen.Translator` of a program run on ``lanes`` members at once
     (module docstring): arrays of vectors, lane l the member l; masks for booleans."""
 
@@ -139,7 +141,7 @@ class LaneTranslator(Translator):
         self._scratch_made: list[str] = []  # the arrays made in scratch memory, in order (new)
 
     def header(self) -> str:
-        return LANE_HEADER.format(lanes=self.lanes)
+        return LANE_HEADER.format(lanes=self.lanes) + LU_HELPERS
 
     # --- values --------------------------------------------------------------------------------
     def ct(self, dtype) -> str:
@@ -434,147 +436,6 @@ class LaneTranslator(Translator):
         self.end(li)
         self.end(bi)
         return out
-
-    def p_lu(self, ins, outs, **_):
-        """LU with partial pivoting (as :meth:`Translator.p_lu`), each lane its own pivot rows: the
-        search for the pivot on vectors, the row swaps lane by lane, the elimination on vectors
-        where a lane's pivot is zero leaving that lane's rows as they are (masks only where a
-        lane's pivot is zero)."""
-        if ins[0].dtype != np.float64:
-            raise Unsupported(f"lu of {ins[0].dtype} in lanes")
-        res, (A, P, V, m, n, k) = self._lu_start(ins, outs)
-        self.line(f"for (int i = 0; i < {m}; i++) {P}[i] = BI(i);")
-        if m * n * self.itemsize(np.float64) > self.LU_BLOCKED_BYTES and k > 1:
-            self._lu_blocked(A, P, V, m, n, k)
-            self.close()
-            return res
-        self.open(f"for (int c = 0; c < {k}; c++)")
-        self.line(f"iv p = BI(c); dv best = fabs({A}[c*{n} + c]);")
-        self.line(
-            f"for (int i = c + 1; i < {m}; i++) {{ dv x = fabs({A}[i*{n} + c]); iv gt = x > best; "
-            "best = gt ? x : best; p = gt ? BI(i) : p; }"
-        )
-        self.line(f"{V}[c] = p;")
-        # row c and row r swapped in the lanes whose pivot row is r
-        self.open(f"for (int r = c + 1; r < {m}; r++)")
-        self.line("const iv sw = p == r;")
-        self.open("if (ANY(sw))")
-        self._swap_rows(A, P, n)
-        self.close()
-        self.close()
-        self.line(f"const iv nz = {A}[c*{n} + c] != 0.0;")
-        self.open("if (ANY(nz))")
-        self.line(f"const dv inv = 1.0 / {A}[c*{n} + c];")
-        self.open("if (!ANY(~nz))")  # every lane's pivot nonzero (the rule): no masks
-        self.open(f"for (int i = c + 1; i < {m}; i++)")
-        self.line(f"const dv l = {A}[i*{n} + c] * inv; {A}[i*{n} + c] = l;")
-        self.line(f"for (int j = c + 1; j < {n}; j++) {A}[i*{n} + j] = {A}[i*{n} + j] - l * {A}[c*{n} + j];")
-        self.close()
-        self.close()
-        self.open("else")
-        self.open(f"for (int i = c + 1; i < {m}; i++)")
-        self.line(f"const dv l = {A}[i*{n} + c] * inv; {A}[i*{n} + c] = nz ? l : {A}[i*{n} + c];")
-        self.line(
-            f"for (int j = c + 1; j < {n}; j++) {A}[i*{n} + j] = nz ? {A}[i*{n} + j] - l * {A}[c*{n} + j] "
-            f": {A}[i*{n} + j];"
-        )
-        self.close()
-        self.close()
-        self.close()
-        self.close()
-        self.close()
-        return res
-
-    LU_BLOCKED_BYTES = 32 << 10
-    """A matrix in lanes larger than this (about a core's first-level cache) is factored by
-    :meth:`_lu_blocked`."""
-
-    LU_BLOCK = 8
-    """Columns per block of :meth:`_lu_blocked`."""
-
-    def _swap_rows(self, A: str, P: str, n: int) -> None:
-        """Rows c and r of the matrix A (n columns) and entries c and r of the permutation P swapped in
-        the lanes where the C mask ``sw`` holds (the others left as they are)."""
-        self.line(
-            f"for (int j = 0; j < {n}; j++) {{ const dv x = {A}[c*{n} + j], y = {A}[r*{n} + j]; "
-            f"{A}[c*{n} + j] = sw ? y : x; {A}[r*{n} + j] = sw ? x : y; }}"
-        )
-        self.line(f"const iv x = {P}[c], y = {P}[r]; {P}[c] = sw ? y : x; {P}[r] = sw ? x : y;")
-
-    def _lu_blocked(self, A: str, P: str, V: str, m: int, n: int, k: int) -> None:
-        """The LU of :meth:`p_lu` by blocks of :data:`LU_BLOCK` columns, for a matrix whose lanes
-        leave the first-level cache: the rows right of a block are updated once per block, each
-        element by the block's columns in turn in a register, where the column by column LU loads
-        and stores the whole rest of the matrix at every column. Within a block, each column is first
-        updated by the block's earlier columns, then its pivot is found (the first largest |a_ic|
-        of each lane), its rows swapped in the lanes that pivot and its multipliers scaled. Every element sees
-        the operations of the column by column LU in the same order (a_ij - l_it u_tj for t = 0, 1,
-        ..., each multiplier l_it = a_it / u_tt as a_it times 1 / u_tt; a row swap carries a row's
-        pending updates with it, its multipliers being in the row): the same bits. A lane whose
-        pivot is zero keeps its rows at that column, as there."""
-        B, lanes = self.LU_BLOCK, self.lanes
-        self.open(f"for (int c0 = 0; c0 < {k}; c0 += {B})")
-        self.line(f"const int c1 = c0 + {B} < {k} ? c0 + {B} : {k};")
-        self.line(f"iv nzs[{B}]; int every = 1;")  # each column's lanes with a nonzero pivot; all, so far
-        self.open("for (int c = c0; c < c1; c++)")
-        # the column updated by the block's earlier columns in turn, row by row (rows in order:
-        # a block row's element is a later row's u)
-        self.open(f"if (c > c0) for (int i = c0 + 1; i < {m}; i++)")
-        self.line(f"const int te = i < c ? i : c; dv a = {A}[i*{n} + c];")
-        self.line(
-            f"for (int t = c0; t < te; t++) {{ const dv y = a - {A}[i*{n} + t] * {A}[t*{n} + c]; "
-            "a = nzs[t - c0] ? y : a; }"
-        )
-        self.line(f"{A}[i*{n} + c] = a;")
-        self.close()
-        self.line(f"iv p = BI(c); dv best = fabs({A}[c*{n} + c]);")
-        self.line(
-            f"for (int i = c + 1; i < {m}; i++) {{ dv x = fabs({A}[i*{n} + c]); iv gt = x > best; "
-            "best = gt ? x : best; p = gt ? BI(i) : p; }"
-        )
-        self.line(f"{V}[c] = p;")
-        # row c and row r swapped in the lanes whose pivot row is r, once for each such r (members
-        # in lanes mostly pivot alike)
-        self.open("if (ANY(p != c))")
-        self.open(f"for (int l = 0; l < {lanes}; l++)")
-        self.line("const int64_t r = p[l]; int seen = r == c;")
-        self.line("for (int e = 0; e < l; e++) seen |= p[e] == r;")
-        self.open("if (!seen)")
-        self.line("const iv sw = p == r;")
-        self._swap_rows(A, P, n)
-        self.close()
-        self.close()
-        self.close()
-        self.line(f"const iv nz = {A}[c*{n} + c] != 0.0; nzs[c - c0] = nz; every &= !ANY(~nz);")
-        self.line(f"const dv inv = 1.0 / {A}[c*{n} + c];")
-        self.line(
-            f"for (int i = c + 1; i < {m}; i++) {{ const dv x = {A}[i*{n} + c]; {A}[i*{n} + c] = nz ? x * inv : x; }}"
-        )
-        self.close()
-        if n > B:  # the rows' elements right of the block, rows in order (a block row is a later one's u)
-            self.open(f"for (int i = c0 + 1; i < {m}; i++)")
-            self.line("const int te = i < c1 ? i : c1;")
-            self.line(f"dv ls[{B}]; for (int t = c0; t < te; t++) ls[t - c0] = {A}[i*{n} + t];")
-            self.open(f"if (every && te - c0 == {B})")
-            self.open(f"for (int j = c1; j < {n}; j++)")
-            self.line(f"dv a = {A}[i*{n} + j];")
-            self.line(f"#pragma GCC unroll {B}")
-            self.line(f"for (int t = 0; t < {B}; t++) a = a - ls[t] * {A}[(c0 + t)*{n} + j];")
-            self.line(f"{A}[i*{n} + j] = a;")
-            self.close()
-            self.close()
-            self.open("else")
-            self.open(f"for (int j = c1; j < {n}; j++)")
-            self.line(f"dv a = {A}[i*{n} + j];")
-            self.line(
-                f"for (int t = c0; t < te; t++) {{ const dv y = a - ls[t - c0] * {A}[t*{n} + j]; "
-                "a = nzs[t - c0] ? y : a; }"
-            )
-            self.line(f"{A}[i*{n} + j] = a;")
-            self.close()
-            self.close()
-            self.close()
-        self.close()
 
     def p_triangular_solve(self, ins, outs, left_side, lower, transpose_a, conjugate_a, unit_diagonal, **params):
         """op(a) x = b as :meth:`Translator.p_triangular_solve`; for one right-hand side where op(a)
