@@ -32,10 +32,13 @@ def _median(fn, repeats: int) -> float:
 
 
 def _alternating(fns: dict, repeats: int) -> dict:
-    """The median wall time of each of ``fns``, called in turns ``repeats`` times."""
+    """The median wall time of each of ``fns``, called in turns ``repeats`` times, each timed call right
+    after an untimed one of the same function (memory left idle during the others' calls can be slow to
+    touch again on a virtual machine: :mod:`benchmarks.yardsticks`)."""
     times = {k: [] for k in fns}
     for _ in range(repeats):
         for k, fn in fns.items():
+            fn()
             t0 = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - t0)
