@@ -109,12 +109,13 @@ def _prober(plan):
     """The compiled probe of a failed step (cached per system, scheme, guess): the step again from
     the run's first guess with at most ``max_iter`` Newton iterations iterated to round-off; its
     residual, whether it stopped, whether the last iterate q is finite, and for each of the user's
-    functions whether its values and first derivatives are finite at that iterate."""
+    functions whether its values and first derivatives are finite at that iterate. A program run
+    once or a few times, compiled as the rescue is (:func:`_rescuer`)."""
     from ..solvers.newton import ROUNDOFF
 
     mech, sch = plan.mech, plan.scheme
     mode = "advanced" if plan.guess == "extrapolated" else plan.guess
-    key = (mech, sch, mode)
+    key = (mech, sch, mode, plan.engine)
     fn = _PROBES.get(key)
     if fn is None:
 
@@ -132,7 +133,7 @@ def _prober(plan):
             fns = jnp.stack([finite(f) for _, f in _FUNCTIONS])
             return res.residual, res.converged, jnp.all(jnp.isfinite(q)), fns
 
-        fn = _PROBES[key] = jax.jit(probe)
+        fn = _PROBES[key] = engine.program(probe, plan.engine, once=True)
     return fn
 
 
