@@ -1,5 +1,5 @@
 """The rules of the native translator for contractions, reductions and linear algebra: ``dot_general``,
-reductions and arg-reductions, LU and QR factorizations, sorting and triangular solves (a mixin of
+reductions and arg-reductions, LU and QR factorizations and triangular solves (a mixin of
 :class:`livens.engine.native.codegen.Translator`)."""
 
 from __future__ import annotations
@@ -659,55 +659,6 @@ class AlgebraRules:
         self.line(f"{X}[j*{width} + c] -= s;")
         self.line(f"for (int i = j + 1; i < {m}; i++) {X}[i*{width} + c] -= s * {W}[i*{wn} + j];")
         self.close()
-
-    SORT_REFUSAL = "sort other than by one integer key"
-
-    def p_sort(self, ins, outs, dimension, is_stable, num_keys, **_):
-        """A stable sort along ``dimension`` by one integer key, the other operands carried along
-        (insertion sort: the arrays sorted here are a permutation's few entries, as in the
-        transposed LU solve of a reverse pass). A lane kernel sorts each lane by its own key
-        through the hooks :meth:`_sort_element`, :meth:`_sort_scalar` and :meth:`_each_lane`."""
-        if num_keys != 1 or not np.issubdtype(ins[0].dtype, np.integer):
-            raise Unsupported(self.SORT_REFUSAL)
-        shape = ins[0].shape
-        n = shape[dimension]
-        res = [self.new(shape, b.dtype) for b in ins]
-        for dst, src in zip(res, ins):
-            self.copy(dst, src)
-        st = _strides(shape)
-        others = [d for d in range(len(shape)) if d != dimension]
-        lanes = self._each_lane()
-        idx = self.loops([shape[d] for d in others])
-        base = " + ".join([f"{i}*{st[d]}" for i, d in zip(idx, others)]) or "0"
-
-        def at(x, j):
-            return self._sort_element(x, f"{base} + {j}*{st[dimension]}")
-
-        self.open(f"for (int i = 1; i < {n}; i++)")
-        self.line(" ".join(f"{self._sort_scalar(x)} t{k} = {at(x, 'i')};" for k, x in enumerate(res)))
-        self.line("int j = i - 1;")
-        self.open(f"while (j >= 0 && {at(res[0], 'j')} > t0)")
-        for x in res:
-            self.line(f"{at(x, '(j + 1)')} = {at(x, 'j')};")
-        self.line("j--;")
-        self.close()
-        for k, x in enumerate(res):
-            self.line(f"{at(x, '(j + 1)')} = t{k};")
-        self.close()
-        self.end(idx)
-        if lanes:
-            self.close()
-        return res
-
-    def _each_lane(self) -> bool:
-        """Open a loop over the lanes where the kernel has them (True if it opened one)."""
-        return False
-
-    def _sort_element(self, x, offset: str) -> str:
-        return f"{x.name}[{offset}]"
-
-    def _sort_scalar(self, x) -> str:
-        return _ctype(x.dtype)
 
     def p_custom_linear_solve(self, ins, outs, const_lengths, jaxprs, **_):
         """x = solve(b): the forward value is the ``solve`` jaxpr on its constants and b."""
