@@ -559,9 +559,39 @@ class Translator(MovementRules, AlgebraRules, ControlRules, Emitter):
                 e = f"({c} == {k} ? {vals[k]} : {e})"
             return e
 
+        if self._branch_select(pred, cases):
+            return self._select_branches(pred, cases, outs[0])
         if any(b.elems is not None for b in ins):
             return self.elementwise_elems("select_n", fn, [pred, *cases], outs[0])
         return self.elementwise(fn, [pred, *cases], outs[0], {})
+
+    SELECT_BRANCH = 8
+    """A choice between two arrays of at least this many elements by one predicate known only when
+    the kernel runs is written as ``if``/``else`` of two copies (:meth:`_select_branches`)."""
+
+    def _branch_select(self, pred: Buf, cases) -> bool:
+        """Whether :meth:`p_select_n` writes this choice as two branches: one C scalar predicate
+        (not a lane kernel's vector), two cases, of at least :data:`SELECT_BRANCH` elements with
+        none of them a C scalar (whose choice stays an expression of C scalars)."""
+        if pred.size != 1 or pred.known or len(cases) != 2 or cases[0].size < self.SELECT_BRANCH:
+            return False
+        if self.ct(pred.dtype) != _ctype(pred.dtype):
+            return False
+        return not any(b.elems is not None and any(a[1] is None for a in b.elems) for b in cases)
+
+    def _select_branches(self, pred: Buf, cases, aval) -> Buf:
+        """``out = pred ? cases[1] : cases[0]`` as ``if (pred) copy case 1 else copy case 0``: the
+        same elements, without a select per element in a loop (GCC keeps the predicate's test in
+        the loop at ``-O2``, and a run whose cases step differently is not vectorized). A step's
+        acceptance choosing between its new state and the old one, a history shifted or kept."""
+        out = self.new(aval.shape, aval.dtype)
+        self.open(f"if ({self.at(pred, 0)})")
+        self.copy(out, cases[1])
+        self.close()
+        self.open("else")
+        self.copy(out, cases[0])
+        self.close()
+        return out
 
     def p_clamp(self, ins, outs, **_):
         def fn(lo, x, hi, dt):
