@@ -99,11 +99,7 @@ class ControlRules:
         res = [self.new(a.shape, a.dtype) for a in outs]
         if index.known:
             k = min(max(int(index.value.ravel()[0]), 0), len(branches) - 1)
-            self.open("")
-            vals = self.closed_with(branches[k], [], ops)
-            for d, s in zip(res, vals):
-                self.copy(d, s)
-            self.close()
+            self._cond_branch(branches[k], ops, res, "")
             return res
         k = self.fresh("k")
         self.line(f"int {k} = (int) {self.at(index, 0)};")
@@ -114,12 +110,22 @@ class ControlRules:
                 head = "else"
             else:
                 head = f"else if ({k} == {j})"
-            self.open(head)
-            vals = self.closed_with(br, [], ops)
-            for d, s in zip(res, vals):
-                self.copy(d, s)
-            self.close()
+            self._cond_branch(br, ops, res, head)
         return res
+
+    def _cond_branch(self, br, ops, res: list[Buf], head: str) -> None:
+        """A branch of :meth:`p_cond` in the block ``head``, its results into the cond's arrays
+        ``res``. A result that is an array the branch made (a step's new state, its shifted
+        history) is written there directly: its declaration becomes a pointer to the cond's array
+        (:meth:`~livens.engine.native.emitter.Emitter.declare_as`), and no copy of it ends the
+        branch; the other results are copied."""
+        self.open(head)
+        body, start = self.lines, len(self.lines)
+        vals = self.closed_with(br, [], ops)
+        for d, s in zip(res, vals):
+            if not self.declare_as(s, d, body, start):
+                self.copy(d, s)
+        self.close()
 
     interruptible = False
     """Whether the kernel's outermost scans (the chunk's steps) stop early where the caller's stop

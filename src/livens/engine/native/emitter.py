@@ -192,6 +192,7 @@ class Emitter:
         self.elements = 0
         self.scratch = 0  # bytes of the large arrays, kept off the stack (:meth:`new`)
         self._main = True  # writing the kernel's own function (not a called one)
+        self._declared: dict = {}  # array name -> (the list of lines, the index) of its declaration (new)
 
     # --- what a value is in C (the lanes of :mod:`livens.engine.native.member_lanes` change these) ----------
     def ct(self, dtype) -> str:
@@ -245,12 +246,37 @@ class Emitter:
         if self._main and (nbytes >= SCRATCH_BYTES or self.elements + b.size > MAX_LOCAL_ELEMENTS):
             self.line(f"{ct} *{b.name} = ({ct} *) (lv_scratch + {self.scratch});")
             self.scratch += -(-nbytes // 64) * 64  # each array aligned to 64 bytes
-            return b
-        self.elements += b.size
-        if self.elements > MAX_LOCAL_ELEMENTS:
-            raise Unsupported("arrays too large for one C function")
-        self.line(f"{ct} {b.name}[{max(b.size, 1)}];")
+        else:
+            self.elements += b.size
+            if self.elements > MAX_LOCAL_ELEMENTS:
+                raise Unsupported("arrays too large for one C function")
+            self.line(f"{ct} {b.name}[{max(b.size, 1)}];")
+        self._declared[b.name] = (self.lines, len(self.lines) - 1)
         return b
+
+    def declare_as(self, b: Buf, dst: Buf, lines: list, start: int) -> bool:
+        """Make the array b, declared at or after ``lines[start]`` (the block being written), the
+        array ``dst`` itself: its declaration becomes a pointer to dst, so that what is written to
+        b is written to dst, and no copy is needed. False (nothing changed) where b is not such an
+        array of dst's size and type, its declaration not found there as :meth:`new` wrote it."""
+        if b.known or b.elems is not None or b.rows_written is not None or b.name is None:
+            return False
+        if b.size != dst.size or b.dtype != dst.dtype:
+            return False
+        at = self._declared.get(b.name)
+        if at is None or at[0] is not lines or not start <= at[1] < len(lines):
+            return False
+        text, ct = lines[at[1]], self.ct(b.dtype)
+        if not isinstance(text, str):
+            return False
+        decl = text.strip()
+        if decl != f"{ct} {b.name}[{max(b.size, 1)}];" and not decl.startswith(
+            f"{ct} *{b.name} = ({ct} *) (lv_scratch + "
+        ):
+            return False
+        lines[at[1]] = f"{text[: len(text) - len(text.lstrip())]}{ct} *{b.name} = {dst.name};"
+        del self._declared[b.name]
+        return True
 
     def alias(self, src: Buf, shape) -> Buf:
         """The same elements in another shape (row-major: reshape, squeeze, expand_dims)."""
