@@ -393,22 +393,23 @@ class AlgebraRules:
         n, ct = src.size, self.ct(dt)
         acc, lane, bad, i, j = (self.fresh(k) for k in ("acc", "lane", "bad", "i", "j"))
         whole = n // 8 * 8
-        self.line(f"{ct} {acc} = {init}; {ct} {lane}[8]; int {bad} = 0;")
+        self.line(f"{ct} {acc} = {init}; int {bad} = 0;")
+        x = self.at(src, i)
         if ct == "double":
-            self._vector_lanes(src, op, init, lane, bad, i, whole)
+            self._vector_lanes(src, op, init, acc, bad, i, n)
         else:
-            x = self.at(src, f"{i} + {j}")
+            self.line(f"{ct} {lane}[8];")
+            xj = self.at(src, f"{i} + {j}")
             self.line(f"for (int {j} = 0; {j} < 8; {j}++) {lane}[{j}] = {init};")
             self.open(f"for (int {i} = 0; {i} < {whole}; {i} += 8)")
             self.line(
-                f"for (int {j} = 0; {j} < 8; {j}++) {{ {ct} x = {x}; {bad} |= isnan(x); {lane}[{j}] = x {op} {lane}[{j}] ? x : {lane}[{j}]; }}"
+                f"for (int {j} = 0; {j} < 8; {j}++) {{ {ct} x = {xj}; {bad} |= isnan(x); {lane}[{j}] = x {op} {lane}[{j}] ? x : {lane}[{j}]; }}"
             )
             self.close()
-        x = self.at(src, i)
-        self.line(
-            f"for (int {i} = {whole}; {i} < {n}; {i}++) {{ {ct} x = {x}; {bad} |= isnan(x); {acc} = x {op} {acc} ? x : {acc}; }}"
-        )
-        self.line(f"for (int {j} = 0; {j} < 8; {j}++) {acc} = {lane}[{j}] {op} {acc} ? {lane}[{j}] : {acc};")
+            self.line(
+                f"for (int {i} = {whole}; {i} < {n}; {i}++) {{ {ct} x = {x}; {bad} |= isnan(x); {acc} = x {op} {acc} ? x : {acc}; }}"
+            )
+            self.line(f"for (int {j} = 0; {j} < 8; {j}++) {acc} = {lane}[{j}] {op} {acc} ? {lane}[{j}] : {acc};")
         self.open(f"if ({bad} || {acc} == 0)")  # the loop of one accumulator, as _reduce writes it
         self.line(f"{acc} = {init};")
         self.line(f"for (int {i} = 0; {i} < {n}; {i}++) {acc} = {_maxmin(op)(x, acc, dt)};")
@@ -416,22 +417,40 @@ class AlgebraRules:
         self.line(f"{out.name}[0] = {acc};")
         return out
 
-    def _vector_lanes(self, src: Buf, op: str, init: str, lane: str, bad: str, i: str, whole: int) -> None:
+    def _vector_lanes(self, src: Buf, op: str, init: str, acc: str, bad: str, i: str, n: int) -> None:
         """The 8 lanes of :meth:`_lane_reduce` for doubles in two vectors of 4 (``vector_size``), by the
-        same rule (``x op lane ? x : lane`` as a compare mask that selects bits), stored to ``lane``;
-        ``bad`` where an element is NaN (``x != x``): GCC left the array of lanes and its test scalar."""
+        same rule (``x op lane ? x : lane`` as a compare mask that selects bits), combined into
+        ``acc``; ``bad`` where an element is NaN (``x != x``). The last elements (n not a multiple of 8)
+        are taken by one more pair of vectors, over the last 8 elements: an element seen twice leaves
+        a max or min as it is, where the loop of one accumulator would take them one by one. The two
+        vectors are then combined by the same rule, and their 4 lanes one by one into ``acc``: the
+        same extremum, as the value the lanes hold is of one of the elements."""
         vd, vm, lo, hi, nan = (self.fresh(k) for k in ("v4d", "v4m", "lo", "hi", "nan"))
         self.line(f"typedef double {vd} __attribute__((vector_size(32)));")
         self.line(f"typedef long long {vm} __attribute__((vector_size(32)));")
         self.line(f"{vd} {lo} = {{{init}, {init}, {init}, {init}}}, {hi} = {lo}; {vm} {nan} = {{0, 0, 0, 0}};")
-        self.open(f"for (int {i} = 0; {i} < {whole}; {i} += 8)")
-        for half, name in ((0, lo), (4, hi)):
-            x, m, at = self.fresh("x"), self.fresh("m"), self.at(src, f"{i} + {half}" if half else i)
-            self.line(f"{vd} {x}; memcpy(&{x}, &{at}, sizeof {x});")
-            self.line(f"const {vm} {m} = ({vm}) ({x} {op} {name}); {nan} |= ({vm}) ({x} != {x});")
-            self.line(f"{name} = ({vd}) ((({vm}) {x} & {m}) | (({vm}) {name} & ~{m}));")
+
+        def pair(first: str) -> None:
+            for half, name in ((0, lo), (4, hi)):
+                x, m, at = self.fresh("x"), self.fresh("m"), self.at(src, f"{first} + {half}" if half else first)
+                self.line(f"{vd} {x}; memcpy(&{x}, &{at}, sizeof {x});")
+                self.line(f"const {vm} {m} = ({vm}) ({x} {op} {name}); {nan} |= ({vm}) ({x} != {x});")
+                self.line(f"{name} = ({vd}) ((({vm}) {x} & {m}) | (({vm}) {name} & ~{m}));")
+
+        self.open(f"for (int {i} = 0; {i} < {n // 8 * 8}; {i} += 8)")
+        pair(i)
         self.close()
-        self.line(f"memcpy({lane}, &{lo}, sizeof {lo}); memcpy({lane} + 4, &{hi}, sizeof {hi});")
+        if n % 8:
+            self.open("")
+            self.line(f"const int {i} = {n - 8};")
+            pair(i)
+            self.close()
+        m = self.fresh("m")
+        self.line(
+            f"const {vm} {m} = ({vm}) ({hi} {op} {lo}); {lo} = ({vd}) ((({vm}) {hi} & {m}) | (({vm}) {lo} & ~{m}));"
+        )
+        for k in range(4):
+            self.line(f"{acc} = {lo}[{k}] {op} {acc} ? {lo}[{k}] : {acc};")
         self.line(f"{bad} = ({nan}[0] | {nan}[1] | {nan}[2] | {nan}[3]) != 0;")
 
     def p_reduce_and(self, ins, outs, axes, **_):
