@@ -71,7 +71,15 @@ class AlgebraRules:
     product, not a matrix-vector product) is written by rows (:meth:`_row_dot`)."""
 
     REGISTER_ROW = 32
-    """A row of :meth:`_row_dot` of at most this many elements is summed in registers (:meth:`_register_rows`)."""
+    """A row of :meth:`_row_dot` of at most this many elements is summed in registers (:meth:`_register_rows`);
+    twice as many in a kernel of one member where the product has one row (:meth:`_one_row_limit`)."""
+
+    def _one_row_limit(self, rows: int) -> int:
+        """The most elements of a row of doubles that :meth:`_register_rows` sums in registers, for
+        a product of ``rows`` output rows: twice :attr:`REGISTER_ROW` for one row, a vector times a
+        matrix (the coefficients of a multistep history times its states of fifty coordinates: 16
+        vectors, of AVX-512's 32 registers; AVX2 keeps a few on the stack)."""
+        return self.REGISTER_ROW * (2 if rows == 1 else 1)
 
     SKIP_ZERO_TERMS = 64
     """A product of :meth:`_register_rows` over at most this many contraction indices, whose right
@@ -185,7 +193,7 @@ class AlgebraRules:
         rshape = [rhs.shape[a] for a in rfree]
         width = rshape[0] if len(rfree) == 1 and sr[rfree[0]] == 1 else 0
         scalar = np.dtype(dt) == np.float64 and self.ct(dt) == _ctype(dt)
-        if scalar and 4 <= width <= self.REGISTER_ROW:
+        if scalar and 4 <= width <= self._one_row_limit(math.prod(lhs.shape[a] for a in [*lb, *lfree])):
             dead = self._known_zero_terms(rhs, rc, rb, rfree)
             self._register_rows(out, (lname, loff, sl), (rname, roff, sr), contract, batch, lfree, width, lhs, dead)
             return out
