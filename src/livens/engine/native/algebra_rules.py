@@ -34,6 +34,8 @@ class AlgebraRules:
             and math.prod(lhs.shape[a] for a in lc) > 1
         ):
             return self._row_dot(lhs, rhs, (lc, rc), (lb, rb), lfree, rfree, outs[0])
+        if self._column_dot(lhs, rhs, lc, lb, lfree, rfree, outs[0]):
+            return self._row_dot(rhs, lhs, (rc, lc), (rb, lb), rfree, lfree, outs[0])
         out = self.new(outs[0].shape, outs[0].dtype)
         (lname, loff, sl), (rname, roff, sr) = self.view(lhs), self.view(rhs)
         idx = self.loops(out.shape)
@@ -60,6 +62,24 @@ class AlgebraRules:
         self.line(f"{out.name}[{self.flat(idx, out.shape)}] = {acc};")
         self.end(idx)
         return out
+
+    def _column_dot(self, lhs: Buf, rhs: Buf, lc, lb, lfree, rfree, aval) -> bool:
+        """Whether a matrix-vector product is written as :meth:`_row_dot` of its operands swapped: a
+        matrix whose one free axis is contiguous, of :data:`ROW_DOT_COLUMNS` to :meth:`_one_row_limit`
+        elements (a transposed matrix), times a vector, no batch axes. Its output is then summed in
+        vectors along the free axis, each element the same sum in the same order (0, then
+        ``+= x_j * a_ij`` for each j; a product is the same either way round), where the loop nest
+        runs a chain of scalar multiply-adds per element. Not where an operand has known zeros,
+        whose terms :meth:`_row_dot` would leave out (the loop nest multiplies by them)."""
+        if lb or rfree or len(lfree) != 1 or len(lc) != 1 or lhs.shape[lc[0]] < 2:
+            return False
+        if any(b.known or self.known_zeros(b).any() for b in (lhs, rhs)):
+            return False
+        if not (np.dtype(aval.dtype) == np.float64 and self.ct(aval.dtype) == _ctype(aval.dtype)):
+            return False
+        if not self.ROW_DOT_COLUMNS <= lhs.shape[lfree[0]] <= self._one_row_limit(1):
+            return False
+        return self.view(lhs)[2][lfree[0]] == 1
 
     UNROLL_CONTRACTION = 4
     """The loop nest of a ``dot_general`` whose one contraction axis has at most this many indices has
