@@ -523,6 +523,7 @@ class AlgebraRules:
         lu = self.new(a.shape, a.dtype)
         piv = self.new(outs[1].shape, np.int32)
         perm = self.new(outs[2].shape, np.int32)
+        self._bounds[piv.name] = self._bounds[perm.name] = (0, m - 1)  # row indices (Emitter.bounds)
         self.copy(lu, a)
         k = min(m, n)
         b = self.fresh("b")

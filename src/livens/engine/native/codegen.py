@@ -94,6 +94,7 @@ MOVES = {  # primitives that only move elements: operand positions that are data
     "select_n": "cases",
 }
 ZERO_RULES = {"add", "add_any", "sub", "mul"}
+COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
 
 
 class Translator(MovementRules, AlgebraRules, ControlRules, Emitter):
@@ -295,6 +296,10 @@ class Translator(MovementRules, AlgebraRules, ControlRules, Emitter):
             if ins[0].elems is not None and not p:
                 return [self.elementwise_elems(name, self.UNARY[name], ins, outs_aval[0])]
             return [self.elementwise(self.UNARY[name], ins, outs_aval[0], p)]
+        if name in COMPARE:
+            decided = self.decided_compare(name, ins, outs_aval[0])
+            if decided is not None:
+                return [decided]
         if name in self.BINARY:
             simple = self.simplify(name, ins, outs_aval[0])
             if simple is not None:
@@ -447,6 +452,29 @@ class Translator(MovementRules, AlgebraRules, ControlRules, Emitter):
             if an is None and av == 1:
                 return args[1]
         return None
+
+    def decided_compare(self, name, ins, aval) -> Buf | None:
+        """A comparison of integers that their bounds decide (:meth:`~livens.engine.native.emitter.Emitter.bounds`),
+        as the known result: ``perm < 0`` of an LU's permutation, with which ``jnp.take`` wraps
+        negative indices, is false everywhere (the select of the wrapped index folds away, and the
+        gather's clamp of :meth:`p_gather` with it). None where the bounds do not decide it."""
+        if len(ins) != 2:
+            return None
+        a, b = (self.bounds(x) for x in ins)
+        if a is None or b is None:
+            return None
+        (alo, ahi), (blo, bhi) = a, b
+        if name in ("gt", "ge"):  # b < a, b <= a
+            name, (alo, ahi), (blo, bhi) = ("lt" if name == "gt" else "le"), (blo, bhi), (alo, ahi)
+        if name == "lt":
+            value = True if ahi < blo else (False if alo >= bhi else None)
+        elif name == "le":
+            value = True if ahi <= blo else (False if alo > bhi else None)
+        else:  # eq, ne: decided where the ranges are apart
+            value = None if (ahi >= blo and bhi >= alo) else (name == "ne")
+        if value is None:
+            return None
+        return Buf(None, aval.shape, aval.dtype, np.full(aval.shape, value, dtype=aval.dtype))
 
     # --- algebraic simplification ---------------------------------------------------------------
     @staticmethod

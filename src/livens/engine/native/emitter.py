@@ -193,6 +193,7 @@ class Emitter:
         self.scratch = 0  # bytes of the large arrays, kept off the stack (:meth:`new`)
         self._main = True  # writing the kernel's own function (not a called one)
         self._declared: dict = {}  # array name -> (the list of lines, the index) of its declaration (new)
+        self._bounds: dict = {}  # integer array name -> (least, greatest) value it can hold (bounds)
 
     # --- what a value is in C (the lanes of :mod:`livens.engine.native.member_lanes` change these) ----------
     def ct(self, dtype) -> str:
@@ -253,6 +254,24 @@ class Emitter:
             self.line(f"{ct} {b.name}[{max(b.size, 1)}];")
         self._declared[b.name] = (self.lines, len(self.lines) - 1)
         return b
+
+    def bounds(self, b: Buf) -> tuple | None:
+        """(least, greatest) value that the integer array b can hold, where the program says (an
+        LU's pivots and permutation: row indices) or b is known; None where unknown. Kept by C
+        array (every array is written once), so that b's elements moved elsewhere keep them."""
+        if not np.issubdtype(b.dtype, np.integer) or b.size == 0:
+            return None
+        if b.known:
+            return int(b.value.min()), int(b.value.max())
+        if b.elems is None:
+            return self._bounds.get(_base(b.name))
+        lo = hi = None
+        for name, x in b.elems:
+            r = (int(x), int(x)) if name is None else self._bounds.get(_base(name))
+            if r is None:
+                return None
+            lo, hi = (r[0], r[1]) if lo is None else (min(lo, r[0]), max(hi, r[1]))
+        return lo, hi
 
     def declare_as(self, b: Buf, dst: Buf, lines: list, start: int) -> bool:
         """Make the array b, declared at or after ``lines[start]`` (the block being written), the
@@ -521,6 +540,11 @@ class Emitter:
 
     def flat(self, idx, shape) -> str:
         return self.affine(list(zip(_strides(shape), idx)))
+
+
+def _base(name: str | None) -> str | None:
+    """The C array that the expression ``name`` (an array, or ``(array + offset)``) points into."""
+    return None if name is None else name.strip("()").split(" ")[0]
 
 
 # --- elementwise primitives ------------------------------------------------------------------------

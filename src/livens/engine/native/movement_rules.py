@@ -241,11 +241,14 @@ class MovementRules:
         oob = self.fresh("oob")
         if fill_mode:
             self.line(f"int {oob} = 0;")
+        known = self.bounds(ind)  # indices known in bounds (an LU's permutation) need no clamp
         for k, dim in enumerate(dn.start_index_map):
             s = self.fresh("s")
             hi = src.shape[dim] - slice_sizes[dim]
             self.line(f"int64_t {s} = (int64_t) {self.at(ind, f'{base} + {k * st_ind[-1]}')};")
-            if fill_mode:
+            if known is not None and 0 <= known[0] and known[1] <= hi:
+                pass
+            elif fill_mode:
                 self.line(f"{oob} |= ({s} < 0) | ({s} > {hi});")
             else:
                 self.line(f"{s} = {s} < 0 ? 0 : ({s} > {hi} ? {hi} : {s});")
