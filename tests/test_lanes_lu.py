@@ -30,19 +30,23 @@ def _lu(a):
 
 def _batches(m, n, seed):
     """Lanes that pivot alike (one sparse matrix, each lane's entries scaled by 1 + 1e-9 k), lanes
-    that part ways (two lanes with other matrices; a lane whose first column ties another row
-    with the pivot, so that it takes the first of the two), and lanes with zero pivots."""
+    that part ways (two lanes with other matrices; a lane whose first column's largest is a tie,
+    the first of which it takes), lanes with zero pivots, and lanes with a NaN in a pivot column."""
     rng = np.random.default_rng(seed)
     base = rng.standard_normal((m, n)) * (rng.random((m, n)) < 0.3) + np.eye(m, n) * 0.5
     alike = np.stack([base * (1.0 + 1e-9 * k) for k in range(LANES)])
     parted = alike.copy()
     parted[2] = rng.standard_normal((m, n))
     parted[5] = base[::-1]
-    parted[6, :, 0] = 1.0  # every row a tie: the first is the pivot
+    parted[6, :, 0] = 1.0  # ties: the first of the largest is the pivot (row 2, not 5)
+    parted[6, [2, 5], 0] = -5.0
     zero = alike.copy()
     zero[1, :, 3] = 0.0
     zero[4, :, min(n, m) - 2] = 0.0
-    return alike, parted, zero
+    nan = alike.copy()  # a NaN pivot candidate: on the diagonal (kept), below it (passed over)
+    nan[2, 0, 0] = np.nan
+    nan[5, 7, 1] = np.nan
+    return alike, parted, zero, nan
 
 
 @pytest.mark.parametrize("shape", [(12, 12), (18, 18), (54, 54), (41, 37), (37, 41)])

@@ -21,8 +21,14 @@ from .emitter import Unsupported
 
 LU_HELPERS = """
 static inline __attribute__((always_inline)) void LU_PIVOT_IN(dv *a, iv *P, iv *V, int m, int n, int c) {
-  iv p = BI(c); dv best = fabs(a[c*n + c]);
-  for (int i = c + 1; i < m; i++) { dv x = fabs(a[i*n + c]); iv gt = x > best; best = gt ? x : best; p = gt ? BI(i) : p; }
+  iv p = BI(c), p1 = BI(-1), p2 = BI(-1), p3 = BI(-1);
+  dv best = fabs(a[c*n + c]), b1 = BD(-1.0), b2 = BD(-1.0), b3 = BD(-1.0);
+  int i = c + 1;
+#define LU_MAX(b, q, r) { const dv x = fabs(a[(r)*n + c]); const iv gt = x > b; b = gt ? x : b; q = gt ? BI(r) : q; }
+  for (; i + 3 < m; i = i + 4) { LU_MAX(best, p, i) LU_MAX(b1, p1, i + 1) LU_MAX(b2, p2, i + 2) LU_MAX(b3, p3, i + 3) }
+  for (; i < m; i++) LU_MAX(best, p, i)
+#define LU_FIRST(b, q) { const iv gt = (b > best) | ((b == best) & (q < p)); best = gt ? b : best; p = gt ? q : p; }
+  LU_FIRST(b1, p1) LU_FIRST(b2, p2) LU_FIRST(b3, p3)
   V[c] = p;
   const int64_t r0 = p[0];
   if (!ANY(p != r0)) {
@@ -58,7 +64,9 @@ static __attribute__((noinline)) void LU_MASKED(dv *a, int m, int n, int c, iv n
 }
 """
 """The C++ helpers of a lane kernel's LU (:class:`LaneLU`). ``LU_PIVOT_IN(a, P, V, m, n, c)``
-finds column c's pivot row p in each lane (the first largest |a_ic|, i >= c), records it in V[c],
+finds column c's pivot row p in each lane (the first largest |a_ic|, i >= c; four chains of
+comparisons over every fourth row, whose bests are then merged, larger or equal and earlier
+first: the row a scan in order takes, |a_cc| kept where it is NaN), records it in V[c],
 and swaps rows c and p of the m x n matrix a and entries c and p of the permutation P in each
 lane: where every lane's pivot row is the same, the two rows as whole vectors (nothing to do
 where it is c), else row c read and written once and each other pivot row r once, in the lanes
