@@ -65,12 +65,10 @@ class AlgebraRules:
 
     def _column_dot(self, lhs: Buf, rhs: Buf, lc, lb, lfree, rfree, aval) -> bool:
         """Whether a matrix-vector product is written as :meth:`_row_dot` of its operands swapped: a
-        matrix whose one free axis is contiguous, of :data:`ROW_DOT_COLUMNS` to :meth:`_one_row_limit`
-        elements (a transposed matrix), times a vector, no batch axes. Its output is then summed in
-        vectors along the free axis, each element the same sum in the same order (0, then
-        ``+= x_j * a_ij`` for each j; a product is the same either way round), where the loop nest
-        runs a chain of scalar multiply-adds per element. Not where an operand has known zeros,
-        whose terms :meth:`_row_dot` would leave out (the loop nest multiplies by them)."""
+        matrix whose one free axis is contiguous (a transposed matrix) times a vector, no batch axes.
+        Its output is then summed in vectors along the free axis, each element the same sum in the
+        same order (0, then ``+= x_j * a_ij``; a product is the same either way round), not in one
+        chain of scalar multiply-adds per element. Not with known zeros (:meth:`_row_dot` drops them)."""
         if lb or rfree or len(lfree) != 1 or len(lc) != 1 or lhs.shape[lc[0]] < 2:
             return False
         if any(b.known or self.known_zeros(b).any() for b in (lhs, rhs)):
@@ -95,10 +93,8 @@ class AlgebraRules:
     twice as many in a kernel of one member where the product has one row (:meth:`_one_row_limit`)."""
 
     def _one_row_limit(self, rows: int) -> int:
-        """The most elements of a row of doubles that :meth:`_register_rows` sums in registers, for
-        a product of ``rows`` output rows: twice :attr:`REGISTER_ROW` for one row, a vector times a
-        matrix (the coefficients of a multistep history times its states of fifty coordinates: 16
-        vectors, of AVX-512's 32 registers; AVX2 keeps a few on the stack)."""
+        """The most doubles of a row :meth:`_register_rows` sums in registers, for ``rows`` output rows:
+        for one (a multistep history's coefficients times its states) 16 vectors, of AVX-512's 32."""
         return self.REGISTER_ROW * (2 if rows == 1 else 1)
 
     SKIP_ZERO_TERMS = 64
@@ -591,12 +587,15 @@ class AlgebraRules:
 
         A row is moved in vectors of :data:`LU_VECTOR` doubles at fixed places, counted from its end,
         and scalars before the first of them: a vector read back (the next column's update, a swap)
-        is then one written as a whole, which the processor forwards from its store."""
+        is then one written as a whole, which the processor forwards from its store. Where c is the
+        first element of a vector, the others are updated in it too, their results and l chosen
+        into it by a mask of bits: the same operations, in one vector, not W - 1 scalars."""
         W = self.LU_VECTOR
         blocks = list(range(n % W, n - W + 1, W))  # the vectors' first elements
         head = blocks[0] if blocks else n  # elements [0, head) moved one by one
         vd, a = self.fresh("lu_v"), self.fresh("lu_a")
         self.line(f"typedef double {vd} __attribute__((vector_size({8 * W})));")
+        self.line(f"typedef long long {vd}m __attribute__((vector_size({8 * W})));")
         self.line(f"double *{a} = {A};")
         self.line(f"for (int i = 0; i < {n}; i++) {P}[i] = i;")
         for c in range(n):
@@ -623,6 +622,8 @@ class AlgebraRules:
             if c + 1 < n:
                 vecs = [j for j in blocks if j > c]
                 ones = range(c + 1, vecs[0] if vecs else n)
+                if c in blocks:  # the vector of c, masked (docstring)
+                    vecs, ones = [c, *vecs], range(0)
                 self.open(f"if ({a}[{c * n + c}] != 0.0)")
                 self.line(f"const double inv = 1.0 / {a}[{c * n + c}];")
                 for j in vecs:
@@ -630,9 +631,16 @@ class AlgebraRules:
                 for j in ones:
                     self.line(f"const double e{j} = {a}[{c * n + j}];")
                 self.open(f"for (int i = {c + 1}; i < {n}; i++)")
-                self.line(f"double *ri = {a} + i*{n}; const double l = ri[{c}] * inv; ri[{c}] = l;")
+                store = "" if c in vecs else f" ri[{c}] = l;"
+                self.line(f"double *ri = {a} + i*{n}; const double l = ri[{c}] * inv;{store}")
                 if vecs:
                     self.line(f"const {vd} lv = {{{', '.join(['l'] * W)}}};")
+                if c in vecs:
+                    self.line(
+                        f"{{ {vd} y; memcpy(&y, ri + {c}, sizeof y); const {vd}m m = {{0{', -1' * (W - 1)}}}, "
+                        f"z = ({vd}m) (y - lv * u{c}); y = ({vd}) ((z & m) | (({vd}m) lv & ~m)); memcpy(ri + {c}, &y, sizeof y); }}"
+                    )
+                    vecs = vecs[1:]
                 for j in ones:
                     self.line(f"ri[{j}] = ri[{j}] - l * e{j};")
                 for j in vecs:
@@ -707,13 +715,6 @@ class AlgebraRules:
         self.line(f"{X}[j*{width} + c] -= s;")
         self.line(f"for (int i = j + 1; i < {m}; i++) {X}[i*{width} + c] -= s * {W}[i*{wn} + j];")
         self.close()
-
-    def p_custom_linear_solve(self, ins, outs, const_lengths, jaxprs, **_):
-        """x = solve(b): the forward value is the ``solve`` jaxpr on its constants and b."""
-        n_mv, n_vm, n_solve = const_lengths.matvec, const_lengths.vecmat, const_lengths.solve
-        n_consts = n_mv + n_vm + n_solve + const_lengths.transpose_solve
-        consts = ins[n_mv + n_vm : n_mv + n_vm + n_solve]
-        return self.closed_with(jaxprs.solve, consts, ins[n_consts:])
 
     TRIANGULAR_UNROLL = 32
     """A triangular solve with one right-hand side and at most this many unknowns is written out

@@ -89,6 +89,13 @@ class ControlRules:
         self.close()
         return carry
 
+    def p_custom_linear_solve(self, ins, outs, const_lengths, jaxprs, **_):
+        """x = solve(b): the forward value is the ``solve`` jaxpr on its constants and b."""
+        n_mv, n_vm, n_solve = const_lengths.matvec, const_lengths.vecmat, const_lengths.solve
+        n_consts = n_mv + n_vm + n_solve + const_lengths.transpose_solve
+        consts = ins[n_mv + n_vm : n_mv + n_vm + n_solve]
+        return self.closed_with(jaxprs.solve, consts, ins[n_consts:])
+
     def closed_with(self, cj, consts, args) -> list[Buf]:
         """A closed jaxpr whose own consts come first, then ``consts`` + ``args`` as its invars."""
         own = [Buf(None, np.shape(c), np.asarray(c).dtype, np.asarray(c)) for c in cj.consts]
