@@ -511,16 +511,16 @@ class AlgebraRules:
 
     # --- linear algebra --------------------------------------------------------------------------
     def _lu_start(self, ins, outs):
-        """The outputs of an LU (a copy of the matrices, pivots, permutation), the loop over the
-        batch opened, and (A, P, V, m, n, k): C pointers to this matrix, its permutation and its
-        pivots, the matrix shape and min(m, n). The caller writes the factorization and closes."""
+        """The outputs of an LU (the matrices: a copy, or their own array where it is read last;
+        pivots, permutation), the loop over the batch opened, and (A, P, V, m, n, k): C pointers to this
+        matrix, its permutation and pivots, the shape and min(m, n). The caller factors and closes."""
         a = ins[0]
         *batch, m, n = a.shape
-        lu = self.new(a.shape, a.dtype)
+        lu = self._to_overwrite(a)  # a itself where the LU reads it last (a Newton tangent), else new
         piv = self.new(outs[1].shape, np.int32)
         perm = self.new(outs[2].shape, np.int32)
         self._bounds[piv.name] = self._bounds[perm.name] = (0, m - 1)  # row indices (Emitter.bounds)
-        self.copy(lu, a)
+        self.copy(lu, a)  # nothing where lu is a
         k = min(m, n)
         b = self.fresh("b")
         self.open(f"for (int {b} = 0; {b} < {int(math.prod(batch))}; {b}++)")

@@ -57,6 +57,7 @@ from .control_rules import ControlRules
 from .elementwise import BINARY, UNARY, _integer_pow, _round, _to_integer
 from .emitter import MAX_ELEMS, SCALAR_MAX, Buf, Emitter, Unsupported, _ctype, _is_float, _strides, c_literal
 from .folding import _np_elementwise, _np_lapack, _np_move
+from .last_read import LastRead
 from .movement_rules import MovementRules
 
 IDENTITY = {"copy", "copy_p", "optimization_barrier", "stop_gradient"}
@@ -97,7 +98,7 @@ ZERO_RULES = {"add", "add_any", "sub", "mul"}
 COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
 
 
-class Translator(MovementRules, AlgebraRules, ControlRules, Emitter):
+class Translator(LastRead, MovementRules, AlgebraRules, ControlRules, Emitter):
     """Emits the equations of jaxprs (with their sub-jaxprs) as C statements."""
 
     UNARY, BINARY = UNARY, BINARY
@@ -172,8 +173,9 @@ class Translator(MovementRules, AlgebraRules, ControlRules, Emitter):
         translated on its own (its own scalars and blocks), kept from inlining so that the C
         compiler works on it once."""
         fname = self.fresh("f")
-        saved = (self.lines, self.depth, self.scope, self._scalars, self._main, self._reused)
+        saved = (self.lines, self.depth, self.scope, self._scalars, self._main, self._reused, self._frames)
         self.lines, self.depth, self.scope, self._scalars, self._main, self._reused = [], 1, (), {}, False, {}
+        self._lu_frames = []  # its arrays its own (LastRead)
         try:
             params, args = [], []
             for k, v in enumerate(closed.jaxpr.invars):
@@ -186,7 +188,7 @@ class Translator(MovementRules, AlgebraRules, ControlRules, Emitter):
                     self.copy(Buf(f"o{k}", b.shape, b.dtype), b)
             body = "\n".join(_flat(self.lines))
         finally:
-            self.lines, self.depth, self.scope, self._scalars, self._main, self._reused = saved
+            self.lines, self.depth, self.scope, self._scalars, self._main, self._reused, self._lu_frames = saved
         self.functions.append(
             f"static __attribute__((noinline)) void {fname}({', '.join(params) or 'void'}) {{\n{body}\n}}"
         )
@@ -207,12 +209,18 @@ class Translator(MovementRules, AlgebraRules, ControlRules, Emitter):
                 return Buf(None, np.shape(v.val), v.aval.dtype, v.val)
             return env[v]
 
-        for eqn in jaxpr.eqns:
-            ins = [read(v) for v in eqn.invars]
-            outs = self.eqn(eqn, ins)
-            for v, b in zip(eqn.outvars, outs):
-                env[v] = b
-        return [read(v) for v in jaxpr.outvars]
+        self._enter(jaxpr, consts, args)  # where each array is read last (LastRead)
+        try:
+            for eqn in jaxpr.eqns:
+                ins = [read(v) for v in eqn.invars]
+                self._at(eqn)
+                outs = self.eqn(eqn, ins)
+                self._held(eqn, outs)
+                for v, b in zip(eqn.outvars, outs):
+                    env[v] = b
+            return [read(v) for v in jaxpr.outvars]
+        finally:
+            self._frames.pop()
 
     def closed(self, cj, args) -> list[Buf]:
         consts = [Buf(None, np.shape(c), np.asarray(c).dtype, np.asarray(c)) for c in cj.consts]

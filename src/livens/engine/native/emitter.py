@@ -194,6 +194,7 @@ class Emitter:
         self._main = True  # writing the kernel's own function (not a called one)
         self._declared: dict = {}  # array name -> (the list of lines, the index) of its declaration (new)
         self._bounds: dict = {}  # integer array name -> (least, greatest) value it can hold (bounds)
+        self._stores: set = set()  # the arrays that Bufs of elements were written to (arr)
 
     # --- what a value is in C (the lanes of :mod:`livens.engine.native.member_lanes` change these) ----------
     def ct(self, dtype) -> str:
@@ -438,6 +439,7 @@ class Emitter:
             finally:
                 self.lines, self.depth = saved
             b.stored = out
+            self._stores.add(out.name)
         return b.stored
 
     def view(self, b: Buf):

@@ -15,25 +15,9 @@ without a select per operation) and keeps the masked forms for the others.
 
 from __future__ import annotations
 
-import math
-import re
-
 import numpy as np
-from jax.extend import core as jcore
 
-from .emitter import Buf, Unsupported
-
-INLINE_CALLS = {
-    "pjit",
-    "jit",
-    "closed_call",
-    "core_call",
-    "custom_jvp_call",
-    "custom_vjp_call",
-    "custom_vjp_call_jaxpr",
-}
-"""Primitives whose jaxpr the translator writes in line, run once where the call stands (a
-loop's body or a cond's branches are not: their arguments are read again)."""
+from .emitter import Unsupported
 
 LU_HELPERS = """
 static inline __attribute__((always_inline)) void LU_PIVOT_IN(dv *a, iv *P, iv *V, int m, int n, int c) {
@@ -114,7 +98,7 @@ class LaneLU:
         where some lane's pivot is zero by ``LU_MASKED``."""
         if ins[0].dtype != np.float64:
             raise Unsupported(f"lu of {ins[0].dtype} in lanes")
-        res, (A, P, V, m, n, k) = self._lu_lanes_start(ins, outs)
+        res, (A, P, V, m, n, k) = self._lu_start(ins, outs)
         self.line(f"for (int i = 0; i < {m}; i++) {P}[i] = BI(i);")
         if m * n * self.itemsize(np.float64) > self.LU_BLOCKED_BYTES and k > 1:
             self._lu_blocked(A, P, V, m, n, k)
@@ -136,106 +120,6 @@ class LaneLU:
             self.close()
         self.close()
         return res
-
-    def _lu_lanes_start(self, ins, outs):
-        """:meth:`Translator._lu_start`, the matrices factored in their own array where the program
-        reads that array no more (:meth:`_last_read`): a tangent made for its LU (a Newton
-        step's, a reverse pass step's) is then not copied, every lane of it, before it is factored."""
-        a = ins[0]
-        if not self._last_read(a):
-            return self._lu_start(ins, outs)
-        *batch, m, n = a.shape
-        lu = Buf(a.name, a.shape, a.dtype)
-        self._forget(a.name)
-        piv = self.new(outs[1].shape, np.int32)
-        perm = self.new(outs[2].shape, np.int32)
-        k = min(m, n)
-        b = self.fresh("b")
-        self.open(f"for (int {b} = 0; {b} < {int(math.prod(batch))}; {b}++)")
-        A, P, V = f"({lu.name} + {b}*{m * n})", f"({perm.name} + {b}*{m})", f"({piv.name} + {b}*{k})"
-        return [lu, piv, perm], (A, P, V, m, n, k)
-
-    # --- where an array is read last -------------------------------------------------------------
-    def jaxpr(self, jaxpr, consts, args):
-        """:meth:`Translator.jaxpr`, keeping what :meth:`_last_read` asks of it: the equation under
-        way, the last equation that reads each variable (the outputs' variables: never), the
-        variables whose values are read from each C array (its arguments' too), the arrays made
-        here, and whether this jaxpr is a call written in line (run once where it stands)."""
-        last = {}
-        for i, e in enumerate(jaxpr.eqns):
-            for v in e.invars:
-                if isinstance(v, jcore.Var):
-                    last[v] = i
-        for v in jaxpr.outvars:
-            if isinstance(v, jcore.Var):
-                last[v] = len(jaxpr.eqns)
-        parent = self._frames[-1] if self._frames else None
-        frame = {"at": {id(e): i for i, e in enumerate(jaxpr.eqns)}, "last": last, "eqn": None, "prim": None}
-        inline = parent is not None and parent["prim"] in INLINE_CALLS
-        frame.update(
-            holders={}, inline=inline, made=parent["made"] if inline else set()
-        )  # a call's arrays, its caller's
-        for v, b in zip(list(jaxpr.constvars) + list(jaxpr.invars), list(consts) + list(args)):
-            for name in self.refs(b):
-                frame["holders"].setdefault(name, []).append(v)
-        self._frames.append(frame)
-        try:
-            return super().jaxpr(jaxpr, consts, args)
-        finally:
-            self._frames.pop()
-
-    def eqn(self, eqn, ins):
-        frame = self._frames[-1] if self._frames else None
-        if frame is not None:
-            frame["eqn"], frame["prim"] = frame["at"].get(id(eqn)), eqn.primitive.name
-        outs = super().eqn(eqn, ins)
-        if frame is not None:
-            for v, b in zip(eqn.outvars, outs):
-                for name in self.refs(b):
-                    frame["holders"].setdefault(name, []).append(v)
-        return outs
-
-    def new(self, shape, dtype) -> Buf:
-        b = super().new(shape, dtype)
-        if self._frames:
-            self._frames[-1]["made"].add(b.name)
-        return b
-
-    @property
-    def _frames(self) -> list:
-        """The jaxprs being written, innermost last (:meth:`jaxpr`)."""
-        if "_lu_frames" not in self.__dict__:
-            self._lu_frames = []
-        return self._lu_frames
-
-    def _forget(self, name: str) -> None:
-        """The values of the array ``name`` that the translator keeps for later equations (an
-        equation's outputs written before, :meth:`Translator.eqn`; its elements held in C scalars,
-        :meth:`scalar`) forgotten: the array is about to hold other values."""
-        word = re.compile(rf"\b{re.escape(name)}\b")
-        for key, (_, ins, outs) in list(self._reused.items()):
-            if any(name in self.refs(x) for x in list(ins) + list(outs)):
-                del self._reused[key]
-        for key in [k for k in self._scalars if word.search(k[0])]:
-            del self._scalars[key]
-
-    def _last_read(self, b: Buf) -> bool:
-        """Whether the equation under way is the last to read the C array of b: an array made by
-        an equation (not a loop's carry, an argument, a constant or a part of another array),
-        every variable whose values are read from it (b's, views and reshapes of it) read by no
-        later equation of the jaxpr being written and none of its outputs, and the same in the
-        jaxprs that call it in line, after their calls (the arrays that such a call makes are its
-        caller's: a loop's body or a cond's branch ends the chain, which must have made the array)."""
-        if b.known or b.elems is not None or b.rows_written is not None:
-            return False
-        for frame in reversed(self._frames):
-            if frame["eqn"] is None:
-                return False
-            if any(frame["last"].get(v, -1) > frame["eqn"] for v in frame["holders"].get(b.name, ())):
-                return False
-            if not frame["inline"]:
-                return b.name in frame["made"]
-        return False
 
     def _unrolled_column(self, A: str, P: str, V: str, n: int, c: int) -> None:
         """Column ``c`` (a number) of the LU of :meth:`p_lu` of a small square matrix: the pivot and
