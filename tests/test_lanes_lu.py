@@ -7,6 +7,7 @@ lanes meet a zero pivot (masked updates), written out, column by column and by b
 import jax
 import numpy as np
 import pytest
+from _lu_in_place import made_here
 from test_lanes import _lanes_of
 
 from livens.driver import LANES
@@ -66,26 +67,14 @@ def test_lanes_that_pivot_alike_factor_as_each_member(shape):
     np.testing.assert_allclose(L @ np.triu(lu_[0, :k]), batch[0][perm[0]], atol=1e-12)
 
 
-def _made_here(a):
-    """LUs of matrices the program makes: one read by nothing after its LU (factored in its own
-    array), made again after it by the same equations (which must not read the factors), and one
-    read after its LU through a reshape (factored in a copy)."""
-    b = a * 2.0 + 1.0
-    lu_b = jax.lax.linalg.lu(b)
-    again = a * 2.0 + 1.0
-    d = a - 1.0
-    lu_d = jax.lax.linalg.lu(d)
-    return (*lu_b, again, *lu_d, d.reshape(-1) * 3.0)
-
-
 @pytest.mark.parametrize("n", [6, 54])
 def test_a_matrix_made_for_its_lu_is_factored_in_place_where_nothing_reads_it_after(n):
     rng = np.random.default_rng(n)
     a = np.stack([rng.standard_normal((n, n))] * LANES) * (1.0 + 1e-9 * np.arange(LANES))[:, None, None]
     a[3] = rng.standard_normal((n, n))
-    kernel = native.compile_function(_made_here, a[0], lanes=LANES)
+    kernel = native.compile_function(made_here, a[0], lanes=LANES)
     assert kernel.source.count("memcpy(v") == 1  # d copied for its LU; b factored where it is
-    single = native.compile_function(_made_here, a[0])
+    single = native.compile_function(made_here, a[0])
     native.wait()
     got = kernel(a)
     for b in range(LANES):

@@ -6,6 +6,7 @@ operands are not read from the factored array."""
 import jax
 import numpy as np
 import pytest
+from _lu_in_place import made_here
 
 from livens.engine import native
 from livens.engine.native.last_read import LastRead
@@ -16,17 +17,6 @@ pytestmark = pytest.mark.skipif(native.compiler() is None, reason="no C compiler
 def _bits(x):
     """The bytes of an array (-0.0 and +0.0 apart)."""
     return np.ascontiguousarray(x).view(np.uint8)
-
-
-def _made_here(a):
-    """A matrix made for its LU and read by nothing after (in place), made again after it by the
-    same equations; one read after its LU through a reshape (copied)."""
-    b = a * 2.0 + 1.0
-    lu_b = jax.lax.linalg.lu(b)
-    again = a * 2.0 + 1.0
-    d = a - 1.0
-    lu_d = jax.lax.linalg.lu(d)
-    return (*lu_b, again, *lu_d, d.reshape(-1) * 3.0)
 
 
 @jax.jit
@@ -60,7 +50,7 @@ def _compiled(fn, a, monkeypatch, in_place):
 
 
 @pytest.mark.parametrize("n", [6, 18, 40])
-@pytest.mark.parametrize("fn", [_made_here, _after_calls])
+@pytest.mark.parametrize("fn", [made_here, _after_calls])
 def test_an_lu_in_place_gives_the_bits_of_an_lu_of_a_copy(fn, n, monkeypatch):
     rng = np.random.default_rng(n)
     a = rng.standard_normal((n, n))
@@ -77,7 +67,7 @@ def test_an_lu_in_place_gives_the_bits_of_an_lu_of_a_copy(fn, n, monkeypatch):
             np.testing.assert_array_equal(g, r)
         else:
             np.testing.assert_allclose(g, r, rtol=1e-9, atol=1e-9)
-    if fn is _made_here:
+    if fn is made_here:
         np.testing.assert_array_equal(_bits(got[3]), _bits(a * 2.0 + 1.0))
     else:
         np.testing.assert_allclose(got[6], np.sum(a + 3.0), rtol=1e-13)  # b read after its LU's call
