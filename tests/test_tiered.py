@@ -79,8 +79,10 @@ def _compile_threads(monkeypatch) -> list:
 
 def test_optimize_compiles_every_quick_program_now_in_the_calling_thread(monkeypatch):
     """engine.optimize: the optimized executable in use from the next call, whatever the runs have cost."""
-    # the programs of earlier tests still alive at level 0 are left out (optimizing them all took minutes)
+    # the programs of earlier tests still alive at level 0 are left out (optimizing them all took minutes),
+    # and so are the compiles they left running in the background (waiting for them took minutes too)
     monkeypatch.setattr(_tiered, "_QUICK", weakref.WeakSet())
+    monkeypatch.setattr(lv.engine, "wait", lambda timeout=None: None)
     threads = _compile_threads(monkeypatch)
     monkeypatch.setattr(_tiered, "PAYBACK", float("inf"))  # the runs never pay for it themselves
     fn = _program(200)
