@@ -59,7 +59,7 @@ def _elementwise(q):
             jnp.sum(x**-3 + x**5 + jnp.abs(x) ** 2.5 + jnp.cbrt(x)),
             jnp.sum(jnp.where(x > 0.5, x, -x) + jax.lax.clamp(-0.2, x, 0.4) + jnp.round(2.5 * x) + jnp.fmod(x, 0.3)),
             jnp.max(x) + jnp.min(x) + jnp.prod(x) + jnp.argmax(x) + jnp.cumsum(x)[-2] + jnp.sort(x)[1],
-            jnp.linalg.norm(x) + jnp.mean(jnp.outer(x, x) @ x),
+            jnp.linalg.norm(x) + jnp.mean(jnp.outer(x, x) @ x) + jnp.sum(jax.lax.stop_gradient(x) * x),
         ]
     )
 
@@ -93,7 +93,7 @@ def test_the_tests_meet_the_primitives_they_are_meant_to():
     names = _primitives(_indexing, q) | _primitives(jax.jacrev(_indexing), q) | _primitives(_control_flow, q)
     names |= _primitives(_elementwise, q)
     want = {"gather", "scatter-add", "scatter", "dynamic_slice", "pad", "dot_general", "scan", "while", "cond"}
-    want |= {"integer_pow", "pow", "cumsum", "sort", "argmax", "rem", "round", "clamp", "select_n"}
+    want |= {"integer_pow", "pow", "cumsum", "sort", "argmax", "rem", "round", "clamp", "select_n", "stop_gradient"}
     assert want <= names, want - names
 
 

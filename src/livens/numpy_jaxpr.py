@@ -327,6 +327,7 @@ _RULES: dict[str, Callable] = {
             "not": np.invert,
             "copy": np.array,
             "copy_p": np.array,
+            "stop_gradient": np.array,  # the value itself (no derivative is taken here)
         }.items()
     },
     **{name: _binary(f) for name, f in BINARY.items()},
