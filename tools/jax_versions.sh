@@ -17,7 +17,7 @@ fi
 "$venv/bin/pip" install -q --upgrade pip
 "$venv/bin/pip" install -q "jax==$version" "jaxlib==$version" -e ".[test]"
 "$venv/bin/python" -c "import jax, jaxlib; print('jax', jax.__version__, 'jaxlib', jaxlib.__version__)"
-"$venv/bin/python" -m pytest -q -rs -p no:cacheprovider -o addopts="-m 'not slow'" \
+"$venv/bin/python" -m pytest -q -rs -p no:cacheprovider -o addopts="-m 'not slow'" -n 2 --dist loadfile \
     tests/test_native.py tests/test_native_gather.py tests/test_lanes.py tests/test_native_cache.py \
     tests/test_native_primitives.py tests/test_native_stack.py tests/test_native_interrupt.py \
     tests/test_native_ctrl_c.py tests/test_flow_native_derivatives.py
